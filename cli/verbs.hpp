@@ -1,0 +1,27 @@
+#pragma once
+/// The verbs of the command line. Each verb file registers its subcommand and its run
+/// function; exit codes: 0 success, 1 a table failed or differs, 2 usage/configuration.
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace flotilla::cli {
+
+struct global_options {
+  std::string config_path = "flotilla.toml";
+};
+
+struct verb {
+  std::function<void(CLI::App&, global_options&)> add;
+  std::function<bool()> selected;
+  std::function<int()> run;
+};
+
+std::vector<verb> all_verbs();
+
+}  // namespace flotilla::cli

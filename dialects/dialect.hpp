@@ -1,0 +1,100 @@
+#pragma once
+/// A warehouse dialect: type mapping both ways, safe-widening rules, DDL text and
+/// identifier quoting. Pure string generation: no connection, no I/O.
+///
+/// Capabilities are `supports_*()` and default to the conservative answer; each dialect
+/// overrides only what differs from the default (seed 001's allowlist, double-quoted
+/// identifiers, ANSI DDL).
+
+#include <expected>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "schema/evolution.hpp"
+#include "schema/table.hpp"
+#include "schema/types.hpp"
+
+namespace flotilla::dialects {
+
+/// A table's place in the target: optional catalog/database, schema, name.
+struct table_ref {
+  std::string catalog;  ///< empty: none
+  std::string schema;   ///< empty: the engine's default schema
+  std::string name;
+};
+
+struct dialect_error {
+  std::string message;
+};
+
+class dialect : public schema::type_rules {
+ public:
+  ~dialect() override = default;
+
+  /// Canonical name: duckdb, postgres, sqlite, snowflake, bigquery, databricks, trino.
+  [[nodiscard]] virtual std::string_view name() const = 0;
+  /// True for the targets Flotilla executes against (duckdb, postgres, sqlite); the
+  /// others are plan-only.
+  [[nodiscard]] virtual bool executable() const { return false; }
+
+  // ---- types --------------------------------------------------------------------
+  /// Portable -> the engine's own type spelling used in DDL.
+  [[nodiscard]] std::string physical_type(const schema::portable_type& t) const override = 0;
+  /// The engine's DESCRIBE / information_schema type string -> portable.
+  [[nodiscard]] virtual std::expected<schema::portable_type, schema::type_error> parse_physical(
+      std::string_view type_string) const = 0;
+  /// parse_physical(physical_type(t)): what the engine reports back for `t`.
+  [[nodiscard]] schema::portable_type canonical(const schema::portable_type& t) const override;
+  /// Seed 001's default allowlist unless the dialect overrides it.
+  [[nodiscard]] bool is_safe_widening(const schema::portable_type& from,
+                                      const schema::portable_type& to) const override;
+  [[nodiscard]] schema::name_rule names() const override {
+    return schema::name_rule::case_insensitive;
+  }
+  /// False where the engine cannot change a column type in place at all (SQLite).
+  [[nodiscard]] virtual bool supports_in_place_type_change() const { return true; }
+  /// True where DDL can run inside a transaction with the data (DuckDB, PostgreSQL, SQLite).
+  [[nodiscard]] virtual bool supports_transactional_ddl() const { return false; }
+
+  // ---- identifiers --------------------------------------------------------------
+  /// Quotes one identifier so that no name can break out of it. Default: "x" with
+  /// embedded double quotes doubled. Throws std::invalid_argument on an empty name
+  /// or one containing a NUL byte.
+  [[nodiscard]] virtual std::string quote(std::string_view identifier) const;
+  /// catalog.schema.name, each part quoted, empty parts left out.
+  [[nodiscard]] virtual std::string qualified(const table_ref& t) const;
+  /// A string literal with embedded quotes escaped ('it''s').
+  [[nodiscard]] virtual std::string literal(std::string_view value) const;
+
+  // ---- DDL ----------------------------------------------------------------------
+  [[nodiscard]] virtual std::string create_schema(std::string_view schema) const;
+  [[nodiscard]] virtual std::string create_table(const table_ref& t,
+                                                 const schema::table_schema& s) const;
+  /// ADD COLUMN, always nullable (historical rows keep NULL).
+  [[nodiscard]] virtual std::string add_column(const table_ref& t, const schema::column& c) const;
+  /// The in-place type change in this dialect's syntax. Statements, in order.
+  [[nodiscard]] virtual std::vector<std::string> alter_column_type(
+      const table_ref& t, std::string_view column, const schema::portable_type& to) const;
+  /// Rebuild-and-swap: build `new_schema` under a temporary name, copy the rows of the
+  /// columns both schemas share (cast to the new type), swap it in (in one transaction
+  /// where the engine allows), keeping grants where the engine has them.
+  [[nodiscard]] virtual std::vector<std::string> rebuild_and_swap(
+      const table_ref& t, const schema::table_schema& old_schema,
+      const schema::table_schema& new_schema) const;
+  /// Swap a fully loaded staging table in place of the target (full refresh).
+  [[nodiscard]] virtual std::vector<std::string> swap_in(const table_ref& staging,
+                                                         const table_ref& target) const;
+  [[nodiscard]] virtual std::string drop_table(const table_ref& t) const;  // IF EXISTS
+};
+
+/// Resolves a dialect by name or alias (postgresql, pg, ...). An unknown name is an
+/// error listing the known ones.
+[[nodiscard]] std::expected<std::unique_ptr<dialect>, dialect_error> make_dialect(
+    std::string_view name);
+
+/// The canonical names of every dialect, in a stable order.
+[[nodiscard]] const std::vector<std::string_view>& dialect_names();
+
+}  // namespace flotilla::dialects

@@ -1,0 +1,1 @@
+#include "dialects/dialect.hpp"

@@ -1,0 +1,57 @@
+#include "schema/evolution.hpp"
+
+#include <fmt/format.h>
+
+namespace flotilla::schema {
+
+std::string_view to_string(evolution_action a) {
+  switch (a) {
+    case evolution_action::add_columns: return "add_columns";
+    case evolution_action::alter_column_types: return "alter_column_types";
+    case evolution_action::drop_and_recreate: return "drop_and_recreate";
+  }
+  return "unknown";
+}
+
+drift_result evaluate_drift(const table_schema& source, const table_schema& target,
+                            const type_rules& rules) {
+  drift_result r;
+  const name_rule names = rules.names();
+  for (const auto& src : source.columns) {
+    const portable_type want = rules.canonical(src.type);
+    const column* live = target.find(src.name, names);
+    if (live == nullptr) {
+      column added = src;
+      added.nullable = true;  // historical rows keep NULL
+      added.key = false;
+      r.columns_to_add.push_back(added);
+      continue;
+    }
+    const portable_type have = rules.canonical(live->type);
+    if (have == want)
+      continue;
+    column_retyped change{live->name, have, want};
+    if (rules.is_safe_widening(have, want))
+      r.safe_retypes.push_back(change);
+    else
+      r.unsafe_retypes.push_back(change);
+  }
+
+  auto reason = [&](const column_retyped& c) {
+    return fmt::format("column '{}' changed {} -> {}", c.name, rules.physical_type(c.from),
+                       rules.physical_type(c.to));
+  };
+  if (r.needs_recreate()) {
+    for (const auto& c : r.unsafe_retypes)
+      r.steps.push_back({evolution_action::drop_and_recreate, c.name, reason(c)});
+    return r;
+  }
+  for (const auto& c : r.columns_to_add)
+    r.steps.push_back({evolution_action::add_columns, c.name,
+                       fmt::format("column '{}' added as {}", c.name, rules.physical_type(c.type))});
+  for (const auto& c : r.safe_retypes)
+    r.steps.push_back({evolution_action::alter_column_types, c.name, reason(c)});
+  return r;
+}
+
+}  // namespace flotilla::schema

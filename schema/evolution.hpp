@@ -1,0 +1,62 @@
+#pragma once
+/// Drift evaluation (seed 001): compare a source schema with the live target schema
+/// under the target dialect's rules and decide the graduated evolution:
+///   - source-only columns      -> add_columns (one nullable ADD COLUMN each)
+///   - every retype is a safe widening under the dialect -> alter_column_types in place
+///   - any other retype         -> drop_and_recreate (drop, then full refresh)
+/// Columns that exist only in the target are ignored; evolution never drops columns.
+
+#include <string>
+#include <vector>
+
+#include "schema/diff.hpp"
+#include "schema/table.hpp"
+
+namespace flotilla::schema {
+
+/// What evolution needs to know of a target dialect. dialects::dialect implements it.
+class type_rules {
+ public:
+  virtual ~type_rules() = default;
+  /// How the target matches column names.
+  [[nodiscard]] virtual name_rule names() const = 0;
+  /// The type the target would report back for a column created as `t` (Snowflake
+  /// reports every integer as NUMBER(38,0), so int and bigint are the same there).
+  [[nodiscard]] virtual portable_type canonical(const portable_type& t) const = 0;
+  /// True when the target can change `from` into `to` in place, keeping the data.
+  [[nodiscard]] virtual bool is_safe_widening(const portable_type& from,
+                                              const portable_type& to) const = 0;
+  /// The target's own spelling of a type, used in reasons ("VARCHAR", "INTEGER").
+  [[nodiscard]] virtual std::string physical_type(const portable_type& t) const = 0;
+};
+
+enum class evolution_action { add_columns, alter_column_types, drop_and_recreate };
+
+[[nodiscard]] std::string_view to_string(evolution_action a);
+
+struct evolution_step {
+  evolution_action action;
+  std::string column;
+  std::string reason;  ///< "column 'status' changed STRING -> INT"
+};
+
+struct drift_result {
+  std::vector<column> columns_to_add;          ///< nullable, in source order
+  std::vector<column_retyped> safe_retypes;    ///< from = target type, to = source type
+  std::vector<column_retyped> unsafe_retypes;  ///< any of these forces drop_and_recreate
+  std::vector<evolution_step> steps;           ///< one per change, with its reason
+
+  /// A type changed (seed 001's definition of drift; new columns are not drift).
+  [[nodiscard]] bool drifted() const { return !safe_retypes.empty() || !unsafe_retypes.empty(); }
+  [[nodiscard]] bool needs_recreate() const { return !unsafe_retypes.empty(); }
+  [[nodiscard]] bool empty() const { return columns_to_add.empty() && !drifted(); }
+};
+
+/// Decides the evolution of `target` (the live table) towards `source`.
+/// Source types are first canonicalised through the target dialect, so only changes the
+/// target can see count. When any retype is unsafe, the table is dropped and recreated
+/// and the steps name only the unsafe changes (the rebuild covers the rest).
+[[nodiscard]] drift_result evaluate_drift(const table_schema& source, const table_schema& target,
+                                          const type_rules& rules);
+
+}  // namespace flotilla::schema

@@ -1,0 +1,41 @@
+#include "schema/table.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+namespace flotilla::schema {
+
+std::string fold_name(std::string_view name, name_rule rule) {
+  std::string out(name);
+  if (rule == name_rule::case_insensitive)
+    std::transform(out.begin(), out.end(), out.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+bool same_name(std::string_view a, std::string_view b, name_rule rule) {
+  if (a.size() != b.size())
+    return false;
+  if (rule == name_rule::case_sensitive)
+    return a == b;
+  return std::equal(a.begin(), a.end(), b.begin(), [](unsigned char x, unsigned char y) {
+    return std::tolower(x) == std::tolower(y);
+  });
+}
+
+const column* table_schema::find(std::string_view name, name_rule rule) const {
+  for (const auto& c : columns)
+    if (same_name(c.name, name, rule))
+      return &c;
+  return nullptr;
+}
+
+std::vector<std::string> table_schema::key() const {
+  std::vector<std::string> out;
+  for (const auto& c : columns)
+    if (c.key)
+      out.push_back(c.name);
+  return out;
+}
+
+}  // namespace flotilla::schema

@@ -1,0 +1,40 @@
+#pragma once
+/// Columns and table schemas, and the rule by which column names are matched.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "schema/types.hpp"
+
+namespace flotilla::schema {
+
+struct column {
+  std::string name;
+  portable_type type;
+  bool nullable = true;
+  bool key = false;  ///< part of the table's row key
+
+  friend bool operator==(const column&, const column&) = default;
+};
+
+/// How a dialect matches column names. DuckDB, SQLite, BigQuery, Databricks and Trino
+/// treat identifiers case-insensitively (ASCII folding); PostgreSQL and Snowflake keep
+/// quoted identifiers case-sensitive, and Flotilla always quotes, so they match exactly.
+enum class name_rule { case_insensitive, case_sensitive };
+
+[[nodiscard]] bool same_name(std::string_view a, std::string_view b, name_rule rule);
+[[nodiscard]] std::string fold_name(std::string_view name, name_rule rule);
+
+struct table_schema {
+  std::vector<column> columns;  ///< in table order
+
+  [[nodiscard]] const column* find(std::string_view name, name_rule rule) const;
+  /// Names of the key columns, in table order.
+  [[nodiscard]] std::vector<std::string> key() const;
+
+  friend bool operator==(const table_schema&, const table_schema&) = default;
+};
+
+}  // namespace flotilla::schema
