@@ -1,0 +1,76 @@
+#pragma once
+/// A warehouse writer (duckdb, postgres, sqlite): reads live table schemas, runs DDL
+/// and loads rows. Blocking; used only from detached I/O actors. Errors are thrown as
+/// sink_error and become the table's failure at the actor boundary.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "dialects/dialect.hpp"
+#include "schema/rows.hpp"
+#include "schema/table.hpp"
+
+namespace flotilla::sinks {
+
+struct sink_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+enum class load_mode {
+  replace,  ///< full refresh: load a staging table, swap it in atomically at commit
+  append,   ///< insert the rows into the live table
+  merge,    ///< upsert by unique_key: a rerun never duplicates rows
+};
+
+struct load_request {
+  dialects::table_ref target;
+  schema::table_schema columns;  ///< the batch's columns, in order; the live table may have more
+  load_mode mode = load_mode::replace;
+  std::vector<std::string> unique_key;  ///< merge only
+  /// State written in the same target transaction as the rows (the table's
+  /// watermark, so a crash between target and RocksDB commits is repaired on rerun).
+  std::optional<std::string> commit_token;
+};
+
+/// Loads one table. Nothing is visible to readers before commit(); a writer destroyed
+/// without commit() rolls back and leaves the live table as it was.
+class table_writer {
+ public:
+  virtual ~table_writer() = default;
+  virtual void write(const schema::row_batch& batch) = 0;
+  virtual void commit() = 0;
+  [[nodiscard]] virtual std::uint64_t rows() const = 0;
+};
+
+class warehouse {
+ public:
+  virtual ~warehouse() = default;
+  [[nodiscard]] virtual const dialects::dialect& dialect() const = 0;
+  /// The live table's schema (types parsed back through the dialect), or nullopt
+  /// when the table does not exist. Throws sink_error when it cannot be read.
+  [[nodiscard]] virtual std::optional<schema::table_schema> describe(
+      const dialects::table_ref& table) = 0;
+  /// Runs statements in order, in one transaction where the engine allows.
+  virtual void execute(const std::vector<std::string>& statements) = 0;
+  [[nodiscard]] virtual std::unique_ptr<table_writer> begin_load(const load_request& request) = 0;
+  /// The commit token last committed with `table`'s rows, if any.
+  [[nodiscard]] virtual std::optional<std::string> committed_token(
+      const dialects::table_ref& table) = 0;
+};
+
+struct warehouse_options {
+  std::string name;     ///< the target's name in flotilla.toml, for messages
+  std::string dialect;  ///< duckdb, postgres, sqlite
+  std::string path;     ///< duckdb, sqlite file
+  std::string dsn;      ///< postgres connection string
+};
+
+/// Opens a warehouse connection. Plan-only dialects (snowflake, bigquery, databricks,
+/// trino) are refused with an error saying they are plan-only.
+[[nodiscard]] std::unique_ptr<warehouse> open_warehouse(const warehouse_options& options);
+
+}  // namespace flotilla::sinks

@@ -1,0 +1,88 @@
+#pragma once
+/// A source adapter: reads a source's catalog (once per run, one query for all its
+/// tables), offers change markers for prune_unchanged, and reads rows in batches.
+///
+/// Adapters are blocking; they run only inside detached I/O actors (never on the
+/// scheduler's threads). Errors are thrown as source_error and caught at the actor
+/// boundary, which turns them into that table's failure.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "schema/rows.hpp"
+#include "schema/table.hpp"
+
+namespace flotilla::sources {
+
+struct source_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// One table of a source, with the schema read from the source's catalog.
+struct source_table {
+  std::string schema;  ///< "public", "main"; empty for files
+  std::string name;    ///< table name (file stem for csv/json)
+  schema::table_schema columns;
+  /// Change marker, when the adapter offers one: any change to the table's data or
+  /// shape changes it. nullopt: the adapter cannot tell, so the table is copied.
+  std::optional<std::string> marker;
+  /// True for csv/json: the types are inferred from the data.
+  bool inferred = false;
+
+  /// "schema.name", or "name" when schema is empty.
+  [[nodiscard]] std::string qualified() const { return schema.empty() ? name : schema + "." + name; }
+};
+
+struct catalog {
+  std::vector<source_table> tables;
+  /// Matches "name" or "schema.name" (exactly, then case-insensitively).
+  [[nodiscard]] const source_table* find(std::string_view name) const;
+};
+
+struct read_request {
+  const source_table* table = nullptr;
+  schema::table_schema columns;  ///< the columns to read, in this order
+  /// Incremental reads: rows with cursor_column > after (when set), ordered by it.
+  std::string cursor_column;
+  std::optional<std::string> after;
+  std::size_t batch_rows = 8192;
+};
+
+struct read_result {
+  std::uint64_t rows = 0;
+  /// Largest cursor value read (text form), for the watermark.
+  std::optional<std::string> max_cursor;
+};
+
+/// Receives each batch; return false to stop reading early.
+using batch_consumer = std::function<bool(schema::row_batch&&)>;
+
+class source {
+ public:
+  virtual ~source() = default;
+  /// sqlite, duckdb, postgres, csv, json
+  [[nodiscard]] virtual std::string_view adapter() const = 0;
+  /// Reads the catalog of every table with one query (tables the source has; the
+  /// caller selects). Throws source_error when the source is unreachable.
+  [[nodiscard]] virtual catalog read_catalog() = 0;
+  /// Reads rows; values follow schema/rows.hpp for each column's portable type.
+  virtual read_result read(const read_request& request, const batch_consumer& consume) = 0;
+};
+
+struct source_options {
+  std::string name;     ///< the source's name in flotilla.toml, for messages
+  std::string adapter;  ///< sqlite, duckdb, postgres, csv, json
+  std::string path;     ///< file or directory (sqlite, duckdb, csv, json)
+  std::string dsn;      ///< postgres connection string
+  /// csv/json: the files that form tables (a directory is scanned for *.csv / *.json).
+};
+
+/// Opens an adapter. Throws source_error naming the source and what to fix.
+[[nodiscard]] std::unique_ptr<source> open_source(const source_options& options);
+
+}  // namespace flotilla::sources
