@@ -13,3 +13,45 @@ TEST_CASE("every portable type name parses and prints back the same") {
     CHECK(to_string(*t) == name);
   }
 }
+
+TEST_CASE("type names are case-insensitive and allow spaces around parameters") {
+  CHECK(parse_type("DECIMAL( 12 , 2 )") == portable_type::decimal(12, 2));
+  CHECK(parse_type("VarChar(8)") == portable_type::varchar(8));
+  CHECK(parse_type(" Timestamp_TZ ") == portable_type::of(type_kind::timestamp_tz));
+}
+
+TEST_CASE("aliases resolve to their portable type") {
+  CHECK(parse_type("integer") == portable_type::of(type_kind::int32));
+  CHECK(parse_type("boolean") == portable_type::of(type_kind::boolean));
+  CHECK(parse_type("string") == portable_type::of(type_kind::text));
+  CHECK(parse_type("numeric(10,3)") == portable_type::decimal(10, 3));
+  CHECK(parse_type("varchar") == portable_type::of(type_kind::text));
+  CHECK(parse_type("decimal(7)") == portable_type::decimal(7, 0));
+}
+
+TEST_CASE("an unknown type name is an error that names it and lists the valid ones") {
+  auto t = parse_type("strng");
+  REQUIRE_FALSE(t.has_value());
+  CHECK_THAT(t.error().message, Catch::Contains("'strng'"));
+  CHECK_THAT(t.error().message, Catch::Contains("timestamp_tz"));
+  CHECK_THAT(t.error().message, Catch::Contains("decimal(p,s)"));
+}
+
+TEST_CASE("malformed parameters are errors naming the type") {
+  for (const char* bad : {"decimal(0,0)", "decimal(10,11)", "decimal(80,2)", "decimal(a,b)",
+                          "varchar(0)", "varchar(-3)", "int(4)", "decimal(12,2", "text()"}) {
+    INFO(bad);
+    auto t = parse_type(bad);
+    REQUIRE_FALSE(t.has_value());
+    CHECK_THAT(t.error().message, Catch::Contains(bad));
+  }
+}
+
+TEST_CASE("numeric and string families are classified") {
+  CHECK(is_integer(type_kind::smallint));
+  CHECK(integer_rank(type_kind::int32) < integer_rank(type_kind::bigint));
+  CHECK(is_numeric(type_kind::decimal));
+  CHECK_FALSE(is_numeric(type_kind::text));
+  CHECK(is_string(type_kind::varchar));
+  CHECK_FALSE(is_string(type_kind::json));
+}
