@@ -1,0 +1,309 @@
+// CAF 0.17 glue for a fleet run. Topology:
+//   fleet supervisor -> pipeline (per source) -> table actor (per table)
+//   catalog dispatcher -> detached catalog readers (blocking: open source, read catalog,
+//                         select tables, read local state)
+//   target dispatcher (per target) -> detached workers (blocking: describe, DDL, copy,
+//                         commit, local state)
+// Table actors and pipelines never block; results travel back as plain messages so no
+// actor awaits thousands of pending replies (CAF 0.17 keeps those in a linear map).
+#include "actors/fleet.hpp"
+
+#include <deque>
+#include <map>
+#include <memory>
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+
+namespace flotilla::actors {
+namespace {
+
+// ---- messages -------------------------------------------------------------------
+struct catalog_task {
+  std::shared_ptr<const pipeline_spec> pipeline;
+  caf::actor reply_to;
+};
+struct catalog_reply {
+  std::shared_ptr<std::vector<table_spec>> tables;
+  std::shared_ptr<sources::catalog> catalog;
+  std::string error;
+};
+struct copy_task {
+  std::shared_ptr<const table_spec> table;
+  caf::actor reply_to;
+};
+struct table_done {
+  std::shared_ptr<table_report> report;
+};
+struct pipeline_done {
+  std::size_t index;
+  std::shared_ptr<pipeline_report> report;
+};
+
+}  // namespace
+}  // namespace flotilla::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(flotilla::actors::catalog_task)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(flotilla::actors::catalog_reply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(flotilla::actors::copy_task)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(flotilla::actors::table_done)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(flotilla::actors::pipeline_done)
+
+namespace flotilla::actors {
+namespace {
+
+using idle_atom = caf::atom_constant<caf::atom("idle")>;
+using start_atom = caf::atom_constant<caf::atom("start")>;
+
+// ---- dispatcher: hands tasks to idle detached workers, queues the rest ----------
+template <class Task>
+struct dispatcher_state {
+  std::deque<Task> pending;
+  std::vector<caf::actor> idle;
+  std::vector<caf::actor> workers;
+};
+
+template <class Task>
+caf::behavior dispatcher(caf::stateful_actor<dispatcher_state<Task>>* self,
+                         std::vector<caf::actor> workers) {
+  self->state.workers = workers;
+  self->state.idle = workers;
+  for (auto& w : workers)
+    self->link_to(w);
+  return {
+      [=](Task& task) {
+        auto& st = self->state;
+        if (!st.idle.empty()) {
+          auto w = st.idle.back();
+          st.idle.pop_back();
+          self->send(w, std::move(task));
+        } else {
+          st.pending.push_back(std::move(task));
+        }
+      },
+      [=](idle_atom, caf::actor w) {
+        auto& st = self->state;
+        if (!st.pending.empty()) {
+          self->send(w, std::move(st.pending.front()));
+          st.pending.pop_front();
+        } else {
+          st.idle.push_back(w);
+        }
+      },
+  };
+}
+
+// ---- detached I/O actors ----------------------------------------------------------
+caf::behavior catalog_reader(caf::event_based_actor* self, caf::actor* dispatcher_ref) {
+  return {
+      [=](catalog_task& task) {
+        catalog_reply reply;
+        try {
+          auto src = sources::open_source(task.pipeline->source);
+          reply.catalog = std::make_shared<sources::catalog>(src->read_catalog());
+          reply.tables = std::make_shared<std::vector<table_spec>>(
+              task.pipeline->select(*reply.catalog));
+        } catch (const std::exception& e) {
+          reply.error = e.what();
+        }
+        self->send(task.reply_to, std::move(reply));
+        self->send(*dispatcher_ref, idle_atom::value, caf::actor_cast<caf::actor>(self));
+      },
+  };
+}
+
+struct worker_state {
+  std::unique_ptr<sinks::warehouse> warehouse;
+  std::map<std::string, std::unique_ptr<sources::source>> sources;
+};
+
+caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet_spec* spec,
+                            std::size_t target_index, caf::actor* dispatcher_ref) {
+  return {
+      [=](copy_task& task) {
+        auto& st = self->state;
+        const table_spec& t = *task.table;
+        auto report = std::make_shared<table_report>();
+        report->source = t.job.source_name;
+        report->table = t.job.table.qualified();
+        report->target = t.job.target;
+        report->marker = t.job.table.marker;
+        try {
+          if (spec->cancel && spec->cancel->load()) {
+            report->outcome.status = engine::table_status::skipped;
+            report->outcome.error = "stopped by the user before this table started";
+          } else {
+            if (!st.warehouse)
+              st.warehouse = sinks::open_warehouse(spec->targets[target_index].options);
+            if (spec->plan_only) {
+              report->outcome.plan = engine::plan_against_target(*st.warehouse, t.job);
+              report->outcome.status = engine::table_status::copied;
+            } else {
+              auto& src = st.sources[t.job.source_name];
+              if (!src) {
+                for (const auto& p : spec->pipelines)
+                  if (p.source.name == t.job.source_name)
+                    src = sources::open_source(p.source);
+              }
+              engine::table_job job = t.job;
+              job.cancel = spec->cancel;
+              if (spec->progress_counters)
+                job.rows_progress = &spec->progress_counters->rows;
+              report->outcome = engine::copy_table(*src, *st.warehouse, job);
+              if (report->outcome.status == engine::table_status::copied && spec->on_committed)
+                spec->on_committed(t, *report);
+            }
+          }
+        } catch (const std::exception& e) {
+          // A lost connection: drop it so the next table reconnects.
+          st.warehouse.reset();
+          st.sources.erase(t.job.source_name);
+          report->outcome.status = engine::table_status::failed;
+          report->outcome.error_code = "FLT-R003";
+          report->outcome.error = e.what();
+        }
+        self->send(task.reply_to, table_done{report});
+        self->send(*dispatcher_ref, idle_atom::value, caf::actor_cast<caf::actor>(self));
+      },
+  };
+}
+
+// ---- table actor: prune check, then hand the copy to its target's I/O actors -------
+caf::behavior table_actor(caf::event_based_actor* self, std::shared_ptr<const table_spec> t,
+                          caf::actor target_dispatcher, caf::actor pipeline) {
+  return {
+      [=](start_atom) {
+        const bool unchanged = t->prune && t->job.table.marker && t->last_marker &&
+                               *t->job.table.marker == *t->last_marker &&
+                               (t->job.settings.cursor_column.empty() || t->job.watermark);
+        if (unchanged) {
+          auto report = std::make_shared<table_report>();
+          report->source = t->job.source_name;
+          report->table = t->job.table.qualified();
+          report->target = t->job.target;
+          report->marker = t->job.table.marker;
+          report->outcome.status = engine::table_status::pruned;
+          self->send(pipeline, table_done{report});
+          self->quit();
+          return;
+        }
+        self->send(target_dispatcher, copy_task{t, caf::actor_cast<caf::actor>(self)});
+      },
+      [=](table_done& done) {
+        self->send(pipeline, std::move(done));
+        self->quit();
+      },
+  };
+}
+
+// ---- pipeline: one per source ------------------------------------------------------
+struct pipeline_state {
+  std::shared_ptr<pipeline_report> report;
+  std::size_t expected = 0;
+  std::vector<std::shared_ptr<const table_spec>> tables;
+};
+
+caf::behavior pipeline_actor(caf::stateful_actor<pipeline_state>* self, std::size_t index,
+                             std::shared_ptr<const pipeline_spec> spec, const fleet_spec* fleet,
+                             caf::actor catalogs, std::vector<caf::actor> targets,
+                             caf::actor supervisor) {
+  self->state.report = std::make_shared<pipeline_report>();
+  self->state.report->source = spec->source.name;
+  auto finish = [=] {
+    self->send(supervisor, pipeline_done{index, self->state.report});
+    self->quit();
+  };
+  return {
+      [=](start_atom) {
+        self->send(catalogs, catalog_task{spec, caf::actor_cast<caf::actor>(self)});
+      },
+      [=](catalog_reply& reply) {
+        auto& st = self->state;
+        if (!reply.error.empty()) {
+          st.report->error = reply.error;
+          finish();
+          return;
+        }
+        st.expected = reply.tables->size();
+        if (fleet->progress_counters)
+          fleet->progress_counters->tables_total += st.expected;
+        if (st.expected == 0) {
+          finish();
+          return;
+        }
+        st.report->tables.reserve(st.expected);
+        for (auto& t : *reply.tables) {
+          auto shared = std::make_shared<const table_spec>(std::move(t));
+          auto a = self->spawn(table_actor, shared, targets.at(shared->target_index),
+                               caf::actor_cast<caf::actor>(self));
+          self->send(a, start_atom::value);
+        }
+      },
+      [=](table_done& done) {
+        auto& st = self->state;
+        st.report->tables.push_back(std::move(*done.report));
+        if (fleet->progress_counters)
+          ++fleet->progress_counters->tables_done;
+        if (st.report->tables.size() == st.expected)
+          finish();
+      },
+  };
+}
+
+}  // namespace
+
+std::vector<pipeline_report> run_fleet(const fleet_spec& spec) {
+  caf::actor_system_config cfg;
+  std::size_t threads = spec.scheduler_threads;
+  if (threads == 0)
+    threads = std::max<unsigned>(2, std::thread::hardware_concurrency());
+  cfg.set("scheduler.max-threads", static_cast<int64_t>(threads));
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  std::vector<pipeline_report> reports(spec.pipelines.size());
+  {
+    caf::actor_system sys{cfg};
+    caf::scoped_actor self{sys};
+
+    // Dispatchers are spawned first and handed to their workers by address, so a
+    // worker can tell its dispatcher it is idle again.
+    auto catalog_dispatcher_ref = std::make_shared<caf::actor>();
+    std::vector<caf::actor> readers;
+    for (std::size_t i = 0; i < std::max<std::size_t>(1, spec.catalog_readers); ++i)
+      readers.push_back(sys.spawn<caf::detached>(catalog_reader, catalog_dispatcher_ref.get()));
+    *catalog_dispatcher_ref = sys.spawn(dispatcher<catalog_task>, readers);
+
+    std::vector<std::shared_ptr<caf::actor>> target_refs;
+    std::vector<caf::actor> target_dispatchers;
+    for (std::size_t ti = 0; ti < spec.targets.size(); ++ti) {
+      auto ref = std::make_shared<caf::actor>();
+      std::vector<caf::actor> workers;
+      for (std::size_t w = 0; w < std::max<std::size_t>(1, spec.targets[ti].workers); ++w)
+        workers.push_back(sys.spawn<caf::detached>(target_worker, &spec, ti, ref.get()));
+      *ref = sys.spawn(dispatcher<copy_task>, workers);
+      target_refs.push_back(ref);
+      target_dispatchers.push_back(*ref);
+    }
+
+    caf::actor supervisor = caf::actor_cast<caf::actor>(self);
+    for (std::size_t i = 0; i < spec.pipelines.size(); ++i) {
+      auto p = std::make_shared<const pipeline_spec>(spec.pipelines[i]);
+      auto a = sys.spawn(pipeline_actor, i, p, &spec, *catalog_dispatcher_ref, target_dispatchers,
+                         supervisor);
+      self->send(a, start_atom::value);
+    }
+    std::size_t remaining = spec.pipelines.size();
+    while (remaining > 0) {
+      self->receive([&](pipeline_done& done) {
+        reports[done.index] = std::move(*done.report);
+        --remaining;
+      });
+    }
+    // Stop the dispatchers (their links take the detached workers down with them).
+    self->send_exit(*catalog_dispatcher_ref, caf::exit_reason::user_shutdown);
+    for (auto& d : target_dispatchers)
+      self->send_exit(d, caf::exit_reason::user_shutdown);
+  }
+  return reports;
+}
+
+}  // namespace flotilla::actors

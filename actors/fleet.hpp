@@ -1,0 +1,83 @@
+#pragma once
+/// Runs a fleet: the fleet supervisor, one pipeline per source, one table actor per
+/// table, and the detached I/O actors that do every blocking call. This header is free
+/// of CAF so the command line compiles without it.
+///
+/// Ownership: run_fleet creates the actor system, blocks the calling thread until every
+/// pipeline has reported, and shuts the system down before it returns.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/copy.hpp"
+#include "sinks/warehouse.hpp"
+#include "sources/source.hpp"
+
+namespace flotilla::actors {
+
+/// One table the pipeline hands to a table actor.
+struct table_spec {
+  engine::table_job job;
+  std::size_t target_index = 0;
+  /// prune_unchanged is on for this table (and not turned off by --no-prune).
+  bool prune = false;
+  /// The marker recorded at the last successful copy.
+  std::optional<std::string> last_marker;
+};
+
+struct pipeline_spec {
+  sources::source_options source;
+  /// Selects the tables of the catalog and builds their specs. Runs in an I/O actor,
+  /// so it may read local state. Throwing fails the whole source.
+  std::function<std::vector<table_spec>(const sources::catalog&)> select;
+};
+
+struct target_spec {
+  sinks::warehouse_options options;
+  /// Detached I/O actors (and connections) for this target. Default: 4
+  std::size_t workers = 4;
+};
+
+struct progress {
+  std::atomic<std::uint64_t> tables_total{0};
+  std::atomic<std::uint64_t> tables_done{0};
+  std::atomic<std::uint64_t> rows{0};
+};
+
+struct table_report {
+  std::string source;
+  std::string table;  ///< the source table, "schema.name"
+  dialects::table_ref target;
+  engine::table_outcome outcome;
+  std::optional<std::string> marker;  ///< the marker seen this run
+};
+
+struct pipeline_report {
+  std::string source;
+  std::optional<std::string> error;  ///< the source could not be read at all
+  std::vector<table_report> tables;
+};
+
+struct fleet_spec {
+  std::vector<target_spec> targets;
+  std::vector<pipeline_spec> pipelines;
+  bool plan_only = false;
+  /// Called in the I/O actor right after a table's target commit, before the table is
+  /// reported: writes watermark, marker and result to local state in one batch.
+  std::function<void(const table_spec&, table_report&)> on_committed;
+  progress* progress_counters = nullptr;
+  const std::atomic<bool>* cancel = nullptr;
+  /// Detached actors reading source catalogs. Default: 2
+  std::size_t catalog_readers = 2;
+  /// Scheduler threads. Default: the number of cores
+  std::size_t scheduler_threads = 0;
+};
+
+/// Runs the fleet and returns one report per pipeline, in the spec's order.
+[[nodiscard]] std::vector<pipeline_report> run_fleet(const fleet_spec& spec);
+
+}  // namespace flotilla::actors

@@ -1,0 +1,152 @@
+#include "engine/copy.hpp"
+
+#include <exception>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "engine/change_queue.hpp"
+
+namespace flotilla::engine {
+
+std::string_view to_string(table_status s) {
+  switch (s) {
+    case table_status::copied: return "copied";
+    case table_status::pruned: return "pruned";
+    case table_status::failed: return "failed";
+    case table_status::skipped: return "skipped";
+    case table_status::held: return "held";
+  }
+  return "failed";
+}
+
+namespace {
+
+struct described {
+  std::optional<schema::table_schema> live;
+  target_state state = target_state::absent;
+};
+
+described describe_target(sinks::warehouse& wh, const dialects::table_ref& t) {
+  described d;
+  try {
+    d.live = wh.describe(t);
+    d.state = d.live ? target_state::present : target_state::absent;
+  } catch (const std::exception&) {
+    // Seed 001: an unreadable target is treated as absent and rebuilt.
+    d.state = target_state::unreadable;
+  }
+  return d;
+}
+
+sinks::load_mode mode_of(load_kind k) {
+  switch (k) {
+    case load_kind::full_refresh: return sinks::load_mode::replace;
+    case load_kind::incremental: return sinks::load_mode::append;
+    case load_kind::merge: return sinks::load_mode::merge;
+  }
+  return sinks::load_mode::replace;
+}
+
+}  // namespace
+
+table_plan plan_against_target(sinks::warehouse& wh, const table_job& job) {
+  auto d = describe_target(wh, job.target);
+  return plan_table(job.table.columns, d.live, d.state, wh.dialect(), job.target, job.settings);
+}
+
+table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table_job& job) {
+  table_outcome out;
+  try {
+    auto settings = job.settings;
+    std::optional<std::string> watermark = job.watermark;
+    const bool incremental = !settings.cursor_column.empty();
+    if (incremental) {
+      // The target keeps the watermark committed with its rows: if a crash came
+      // between the target commit and the state commit, the target is right.
+      if (auto token = wh.committed_token(job.target); token && !token->empty())
+        watermark = token;
+      settings.has_watermark = watermark.has_value();
+    }
+    auto d = describe_target(wh, job.target);
+    out.plan = plan_table(job.table.columns, d.live, d.state, wh.dialect(), job.target, settings);
+    const table_plan& plan = *out.plan;
+    if (plan.reset_watermark || plan.load == load_kind::full_refresh)
+      watermark.reset();
+    if (incremental && !settings.cursor_column.empty() &&
+        plan.load_columns.find(settings.cursor_column, schema::name_rule::case_insensitive) ==
+            nullptr)
+      throw sinks::sink_error(fmt::format(
+          "cursor_column '{}' is not a column of source table '{}'; fix cursor_column in "
+          "[sources.{}.tables.\"{}\"]",
+          settings.cursor_column, job.table.qualified(), job.source_name, job.table.qualified()));
+
+    if (!plan.ddl.empty())
+      wh.execute(plan.ddl);
+
+    sinks::load_request req;
+    req.target = job.target;
+    req.columns = plan.load_columns;
+    req.mode = mode_of(plan.load);
+    req.unique_key = settings.unique_key;
+    auto writer = wh.begin_load(req);
+
+    change_queue queue(job.queue_batches);
+    sources::read_result read_result;
+    std::string read_error;
+    std::thread reader([&] {
+      try {
+        sources::read_request rr;
+        rr.table = &job.table;
+        rr.columns = plan.load_columns;
+        if (incremental) {
+          rr.cursor_column = settings.cursor_column;
+          rr.after = watermark;
+        }
+        rr.batch_rows = job.batch_rows;
+        read_result = src.read(rr, [&](schema::row_batch&& b) { return queue.push(std::move(b)); });
+        queue.close();
+      } catch (const std::exception& e) {
+        read_error = e.what();
+        queue.fail(e.what());
+      }
+    });
+
+    std::optional<std::string> max_cursor = watermark;
+    try {
+      while (auto batch = queue.pop()) {
+        if (job.cancel && job.cancel->load(std::memory_order_relaxed))
+          throw std::runtime_error("stopped by the user before commit; the target is unchanged");
+        writer->write(*batch);
+        if (job.rows_progress)
+          job.rows_progress->fetch_add(batch->rows(), std::memory_order_relaxed);
+      }
+    } catch (...) {
+      queue.fail("the target write failed");
+      reader.join();
+      throw;
+    }
+    reader.join();
+    if (!read_error.empty())
+      throw sources::source_error(read_error);
+    if (incremental && read_result.max_cursor)
+      max_cursor = read_result.max_cursor;
+
+    writer->commit();
+    out.rows = writer->rows();
+    out.status = table_status::copied;
+    if (incremental)
+      out.new_watermark = max_cursor;
+  } catch (const sources::source_error& e) {
+    out.status = table_status::failed;
+    out.error_code = "FLT-R002";
+    out.error = e.what();
+  } catch (const std::exception& e) {
+    out.status = table_status::failed;
+    out.error_code = "FLT-R001";
+    out.error = e.what();
+  }
+  return out;
+}
+
+}  // namespace flotilla::engine
