@@ -8,9 +8,11 @@
 // actor awaits thousands of pending replies (CAF 0.17 keeps those in a linear map).
 #include "actors/fleet.hpp"
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <memory>
+#include <thread>
 
 #include <caf/all.hpp>
 #include <fmt/format.h>
@@ -94,9 +96,11 @@ caf::behavior dispatcher(caf::stateful_actor<dispatcher_state<Task>>* self,
 }
 
 // ---- detached I/O actors ----------------------------------------------------------
-caf::behavior catalog_reader(caf::event_based_actor* self, caf::actor* dispatcher_ref) {
+caf::behavior catalog_reader(caf::event_based_actor* self) {
   return {
       [=](catalog_task& task) {
+        // The task came from the dispatcher: tell it when this reader is idle again.
+        auto dispatcher_handle = caf::actor_cast<caf::actor>(self->current_sender());
         catalog_reply reply;
         try {
           auto src = sources::open_source(task.pipeline->source);
@@ -107,7 +111,7 @@ caf::behavior catalog_reader(caf::event_based_actor* self, caf::actor* dispatche
           reply.error = e.what();
         }
         self->send(task.reply_to, std::move(reply));
-        self->send(*dispatcher_ref, idle_atom::value, caf::actor_cast<caf::actor>(self));
+        self->send(dispatcher_handle, idle_atom::value, caf::actor_cast<caf::actor>(self));
       },
   };
 }
@@ -118,9 +122,10 @@ struct worker_state {
 };
 
 caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet_spec* spec,
-                            std::size_t target_index, caf::actor* dispatcher_ref) {
+                            std::size_t target_index) {
   return {
       [=](copy_task& task) {
+        auto dispatcher_handle = caf::actor_cast<caf::actor>(self->current_sender());
         auto& st = self->state;
         const table_spec& t = *task.table;
         auto report = std::make_shared<table_report>();
@@ -163,7 +168,7 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
           report->outcome.error = e.what();
         }
         self->send(task.reply_to, table_done{report});
-        self->send(*dispatcher_ref, idle_atom::value, caf::actor_cast<caf::actor>(self));
+        self->send(dispatcher_handle, idle_atom::value, caf::actor_cast<caf::actor>(self));
       },
   };
 }
@@ -264,30 +269,23 @@ std::vector<pipeline_report> run_fleet(const fleet_spec& spec) {
     caf::actor_system sys{cfg};
     caf::scoped_actor self{sys};
 
-    // Dispatchers are spawned first and handed to their workers by address, so a
-    // worker can tell its dispatcher it is idle again.
-    auto catalog_dispatcher_ref = std::make_shared<caf::actor>();
     std::vector<caf::actor> readers;
     for (std::size_t i = 0; i < std::max<std::size_t>(1, spec.catalog_readers); ++i)
-      readers.push_back(sys.spawn<caf::detached>(catalog_reader, catalog_dispatcher_ref.get()));
-    *catalog_dispatcher_ref = sys.spawn(dispatcher<catalog_task>, readers);
+      readers.push_back(sys.spawn<caf::detached>(catalog_reader));
+    auto catalogs = sys.spawn(dispatcher<catalog_task>, readers);
 
-    std::vector<std::shared_ptr<caf::actor>> target_refs;
     std::vector<caf::actor> target_dispatchers;
     for (std::size_t ti = 0; ti < spec.targets.size(); ++ti) {
-      auto ref = std::make_shared<caf::actor>();
       std::vector<caf::actor> workers;
       for (std::size_t w = 0; w < std::max<std::size_t>(1, spec.targets[ti].workers); ++w)
-        workers.push_back(sys.spawn<caf::detached>(target_worker, &spec, ti, ref.get()));
-      *ref = sys.spawn(dispatcher<copy_task>, workers);
-      target_refs.push_back(ref);
-      target_dispatchers.push_back(*ref);
+        workers.push_back(sys.spawn<caf::detached>(target_worker, &spec, ti));
+      target_dispatchers.push_back(sys.spawn(dispatcher<copy_task>, workers));
     }
 
     caf::actor supervisor = caf::actor_cast<caf::actor>(self);
     for (std::size_t i = 0; i < spec.pipelines.size(); ++i) {
       auto p = std::make_shared<const pipeline_spec>(spec.pipelines[i]);
-      auto a = sys.spawn(pipeline_actor, i, p, &spec, *catalog_dispatcher_ref, target_dispatchers,
+      auto a = sys.spawn(pipeline_actor, i, p, &spec, catalogs, target_dispatchers,
                          supervisor);
       self->send(a, start_atom::value);
     }
@@ -299,9 +297,12 @@ std::vector<pipeline_report> run_fleet(const fleet_spec& spec) {
       });
     }
     // Stop the dispatchers (their links take the detached workers down with them).
-    self->send_exit(*catalog_dispatcher_ref, caf::exit_reason::user_shutdown);
+    self->send_exit(catalogs, caf::exit_reason::user_shutdown);
     for (auto& d : target_dispatchers)
       self->send_exit(d, caf::exit_reason::user_shutdown);
+    target_dispatchers.clear();
+    readers.clear();
+    catalogs = nullptr;
   }
   return reports;
 }
