@@ -138,8 +138,21 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
             report->outcome.status = engine::table_status::skipped;
             report->outcome.error = "stopped by the user before this table started";
           } else {
+            const auto& target_options = spec->targets[target_index].options;
+            auto plan_dialect = dialects::make_dialect(target_options.dialect);
+            if (spec->plan_only && plan_dialect && !(*plan_dialect)->executable()) {
+              // Plan-only warehouses: no connection; the plan shows the SQL a first load
+              // would run there.
+              report->outcome.plan = engine::plan_table(
+                  t.job.table.columns, std::nullopt, engine::target_state::absent,
+                  **plan_dialect, t.job.target, t.job.settings);
+              report->outcome.status = engine::table_status::copied;
+              self->send(task.reply_to, table_done{report});
+              self->send(dispatcher_handle, idle_atom::value, caf::actor_cast<caf::actor>(self));
+              return;
+            }
             if (!st.warehouse)
-              st.warehouse = sinks::open_warehouse(spec->targets[target_index].options);
+              st.warehouse = sinks::open_warehouse(target_options);
             if (spec->plan_only) {
               report->outcome.plan = engine::plan_against_target(*st.warehouse, t.job);
               report->outcome.status = engine::table_status::copied;

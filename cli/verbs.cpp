@@ -27,8 +27,8 @@ verb pending(std::string name, std::string help) {
 
 std::vector<verb> all_verbs() {
   return {
-      pending("plan", "show what a run would do, without doing it"),
-      pending("run", "copy the selected tables into their targets, evolving their schemas"),
+      plan_verb(),
+      run_verb(),
       pending("stream", "change-data capture; runs until stopped"),
       pending("contract", "contract diff | contract generate [--write]"),
       pending("schema", "schema accept [source.table ...]"),

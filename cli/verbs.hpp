@@ -23,5 +23,7 @@ struct verb {
 };
 
 std::vector<verb> all_verbs();
+verb plan_verb();
+verb run_verb();
 
 }  // namespace flotilla::cli

@@ -1,0 +1,196 @@
+#include "cli/fleet_builder.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include <fmt/chrono.h>
+#include <fmt/core.h>
+
+#include "config/errc.hpp"
+#include "config/load.hpp"
+#include "config/policy.hpp"
+#include "storage/state_store.hpp"
+
+namespace flotilla::cli {
+
+std::shared_ptr<const config::project> load_or_report(const global_options& g,
+                                                      const std::vector<std::string>& filter_args,
+                                                      std::vector<config::filter>& filters) {
+  auto loaded = config::load_project(g.config_path);
+  std::vector<config::diagnostic> diags = loaded.diagnostics;
+  auto parsed = config::parse_filters(filter_args);
+  if (parsed) {
+    filters = *parsed;
+    auto more = config::check_filters(*loaded.model, filters);
+    diags.insert(diags.end(), more.begin(), more.end());
+  } else {
+    diags.insert(diags.end(), parsed.error().begin(), parsed.error().end());
+  }
+  for (const auto& d : diags)
+    fmt::print(stderr, "{}\n", config::format(d));
+  if (config::has_errors(diags)) {
+    std::size_t n = 0;
+    for (const auto& d : diags)
+      n += d.is_error() ? 1 : 0;
+    fmt::print(stderr, "{} configuration error(s); nothing was run\n", n);
+    return nullptr;
+  }
+  return loaded.model;
+}
+
+std::string display_name(const dialects::table_ref& t) {
+  std::string out;
+  if (!t.schema.empty())
+    out = t.schema + ".";
+  return out + t.name;
+}
+
+std::string new_run_id() {
+  auto now = std::chrono::system_clock::now();
+  std::random_device rd;
+  return fmt::format("{:%Y%m%dT%H%M%SZ}-{:04x}",
+                     std::chrono::floor<std::chrono::seconds>(now), rd() & 0xffff);
+}
+
+std::unique_ptr<storage::state_store> open_state(const config::project& p, bool create) {
+  std::filesystem::path dir = std::filesystem::path(p.state_dir) / "state";
+  if (!create && !std::filesystem::exists(dir))
+    return nullptr;
+  storage::store_options opts;
+  // Each table's commit is one WAL write; a process crash never loses a returned
+  // write. fsync per table would cost more than the copy of a small table.
+  opts.sync_writes = false;
+  auto s = storage::state_store::open(dir, opts);
+  if (!s) {
+    fmt::print(stderr, "{}\n", s.error().message);
+    return nullptr;
+  }
+  return std::make_unique<storage::state_store>(std::move(*s));
+}
+
+namespace {
+
+std::string table_key(const std::string& source, const std::string& table) {
+  return source + "." + table;
+}
+
+std::int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+actors::fleet_spec build_fleet(const config::project& p, const std::vector<config::filter>& filters,
+                               storage::state_store* store, const fleet_options& options) {
+  actors::fleet_spec spec;
+  spec.plan_only = options.plan_only;
+  for (const auto& t : p.targets) {
+    actors::target_spec ts;
+    ts.options.name = t.name;
+    ts.options.dialect = t.dialect;
+    ts.options.path = t.path;
+    ts.options.dsn = t.dsn;
+    ts.workers = std::max<std::size_t>(1, p.io.max_connections_per_endpoint);
+    spec.targets.push_back(ts);
+  }
+  const auto* project = &p;
+  for (const auto& s : p.sources) {
+    if (!config::source_may_match(s, filters))
+      continue;
+    const config::target_config* target = p.target_of(s);
+    if (target == nullptr)
+      continue;
+    std::size_t target_index = 0;
+    for (std::size_t i = 0; i < p.targets.size(); ++i)
+      if (p.targets[i].name == target->name)
+        target_index = i;
+
+    actors::pipeline_spec ps;
+    ps.source.name = s.name;
+    ps.source.adapter = std::string(config::to_string(s.adapter));
+    ps.source.path = s.path;
+    ps.source.dsn = s.dsn;
+    const config::source_config* src = &s;
+    const bool no_prune = options.no_prune;
+    ps.select = [project, src, target, target_index, filters, store,
+                 no_prune](const sources::catalog& cat) {
+      std::vector<std::string> names;
+      names.reserve(cat.tables.size());
+      for (const auto& t : cat.tables)
+        names.push_back(t.qualified());
+      std::vector<actors::table_spec> out;
+      for (const auto& name : config::select_tables(*src, names, filters)) {
+        const sources::source_table* table = cat.find(name);
+        if (table == nullptr)
+          continue;
+        const config::table_config* section = config::find_table(*src, name);
+        auto policy = config::effective_policy(*project, *src, section);
+        actors::table_spec ts;
+        ts.target_index = target_index;
+        ts.job.source_name = src->name;
+        ts.job.table = *table;
+        auto where = config::target_table(*target, *src, name);
+        ts.job.target = dialects::table_ref{where.catalog, where.schema, where.name};
+        if (section) {
+          ts.job.settings.cursor_column = section->cursor_column;
+          ts.job.settings.unique_key = section->unique_key;
+        }
+        ts.job.batch_rows = src->batch_rows;
+        ts.prune = policy.prune_unchanged && !no_prune;
+        if (store) {
+          auto state = store->read_table(table_key(src->name, name));
+          if (!state)
+            throw std::runtime_error(state.error().message);
+          if (state->watermark && !ts.job.settings.cursor_column.empty() &&
+              state->watermark->cursor_column() == ts.job.settings.cursor_column)
+            ts.job.watermark = state->watermark->value();
+          if (state->marker)
+            ts.last_marker = state->marker->marker();
+        }
+        out.push_back(std::move(ts));
+      }
+      return out;
+    };
+    spec.pipelines.push_back(std::move(ps));
+  }
+
+  if (store && !options.plan_only) {
+    const std::string run_id = options.run_id;
+    spec.on_committed = [store, run_id](const actors::table_spec& t, actors::table_report& r) {
+      storage::table_commit c;
+      const auto key = table_key(t.job.source_name, r.table);
+      if (!t.job.settings.cursor_column.empty() && r.outcome.new_watermark) {
+        storage::pb::Watermark w;
+        w.set_cursor_column(t.job.settings.cursor_column);
+        w.set_value(*r.outcome.new_watermark);
+        w.set_updated_run_id(run_id);
+        w.set_updated_at_us(now_us());
+        c.watermark = w;
+      }
+      if (r.marker) {
+        storage::pb::ChangeMarker m;
+        m.set_marker(*r.marker);
+        m.set_run_id(run_id);
+        m.set_recorded_at_us(now_us());
+        c.marker = m;
+      }
+      c.result.set_table(display_name(r.target));
+      c.result.set_source(r.source);
+      c.result.set_source_table(r.table);
+      c.result.set_status(std::string(engine::to_string(r.outcome.status)));
+      c.result.set_rows(r.outcome.rows);
+      c.result.set_run_id(run_id);
+      c.result.set_finished_at_us(now_us());
+      auto st = store->commit_table(key, c);
+      if (!st)
+        throw std::runtime_error(st.error().message);
+    };
+  }
+  return spec;
+}
+
+}  // namespace flotilla::cli

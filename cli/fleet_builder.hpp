@@ -1,0 +1,52 @@
+#pragma once
+/// Turns the loaded project, the --filter arguments and local state into a fleet spec
+/// for actors::run_fleet, and the fleet's reports into the run record. Shared by
+/// `plan`, `run` and `retry`.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "actors/fleet.hpp"
+#include "cli/verbs.hpp"
+#include "config/model.hpp"
+#include "config/selection.hpp"
+
+namespace flotilla::storage {
+class state_store;
+}
+
+namespace flotilla::cli {
+
+/// Loads flotilla.toml and parses the filters, printing every diagnostic to stderr.
+/// nullptr on any error (the caller exits 2).
+[[nodiscard]] std::shared_ptr<const config::project> load_or_report(
+    const global_options& g, const std::vector<std::string>& filter_args,
+    std::vector<config::filter>& filters);
+
+struct fleet_options {
+  bool plan_only = false;
+  bool no_prune = false;
+  std::string run_id;
+};
+
+/// Builds the fleet. `store` may be null (plan reads no state when none exists yet).
+[[nodiscard]] actors::fleet_spec build_fleet(const config::project& p,
+                                             const std::vector<config::filter>& filters,
+                                             storage::state_store* store,
+                                             const fleet_options& options);
+
+/// "staging__us_west__shop.orders": the target table as users see it.
+[[nodiscard]] std::string display_name(const dialects::table_ref& t);
+
+/// A new run id: "20261130T180102Z-3fa2".
+[[nodiscard]] std::string new_run_id();
+
+/// Opens (creating) the project's state store, printing the error on failure.
+[[nodiscard]] std::unique_ptr<storage::state_store> open_state(const config::project& p,
+                                                               bool create);
+
+}  // namespace flotilla::cli

@@ -1,0 +1,155 @@
+// `flotilla plan`: what a run would do, without doing it (seed 000's tree, seed 001's SQL).
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/fleet_builder.hpp"
+#include "cli/verbs.hpp"
+#include "dialects/dialect.hpp"
+#include "storage/state_store.hpp"
+
+namespace flotilla::cli {
+namespace {
+
+struct plan_args {
+  std::vector<std::string> filters;
+  std::string output = "text";
+  bool no_prune = false;
+};
+
+std::string shape_label(const std::string& shape) {
+  if (shape == "create") return "create table";
+  if (shape == "evolve") return "alter table";
+  if (shape == "recreate") return "drop and recreate";
+  return "load";
+}
+
+int do_plan(const global_options& g, const plan_args& a) {
+  std::vector<config::filter> filters;
+  auto project = load_or_report(g, a.filters, filters);
+  if (!project)
+    return 2;
+  // Plan reads local state (markers, watermarks) when it exists, and never creates it.
+  auto store = open_state(*project, false);
+  fleet_options fo;
+  fo.plan_only = true;
+  fo.no_prune = a.no_prune;
+  auto spec = build_fleet(*project, filters, store.get(), fo);
+  auto reports = actors::run_fleet(spec);
+
+  nlohmann::json tables = nlohmann::json::array();
+  nlohmann::json errors = nlohmann::json::array();
+  std::size_t selected = 0, to_alter = 0, to_load = 0, failed = 0;
+  for (const auto& p : reports) {
+    if (p.error) {
+      ++failed;
+      errors.push_back({{"source", p.source}, {"error", *p.error}});
+    }
+    for (const auto& t : p.tables) {
+      ++selected;
+      nlohmann::json row{{"table", display_name(t.target)},
+                         {"source", t.source},
+                         {"source_table", t.table}};
+      const auto& o = t.outcome;
+      if (o.status == engine::table_status::failed) {
+        ++failed;
+        row["status"] = "failed";
+        row["error"] = o.error.value_or("");
+        errors.push_back({{"table", display_name(t.target)}, {"error", o.error.value_or("")}});
+      } else if (o.status == engine::table_status::pruned) {
+        row["status"] = "pruned";
+      } else if (o.plan) {
+        const auto& pl = *o.plan;
+        row["status"] = "planned";
+        row["shape_action"] = pl.shape_action;
+        row["load"] = engine::to_string(pl.load);
+        nlohmann::json actions = nlohmann::json::array();
+        for (const auto& s : pl.drift.steps)
+          actions.push_back({{"action", schema::to_string(s.action)},
+                             {"column", s.column},
+                             {"reason", s.reason}});
+        row["actions"] = actions;
+        nlohmann::json sql = pl.ddl;
+        for (const auto& s : pl.swap_sql)
+          sql.push_back(s);
+        row["sql"] = sql;
+        ++to_load;
+        if (pl.shape_action == "evolve" || pl.shape_action == "recreate")
+          ++to_alter;
+      }
+      tables.push_back(std::move(row));
+    }
+  }
+
+  if (a.output == "json") {
+    nlohmann::json j{{"selected", selected}, {"to_alter", to_alter}, {"to_load", to_load},
+                     {"tables", tables}};
+    if (!errors.empty())
+      j["errors"] = errors;
+    fmt::print("{}\n", j.dump(2));
+    return failed == 0 ? 0 : 1;
+  }
+
+  fmt::print("Plan ready  {} selected, {} to alter, {} to load\n\n", selected, to_alter, to_load);
+  fmt::print("{:<52}{}\n", fmt::format("Objects ({})", tables.size()), "flotilla run");
+  for (std::size_t i = 0; i < tables.size(); ++i) {
+    const auto& t = tables[i];
+    const bool last = i + 1 == tables.size();
+    const std::string branch = last ? "└── " : "├── ";
+    const std::string indent = last ? "    " : "│   ";
+    std::string label = t["status"] == "planned" ? shape_label(t["shape_action"])
+                                                 : t["status"].get<std::string>();
+    if (t["status"] == "planned" && t["load"] != "full_refresh")
+      label += fmt::format(", {}", t["load"].get<std::string>());
+    fmt::print("{:<52}{}\n", branch + t["table"].get<std::string>(), label);
+    std::vector<std::string> lines;
+    if (t.contains("actions"))
+      for (const auto& s : t["actions"]) {
+        std::string act = s["action"];
+        std::string verb = act == "add_columns" ? "add column"
+                           : act == "alter_column_types" ? "widen"
+                                                         : "drop and recreate";
+        lines.push_back(fmt::format("{}  {}", verb, s["reason"].get<std::string>()));
+      }
+    if (t.contains("sql"))
+      for (const auto& s : t["sql"])
+        lines.push_back(fmt::format("sql  {}", s.get<std::string>()));
+    for (std::size_t k = 0; k < lines.size(); ++k)
+      fmt::print("{}{}{}\n", indent, k + 1 == lines.size() ? "└── " : "├── ", lines[k]);
+  }
+  if (!errors.empty()) {
+    fmt::print("\nErrors ({})\n", errors.size());
+    for (std::size_t i = 0; i < errors.size(); ++i) {
+      const auto& e = errors[i];
+      const bool last = i + 1 == errors.size();
+      fmt::print("{}{}\n", last ? "└── " : "├── ",
+                 e.contains("table") ? e["table"].get<std::string>() : e["source"].get<std::string>());
+      fmt::print("{}└── reason  {}\n", last ? "    " : "│   ", e["error"].get<std::string>());
+    }
+  }
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+verb plan_verb() {
+  auto args = std::make_shared<plan_args>();
+  auto sub = std::make_shared<CLI::App*>(nullptr);
+  auto glob = std::make_shared<global_options*>(nullptr);
+  return verb{
+      [=](CLI::App& app, global_options& g) {
+        *glob = &g;
+        auto* s = app.add_subcommand("plan", "show what a run would do, without doing it");
+        s->add_option("--filter", args->filters, "select tables: tag=value, source=..., table=...");
+        s->add_option("--output", args->output, "text or json")
+            ->check(CLI::IsMember({"text", "json"}));
+        s->add_flag("--no-prune", args->no_prune, "plan every table, even unchanged ones");
+        *sub = s;
+      },
+      [=] { return *sub && (*sub)->parsed(); },
+      [=] { return do_plan(**glob, *args); }};
+}
+
+}  // namespace flotilla::cli

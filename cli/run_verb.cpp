@@ -1,0 +1,247 @@
+// `flotilla run` and `flotilla plan`.
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <thread>
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/fleet_builder.hpp"
+#include "cli/verbs.hpp"
+#include "storage/state_store.hpp"
+
+namespace flotilla::cli {
+namespace {
+
+std::atomic<bool> g_cancel{false};
+
+extern "C" void on_interrupt(int) {
+  g_cancel.store(true);
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+  std::signal(SIGTERM, SIG_DFL);
+}
+
+struct run_args {
+  std::vector<std::string> filters;
+  std::string output = "text";
+  bool no_prune = false;
+  bool allow_rebuild = false;
+};
+
+std::int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+/// Live progress on a terminal: tables done/total and rows/s. Quiet when piped.
+class progress_line {
+ public:
+  explicit progress_line(actors::progress& p) : p_(p) {
+    if (!isatty(STDERR_FILENO))
+      return;
+    thread_ = std::thread([this] {
+      auto start = std::chrono::steady_clock::now();
+      while (!stop_.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        fmt::print(stderr, "\r\x1b[Ktables {}/{}  rows {}  {:.0f} rows/s", p_.tables_done.load(),
+                   p_.tables_total.load(), p_.rows.load(), secs > 0 ? p_.rows.load() / secs : 0.0);
+      }
+      fmt::print(stderr, "\r\x1b[K");
+    });
+  }
+  ~progress_line() {
+    stop_ = true;
+    if (thread_.joinable())
+      thread_.join();
+  }
+
+ private:
+  actors::progress& p_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+nlohmann::json run_json(const std::string& run_id, const std::vector<actors::pipeline_report>& reports,
+                        std::string& status_out, std::size_t& failed_out) {
+  nlohmann::json tables = nlohmann::json::array();
+  nlohmann::json actions = nlohmann::json::array();
+  nlohmann::json errors = nlohmann::json::array();
+  std::size_t checked = 0, drifted = 0, failed = 0, ok = 0;
+  for (const auto& p : reports) {
+    if (p.error) {
+      ++failed;
+      errors.push_back({{"source", p.source}, {"error", *p.error}});
+    }
+    for (const auto& t : p.tables) {
+      const auto& o = t.outcome;
+      nlohmann::json row{{"table", display_name(t.target)},
+                         {"source", t.source},
+                         {"source_table", t.table},
+                         {"status", engine::to_string(o.status)},
+                         {"rows", o.rows},
+                         {"error", o.error ? nlohmann::json(*o.error) : nlohmann::json(nullptr)}};
+      if (!o.error_code.empty())
+        row["error_code"] = o.error_code;
+      if (o.plan) {
+        row["load"] = engine::to_string(o.plan->load);
+        if (o.plan->drift_checked)
+          ++checked;
+        if (o.plan->drift.drifted())
+          ++drifted;
+        for (const auto& s : o.plan->drift.steps)
+          actions.push_back({{"table", display_name(t.target)},
+                             {"action", schema::to_string(s.action)},
+                             {"column", s.column},
+                             {"reason", s.reason}});
+      }
+      tables.push_back(std::move(row));
+      if (o.status == engine::table_status::failed)
+        ++failed;
+      else
+        ++ok;
+    }
+  }
+  status_out = failed == 0 ? "success" : (ok == 0 ? "failed" : "partial");
+  failed_out = failed;
+  nlohmann::json j{{"run_id", run_id},
+                   {"status", status_out},
+                   {"tables", tables},
+                   {"drift",
+                    {{"tables_checked", checked},
+                     {"tables_drifted", drifted},
+                     {"actions_taken", actions}}}};
+  if (!errors.empty())
+    j["errors"] = errors;
+  return j;
+}
+
+void print_run_text(const nlohmann::json& j) {
+  std::size_t copied = 0, pruned = 0, failed = 0, rows = 0;
+  for (const auto& t : j["tables"]) {
+    const std::string s = t["status"];
+    copied += s == "copied";
+    pruned += s == "pruned";
+    failed += s == "failed";
+    rows += t["rows"].get<std::size_t>();
+  }
+  for (const auto& a : j["drift"]["actions_taken"])
+    fmt::print("{:<20} {}  {}\n", a["action"].get<std::string>(), a["table"].get<std::string>(),
+               a["reason"].get<std::string>());
+  for (const auto& t : j["tables"])
+    if (t["status"] == "failed")
+      fmt::print("failed  {}  {}\n", t["table"].get<std::string>(),
+                 t["error"].is_null() ? "" : t["error"].get<std::string>());
+  if (j.contains("errors"))
+    for (const auto& e : j["errors"])
+      fmt::print("failed  source {}  {}\n", e["source"].get<std::string>(),
+                 e["error"].get<std::string>());
+  fmt::print("Run {}  {}: {} copied, {} pruned, {} failed, {} rows; drift: {} checked, {} drifted\n",
+             j["run_id"].get<std::string>(), j["status"].get<std::string>(), copied, pruned,
+             failed, rows, j["drift"]["tables_checked"].get<std::size_t>(),
+             j["drift"]["tables_drifted"].get<std::size_t>());
+}
+
+void record_run(storage::state_store& store, const std::string& run_id, std::int64_t started,
+                const nlohmann::json& j, const std::vector<std::string>& filters) {
+  storage::pb::RunRecord r;
+  r.set_run_id(run_id);
+  r.set_status(j["status"].get<std::string>());
+  r.set_started_at_us(started);
+  r.set_finished_at_us(now_us());
+  r.set_command("run");
+  for (const auto& f : filters)
+    r.add_filters(f);
+  for (const auto& t : j["tables"]) {
+    auto* tr = r.add_tables();
+    tr->set_table(t["table"].get<std::string>());
+    tr->set_source(t["source"].get<std::string>());
+    tr->set_source_table(t["source_table"].get<std::string>());
+    tr->set_status(t["status"].get<std::string>());
+    tr->set_rows(t["rows"].get<std::uint64_t>());
+    if (!t["error"].is_null())
+      tr->set_error(t["error"].get<std::string>());
+    if (t.contains("error_code"))
+      tr->set_error_code(t["error_code"].get<std::string>());
+    tr->set_run_id(run_id);
+  }
+  r.mutable_drift()->set_tables_checked(j["drift"]["tables_checked"].get<std::uint64_t>());
+  r.mutable_drift()->set_tables_drifted(j["drift"]["tables_drifted"].get<std::uint64_t>());
+  auto st = store.put_run(r);
+  if (!st)
+    fmt::print(stderr, "warning: the run record could not be stored: {}\n", st.error().message);
+}
+
+int do_run(const global_options& g, const run_args& a) {
+  std::vector<config::filter> filters;
+  auto project = load_or_report(g, a.filters, filters);
+  if (!project)
+    return 2;
+  auto store = open_state(*project, true);
+  if (!store)
+    return 2;
+  const std::string run_id = new_run_id();
+  const std::int64_t started = now_us();
+  fleet_options fo;
+  fo.no_prune = a.no_prune;
+  fo.run_id = run_id;
+  auto spec = build_fleet(*project, filters, store.get(), fo);
+  actors::progress counters;
+  spec.progress_counters = &counters;
+  spec.cancel = &g_cancel;
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
+  std::vector<actors::pipeline_report> reports;
+  {
+    progress_line line(counters);
+    reports = actors::run_fleet(spec);
+  }
+  std::string status;
+  std::size_t failed = 0;
+  auto j = run_json(run_id, reports, status, failed);
+  record_run(*store, run_id, started, j, a.filters);
+  std::filesystem::path dir = std::filesystem::path(project->state_dir) / "runs" / run_id;
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "run.json") << j.dump(2) << "\n";
+  if (a.output == "json")
+    fmt::print("{}\n", j.dump(2));
+  else
+    print_run_text(j);
+  if (g_cancel.load())
+    return 1;
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+verb run_verb() {
+  auto args = std::make_shared<run_args>();
+  auto sub = std::make_shared<CLI::App*>(nullptr);
+  auto glob = std::make_shared<global_options*>(nullptr);
+  return verb{
+      [=](CLI::App& app, global_options& g) {
+        *glob = &g;
+        auto* s = app.add_subcommand("run", "copy the selected tables into their targets, "
+                                            "evolving their schemas");
+        s->add_option("--filter", args->filters, "select tables: tag=value, source=..., table=...");
+        s->add_option("--output", args->output, "text or json")
+            ->check(CLI::IsMember({"text", "json"}));
+        s->add_flag("--no-prune", args->no_prune, "copy every table, even unchanged ones");
+        s->add_flag("--allow-type-change-rebuild", args->allow_rebuild,
+                    "confirm type changes that rebuild a table");
+        *sub = s;
+      },
+      [=] { return *sub && (*sub)->parsed(); },
+      [=] { return do_run(**glob, *args); }};
+}
+
+}  // namespace flotilla::cli
