@@ -1,0 +1,860 @@
+#include "config/load.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+#include <tuple>
+#include <utility>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "config/validate.hpp"
+
+namespace flotilla::config {
+namespace {
+
+namespace fs = std::filesystem;
+using keys = std::vector<std::string_view>;
+
+// ---- the keys each section accepts ---------------------------------------------------
+
+const keys top_keys{"project", "targets", "sources", "resilience", "policy", "events", "io"};
+const keys policy_keys{"contract",        "on_schema_change", "type_change_rebuild",
+                       "auto_widen",      "on_source_drift",  "prune_unchanged"};
+const keys project_keys{"name", "state_dir", "contract", "on_schema_change", "type_change_rebuild",
+                        "auto_widen", "on_source_drift", "prune_unchanged"};
+const keys target_keys{"dialect", "path", "dsn", "database", "catalog", "schema"};
+const keys source_keys{"adapter",         "path",       "dsn",          "capture",
+                       "target",          "tags",       "include",      "exclude",
+                       "batch_rows",      "tables",     "contract",     "on_schema_change",
+                       "type_change_rebuild", "auto_widen", "on_source_drift", "prune_unchanged"};
+const keys table_keys{"description",         "cursor_column", "unique_key",
+                      "columns",             "contract",      "on_schema_change",
+                      "type_change_rebuild", "auto_widen",    "on_source_drift",
+                      "prune_unchanged"};
+const keys table_only_keys{"description", "cursor_column", "unique_key", "columns"};
+const keys resilience_keys{"auto_apply_additive_drift"};
+const keys governance_keys{"grants"};
+const keys events_keys{"kafka", "pubsub"};
+const keys kafka_keys{"brokers", "topic", "format", "settings"};
+const keys pubsub_keys{"project", "topic", "emulator_host"};
+const keys io_keys{"max_connections_per_endpoint"};
+
+const keys known_grants{"schema_change.additive"};
+const keys reserved_tags{"source", "table"};
+
+template <class E>
+struct named {
+  std::string_view name;
+  E value;
+};
+
+constexpr std::array<named<contract_mode>, 2> contract_names{{
+    {"none", contract_mode::none},
+    {"enforced", contract_mode::enforced},
+}};
+constexpr std::array<named<schema_change_policy>, 3> schema_change_names{{
+    {"append_new_columns", schema_change_policy::append_new_columns},
+    {"ignore", schema_change_policy::ignore},
+    {"fail", schema_change_policy::fail},
+}};
+constexpr std::array<named<rebuild_policy>, 3> rebuild_names{{
+    {"require_confirmation", rebuild_policy::require_confirmation},
+    {"allow", rebuild_policy::allow},
+    {"deny", rebuild_policy::deny},
+}};
+constexpr std::array<named<drift_policy>, 3> drift_names{{
+    {"ignore", drift_policy::ignore},
+    {"warn", drift_policy::warn},
+    {"fail", drift_policy::fail},
+}};
+constexpr std::array<named<adapter_kind>, 5> adapter_names{{
+    {"sqlite", adapter_kind::sqlite},
+    {"duckdb", adapter_kind::duckdb},
+    {"postgres", adapter_kind::postgres},
+    {"csv", adapter_kind::csv},
+    {"json", adapter_kind::json},
+}};
+constexpr std::array<named<event_format>, 2> format_names{{
+    {"json", event_format::json},
+    {"protobuf", event_format::protobuf},
+}};
+
+template <class E, std::size_t N>
+std::string join_names(const std::array<named<E>, N>& names) {
+  std::string out;
+  for (const auto& n : names)
+    out += (out.empty() ? "" : ", ") + std::string{n.name};
+  return out;
+}
+
+std::string join(const keys& ks) {
+  std::string out;
+  for (auto k : ks)
+    out += (out.empty() ? "" : ", ") + std::string{k};
+  return out;
+}
+
+bool contains(const keys& ks, std::string_view k) {
+  return std::find(ks.begin(), ks.end(), k) != ks.end();
+}
+
+// Names of sources, targets and tags: they end up in schema names, state keys and
+// `source.table` arguments, so no dots, spaces or quotes.
+bool valid_name(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  });
+}
+
+std::string_view type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::date: return "a date";
+    case toml::node_type::time: return "a time";
+    case toml::node_type::date_time: return "a date-time";
+    case toml::node_type::none: break;
+  }
+  return "nothing";
+}
+
+// The value as written, short enough for one line.
+std::string render(const toml::node& n) {
+  if (auto* s = n.as_string())
+    return s->get();
+  std::ostringstream os;
+  n.visit([&os](const auto& v) { os << v; });
+  std::string out = os.str();
+  std::replace(out.begin(), out.end(), '\n', ' ');
+  if (out.size() > 80)
+    out = out.substr(0, 77) + "...";
+  return out;
+}
+
+position pos_of(const toml::source_region& r) {
+  return position{r.begin.line, r.begin.column};
+}
+
+bool before(const toml::source_region& a, const toml::source_region& b) {
+  return std::tie(a.begin.line, a.begin.column) < std::tie(b.begin.line, b.begin.column);
+}
+
+// The entries of a table in the order they were written (toml++ keeps them sorted by key).
+std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order(const toml::table& t) {
+  std::vector<std::pair<const toml::key*, const toml::node*>> out;
+  out.reserve(t.size());
+  for (auto&& [k, v] : t)
+    out.emplace_back(&k, &v);
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return before(a.first->source(), b.first->source());
+  });
+  return out;
+}
+
+class loader {
+ public:
+  loader(std::string file, fs::path dir, project& p)
+      : file_(std::move(file)), dir_(std::move(dir)), p_(p) {}
+
+  std::vector<diagnostic> take() { return std::move(out_); }
+
+  void report(errc code, const toml::source_region& at, std::string key, std::string value,
+              std::string allowed, std::string message) {
+    out_.push_back(diagnostic{code, severity::error, file_, at.begin.line, at.begin.column,
+                              std::move(key), std::move(value), std::move(allowed),
+                              std::move(message)});
+  }
+
+  void load(const toml::table& root) {
+    check_keys(root, "", top_keys);
+    const toml::table* proj = section(root, "project", "");
+    if (proj)
+      load_project(*proj);
+    if (const auto* t = section(root, "targets", ""))
+      for (auto [k, v] : in_file_order(*t))
+        if (const auto* tt = sub_section(*k, *v, "targets"))
+          load_target(k->str(), *tt);
+    if (const auto* s = section(root, "sources", ""))
+      for (auto [k, v] : in_file_order(*s))
+        if (const auto* st = sub_section(*k, *v, "sources"))
+          load_source(k->str(), *st);
+    resolve_targets(root);
+    if (const auto* r = section(root, "resilience", "")) {
+      check_keys(*r, "resilience", resilience_keys);
+      if (auto b = boolean(*r, "auto_apply_additive_drift", "resilience"))
+        p_.governance.auto_apply_additive_drift = *b;
+    }
+    if (const auto* g = section(root, "policy", ""))
+      load_grants(*g);
+    if (const auto* e = section(root, "events", ""))
+      load_events(*e);
+    if (const auto* io = section(root, "io", "")) {
+      check_keys(*io, "io", io_keys);
+      if (auto n = integer(*io, "max_connections_per_endpoint", "io", 1, 1024))
+        p_.io.max_connections_per_endpoint = static_cast<std::uint32_t>(*n);
+    }
+  }
+
+ private:
+  // ---- generic readers ---------------------------------------------------------------
+
+  void check_keys(const toml::table& t, const std::string& path, const keys& allowed,
+                  const keys* elsewhere = nullptr, std::string_view elsewhere_hint = {}) {
+    for (auto&& [k, v] : t) {
+      if (contains(allowed, k.str()))
+        continue;
+      const std::string key = key_path_append(path, k.str());
+      std::string message;
+      if (elsewhere && contains(*elsewhere, k.str())) {
+        message = fmt::format("'{}' does not belong here; it belongs in {}", k.str(), elsewhere_hint);
+      } else if (auto near = nearest(k.str(), allowed); !near.empty()) {
+        message = fmt::format("unknown key '{}'; did you mean '{}'?", k.str(), near);
+      } else {
+        message = fmt::format("unknown key '{}'", k.str());
+      }
+      report(errc::unknown_key, k.source(), key, std::string{k.str()}, join(allowed), message);
+    }
+  }
+
+  void wrong_type(const toml::node& n, const std::string& key, std::string_view expected) {
+    report(errc::wrong_type, n.source(), key, render(n), std::string{expected},
+           fmt::format("expected {}, found {}", expected, type_name(n)));
+  }
+
+  const toml::table* section(const toml::table& parent, std::string_view name,
+                             const std::string& path) {
+    const toml::node* n = parent.get(name);
+    if (!n)
+      return nullptr;
+    if (auto* t = n->as_table())
+      return t;
+    wrong_type(*n, key_path_append(path, name), "a table");
+    return nullptr;
+  }
+
+  // A named sub-section ([targets.NAME], [sources.NAME]).
+  const toml::table* sub_section(const toml::key& k, const toml::node& v, std::string_view parent) {
+    const std::string path = key_path({parent, k.str()});
+    if (!valid_name(k.str()))
+      report(errc::invalid_name, k.source(), path, std::string{k.str()},
+             "letters, digits, '_' and '-'",
+             fmt::format("'{}' is not a valid {} name", k.str(),
+                         parent == "targets" ? "target" : "source"));
+    if (auto* t = v.as_table())
+      return t;
+    wrong_type(v, path, fmt::format("a table ([{}])", path));
+    return nullptr;
+  }
+
+  std::optional<std::string> string(const toml::table& t, std::string_view key,
+                                    const std::string& path, bool non_empty = true) {
+    const toml::node* n = t.get(key);
+    if (!n)
+      return std::nullopt;
+    const std::string kp = key_path_append(path, key);
+    auto* s = n->as_string();
+    if (!s) {
+      wrong_type(*n, kp, "a string");
+      return std::nullopt;
+    }
+    if (non_empty && s->get().empty()) {
+      report(errc::out_of_range, n->source(), kp, "", "a non-empty string",
+             fmt::format("'{}' must not be empty", key));
+      return std::nullopt;
+    }
+    return s->get();
+  }
+
+  std::optional<bool> boolean(const toml::table& t, std::string_view key, const std::string& path) {
+    const toml::node* n = t.get(key);
+    if (!n)
+      return std::nullopt;
+    if (auto* b = n->as_boolean())
+      return b->get();
+    wrong_type(*n, key_path_append(path, key), "a boolean (true or false)");
+    return std::nullopt;
+  }
+
+  std::optional<std::int64_t> integer(const toml::table& t, std::string_view key,
+                                      const std::string& path, std::int64_t lo, std::int64_t hi) {
+    const toml::node* n = t.get(key);
+    if (!n)
+      return std::nullopt;
+    const std::string kp = key_path_append(path, key);
+    auto* i = n->as_integer();
+    if (!i) {
+      wrong_type(*n, kp, "an integer");
+      return std::nullopt;
+    }
+    if (i->get() < lo || i->get() > hi) {
+      report(errc::out_of_range, n->source(), kp, render(*n), fmt::format("{} to {}", lo, hi),
+             fmt::format("{} is out of range", i->get()));
+      return std::nullopt;
+    }
+    return i->get();
+  }
+
+  // An array of strings; `single` also accepts one string.
+  std::optional<std::vector<std::string>> strings(const toml::table& t, std::string_view key,
+                                                  const std::string& path, bool single) {
+    const toml::node* n = t.get(key);
+    if (!n)
+      return std::nullopt;
+    const std::string kp = key_path_append(path, key);
+    const std::string_view expected = single ? "a string or an array of strings" : "an array of strings";
+    if (single)
+      if (auto* s = n->as_string())
+        return std::vector<std::string>{s->get()};
+    auto* a = n->as_array();
+    if (!a) {
+      wrong_type(*n, kp, expected);
+      return std::nullopt;
+    }
+    std::vector<std::string> out;
+    bool ok = true;
+    for (std::size_t i = 0; i < a->size(); ++i) {
+      const toml::node& e = *a->get(i);
+      if (auto* s = e.as_string()) {
+        if (s->get().empty()) {
+          report(errc::out_of_range, e.source(), fmt::format("{}[{}]", kp, i), "",
+                 "a non-empty string", "empty name in the list");
+          ok = false;
+        } else {
+          out.push_back(s->get());
+        }
+      } else {
+        wrong_type(e, fmt::format("{}[{}]", kp, i), "a string");
+        ok = false;
+      }
+    }
+    if (!ok)
+      return std::nullopt;
+    return out;
+  }
+
+  template <class E, std::size_t N>
+  std::optional<E> choice(const toml::table& t, std::string_view key, const std::string& path,
+                          const std::array<named<E>, N>& names, std::string_view what) {
+    const toml::node* n = t.get(key);
+    if (!n)
+      return std::nullopt;
+    const std::string kp = key_path_append(path, key);
+    auto* s = n->as_string();
+    if (!s) {
+      wrong_type(*n, kp, fmt::format("a string, one of {}", join_names(names)));
+      return std::nullopt;
+    }
+    for (const auto& e : names)
+      if (e.name == s->get())
+        return e.value;
+    keys candidates;
+    for (const auto& e : names)
+      candidates.push_back(e.name);
+    auto near = nearest(s->get(), candidates);
+    report(errc::invalid_value, n->source(), kp, s->get(), join_names(names),
+           near.empty() ? fmt::format("unknown {} '{}'", what, s->get())
+                        : fmt::format("unknown {} '{}'; did you mean '{}'?", what, s->get(), near));
+    return std::nullopt;
+  }
+
+  // on_source_drift has its own code (seed 004): any value other than ignore|warn|fail is
+  // an error, and the policy is then treated as ignore.
+  std::optional<drift_policy> source_drift(const toml::table& t, const std::string& path) {
+    const toml::node* n = t.get("on_source_drift");
+    if (!n)
+      return std::nullopt;
+    if (auto* s = n->as_string())
+      for (const auto& e : drift_names)
+        if (e.name == s->get())
+          return e.value;
+    report(errc::invalid_source_drift, n->source(), key_path_append(path, "on_source_drift"),
+           render(*n), join_names(drift_names),
+           fmt::format("invalid on_source_drift '{}' in {}; treated as ignore", render(*n), file_));
+    return drift_policy::ignore;
+  }
+
+  policy_overrides policies(const toml::table& t, const std::string& path) {
+    policy_overrides o;
+    o.contract = choice(t, "contract", path, contract_names, "contract");
+    o.on_schema_change = choice(t, "on_schema_change", path, schema_change_names, "on_schema_change");
+    o.type_change_rebuild = choice(t, "type_change_rebuild", path, rebuild_names, "type_change_rebuild");
+    o.auto_widen = boolean(t, "auto_widen", path);
+    o.on_source_drift = source_drift(t, path);
+    o.prune_unchanged = boolean(t, "prune_unchanged", path);
+    return o;
+  }
+
+  std::string resolve_path(const std::string& p) const {
+    fs::path path{p};
+    if (path.is_relative())
+      path = dir_ / path;
+    return path.lexically_normal().string();
+  }
+
+  // ---- sections ----------------------------------------------------------------------
+
+  void load_project(const toml::table& t) {
+    check_keys(t, "project", project_keys);
+    if (auto n = string(t, "name", "project"))
+      p_.name = *n;
+    if (auto d = string(t, "state_dir", "project"))
+      p_.state_dir = resolve_path(*d);
+    p_.policy = policies(t, "project");
+  }
+
+  void load_target(std::string_view name, const toml::table& t) {
+    const std::string path = key_path({"targets", name});
+    check_keys(t, path, target_keys);
+    target_config tc;
+    tc.name = std::string{name};
+    tc.at = pos_of(t.source());
+    if (auto d = string(t, "dialect", path)) {
+      tc.dialect = canonical_dialect(*d);
+      if (tc.dialect.empty()) {
+        keys all;
+        for (auto x : executed_dialects)
+          all.push_back(x);
+        for (auto x : plan_only_dialects)
+          all.push_back(x);
+        auto near = nearest(*d, all);
+        report(errc::invalid_value, t.get("dialect")->source(), key_path_append(path, "dialect"), *d,
+               "duckdb, postgres (postgresql, pg), sqlite; plan-only: snowflake, bigquery, "
+               "databricks, trino",
+               near.empty() ? fmt::format("unknown dialect '{}'", *d)
+                            : fmt::format("unknown dialect '{}'; did you mean '{}'?", *d, near));
+      }
+    } else if (!t.contains("dialect")) {
+      report(errc::missing_key, t.source(), key_path_append(path, "dialect"), "",
+             "duckdb, postgres, sqlite, snowflake, bigquery, databricks, trino",
+             fmt::format("target '{}' has no dialect", name));
+    }
+    tc.executed = is_executed_dialect(tc.dialect);
+    auto file = string(t, "path", path);
+    auto dsn = string(t, "dsn", path);
+    if (file)
+      tc.path = resolve_path(*file);
+    if (dsn)
+      tc.dsn = *dsn;
+    const bool file_dialect = tc.dialect == "duckdb" || tc.dialect == "sqlite";
+    if (file_dialect) {
+      if (!t.contains("path"))
+        report(errc::missing_key, t.source(), key_path_append(path, "path"), "",
+               "a database file path",
+               fmt::format("target '{}' ({}) needs path = \"<database file>\"", name, tc.dialect));
+      if (const auto* n = t.get("dsn"))
+        report(errc::not_applicable, n->source(), key_path_append(path, "dsn"), render(*n), "path",
+               fmt::format("dsn does not apply to a {} target; use path", tc.dialect));
+    } else if (!tc.dialect.empty()) {
+      if (tc.dialect == "postgres" && !t.contains("dsn"))
+        report(errc::missing_key, t.source(), key_path_append(path, "dsn"), "",
+               "a libpq connection string",
+               fmt::format("target '{}' (postgres) needs dsn = \"postgresql://...\"", name));
+      if (const auto* n = t.get("path"))
+        report(errc::not_applicable, n->source(), key_path_append(path, "path"), render(*n), "dsn",
+               fmt::format("path does not apply to a {} target", tc.dialect));
+    }
+    auto db = string(t, "database", path);
+    auto cat = string(t, "catalog", path);
+    if (db && cat)
+      report(errc::conflicting_keys, t.get("catalog")->source(), key_path_append(path, "catalog"),
+             *cat, "one of database or catalog",
+             "database and catalog name the same thing; set only one");
+    tc.database = db ? *db : cat ? *cat : "";
+    if (auto s = string(t, "schema", path, false))
+      tc.schema = *s;
+    p_.targets.push_back(std::move(tc));
+  }
+
+  void load_source(std::string_view name, const toml::table& t) {
+    const std::string path = key_path({"sources", name});
+    check_keys(t, path, source_keys, &table_only_keys,
+               fmt::format("a table section: [{}]", key_path_append(path, "tables.NAME")));
+    source_config sc;
+    sc.name = std::string{name};
+    sc.at = pos_of(t.source());
+    bool adapter_known = false;
+    if (auto a = choice(t, "adapter", path, adapter_names, "adapter")) {
+      sc.adapter = *a;
+      adapter_known = true;
+    } else if (!t.contains("adapter")) {
+      report(errc::missing_key, t.source(), key_path_append(path, "adapter"), "",
+             join_names(adapter_names), fmt::format("source '{}' has no adapter", name));
+    }
+    if (auto f = string(t, "path", path))
+      sc.path = resolve_path(*f);
+    if (auto d = string(t, "dsn", path))
+      sc.dsn = *d;
+    if (adapter_known) {
+      const std::string_view an = to_string(sc.adapter);
+      if (is_file_adapter(sc.adapter)) {
+        if (!t.contains("path"))
+          report(errc::missing_key, t.source(), key_path_append(path, "path"), "",
+                 "a file or directory path",
+                 fmt::format("source '{}' ({}) needs path = \"...\"", name, an));
+        if (const auto* n = t.get("dsn"))
+          report(errc::not_applicable, n->source(), key_path_append(path, "dsn"), render(*n),
+                 "path", fmt::format("dsn does not apply to a {} source; use path", an));
+      } else {
+        if (!t.contains("dsn"))
+          report(errc::missing_key, t.source(), key_path_append(path, "dsn"), "",
+                 "a libpq connection string",
+                 fmt::format("source '{}' (postgres) needs dsn = \"postgresql://...\"", name));
+        if (const auto* n = t.get("path"))
+          report(errc::not_applicable, n->source(), key_path_append(path, "path"), render(*n),
+                 "dsn", "path does not apply to a postgres source; use dsn");
+      }
+    }
+    if (auto c = string(t, "capture", path)) {
+      const toml::node& n = *t.get("capture");
+      if (*c != "logical")
+        report(errc::invalid_value, n.source(), key_path_append(path, "capture"), *c, "logical",
+               fmt::format("unknown capture '{}'", *c));
+      else if (adapter_known && sc.adapter != adapter_kind::postgres)
+        report(errc::not_applicable, n.source(), key_path_append(path, "capture"), *c,
+               "postgres sources only",
+               fmt::format("capture does not apply to a {} source", to_string(sc.adapter)));
+      else
+        sc.capture = *c;
+    }
+    if (auto tg = string(t, "target", path))
+      sc.target = *tg;
+    if (const auto* tags = section(t, "tags", path))
+      load_tags(sc, *tags, key_path_append(path, "tags"));
+    if (auto inc = strings(t, "include", path, false))
+      sc.include = std::move(*inc);
+    if (auto exc = strings(t, "exclude", path, false))
+      sc.exclude = std::move(*exc);
+    if (auto b = integer(t, "batch_rows", path, 1, 10'000'000))
+      sc.batch_rows = static_cast<std::uint32_t>(*b);
+    sc.policy = policies(t, path);
+    if (const auto* tables = section(t, "tables", path)) {
+      const std::string tpath = key_path_append(path, "tables");
+      sc.tables.reserve(tables->size());
+      for (auto [k, v] : in_file_order(*tables))
+        load_table(sc, k->str(), *k, *v, tpath);
+    }
+    p_.sources.push_back(std::move(sc));
+  }
+
+  void load_tags(source_config& sc, const toml::table& t, const std::string& path) {
+    for (auto [k, v] : in_file_order(t)) {
+      const std::string kp = key_path_append(path, k->str());
+      if (!valid_name(k->str()) || contains(reserved_tags, k->str())) {
+        report(errc::invalid_name, k->source(), kp, std::string{k->str()},
+               "letters, digits, '_' and '-'; not 'source' or 'table'",
+               fmt::format("'{}' cannot be a tag name", k->str()));
+        continue;
+      }
+      if (auto* s = v->as_string())
+        sc.tags.emplace(std::string{k->str()}, s->get());
+      else
+        wrong_type(*v, kp, "a string");
+    }
+  }
+
+  void load_table(source_config& sc, std::string_view name, const toml::key& k,
+                  const toml::node& v, const std::string& tables_path) {
+    const std::string path = key_path_append(tables_path, name);
+    auto* t = v.as_table();
+    if (!t) {
+      wrong_type(v, path, fmt::format("a table ([{}])", path));
+      return;
+    }
+    for (const auto& other : sc.tables)
+      if (other.name.size() == name.size() &&
+          std::equal(name.begin(), name.end(), other.name.begin(), [](char a, char b) {
+            return std::tolower(static_cast<unsigned char>(a)) ==
+                   std::tolower(static_cast<unsigned char>(b));
+          }))
+        report(errc::duplicate_name, k.source(), path, std::string{name}, "one section per table",
+               fmt::format("table '{}' already has a section ('{}')", name, other.name));
+    // `[sources.s.tables.public.orders]` (unquoted) nests a table `orders` in `public`.
+    for (auto&& [ck, cv] : *t)
+      if (cv.is_table() && !contains(table_keys, ck.str())) {
+        const std::string dotted = fmt::format("{}.{}", name, ck.str());
+        report(errc::unknown_key, ck.source(), key_path_append(path, ck.str()),
+               std::string{ck.str()}, join(table_keys),
+               fmt::format("'{}' is not a key of a table section; a dotted table name must be "
+                           "quoted: tables.\"{}\"",
+                           ck.str(), dotted));
+      }
+    check_table_keys(*t, path);
+
+    table_config tc;
+    tc.name = std::string{name};
+    tc.at = pos_of(t->source());
+    if (auto d = string(*t, "description", path, false))
+      tc.description = *d;
+    if (auto c = string(*t, "cursor_column", path))
+      tc.cursor_column = *c;
+    if (auto u = strings(*t, "unique_key", path, true)) {
+      tc.unique_key = std::move(*u);
+      check_duplicates(tc.unique_key, *t->get("unique_key"), key_path_append(path, "unique_key"));
+    }
+    if (const auto* cols = section(*t, "columns", path))
+      load_columns(tc, *cols, key_path_append(path, "columns"));
+    tc.policy = policies(*t, path);
+    sc.tables.push_back(std::move(tc));
+  }
+
+  // Unknown keys of a table section, except nested tables already reported above.
+  void check_table_keys(const toml::table& t, const std::string& path) {
+    for (auto&& [k, v] : t) {
+      if (contains(table_keys, k.str()) || v.is_table())
+        continue;
+      auto near = nearest(k.str(), table_keys);
+      report(errc::unknown_key, k.source(), key_path_append(path, k.str()), std::string{k.str()},
+             join(table_keys),
+             near.empty() ? fmt::format("unknown key '{}'", k.str())
+                          : fmt::format("unknown key '{}'; did you mean '{}'?", k.str(), near));
+    }
+  }
+
+  void check_duplicates(const std::vector<std::string>& names, const toml::node& at,
+                        const std::string& path) {
+    for (std::size_t i = 0; i < names.size(); ++i)
+      for (std::size_t j = 0; j < i; ++j)
+        if (names[i] == names[j]) {
+          report(errc::duplicate_name, at.source(), path, names[i], "each column once",
+                 fmt::format("column '{}' is listed twice", names[i]));
+          break;
+        }
+  }
+
+  void load_columns(table_config& tc, const toml::table& cols, const std::string& path) {
+    tc.columns.reserve(cols.size());
+    for (auto [k, v] : in_file_order(cols)) {
+      const std::string kp = key_path_append(path, k->str());
+      auto* s = v->as_string();
+      if (!s) {
+        wrong_type(*v, kp, "a portable type name such as \"decimal(18,2)\"");
+        continue;
+      }
+      auto type = schema::parse_type(s->get());
+      if (!type) {
+        report(errc::invalid_column_type, v->source(), kp, s->get(),
+               std::string{schema::valid_type_names()}, type.error().message);
+        continue;
+      }
+      for (const auto& c : tc.columns)
+        if (c.name.size() == k->str().size() &&
+            std::equal(c.name.begin(), c.name.end(), k->str().begin(), [](char a, char b) {
+              return std::tolower(static_cast<unsigned char>(a)) ==
+                     std::tolower(static_cast<unsigned char>(b));
+            })) {
+          report(errc::duplicate_name, k->source(), kp, std::string{k->str()},
+                 "column names unique ignoring case",
+                 fmt::format("column '{}' is declared twice (also as '{}')", k->str(), c.name));
+          break;
+        }
+      tc.columns.push_back(declared_column{std::string{k->str()}, *type, s->get()});
+    }
+  }
+
+  // Every source must name a defined target; without `target`, the only one is used.
+  void resolve_targets(const toml::table& root) {
+    if (p_.sources.empty())
+      return;
+    keys names;
+    for (const auto& t : p_.targets)
+      names.push_back(t.name);
+    const toml::table* sources = root.get_as<toml::table>("sources");
+    if (p_.targets.empty()) {
+      const toml::node* at = root.get("targets");
+      report(errc::missing_key, at ? at->source() : sources->source(), "targets", "",
+             "[targets.NAME] with a dialect",
+             "sources are defined but no target is: add a [targets.NAME] section");
+      return;
+    }
+    for (auto& s : p_.sources) {
+      const toml::table* st = sources->get_as<toml::table>(s.name);
+      const std::string path = key_path({"sources", s.name, "target"});
+      if (s.target.empty()) {
+        if (st && st->contains("target"))
+          continue;  // wrong type, already reported
+        if (p_.targets.size() == 1) {
+          s.target = p_.targets.front().name;
+        } else {
+          report(errc::unknown_target, st ? st->source() : toml::source_region{}, path, "",
+                 join(names),
+                 fmt::format("source '{}' names no target and {} targets are defined; set target",
+                             s.name, p_.targets.size()));
+        }
+        continue;
+      }
+      if (p_.find_target(s.target))
+        continue;
+      auto near = nearest(s.target, names);
+      report(errc::unknown_target, st->get("target")->source(), path, s.target, join(names),
+             near.empty() ? fmt::format("source '{}' names target '{}', which is not defined",
+                                        s.name, s.target)
+                          : fmt::format("source '{}' names target '{}', which is not defined; did "
+                                        "you mean '{}'?",
+                                        s.name, s.target, near));
+    }
+  }
+
+  void load_grants(const toml::table& t) {
+    check_keys(t, "policy", governance_keys);
+    auto grants = strings(t, "grants", "policy", false);
+    if (!grants)
+      return;
+    const toml::array& a = *t.get_as<toml::array>("grants");
+    for (std::size_t i = 0; i < grants->size(); ++i) {
+      const std::string& g = (*grants)[i];
+      if (contains(known_grants, g)) {
+        p_.governance.grants.push_back(g);
+        continue;
+      }
+      auto near = nearest(g, known_grants);
+      report(errc::unknown_grant, a.get(i)->source(), fmt::format("policy.grants[{}]", i), g,
+             join(known_grants),
+             near.empty() ? fmt::format("unknown grant '{}'", g)
+                          : fmt::format("unknown grant '{}'; did you mean '{}'?", g, near));
+    }
+  }
+
+  void load_events(const toml::table& e) {
+    check_keys(e, "events", events_keys);
+    if (const auto* k = section(e, "kafka", "events")) {
+      const std::string path = "events.kafka";
+      check_keys(*k, path, kafka_keys);
+      kafka_options ko;
+      if (const auto* b = k->get("brokers")) {
+        if (b->is_array()) {
+          if (auto list = strings(*k, "brokers", path, false)) {
+            for (const auto& x : *list)
+              ko.brokers += (ko.brokers.empty() ? "" : ",") + x;
+            if (ko.brokers.empty())
+              report(errc::out_of_range, b->source(), key_path_append(path, "brokers"), "[]",
+                     "host:port, ...", "brokers must not be empty");
+          }
+        } else if (auto s = string(*k, "brokers", path)) {
+          ko.brokers = *s;
+        }
+      } else {
+        report(errc::missing_key, k->source(), key_path_append(path, "brokers"), "",
+               "\"host:port,host:port\" or an array of them", "Kafka needs brokers");
+      }
+      required_string(*k, "topic", path, ko.topic, "Kafka needs a topic");
+      if (auto f = choice(*k, "format", path, format_names, "event format"))
+        ko.format = *f;
+      if (const auto* s = section(*k, "settings", path)) {
+        const std::string sp = key_path_append(path, "settings");
+        for (auto&& [sk, sv] : *s) {
+          if (sv.is_table() || sv.is_array())
+            wrong_type(sv, key_path_append(sp, sk.str()), "a string, number or boolean");
+          else
+            ko.settings.emplace(std::string{sk.str()}, render(sv));
+        }
+      }
+      p_.events.kafka = std::move(ko);
+    }
+    if (const auto* ps = section(e, "pubsub", "events")) {
+      const std::string path = "events.pubsub";
+      check_keys(*ps, path, pubsub_keys);
+      pubsub_options po;
+      required_string(*ps, "project", path, po.project, "Pub/Sub needs a project");
+      required_string(*ps, "topic", path, po.topic, "Pub/Sub needs a topic");
+      if (auto h = string(*ps, "emulator_host", path))
+        po.emulator_host = *h;
+      p_.events.pubsub = std::move(po);
+    }
+  }
+
+  void required_string(const toml::table& t, std::string_view key, const std::string& path,
+                       std::string& out, std::string_view message) {
+    if (auto s = string(t, key, path))
+      out = *s;
+    else if (!t.contains(key))
+      report(errc::missing_key, t.source(), key_path_append(path, key), "", "a non-empty string",
+             std::string{message});
+  }
+
+  std::string file_;
+  fs::path dir_;
+  project& p_;
+  std::vector<diagnostic> out_;
+};
+
+fs::path config_dir(const std::string& path) {
+  std::error_code ec;
+  fs::path abs = fs::absolute(fs::path{path}, ec);
+  if (ec)
+    abs = fs::path{path};
+  return abs.lexically_normal().parent_path();
+}
+
+load_result finish(std::shared_ptr<project> p, std::vector<diagnostic> ds) {
+  std::stable_sort(ds.begin(), ds.end(), [](const diagnostic& a, const diagnostic& b) {
+    return std::tie(a.line, a.column) < std::tie(b.line, b.column);
+  });
+  return load_result{std::move(p), std::move(ds)};
+}
+
+std::shared_ptr<project> empty_project(const std::string& path) {
+  auto p = std::make_shared<project>();
+  p->config_path = path;
+  const fs::path dir = config_dir(path);
+  p->config_dir = dir.string();
+  p->name = dir.filename().string();
+  p->state_dir = (dir / ".flotilla").string();
+  return p;
+}
+
+}  // namespace
+
+load_result load_project_text(std::string_view toml_text, const std::string& path) {
+  auto p = empty_project(path);
+  std::vector<diagnostic> ds;
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, path);
+  } catch (const toml::parse_error& e) {
+    const auto& b = e.source().begin;
+    ds.push_back(diagnostic{errc::syntax_error, severity::error, path, b.line, b.column, "", "",
+                            "", fmt::format("invalid TOML: {}", e.description())});
+    return finish(std::move(p), std::move(ds));
+  }
+  loader l{path, fs::path{p->config_dir}, *p};
+  l.load(root);
+  ds = l.take();
+  auto cross = validate(*p);
+  ds.insert(ds.end(), std::make_move_iterator(cross.begin()), std::make_move_iterator(cross.end()));
+  return finish(std::move(p), std::move(ds));
+}
+
+load_result load_project(const std::string& path) {
+  std::error_code ec;
+  const bool exists = fs::exists(path, ec);
+  std::ifstream in;
+  if (exists && !fs::is_directory(path, ec))
+    in.open(path, std::ios::binary);
+  if (!in) {
+    diagnostic d;
+    d.code = errc::file_not_found;
+    d.file = path;
+    d.value = path;
+    d.allowed = "an existing flotilla.toml";
+    d.message = exists ? fmt::format("cannot read config file '{}'", path)
+                       : fmt::format("config file '{}' not found; pass -c <path> or create "
+                                     "flotilla.toml in the working directory",
+                                     path);
+    return load_result{empty_project(path), {std::move(d)}};
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return load_project_text(text.str(), path);
+}
+
+}  // namespace flotilla::config

@@ -1,0 +1,282 @@
+#include "config/selection.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace flotilla::config {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
+    s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
+    s.remove_suffix(1);
+  return s;
+}
+
+char fold(char c) {
+  return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+}
+
+// Iterative `*` matcher with single backtrack point: linear in practice, no recursion.
+bool glob(std::string_view p, std::string_view t, bool fold_case) {
+  auto eq = [fold_case](char a, char b) { return fold_case ? fold(a) == fold(b) : a == b; };
+  std::size_t pi = 0, ti = 0, star = std::string_view::npos, mark = 0;
+  while (ti < t.size()) {
+    if (pi < p.size() && p[pi] == '*') {
+      star = pi++;
+      mark = ti;
+    } else if (pi < p.size() && eq(p[pi], t[ti])) {
+      ++pi;
+      ++ti;
+    } else if (star != std::string_view::npos) {
+      pi = star + 1;
+      ti = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (pi < p.size() && p[pi] == '*')
+    ++pi;
+  return pi == p.size();
+}
+
+// The part after the first '.', or the whole name when bare.
+std::string_view table_part(std::string_view name) {
+  auto dot = name.find('.');
+  return dot == std::string_view::npos ? name : name.substr(dot + 1);
+}
+
+bool qualified(std::string_view name) {
+  return name.find('.') != std::string_view::npos;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return fold(x) == fold(y); });
+}
+
+diagnostic filter_error(std::string_view text, std::string message) {
+  diagnostic d;
+  d.code = errc::invalid_filter;
+  d.key = "--filter";
+  d.value = std::string{text};
+  d.allowed = "key=value, where key is a tag name, source or table, and value may use * globs";
+  d.message = std::move(message);
+  return d;
+}
+
+}  // namespace
+
+std::expected<filter, diagnostic> parse_filter(std::string_view text) {
+  auto eq = text.find('=');
+  if (eq == std::string_view::npos)
+    return std::unexpected(filter_error(text, fmt::format("filter '{}' has no '='", text)));
+  filter f{std::string{trim(text.substr(0, eq))}, std::string{trim(text.substr(eq + 1))}};
+  if (f.key.empty())
+    return std::unexpected(filter_error(text, fmt::format("filter '{}' has an empty key", text)));
+  return f;
+}
+
+std::expected<std::vector<filter>, std::vector<diagnostic>> parse_filters(
+    const std::vector<std::string>& texts) {
+  std::vector<filter> out;
+  std::vector<diagnostic> errors;
+  for (const auto& t : texts) {
+    auto f = parse_filter(t);
+    if (f)
+      out.push_back(std::move(*f));
+    else
+      errors.push_back(std::move(f.error()));
+  }
+  if (!errors.empty())
+    return std::unexpected(std::move(errors));
+  return out;
+}
+
+std::vector<diagnostic> check_filters(const project& p, const std::vector<filter>& filters) {
+  std::set<std::string> keys{"source", "table"};
+  for (const auto& s : p.sources)
+    for (const auto& [k, v] : s.tags)
+      keys.insert(k);
+  std::vector<diagnostic> out;
+  for (const auto& f : filters) {
+    if (keys.contains(f.key))
+      continue;
+    std::vector<std::string_view> candidates(keys.begin(), keys.end());
+    diagnostic d;
+    d.code = errc::unknown_filter_key;
+    d.key = "--filter";
+    d.value = f.key + "=" + f.value;
+    d.allowed = fmt::format("{}", fmt::join(keys, ", "));
+    auto near = nearest(f.key, candidates);
+    d.message = near.empty()
+                    ? fmt::format("no source has a tag '{}'", f.key)
+                    : fmt::format("no source has a tag '{}'; did you mean '{}'?", f.key, near);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+bool glob_match(std::string_view pattern, std::string_view text) {
+  return glob(pattern, text, false);
+}
+
+bool table_name_matches(std::string_view pattern, std::string_view catalog_name) {
+  if (qualified(pattern) == qualified(catalog_name))
+    return glob(pattern, catalog_name, true);
+  // "*" on its own matches everything, qualified or not.
+  return glob(table_part(pattern), table_part(catalog_name), true);
+}
+
+bool source_may_match(const source_config& s, const std::vector<filter>& filters) {
+  for (const auto& f : filters) {
+    if (f.key == "table")
+      continue;
+    if (f.key == "source") {
+      if (!glob_match(f.value, s.name))
+        return false;
+      continue;
+    }
+    auto it = s.tags.find(f.key);
+    if (it == s.tags.end() || !glob_match(f.value, it->second))
+      return false;
+  }
+  return true;
+}
+
+const table_config* find_table(const source_config& s, std::string_view catalog_name) {
+  for (const auto& t : s.tables)
+    if (iequals(t.name, catalog_name))
+      return &t;
+  for (const auto& t : s.tables)
+    if (table_name_matches(t.name, catalog_name))
+      return &t;
+  return nullptr;
+}
+
+std::vector<std::string> select_tables(const source_config& s,
+                                       const std::vector<std::string>& catalog_table_names,
+                                       const std::vector<filter>& filters) {
+  std::vector<std::string> out;
+  if (!source_may_match(s, filters))
+    return out;
+  auto any = [](const std::vector<std::string>& patterns, std::string_view name) {
+    return std::any_of(patterns.begin(), patterns.end(),
+                       [&](const std::string& p) { return table_name_matches(p, name); });
+  };
+  for (const auto& name : catalog_table_names) {
+    const bool wanted = find_table(s, name) != nullptr || any(s.include, name);
+    if (!wanted || any(s.exclude, name))
+      continue;
+    const bool filtered_in = std::all_of(filters.begin(), filters.end(), [&](const filter& f) {
+      return f.key != "table" || table_name_matches(f.value, name);
+    });
+    if (filtered_in)
+      out.push_back(name);
+  }
+  return out;
+}
+
+namespace {
+
+// A template split into literal text and placeholder names.
+struct template_piece {
+  bool placeholder = false;
+  std::string_view text;
+};
+
+std::expected<std::vector<template_piece>, template_error> split_template(std::string_view templ) {
+  std::vector<template_piece> out;
+  std::size_t literal = 0;
+  for (std::size_t i = 0; i < templ.size(); ++i) {
+    const char c = templ[i];
+    if (c == '}')
+      return std::unexpected(template_error{errc::malformed_template, {},
+                                            fmt::format("'}}' without '{{' at offset {}", i)});
+    if (c != '{')
+      continue;
+    const auto close = templ.find_first_of("{}", i + 1);
+    if (close == std::string_view::npos || templ[close] != '}')
+      return std::unexpected(template_error{errc::malformed_template, {},
+                                            fmt::format("'{{' without '}}' at offset {}", i)});
+    if (close == i + 1)
+      return std::unexpected(
+          template_error{errc::malformed_template, {}, fmt::format("empty '{{}}' at offset {}", i)});
+    if (i > literal)
+      out.push_back({false, templ.substr(literal, i - literal)});
+    out.push_back({true, templ.substr(i + 1, close - i - 1)});
+    i = close;
+    literal = close + 1;
+  }
+  if (literal < templ.size())
+    out.push_back({false, templ.substr(literal)});
+  return out;
+}
+
+}  // namespace
+
+std::expected<std::vector<std::string>, template_error> template_placeholders(
+    std::string_view templ) {
+  auto pieces = split_template(templ);
+  if (!pieces)
+    return std::unexpected(std::move(pieces.error()));
+  std::vector<std::string> out;
+  for (const auto& p : *pieces)
+    if (p.placeholder)
+      out.emplace_back(p.text);
+  return out;
+}
+
+std::expected<std::string, template_error> expand_template(std::string_view templ,
+                                                           const source_config& s) {
+  auto pieces = split_template(templ);
+  if (!pieces)
+    return std::unexpected(std::move(pieces.error()));
+  std::string out;
+  out.reserve(templ.size() + 16);
+  for (const auto& p : *pieces) {
+    if (!p.placeholder) {
+      out += p.text;
+    } else if (p.text == "source") {
+      out += s.name;
+    } else if (auto it = s.tags.find(std::string{p.text}); it != s.tags.end()) {
+      out += it->second;
+    } else {
+      return std::unexpected(template_error{
+          errc::unknown_placeholder, std::string{p.text},
+          fmt::format("placeholder '{{{}}}' is neither {{source}} nor a tag of source '{}'",
+                      p.text, s.name)});
+    }
+  }
+  return out;
+}
+
+std::string target_schema(const target_config& t, const source_config& s) {
+  auto r = expand_template(t.schema, s);
+  if (!r)
+    throw std::invalid_argument(fmt::format("target '{}', source '{}': {}", t.name, s.name,
+                                            r.error().message));
+  return std::move(*r);
+}
+
+target_table_name target_table(const target_config& t, const source_config& s,
+                               std::string_view catalog_name) {
+  target_table_name out;
+  out.catalog = t.database;
+  const std::string schema = target_schema(t, s);
+  const std::string_view table = table_part(catalog_name);
+  if (t.dialect == "sqlite") {
+    out.name = schema.empty() ? std::string{table} : fmt::format("{}__{}", schema, table);
+  } else {
+    out.schema = schema;
+    out.name = std::string{table};
+  }
+  return out;
+}
+
+}  // namespace flotilla::config

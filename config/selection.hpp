@@ -1,0 +1,97 @@
+#pragma once
+/// Selecting tables: --filter arguments, include/exclude/table sections, and where a
+/// selected table lands in its target (schema templates).
+///
+/// Name matching rule (include, exclude, table sections, `table=` filters): a pattern
+/// matches a catalog name when both are compared whole if both are qualified
+/// ("schema.table") or both are bare; when only one of them is qualified, only the
+/// table parts (after the first '.') are compared, so "orders" matches "public.orders"
+/// and "public.orders" matches a bare "orders". `*` matches any run of characters
+/// (including none and including '.'); table names compare ASCII case-insensitively.
+/// Tag and source values in filters compare exactly (with `*` globs).
+
+#include <expected>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/errc.hpp"
+#include "config/model.hpp"
+
+namespace flotilla::config {
+
+/// One `--filter key=value`. Keys: a tag name, `source`, or `table`.
+struct filter {
+  std::string key;
+  std::string value;  ///< may contain `*` globs
+
+  friend bool operator==(const filter&, const filter&) = default;
+};
+
+/// Parses "client=acme" (spaces around key and value are trimmed; the value may contain
+/// '='). A missing '=' or an empty key is FLT-C020.
+[[nodiscard]] std::expected<filter, diagnostic> parse_filter(std::string_view text);
+
+/// Parses every argument, collecting every error.
+[[nodiscard]] std::expected<std::vector<filter>, std::vector<diagnostic>> parse_filters(
+    const std::vector<std::string>& texts);
+
+/// FLT-C021 for each filter key that is neither `source`, `table` nor a tag of any
+/// source (a typo would otherwise select nothing, silently). The nearest key is suggested.
+[[nodiscard]] std::vector<diagnostic> check_filters(const project& p,
+                                                    const std::vector<filter>& filters);
+
+/// `*` glob match, exact otherwise.
+[[nodiscard]] bool glob_match(std::string_view pattern, std::string_view text);
+
+/// The name matching rule above: `pattern` (config name or glob) against a catalog name.
+[[nodiscard]] bool table_name_matches(std::string_view pattern, std::string_view catalog_name);
+
+/// True unless a `source=` or tag filter rules the source out. A tag filter on a key the
+/// source has no tag for rules it out. `table=` filters are not checked here.
+[[nodiscard]] bool source_may_match(const source_config& s, const std::vector<filter>& filters);
+
+/// The section for a catalog name: an exact (case-insensitive) match first, then the
+/// first section matching by the name rule; null when none.
+[[nodiscard]] const table_config* find_table(const source_config& s, std::string_view catalog_name);
+
+/// The catalog names selected, in catalog order: a name is selected when it has a table
+/// section or matches an include pattern, and no exclude pattern matches it (exclude
+/// wins, so it can switch off a table that has a section), and every `table=` filter
+/// matches it. Returns nothing when source_may_match is false.
+[[nodiscard]] std::vector<std::string> select_tables(const source_config& s,
+                                                     const std::vector<std::string>& catalog_table_names,
+                                                     const std::vector<filter>& filters);
+
+struct template_error {
+  errc code = errc::unknown_placeholder;  ///< unknown_placeholder or malformed_template
+  std::string placeholder;                ///< the unknown name, when unknown_placeholder
+  std::string message;
+};
+
+/// The placeholder names of a template, in order; FLT-C010 when braces do not balance
+/// or a placeholder is empty. Placeholders are `{source}` and `{<tag name>}`.
+[[nodiscard]] std::expected<std::vector<std::string>, template_error> template_placeholders(
+    std::string_view templ);
+
+/// Expands `{source}` and `{<tag>}` placeholders of a schema template for a source.
+[[nodiscard]] std::expected<std::string, template_error> expand_template(
+    std::string_view templ, const source_config& s);
+
+/// The target schema of a source: its target's schema template expanded. Throws
+/// std::invalid_argument on a template the loader would have rejected.
+[[nodiscard]] std::string target_schema(const target_config& t, const source_config& s);
+
+/// Where a table lands; the fields match dialects::table_ref.
+struct target_table_name {
+  std::string catalog;  ///< target database/catalog; empty: none
+  std::string schema;   ///< empty for sqlite
+  std::string name;
+};
+
+/// The target table of a catalog name: the table part of the name (after the first
+/// '.'), in the expanded schema; on sqlite (no schemas) "<schema>__<table>" in no schema.
+[[nodiscard]] target_table_name target_table(const target_config& t, const source_config& s,
+                                             std::string_view catalog_name);
+
+}  // namespace flotilla::config

@@ -1,0 +1,122 @@
+#include "config/validate.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+#include <fmt/format.h>
+
+#include "config/policy.hpp"
+#include "config/selection.hpp"
+
+namespace flotilla::config {
+namespace {
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+struct checker {
+  const project& p;
+  std::vector<diagnostic> out;
+
+  void report(errc code, position at, std::string key, std::string value, std::string allowed,
+              std::string message, severity level = severity::error) {
+    out.push_back(diagnostic{code, level, p.config_path, at.line, at.column, std::move(key),
+                             std::move(value), std::move(allowed), std::move(message)});
+  }
+
+  void templates() {
+    for (const auto& t : p.targets) {
+      auto names = template_placeholders(t.schema);
+      if (!names) {
+        report(errc::malformed_template, t.at, key_path({"targets", t.name, "schema"}), t.schema,
+               "literal text and {source} or {<tag>} placeholders",
+               fmt::format("malformed schema template: {}", names.error().message));
+        continue;
+      }
+      for (const auto& s : p.sources) {
+        if (s.target != t.name)
+          continue;
+        for (const auto& n : *names) {
+          if (n == "source" || s.tags.contains(n))
+            continue;
+          std::string tags = "source";
+          for (const auto& [k, v] : s.tags)
+            tags += ", " + k;
+          report(errc::unknown_placeholder, s.at, key_path({"targets", t.name, "schema"}),
+                 fmt::format("{{{}}}", n), tags,
+                 fmt::format("source '{}' has no tag '{}', used by the schema template '{}' of "
+                             "target '{}'",
+                             s.name, n, t.schema, t.name));
+        }
+      }
+    }
+  }
+
+  void contracts(const source_config& s, const table_config& t) {
+    const table_policy pol = effective_policy(p, s, &t);
+    if (pol.contract != contract_mode::enforced)
+      return;
+    const std::string path = key_path({"sources", s.name, "tables", t.name});
+    if (t.columns.empty()) {
+      report(errc::contract_without_columns, t.at, key_path_append(path, "columns"), "",
+             "columns = { name = \"type\", ... }",
+             fmt::format("table '{}' of source '{}' has contract = \"enforced\" (from the {}) but "
+                         "declares no columns",
+                         t.name, s.name, to_string(pol.from.contract)));
+      return;
+    }
+    auto declared = [&](std::string_view c) {
+      return std::any_of(t.columns.begin(), t.columns.end(),
+                         [&](const declared_column& d) { return iequals(d.name, c); });
+    };
+    std::string names;
+    for (const auto& c : t.columns)
+      names += (names.empty() ? "" : ", ") + c.name;
+    if (!t.cursor_column.empty() && !declared(t.cursor_column))
+      report(errc::undeclared_column, t.at, key_path_append(path, "cursor_column"),
+             t.cursor_column, names,
+             fmt::format("cursor_column '{}' is not a declared column of the enforced contract",
+                         t.cursor_column));
+    for (const auto& k : t.unique_key)
+      if (!declared(k))
+        report(errc::undeclared_column, t.at, key_path_append(path, "unique_key"), k, names,
+               fmt::format("unique_key column '{}' is not a declared column of the enforced "
+                           "contract",
+                           k));
+  }
+
+  void excluded_sections(const source_config& s, const table_config& t) {
+    for (const auto& pattern : s.exclude) {
+      if (!table_name_matches(pattern, t.name))
+        continue;
+      report(errc::excluded_section, t.at, key_path({"sources", s.name, "exclude"}), pattern, "",
+             fmt::format("exclude pattern '{}' removes table '{}', which has a section; the "
+                         "section is not used",
+                         pattern, t.name),
+             severity::warning);
+      break;
+    }
+  }
+};
+
+}  // namespace
+
+std::vector<diagnostic> validate(const project& p) {
+  checker c{p, {}};
+  c.templates();
+  for (const auto& s : p.sources)
+    for (const auto& t : s.tables) {
+      c.contracts(s, t);
+      c.excluded_sections(s, t);
+    }
+  std::stable_sort(c.out.begin(), c.out.end(), [](const diagnostic& a, const diagnostic& b) {
+    return std::tie(a.line, a.column) < std::tie(b.line, b.column);
+  });
+  return std::move(c.out);
+}
+
+}  // namespace flotilla::config
