@@ -1,0 +1,57 @@
+#pragma once
+// Helpers for end-to-end tests: run the real flotilla binary on a config in a fresh
+// directory, build SQLite sources, and query DuckDB / SQLite / PostgreSQL targets.
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace flotilla::test {
+
+struct command_result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+/// A fresh directory under the temp dir, removed at the end of the test.
+class workdir {
+ public:
+  workdir();
+  ~workdir();
+  workdir(const workdir&) = delete;
+  workdir& operator=(const workdir&) = delete;
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+  [[nodiscard]] std::string file(const std::string& name) const { return (path_ / name).string(); }
+  void write(const std::string& name, const std::string& text) const;
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// Runs build/flotilla (FLOTILLA_BIN) with `args` in `dir`.
+command_result flotilla(const workdir& dir, const std::vector<std::string>& args);
+/// Runs it with --output json and parses stdout.
+nlohmann::json flotilla_json(const workdir& dir, std::vector<std::string> args,
+                             int* exit_code = nullptr);
+
+/// Runs SQL statements against a SQLite file (created when missing).
+void sqlite_exec(const std::string& file, const std::string& sql);
+/// Rows of a query as text cells ("NULL" for NULL).
+std::vector<std::vector<std::string>> sqlite_query(const std::string& file, const std::string& sql);
+std::vector<std::vector<std::string>> duckdb_query(const std::string& file, const std::string& sql);
+void duckdb_exec(const std::string& file, const std::string& sql);
+std::vector<std::vector<std::string>> pg_query(const std::string& dsn, const std::string& sql);
+void pg_exec(const std::string& dsn, const std::string& sql);
+/// FLOTILLA_PG_DSN, or a test failure telling how to start the server.
+std::string pg_dsn();
+/// A schema/database-unique suffix for this process and test.
+std::string unique_suffix();
+
+/// The table entry of a run JSON by target table name ("s.orders"); null when absent.
+const nlohmann::json* find_table(const nlohmann::json& run, const std::string& table);
+
+}  // namespace flotilla::test

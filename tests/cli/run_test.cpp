@@ -1,0 +1,305 @@
+// End-to-end: the real flotilla binary against real SQLite sources and DuckDB, SQLite
+// and PostgreSQL targets.
+#include <catch2/catch.hpp>
+
+#include <fmt/core.h>
+
+#include "tests/cli/harness.hpp"
+
+using namespace flotilla::test;
+
+namespace {
+
+const char* k_orders_sql = R"(
+CREATE TABLE orders (id INTEGER PRIMARY KEY, status TEXT, amount DECIMAL(10,2),
+                     qty INTEGER, note TEXT, updated_at TIMESTAMP);
+INSERT INTO orders VALUES (1, 'new', 10.50, 1, 'a', '2025-01-01 10:00:00'),
+                          (2, 'paid', 20.00, 2, NULL, '2025-01-01 11:00:00'),
+                          (3, 'done', -3.25, 3, 'c', '2025-01-01 12:00:00');
+CREATE TABLE customers (id INTEGER PRIMARY KEY, email VARCHAR(80), vip BOOLEAN);
+INSERT INTO customers VALUES (1, 'a@x.io', 1), (2, 'b@x.io', 0);
+)";
+
+struct target_kind {
+  std::string name;
+};
+
+/// A config with one SQLite source `shop` (tags client=acme, region=us_west) into the
+/// given target; returns the target table name of `orders` as flotilla reports it.
+std::string write_config(const workdir& w, const std::string& target, const std::string& extra = "",
+                         const std::string& pg_schema_suffix = "") {
+  std::string target_section;
+  if (target == "duckdb")
+    target_section = "dialect = \"duckdb\"\npath = \"wh.duckdb\"\nschema = \"staging__{region}__{source}\"\n";
+  else if (target == "sqlite")
+    target_section = "dialect = \"sqlite\"\npath = \"wh.sqlite\"\nschema = \"staging__{region}__{source}\"\n";
+  else
+    target_section = fmt::format("dialect = \"postgres\"\ndsn = \"{}\"\nschema = \"st_{}_{{source}}\"\n",
+                                 pg_dsn(), pg_schema_suffix);
+  w.write("flotilla.toml", fmt::format(R"([project]
+name = "test"
+
+[targets.wh]
+{}
+[sources.shop]
+adapter = "sqlite"
+path = "shop.db"
+tags = {{ client = "acme", region = "us_west" }}
+{}
+)",
+                                       target_section, extra));
+  return "";
+}
+
+std::string orders_table(const std::string& target, const std::string& pg_suffix) {
+  if (target == "sqlite")
+    return "staging__us_west__shop__orders";
+  if (target == "postgres")
+    return "st_" + pg_suffix + "_shop.orders";
+  return "staging__us_west__shop.orders";
+}
+
+std::vector<std::vector<std::string>> target_query(const workdir& w, const std::string& target,
+                                                   const std::string& sql) {
+  if (target == "duckdb")
+    return duckdb_query(w.file("wh.duckdb"), sql);
+  if (target == "sqlite")
+    return sqlite_query(w.file("wh.sqlite"), sql);
+  return pg_query(pg_dsn(), sql);
+}
+
+/// The SQL name of the target orders table in each engine.
+std::string orders_sql(const std::string& target, const std::string& pg_suffix) {
+  if (target == "sqlite")
+    return "\"staging__us_west__shop__orders\"";
+  if (target == "postgres")
+    return "\"st_" + pg_suffix + "_shop\".\"orders\"";
+  return "\"staging__us_west__shop\".\"orders\"";
+}
+
+const nlohmann::json* action_for(const nlohmann::json& run, const std::string& action) {
+  for (const auto& a : run["drift"]["actions_taken"])
+    if (a["action"] == action)
+      return &a;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("a SQLite source replicates into each executed target and evolves with drift") {
+  const std::string target = GENERATE(std::string("duckdb"), std::string("sqlite"),
+                                      std::string("postgres"));
+  INFO("target " << target);
+  workdir w;
+  const std::string suffix = unique_suffix();
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  write_config(w, target, "", suffix);
+  const std::string table = orders_table(target, suffix);
+  const std::string sql_name = orders_sql(target, suffix);
+
+  int rc = -1;
+  auto first = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  CHECK(first["status"] == "success");
+  const auto* t = find_table(first, table);
+  REQUIRE(t != nullptr);
+  CHECK((*t)["status"] == "copied");
+  CHECK((*t)["rows"] == 3);
+  CHECK(target_query(w, target, "SELECT count(*) FROM " + sql_name)[0][0] == "3");
+  CHECK(target_query(w, target, "SELECT CAST(amount AS VARCHAR(20)) FROM " + sql_name +
+                                    " WHERE id = 3")[0][0] == "-3.25");
+
+  SECTION("a new source column is added nullable (add_columns)") {
+    sqlite_exec(w.file("shop.db"), "ALTER TABLE orders ADD COLUMN coupon TEXT;"
+                                   "UPDATE orders SET coupon = 'X' WHERE id = 1;");
+    auto run = flotilla_json(w, {"run"}, &rc);
+    CHECK(rc == 0);
+    const auto* a = action_for(run, "add_columns");
+    REQUIRE(a != nullptr);
+    CHECK((*a)["table"] == table);
+    CHECK((*a)["reason"].get<std::string>().find("coupon") != std::string::npos);
+    CHECK(run["drift"]["tables_drifted"] == 0);
+    CHECK(target_query(w, target, "SELECT coupon FROM " + sql_name + " WHERE id = 1")[0][0] == "X");
+  }
+
+  SECTION("a safe widening alters the column in place or rebuilds where the engine cannot") {
+    sqlite_exec(w.file("shop.db"),
+                "CREATE TABLE o2 (id INTEGER PRIMARY KEY, status TEXT, amount DECIMAL(14,2), qty INTEGER,"
+                " note TEXT, updated_at TIMESTAMP); INSERT INTO o2 SELECT * FROM orders;"
+                "DROP TABLE orders; ALTER TABLE o2 RENAME TO orders;");
+    auto run = flotilla_json(w, {"run"}, &rc);
+    CHECK(rc == 0);
+    CHECK(run["drift"]["tables_drifted"] == 1);
+    const std::string expected = target == "sqlite" ? "drop_and_recreate" : "alter_column_types";
+    const auto* a = action_for(run, expected);
+    REQUIRE(a != nullptr);
+    CHECK((*a)["reason"].get<std::string>().find("column 'amount' changed") != std::string::npos);
+    CHECK(target_query(w, target, "SELECT count(*) FROM " + sql_name)[0][0] == "3");
+  }
+
+  SECTION("an unsafe change drops and recreates the table with a full refresh") {
+    sqlite_exec(w.file("shop.db"),
+                "CREATE TABLE o2 (id INTEGER PRIMARY KEY, status INTEGER, amount DECIMAL(10,2), qty INTEGER,"
+                " note TEXT, updated_at TIMESTAMP);"
+                "INSERT INTO o2 SELECT id, id * 10, amount, qty, note, updated_at FROM orders;"
+                "DROP TABLE orders; ALTER TABLE o2 RENAME TO orders;");
+    auto run = flotilla_json(w, {"run"}, &rc);
+    CHECK(rc == 0);
+    const auto* a = action_for(run, "drop_and_recreate");
+    REQUIRE(a != nullptr);
+    CHECK((*a)["reason"].get<std::string>().find("column 'status' changed") != std::string::npos);
+    CHECK(target_query(w, target, "SELECT status FROM " + sql_name + " WHERE id = 2")[0][0] == "20");
+  }
+
+  SECTION("columns removed from the source are ignored and kept in the target") {
+    sqlite_exec(w.file("shop.db"), "ALTER TABLE orders DROP COLUMN note;"
+                                   "INSERT INTO orders VALUES (4, 'new', 1.00, 1, '2025-01-02 00:00:00');");
+    auto run = flotilla_json(w, {"run"}, &rc);
+    CHECK(rc == 0);
+    CHECK(run["drift"]["actions_taken"].empty());
+    CHECK(target_query(w, target, "SELECT count(*) FROM " + sql_name)[0][0] == "4");
+    CHECK(target_query(w, target, "SELECT note FROM " + sql_name + " WHERE id = 4")[0][0] == "NULL");
+  }
+  if (target == "postgres")
+    pg_exec(pg_dsn(), "DROP SCHEMA IF EXISTS \"st_" + suffix + "_shop\" CASCADE");
+}
+
+TEST_CASE("prune_unchanged skips unchanged tables and --no-prune copies them") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  write_config(w, "duckdb", "prune_unchanged = true\n");
+  int rc = -1;
+  auto first = flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  auto second = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  CHECK((*find_table(second, "staging__us_west__shop.orders"))["status"] == "pruned");
+  CHECK(second["drift"]["tables_checked"] == 0);
+  auto forced = flotilla_json(w, {"run", "--no-prune"}, &rc);
+  CHECK((*find_table(forced, "staging__us_west__shop.orders"))["status"] == "copied");
+  sqlite_exec(w.file("shop.db"), "INSERT INTO orders VALUES (9, 'x', 1, 1, NULL, '2026-01-01 00:00:00')");
+  auto changed = flotilla_json(w, {"run"}, &rc);
+  CHECK((*find_table(changed, "staging__us_west__shop.orders"))["status"] == "copied");
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM staging__us_west__shop.orders")[0][0] == "4");
+}
+
+TEST_CASE("an incremental table with a unique key never duplicates rows on rerun") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  write_config(w, "duckdb",
+               "\n[sources.shop.tables.orders]\ncursor_column = \"updated_at\"\nunique_key = [\"id\"]\n");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  sqlite_exec(w.file("shop.db"),
+              "UPDATE orders SET status = 'refunded', updated_at = '2025-02-01 00:00:00' WHERE id = 2;"
+              "INSERT INTO orders VALUES (4, 'new', 4.00, 4, 'd', '2025-02-02 00:00:00');");
+  auto second = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  CHECK((*find_table(second, "staging__us_west__shop.orders"))["rows"] == 2);
+  auto third = flotilla_json(w, {"run"}, &rc);
+  CHECK((*find_table(third, "staging__us_west__shop.orders"))["rows"] == 0);
+  auto rows = duckdb_query(w.file("wh.duckdb"),
+                           "SELECT id, status FROM staging__us_west__shop.orders ORDER BY id");
+  REQUIRE(rows.size() == 4);
+  CHECK(rows[1][1] == "refunded");
+}
+
+TEST_CASE("a failing table does not stop the others") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  write_config(w, "duckdb", "\n[sources.shop.tables.orders]\ncursor_column = \"no_such_column\"\n");
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  CHECK(run["status"] == "partial");
+  const auto* orders = find_table(run, "staging__us_west__shop.orders");
+  REQUIRE(orders != nullptr);
+  CHECK((*orders)["status"] == "failed");
+  CHECK((*orders)["error"].get<std::string>().find("no_such_column") != std::string::npos);
+  CHECK((*find_table(run, "staging__us_west__shop.customers"))["status"] == "copied");
+}
+
+TEST_CASE("hostile identifiers are quoted and cannot break out of SQL") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"),
+              "CREATE TABLE \"we\"\"ird; DROP TABLE x;--\" (\"a\"\"b\" INTEGER, \"c'd; --\" TEXT, \"Ünï\" TEXT);"
+              "INSERT INTO \"we\"\"ird; DROP TABLE x;--\" VALUES (1, 'it''s', 'ü');");
+  write_config(w, "duckdb");
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  auto rows = duckdb_query(w.file("wh.duckdb"),
+                           "SELECT \"a\"\"b\", \"c'd; --\", \"Ünï\" FROM staging__us_west__shop.\"we\"\"ird; DROP TABLE x;--\"");
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0] == std::vector<std::string>{"1", "it's", "ü"});
+}
+
+TEST_CASE("configuration errors are reported together and exit 2") {
+  workdir w;
+  w.write("flotilla.toml", R"([project]
+name = "x"
+[targets.wh]
+dialect = "duckdbb"
+path = "wh.duckdb"
+[sources.shop]
+adaptr = "sqlite"
+path = "shop.db"
+)");
+  auto r = flotilla(w, {"run"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("FLT-C005") != std::string::npos);  // unknown dialect
+  CHECK(r.err.find("FLT-C003") != std::string::npos);  // unknown key, with a suggestion
+  CHECK(r.err.find("adapter") != std::string::npos);
+}
+
+TEST_CASE("plan shows the actions and SQL without changing the target") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  write_config(w, "duckdb");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  sqlite_exec(w.file("shop.db"), "ALTER TABLE orders ADD COLUMN coupon TEXT;");
+  auto plan = flotilla_json(w, {"plan"}, &rc);
+  CHECK(rc == 0);
+  const nlohmann::json* orders = nullptr;
+  for (const auto& t : plan["tables"])
+    if (t["table"] == "staging__us_west__shop.orders")
+      orders = &t;
+  REQUIRE(orders != nullptr);
+  CHECK((*orders)["shape_action"] == "evolve");
+  bool has_alter = false;
+  for (const auto& s : (*orders)["sql"])
+    has_alter |= s.get<std::string>().find("ADD COLUMN") != std::string::npos;
+  CHECK(has_alter);
+  auto cols = duckdb_query(w.file("wh.duckdb"),
+                           "SELECT count(*) FROM information_schema.columns WHERE table_name = 'orders'"
+                           " AND column_name = 'coupon'");
+  CHECK(cols[0][0] == "0");
+  auto text = flotilla(w, {"plan"});
+  CHECK(text.out.find("Plan ready  2 selected, 1 to alter, 2 to load") != std::string::npos);
+}
+
+TEST_CASE("plan-only warehouses get the exact SQL from plan and are refused by run") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  w.write("flotilla.toml", R"([targets.sf]
+dialect = "snowflake"
+database = "ACME"
+schema = "staging__{source}"
+[sources.shop]
+adapter = "sqlite"
+path = "shop.db"
+)");
+  int rc = -1;
+  auto plan = flotilla_json(w, {"plan"}, &rc);
+  CHECK(rc == 0);
+  bool has_create = false;
+  for (const auto& t : plan["tables"])
+    for (const auto& s : t["sql"])
+      has_create |= s.get<std::string>().find("CREATE") != std::string::npos;
+  CHECK(has_create);
+  auto run = flotilla(w, {"run"});
+  CHECK(run.exit_code != 0);
+  CHECK(run.out.find("plan") != std::string::npos);
+}
