@@ -1,6 +1,9 @@
 #include "cli/fleet_builder.hpp"
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <random>
@@ -160,7 +163,20 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
 
   if (store && !options.plan_only) {
     const std::string run_id = options.run_id;
-    spec.on_committed = [store, run_id](const actors::table_spec& t, actors::table_report& r) {
+    // Fault injection for the crash tests: FLOTILLA_CRASH_AT=<n>:before_state|after_state
+    // kills the process with SIGKILL around the n-th table's state commit.
+    static std::atomic<long> commits{0};
+    long crash_at = 0;
+    bool crash_before_state = false;
+    if (const char* c = std::getenv("FLOTILLA_CRASH_AT")) {
+      crash_at = std::strtol(c, nullptr, 10);
+      crash_before_state = std::string_view(c).find("before_state") != std::string_view::npos;
+    }
+    spec.on_committed = [store, run_id, crash_at, crash_before_state](const actors::table_spec& t,
+                                                                      actors::table_report& r) {
+      const long n = ++commits;
+      if (crash_at > 0 && n == crash_at && crash_before_state)
+        std::raise(SIGKILL);
       storage::table_commit c;
       const auto key = table_key(t.job.source_name, r.table);
       if (!t.job.settings.cursor_column.empty() && r.outcome.new_watermark) {
@@ -188,6 +204,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       auto st = store->commit_table(key, c);
       if (!st)
         throw std::runtime_error(st.error().message);
+      if (crash_at > 0 && n == crash_at && !crash_before_state)
+        std::raise(SIGKILL);
     };
   }
   return spec;
