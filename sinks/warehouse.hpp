@@ -60,6 +60,11 @@ class warehouse {
   /// The commit token last committed with `table`'s rows, if any.
   [[nodiscard]] virtual std::optional<std::string> committed_token(
       const dialects::table_ref& table) = 0;
+  /// Runs one query and returns its rows, each value in the engine's own text form
+  /// (NULL as nullopt). For inspection tools and tests; loads never go through it.
+  /// Default: throws sink_error (the engine offers no query path).
+  [[nodiscard]] virtual std::vector<std::vector<std::optional<std::string>>> query(
+      const std::string& sql);
 };
 
 struct warehouse_options {
