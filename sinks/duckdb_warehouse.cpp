@@ -1,0 +1,438 @@
+// DuckDB warehouse through the C API: rows go through the appender in data chunks
+// (typed slots for booleans, integers, floats, text and blobs; every other type goes in
+// as text that the appender casts exactly: decimals, dates, times, timestamps, uuids).
+
+#include <duckdb.h>
+
+#include <cctype>
+#include <filesystem>
+#include <limits>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "sinks/warehouse_internal.hpp"
+
+namespace flotilla::sinks::detail {
+namespace {
+
+using dialects::table_ref;
+using text_rows = std::vector<std::vector<std::optional<std::string>>>;
+
+/// One process-wide cache, so every warehouse (and reader) opening the same file shares
+/// one database instance instead of fighting over the file lock.
+duckdb_instance_cache instance_cache() {
+  static duckdb_instance_cache cache = duckdb_create_instance_cache();
+  return cache;
+}
+
+struct result_holder {
+  duckdb_result r{};
+  ~result_holder() { duckdb_destroy_result(&r); }
+};
+
+text_rows collect(duckdb_result& r) {
+  text_rows out;
+  const idx_t cols = duckdb_column_count(&r);
+  const idx_t rows = duckdb_row_count(&r);
+  out.reserve(rows);
+  for (idx_t i = 0; i < rows; ++i) {
+    auto& row = out.emplace_back();
+    row.reserve(cols);
+    for (idx_t c = 0; c < cols; ++c) {
+      if (duckdb_value_is_null(&r, c, i)) {
+        row.emplace_back(std::nullopt);
+        continue;
+      }
+      char* v = duckdb_value_varchar(&r, c, i);
+      row.emplace_back(v ? std::string(v) : std::string());
+      duckdb_free(v);
+    }
+  }
+  return out;
+}
+
+/// The slot type a chunk column gets for a table column of type `id`: the same type
+/// where we fill it natively, VARCHAR (cast by the appender) otherwise.
+duckdb_type chunk_type(duckdb_type id) {
+  switch (id) {
+    case DUCKDB_TYPE_BOOLEAN:
+    case DUCKDB_TYPE_TINYINT:
+    case DUCKDB_TYPE_SMALLINT:
+    case DUCKDB_TYPE_INTEGER:
+    case DUCKDB_TYPE_BIGINT:
+    case DUCKDB_TYPE_FLOAT:
+    case DUCKDB_TYPE_DOUBLE:
+    case DUCKDB_TYPE_VARCHAR:
+    case DUCKDB_TYPE_BLOB:
+      return id;
+    default:
+      return DUCKDB_TYPE_VARCHAR;
+  }
+}
+
+std::string_view type_label(duckdb_type id) {
+  switch (id) {
+    case DUCKDB_TYPE_BOOLEAN: return "BOOLEAN";
+    case DUCKDB_TYPE_TINYINT: return "TINYINT";
+    case DUCKDB_TYPE_SMALLINT: return "SMALLINT";
+    case DUCKDB_TYPE_INTEGER: return "INTEGER";
+    case DUCKDB_TYPE_BIGINT: return "BIGINT";
+    case DUCKDB_TYPE_FLOAT: return "FLOAT";
+    case DUCKDB_TYPE_DOUBLE: return "DOUBLE";
+    case DUCKDB_TYPE_BLOB: return "BLOB";
+    default: return "VARCHAR";
+  }
+}
+
+class duckdb_inserter final : public row_inserter {
+ public:
+  duckdb_inserter(duckdb_connection con, const dialects::dialect& d, const table_ref& t,
+                  const schema::table_schema& columns, bool with_seq)
+      : dialect_(d), table_(t), width_(columns.columns.size()), with_seq_(with_seq) {
+    try {
+      open(con, columns);
+    } catch (...) {
+      if (app_)
+        duckdb_appender_destroy(&app_);
+      throw;
+    }
+  }
+
+  void open(duckdb_connection con, const schema::table_schema& columns) {
+    const table_ref& t = table_;
+    if (duckdb_appender_create_ext(con, t.catalog.empty() ? nullptr : t.catalog.c_str(),
+                                   t.schema.empty() ? nullptr : t.schema.c_str(),
+                                   t.name.c_str(), &app_) == DuckDBError)
+      fail("cannot open an appender");
+    for (const auto& c : columns.columns) {
+      names_.push_back(c.name);
+      if (duckdb_appender_add_column(app_, c.name.c_str()) == DuckDBError)
+        fail(fmt::format("cannot append to column '{}'", c.name));
+    }
+    if (with_seq_ && duckdb_appender_add_column(app_, std::string(seq_column).c_str()) ==
+                         DuckDBError)
+      fail("cannot append to the sequence column");
+
+    const idx_t n = duckdb_appender_column_count(app_);
+    std::vector<duckdb_logical_type> types;
+    for (idx_t i = 0; i < n; ++i) {
+      duckdb_logical_type lt = duckdb_appender_column_type(app_, i);
+      kinds_.push_back(chunk_type(duckdb_get_type_id(lt)));
+      duckdb_destroy_logical_type(&lt);
+      types.push_back(duckdb_create_logical_type(kinds_.back()));
+    }
+    chunk_ = duckdb_create_data_chunk(types.data(), n);
+    for (auto& lt : types)
+      duckdb_destroy_logical_type(&lt);
+    capacity_ = duckdb_vector_size();
+  }
+
+  ~duckdb_inserter() override {
+    if (chunk_)
+      duckdb_destroy_data_chunk(&chunk_);
+    if (app_)
+      duckdb_appender_destroy(&app_);  // an abandoned load: the transaction rolls back
+  }
+
+  void append(const schema::row_batch& batch, std::uint64_t first_seq) override {
+    const std::size_t n = batch.rows();
+    std::size_t r = 0;
+    while (r < n) {
+      const std::size_t take = std::min<std::size_t>(capacity_ - fill_, n - r);
+      for (std::size_t c = 0; c < width_; ++c)
+        fill_column(c, batch, r, take, first_seq);
+      if (with_seq_) {
+        auto* seq = static_cast<std::int64_t*>(
+            duckdb_vector_get_data(duckdb_data_chunk_get_vector(chunk_, width_)));
+        for (std::size_t k = 0; k < take; ++k)
+          seq[fill_ + k] = static_cast<std::int64_t>(first_seq + r + k);
+      }
+      fill_ += take;
+      r += take;
+      if (fill_ == capacity_)
+        flush_chunk();
+    }
+  }
+
+  void finish() override {
+    if (fill_ > 0)
+      flush_chunk();
+    if (duckdb_appender_close(app_) == DuckDBError)
+      fail("cannot flush the appender");
+  }
+
+ private:
+  [[noreturn]] void fail(std::string_view what) {
+    std::string msg = app_ ? duckdb_appender_error(app_) : "unknown error";
+    throw sink_error(fmt::format("{}: {}: {}", dialect_.qualified(table_), what, msg));
+  }
+
+  void flush_chunk() {
+    duckdb_data_chunk_set_size(chunk_, fill_);
+    if (duckdb_append_data_chunk(app_, chunk_) == DuckDBError)
+      fail("cannot append rows");
+    duckdb_data_chunk_reset(chunk_);
+    fill_ = 0;
+  }
+
+  void fill_column(std::size_t c, const schema::row_batch& batch, std::size_t r0,
+                   std::size_t take, std::uint64_t first_seq) {
+    duckdb_vector vec = duckdb_data_chunk_get_vector(chunk_, c);
+    void* data = duckdb_vector_get_data(vec);
+    const duckdb_type kind = kinds_[c];
+    auto bad = [&](std::size_t k, const schema::value& v) {
+      return bad_value(dialect_, table_, names_[c], first_seq + r0 + k, v, type_label(kind));
+    };
+    for (std::size_t k = 0; k < take; ++k) {
+      const schema::value& v = batch.at(r0 + k, c);
+      const idx_t at = fill_ + k;
+      if (v.is_null()) {
+        duckdb_vector_ensure_validity_writable(vec);
+        duckdb_validity_set_row_invalid(duckdb_vector_get_validity(vec), at);
+        continue;
+      }
+      switch (kind) {
+        case DUCKDB_TYPE_BOOLEAN: {
+          auto b = as_bool(v);
+          if (!b)
+            throw bad(k, v);
+          static_cast<bool*>(data)[at] = *b;
+          break;
+        }
+        case DUCKDB_TYPE_TINYINT:
+          put_int<std::int8_t>(data, at, v, k, bad);
+          break;
+        case DUCKDB_TYPE_SMALLINT:
+          put_int<std::int16_t>(data, at, v, k, bad);
+          break;
+        case DUCKDB_TYPE_INTEGER:
+          put_int<std::int32_t>(data, at, v, k, bad);
+          break;
+        case DUCKDB_TYPE_BIGINT:
+          put_int<std::int64_t>(data, at, v, k, bad);
+          break;
+        case DUCKDB_TYPE_FLOAT: {
+          auto d = as_real(v);
+          if (!d)
+            throw bad(k, v);
+          static_cast<float*>(data)[at] = static_cast<float>(*d);
+          break;
+        }
+        case DUCKDB_TYPE_DOUBLE: {
+          auto d = as_real(v);
+          if (!d)
+            throw bad(k, v);
+          static_cast<double*>(data)[at] = *d;
+          break;
+        }
+        default:  // VARCHAR and BLOB slots: text as is (raw bytes for BLOB)
+          if (v.kind == schema::value::tag::text) {
+            duckdb_vector_assign_string_element_len(vec, at, v.s.data(), v.s.size());
+          } else {
+            const std::string s = value_text(v);
+            duckdb_vector_assign_string_element_len(vec, at, s.data(), s.size());
+          }
+          break;
+      }
+    }
+  }
+
+  template <class Int, class Bad>
+  static void put_int(void* data, idx_t at, const schema::value& v, std::size_t k, Bad& bad) {
+    auto i = as_int(v);
+    if (!i || *i < std::numeric_limits<Int>::min() || *i > std::numeric_limits<Int>::max())
+      throw bad(k, v);
+    static_cast<Int*>(data)[at] = static_cast<Int>(*i);
+  }
+
+  const dialects::dialect& dialect_;
+  table_ref table_;
+  std::size_t width_;
+  bool with_seq_;
+  std::vector<std::string> names_;
+  std::vector<duckdb_type> kinds_;
+  duckdb_appender app_ = nullptr;
+  duckdb_data_chunk chunk_ = nullptr;
+  idx_t capacity_ = 0;
+  idx_t fill_ = 0;
+};
+
+class duckdb_warehouse final : public warehouse_base {
+ public:
+  duckdb_warehouse(const warehouse_options& options, std::unique_ptr<dialects::dialect> d)
+      : warehouse_base(options.name, std::move(d)) {
+    if (options.path.empty())
+      throw error("a duckdb target needs a path (the database file)");
+    std::error_code ec;
+    const auto parent = std::filesystem::path(options.path).parent_path();
+    if (!parent.empty())
+      std::filesystem::create_directories(parent, ec);
+    char* err = nullptr;
+    if (duckdb_get_or_create_from_cache(instance_cache(), options.path.c_str(), &db_, nullptr,
+                                        &err) == DuckDBError) {
+      std::string msg = err ? err : "unknown error";
+      duckdb_free(err);
+      throw error(fmt::format("cannot open DuckDB database '{}': {}", options.path, msg));
+    }
+    if (duckdb_connect(db_, &con_) == DuckDBError) {
+      duckdb_close(&db_);
+      throw error(fmt::format("cannot connect to DuckDB database '{}'", options.path));
+    }
+  }
+
+  ~duckdb_warehouse() override {
+    duckdb_disconnect(&con_);
+    duckdb_close(&db_);
+  }
+
+  std::optional<schema::table_schema> describe(const table_ref& table) override {
+    static const std::string sql =
+        "SELECT c.column_name, c.data_type, CAST(c.is_nullable AS VARCHAR), "
+        "CAST(EXISTS (SELECT 1 FROM duckdb_constraints() k WHERE k.database_name = "
+        "c.database_name AND k.schema_name = c.schema_name AND k.table_name = c.table_name "
+        "AND k.constraint_type = 'PRIMARY KEY' AND list_contains(k.constraint_column_names, "
+        "c.column_name)) AS VARCHAR) "
+        "FROM duckdb_columns() c "
+        "WHERE c.database_name = coalesce($1, current_database()) "
+        "AND lower(c.schema_name) = lower(coalesce($2, current_schema())) "
+        "AND lower(c.table_name) = lower($3) ORDER BY c.column_index";
+    text_rows rows;
+    try {
+      rows = query_params(sql, {opt(table.catalog), opt(table.schema), table.name});
+    } catch (const sink_error& e) {
+      throw error(fmt::format("cannot read the columns of {}: {}", dialect().qualified(table),
+                              e.what()));
+    }
+    if (rows.empty())
+      return std::nullopt;
+    schema::table_schema out;
+    for (const auto& r : rows) {
+      const std::string type = r[1].value_or("");
+      auto t = dialect().parse_physical(type);
+      if (!t)
+        throw error(fmt::format("{}: column '{}' has type {} that Flotilla cannot map: {}",
+                                dialect().qualified(table), r[0].value_or(""), type,
+                                t.error().message));
+      out.columns.push_back(schema::column{r[0].value_or(""), *t, r[2] == "true", r[3] == "true"});
+    }
+    return out;
+  }
+
+  text_rows query(const std::string& sql) override {
+    // Every column cast to VARCHAR by the engine itself, so each type shows in DuckDB's
+    // own text form; statements that cannot be wrapped run as they are.
+    std::string inner = sql;
+    while (!inner.empty() && (inner.back() == ';' || std::isspace(static_cast<unsigned char>(inner.back()))))
+      inner.pop_back();
+    {
+      result_holder h;
+      if (duckdb_query(con_, fmt::format("SELECT CAST(COLUMNS(*) AS VARCHAR) FROM ({}) AS q", inner).c_str(),
+                       &h.r) == DuckDBSuccess)
+        return collect(h.r);
+    }
+    result_holder h;
+    if (duckdb_query(con_, sql.c_str(), &h.r) == DuckDBError)
+      throw error(fmt::format("{} (in: {})", duckdb_result_error(&h.r), sql));
+    return collect(h.r);
+  }
+
+  void run(const std::string& sql) override {
+    result_holder h;
+    if (duckdb_query(con_, sql.c_str(), &h.r) == DuckDBError)
+      throw error(fmt::format("{} (in: {})", duckdb_result_error(&h.r), sql));
+  }
+
+  void begin() override { run("BEGIN TRANSACTION"); }
+  void commit_transaction() override { run("COMMIT"); }
+  void rollback() noexcept override {
+    result_holder h;
+    duckdb_query(con_, "ROLLBACK", &h.r);
+  }
+
+  std::unique_ptr<row_inserter> open_inserter(const table_ref& table,
+                                              const schema::table_schema& columns,
+                                              bool with_seq) override {
+    try {
+      return std::make_unique<duckdb_inserter>(con_, dialect(), table, columns, with_seq);
+    } catch (const sink_error& e) {
+      throw error(e.what());
+    }
+  }
+
+  void ensure_schema(const std::string& schema) override {
+    try {
+      run(dialect().create_schema(schema));
+    } catch (const sink_error&) {
+      // Another connection may have created it at the same moment.
+      if (!schema_exists(schema))
+        throw;
+    }
+  }
+
+  void ensure_bookkeeping() override {
+    const auto& d = dialect();
+    const std::string ddl = fmt::format(
+        "CREATE TABLE IF NOT EXISTS {} ({} VARCHAR PRIMARY KEY, {} VARCHAR, {} TIMESTAMP WITH "
+        "TIME ZONE)",
+        d.qualified(bookkeeping_table()), d.quote("table_name"), d.quote("token"),
+        d.quote("committed_at"));
+    ensure_schema(std::string(bookkeeping_schema));
+    try {
+      run(ddl);
+    } catch (const sink_error&) {
+      if (!describe(bookkeeping_table()))
+        throw;
+    }
+  }
+
+  table_ref bookkeeping_table() const override {
+    return table_ref{"", std::string(bookkeeping_schema), std::string(commits_table)};
+  }
+
+ private:
+  static std::optional<std::string> opt(const std::string& s) {
+    return s.empty() ? std::nullopt : std::optional<std::string>(s);
+  }
+
+  bool schema_exists(const std::string& schema) {
+    return !query_params("SELECT 1 FROM duckdb_schemas() WHERE lower(schema_name) = lower($1)",
+                         {schema})
+                .empty();
+  }
+
+  text_rows query_params(const std::string& sql,
+                         const std::vector<std::optional<std::string>>& params) {
+    duckdb_prepared_statement stmt = nullptr;
+    if (duckdb_prepare(con_, sql.c_str(), &stmt) == DuckDBError) {
+      std::string msg = duckdb_prepare_error(stmt);
+      duckdb_destroy_prepare(&stmt);
+      throw error(msg);
+    }
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const idx_t at = i + 1;
+      if (params[i])
+        duckdb_bind_varchar_length(stmt, at, params[i]->data(), params[i]->size());
+      else
+        duckdb_bind_null(stmt, at);
+    }
+    result_holder h;
+    const bool ok = duckdb_execute_prepared(stmt, &h.r) == DuckDBSuccess;
+    duckdb_destroy_prepare(&stmt);
+    if (!ok)
+      throw error(duckdb_result_error(&h.r));
+    return collect(h.r);
+  }
+
+  duckdb_database db_ = nullptr;
+  duckdb_connection con_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<warehouse> open_duckdb(const warehouse_options& options,
+                                       std::unique_ptr<dialects::dialect> d) {
+  return std::make_unique<duckdb_warehouse>(options, std::move(d));
+}
+
+}  // namespace flotilla::sinks::detail

@@ -1,0 +1,376 @@
+// PostgreSQL warehouse through libpq: rows go through COPY ... FROM STDIN in text format
+// (tabs, newlines, carriage returns and backslashes escaped, NULL as \N, bytea as \\x
+// hex); the catalog is read from pg_catalog (one query per table, no information_schema).
+
+#include <libpq-fe.h>
+
+#include <charconv>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "sinks/warehouse_internal.hpp"
+
+namespace flotilla::sinks::detail {
+namespace {
+
+using dialects::table_ref;
+using text_rows = std::vector<std::vector<std::optional<std::string>>>;
+
+/// Serialises Flotilla's own catalog changes (schemas, the bookkeeping table) across
+/// connections: concurrent CREATE ... IF NOT EXISTS can otherwise fail on PostgreSQL.
+constexpr std::int64_t ddl_lock_key = 0x666c6f74696c6c61;  // "flotilla"
+
+/// PostgreSQL keeps identifiers up to NAMEDATALEN - 1 bytes and truncates longer ones.
+constexpr std::size_t max_identifier = 63;
+
+/// Flush COPY data to the server in pieces of about this size.
+constexpr std::size_t copy_chunk = 1 << 20;
+
+struct result_holder {
+  PGresult* r = nullptr;
+  explicit result_holder(PGresult* p) : r(p) {}
+  ~result_holder() { PQclear(r); }
+  result_holder(const result_holder&) = delete;
+  result_holder& operator=(const result_holder&) = delete;
+};
+
+std::string trimmed(const char* msg) {
+  std::string s = msg ? msg : "unknown error";
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+    s.pop_back();
+  return s;
+}
+
+text_rows collect(PGresult* r) {
+  text_rows out;
+  const int rows = PQntuples(r);
+  const int cols = PQnfields(r);
+  out.reserve(static_cast<std::size_t>(rows));
+  for (int i = 0; i < rows; ++i) {
+    auto& row = out.emplace_back();
+    for (int c = 0; c < cols; ++c) {
+      if (PQgetisnull(r, i, c))
+        row.emplace_back(std::nullopt);
+      else
+        row.emplace_back(std::string(PQgetvalue(r, i, c), static_cast<std::size_t>(PQgetlength(r, i, c))));
+    }
+  }
+  return out;
+}
+
+/// Appends `s` escaped for COPY's text format.
+void append_copy_text(std::string& out, std::string_view s) {
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    const char* esc = nullptr;
+    switch (c) {
+      case '\\': esc = "\\\\"; break;
+      case '\t': esc = "\\t"; break;
+      case '\n': esc = "\\n"; break;
+      case '\r': esc = "\\r"; break;
+      default: continue;
+    }
+    out.append(s.data() + start, i - start);
+    out += esc;
+    start = i + 1;
+  }
+  out.append(s.data() + start, s.size() - start);
+}
+
+void append_int(std::string& out, std::int64_t v) {
+  char buf[24];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, end);
+}
+
+class pg_inserter final : public row_inserter {
+ public:
+  pg_inserter(PGconn* conn, const dialects::dialect& d, const table_ref& t,
+              const schema::table_schema& columns, bool with_seq)
+      : conn_(conn), dialect_(d), table_(t), with_seq_(with_seq) {
+    std::string cols;
+    for (const auto& c : columns.columns) {
+      if (!cols.empty())
+        cols += ", ";
+      cols += d.quote(c.name);
+      bytes_.push_back(c.type.kind == schema::type_kind::bytes);
+    }
+    if (with_seq_)
+      cols += ", " + d.quote(seq_column);
+    copy_sql_ = fmt::format("COPY {} ({}) FROM STDIN", d.qualified(t), cols);
+    buf_.reserve(copy_chunk + (copy_chunk >> 2));
+  }
+
+  ~pg_inserter() override {
+    if (copying_) {
+      // Abandoned: end COPY with an error so the server discards it; the transaction
+      // is rolled back right after.
+      PQputCopyEnd(conn_, "load abandoned");
+      while (PGresult* r = PQgetResult(conn_))
+        PQclear(r);
+    }
+  }
+
+  void append(const schema::row_batch& batch, std::uint64_t first_seq) override {
+    if (!copying_)
+      start();
+    const std::size_t width = batch.width;
+    const std::size_t n = batch.rows();
+    for (std::size_t r = 0; r < n; ++r) {
+      for (std::size_t c = 0; c < width; ++c) {
+        if (c > 0)
+          buf_ += '\t';
+        const schema::value& v = batch.at(r, c);
+        switch (v.kind) {
+          case schema::value::tag::null:
+            buf_ += "\\N";
+            break;
+          case schema::value::tag::boolean:
+            buf_ += v.b ? 't' : 'f';
+            break;
+          case schema::value::tag::integer:
+            append_int(buf_, v.i);
+            break;
+          case schema::value::tag::real:
+            append_real(buf_, v.d);
+            break;
+          case schema::value::tag::text:
+            if (bytes_[c]) {
+              buf_ += "\\\\x";  // bytea's hex input form, its backslash escaped for COPY
+              append_hex(buf_, v.s);
+            } else {
+              append_copy_text(buf_, v.s);
+            }
+            break;
+        }
+      }
+      if (with_seq_) {
+        buf_ += '\t';
+        append_int(buf_, static_cast<std::int64_t>(first_seq + r));
+      }
+      buf_ += '\n';
+      if (buf_.size() >= copy_chunk)
+        send();
+    }
+  }
+
+  void finish() override {
+    if (!copying_)
+      return;
+    send();
+    copying_ = false;
+    if (PQputCopyEnd(conn_, nullptr) != 1)
+      throw sink_error(fmt::format("{}: COPY failed: {}", dialect_.qualified(table_),
+                                   trimmed(PQerrorMessage(conn_))));
+    std::string failure;
+    while (PGresult* r = PQgetResult(conn_)) {
+      if (PQresultStatus(r) != PGRES_COMMAND_OK && failure.empty())
+        failure = trimmed(PQresultErrorMessage(r));
+      PQclear(r);
+    }
+    if (!failure.empty())
+      throw sink_error(fmt::format("{}: COPY failed: {}", dialect_.qualified(table_), failure));
+  }
+
+ private:
+  void start() {
+    result_holder h(PQexec(conn_, copy_sql_.c_str()));
+    if (PQresultStatus(h.r) != PGRES_COPY_IN)
+      throw sink_error(fmt::format("{} (in: {})", trimmed(PQresultErrorMessage(h.r)), copy_sql_));
+    copying_ = true;
+  }
+
+  void send() {
+    if (buf_.empty())
+      return;
+    if (PQputCopyData(conn_, buf_.data(), static_cast<int>(buf_.size())) != 1) {
+      const std::string msg = trimmed(PQerrorMessage(conn_));
+      throw sink_error(fmt::format("{}: COPY failed: {}", dialect_.qualified(table_), msg));
+    }
+    buf_.clear();
+  }
+
+  PGconn* conn_;
+  const dialects::dialect& dialect_;
+  table_ref table_;
+  bool with_seq_;
+  std::vector<bool> bytes_;
+  std::string copy_sql_;
+  std::string buf_;
+  bool copying_ = false;
+};
+
+void ignore_notice(void*, const char*) {
+  // nop: NOTICEs such as "table does not exist, skipping" are expected here
+}
+
+class postgres_warehouse final : public warehouse_base {
+ public:
+  postgres_warehouse(const warehouse_options& options, std::unique_ptr<dialects::dialect> d)
+      : warehouse_base(options.name, std::move(d)) {
+    if (options.dsn.empty())
+      throw error("a postgres target needs a dsn (postgresql://user@host:port/database)");
+    conn_ = PQconnectdb(options.dsn.c_str());
+    if (PQstatus(conn_) != CONNECTION_OK) {
+      const std::string msg = trimmed(PQerrorMessage(conn_));
+      PQfinish(conn_);
+      conn_ = nullptr;
+      throw error(fmt::format("cannot connect to PostgreSQL: {}", msg));
+    }
+    PQsetNoticeProcessor(conn_, ignore_notice, nullptr);
+    // Timestamps with time zone read back as UTC instants (+00), like Flotilla writes them.
+    run("SET client_encoding = 'UTF8'");
+    run("SET TimeZone = 'UTC'");
+  }
+
+  ~postgres_warehouse() override {
+    if (conn_)
+      PQfinish(conn_);
+  }
+
+  std::optional<schema::table_schema> describe(const table_ref& table) override {
+    static const char* sql =
+        "SELECT a.attname, format_type(a.atttypid, a.atttypmod), "
+        "CASE WHEN a.attnotnull THEN 'false' ELSE 'true' END, "
+        "CASE WHEN EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND "
+        "i.indisprimary AND a.attnum = ANY(i.indkey)) THEN 'true' ELSE 'false' END "
+        "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "JOIN pg_attribute a ON a.attrelid = c.oid "
+        "WHERE n.nspname = coalesce($1::name, current_schema()) AND c.relname = $2::name "
+        "AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND a.attnum > 0 AND NOT a.attisdropped "
+        "ORDER BY a.attnum";
+    const char* params[2] = {table.schema.empty() ? nullptr : table.schema.c_str(),
+                             table.name.c_str()};
+    result_holder h(PQexecParams(conn_, sql, 2, nullptr, params, nullptr, nullptr, 0));
+    if (PQresultStatus(h.r) != PGRES_TUPLES_OK)
+      throw error(fmt::format("cannot read the columns of {}: {}", dialect().qualified(table),
+                              trimmed(PQresultErrorMessage(h.r))));
+    const text_rows rows = collect(h.r);
+    if (rows.empty())
+      return std::nullopt;
+    schema::table_schema out;
+    for (const auto& r : rows) {
+      const std::string type = r[1].value_or("");
+      auto t = dialect().parse_physical(type);
+      if (!t)
+        throw error(fmt::format("{}: column '{}' has type {} that Flotilla cannot map: {}",
+                                dialect().qualified(table), r[0].value_or(""), type,
+                                t.error().message));
+      out.columns.push_back(schema::column{r[0].value_or(""), *t, r[2] == "true", r[3] == "true"});
+    }
+    return out;
+  }
+
+  text_rows query(const std::string& sql) override {
+    result_holder h(PQexec(conn_, sql.c_str()));
+    const auto status = PQresultStatus(h.r);
+    if (status == PGRES_COMMAND_OK)
+      return {};
+    if (status != PGRES_TUPLES_OK)
+      throw error(fmt::format("{} (in: {})", trimmed(PQresultErrorMessage(h.r)), sql));
+    return collect(h.r);
+  }
+
+  void run(const std::string& sql) override {
+    result_holder h(PQexec(conn_, sql.c_str()));
+    const auto status = PQresultStatus(h.r);
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK)
+      throw error(fmt::format("{} (in: {})", trimmed(PQresultErrorMessage(h.r)), sql));
+  }
+
+  void begin() override { run("BEGIN"); }
+  void commit_transaction() override { run("COMMIT"); }
+  void rollback() noexcept override { PQclear(PQexec(conn_, "ROLLBACK")); }
+
+  std::unique_ptr<row_inserter> open_inserter(const table_ref& table,
+                                              const schema::table_schema& columns,
+                                              bool with_seq) override {
+    return std::make_unique<pg_inserter>(conn_, dialect(), table, columns, with_seq);
+  }
+
+  void ensure_schema(const std::string& schema) override {
+    locked_ddl({dialect().create_schema(schema)});
+  }
+
+  void ensure_bookkeeping() override {
+    const auto& d = dialect();
+    locked_ddl({d.create_schema(bookkeeping_schema),
+                fmt::format("CREATE TABLE IF NOT EXISTS {} ({} text PRIMARY KEY, {} text, {} "
+                            "timestamptz)",
+                            d.qualified(bookkeeping_table()), d.quote("table_name"),
+                            d.quote("token"), d.quote("committed_at"))});
+  }
+
+  table_ref bookkeeping_table() const override {
+    return table_ref{"", std::string(bookkeeping_schema), std::string(commits_table)};
+  }
+
+  std::size_t max_identifier_bytes() const override { return max_identifier; }
+
+  /// The swapped-in table keeps the index names PostgreSQL gave the staging table
+  /// ("orders__flotilla_staging_pkey"); the next staging table would collide with them,
+  /// so they take the live table's name instead.
+  std::vector<std::string> after_swap(const table_ref& staging, const table_ref& target) override {
+    static const char* sql =
+        "SELECT ic.relname FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid "
+        "JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = coalesce($1::name, current_schema()) AND c.relname = $2::name "
+        "ORDER BY ic.relname";
+    const char* params[2] = {target.schema.empty() ? nullptr : target.schema.c_str(),
+                             target.name.c_str()};
+    result_holder h(PQexecParams(conn_, sql, 2, nullptr, params, nullptr, nullptr, 0));
+    if (PQresultStatus(h.r) != PGRES_TUPLES_OK)
+      throw error(fmt::format("cannot read the indexes of {}: {}", dialect().qualified(target),
+                              trimmed(PQresultErrorMessage(h.r))));
+    std::vector<std::string> out;
+    const std::string prefix = truncated(staging.name);
+    for (const auto& row : collect(h.r)) {
+      const std::string& index = *row[0];
+      if (!index.starts_with(prefix))
+        continue;
+      table_ref from = target;
+      from.name = index;
+      const std::string renamed = truncated(target.name + index.substr(prefix.size()));
+      out.push_back(fmt::format("ALTER INDEX {} RENAME TO {}", dialect().qualified(from),
+                                dialect().quote(renamed)));
+    }
+    return out;
+  }
+
+ private:
+  /// `name` as PostgreSQL stores it: at most 63 bytes, cut at a character boundary.
+  static std::string truncated(const std::string& name) {
+    if (name.size() <= max_identifier)
+      return name;
+    std::size_t keep = max_identifier;
+    while (keep > 0 && (static_cast<unsigned char>(name[keep]) & 0xC0) == 0x80)
+      --keep;
+    return name.substr(0, keep);
+  }
+
+  void locked_ddl(const std::vector<std::string>& statements) {
+    begin();
+    try {
+      run(fmt::format("SELECT pg_advisory_xact_lock({})", ddl_lock_key));
+      for (const auto& s : statements)
+        run(s);
+      commit_transaction();
+    } catch (...) {
+      rollback();
+      throw;
+    }
+  }
+
+  PGconn* conn_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<warehouse> open_postgres(const warehouse_options& options,
+                                         std::unique_ptr<dialects::dialect> d) {
+  return std::make_unique<postgres_warehouse>(options, std::move(d));
+}
+
+}  // namespace flotilla::sinks::detail

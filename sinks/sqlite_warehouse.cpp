@@ -1,0 +1,286 @@
+// SQLite warehouse: one database file in WAL mode (readers keep reading the last
+// committed state while a load runs); rows go through one prepared INSERT inside the
+// load's transaction, values bound as int64 / double / text / blob.
+//
+// SQLite has no schemas: Flotilla folds the target schema into the table name for it
+// (config::target_table). A table_ref schema here names an attached database ("main").
+
+#include <sqlite3.h>
+
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "sinks/warehouse_internal.hpp"
+
+namespace flotilla::sinks::detail {
+namespace {
+
+using dialects::table_ref;
+using text_rows = std::vector<std::vector<std::optional<std::string>>>;
+
+/// How long a statement waits for another connection's write lock. Default: 60 s.
+constexpr int busy_timeout_ms = 60'000;
+
+struct statement {
+  sqlite3_stmt* s = nullptr;
+  statement() = default;
+  statement(const statement&) = delete;
+  statement& operator=(const statement&) = delete;
+  ~statement() { sqlite3_finalize(s); }
+};
+
+text_rows collect(sqlite3* db, sqlite3_stmt* s, const std::string& sql) {
+  text_rows out;
+  const int cols = sqlite3_column_count(s);
+  for (;;) {
+    const int rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE)
+      break;
+    if (rc != SQLITE_ROW)
+      throw sink_error(fmt::format("{} (in: {})", sqlite3_errmsg(db), sql));
+    auto& row = out.emplace_back();
+    for (int c = 0; c < cols; ++c) {
+      switch (sqlite3_column_type(s, c)) {
+        case SQLITE_NULL:
+          row.emplace_back(std::nullopt);
+          break;
+        case SQLITE_BLOB: {
+          const void* p = sqlite3_column_blob(s, c);
+          const int n = sqlite3_column_bytes(s, c);
+          row.emplace_back(std::string(static_cast<const char*>(p), static_cast<std::size_t>(n)));
+          break;
+        }
+        default: {
+          const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s, c));
+          const int n = sqlite3_column_bytes(s, c);
+          row.emplace_back(std::string(p, static_cast<std::size_t>(n)));
+          break;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+class sqlite_inserter final : public row_inserter {
+ public:
+  sqlite_inserter(sqlite3* db, const dialects::dialect& d, const table_ref& t,
+                  const schema::table_schema& columns, bool with_seq)
+      : db_(db), dialect_(d), table_(t), with_seq_(with_seq) {
+    std::string cols;
+    std::string marks;
+    for (const auto& c : columns.columns) {
+      if (!cols.empty()) {
+        cols += ", ";
+        marks += ", ";
+      }
+      cols += d.quote(c.name);
+      marks += '?';
+      names_.push_back(c.name);
+      bytes_.push_back(c.type.kind == schema::type_kind::bytes);
+    }
+    if (with_seq_) {
+      cols += ", " + d.quote(seq_column);
+      marks += ", ?";
+    }
+    sql_ = fmt::format("INSERT INTO {} ({}) VALUES ({})", d.qualified(t), cols, marks);
+    if (sqlite3_prepare_v3(db_, sql_.c_str(), static_cast<int>(sql_.size()),
+                           SQLITE_PREPARE_PERSISTENT, &stmt_.s, nullptr) != SQLITE_OK)
+      throw sink_error(fmt::format("{} (in: {})", sqlite3_errmsg(db_), sql_));
+  }
+
+  void append(const schema::row_batch& batch, std::uint64_t first_seq) override {
+    sqlite3_stmt* s = stmt_.s;
+    const std::size_t width = batch.width;
+    const std::size_t n = batch.rows();
+    for (std::size_t r = 0; r < n; ++r) {
+      for (std::size_t c = 0; c < width; ++c) {
+        const schema::value& v = batch.at(r, c);
+        const int at = static_cast<int>(c) + 1;
+        switch (v.kind) {
+          case schema::value::tag::null:
+            sqlite3_bind_null(s, at);
+            break;
+          case schema::value::tag::boolean:
+            sqlite3_bind_int64(s, at, v.b ? 1 : 0);
+            break;
+          case schema::value::tag::integer:
+            sqlite3_bind_int64(s, at, v.i);
+            break;
+          case schema::value::tag::real:
+            sqlite3_bind_double(s, at, v.d);
+            break;
+          case schema::value::tag::text:
+            // The batch outlives the step, so SQLite need not copy the bytes.
+            if (bytes_[c])
+              sqlite3_bind_blob64(s, at, v.s.data(), v.s.size(), SQLITE_STATIC);
+            else
+              sqlite3_bind_text64(s, at, v.s.data(), v.s.size(), SQLITE_STATIC, SQLITE_UTF8);
+            break;
+        }
+      }
+      if (with_seq_)
+        sqlite3_bind_int64(s, static_cast<int>(width) + 1,
+                           static_cast<sqlite3_int64>(first_seq + r));
+      const int rc = sqlite3_step(s);
+      sqlite3_reset(s);
+      if (rc != SQLITE_DONE)
+        throw sink_error(fmt::format("{}: row {}: {}", dialect_.qualified(table_), first_seq + r,
+                                     sqlite3_errmsg(db_)));
+    }
+    sqlite3_clear_bindings(s);
+  }
+
+  void finish() override {
+    // nop: every row is already in the transaction
+  }
+
+ private:
+  sqlite3* db_;
+  const dialects::dialect& dialect_;
+  table_ref table_;
+  bool with_seq_;
+  std::vector<std::string> names_;
+  std::vector<bool> bytes_;
+  std::string sql_;
+  statement stmt_;
+};
+
+class sqlite_warehouse final : public warehouse_base {
+ public:
+  sqlite_warehouse(const warehouse_options& options, std::unique_ptr<dialects::dialect> d)
+      : warehouse_base(options.name, std::move(d)) {
+    if (options.path.empty())
+      throw error("a sqlite target needs a path (the database file)");
+    const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+    if (sqlite3_open_v2(options.path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
+      const std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+      sqlite3_close(db_);
+      db_ = nullptr;
+      throw error(fmt::format("cannot open SQLite database '{}': {}", options.path, msg));
+    }
+    sqlite3_busy_timeout(db_, busy_timeout_ms);
+    try {
+      // WAL: readers see the last committed state while a load writes, and a crash
+      // leaves the last committed state intact.
+      run("PRAGMA journal_mode = WAL");
+      run("PRAGMA synchronous = NORMAL");
+    } catch (...) {
+      sqlite3_close(db_);
+      throw;
+    }
+  }
+
+  ~sqlite_warehouse() override { sqlite3_close(db_); }
+
+  std::optional<schema::table_schema> describe(const table_ref& table) override {
+    const std::string sql = table.schema.empty()
+                                ? "SELECT name, type, \"notnull\", pk FROM pragma_table_info(?1)"
+                                : "SELECT name, type, \"notnull\", pk FROM pragma_table_info(?1, ?2)";
+    statement st;
+    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &st.s, nullptr) != SQLITE_OK)
+      throw error(fmt::format("cannot read the columns of {}: {}", dialect().qualified(table),
+                              sqlite3_errmsg(db_)));
+    sqlite3_bind_text(st.s, 1, table.name.c_str(), static_cast<int>(table.name.size()),
+                      SQLITE_TRANSIENT);
+    if (!table.schema.empty())
+      sqlite3_bind_text(st.s, 2, table.schema.c_str(), static_cast<int>(table.schema.size()),
+                        SQLITE_TRANSIENT);
+    text_rows rows;
+    try {
+      rows = collect(db_, st.s, sql);
+    } catch (const sink_error& e) {
+      throw error(fmt::format("cannot read the columns of {}: {}", dialect().qualified(table),
+                              e.what()));
+    }
+    if (rows.empty())
+      return std::nullopt;
+    schema::table_schema out;
+    for (const auto& r : rows) {
+      const std::string type = r[1].value_or("");
+      auto t = dialect().parse_physical(type);
+      if (!t)
+        throw error(fmt::format("{}: column '{}' has type {} that Flotilla cannot map: {}",
+                                dialect().qualified(table), r[0].value_or(""), type,
+                                t.error().message));
+      out.columns.push_back(
+          schema::column{r[0].value_or(""), *t, r[2] == "0", r[3].value_or("0") != "0"});
+    }
+    return out;
+  }
+
+  text_rows query(const std::string& sql) override {
+    statement st;
+    if (sqlite3_prepare_v2(db_, sql.c_str(), static_cast<int>(sql.size()), &st.s, nullptr) !=
+        SQLITE_OK)
+      throw error(fmt::format("{} (in: {})", sqlite3_errmsg(db_), sql));
+    try {
+      return collect(db_, st.s, sql);
+    } catch (const sink_error& e) {
+      throw error(e.what());
+    }
+  }
+
+  void run(const std::string& sql) override {
+    char* msg = nullptr;
+    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &msg) != SQLITE_OK) {
+      std::string m = msg ? msg : sqlite3_errmsg(db_);
+      sqlite3_free(msg);
+      throw error(fmt::format("{} (in: {})", m, sql));
+    }
+  }
+
+  // IMMEDIATE takes the write lock up front: a deferred transaction that later needs it
+  // can fail with SQLITE_BUSY without waiting for the busy timeout.
+  void begin() override { run("BEGIN IMMEDIATE"); }
+  void commit_transaction() override { run("COMMIT"); }
+  void rollback() noexcept override {
+    if (!sqlite3_get_autocommit(db_))
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+
+  std::unique_ptr<row_inserter> open_inserter(const table_ref& table,
+                                              const schema::table_schema& columns,
+                                              bool with_seq) override {
+    try {
+      return std::make_unique<sqlite_inserter>(db_, dialect(), table, columns, with_seq);
+    } catch (const sink_error& e) {
+      throw error(e.what());
+    }
+  }
+
+  void ensure_schema(const std::string& schema) override {
+    // SQLite cannot create a schema; an attached database is the only kind there is.
+    statement st;
+    sqlite3_prepare_v2(db_, "SELECT 1 FROM pragma_database_list WHERE name = ?1", -1, &st.s,
+                       nullptr);
+    sqlite3_bind_text(st.s, 1, schema.c_str(), static_cast<int>(schema.size()), SQLITE_TRANSIENT);
+    if (collect(db_, st.s, "pragma_database_list").empty())
+      throw error(fmt::format(
+          "SQLite has no schema '{}': SQLite targets keep the schema in the table name", schema));
+  }
+
+  void ensure_bookkeeping() override {
+    const auto& d = dialect();
+    run(fmt::format("CREATE TABLE IF NOT EXISTS {} ({} TEXT PRIMARY KEY, {} TEXT, {} TEXT)",
+                    d.qualified(bookkeeping_table()), d.quote("table_name"), d.quote("token"),
+                    d.quote("committed_at")));
+  }
+
+  table_ref bookkeeping_table() const override {
+    return table_ref{"", "", std::string(commits_table)};
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<warehouse> open_sqlite(const warehouse_options& options,
+                                       std::unique_ptr<dialects::dialect> d) {
+  return std::make_unique<sqlite_warehouse>(options, std::move(d));
+}
+
+}  // namespace flotilla::sinks::detail

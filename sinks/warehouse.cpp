@@ -1,0 +1,480 @@
+#include "sinks/warehouse.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "sinks/warehouse_internal.hpp"
+
+namespace flotilla::sinks {
+
+std::vector<std::vector<std::optional<std::string>>> warehouse::query(const std::string&) {
+  throw sink_error(fmt::format("dialect '{}' offers no query path", dialect().name()));
+}
+
+std::unique_ptr<warehouse> open_warehouse(const warehouse_options& options) {
+  const std::string& wanted = options.dialect.empty() ? std::string("duckdb") : options.dialect;
+  auto d = dialects::make_dialect(wanted);
+  if (!d)
+    throw sink_error(fmt::format("target '{}': {}", options.name, d.error().message));
+  const std::string name((*d)->name());
+  if (!(*d)->executable())
+    throw sink_error(fmt::format(
+        "target '{}' uses dialect '{}', which Flotilla plans for but does not execute; use "
+        "`flotilla plan` to see its SQL",
+        options.name, name));
+  if (name == "duckdb")
+    return detail::open_duckdb(options, std::move(*d));
+  if (name == "postgres")
+    return detail::open_postgres(options, std::move(*d));
+  if (name == "sqlite")
+    return detail::open_sqlite(options, std::move(*d));
+  throw sink_error(fmt::format("target '{}': dialect '{}' has no warehouse writer", options.name,
+                               name));
+}
+
+namespace detail {
+namespace {
+
+using dialects::table_ref;
+
+/// One load: everything it writes is inside the warehouse connection's transaction,
+/// which commit() ends with the swap / merge / commit token. Any failure, and
+/// destruction without commit(), rolls the transaction back: the live table stays as
+/// it was, and a staging table created by this load disappears with the rollback.
+class loader final : public table_writer {
+ public:
+  loader(warehouse_base& wh, const load_request& request,
+         const std::optional<schema::table_schema>& live)
+      : wh_(wh), request_(request) {
+    const auto& d = wh_.dialect();
+    wh_.begin();
+    open_ = true;
+    try {
+      const table_ref& target = request_.target;
+      switch (request_.mode) {
+        case load_mode::replace:
+          into_ = sibling(target, staging_suffix, wh_.max_identifier_bytes());
+          wh_.run(d.drop_table(into_));  // a leftover of an earlier crash
+          wh_.run(d.create_table(into_, staging_columns(live, request_.columns, d.names())));
+          inserter_ = wh_.open_inserter(into_, request_.columns, false);
+          break;
+        case load_mode::append:
+          if (!live)
+            wh_.run(d.create_table(target, request_.columns));
+          into_ = target;
+          inserter_ = wh_.open_inserter(into_, request_.columns, false);
+          break;
+        case load_mode::merge: {
+          if (!live)
+            wh_.run(d.create_table(target, request_.columns));
+          into_ = sibling(target, merge_suffix, wh_.max_identifier_bytes());
+          schema::table_schema stage = request_.columns;
+          for (auto& c : stage.columns) {
+            c.nullable = true;
+            c.key = false;
+          }
+          stage.columns.push_back(
+              schema::column{std::string(seq_column), schema::portable_type::of(schema::type_kind::bigint)});
+          wh_.run(d.drop_table(into_));
+          wh_.run(d.create_table(into_, stage));
+          inserter_ = wh_.open_inserter(into_, request_.columns, true);
+          break;
+        }
+      }
+    } catch (...) {
+      abandon();
+      throw;
+    }
+  }
+
+  ~loader() override { abandon(); }
+
+  void write(const schema::row_batch& batch) override {
+    if (!open_)
+      throw sink_error(fmt::format("target '{}': write on a finished load of {}",
+                                   wh_.target_name(), wh_.dialect().qualified(request_.target)));
+    if (batch.rows() == 0)
+      return;
+    if (batch.width != request_.columns.columns.size())
+      throw sink_error(fmt::format("target '{}': batch has {} columns, the load of {} has {}",
+                                   wh_.target_name(), batch.width,
+                                   wh_.dialect().qualified(request_.target),
+                                   request_.columns.columns.size()));
+    try {
+      inserter_->append(batch, rows_);
+    } catch (...) {
+      abandon();
+      throw;
+    }
+    rows_ += batch.rows();
+  }
+
+  void commit() override {
+    if (!open_)
+      throw sink_error(fmt::format("target '{}': commit on a finished load of {}",
+                                   wh_.target_name(), wh_.dialect().qualified(request_.target)));
+    const auto& d = wh_.dialect();
+    try {
+      inserter_->finish();
+      inserter_.reset();
+      switch (request_.mode) {
+        case load_mode::replace:
+          for (const auto& s : d.swap_in(into_, request_.target))
+            wh_.run(s);
+          for (const auto& s : wh_.after_swap(into_, request_.target))
+            wh_.run(s);
+          break;
+        case load_mode::append:
+          break;
+        case load_mode::merge:
+          for (const auto& s : merge_statements())
+            wh_.run(s);
+          wh_.run(d.drop_table(into_));
+          break;
+      }
+      if (request_.commit_token)
+        wh_.run(token_statement());
+      wh_.commit_transaction();
+      open_ = false;
+      wh_.writer_closed();
+    } catch (...) {
+      abandon();
+      throw;
+    }
+  }
+
+  [[nodiscard]] std::uint64_t rows() const override { return rows_; }
+
+ private:
+  void abandon() noexcept {
+    inserter_.reset();
+    if (open_) {
+      wh_.rollback();
+      open_ = false;
+      wh_.writer_closed();
+    }
+  }
+
+  /// Deletes the live rows whose key arrives again, then inserts the last arriving
+  /// version of every key. Keys compare with `=` so the engines can hash-join; a row
+  /// whose key holds a NULL matches nothing (SQL's unique-key semantics).
+  [[nodiscard]] std::vector<std::string> merge_statements() const {
+    const auto& d = wh_.dialect();
+    const std::string live = d.qualified(request_.target);
+    const std::string stage = d.qualified(into_);
+    const std::string l = d.quote("__flotilla_live");
+    const std::string n = d.quote("__flotilla_new");
+    const std::string rn = d.quote("__flotilla_rn");
+
+    std::string cols;
+    for (const auto& c : request_.columns.columns) {
+      if (!cols.empty())
+        cols += ", ";
+      cols += d.quote(c.name);
+    }
+    std::string match;
+    std::string partition;
+    for (const auto& k : request_.unique_key) {
+      const schema::column* c = request_.columns.find(k, d.names());
+      const std::string q = d.quote(c->name);
+      if (!match.empty()) {
+        match += " AND ";
+        partition += ", ";
+      }
+      match += fmt::format("{}.{} = {}.{}", n, q, l, q);
+      partition += q;
+    }
+    return {
+        fmt::format("DELETE FROM {} AS {} WHERE EXISTS (SELECT 1 FROM {} AS {} WHERE {})", live, l,
+                    stage, n, match),
+        fmt::format("INSERT INTO {0} ({1}) SELECT {1} FROM (SELECT {1}, row_number() OVER "
+                    "(PARTITION BY {2} ORDER BY {3} DESC) AS {4} FROM {5}) AS {6} WHERE {4} = 1",
+                    live, cols, partition, d.quote(seq_column), rn, stage, n),
+    };
+  }
+
+  [[nodiscard]] std::string token_statement() const {
+    const auto& d = wh_.dialect();
+    const std::string tn = d.quote("table_name");
+    const std::string tok = d.quote("token");
+    const std::string at = d.quote("committed_at");
+    return fmt::format(
+        "INSERT INTO {0} ({1}, {2}, {3}) VALUES ({4}, {5}, CURRENT_TIMESTAMP) ON CONFLICT ({1}) "
+        "DO UPDATE SET {2} = excluded.{2}, {3} = excluded.{3}",
+        d.qualified(wh_.bookkeeping_table()), tn, tok, at,
+        d.literal(d.qualified(request_.target)), d.literal(*request_.commit_token));
+  }
+
+  warehouse_base& wh_;
+  load_request request_;
+  table_ref into_;
+  std::unique_ptr<row_inserter> inserter_;
+  std::uint64_t rows_ = 0;
+  bool open_ = false;
+};
+
+std::uint64_t fnv1a(std::string_view s) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+// ---- warehouse_base -------------------------------------------------------------------
+
+warehouse_base::warehouse_base(std::string target_name, std::unique_ptr<dialects::dialect> d)
+    : target_name_(std::move(target_name)), dialect_(std::move(d)) {}
+
+warehouse_base::~warehouse_base() = default;
+
+sink_error warehouse_base::error(std::string_view what) const {
+  return sink_error(fmt::format("target '{}': {}", target_name_, what));
+}
+
+std::vector<std::string> warehouse_base::after_swap(const table_ref&, const table_ref&) {
+  return {};
+}
+
+void warehouse_base::execute(const std::vector<std::string>& statements) {
+  if (statements.empty())
+    return;
+  if (writer_open_)
+    throw error("cannot run statements while a load is open on the same connection");
+  begin();
+  try {
+    for (const auto& s : statements)
+      run(s);
+    commit_transaction();
+  } catch (...) {
+    rollback();
+    throw;
+  }
+}
+
+std::unique_ptr<table_writer> warehouse_base::begin_load(const load_request& request) {
+  const auto& d = dialect();
+  if (writer_open_)
+    throw error("a load is already open on this connection; commit or destroy it first");
+  if (request.target.name.empty())
+    throw error("a load needs a table name");
+  if (request.columns.columns.empty())
+    throw error(fmt::format("the load of {} has no columns", d.qualified(request.target)));
+  if (request.mode == load_mode::merge) {
+    if (request.unique_key.empty())
+      throw error(fmt::format("the merge into {} needs a unique_key", d.qualified(request.target)));
+    for (const auto& k : request.unique_key)
+      if (!request.columns.find(k, d.names()))
+        throw error(fmt::format("unique_key column '{}' is not among the columns loaded into {}",
+                                k, d.qualified(request.target)));
+  }
+
+  auto live = describe(request.target);
+  if (!live && !request.target.schema.empty())
+    ensure_schema(request.target.schema);
+  if (request.commit_token && !bookkeeping_ready_) {
+    ensure_bookkeeping();
+    bookkeeping_ready_ = true;
+  }
+  writer_open_ = true;
+  try {
+    return std::make_unique<loader>(*this, request, live);
+  } catch (...) {
+    writer_open_ = false;
+    throw;
+  }
+}
+
+std::optional<std::string> warehouse_base::committed_token(const table_ref& table) {
+  const auto& d = dialect();
+  const table_ref bk = bookkeeping_table();
+  if (!describe(bk))
+    return std::nullopt;
+  auto rows = query(fmt::format("SELECT {} FROM {} WHERE {} = {}", d.quote("token"),
+                                d.qualified(bk), d.quote("table_name"),
+                                d.literal(d.qualified(table))));
+  if (rows.empty() || rows.front().empty())
+    return std::nullopt;
+  return rows.front().front();
+}
+
+// ---- helpers --------------------------------------------------------------------------
+
+table_ref sibling(const table_ref& t, std::string_view suffix, std::size_t max_bytes) {
+  table_ref out = t;
+  out.name = t.name + std::string(suffix);
+  if (max_bytes == 0 || out.name.size() <= max_bytes)
+    return out;
+  const std::string hash = fmt::format("_{:08x}", fnv1a(t.name) & 0xffffffffu);
+  std::size_t keep = max_bytes > suffix.size() + hash.size()
+                         ? max_bytes - suffix.size() - hash.size()
+                         : 0;
+  keep = std::min(keep, t.name.size());
+  while (keep > 0 && (static_cast<unsigned char>(t.name[keep]) & 0xC0) == 0x80)
+    --keep;  // never cut a UTF-8 sequence
+  out.name = t.name.substr(0, keep) + hash + std::string(suffix);
+  return out;
+}
+
+schema::table_schema staging_columns(const std::optional<schema::table_schema>& live,
+                                     const schema::table_schema& request,
+                                     schema::name_rule rule) {
+  if (!live)
+    return request;
+  schema::table_schema out;
+  for (const auto& c : live->columns) {
+    if (const schema::column* r = request.find(c.name, rule)) {
+      out.columns.push_back(*r);
+    } else {
+      schema::column kept = c;
+      kept.nullable = true;
+      kept.key = false;
+      out.columns.push_back(std::move(kept));
+    }
+  }
+  for (const auto& c : request.columns)
+    if (!live->find(c.name, rule))
+      out.columns.push_back(c);
+  return out;
+}
+
+void append_real(std::string& out, double v) {
+  if (std::isnan(v)) {
+    out += "NaN";
+  } else if (std::isinf(v)) {
+    out += v > 0 ? "Infinity" : "-Infinity";
+  } else {
+    char buf[32];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+    out.append(buf, end);
+  }
+}
+
+std::string format_real(double v) {
+  std::string out;
+  append_real(out, v);
+  return out;
+}
+
+void append_hex(std::string& out, std::string_view bytes) {
+  static constexpr char digits[] = "0123456789abcdef";
+  const std::size_t at = out.size();
+  out.resize(at + bytes.size() * 2);
+  char* p = out.data() + at;
+  for (unsigned char c : bytes) {
+    *p++ = digits[c >> 4];
+    *p++ = digits[c & 15];
+  }
+}
+
+std::string value_text(const schema::value& v) {
+  switch (v.kind) {
+    case schema::value::tag::null:
+      return {};
+    case schema::value::tag::boolean:
+      return v.b ? "true" : "false";
+    case schema::value::tag::integer:
+      return std::to_string(v.i);
+    case schema::value::tag::real:
+      return format_real(v.d);
+    case schema::value::tag::text:
+      return v.s;
+  }
+  return {};
+}
+
+}  // namespace detail
+}  // namespace flotilla::sinks
+
+namespace flotilla::sinks::detail {
+
+std::optional<bool> as_bool(const schema::value& v) {
+  switch (v.kind) {
+    case schema::value::tag::boolean:
+      return v.b;
+    case schema::value::tag::integer:
+      if (v.i == 0 || v.i == 1)
+        return v.i == 1;
+      return std::nullopt;
+    case schema::value::tag::text: {
+      std::string s;
+      for (char c : v.s)
+        s.push_back(static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c));
+      if (s == "true" || s == "t" || s == "1")
+        return true;
+      if (s == "false" || s == "f" || s == "0")
+        return false;
+      return std::nullopt;
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<std::int64_t> as_int(const schema::value& v) {
+  switch (v.kind) {
+    case schema::value::tag::integer:
+      return v.i;
+    case schema::value::tag::boolean:
+      return v.b ? 1 : 0;
+    case schema::value::tag::real:
+      // 2^63 is exactly representable; anything at or past it does not fit.
+      if (std::isfinite(v.d) && std::trunc(v.d) == v.d && v.d >= -9223372036854775808.0 &&
+          v.d < 9223372036854775808.0)
+        return static_cast<std::int64_t>(v.d);
+      return std::nullopt;
+    case schema::value::tag::text: {
+      std::int64_t out = 0;
+      const char* b = v.s.data();
+      const char* e = b + v.s.size();
+      if (b != e && *b == '+')
+        ++b;
+      auto [p, ec] = std::from_chars(b, e, out);
+      if (ec == std::errc{} && p == e && b != e)
+        return out;
+      return std::nullopt;
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<double> as_real(const schema::value& v) {
+  switch (v.kind) {
+    case schema::value::tag::real:
+      return v.d;
+    case schema::value::tag::integer:
+      return static_cast<double>(v.i);
+    case schema::value::tag::text: {
+      double out = 0;
+      const char* b = v.s.data();
+      const char* e = b + v.s.size();
+      if (b != e && *b == '+')
+        ++b;
+      auto [p, ec] = std::from_chars(b, e, out);
+      if (ec == std::errc{} && p == e && b != e)
+        return out;
+      return std::nullopt;
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+sink_error bad_value(const dialects::dialect& d, const dialects::table_ref& t,
+                     std::string_view column, std::uint64_t row, const schema::value& v,
+                     std::string_view engine_type) {
+  std::string shown = value_text(v);
+  if (shown.size() > 64)
+    shown = shown.substr(0, 64) + "...";
+  return sink_error(fmt::format("{}: row {}, column '{}': value '{}' does not fit type {}",
+                                d.qualified(t), row, column, shown, engine_type));
+}
+
+}  // namespace flotilla::sinks::detail

@@ -1,0 +1,156 @@
+#pragma once
+/// The load logic shared by the three executed warehouses (duckdb, postgres, sqlite).
+///
+/// Each engine implements a handful of primitives: run one statement, transaction
+/// control, a bulk row inserter and a catalog read. warehouse_base turns them into
+/// execute / begin_load / committed_token, so staging, swap, merge and commit tokens
+/// behave the same on every engine. See docs/sinks.md for the decisions.
+///
+/// Owned by whoever called open_warehouse; one connection, used by one thread at a time
+/// (a detached I/O actor). At most one table_writer is open per warehouse, because the
+/// writer holds the connection's transaction. Destroying the warehouse closes the
+/// connection; open writers must be destroyed first.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sinks/warehouse.hpp"
+
+namespace flotilla::sinks::detail {
+
+/// Suffix of the staging table a full refresh loads before swapping it in.
+inline constexpr std::string_view staging_suffix = "__flotilla_staging";
+/// Suffix of the table a merge loads before upserting into the live table.
+inline constexpr std::string_view merge_suffix = "__flotilla_merge";
+/// Column holding each merged row's arrival order: the last version of a key wins.
+inline constexpr std::string_view seq_column = "__flotilla_seq";
+/// Name of the bookkeeping table holding commit tokens.
+inline constexpr std::string_view commits_table = "_flotilla_commits";
+/// Schema holding the bookkeeping table where the engine has schemas.
+inline constexpr std::string_view bookkeeping_schema = "_flotilla";
+
+/// Writes rows into one table inside the load's transaction, through the engine's
+/// fastest path (DuckDB appender, PostgreSQL COPY, SQLite prepared INSERT).
+/// Destroying it without finish() abandons what it buffered.
+class row_inserter {
+ public:
+  virtual ~row_inserter() = default;
+  /// Appends every row of `batch`, whose columns are the ones the inserter was opened
+  /// with. When opened with a sequence column, row r gets `first_seq + r` in it.
+  virtual void append(const schema::row_batch& batch, std::uint64_t first_seq) = 0;
+  /// Flushes what is buffered; the rows are then part of the transaction.
+  virtual void finish() = 0;
+};
+
+class warehouse_base : public warehouse {
+ public:
+  warehouse_base(std::string target_name, std::unique_ptr<dialects::dialect> d);
+  ~warehouse_base() override;
+
+  [[nodiscard]] const dialects::dialect& dialect() const override { return *dialect_; }
+  void execute(const std::vector<std::string>& statements) override;
+  [[nodiscard]] std::unique_ptr<table_writer> begin_load(const load_request& request) override;
+  [[nodiscard]] std::optional<std::string> committed_token(
+      const dialects::table_ref& table) override;
+
+  // ---- engine primitives ---------------------------------------------------------
+  /// Runs one statement; throws sink_error naming the target and the statement.
+  virtual void run(const std::string& sql) = 0;
+  virtual void begin() = 0;
+  virtual void commit_transaction() = 0;
+  /// Never throws: used on error paths and in destructors.
+  virtual void rollback() noexcept = 0;
+  /// Opens a bulk inserter into `table` for `columns` (in this order), plus the
+  /// sequence column last when `with_seq`. Called inside the load's transaction.
+  [[nodiscard]] virtual std::unique_ptr<row_inserter> open_inserter(
+      const dialects::table_ref& table, const schema::table_schema& columns, bool with_seq) = 0;
+  /// Creates `schema` when missing, in its own transaction and safe against another
+  /// connection creating it at the same time.
+  virtual void ensure_schema(const std::string& schema) = 0;
+  /// Creates the bookkeeping table when missing (same guarantees as ensure_schema).
+  virtual void ensure_bookkeeping() = 0;
+  [[nodiscard]] virtual dialects::table_ref bookkeeping_table() const = 0;
+  /// Longest identifier the engine keeps, in bytes (longer ones are truncated by the
+  /// engine, which could make a staging name collide with the live table); 0: no limit.
+  [[nodiscard]] virtual std::size_t max_identifier_bytes() const { return 0; }
+  /// Statements to run after a full refresh swapped the staging table in (PostgreSQL
+  /// renames the swapped table's indexes so the next staging table can reuse theirs).
+  [[nodiscard]] virtual std::vector<std::string> after_swap(const dialects::table_ref& staging,
+                                                            const dialects::table_ref& target);
+
+  // ---- used by the writer --------------------------------------------------------
+  [[nodiscard]] const std::string& target_name() const { return target_name_; }
+  void writer_closed() { writer_open_ = false; }
+
+ protected:
+  /// "target 'x': <what>", the prefix of every error this warehouse throws.
+  [[nodiscard]] sink_error error(std::string_view what) const;
+
+ private:
+  std::string target_name_;
+  std::unique_ptr<dialects::dialect> dialect_;
+  bool bookkeeping_ready_ = false;
+  bool writer_open_ = false;
+};
+
+// ---- helpers shared by the engines ----------------------------------------------------
+
+/// A table beside `t` (same catalog and schema) named `t.name + suffix`. When that is
+/// longer than `max_bytes` (non-zero), the name is shortened at a UTF-8 boundary and a
+/// hash of the full name keeps it unique, so it can never equal the live table's name.
+[[nodiscard]] dialects::table_ref sibling(const dialects::table_ref& t, std::string_view suffix,
+                                          std::size_t max_bytes);
+
+/// The columns of a full refresh's staging table: the live table's columns in live order
+/// (a column the request also has takes the request's definition; live-only columns
+/// become nullable and are filled with NULL), then the request's new columns.
+[[nodiscard]] schema::table_schema staging_columns(const std::optional<schema::table_schema>& live,
+                                                   const schema::table_schema& request,
+                                                   schema::name_rule rule);
+
+/// Shortest text that parses back to exactly `v`; NaN and infinities spelled
+/// NaN, Infinity, -Infinity (accepted by every engine here).
+[[nodiscard]] std::string format_real(double v);
+void append_real(std::string& out, double v);
+
+/// Lower-case hex of raw bytes.
+void append_hex(std::string& out, std::string_view bytes);
+
+/// A value as text, for engines that take text and cast (bool as true/false).
+[[nodiscard]] std::string value_text(const schema::value& v);
+
+}  // namespace flotilla::sinks::detail
+
+namespace flotilla::sinks::detail {
+
+// ---- engine factories (one per *_warehouse.cpp) -----------------------------------------
+[[nodiscard]] std::unique_ptr<warehouse> open_duckdb(const warehouse_options& options,
+                                                     std::unique_ptr<dialects::dialect> d);
+[[nodiscard]] std::unique_ptr<warehouse> open_postgres(const warehouse_options& options,
+                                                       std::unique_ptr<dialects::dialect> d);
+[[nodiscard]] std::unique_ptr<warehouse> open_sqlite(const warehouse_options& options,
+                                                     std::unique_ptr<dialects::dialect> d);
+
+}  // namespace flotilla::sinks::detail
+
+namespace flotilla::sinks::detail {
+
+// ---- value conversions for typed engine slots (exact or refused) ----------------------
+/// bool, 0/1, or text true/false/t/f/1/0.
+[[nodiscard]] std::optional<bool> as_bool(const schema::value& v);
+/// integer, bool as 0/1, an integral real in range, or integer text.
+[[nodiscard]] std::optional<std::int64_t> as_int(const schema::value& v);
+/// real, integer, or numeric text.
+[[nodiscard]] std::optional<double> as_real(const schema::value& v);
+
+/// The error for a value that does not fit its column: names the table, column and row.
+[[nodiscard]] sink_error bad_value(const dialects::dialect& d, const dialects::table_ref& t,
+                                   std::string_view column, std::uint64_t row,
+                                   const schema::value& v, std::string_view engine_type);
+
+}  // namespace flotilla::sinks::detail
