@@ -1,5 +1,6 @@
 #pragma once
-/// A fresh directory under the system temp dir, removed when the test ends.
+/// Test helpers: a fresh directory per test, removed when it ends, and opening a store
+/// there that fails the test with the store's own message.
 
 #include <atomic>
 #include <filesystem>
@@ -7,6 +8,10 @@
 #include <string>
 
 #include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include "storage/state_store.hpp"
 
 namespace flotilla::storage::test {
 
@@ -34,5 +39,12 @@ class temp_dir {
  private:
   std::filesystem::path path_;
 };
+
+inline state_store open_store(const temp_dir& dir, store_options options = {}) {
+  auto store = state_store::open(dir.state(), options);
+  INFO((store ? std::string() : store.error().message));
+  REQUIRE(store.has_value());
+  return std::move(*store);
+}
 
 }  // namespace flotilla::storage::test

@@ -1,0 +1,91 @@
+#include <catch2/catch.hpp>
+
+#include <csignal>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "storage/state_store.hpp"
+#include "tests/storage/support.hpp"
+
+using namespace flotilla::storage;
+using flotilla::storage::test::open_store;
+using flotilla::storage::test::temp_dir;
+
+TEST_CASE("opening creates the directory and every column family") {
+  temp_dir dir;
+  auto store = open_store(dir);
+  CHECK(std::filesystem::exists(dir.state() / "CURRENT"));
+  CHECK(store.path() == dir.state());
+  for (std::size_t f = 0; f < family_count; ++f)
+    CHECK_FALSE(to_string(static_cast<family>(f)).empty());
+}
+
+TEST_CASE("a second open of a store already open in this process fails with a clear message") {
+  temp_dir dir;
+  auto first = open_store(dir);
+  auto second = state_store::open(dir.state());
+  REQUIRE_FALSE(second.has_value());
+  CHECK(second.error().code == errc::locked);
+  CHECK(second.error().transient());
+  CHECK_THAT(second.error().message, Catch::Contains(dir.state().string()));
+  CHECK_THAT(second.error().message, Catch::Contains("another flotilla process"));
+}
+
+TEST_CASE("a second process cannot open a store another process holds") {
+  temp_dir dir;
+  { auto created = open_store(dir); }  // create it, then let the child hold it
+
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // Child: hold the store until killed. No Catch2 from here on.
+    auto store = state_store::open(dir.state());
+    char ok = store ? 'y' : 'n';
+    (void)!::write(ready[1], &ok, 1);
+    for (;;)
+      ::pause();
+  }
+  ::close(ready[1]);
+  char ok = 0;
+  REQUIRE(::read(ready[0], &ok, 1) == 1);
+  ::close(ready[0]);
+  auto second = state_store::open(dir.state());
+  ::kill(child, SIGKILL);
+  int wstatus = 0;
+  ::waitpid(child, &wstatus, 0);
+
+  REQUIRE(ok == 'y');
+  REQUIRE_FALSE(second.has_value());
+  CHECK(second.error().code == errc::locked);
+  CHECK_THAT(second.error().message, Catch::Contains(dir.state().string()));
+  CHECK_THAT(second.error().message, Catch::Contains("stop it, then try again"));
+
+  // Once the holder is gone the lock is free again.
+  auto third = state_store::open(dir.state());
+  CHECK(third.has_value());
+}
+
+TEST_CASE("a read-only open works while another store holds the lock") {
+  temp_dir dir;
+  auto writer = open_store(dir);
+  pb::Watermark w;
+  w.set_value("9");
+  REQUIRE(writer.put("shop.orders", w));
+  store_options options;
+  options.read_only = true;
+  auto reader = open_store(dir, options);
+  CHECK(reader.get<pb::Watermark>("shop.orders")->value().value() == "9");
+}
+
+TEST_CASE("a store that may not be created is reported as missing") {
+  temp_dir dir;
+  store_options options;
+  options.create_if_missing = false;
+  auto store = state_store::open(dir.state(), options);
+  REQUIRE_FALSE(store.has_value());
+  CHECK(store.error().code == errc::not_found);
+  CHECK_FALSE(store.error().transient());
+}
