@@ -478,7 +478,7 @@ class loader {
   void load_source(std::string_view name, const toml::table& t) {
     const std::string path = key_path({"sources", name});
     check_keys(t, path, source_keys, &table_only_keys,
-               fmt::format("a table section: [{}]", key_path_append(path, "tables.NAME")));
+               fmt::format("a table section: [{}.tables.NAME]", path));
     source_config sc;
     sc.name = std::string{name};
     sc.at = pos_of(t.source());
@@ -840,7 +840,7 @@ load_result load_project(const std::string& path) {
   std::ifstream in;
   if (exists && !fs::is_directory(path, ec))
     in.open(path, std::ios::binary);
-  if (!in) {
+  if (!in.is_open()) {
     diagnostic d;
     d.code = errc::file_not_found;
     d.file = path;

@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* full_config = R"(
+const char* full_config = R"toml(
 [project]
 name = "acme-fleet"
 on_source_drift = "warn"
@@ -90,7 +90,7 @@ emulator_host = "127.0.0.1:8085"
 
 [io]
 max_connections_per_endpoint = 8
-)";
+)toml";
 
 }  // namespace
 
@@ -181,11 +181,11 @@ TEST_CASE("a valid full configuration loads every key into the model") {
 }
 
 TEST_CASE("a configuration with only the required keys takes every default") {
-  auto r = load_project_text(std::string{one_target} + R"(
+  auto r = load_project_text(std::string{one_target} + R"toml(
 [sources.shop]
 adapter = "csv"
 path = "/data/shop"
-)",
+)toml",
                              "/srv/x/flotilla.toml");
   INFO(all_messages(r));
   REQUIRE(r.ok());
@@ -204,7 +204,7 @@ path = "/data/shop"
 }
 
 TEST_CASE("per-table sections accept quoted dotted names and bare names") {
-  auto r = load_project_text(std::string{one_target} + R"(
+  auto r = load_project_text(std::string{one_target} + R"toml(
 [sources.app]
 adapter = "duckdb"
 path = "app.duckdb"
@@ -217,7 +217,7 @@ description = "bare"
 
 [sources.app.tables."sales.line items"]
 description = "spaces too"
-)",
+)toml",
                              "/w/flotilla.toml");
   INFO(all_messages(r));
   REQUIRE(r.ok());
@@ -229,7 +229,7 @@ description = "spaces too"
 }
 
 TEST_CASE("sources, tables and columns keep the order they are written in") {
-  auto r = load_project_text(std::string{one_target} + R"(
+  auto r = load_project_text(std::string{one_target} + R"toml(
 [sources.zeta]
 adapter = "sqlite"
 path = "z.db"
@@ -246,7 +246,7 @@ xray = "uuid"
 [sources.alpha]
 adapter = "sqlite"
 path = "a.db"
-)",
+)toml",
                              "/w/flotilla.toml");
   INFO(all_messages(r));
   REQUIRE(r.ok());
@@ -269,7 +269,7 @@ path = "a.db"
 }
 
 TEST_CASE("relative paths resolve against the config file's directory") {
-  auto r = load_project_text(R"(
+  auto r = load_project_text(R"toml(
 [project]
 state_dir = "state"
 
@@ -284,7 +284,7 @@ path = "./data/events"
 [sources.b]
 adapter = "sqlite"
 path = "/abs/b.db"
-)",
+)toml",
                              "/srv/fleet/conf/flotilla.toml");
   INFO(all_messages(r));
   REQUIRE(r.ok());

@@ -1,0 +1,488 @@
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "config/load.hpp"
+#include "tests/config/helpers.hpp"
+
+using namespace flotilla::config;
+using namespace flotilla::config::testing;
+
+namespace {
+
+const std::string file = "/w/flotilla.toml";
+
+load_result load(const std::string& text) {
+  return load_project_text(text, file);
+}
+
+// The single diagnostic with `code`, checked for its key path.
+const diagnostic& expect(const load_result& r, errc code, const std::string& key) {
+  INFO(all_messages(r));
+  const diagnostic* d = find_code(r, code);
+  REQUIRE(d != nullptr);
+  CHECK(d->key == key);
+  CHECK(d->file == file);
+  CHECK(d->is_error() == (code != errc::excluded_section));
+  CHECK(format(*d).find(code_name(code)) != std::string::npos);
+  return *d;
+}
+
+}  // namespace
+
+TEST_CASE("codes print as FLT-C and three digits") {
+  CHECK(code_name(errc::file_not_found) == "FLT-C001");
+  CHECK(code_name(errc::invalid_source_drift) == "FLT-C011");
+  CHECK(code_name(errc::excluded_section) == "FLT-C022");
+}
+
+TEST_CASE("a missing config file names the path and says to pass -c or create flotilla.toml") {
+  auto r = load_project("/nonexistent/dir/flotilla.toml");
+  REQUIRE(r.diagnostics.size() == 1);
+  const auto& d = r.diagnostics[0];
+  CHECK(d.code == errc::file_not_found);
+  CHECK(d.message.find("/nonexistent/dir/flotilla.toml") != std::string::npos);
+  CHECK(d.message.find("-c") != std::string::npos);
+  CHECK(d.message.find("create flotilla.toml") != std::string::npos);
+  CHECK(r.model != nullptr);
+  CHECK_FALSE(r.ok());
+}
+
+TEST_CASE("a TOML syntax error reports file, line and column") {
+  auto r = load("[project]\nname = \"x\"\n\n[sources.a]\nadapter = \n");
+  REQUIRE(r.diagnostics.size() == 1);
+  const auto& d = r.diagnostics[0];
+  CHECK(d.code == errc::syntax_error);
+  CHECK(d.line == 5);
+  CHECK(d.column > 0);
+  CHECK(format(d).rfind("/w/flotilla.toml:5:", 0) == 0);
+}
+
+TEST_CASE("an unknown key is reported with the nearest valid key") {
+  auto r = load(std::string{one_target} + R"toml(
+[sources.shop]
+adapter = "sqlite"
+path = "s.db"
+on_schema_chnage = "fail"
+)toml");
+  const auto& d = expect(r, errc::unknown_key, "sources.shop.on_schema_chnage");
+  CHECK(d.message.find("did you mean 'on_schema_change'?") != std::string::npos);
+  CHECK(d.line == 9);
+  CHECK(d.allowed.find("on_schema_change") != std::string::npos);
+}
+
+TEST_CASE("an unknown section at the top level suggests the nearest section") {
+  auto r = load(std::string{one_target} + "[sorces.shop]\nadapter = \"csv\"\n");
+  const auto& d = expect(r, errc::unknown_key, "sorces");
+  CHECK(d.message.find("did you mean 'sources'?") != std::string::npos);
+}
+
+TEST_CASE("a table-section key on a source says where it belongs") {
+  auto r = load(std::string{one_target} + R"toml(
+[sources.shop]
+adapter = "sqlite"
+path = "s.db"
+cursor_column = "updated_at"
+)toml");
+  const auto& d = expect(r, errc::unknown_key, "sources.shop.cursor_column");
+  CHECK(d.message.find("sources.shop.tables.NAME") != std::string::npos);
+}
+
+TEST_CASE("an unquoted dotted table name is reported with the quoted form") {
+  auto r = load(std::string{one_target} + R"toml(
+[sources.shop]
+adapter = "sqlite"
+path = "s.db"
+
+[sources.shop.tables.public.orders]
+cursor_column = "x"
+)toml");
+  const auto& d = expect(r, errc::unknown_key, "sources.shop.tables.public.orders");
+  CHECK(d.message.find("tables.\"public.orders\"") != std::string::npos);
+}
+
+TEST_CASE("a value of the wrong type is FLT-C004") {
+  auto r = load(std::string{one_target} + R"toml(
+[sources.shop]
+adapter = "sqlite"
+path = "s.db"
+prune_unchanged = "yes"
+)toml");
+  const auto& d = expect(r, errc::wrong_type, "sources.shop.prune_unchanged");
+  CHECK(d.value == "yes");
+  CHECK(d.message.find("expected a boolean") != std::string::npos);
+}
+
+TEST_CASE("a value outside its set is FLT-C005 with the allowed values and a suggestion") {
+  auto r = load(std::string{one_target} + R"toml(
+[sources.shop]
+adapter = "sqllite"
+path = "s.db"
+)toml");
+  const auto& d = expect(r, errc::invalid_value, "sources.shop.adapter");
+  CHECK(d.value == "sqllite");
+  CHECK(d.allowed == "sqlite, duckdb, postgres, csv, json");
+  CHECK(d.message.find("did you mean 'sqlite'?") != std::string::npos);
+}
+
+TEST_CASE("every policy key rejects values outside its set") {
+  auto r = load(std::string{one_target} + R"toml(
+[sources.shop]
+adapter = "sqlite"
+path = "s.db"
+contract = "strict"
+on_schema_change = "append"
+type_change_rebuild = "maybe"
+
+[sources.shop.tables.orders]
+contract = "enforce"
+)toml");
+  INFO(all_messages(r));
+  CHECK(count_code(r, errc::invalid_value) == 4);
+  CHECK(r.diagnostics[0].key == "sources.shop.contract");
+  CHECK(r.diagnostics[1].key == "sources.shop.on_schema_change");
+  CHECK(r.diagnostics[2].key == "sources.shop.type_change_rebuild");
+  CHECK(r.diagnostics[3].key == "sources.shop.tables.orders.contract");
+  CHECK(r.diagnostics[3].message.find("did you mean 'enforced'?") != std::string::npos);
+}
+
+TEST_CASE("a dialect outside the known set is FLT-C005 naming the executed and plan-only ones") {
+  auto r = load("[targets.wh]\ndialect = \"mysql\"\n");
+  const auto& d = expect(r, errc::invalid_value, "targets.wh.dialect");
+  CHECK(d.allowed.find("plan-only") != std::string::npos);
+}
+
+TEST_CASE("required keys are FLT-C006") {
+  auto r = load(R"toml(
+[targets.wh]
+dialect = "duckdb"
+
+[targets.pg]
+dialect = "pg"
+
+[targets.nodialect]
+schema = "x"
+
+[sources.a]
+adapter = "sqlite"
+target = "wh"
+
+[sources.b]
+adapter = "postgres"
+target = "pg"
+
+[sources.c]
+path = "c.db"
+target = "wh"
+
+[events.kafka]
+topic = "t"
+
+[events.pubsub]
+topic = "t"
+)toml");
+  INFO(all_messages(r));
+  CHECK(count_code(r, errc::missing_key) == 8);
+  expect(r, errc::missing_key, "targets.wh.path");
+  auto keys = std::vector<std::string>{};
+  for (const auto& d : r.diagnostics)
+    keys.push_back(d.key);
+  CHECK(keys == std::vector<std::string>{"targets.wh.path", "targets.pg.dsn",
+                                         "targets.nodialect.dialect", "sources.a.path",
+                                         "sources.b.dsn", "sources.c.adapter",
+                                         "events.kafka.brokers", "events.pubsub.project"});
+}
+
+TEST_CASE("a source naming an undefined target is FLT-C007 with a suggestion") {
+  auto r = load(R"toml(
+[targets.warehouse]
+dialect = "duckdb"
+path = "w.duckdb"
+
+[targets.lake]
+dialect = "bigquery"
+
+[sources.a]
+adapter = "csv"
+path = "a"
+target = "warehuose"
+
+[sources.b]
+adapter = "csv"
+path = "b"
+)toml");
+  INFO(all_messages(r));
+  REQUIRE(count_code(r, errc::unknown_target) == 2);
+  const auto& d = expect(r, errc::unknown_target, "sources.a.target");
+  CHECK(d.value == "warehuose");
+  CHECK(d.message.find("did you mean 'warehouse'?") != std::string::npos);
+  CHECK(r.diagnostics[1].key == "sources.b.target");
+  CHECK(r.diagnostics[1].message.find("2 targets") != std::string::npos);
+}
+
+TEST_CASE("sources without any target are one FLT-C006 on targets") {
+  auto r = load("[sources.a]\nadapter = \"csv\"\npath = \"a\"\n");
+  INFO(all_messages(r));
+  REQUIRE(r.diagnostics.size() == 1);
+  expect(r, errc::missing_key, "targets");
+}
+
+TEST_CASE("a declared column type that does not parse quotes the type parser") {
+  auto r = load(std::string{one_target} + R"toml(
+[sources.shop]
+adapter = "sqlite"
+path = "s.db"
+
+[sources.shop.tables."public.orders"]
+columns = { id = "bigint", total = "decimal(18,2", note = 5 }
+)toml");
+  INFO(all_messages(r));
+  const auto& d =
+      expect(r, errc::invalid_column_type, "sources.shop.tables.\"public.orders\".columns.total");
+  CHECK(d.value == "decimal(18,2");
+  const auto parsed = flotilla::schema::parse_type("decimal(18,2");
+  REQUIRE_FALSE(parsed.has_value());
+  CHECK(d.message == parsed.error().message);
+  expect(r, errc::wrong_type, "sources.shop.tables.\"public.orders\".columns.note");
+  // The valid column is kept.
+  REQUIRE(r.model->sources[0].tables[0].columns.size() == 1);
+  CHECK(r.model->sources[0].tables[0].columns[0].name == "id");
+}
+
+TEST_CASE("a schema template naming a tag a source lacks names source, target and placeholder") {
+  auto r = load(R"toml(
+[targets.wh]
+dialect = "duckdb"
+path = "w.duckdb"
+schema = "staging__{region}__{source}"
+
+[sources.acme]
+adapter = "csv"
+path = "a"
+tags = { region = "us_west" }
+
+[sources.globex]
+adapter = "csv"
+path = "g"
+tags = { client = "globex" }
+)toml");
+  INFO(all_messages(r));
+  REQUIRE(count_code(r, errc::unknown_placeholder) == 1);
+  const auto& d = expect(r, errc::unknown_placeholder, "targets.wh.schema");
+  CHECK(d.value == "{region}");
+  CHECK(d.message.find("globex") != std::string::npos);
+  CHECK(d.message.find("'wh'") != std::string::npos);
+  CHECK(d.message.find("region") != std::string::npos);
+  CHECK(d.line == 12);  // the source's section
+}
+
+TEST_CASE("a schema template with unbalanced braces is FLT-C010") {
+  auto r = load(R"toml(
+[targets.wh]
+dialect = "postgres"
+dsn = "postgresql://x"
+schema = "staging__{region"
+)toml");
+  expect(r, errc::malformed_template, "targets.wh.schema");
+}
+
+TEST_CASE("numbers out of range and empty strings are FLT-C012") {
+  auto r = load(std::string{one_target} + R"toml(
+[sources.shop]
+adapter = "sqlite"
+path = ""
+batch_rows = 0
+
+[io]
+max_connections_per_endpoint = -1
+)toml");
+  INFO(all_messages(r));
+  CHECK(count_code(r, errc::out_of_range) == 3);
+  expect(r, errc::out_of_range, "sources.shop.path");
+}
+
+TEST_CASE("keys that do not apply to an adapter or dialect are FLT-C013") {
+  auto r = load(R"toml(
+[targets.wh]
+dialect = "duckdb"
+path = "w.duckdb"
+dsn = "postgresql://x"
+
+[sources.file]
+adapter = "sqlite"
+path = "f.db"
+dsn = "postgresql://x"
+capture = "logical"
+
+[sources.pg]
+adapter = "postgres"
+dsn = "postgresql://x"
+path = "x.db"
+)toml");
+  INFO(all_messages(r));
+  CHECK(count_code(r, errc::not_applicable) == 4);
+  expect(r, errc::not_applicable, "targets.wh.dsn");
+  CHECK(r.diagnostics[2].key == "sources.file.capture");
+  CHECK(r.diagnostics[3].key == "sources.pg.path");
+}
+
+TEST_CASE("names with dots or reserved tag names are FLT-C014") {
+  auto r = load(std::string{one_target} + R"toml(
+[sources."shop.eu"]
+adapter = "csv"
+path = "x"
+
+[sources.ok]
+adapter = "csv"
+path = "y"
+tags = { source = "x", "bad tag" = "y" }
+)toml");
+  INFO(all_messages(r));
+  CHECK(count_code(r, errc::invalid_name) == 3);
+  expect(r, errc::invalid_name, "sources.\"shop.eu\"");
+}
+
+TEST_CASE("database and catalog together are FLT-C015") {
+  auto r = load("[targets.t]\ndialect = \"trino\"\ndatabase = \"a\"\ncatalog = \"b\"\n");
+  expect(r, errc::conflicting_keys, "targets.t.catalog");
+}
+
+TEST_CASE("an unknown grant is FLT-C016 with a suggestion") {
+  auto r = load("[policy]\ngrants = [\"schema_change.additive\", \"schema_change.additve\"]\n");
+  const auto& d = expect(r, errc::unknown_grant, "policy.grants[1]");
+  CHECK(d.message.find("did you mean 'schema_change.additive'?") != std::string::npos);
+  CHECK(r.model->governance.grants == std::vector<std::string>{"schema_change.additive"});
+}
+
+TEST_CASE("an enforced contract without columns is FLT-C017, also when inherited") {
+  auto r = load(std::string{one_target} + R"toml(
+[sources.shop]
+adapter = "sqlite"
+path = "s.db"
+contract = "enforced"
+
+[sources.shop.tables.orders]
+cursor_column = "updated_at"
+)toml");
+  const auto& d = expect(r, errc::contract_without_columns, "sources.shop.tables.orders.columns");
+  CHECK(d.message.find("from the source") != std::string::npos);
+}
+
+TEST_CASE("an enforced table's cursor and key columns must be declared: FLT-C018") {
+  auto r = load(std::string{one_target} + R"toml(
+[sources.shop]
+adapter = "sqlite"
+path = "s.db"
+
+[sources.shop.tables.orders]
+contract = "enforced"
+cursor_column = "updated_at"
+unique_key = ["ID", "tenant"]
+columns = { id = "bigint", total = "decimal(18,2)" }
+)toml");
+  INFO(all_messages(r));
+  CHECK(count_code(r, errc::undeclared_column) == 2);
+  expect(r, errc::undeclared_column, "sources.shop.tables.orders.cursor_column");
+}
+
+TEST_CASE("duplicate columns and duplicate sections are FLT-C019") {
+  auto r = load(std::string{one_target} + R"toml(
+[sources.shop]
+adapter = "sqlite"
+path = "s.db"
+
+[sources.shop.tables.orders]
+columns = { id = "int", ID = "bigint" }
+unique_key = ["id", "id"]
+
+[sources.shop.tables.Orders]
+)toml");
+  INFO(all_messages(r));
+  CHECK(count_code(r, errc::duplicate_name) == 3);
+}
+
+TEST_CASE("an exclude pattern that removes a sectioned table is a FLT-C022 warning") {
+  auto r = load(std::string{one_target} + R"toml(
+[sources.shop]
+adapter = "sqlite"
+path = "s.db"
+exclude = ["tmp_*"]
+
+[sources.shop.tables."public.tmp_orders"]
+)toml");
+  const auto& d = expect(r, errc::excluded_section, "sources.shop.exclude");
+  CHECK(d.level == severity::warning);
+  CHECK(r.ok());
+}
+
+TEST_CASE("several errors in one file are all reported, in file order") {
+  auto r = load(R"toml(
+[project]
+nmae = "x"
+
+[targets.wh]
+dialect = "duckdb"
+path = "w.duckdb"
+
+[sources.a]
+adapter = "oracle"
+path = "a"
+batch_rows = "many"
+
+[sources.a.tables.orders]
+columns = { total = "money" }
+
+[io]
+max_connections_per_endpoint = 0
+)toml");
+  INFO(all_messages(r));
+  REQUIRE(r.diagnostics.size() == 5);
+  CHECK(r.diagnostics[0].code == errc::unknown_key);
+  CHECK(r.diagnostics[0].key == "project.nmae");
+  CHECK(r.diagnostics[1].code == errc::invalid_value);
+  CHECK(r.diagnostics[1].key == "sources.a.adapter");
+  CHECK(r.diagnostics[2].code == errc::wrong_type);
+  CHECK(r.diagnostics[2].key == "sources.a.batch_rows");
+  CHECK(r.diagnostics[3].code == errc::invalid_column_type);
+  CHECK(r.diagnostics[3].key == "sources.a.tables.orders.columns.total");
+  CHECK(r.diagnostics[4].code == errc::out_of_range);
+  CHECK(r.diagnostics[4].key == "io.max_connections_per_endpoint");
+  for (std::size_t i = 1; i < r.diagnostics.size(); ++i)
+    CHECK(r.diagnostics[i - 1].line < r.diagnostics[i].line);
+}
+
+TEST_CASE("a bad on_source_drift is FLT-C011 and the model loads with ignore") {
+  auto r = load(std::string{one_target} + R"toml(
+[project]
+on_source_drift = "banana"
+
+[sources.shop]
+adapter = "sqlite"
+path = "s.db"
+on_source_drift = true
+batch_rows = -5
+)toml");
+  INFO(all_messages(r));
+  REQUIRE(count_code(r, errc::invalid_source_drift) == 2);
+  const auto& d = expect(r, errc::invalid_source_drift, "project.on_source_drift");
+  CHECK(d.value == "banana");
+  CHECK(d.message.find("banana") != std::string::npos);
+  CHECK(d.message.find(file) != std::string::npos);
+  CHECK(d.allowed == "ignore, warn, fail");
+  // The rest of the file is still validated.
+  CHECK(find_code(r, errc::out_of_range) != nullptr);
+  // The policy is treated as ignore, and everything else loaded.
+  CHECK(r.model->policy.on_source_drift == drift_policy::ignore);
+  REQUIRE(r.model->sources.size() == 1);
+  CHECK(r.model->sources[0].policy.on_source_drift == drift_policy::ignore);
+  CHECK(r.model->sources[0].path == "/w/s.db");
+  CHECK_FALSE(r.ok());
+}
+
+TEST_CASE("a diagnostic prints as file:line:column, code, key, message and allowed values") {
+  auto r = load(std::string{one_target} + "[sources.s]\nadapter = \"sqllite\"\npath = \"x\"\n");
+  REQUIRE(r.diagnostics.size() == 1);
+  CHECK(format(r.diagnostics[0]) ==
+        "/w/flotilla.toml:6:11: error FLT-C005: sources.s.adapter: unknown adapter 'sqllite'; did "
+        "you mean 'sqlite'? (allowed: sqlite, duckdb, postgres, csv, json)");
+}

@@ -1,0 +1,224 @@
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "config/load.hpp"
+#include "config/selection.hpp"
+#include "tests/config/helpers.hpp"
+
+using namespace flotilla::config;
+using namespace flotilla::config::testing;
+
+namespace {
+
+table_config section(std::string name, std::string description = "") {
+  table_config t;
+  t.name = std::move(name);
+  t.description = std::move(description);
+  return t;
+}
+
+source_config make_source(std::string name, std::map<std::string, std::string> tags) {
+  source_config s;
+  s.name = std::move(name);
+  s.tags = std::move(tags);
+  return s;
+}
+
+std::vector<filter> filters(std::initializer_list<const char*> texts) {
+  std::vector<filter> out;
+  for (const char* t : texts) {
+    auto f = parse_filter(t);
+    REQUIRE(f.has_value());
+    out.push_back(*f);
+  }
+  return out;
+}
+
+using names = std::vector<std::string>;
+
+}  // namespace
+
+TEST_CASE("a filter parses into key and value, trimming spaces and keeping later '='") {
+  CHECK(parse_filter("client=acme") == filter{"client", "acme"});
+  CHECK(parse_filter(" region = us_* ") == filter{"region", "us_*"});
+  CHECK(parse_filter("table=a=b") == filter{"table", "a=b"});
+  CHECK(parse_filter("client=") == filter{"client", ""});
+}
+
+TEST_CASE("a filter without '=' or with an empty key is FLT-C020") {
+  auto f = parse_filter("client");
+  REQUIRE_FALSE(f.has_value());
+  CHECK(f.error().code == errc::invalid_filter);
+  CHECK(f.error().value == "client");
+  CHECK(f.error().message.find("no '='") != std::string::npos);
+  CHECK(format(f.error()).find("FLT-C020") != std::string::npos);
+
+  auto g = parse_filter("=acme");
+  REQUIRE_FALSE(g.has_value());
+  CHECK(g.error().code == errc::invalid_filter);
+
+  auto all = parse_filters({"client=acme", "oops", "=x"});
+  REQUIRE_FALSE(all.has_value());
+  CHECK(all.error().size() == 2);
+  auto ok = parse_filters({"client=acme", "table=orders"});
+  REQUIRE(ok.has_value());
+  CHECK(ok->size() == 2);
+}
+
+TEST_CASE("glob patterns match any run of characters with '*'") {
+  CHECK(glob_match("acme", "acme"));
+  CHECK_FALSE(glob_match("acme", "acme2"));
+  CHECK(glob_match("ac*", "acme"));
+  CHECK(glob_match("*me", "acme"));
+  CHECK(glob_match("a*m*e", "acme"));
+  CHECK(glob_match("*", ""));
+  CHECK(glob_match("us_*_1", "us_west_1"));
+  CHECK_FALSE(glob_match("us_*_1", "us_west_2"));
+  CHECK_FALSE(glob_match("Acme", "acme"));  // tag values compare exactly
+}
+
+TEST_CASE("filters on tags and source rule sources in or out, all having to match") {
+  auto acme = make_source("shop_acme", {{"client", "acme"}, {"region", "us_west"}});
+  auto globex = make_source("shop_globex", {{"client", "globex"}});
+  CHECK(source_may_match(acme, {}));
+  CHECK(source_may_match(acme, filters({"client=acme"})));
+  CHECK_FALSE(source_may_match(globex, filters({"client=acme"})));
+  CHECK(source_may_match(acme, filters({"client=acme", "region=us_*"})));
+  CHECK_FALSE(source_may_match(acme, filters({"client=acme", "region=eu"})));
+  // A tag the source lacks rules it out.
+  CHECK_FALSE(source_may_match(globex, filters({"region=*"})));
+  CHECK(source_may_match(acme, filters({"source=shop_*"})));
+  CHECK_FALSE(source_may_match(acme, filters({"source=shop_globex"})));
+  // Table filters are left to select_tables.
+  CHECK(source_may_match(acme, filters({"table=nothing"})));
+}
+
+TEST_CASE("a filter key no source has is FLT-C021 with a suggestion") {
+  project p;
+  p.sources.push_back(make_source("a", {{"client", "acme"}}));
+  p.sources.push_back(make_source("b", {{"region", "eu"}}));
+  CHECK(check_filters(p, filters({"client=acme", "region=eu", "source=a", "table=x"})).empty());
+  auto ds = check_filters(p, filters({"clinet=acme"}));
+  REQUIRE(ds.size() == 1);
+  CHECK(ds[0].code == errc::unknown_filter_key);
+  CHECK(ds[0].message.find("did you mean 'client'?") != std::string::npos);
+}
+
+TEST_CASE("table names match whole or by their table part when only one side is qualified") {
+  CHECK(table_name_matches("orders", "orders"));
+  CHECK(table_name_matches("orders", "public.orders"));
+  CHECK(table_name_matches("public.orders", "orders"));
+  CHECK(table_name_matches("public.orders", "public.orders"));
+  CHECK_FALSE(table_name_matches("audit.orders", "public.orders"));
+  CHECK(table_name_matches("ORDERS", "public.orders"));  // case-insensitive
+  CHECK(table_name_matches("*", "public.orders"));
+  CHECK(table_name_matches("*", "orders"));
+  CHECK(table_name_matches("tmp_*", "public.tmp_x"));
+  CHECK(table_name_matches("public.*", "public.anything"));
+  CHECK_FALSE(table_name_matches("public.*", "audit.anything"));
+  CHECK_FALSE(table_name_matches("order", "public.orders"));
+}
+
+TEST_CASE("include, exclude and table sections select tables in catalog order") {
+  auto r = load_project_text(std::string{one_target} + R"toml(
+[sources.shop]
+adapter = "postgres"
+dsn = "postgresql://x"
+include = ["orders", "cust*"]
+exclude = ["customers_old", "audit.*"]
+
+[sources.shop.tables.payments]
+unique_key = "id"
+)toml",
+                             "/w/flotilla.toml");
+  INFO(all_messages(r));
+  REQUIRE(r.ok());
+  const source_config& s = r.model->sources[0];
+  const names catalog{"public.orders",   "public.customers", "public.customers_old",
+                      "public.payments", "public.refunds",   "audit.orders"};
+  // payments has a section, so it is selected although include omits it.
+  CHECK(select_tables(s, catalog, {}) ==
+        names{"public.orders", "public.customers", "public.payments"});
+  CHECK(select_tables(s, catalog, filters({"table=*orders"})) == names{"public.orders"});
+  CHECK(select_tables(s, catalog, filters({"table=public.pay*"})) == names{"public.payments"});
+  CHECK(select_tables(s, catalog, filters({"table=orders", "table=cust*"})).empty());
+  CHECK(select_tables(s, catalog, filters({"source=other"})).empty());
+}
+
+TEST_CASE("the default include selects every table and exclude still applies") {
+  source_config s = make_source("files", {});
+  s.exclude = {"tmp_*"};
+  CHECK(select_tables(s, {"orders", "tmp_load", "customers"}, {}) == names{"orders", "customers"});
+}
+
+TEST_CASE("exclude wins over a table section") {
+  source_config s = make_source("files", {});
+  s.include = {"orders"};
+  s.exclude = {"payments"};
+  s.tables.push_back(section("payments"));
+  CHECK(select_tables(s, {"orders", "payments"}, {}) == names{"orders"});
+}
+
+TEST_CASE("a table section is found exactly first, then by the name rule") {
+  source_config s = make_source("pg", {});
+  s.tables.push_back(section("orders", "bare"));
+  s.tables.push_back(section("audit.orders", "audit"));
+  REQUIRE(find_table(s, "audit.orders") != nullptr);
+  CHECK(find_table(s, "audit.orders")->description == "audit");
+  CHECK(find_table(s, "public.orders")->description == "bare");
+  CHECK(find_table(s, "Orders")->description == "bare");
+  CHECK(find_table(s, "refunds") == nullptr);
+}
+
+TEST_CASE("a schema template expands the source name and its tags") {
+  auto s = make_source("shop", {{"region", "us_west"}, {"client", "acme"}});
+  target_config t;
+  t.name = "wh";
+  t.dialect = "duckdb";
+  t.schema = "staging__{region}__{source}";
+  CHECK(target_schema(t, s) == "staging__us_west__shop");
+  t.schema = "{client}";
+  CHECK(target_schema(t, s) == "acme");
+  t.schema = "raw";
+  CHECK(target_schema(t, s) == "raw");
+}
+
+TEST_CASE("a schema template naming a missing tag is an error naming the placeholder") {
+  auto s = make_source("shop", {{"client", "acme"}});
+  auto e = expand_template("staging__{region}__{source}", s);
+  REQUIRE_FALSE(e.has_value());
+  CHECK(e.error().code == errc::unknown_placeholder);
+  CHECK(e.error().placeholder == "region");
+  CHECK(e.error().message.find("shop") != std::string::npos);
+  target_config t;
+  t.name = "wh";
+  t.schema = "staging__{region}";
+  CHECK_THROWS_AS(target_schema(t, s), std::invalid_argument);
+  CHECK(expand_template("a{b", s).error().code == errc::malformed_template);
+  CHECK(expand_template("a}b", s).error().code == errc::malformed_template);
+  CHECK(expand_template("a{}b", s).error().code == errc::malformed_template);
+  CHECK(template_placeholders("x{a}y{b}") == std::vector<std::string>{"a", "b"});
+}
+
+TEST_CASE("target tables keep the table part in the schema, or prefix it on sqlite") {
+  auto s = make_source("shop", {{"region", "us_west"}});
+  target_config t;
+  t.name = "wh";
+  t.dialect = "duckdb";
+  t.database = "acme_warehouse";
+  t.schema = "staging__{region}__{source}";
+  auto n = target_table(t, s, "public.orders");
+  CHECK(n.catalog == "acme_warehouse");
+  CHECK(n.schema == "staging__us_west__shop");
+  CHECK(n.name == "orders");
+  t.dialect = "sqlite";
+  t.database.clear();
+  n = target_table(t, s, "orders");
+  CHECK(n.schema.empty());
+  CHECK(n.name == "staging__us_west__shop__orders");
+  t.schema = "";
+  CHECK(target_table(t, s, "orders").name == "orders");
+}
