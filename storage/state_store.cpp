@@ -5,7 +5,6 @@
 #include <mutex>
 #include <set>
 #include <unordered_map>
-#include <unordered_set>
 
 #include <rocksdb/db.h>
 #include <rocksdb/iterator.h>
@@ -609,8 +608,10 @@ result<std::vector<pb::OutboxEntry>> state_store::scan_outbox(std::uint64_t afte
     floor = st.outbox_floor;
   }
   std::vector<pb::OutboxEntry> out;
+  if (after >= through || limit == 0)
+    return out;
   auto start = std::max(after + 1, floor);
-  if (start > through || limit == 0)
+  if (start > through)
     return out;
   std::optional<error> problem;
   auto done = st.scan(family::outbox, keys::outbox(start), keys::outbox(through + 1), false,
