@@ -28,7 +28,8 @@ std::string format(const diagnostic& d) {
     out += ": ";
   }
   out += d.message;
-  if (!d.allowed.empty())
+  // Messages such as "expected a string, found an integer" already say what is allowed.
+  if (!d.allowed.empty() && d.message.find(d.allowed) == std::string::npos)
     out += fmt::format(" (allowed: {})", d.allowed);
   return out;
 }

@@ -530,9 +530,9 @@ class loader {
       sc.target = *tg;
     if (const auto* tags = section(t, "tags", path))
       load_tags(sc, *tags, key_path_append(path, "tags"));
-    if (auto inc = strings(t, "include", path, false))
+    if (auto inc = strings(t, "include", path, true))
       sc.include = std::move(*inc);
-    if (auto exc = strings(t, "exclude", path, false))
+    if (auto exc = strings(t, "exclude", path, true))
       sc.exclude = std::move(*exc);
     if (auto b = integer(t, "batch_rows", path, 1, 10'000'000))
       sc.batch_rows = static_cast<std::uint32_t>(*b);
@@ -845,7 +845,6 @@ load_result load_project(const std::string& path) {
     d.code = errc::file_not_found;
     d.file = path;
     d.value = path;
-    d.allowed = "an existing flotilla.toml";
     d.message = exists ? fmt::format("cannot read config file '{}'", path)
                        : fmt::format("config file '{}' not found; pass -c <path> or create "
                                      "flotilla.toml in the working directory",

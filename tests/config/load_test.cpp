@@ -246,6 +246,7 @@ xray = "uuid"
 [sources.alpha]
 adapter = "sqlite"
 path = "a.db"
+include = "orders"
 )toml",
                              "/w/flotilla.toml");
   INFO(all_messages(r));
@@ -254,6 +255,7 @@ path = "a.db"
   REQUIRE(p.sources.size() == 2);
   CHECK(p.sources[0].name == "zeta");
   CHECK(p.sources[1].name == "alpha");
+  CHECK(p.sources[1].include == std::vector<std::string>{"orders"});  // one string is a list of one
   const auto& t = p.sources[0].tables;
   REQUIRE(t.size() == 2);
   CHECK(t[0].name == "zz");
