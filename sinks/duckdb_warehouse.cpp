@@ -279,6 +279,10 @@ class duckdb_warehouse final : public warehouse_base {
       duckdb_close(&db_);
       throw error(fmt::format("cannot connect to DuckDB database '{}'", options.path));
     }
+    // Timestamps with time zone read back as UTC instants (+00), like Flotilla writes
+    // them; without the ICU extension there is no setting and they are UTC already.
+    result_holder h;
+    duckdb_query(con_, "SET TimeZone = 'UTC'", &h.r);
   }
 
   ~duckdb_warehouse() override {

@@ -1,0 +1,145 @@
+// DDL from the dialects executed against the engines, hostile identifiers, and the
+// registry of warehouse writers.
+
+#include "tests/sinks/sink_fixture.hpp"
+
+using namespace flotilla;
+using namespace flotilla::sinks;
+using namespace flotilla::sinks::testing;
+
+TEST_CASE("statements from the dialect add a column and widen a type, keeping the rows") {
+  test_target target(GENERATE(from_range(engines())));
+  CAPTURE(target.engine());
+  auto wh = target.open();
+  const auto& d = wh->dialect();
+  const auto t = target.table("orders");
+  const auto s = cols({col("id", "int"), col("amount", "decimal(10,2)")});
+  load(*wh, t, s, load_mode::replace, {{I(1), T("10.25")}, {I(2), T("-3.50")}});
+
+  wh->execute({d.add_column(t, col("note", "text"))});
+  auto live = wh->describe(t);
+  REQUIRE(live.has_value());
+  REQUIRE(live->columns.size() == 3);
+  CHECK(live->columns[2].name == "note");
+  CHECK(live->columns[2].nullable);
+
+  if (d.supports_in_place_type_change()) {
+    wh->execute(d.alter_column_type(t, "id", *schema::parse_type("bigint")));
+    wh->execute(d.alter_column_type(t, "amount", *schema::parse_type("decimal(12,2)")));
+    live = wh->describe(t);
+    REQUIRE(live.has_value());
+    CHECK(live->columns[0].type == d.canonical(*schema::parse_type("bigint")));
+    CHECK(live->columns[1].type == d.canonical(*schema::parse_type("decimal(12,2)")));
+  }
+  CHECK(column_of(wh->query("SELECT " + d.quote("amount") + " FROM " + d.qualified(t) +
+                            " ORDER BY " + d.quote("id"))) ==
+        std::vector<std::string>{"10.25", "-3.50"});
+}
+
+TEST_CASE("a rebuild from the dialect changes a type and keeps the rows") {
+  test_target target(GENERATE(from_range(engines())));
+  CAPTURE(target.engine());
+  auto wh = target.open();
+  const auto& d = wh->dialect();
+  const auto t = target.table("events");
+  const auto before = cols({col("id", "int"), col("status", "text")});
+  const auto after = cols({col("id", "int"), col("status", "int")});
+  load(*wh, t, before, load_mode::replace, {{I(1), T("7")}, {I(2), T("8")}});
+
+  wh->execute(d.rebuild_and_swap(t, before, after));
+  auto live = wh->describe(t);
+  REQUIRE(live.has_value());
+  CHECK(live->columns.at(1).type == d.canonical(*schema::parse_type("int")));
+  CHECK(column_of(wh->query("SELECT " + d.quote("status") + " FROM " + d.qualified(t) +
+                            " ORDER BY " + d.quote("id"))) ==
+        std::vector<std::string>{"7", "8"});
+}
+
+TEST_CASE("statements run in one transaction: a failing one undoes the others") {
+  test_target target(GENERATE(from_range(engines())));
+  CAPTURE(target.engine());
+  auto wh = target.open();
+  const auto& d = wh->dialect();
+  const auto t = target.table("orders");
+  load(*wh, t, cols({col("id", "int")}), load_mode::replace, {{I(1)}});
+  CHECK_THROWS_AS(wh->execute({d.add_column(t, col("note", "text")),
+                               "SELECT * FROM " + d.qualified(target.table("missing"))}),
+                  sink_error);
+  auto live = wh->describe(t);
+  REQUIRE(live.has_value());
+  CHECK(live->columns.size() == 1);
+}
+
+TEST_CASE("hostile schema, table and column names never break out of their quotes") {
+  test_target target(GENERATE(from_range(engines())));
+  CAPTURE(target.engine());
+  auto wh = target.open();
+  const auto& d = wh->dialect();
+  const std::string schema_name = "we\"ird; 'sch ema\xc3\xbc " + unique_suffix();
+  const auto t = target.table_in(schema_name, "t\"; DROP TABLE canary; --'\xc3\xbc");
+  const auto canary = target.table_in(schema_name, "canary");
+  const auto s = cols({col("it's", "int"), col("\"quoted\"", "text"), col("semi;colon", "text"),
+                       col("sp ace", "text"), col("\xc3\xbc" "n" "\xc3\xaf" "c" "\xc3\xb8" "de", "text")});
+
+  load(*wh, canary, cols({col("id", "int")}), load_mode::replace, {{I(1)}});
+  load(*wh, t, s, load_mode::replace, {{I(1), T("a\"b"), T("c;d"), T("e'f"), T("g")}});
+  load(*wh, t, s, load_mode::append, {{I(2), T("x"), T("y"), T("z"), T("w")}});
+  load(*wh, t, s, load_mode::merge, {{I(2), T("x2"), T("y2"), T("z2"), T("w2")}}, {"it's"},
+       "token'\"; --");
+  load(*wh, t, s, load_mode::replace, {{I(3), T("p"), T("q"), T("r"), T("s")}},{}, "token 2");
+
+  CHECK(count(*wh, t) == 1);
+  CHECK(count(*wh, canary) == 1);
+  CHECK(wh->committed_token(t) == "token 2");
+  auto live = wh->describe(t);
+  REQUIRE(live.has_value());
+  REQUIRE(live->columns.size() == s.columns.size());
+  for (std::size_t c = 0; c < s.columns.size(); ++c)
+    CHECK(live->columns[c].name == s.columns[c].name);
+  CHECK(column_of(wh->query("SELECT " + d.quote("\"quoted\"") + " FROM " + d.qualified(t))) ==
+        std::vector<std::string>{"p"});
+}
+
+TEST_CASE("long table names keep staging tables apart from the live table") {
+  test_target target(GENERATE(from_range(engines())));
+  CAPTURE(target.engine());
+  auto wh = target.open();
+  const auto s = cols({col("id", "int", true), col("v", "text")});
+  // 60 bytes: the staging name exceeds PostgreSQL's 63-byte identifiers.
+  const auto t = target.table(std::string(57, 'x') + "\xc3\xa9" + "y");
+  for (int run = 0; run < 3; ++run) {
+    load(*wh, t, s, load_mode::replace, {{I(1), T("r" + std::to_string(run))}});
+    load(*wh, t, s, load_mode::merge, {{I(2), T("m" + std::to_string(run))}}, {"id"});
+  }
+  CHECK(count(*wh, t) == 2);
+  auto live = wh->describe(t);
+  REQUIRE(live.has_value());
+  CHECK(live->columns.size() == 2);
+}
+
+TEST_CASE("a plan-only dialect is refused with a pointer to flotilla plan") {
+  for (const char* name : {"snowflake", "bigquery", "databricks", "trino"}) {
+    warehouse_options o;
+    o.name = "wh";
+    o.dialect = name;
+    CHECK_THROWS_WITH(open_warehouse(o),
+                      "target 'wh' uses dialect '" + std::string(name) +
+                          "', which Flotilla plans for but does not execute; use `flotilla "
+                          "plan` to see its SQL");
+  }
+}
+
+TEST_CASE("an unknown dialect is refused naming the target") {
+  warehouse_options o;
+  o.name = "wh";
+  o.dialect = "oracle";
+  CHECK_THROWS_WITH(open_warehouse(o), Catch::Contains("target 'wh'") && Catch::Contains("oracle"));
+}
+
+TEST_CASE("an unreachable postgres target is refused with the server's reason") {
+  warehouse_options o;
+  o.name = "wh";
+  o.dialect = "postgres";
+  o.dsn = "postgresql://nobody@127.0.0.1:1/none?connect_timeout=2";
+  CHECK_THROWS_WITH(open_warehouse(o), Catch::Contains("target 'wh': cannot connect"));
+}

@@ -1,0 +1,256 @@
+// Full refresh, append and merge loads against real DuckDB, PostgreSQL and SQLite.
+
+#include "tests/sinks/sink_fixture.hpp"
+
+using namespace flotilla;
+using namespace flotilla::sinks;
+using namespace flotilla::sinks::testing;
+
+namespace {
+
+schema::table_schema people() { return cols({col("id", "bigint", true), col("name", "text")}); }
+
+std::vector<std::vector<value>> people_rows(int from, int to, const std::string& tag) {
+  std::vector<std::vector<value>> out;
+  for (int i = from; i <= to; ++i)
+    out.push_back({I(i), T(tag + std::to_string(i))});
+  return out;
+}
+
+std::vector<std::string> names(warehouse& wh, const dialects::table_ref& t) {
+  const auto& d = wh.dialect();
+  return column_of(wh.query("SELECT " + d.quote("name") + " FROM " + d.qualified(t) +
+                            " ORDER BY " + d.quote("id")));
+}
+
+}  // namespace
+
+TEST_CASE("a full refresh creates the table and loads its rows") {
+  test_target target(GENERATE(from_range(engines())));
+  CAPTURE(target.engine());
+  auto wh = target.open();
+  const auto t = target.table("people");
+  REQUIRE_FALSE(wh->describe(t).has_value());
+
+  load(*wh, t, people(), load_mode::replace, people_rows(1, 3, "a"));
+  CHECK(names(*wh, t) == std::vector<std::string>{"a1", "a2", "a3"});
+  CHECK_FALSE(wh->describe(target.table("people__flotilla_staging")).has_value());
+}
+
+TEST_CASE("a full refresh replaces the rows only when it commits") {
+  test_target target(GENERATE(from_range(engines())));
+  CAPTURE(target.engine());
+  auto wh = target.open();
+  auto reader = target.open();
+  const auto t = target.table("people");
+  load(*wh, t, people(), load_mode::replace, people_rows(1, 3, "old"));
+
+  load_request r{t, people(), load_mode::replace, {}, std::nullopt};
+  {
+    auto w = wh->begin_load(r);
+    w->write(batch(people_rows(1, 5, "new")));
+    // A reader sees the old table, whole, while the new rows load.
+    CHECK(names(*reader, t) == std::vector<std::string>{"old1", "old2", "old3"});
+    CHECK(w->rows() == 5);
+  }  // destroyed without commit: rolled back
+  CHECK(names(*reader, t) == std::vector<std::string>{"old1", "old2", "old3"});
+  CHECK_FALSE(wh->describe(target.table("people__flotilla_staging")).has_value());
+
+  {
+    auto w = wh->begin_load(r);
+    w->write(batch(people_rows(1, 2, "new")));
+    w->write(batch(people_rows(3, 5, "new")));
+    w->commit();
+  }
+  CHECK(names(*reader, t) == std::vector<std::string>{"new1", "new2", "new3", "new4", "new5"});
+
+  // A second refresh of a swapped-in table works too (no name left behind collides).
+  load(*wh, t, people(), load_mode::replace, people_rows(7, 8, "again"));
+  CHECK(names(*reader, t) == std::vector<std::string>{"again7", "again8"});
+}
+
+TEST_CASE("a full refresh drops a staging table left over from a crash") {
+  test_target target(GENERATE(from_range(engines())));
+  CAPTURE(target.engine());
+  auto wh = target.open();
+  const auto t = target.table("people");
+  load(*wh, t, people(), load_mode::replace, people_rows(1, 2, "old"));
+  const auto leftover = target.table("people__flotilla_staging");
+  wh->execute({wh->dialect().create_table(leftover, cols({col("junk", "int")}))});
+  REQUIRE(wh->describe(leftover).has_value());
+
+  load(*wh, t, people(), load_mode::replace, people_rows(1, 1, "new"));
+  CHECK(names(*wh, t) == std::vector<std::string>{"new1"});
+  CHECK_FALSE(wh->describe(leftover).has_value());
+}
+
+TEST_CASE("a full refresh keeps live columns the source no longer has, filled with NULL") {
+  test_target target(GENERATE(from_range(engines())));
+  CAPTURE(target.engine());
+  auto wh = target.open();
+  const auto t = target.table("people");
+  const auto wide = cols({col("id", "bigint", true), col("legacy", "int"), col("name", "text")});
+  load(*wh, t, wide, load_mode::replace, {{I(1), I(42), T("a")}});
+
+  load(*wh, t, people(), load_mode::replace, people_rows(1, 2, "b"));
+  auto live = wh->describe(t);
+  REQUIRE(live.has_value());
+  REQUIRE(live->columns.size() == 3);
+  CHECK(live->columns[0].name == "id");
+  CHECK(live->columns[1].name == "legacy");
+  CHECK(live->columns[2].name == "name");
+  const auto& d = wh->dialect();
+  CHECK(column_of(wh->query("SELECT " + d.quote("legacy") + " FROM " + d.qualified(t))) ==
+        std::vector<std::string>{"NULL", "NULL"});
+  CHECK(names(*wh, t) == std::vector<std::string>{"b1", "b2"});
+}
+
+TEST_CASE("an append adds rows to the live table and creates it when missing") {
+  test_target target(GENERATE(from_range(engines())));
+  CAPTURE(target.engine());
+  auto wh = target.open();
+  const auto t = target.table("events");
+  load(*wh, t, people(), load_mode::append, people_rows(1, 2, "a"));
+  load(*wh, t, people(), load_mode::append, people_rows(3, 4, "a"));
+  CHECK(count(*wh, t) == 4);
+
+  {
+    auto w = wh->begin_load(load_request{t, people(), load_mode::append, {}, std::nullopt});
+    w->write(batch(people_rows(5, 9, "x")));
+  }  // not committed
+  CHECK(count(*wh, t) == 4);
+}
+
+TEST_CASE("an append fills live columns missing from the batch with NULL") {
+  test_target target(GENERATE(from_range(engines())));
+  CAPTURE(target.engine());
+  auto wh = target.open();
+  const auto t = target.table("events");
+  const auto wide = cols({col("id", "bigint"), col("extra", "text"), col("name", "text")});
+  load(*wh, t, wide, load_mode::append, {{I(1), T("e"), T("a")}});
+  load(*wh, t, people(), load_mode::append, {{I(2), T("b")}});
+  const auto& d = wh->dialect();
+  CHECK(column_of(wh->query("SELECT " + d.quote("extra") + " FROM " + d.qualified(t) +
+                            " ORDER BY " + d.quote("id"))) ==
+        std::vector<std::string>{"e", "NULL"});
+}
+
+TEST_CASE("a merge upserts by unique key and a rerun never duplicates rows") {
+  test_target target(GENERATE(from_range(engines())));
+  CAPTURE(target.engine());
+  auto wh = target.open();
+  const auto t = target.table("customers");
+  load(*wh, t, people(), load_mode::merge, people_rows(1, 3, "v1_"), {"id"});
+  CHECK(names(*wh, t) == std::vector<std::string>{"v1_1", "v1_2", "v1_3"});
+
+  auto changes = people_rows(2, 4, "v2_");
+  load(*wh, t, people(), load_mode::merge, changes, {"id"});
+  load(*wh, t, people(), load_mode::merge, changes, {"id"});  // the rerun after a crash
+  CHECK(names(*wh, t) == std::vector<std::string>{"v1_1", "v2_2", "v2_3", "v2_4"});
+  CHECK_FALSE(wh->describe(target.table("customers__flotilla_merge")).has_value());
+}
+
+TEST_CASE("a merge keeps the last version of a key that arrives twice in one load") {
+  test_target target(GENERATE(from_range(engines())));
+  CAPTURE(target.engine());
+  auto wh = target.open();
+  const auto t = target.table("customers");
+  load_request r{t, people(), load_mode::merge, {"id"}, std::nullopt};
+  auto w = wh->begin_load(r);
+  w->write(batch({{I(1), T("first")}, {I(2), T("only")}}));
+  w->write(batch({{I(1), T("second")}}));
+  w->commit();
+  CHECK(names(*wh, t) == std::vector<std::string>{"second", "only"});
+}
+
+TEST_CASE("a merge on a composite key matches every key column") {
+  test_target target(GENERATE(from_range(engines())));
+  CAPTURE(target.engine());
+  auto wh = target.open();
+  const auto t = target.table("lines");
+  const auto s = cols({col("order_id", "int"), col("line", "int"), col("qty", "int")});
+  load(*wh, t, s, load_mode::merge, {{I(1), I(1), I(5)}, {I(1), I(2), I(6)}}, {"order_id", "line"});
+  load(*wh, t, s, load_mode::merge, {{I(1), I(2), I(9)}, {I(2), I(1), I(1)}}, {"order_id", "line"});
+  const auto& d = wh->dialect();
+  CHECK(column_of(wh->query("SELECT " + d.quote("qty") + " FROM " + d.qualified(t) + " ORDER BY " +
+                            d.quote("order_id") + ", " + d.quote("line"))) ==
+        std::vector<std::string>{"5", "9", "1"});
+}
+
+TEST_CASE("a merge without a unique key is refused before anything is written") {
+  test_target target(GENERATE(from_range(engines())));
+  CAPTURE(target.engine());
+  auto wh = target.open();
+  const auto t = target.table("customers");
+  CHECK_THROWS_WITH(wh->begin_load(load_request{t, people(), load_mode::merge, {}, std::nullopt}),
+                    Catch::Contains("unique_key"));
+  CHECK_THROWS_WITH(
+      wh->begin_load(load_request{t, people(), load_mode::merge, {"nope"}, std::nullopt}),
+      Catch::Contains("'nope'"));
+  CHECK_FALSE(wh->describe(t).has_value());
+}
+
+TEST_CASE("the commit token is stored with the rows and read back") {
+  test_target target(GENERATE(from_range(engines())));
+  CAPTURE(target.engine());
+  auto wh = target.open();
+  const auto t = target.table("orders");
+  const auto other = target.table("other");
+  CHECK_FALSE(wh->committed_token(t).has_value());
+
+  load(*wh, t, people(), load_mode::append, people_rows(1, 2, "a"), {}, "watermark=2");
+  CHECK(wh->committed_token(t) == "watermark=2");
+  CHECK_FALSE(wh->committed_token(other).has_value());
+
+  {
+    auto w = wh->begin_load(
+        load_request{t, people(), load_mode::append, {}, std::string("watermark=9")});
+    w->write(batch(people_rows(3, 9, "a")));
+  }  // a crash before commit: neither rows nor token
+  CHECK(wh->committed_token(t) == "watermark=2");
+  CHECK(count(*wh, t) == 2);
+
+  load(*wh, t, people(), load_mode::merge, people_rows(2, 4, "b"), {"id"}, "it's \"4\"");
+  load(*wh, t, people(), load_mode::replace, people_rows(1, 1, "c"), {}, "");
+  load(*wh, other, people(), load_mode::replace, people_rows(1, 1, "c"), {}, "o");
+  CHECK(wh->committed_token(t) == "");
+  CHECK(wh->committed_token(other) == "o");
+
+  auto again = target.open();
+  CHECK(again->committed_token(t) == "");
+}
+
+TEST_CASE("a writer that fails on a value rolls back and the table stays as it was") {
+  test_target target(GENERATE(from_range(engines())));
+  CAPTURE(target.engine());
+  auto wh = target.open();
+  const auto t = target.table("orders");
+  const auto s = cols({col("id", "bigint", true), col("day", "date")});
+  load(*wh, t, s, load_mode::append, {{I(1), T("2024-01-01")}});
+  auto w = wh->begin_load(load_request{t, s, load_mode::append, {}, std::nullopt});
+  CHECK_THROWS_AS(
+      [&] {
+        w->write(batch({{I(2), T("2024-01-02")}, {N(), T("2024-01-02")}}));
+        w->commit();
+      }(),
+      sink_error);
+  CHECK_THROWS_AS(w->commit(), sink_error);
+  w.reset();
+  CHECK(count(*wh, t) == 1);
+  // The connection is usable again.
+  load(*wh, t, s, load_mode::append, {{I(3), T("2024-01-03")}});
+  CHECK(count(*wh, t) == 2);
+}
+
+TEST_CASE("a second load on the same connection waits for the first to finish") {
+  test_target target(GENERATE(from_range(engines())));
+  CAPTURE(target.engine());
+  auto wh = target.open();
+  const auto t = target.table("orders");
+  auto w = wh->begin_load(load_request{t, people(), load_mode::append, {}, std::nullopt});
+  CHECK_THROWS_AS(wh->begin_load(load_request{t, people(), load_mode::append, {}, std::nullopt}),
+                  sink_error);
+  CHECK_THROWS_AS(wh->execute({"SELECT 1"}), sink_error);
+  w->commit();
+  CHECK_NOTHROW(wh->execute({"SELECT 1"}));
+}
