@@ -80,6 +80,10 @@ class dialect : public schema::type_rules {
   /// Rebuild-and-swap: build `new_schema` under a temporary name, copy the rows of the
   /// columns both schemas share (cast to the new type), swap it in (in one transaction
   /// where the engine allows), keeping grants where the engine has them.
+  ///
+  /// Statement lists carry no BEGIN/COMMIT: the caller runs them in one transaction on
+  /// engines with transactional DDL (warehouse::execute, or the load's own transaction
+  /// for swap_in). `in_transaction` spells that out for a script.
   [[nodiscard]] virtual std::vector<std::string> rebuild_and_swap(
       const table_ref& t, const schema::table_schema& old_schema,
       const schema::table_schema& new_schema) const;
@@ -96,5 +100,10 @@ class dialect : public schema::type_rules {
 
 /// The canonical names of every dialect, in a stable order.
 [[nodiscard]] const std::vector<std::string_view>& dialect_names();
+
+/// `statements` wrapped in BEGIN ... COMMIT where the dialect has transactional DDL
+/// (duckdb, postgres, sqlite), unchanged elsewhere: the form to print or run as a script.
+[[nodiscard]] std::vector<std::string> in_transaction(const dialect& d,
+                                                      std::vector<std::string> statements);
 
 }  // namespace flotilla::dialects

@@ -1,0 +1,99 @@
+#include "dialects/dialect.hpp"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "dialects/ddl.hpp"
+#include "dialects/widening.hpp"
+
+namespace flotilla::dialects {
+
+// Default behaviour: seed 001's allowlist, double-quoted identifiers, ANSI DDL and a
+// rename-based swap. Each dialect overrides only what its engine does differently.
+
+schema::portable_type dialect::canonical(const schema::portable_type& t) const {
+  const std::string spelled = physical_type(t);
+  auto parsed = parse_physical(spelled);
+  if (!parsed)  // a dialect that cannot read its own DDL spelling is a bug
+    throw std::logic_error(fmt::format("{} cannot read back its own type '{}' (for {}): {}",
+                                       name(), spelled, schema::to_string(t),
+                                       parsed.error().message));
+  return *parsed;
+}
+
+bool dialect::is_safe_widening(const schema::portable_type& from,
+                               const schema::portable_type& to) const {
+  return default_allowlist(from, to);
+}
+
+std::string dialect::quote(std::string_view identifier) const {
+  return detail::quote_by_doubling(identifier, '"');
+}
+
+std::string dialect::qualified(const table_ref& t) const {
+  std::string out;
+  if (!t.catalog.empty())
+    out += quote(t.catalog) + ".";
+  if (!t.schema.empty())
+    out += quote(t.schema) + ".";
+  return out + quote(t.name);  // an empty name throws
+}
+
+std::string dialect::literal(std::string_view value) const {
+  detail::check_literal(value);
+  std::string out = "'";
+  for (char c : value) {
+    if (c == '\'')
+      out.push_back('\'');
+    out.push_back(c);
+  }
+  out.push_back('\'');
+  return out;
+}
+
+std::string dialect::create_schema(std::string_view schema) const {
+  return fmt::format("CREATE SCHEMA IF NOT EXISTS {}", quote(schema));
+}
+
+std::string dialect::create_table(const table_ref& t, const schema::table_schema& s) const {
+  return detail::create_table(*this, t, s, detail::key_clause::enforced);
+}
+
+std::string dialect::add_column(const table_ref& t, const schema::column& c) const {
+  // Always nullable, whatever the source says: historical rows keep NULL.
+  return fmt::format("ALTER TABLE {} ADD COLUMN {} {}", qualified(t), quote(c.name),
+                     physical_type(c.type));
+}
+
+std::vector<std::string> dialect::alter_column_type(const table_ref& t, std::string_view column,
+                                                    const schema::portable_type& to) const {
+  return {fmt::format("ALTER TABLE {} ALTER COLUMN {} TYPE {}", qualified(t), quote(column),
+                      physical_type(to))};
+}
+
+std::vector<std::string> dialect::rebuild_and_swap(const table_ref& t,
+                                                   const schema::table_schema& old_schema,
+                                                   const schema::table_schema& new_schema) const {
+  return detail::rebuild_by_copy(*this, t, detail::sibling(t, detail::rebuild_suffix, 0),
+                                 old_schema, new_schema, {});
+}
+
+std::vector<std::string> dialect::swap_in(const table_ref& staging,
+                                          const table_ref& target) const {
+  return detail::swap_by_rename(*this, staging, target, {});
+}
+
+std::string dialect::drop_table(const table_ref& t) const {
+  return fmt::format("DROP TABLE IF EXISTS {}", qualified(t));
+}
+
+std::vector<std::string> in_transaction(const dialect& d, std::vector<std::string> statements) {
+  if (!d.supports_transactional_ddl() || statements.empty())
+    return statements;
+  statements.insert(statements.begin(), "BEGIN");
+  statements.emplace_back("COMMIT");
+  return statements;
+}
+
+}  // namespace flotilla::dialects

@@ -1,0 +1,196 @@
+// PostgreSQL: https://www.postgresql.org/docs/current/datatype.html,
+// https://www.postgresql.org/docs/current/sql-altertable.html
+#include <fmt/format.h>
+
+#include "dialects/builtin.hpp"
+#include "dialects/ddl.hpp"
+#include "dialects/type_string.hpp"
+
+namespace flotilla::dialects::detail {
+namespace {
+
+using schema::portable_type;
+using schema::type_kind;
+
+/// NAMEDATALEN - 1: longer identifiers are truncated by the server.
+constexpr std::size_t max_identifier_bytes = 63;
+
+// format_type() spellings, then information_schema's and pg_type.typname's.
+constexpr type_name type_names[] = {
+    {"boolean", type_kind::boolean},
+    {"bool", type_kind::boolean},
+    {"smallint", type_kind::smallint},
+    {"int2", type_kind::smallint},
+    {"integer", type_kind::int32},
+    {"int", type_kind::int32},
+    {"int4", type_kind::int32},
+    {"bigint", type_kind::bigint},
+    {"int8", type_kind::bigint},
+    {"real", type_kind::float32},
+    {"float4", type_kind::float32},
+    {"double precision", type_kind::float64},
+    {"float8", type_kind::float64},
+    {"float", type_kind::float64, params::float_bits},
+    // Unconstrained numeric has no precision; it reads as the portable default.
+    {"numeric", type_kind::decimal, params::decimal, 38, 9},
+    {"decimal", type_kind::decimal, params::decimal, 38, 9},
+    {"character varying", type_kind::varchar, params::length},
+    {"varchar", type_kind::varchar, params::length},
+    // Blank-padded character(n) reads as varchar(n).
+    {"character", type_kind::varchar, params::length},
+    {"char", type_kind::varchar, params::length},
+    {"bpchar", type_kind::varchar, params::length},
+    {"text", type_kind::text},
+    {"date", type_kind::date},
+    {"time", type_kind::time, params::ignored},
+    {"time without time zone", type_kind::time, params::ignored},
+    {"timestamp", type_kind::timestamp_ntz, params::ignored},
+    {"timestamp without time zone", type_kind::timestamp_ntz, params::ignored},
+    {"timestamptz", type_kind::timestamp_tz, params::ignored},
+    {"timestamp with time zone", type_kind::timestamp_tz, params::ignored},
+    {"json", type_kind::json},
+    {"jsonb", type_kind::json},
+    {"bytea", type_kind::bytes},
+    {"uuid", type_kind::uuid},
+};
+
+/// A dollar-quoted DO block whose tag does not occur in its body, so no name inside can
+/// close it early.
+std::string do_block(const std::string& body) {
+  std::string tag = "$flotilla$";
+  for (int i = 1; body.find(tag) != std::string::npos; ++i)
+    tag = fmt::format("$flotilla{}$", i);
+  return fmt::format("DO {0}\n{1}\n{0}", tag, body);
+}
+
+class postgres_dialect final : public dialect {
+ public:
+  [[nodiscard]] std::string_view name() const override { return "postgres"; }
+  [[nodiscard]] bool executable() const override { return true; }
+  [[nodiscard]] bool supports_transactional_ddl() const override { return true; }
+  /// Flotilla always quotes, and quoted identifiers are case-sensitive.
+  [[nodiscard]] schema::name_rule names() const override {
+    return schema::name_rule::case_sensitive;
+  }
+
+  [[nodiscard]] std::string physical_type(const portable_type& t) const override {
+    switch (t.kind) {
+      case type_kind::boolean: return "BOOLEAN";
+      case type_kind::smallint: return "SMALLINT";
+      case type_kind::int32: return "INTEGER";
+      case type_kind::bigint: return "BIGINT";
+      case type_kind::float32: return "REAL";
+      case type_kind::float64: return "DOUBLE PRECISION";
+      case type_kind::decimal: return fmt::format("NUMERIC({},{})", t.precision, t.scale);
+      case type_kind::varchar: return fmt::format("VARCHAR({})", t.length);
+      case type_kind::text: return "TEXT";
+      case type_kind::date: return "DATE";
+      case type_kind::time: return "TIME";
+      case type_kind::timestamp_ntz: return "TIMESTAMP";
+      case type_kind::timestamp_tz: return "TIMESTAMP WITH TIME ZONE";
+      case type_kind::json: return "JSONB";
+      case type_kind::bytes: return "BYTEA";
+      case type_kind::uuid: return "UUID";
+    }
+    return "TEXT";
+  }
+
+  [[nodiscard]] std::expected<portable_type, schema::type_error> parse_physical(
+      std::string_view type_string) const override {
+    return lookup(name(), type_string, type_names);
+  }
+
+  /// E'...' when the value holds a backslash, so the literal means the same whatever
+  /// standard_conforming_strings says.
+  [[nodiscard]] std::string literal(std::string_view value) const override {
+    check_literal(value);
+    const bool escaped = value.find('\\') != std::string_view::npos;
+    std::string out = escaped ? "E'" : "'";
+    for (char c : value) {
+      if (c == '\'' || (escaped && c == '\\'))
+        out.push_back(c);
+      out.push_back(c);
+    }
+    out.push_back('\'');
+    return out;
+  }
+
+  [[nodiscard]] std::vector<std::string> alter_column_type(
+      const table_ref& t, std::string_view column, const portable_type& to) const override {
+    const std::string ty = physical_type(to);
+    return {fmt::format("ALTER TABLE {} ALTER COLUMN {} TYPE {} USING {}::{}", qualified(t),
+                        quote(column), ty, quote(column), ty)};
+  }
+
+  [[nodiscard]] std::vector<std::string> rebuild_and_swap(
+      const table_ref& t, const schema::table_schema& old_schema,
+      const schema::table_schema& new_schema) const override {
+    const table_ref tmp = sibling(t, rebuild_suffix, max_identifier_bytes);
+    swap_steps steps;
+    steps.before_drop.push_back(copy_grants(t, tmp));
+    steps.after_rename.push_back(rename_indexes(t, tmp));
+    return rebuild_by_copy(*this, t, tmp, old_schema, new_schema, steps);
+  }
+
+  /// The loader's own after-swap step renames the swapped table's indexes; here the
+  /// target's grants are copied onto the staging table before the target is dropped.
+  [[nodiscard]] std::vector<std::string> swap_in(const table_ref& staging,
+                                                 const table_ref& target) const override {
+    swap_steps steps;
+    steps.before_drop.push_back(copy_grants(target, staging));
+    return swap_by_rename(*this, staging, target, steps);
+  }
+
+ private:
+  /// Re-grants every privilege held on `from` (pg_class.relacl) on `to`. Nothing
+  /// happens when `from` does not exist yet or has default privileges.
+  [[nodiscard]] std::string copy_grants(const table_ref& from, const table_ref& to) const {
+    return do_block(fmt::format(
+        "DECLARE\n"
+        "  g record;\n"
+        "BEGIN\n"
+        "  FOR g IN\n"
+        "    SELECT a.privilege_type, a.is_grantable,\n"
+        "           CASE WHEN a.grantee = 0 THEN 'PUBLIC'"
+        " ELSE pg_catalog.quote_ident(r.rolname) END AS grantee\n"
+        "    FROM pg_catalog.pg_class c\n"
+        "    CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) a\n"
+        "    LEFT JOIN pg_catalog.pg_roles r ON r.oid = a.grantee\n"
+        "    WHERE c.oid = pg_catalog.to_regclass({})\n"
+        "  LOOP\n"
+        "    EXECUTE pg_catalog.format('GRANT %s ON TABLE %s TO %s%s', g.privilege_type, {},"
+        " g.grantee,\n"
+        "      CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);\n"
+        "  END LOOP;\n"
+        "END;",
+        literal(qualified(from)), literal(qualified(to))));
+  }
+
+  /// After the rename, the rebuilt table's indexes still carry the temporary name
+  /// ("orders__flotilla_rebuild_pkey"); give them the table's own ("orders_pkey") so a
+  /// later rebuild finds the names free.
+  [[nodiscard]] std::string rename_indexes(const table_ref& t, const table_ref& tmp) const {
+    return do_block(fmt::format(
+        "DECLARE\n"
+        "  i record;\n"
+        "BEGIN\n"
+        "  FOR i IN\n"
+        "    SELECT x.indexrelid::pg_catalog.regclass AS idx, c.relname\n"
+        "    FROM pg_catalog.pg_index x\n"
+        "    JOIN pg_catalog.pg_class c ON c.oid = x.indexrelid\n"
+        "    WHERE x.indrelid = pg_catalog.to_regclass({})\n"
+        "      AND pg_catalog.starts_with(c.relname, {})\n"
+        "  LOOP\n"
+        "    EXECUTE pg_catalog.format('ALTER INDEX %s RENAME TO %I', i.idx,\n"
+        "      {} || pg_catalog.substr(i.relname, pg_catalog.length({}) + 1));\n"
+        "  END LOOP;\n"
+        "END;",
+        literal(qualified(t)), literal(tmp.name), literal(t.name), literal(tmp.name)));
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<dialect> make_postgres() { return std::make_unique<postgres_dialect>(); }
+
+}  // namespace flotilla::dialects::detail

@@ -1,0 +1,132 @@
+// SQLite: https://www.sqlite.org/datatype3.html (type affinity),
+// https://www.sqlite.org/lang_altertable.html (no ALTER COLUMN TYPE).
+#include <algorithm>
+#include <cctype>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "dialects/builtin.hpp"
+#include "dialects/ddl.hpp"
+#include "dialects/type_string.hpp"
+
+namespace flotilla::dialects::detail {
+namespace {
+
+using schema::portable_type;
+using schema::type_kind;
+
+// Declared types Flotilla writes, and common ones with an obvious meaning, read back
+// exactly. Everything else falls to SQLite's affinity rules (affinity() below).
+constexpr type_name exact_names[] = {
+    {"boolean", type_kind::boolean},
+    {"bool", type_kind::boolean},
+    {"smallint", type_kind::smallint},
+    {"int", type_kind::int32},
+    {"bigint", type_kind::bigint},
+    {"float", type_kind::float32},
+    {"double", type_kind::float64},
+    {"double precision", type_kind::float64},
+    {"real", type_kind::float64},
+    {"decimal", type_kind::decimal, params::decimal, 38, 9},
+    {"numeric", type_kind::decimal, params::decimal, 38, 9},
+    {"varchar", type_kind::varchar, params::length},
+    {"text", type_kind::text},
+    {"date", type_kind::date},
+    {"time", type_kind::time, params::ignored},
+    {"timestamp", type_kind::timestamp_ntz, params::ignored},
+    {"datetime", type_kind::timestamp_ntz, params::ignored},
+    {"timestamptz", type_kind::timestamp_tz, params::ignored},
+    {"json", type_kind::json},
+    {"blob", type_kind::bytes},
+    {"uuid", type_kind::uuid},
+};
+
+/// SQLite's five affinity rules (section 3.1 of datatype3), in their order. An INTEGER
+/// column holds 64-bit values, so integer affinity reads as bigint; NUMERIC affinity as
+/// the portable default decimal.
+portable_type affinity(std::string_view declared) {
+  std::string up(declared);
+  std::transform(up.begin(), up.end(), up.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  auto has = [&](std::string_view s) { return up.find(s) != std::string::npos; };
+  if (has("INT"))
+    return portable_type::of(type_kind::bigint);
+  if (has("CHAR") || has("CLOB") || has("TEXT"))
+    return portable_type::of(type_kind::text);
+  if (has("BLOB") || std::all_of(up.begin(), up.end(),
+                                 [](unsigned char c) { return std::isspace(c) != 0; }))
+    return portable_type::of(type_kind::bytes);
+  if (has("REAL") || has("FLOA") || has("DOUB"))
+    return portable_type::of(type_kind::float64);
+  return portable_type::decimal(38, 9);
+}
+
+class sqlite_dialect final : public dialect {
+ public:
+  [[nodiscard]] std::string_view name() const override { return "sqlite"; }
+  [[nodiscard]] bool executable() const override { return true; }
+  [[nodiscard]] bool supports_transactional_ddl() const override { return true; }
+  [[nodiscard]] bool supports_in_place_type_change() const override { return false; }
+  /// SQLite cannot change a column's type: every retype rebuilds the table.
+  [[nodiscard]] bool is_safe_widening(const portable_type&, const portable_type&) const override {
+    return false;
+  }
+
+  [[nodiscard]] std::string physical_type(const portable_type& t) const override {
+    switch (t.kind) {
+      case type_kind::boolean: return "BOOLEAN";
+      case type_kind::smallint: return "SMALLINT";
+      case type_kind::int32: return "INT";  // INTEGER reads back as bigint (64-bit)
+      case type_kind::bigint: return "BIGINT";
+      case type_kind::float32: return "FLOAT";
+      case type_kind::float64: return "DOUBLE";
+      case type_kind::decimal: return fmt::format("DECIMAL({},{})", t.precision, t.scale);
+      case type_kind::varchar: return fmt::format("VARCHAR({})", t.length);
+      case type_kind::text: return "TEXT";
+      case type_kind::date: return "DATE";
+      case type_kind::time: return "TIME";
+      case type_kind::timestamp_ntz: return "TIMESTAMP";
+      case type_kind::timestamp_tz: return "TIMESTAMPTZ";
+      case type_kind::json: return "JSON";
+      case type_kind::bytes: return "BLOB";
+      case type_kind::uuid: return "UUID";
+    }
+    return "TEXT";
+  }
+
+  /// Never fails: any declared type has an affinity. A name Flotilla writes reads back
+  /// exactly; one it does not know, or with parameters out of range, by its affinity.
+  [[nodiscard]] std::expected<portable_type, schema::type_error> parse_physical(
+      std::string_view type_string) const override {
+    if (auto t = lookup(name(), type_string, exact_names))
+      return t;
+    return affinity(type_string);
+  }
+
+  /// A schema is an attached database; there is no catalog level above it.
+  [[nodiscard]] std::string qualified(const table_ref& t) const override {
+    if (!t.catalog.empty())
+      throw std::invalid_argument(fmt::format(
+          "sqlite has no catalogs: table '{}' names catalog '{}'", t.name, t.catalog));
+    return dialect::qualified(t);
+  }
+
+  /// SQLite has no CREATE SCHEMA: a schema is a database file attached to the
+  /// connection, which is the warehouse's business. Nothing to run.
+  [[nodiscard]] std::string create_schema(std::string_view) const override { return {}; }
+
+  [[nodiscard]] std::vector<std::string> alter_column_type(const table_ref& t,
+                                                           std::string_view column,
+                                                           const portable_type&) const override {
+    throw std::logic_error(fmt::format(
+        "sqlite cannot change the type of column '{}' of {} in place: use rebuild_and_swap",
+        column, qualified(t)));
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<dialect> make_sqlite() { return std::make_unique<sqlite_dialect>(); }
+
+}  // namespace flotilla::dialects::detail
