@@ -8,11 +8,13 @@
 #include <sstream>
 #include <system_error>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "config/selection.hpp"
 #include "config/validate.hpp"
 
 namespace flotilla::config {
@@ -540,8 +542,10 @@ class loader {
     if (const auto* tables = section(t, "tables", path)) {
       const std::string tpath = key_path_append(path, "tables");
       sc.tables.reserve(tables->size());
+      std::unordered_map<std::string, std::string> seen;
       for (auto [k, v] : in_file_order(*tables))
-        load_table(sc, k->str(), *k, *v, tpath);
+        load_table(sc, seen, k->str(), *k, *v, tpath);
+      index_tables(sc);
     }
     p_.sources.push_back(std::move(sc));
   }
@@ -562,22 +566,22 @@ class loader {
     }
   }
 
-  void load_table(source_config& sc, std::string_view name, const toml::key& k,
-                  const toml::node& v, const std::string& tables_path) {
+  // `seen`: lower-cased section names of the source so far -> the name as written.
+  void load_table(source_config& sc, std::unordered_map<std::string, std::string>& seen,
+                  std::string_view name, const toml::key& k, const toml::node& v,
+                  const std::string& tables_path) {
     const std::string path = key_path_append(tables_path, name);
     auto* t = v.as_table();
     if (!t) {
       wrong_type(v, path, fmt::format("a table ([{}])", path));
       return;
     }
-    for (const auto& other : sc.tables)
-      if (other.name.size() == name.size() &&
-          std::equal(name.begin(), name.end(), other.name.begin(), [](char a, char b) {
-            return std::tolower(static_cast<unsigned char>(a)) ==
-                   std::tolower(static_cast<unsigned char>(b));
-          }))
-        report(errc::duplicate_name, k.source(), path, std::string{name}, "one section per table",
-               fmt::format("table '{}' already has a section ('{}')", name, other.name));
+    std::string folded{name};
+    for (char& c : folded)
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (auto [it, fresh] = seen.emplace(std::move(folded), std::string{name}); !fresh)
+      report(errc::duplicate_name, k.source(), path, std::string{name}, "one section per table",
+             fmt::format("table '{}' already has a section ('{}')", name, it->second));
     // `[sources.s.tables.public.orders]` (unquoted) nests a table `orders` in `public`.
     for (auto&& [ck, cv] : *t)
       if (cv.is_table() && !contains(table_keys, ck.str())) {

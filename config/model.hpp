@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "schema/types.hpp"
@@ -140,6 +141,9 @@ struct source_config {
   policy_overrides policy;                  ///< Default: all inherited from [project]
   std::uint32_t batch_rows = 8192;          ///< rows per read batch. Default: 8192
   std::vector<table_config> tables;         ///< per-table sections, in file order
+  /// Index of `tables` for find_table (selection.hpp), built by the loader or by
+  /// index_tables(); when empty, find_table scans. Default: empty
+  std::unordered_map<std::string, std::uint32_t> table_lookup;
   position at;
 };
 

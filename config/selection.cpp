@@ -149,12 +149,64 @@ bool source_may_match(const source_config& s, const std::vector<filter>& filters
   return true;
 }
 
+// Section names are literal names, not patterns: the name rule without globs.
+bool section_matches(std::string_view section, std::string_view catalog_name) {
+  if (qualified(section) == qualified(catalog_name))
+    return iequals(section, catalog_name);
+  return iequals(table_part(section), table_part(catalog_name));
+}
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    c = fold(c);
+  return out;
+}
+
+// table_lookup keys: '=' + whole name, 'b' + bare section name, 'p' + table part of a
+// qualified section name; all lower-cased, each mapping to the first section in order.
+std::string lookup_key(char kind, std::string_view name) {
+  std::string out(1, kind);
+  out += lower(name);
+  return out;
+}
+
+const table_config* at(const source_config& s, const std::string& key) {
+  auto it = s.table_lookup.find(key);
+  return it == s.table_lookup.end() ? nullptr : &s.tables[it->second];
+}
+
+}  // namespace
+
+void index_tables(source_config& s) {
+  s.table_lookup.clear();
+  s.table_lookup.reserve(s.tables.size() * 2);
+  for (std::uint32_t i = 0; i < s.tables.size(); ++i) {
+    const std::string& n = s.tables[i].name;
+    s.table_lookup.emplace(lookup_key('=', n), i);
+    if (qualified(n))
+      s.table_lookup.emplace(lookup_key('p', table_part(n)), i);
+    else
+      s.table_lookup.emplace(lookup_key('b', n), i);
+  }
+}
+
 const table_config* find_table(const source_config& s, std::string_view catalog_name) {
+  if (s.tables.empty())
+    return nullptr;
+  if (!s.table_lookup.empty()) {
+    if (const auto* t = at(s, lookup_key('=', catalog_name)))
+      return t;
+    return qualified(catalog_name) ? at(s, lookup_key('b', table_part(catalog_name)))
+                                   : at(s, lookup_key('p', catalog_name));
+  }
   for (const auto& t : s.tables)
     if (iequals(t.name, catalog_name))
       return &t;
   for (const auto& t : s.tables)
-    if (table_name_matches(t.name, catalog_name))
+    if (section_matches(t.name, catalog_name))
       return &t;
   return nullptr;
 }

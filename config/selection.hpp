@@ -52,8 +52,13 @@ struct filter {
 [[nodiscard]] bool source_may_match(const source_config& s, const std::vector<filter>& filters);
 
 /// The section for a catalog name: an exact (case-insensitive) match first, then the
-/// first section matching by the name rule; null when none.
+/// first section matching by the name rule; null when none. Section names are literal
+/// names: a `*` in one is not a glob.
 [[nodiscard]] const table_config* find_table(const source_config& s, std::string_view catalog_name);
+
+/// Builds s.table_lookup so find_table costs O(1) on sources with thousands of sections.
+/// The loader calls it; call it again after changing s.tables in code.
+void index_tables(source_config& s);
 
 /// The catalog names selected, in catalog order: a name is selected when it has a table
 /// section or matches an include pattern, and no exclude pattern matches it (exclude

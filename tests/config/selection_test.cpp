@@ -171,6 +171,19 @@ TEST_CASE("a table section is found exactly first, then by the name rule") {
   CHECK(find_table(s, "public.orders")->description == "bare");
   CHECK(find_table(s, "Orders")->description == "bare");
   CHECK(find_table(s, "refunds") == nullptr);
+
+  // The index the loader builds gives the same answers as the scan.
+  index_tables(s);
+  REQUIRE_FALSE(s.table_lookup.empty());
+  CHECK(find_table(s, "audit.orders")->description == "audit");
+  CHECK(find_table(s, "AUDIT.ORDERS")->description == "audit");
+  CHECK(find_table(s, "public.orders")->description == "bare");
+  CHECK(find_table(s, "Orders")->description == "bare");
+  CHECK(find_table(s, "refunds") == nullptr);
+  s.tables.push_back(section("sales.refunds", "qualified"));
+  index_tables(s);
+  CHECK(find_table(s, "refunds")->description == "qualified");
+  CHECK(find_table(s, "other.refunds") == nullptr);
 }
 
 TEST_CASE("a schema template expands the source name and its tags") {
