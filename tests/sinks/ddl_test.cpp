@@ -14,7 +14,7 @@ TEST_CASE("statements from the dialect add a column and widen a type, keeping th
   const auto& d = wh->dialect();
   const auto t = target.table("orders");
   const auto s = cols({col("id", "int"), col("amount", "decimal(10,2)")});
-  load(*wh, t, s, load_mode::replace, {{I(1), T("10.25")}, {I(2), T("-3.50")}});
+  load(*wh, t, s, load_mode::replace, {{I(1), T("10.25")}, {I(2), T("-3.75")}});
 
   wh->execute({d.add_column(t, col("note", "text"))});
   auto live = wh->describe(t);
@@ -33,7 +33,7 @@ TEST_CASE("statements from the dialect add a column and widen a type, keeping th
   }
   CHECK(column_of(wh->query("SELECT " + d.quote("amount") + " FROM " + d.qualified(t) +
                             " ORDER BY " + d.quote("id"))) ==
-        std::vector<std::string>{"10.25", "-3.50"});
+        std::vector<std::string>{"10.25", "-3.75"});
 }
 
 TEST_CASE("a rebuild from the dialect changes a type and keeps the rows") {
