@@ -55,6 +55,10 @@ class dialect : public schema::type_rules {
   }
   /// False where the engine cannot change a column type in place at all (SQLite).
   [[nodiscard]] virtual bool supports_in_place_type_change() const { return true; }
+  /// False where ALTER COLUMN ... TYPE refuses a primary key column (DuckDB: "Cannot
+  /// change the type of a column that has a UNIQUE or PRIMARY KEY constraint"). A safe
+  /// widening of a key column then needs rebuild_and_swap or a full refresh.
+  [[nodiscard]] virtual bool supports_key_column_type_change() const { return true; }
   /// True where DDL can run inside a transaction with the data (DuckDB, PostgreSQL, SQLite).
   [[nodiscard]] virtual bool supports_transactional_ddl() const { return false; }
 

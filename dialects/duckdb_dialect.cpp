@@ -76,6 +76,8 @@ class duckdb_dialect final : public dialect {
   [[nodiscard]] std::string_view name() const override { return "duckdb"; }
   [[nodiscard]] bool executable() const override { return true; }
   [[nodiscard]] bool supports_transactional_ddl() const override { return true; }
+  /// ALTER COLUMN ... TYPE is refused on a PRIMARY KEY column.
+  [[nodiscard]] bool supports_key_column_type_change() const override { return false; }
 
   [[nodiscard]] std::string physical_type(const portable_type& t) const override {
     switch (t.kind) {

@@ -1,5 +1,7 @@
 // PostgreSQL: https://www.postgresql.org/docs/current/datatype.html,
 // https://www.postgresql.org/docs/current/sql-altertable.html
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "dialects/builtin.hpp"
@@ -128,7 +130,7 @@ class postgres_dialect final : public dialect {
     const table_ref tmp = sibling(t, rebuild_suffix, max_identifier_bytes);
     swap_steps steps;
     steps.before_drop.push_back(copy_grants(t, tmp));
-    steps.after_rename.push_back(rename_indexes(t, tmp));
+    steps.after_rename.push_back(rename_primary_key(t));
     return rebuild_by_copy(*this, t, tmp, old_schema, new_schema, steps);
   }
 
@@ -166,26 +168,37 @@ class postgres_dialect final : public dialect {
         literal(qualified(from)), literal(qualified(to))));
   }
 
-  /// After the rename, the rebuilt table's indexes still carry the temporary name
-  /// ("orders__flotilla_rebuild_pkey"); give them the table's own ("orders_pkey") so a
-  /// later rebuild finds the names free.
-  [[nodiscard]] std::string rename_indexes(const table_ref& t, const table_ref& tmp) const {
+  /// After the rename, the rebuilt table's primary key index still carries the
+  /// temporary name ("orders__flotilla_rebuild_pkey"). It gets the name PostgreSQL
+  /// would have given it ("orders_pkey"), unless that name is taken: a cosmetic step
+  /// that never fails the rebuild.
+  [[nodiscard]] std::string rename_primary_key(const table_ref& t) const {
     return do_block(fmt::format(
         "DECLARE\n"
-        "  i record;\n"
+        "  k record;\n"
         "BEGIN\n"
-        "  FOR i IN\n"
-        "    SELECT x.indexrelid::pg_catalog.regclass AS idx, c.relname\n"
-        "    FROM pg_catalog.pg_index x\n"
-        "    JOIN pg_catalog.pg_class c ON c.oid = x.indexrelid\n"
-        "    WHERE x.indrelid = pg_catalog.to_regclass({})\n"
-        "      AND pg_catalog.starts_with(c.relname, {})\n"
-        "  LOOP\n"
-        "    EXECUTE pg_catalog.format('ALTER INDEX %s RENAME TO %I', i.idx,\n"
-        "      {} || pg_catalog.substr(i.relname, pg_catalog.length({}) + 1));\n"
-        "  END LOOP;\n"
+        "  SELECT c.conindid::pg_catalog.regclass AS idx, i.relname, i.relnamespace INTO k\n"
+        "  FROM pg_catalog.pg_constraint c\n"
+        "  JOIN pg_catalog.pg_class i ON i.oid = c.conindid\n"
+        "  WHERE c.conrelid = pg_catalog.to_regclass({0}) AND c.contype = 'p';\n"
+        "  IF FOUND AND k.relname <> {1} AND NOT EXISTS (\n"
+        "      SELECT 1 FROM pg_catalog.pg_class\n"
+        "      WHERE relnamespace = k.relnamespace AND relname = {1}) THEN\n"
+        "    EXECUTE pg_catalog.format('ALTER INDEX %s RENAME TO %I', k.idx, {1});\n"
+        "  END IF;\n"
         "END;",
-        literal(qualified(t)), literal(tmp.name), literal(t.name), literal(tmp.name)));
+        literal(qualified(t)), literal(primary_key_name(t.name))));
+  }
+
+  /// PostgreSQL's default name for a primary key: "<table>_pkey", the table part cut
+  /// (at a character boundary) so the whole fits in 63 bytes.
+  [[nodiscard]] static std::string primary_key_name(const std::string& table) {
+    constexpr std::string_view suffix = "_pkey";
+    std::size_t keep = std::min(table.size(), max_identifier_bytes - suffix.size());
+    while (keep > 0 && keep < table.size() &&
+           (static_cast<unsigned char>(table[keep]) & 0xC0) == 0x80)
+      --keep;
+    return table.substr(0, keep) + std::string(suffix);
   }
 };
 
