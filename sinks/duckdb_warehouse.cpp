@@ -99,35 +99,6 @@ class duckdb_inserter final : public row_inserter {
     }
   }
 
-  void open(duckdb_connection con, const schema::table_schema& columns) {
-    const table_ref& t = table_;
-    if (duckdb_appender_create_ext(con, t.catalog.empty() ? nullptr : t.catalog.c_str(),
-                                   t.schema.empty() ? nullptr : t.schema.c_str(),
-                                   t.name.c_str(), &app_) == DuckDBError)
-      fail("cannot open an appender");
-    for (const auto& c : columns.columns) {
-      names_.push_back(c.name);
-      if (duckdb_appender_add_column(app_, c.name.c_str()) == DuckDBError)
-        fail(fmt::format("cannot append to column '{}'", c.name));
-    }
-    if (with_seq_ && duckdb_appender_add_column(app_, std::string(seq_column).c_str()) ==
-                         DuckDBError)
-      fail("cannot append to the sequence column");
-
-    const idx_t n = duckdb_appender_column_count(app_);
-    std::vector<duckdb_logical_type> types;
-    for (idx_t i = 0; i < n; ++i) {
-      duckdb_logical_type lt = duckdb_appender_column_type(app_, i);
-      kinds_.push_back(chunk_type(duckdb_get_type_id(lt)));
-      duckdb_destroy_logical_type(&lt);
-      types.push_back(duckdb_create_logical_type(kinds_.back()));
-    }
-    chunk_ = duckdb_create_data_chunk(types.data(), n);
-    for (auto& lt : types)
-      duckdb_destroy_logical_type(&lt);
-    capacity_ = duckdb_vector_size();
-  }
-
   ~duckdb_inserter() override {
     if (chunk_)
       duckdb_destroy_data_chunk(&chunk_);
@@ -163,6 +134,35 @@ class duckdb_inserter final : public row_inserter {
   }
 
  private:
+  void open(duckdb_connection con, const schema::table_schema& columns) {
+    const table_ref& t = table_;
+    if (duckdb_appender_create_ext(con, t.catalog.empty() ? nullptr : t.catalog.c_str(),
+                                   t.schema.empty() ? nullptr : t.schema.c_str(),
+                                   t.name.c_str(), &app_) == DuckDBError)
+      fail("cannot open an appender");
+    for (const auto& c : columns.columns) {
+      names_.push_back(c.name);
+      if (duckdb_appender_add_column(app_, c.name.c_str()) == DuckDBError)
+        fail(fmt::format("cannot append to column '{}'", c.name));
+    }
+    if (with_seq_ && duckdb_appender_add_column(app_, std::string(seq_column).c_str()) ==
+                         DuckDBError)
+      fail("cannot append to the sequence column");
+
+    const idx_t n = duckdb_appender_column_count(app_);
+    std::vector<duckdb_logical_type> types;
+    for (idx_t i = 0; i < n; ++i) {
+      duckdb_logical_type lt = duckdb_appender_column_type(app_, i);
+      kinds_.push_back(chunk_type(duckdb_get_type_id(lt)));
+      duckdb_destroy_logical_type(&lt);
+      types.push_back(duckdb_create_logical_type(kinds_.back()));
+    }
+    chunk_ = duckdb_create_data_chunk(types.data(), n);
+    for (auto& lt : types)
+      duckdb_destroy_logical_type(&lt);
+    capacity_ = duckdb_vector_size();
+  }
+
   [[noreturn]] void fail(std::string_view what) {
     std::string msg = app_ ? duckdb_appender_error(app_) : "unknown error";
     throw sink_error(fmt::format("{}: {}: {}", dialect_.qualified(table_), what, msg));

@@ -77,7 +77,6 @@ class sqlite_inserter final : public row_inserter {
       }
       cols += d.quote(c.name);
       marks += '?';
-      names_.push_back(c.name);
       bytes_.push_back(c.type.kind == schema::type_kind::bytes);
     }
     if (with_seq_) {
@@ -141,7 +140,6 @@ class sqlite_inserter final : public row_inserter {
   const dialects::dialect& dialect_;
   table_ref table_;
   bool with_seq_;
-  std::vector<std::string> names_;
   std::vector<bool> bytes_;
   std::string sql_;
   statement stmt_;
