@@ -67,6 +67,13 @@ TEST_CASE("a full refresh replaces the rows only when it commits") {
   // A second refresh of a swapped-in table works too (no name left behind collides).
   load(*wh, t, people(), load_mode::replace, people_rows(7, 8, "again"));
   CHECK(names(*reader, t) == std::vector<std::string>{"again7", "again8"});
+  if (target.engine() == "postgres") {
+    // The swapped-in table's key index is named after the live table, not the staging one.
+    const auto& d = wh->dialect();
+    CHECK(column_of(wh->query("SELECT indexname FROM pg_indexes WHERE schemaname = " +
+                              d.literal(t.schema) + " AND tablename = 'people'")) ==
+          std::vector<std::string>{"people_pkey"});
+  }
 }
 
 TEST_CASE("a full refresh drops a staging table left over from a crash") {
