@@ -1,0 +1,230 @@
+// csv and json adapters: each file is one table named after its stem; column types are
+// inferred by DuckDB's own readers (read_csv / read_json_auto) in a private in-memory
+// DuckDB, and rows are read through the same scan as the duckdb adapter.
+//
+// `path` is a file or a directory; a directory's *.csv files (csv) or *.json, *.ndjson
+// and *.jsonl files (json) are its tables, not recursing into subdirectories.
+
+#include <algorithm>
+#include <array>
+#include <span>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "sources/adapters.hpp"
+#include "sources/duckdb_common.hpp"
+#include "sources/errors.hpp"
+#include "sources/marker.hpp"
+#include "sources/sql_text.hpp"
+#include "sources/type_mapping.hpp"
+
+namespace flotilla::sources {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::string_view fix_file =
+    "fix the file at the line named, or move it out of the source's path";
+
+// Fields in the first record of a CSV file, splitting on commas outside double quotes.
+std::size_t header_fields(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::size_t fields = 1;
+  bool quoted = false;
+  char c = 0;
+  while (in.get(c)) {
+    if (c == '"')
+      quoted = !quoted;
+    else if (!quoted && c == ',')
+      ++fields;
+    else if (!quoted && (c == '\n' || c == '\r'))
+      break;
+  }
+  return fields;
+}
+
+class file_source final : public source {
+ public:
+  explicit file_source(source_options options)
+      : options_(std::move(options)), json_(options_.adapter == "json") {}
+
+  [[nodiscard]] std::string_view adapter() const override { return json_ ? "json" : "csv"; }
+
+  [[nodiscard]] catalog read_catalog() override {
+    catalog out;
+    for (const auto& [name, path] : files()) {
+      // The marker first: a write that lands after this point changes the next marker.
+      const std::optional<std::string> file = data_file_marker(path);
+      source_table t;
+      t.name = name;
+      t.inferred = true;
+      shape_hash shape;
+      for (auto& [column, declared] : describe(path)) {
+        schema::column c;
+        c.name = column;
+        c.type = map_duckdb_type(declared);
+        shape.add(column);
+        shape.add(declared);
+        t.columns.columns.push_back(std::move(c));
+      }
+      if (file)
+        t.marker = *file + ";s:" + shape.hex();
+      out.tables.push_back(std::move(t));
+    }
+    return out;
+  }
+
+  read_result read(const read_request& request, const batch_consumer& consume) override {
+    if (request.table == nullptr)
+      throw error::bad_request(options_.name, "read request names no table");
+    const std::string path = file_of(request.table->name);
+    duck::scan_spec spec;
+    spec.relation = relation(path);
+    spec.request = &request;
+    spec.source = options_.name;
+    spec.table = request.table->name;
+    spec.where = path;
+    spec.fix = fix_file;
+    try {
+      duck::connection con(db());
+      return duck::scan(con, spec, consume);
+    } catch (const duck::failure& e) {
+      throw error::read_failed(options_.name, request.table->name, path, e.what(), fix_file);
+    }
+  }
+
+ private:
+  [[nodiscard]] bool wanted_extension(const fs::path& p) const {
+    const std::string ext = p.extension().string();
+    if (json_)
+      return ext == ".json" || ext == ".ndjson" || ext == ".jsonl";
+    return ext == ".csv";
+  }
+
+  // Table name -> file, sorted by name.
+  [[nodiscard]] std::map<std::string, std::string> files() const {
+    std::map<std::string, std::string> out;
+    std::error_code ec;
+    const fs::path root(options_.path);
+    if (fs::is_regular_file(root, ec)) {
+      out.emplace(root.stem().string(), root.string());
+      return out;
+    }
+    if (!fs::is_directory(root, ec))
+      throw error::cannot_open(options_.name, fmt::format("{} path {}", adapter(), options_.path),
+                               "no such file or directory", "check path");
+    for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+      const fs::path p = it->path();
+      if (!it->is_regular_file(ec) || !wanted_extension(p))
+        continue;
+      auto [pos, fresh] = out.emplace(p.stem().string(), p.string());
+      if (!fresh)
+        throw error::catalog_failed(
+            options_.name, options_.path,
+            fmt::format("files {} and {} would both form table '{}'", pos->second, p.string(),
+                        pos->first),
+            "rename or remove one of them");
+    }
+    if (ec)
+      throw error::cannot_open(options_.name, fmt::format("{} path {}", adapter(), options_.path),
+                               ec.message(), "check path and permissions");
+    return out;
+  }
+
+  [[nodiscard]] std::string file_of(const std::string& table) const {
+    std::error_code ec;
+    const fs::path root(options_.path);
+    if (fs::is_regular_file(root, ec))
+      return root.string();
+    static constexpr std::array<std::string_view, 3> json_exts{".json", ".ndjson", ".jsonl"};
+    static constexpr std::array<std::string_view, 1> csv_exts{".csv"};
+    const std::span<const std::string_view> exts =
+        json_ ? std::span<const std::string_view>(json_exts) : std::span<const std::string_view>(csv_exts);
+    for (std::string_view ext : exts) {
+      fs::path p = root / (table + std::string(ext));
+      if (fs::is_regular_file(p, ec))
+        return p.string();
+    }
+    throw error::read_failed(options_.name, table, options_.path,
+                             fmt::format("no {} file for table '{}'", adapter(), table),
+                             "check that the file still exists");
+  }
+
+  [[nodiscard]] std::string relation(const std::string& path) const {
+    return fmt::format("{}({})", json_ ? "read_json_auto" : "read_csv", quote_literal(path));
+  }
+
+  // Column names and DuckDB types as DuckDB's reader infers them.
+  std::vector<std::pair<std::string, std::string>> describe(const std::string& path) {
+    const std::string sql = fmt::format(
+        "SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM {})", relation(path));
+    std::vector<std::vector<std::optional<std::string>>> rows;
+    try {
+      duck::connection con(db());
+      rows = con.strings(sql);
+      // A malformed row in the sample makes DuckDB's sniffer settle on a dialect in
+      // which every row agrees: one column holding whole lines. Re-read such a file
+      // strictly as comma-separated, so DuckDB names the offending line.
+      if (!json_ && rows.size() == 1 && header_fields(path) > 1)
+        strict_check(con, path);
+    } catch (const duck::failure& e) {
+      std::string reason = e.what();
+      if (!json_ && reason.find("Error when sniffing file") != std::string::npos) {
+        try {
+          duck::connection con(db());
+          strict_check(con, path);
+        } catch (const duck::failure& strict) {
+          reason = strict.what();
+        }
+      }
+      throw error::catalog_failed(options_.name, "file " + path, reason, fix_file);
+    }
+    std::vector<std::pair<std::string, std::string>> out;
+    for (auto& row : rows)
+      out.emplace_back(row[0].value_or(""), row[1].value_or("VARCHAR"));
+    return out;
+  }
+
+  void strict_check(duck::connection& con, const std::string& path) {
+    const std::size_t n = header_fields(path);
+    std::string columns;
+    for (std::size_t i = 1; i <= n; ++i)
+      columns += fmt::format("{}'c{}': 'VARCHAR'", i > 1 ? ", " : "", i);
+    con.exec(fmt::format(
+        "SELECT count(*) FROM read_csv({}, auto_detect = false, delim = ',', quote = '\"', "
+        "escape = '\"', header = true, columns = {{{}}})",
+        quote_literal(path), columns));
+  }
+
+  const duck::database& db() {
+    std::lock_guard lock(mutex_);
+    if (!db_)
+      db_.emplace(duck::database::open_memory());
+    return *db_;
+  }
+
+  source_options options_;
+  bool json_;
+  std::mutex mutex_;
+  std::optional<duck::database> db_;
+};
+
+}  // namespace
+
+std::unique_ptr<source> make_file_source(const source_options& options) {
+  if (options.path.empty())
+    throw error::missing_option(options.name, options.adapter, "path");
+  std::error_code ec;
+  if (!std::filesystem::exists(options.path, ec))
+    throw error::cannot_open(options.name, fmt::format("{} path {}", options.adapter, options.path),
+                             "no such file or directory", "check path");
+  return std::make_unique<file_source>(options);
+}
+
+}  // namespace flotilla::sources

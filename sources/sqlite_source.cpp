@@ -1,0 +1,386 @@
+// SQLite adapter: sqlite3 C API, read-only connections.
+//
+// Each call to read_catalog() or read() opens its own read-only connection, so one
+// source object may serve several reader threads at once; a connection costs tens of
+// microseconds. Values are converted from whatever storage class SQLite holds (its typing
+// is per value, not per column) to the representation of the column's portable type.
+
+#include <sqlite3.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "sources/adapters.hpp"
+#include "sources/errors.hpp"
+#include "sources/marker.hpp"
+#include "sources/sql_text.hpp"
+#include "sources/type_mapping.hpp"
+#include "sources/values.hpp"
+
+namespace flotilla::sources {
+namespace {
+
+using schema::portable_type;
+using schema::type_kind;
+using schema::value;
+
+class sqlite_handle {
+ public:
+  sqlite_handle() = default;
+  explicit sqlite_handle(sqlite3* db) : db_(db) {}
+  sqlite_handle(sqlite_handle&& other) noexcept : db_(other.db_) { other.db_ = nullptr; }
+  sqlite_handle(const sqlite_handle&) = delete;
+  sqlite_handle& operator=(const sqlite_handle&) = delete;
+  ~sqlite_handle() { sqlite3_close_v2(db_); }
+  [[nodiscard]] sqlite3* get() const { return db_; }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+class statement {
+ public:
+  statement(sqlite3* db, const std::string& sql) {
+    rc_ = sqlite3_prepare_v3(db, sql.c_str(), static_cast<int>(sql.size() + 1), 0, &stmt_, nullptr);
+  }
+  statement(const statement&) = delete;
+  statement& operator=(const statement&) = delete;
+  ~statement() { sqlite3_finalize(stmt_); }
+  [[nodiscard]] int prepare_rc() const { return rc_; }
+  [[nodiscard]] sqlite3_stmt* get() const { return stmt_; }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_ = SQLITE_OK;
+};
+
+std::string column_text(sqlite3_stmt* s, int col) {
+  const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s, col));
+  return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(s, col))) : std::string();
+}
+
+std::string column_blob(sqlite3_stmt* s, int col) {
+  const void* p = sqlite3_column_blob(s, col);
+  return p ? std::string(static_cast<const char*>(p),
+                         static_cast<std::size_t>(sqlite3_column_bytes(s, col)))
+           : std::string();
+}
+
+// The value's own text, for error messages and text columns.
+std::string as_text(sqlite3_stmt* s, int col) {
+  switch (sqlite3_column_type(s, col)) {
+    case SQLITE_INTEGER: return std::to_string(sqlite3_column_int64(s, col));
+    case SQLITE_FLOAT: return shortest_double(sqlite3_column_double(s, col));
+    case SQLITE_BLOB: return column_blob(s, col);
+    default: return column_text(s, col);
+  }
+}
+
+// Converts one stored value to the column's representation; nullopt when it has none.
+std::optional<value> convert(sqlite3_stmt* s, int col, const portable_type& type) {
+  const int storage = sqlite3_column_type(s, col);
+  if (storage == SQLITE_NULL)
+    return value::null();
+  switch (type.kind) {
+    case type_kind::boolean: {
+      if (storage == SQLITE_INTEGER)
+        return value::of_bool(sqlite3_column_int64(s, col) != 0);
+      if (storage == SQLITE_FLOAT)
+        return value::of_bool(sqlite3_column_double(s, col) != 0);
+      if (auto b = parse_bool(column_text(s, col)))
+        return value::of_bool(*b);
+      return std::nullopt;
+    }
+    case type_kind::smallint:
+    case type_kind::int32:
+    case type_kind::bigint: {
+      if (storage == SQLITE_INTEGER)
+        return value::of_int(sqlite3_column_int64(s, col));
+      if (storage == SQLITE_FLOAT) {
+        const double d = sqlite3_column_double(s, col);
+        if (std::trunc(d) == d && d >= -9.2233720368547758e18 && d < 9.2233720368547758e18)
+          return value::of_int(static_cast<std::int64_t>(d));
+        return std::nullopt;
+      }
+      if (auto i = parse_int64(column_text(s, col)))
+        return value::of_int(*i);
+      return std::nullopt;
+    }
+    case type_kind::float32:
+    case type_kind::float64: {
+      double d = 0;
+      if (storage == SQLITE_INTEGER) {
+        d = static_cast<double>(sqlite3_column_int64(s, col));
+      } else if (storage == SQLITE_FLOAT) {
+        d = sqlite3_column_double(s, col);
+      } else if (auto p = parse_double(column_text(s, col))) {
+        d = *p;
+      } else {
+        return std::nullopt;
+      }
+      if (type.kind == type_kind::float32)
+        d = static_cast<double>(static_cast<float>(d));
+      return value::of_real(d);
+    }
+    case type_kind::decimal: {
+      std::optional<std::string> text;
+      if (storage == SQLITE_INTEGER)
+        text = normalize_decimal(std::to_string(sqlite3_column_int64(s, col)), type.scale);
+      else if (storage == SQLITE_FLOAT)
+        text = decimal_from_double(sqlite3_column_double(s, col), type.scale);
+      else
+        text = normalize_decimal(column_text(s, col), type.scale);
+      if (!text)
+        return std::nullopt;
+      return value::of_text(std::move(*text));
+    }
+    case type_kind::date: {
+      if (storage == SQLITE_INTEGER)
+        return value::of_text(
+            format_timestamp(micros_from_unix_seconds(sqlite3_column_int64(s, col)), false)
+                .substr(0, 10));
+      if (storage == SQLITE_FLOAT) {
+        auto us = micros_from_julian_day(sqlite3_column_double(s, col));
+        if (!us)
+          return std::nullopt;
+        return value::of_text(format_timestamp(*us, false).substr(0, 10));
+      }
+      if (auto d = normalize_date(column_text(s, col)))
+        return value::of_text(std::move(*d));
+      return std::nullopt;
+    }
+    case type_kind::time: {
+      if (auto t = normalize_time(column_text(s, col)))
+        return value::of_text(std::move(*t));
+      return std::nullopt;
+    }
+    case type_kind::timestamp_ntz:
+    case type_kind::timestamp_tz: {
+      const bool tz = type.kind == type_kind::timestamp_tz;
+      if (storage == SQLITE_INTEGER)
+        return value::of_text(
+            format_timestamp(micros_from_unix_seconds(sqlite3_column_int64(s, col)), tz));
+      if (storage == SQLITE_FLOAT) {
+        auto us = micros_from_julian_day(sqlite3_column_double(s, col));
+        if (!us)
+          return std::nullopt;
+        return value::of_text(format_timestamp(*us, tz));
+      }
+      if (auto t = normalize_timestamp(column_text(s, col), tz))
+        return value::of_text(std::move(*t));
+      return std::nullopt;
+    }
+    case type_kind::uuid: {
+      if (storage == SQLITE_BLOB && sqlite3_column_bytes(s, col) == 16)
+        return value::of_text(
+            format_uuid(static_cast<const unsigned char*>(sqlite3_column_blob(s, col))));
+      if (auto u = normalize_uuid(column_text(s, col)))
+        return value::of_text(std::move(*u));
+      return std::nullopt;
+    }
+    case type_kind::bytes:
+    case type_kind::varchar:
+    case type_kind::text:
+    case type_kind::json:
+      return value::of_text(as_text(s, col));
+  }
+  return std::nullopt;
+}
+
+class sqlite_source final : public source {
+ public:
+  explicit sqlite_source(source_options options) : options_(std::move(options)) {}
+
+  [[nodiscard]] std::string_view adapter() const override { return "sqlite"; }
+
+  [[nodiscard]] catalog read_catalog() override {
+    // The marker first: a write that lands after this point changes the next marker.
+    const std::optional<std::string> file = sqlite_file_marker(options_.path);
+    auto db = open();
+    // One query for every table: sqlite_schema joined with the table_info pragma.
+    static constexpr const char* sql =
+        "SELECT m.name, p.name, p.type, p.\"notnull\", p.pk "
+        "FROM sqlite_schema AS m JOIN pragma_table_info(m.name) AS p "
+        "WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
+        "ORDER BY m.name, p.cid";
+    statement stmt(db.get(), sql);
+    if (stmt.prepare_rc() != SQLITE_OK)
+      throw error::catalog_failed(options_.name, where(), sqlite3_errmsg(db.get()),
+                                  "check that the file is a SQLite database");
+    catalog out;
+    shape_hash shape;
+    auto finish = [&] {
+      if (!out.tables.empty() && file)
+        out.tables.back().marker = *file + ";s:" + shape.hex();
+    };
+    int rc = SQLITE_OK;
+    while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
+      std::string table = column_text(stmt.get(), 0);
+      if (out.tables.empty() || out.tables.back().name != table) {
+        finish();
+        shape = shape_hash{};
+        source_table t;
+        t.schema = "";
+        t.name = std::move(table);
+        out.tables.push_back(std::move(t));
+      }
+      schema::column c;
+      c.name = column_text(stmt.get(), 1);
+      const std::string declared = column_text(stmt.get(), 2);
+      c.type = map_sqlite_type(declared);
+      c.key = sqlite3_column_int(stmt.get(), 4) > 0;
+      c.nullable = sqlite3_column_int(stmt.get(), 3) == 0 && !c.key;
+      shape.add(c.name);
+      shape.add(declared);
+      shape.add(c.nullable ? "null" : "not null");
+      shape.add(std::to_string(sqlite3_column_int(stmt.get(), 4)));
+      out.tables.back().columns.columns.push_back(std::move(c));
+    }
+    if (rc != SQLITE_DONE)
+      throw error::catalog_failed(options_.name, where(), sqlite3_errmsg(db.get()),
+                                  "check that the file is a readable SQLite database");
+    finish();
+    return out;
+  }
+
+  read_result read(const read_request& request, const batch_consumer& consume) override {
+    if (request.table == nullptr)
+      throw error::bad_request(options_.name, "read request names no table");
+    const std::string& table = request.table->name;
+    auto db = open();
+
+    // Requested columns, then the cursor column when it is not among them.
+    std::string sql = "SELECT ";
+    std::vector<portable_type> types;
+    for (std::size_t i = 0; i < request.columns.columns.size(); ++i) {
+      const auto& c = request.columns.columns[i];
+      sql += (i ? ", " : "") + quote_ident(c.name);
+      types.push_back(c.type);
+    }
+    int cursor_index = -1;
+    portable_type cursor_type = portable_type::of(type_kind::text);
+    if (!request.cursor_column.empty()) {
+      for (std::size_t i = 0; i < request.columns.columns.size(); ++i)
+        if (schema::same_name(request.columns.columns[i].name, request.cursor_column,
+                              schema::name_rule::case_insensitive))
+          cursor_index = static_cast<int>(i);
+      if (cursor_index >= 0) {
+        cursor_type = types[static_cast<std::size_t>(cursor_index)];
+      } else {
+        if (const auto* c = request.table->columns.find(request.cursor_column,
+                                                        schema::name_rule::case_insensitive))
+          cursor_type = c->type;
+        cursor_index = static_cast<int>(types.size());
+        sql += (types.empty() ? "" : ", ") + quote_ident(request.cursor_column);
+        types.push_back(cursor_type);
+      }
+    }
+    if (types.empty())
+      throw error::bad_request(options_.name,
+                               fmt::format("read of table '{}' requests no columns", table));
+    sql += " FROM " + quote_ident(table);
+    if (!request.cursor_column.empty()) {
+      if (request.after)
+        sql += " WHERE " + quote_ident(request.cursor_column) + " > ?1";
+      sql += " ORDER BY " + quote_ident(request.cursor_column);
+    }
+
+    statement stmt(db.get(), sql);
+    if (stmt.prepare_rc() != SQLITE_OK)
+      throw error::read_failed(options_.name, table, options_.path, sqlite3_errmsg(db.get()),
+                               "check that the table and its columns still exist");
+    if (request.after)
+      bind_watermark(stmt.get(), *request.after, cursor_type);
+
+    const std::size_t width = request.columns.columns.size();
+    const std::size_t batch_rows = request.batch_rows ? request.batch_rows : 8192;
+    read_result result;
+    schema::row_batch batch;
+    batch.width = width;
+    batch.cells.reserve(batch_rows * width);
+    int rc = SQLITE_OK;
+    while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
+      ++result.rows;
+      for (std::size_t i = 0; i < types.size(); ++i) {
+        auto v = convert(stmt.get(), static_cast<int>(i), types[i]);
+        if (!v) {
+          const std::string& name = i < width ? request.columns.columns[i].name
+                                              : request.cursor_column;
+          throw error::bad_value(options_.name, table, name, as_text(stmt.get(), static_cast<int>(i)),
+                                 types[i], result.rows);
+        }
+        if (static_cast<int>(i) == cursor_index && !v->is_null())
+          result.max_cursor = cursor_text(*v);
+        if (i < width)
+          batch.cells.push_back(std::move(*v));
+      }
+      if (batch.rows() >= batch_rows) {
+        if (!consume(std::move(batch)))
+          return result;
+        batch = schema::row_batch{};
+        batch.width = width;
+        batch.cells.reserve(batch_rows * width);
+      }
+    }
+    if (rc != SQLITE_DONE)
+      throw error::read_failed(options_.name, table, options_.path, sqlite3_errmsg(db.get()),
+                               "check that the file is readable and not corrupt");
+    if (!batch.cells.empty())
+      consume(std::move(batch));
+    return result;
+  }
+
+ private:
+  [[nodiscard]] std::string where() const { return "sqlite file " + options_.path; }
+
+  sqlite_handle open() const {
+    sqlite3* db = nullptr;
+    const int rc = sqlite3_open_v2(options_.path.c_str(), &db,
+                                   SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
+    sqlite_handle handle(db);
+    if (rc != SQLITE_OK)
+      throw error::cannot_open(options_.name, where(),
+                               db ? sqlite3_errmsg(db) : sqlite3_errstr(rc),
+                               "check path and that the file is readable");
+    sqlite3_busy_timeout(db, 10'000);
+    sqlite3_extended_result_codes(db, 1);
+    return handle;
+  }
+
+  // Watermarks arrive as text. SQLite compares by storage class, so numbers are bound as
+  // numbers; everything else as text, which NUMERIC-affinity columns convert themselves.
+  static void bind_watermark(sqlite3_stmt* s, const std::string& after, const portable_type& t) {
+    if (schema::is_integer(t.kind)) {
+      if (auto i = parse_int64(after)) {
+        sqlite3_bind_int64(s, 1, *i);
+        return;
+      }
+    }
+    if (t.kind == type_kind::float32 || t.kind == type_kind::float64) {
+      if (auto d = parse_double(after)) {
+        sqlite3_bind_double(s, 1, *d);
+        return;
+      }
+    }
+    sqlite3_bind_text(s, 1, after.data(), static_cast<int>(after.size()), SQLITE_TRANSIENT);
+  }
+
+  source_options options_;
+};
+
+}  // namespace
+
+std::unique_ptr<source> make_sqlite_source(const source_options& options) {
+  if (options.path.empty())
+    throw error::missing_option(options.name, "sqlite", "path");
+  if (!stat_file(options.path))
+    throw error::cannot_open(options.name, "sqlite file " + options.path, "no such file",
+                             "check path");
+  return std::make_unique<sqlite_source>(options);
+}
+
+}  // namespace flotilla::sources

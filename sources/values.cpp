@@ -1,0 +1,501 @@
+#include "sources/values.hpp"
+
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+namespace flotilla::sources {
+namespace {
+
+constexpr std::int64_t micros_per_second = 1'000'000;
+constexpr std::int64_t micros_per_day = 86'400 * micros_per_second;
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
+    s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
+    s.remove_suffix(1);
+  return s;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size())
+    return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i])))
+      return false;
+  return true;
+}
+
+// Reads exactly `n` digits at `pos`.
+bool take_digits(std::string_view s, std::size_t& pos, std::size_t n, int& out) {
+  if (pos + n > s.size())
+    return false;
+  int v = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    char c = s[pos + i];
+    if (!is_digit(c))
+      return false;
+    v = v * 10 + (c - '0');
+  }
+  out = v;
+  pos += n;
+  return true;
+}
+
+unsigned days_in_month(std::int64_t y, unsigned m) {
+  static constexpr std::array<unsigned, 12> days{31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  if (m == 2 && ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0))
+    return 29;
+  return days[m - 1];
+}
+
+std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+  std::int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0)))
+    --q;
+  return q;
+}
+
+// "HH:MM[:SS[.fraction]]" at pos; advances pos past it.
+bool parse_clock(std::string_view s, std::size_t& pos, std::int64_t& micros) {
+  int h = 0, m = 0, sec = 0;
+  if (!take_digits(s, pos, 2, h) || pos >= s.size() || s[pos] != ':')
+    return false;
+  ++pos;
+  if (!take_digits(s, pos, 2, m))
+    return false;
+  std::int64_t frac = 0;
+  if (pos < s.size() && s[pos] == ':') {
+    ++pos;
+    if (!take_digits(s, pos, 2, sec))
+      return false;
+    if (pos < s.size() && (s[pos] == '.' || s[pos] == ',')) {
+      ++pos;
+      std::size_t start = pos;
+      int kept = 0;
+      while (pos < s.size() && is_digit(s[pos])) {
+        if (kept < 6) {
+          frac = frac * 10 + (s[pos] - '0');
+          ++kept;
+        }
+        ++pos;
+      }
+      if (pos == start)
+        return false;
+      for (; kept < 6; ++kept)
+        frac *= 10;
+    }
+  }
+  const bool midnight_end = h == 24 && m == 0 && sec == 0 && frac == 0;
+  if ((h > 23 && !midnight_end) || m > 59 || sec > 59)
+    return false;
+  micros = ((h * 60 + m) * 60 + sec) * micros_per_second + frac;
+  return true;
+}
+
+std::string fraction_text(std::int64_t micros_of_second) {
+  if (micros_of_second == 0)
+    return {};
+  std::string f = fmt::format(".{:06d}", micros_of_second);
+  while (f.back() == '0')
+    f.pop_back();
+  return f;
+}
+
+// Increments a string of decimal digits by one unit in the last place; returns false on
+// carry out of the most significant digit (the caller prepends '1').
+bool increment_digits(std::string& digits) {
+  for (std::size_t i = digits.size(); i-- > 0;) {
+    if (digits[i] == '9') {
+      digits[i] = '0';
+    } else {
+      ++digits[i];
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+// ---- decimals --------------------------------------------------------------------
+
+std::string format_scaled(__int128 unscaled, int scale) {
+  const bool negative = unscaled < 0;
+  unsigned __int128 mag = negative ? static_cast<unsigned __int128>(-(unscaled + 1)) + 1
+                                   : static_cast<unsigned __int128>(unscaled);
+  char buf[64];
+  int n = 0;
+  do {
+    buf[n++] = static_cast<char>('0' + static_cast<int>(mag % 10));
+    mag /= 10;
+  } while (mag != 0);
+  while (n <= scale)
+    buf[n++] = '0';
+  std::string out;
+  out.reserve(static_cast<std::size_t>(n) + 2);
+  if (negative)
+    out.push_back('-');
+  for (int i = n - 1; i >= 0; --i) {
+    out.push_back(buf[i]);
+    if (i == scale && scale > 0)
+      out.push_back('.');
+  }
+  return out;
+}
+
+std::optional<std::string> normalize_decimal(std::string_view text, int scale) {
+  std::string_view s = trim(text);
+  bool negative = false;
+  if (!s.empty() && (s.front() == '-' || s.front() == '+')) {
+    negative = s.front() == '-';
+    s.remove_prefix(1);
+  }
+  std::string digits;
+  std::int64_t point = -1;  // number of digits before the point
+  std::size_t i = 0;
+  for (; i < s.size(); ++i) {
+    char c = s[i];
+    if (is_digit(c)) {
+      digits.push_back(c);
+    } else if (c == '.' && point < 0) {
+      point = static_cast<std::int64_t>(digits.size());
+    } else {
+      break;
+    }
+  }
+  if (digits.empty())
+    return std::nullopt;
+  if (point < 0)
+    point = static_cast<std::int64_t>(digits.size());
+  if (i < s.size()) {
+    if (s[i] != 'e' && s[i] != 'E')
+      return std::nullopt;
+    ++i;
+    int exp = 0;
+    std::string_view e = s.substr(i);
+    if (!e.empty() && e.front() == '+')
+      e.remove_prefix(1);
+    auto [p, ec] = std::from_chars(e.data(), e.data() + e.size(), exp);
+    if (ec != std::errc{} || p != e.data() + e.size() || exp > 1000 || exp < -1000)
+      return std::nullopt;
+    point += exp;
+  }
+  if (point < 0) {
+    digits.insert(0, static_cast<std::size_t>(-point), '0');
+    point = 0;
+  }
+  if (point > static_cast<std::int64_t>(digits.size()))
+    digits.append(static_cast<std::size_t>(point) - digits.size(), '0');
+  std::string int_part = digits.substr(0, static_cast<std::size_t>(point));
+  std::string frac = digits.substr(static_cast<std::size_t>(point));
+  const auto want = static_cast<std::size_t>(scale);
+  if (frac.size() <= want) {
+    frac.append(want - frac.size(), '0');
+  } else {
+    const bool round_up = frac[want] >= '5';
+    frac.resize(want);
+    if (round_up) {
+      std::string all = int_part + frac;
+      if (!increment_digits(all))
+        all.insert(0, 1, '1');
+      int_part = all.substr(0, all.size() - want);
+      frac = all.substr(all.size() - want);
+    }
+  }
+  std::size_t nz = int_part.find_first_not_of('0');
+  int_part = nz == std::string::npos ? "0" : int_part.substr(nz);
+  const bool zero = int_part == "0" && frac.find_first_not_of('0') == std::string::npos;
+  std::string out;
+  out.reserve(int_part.size() + frac.size() + 2);
+  if (negative && !zero)
+    out.push_back('-');
+  out += int_part;
+  if (want > 0) {
+    out.push_back('.');
+    out += frac;
+  }
+  return out;
+}
+
+std::optional<std::string> decimal_from_double(double v, int scale) {
+  if (!std::isfinite(v))
+    return std::nullopt;
+  char buf[512];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
+  if (ec != std::errc{})
+    return std::nullopt;
+  return normalize_decimal(std::string_view(buf, static_cast<std::size_t>(p - buf)), scale);
+}
+
+std::string shortest_double(double v) {
+  if (std::isnan(v))
+    return "NaN";
+  if (std::isinf(v))
+    return v > 0 ? "Infinity" : "-Infinity";
+  char buf[64];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, static_cast<std::size_t>(p - buf));
+}
+
+// ---- dates and times -------------------------------------------------------------
+
+// Howard Hinnant's civil calendar algorithms (public domain).
+std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) {
+  y -= m <= 2;
+  const std::int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const auto yoe = static_cast<unsigned>(y - era * 400);
+  const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + static_cast<std::int64_t>(doe) - 719468;
+}
+
+civil_date civil_from_days(std::int64_t z) {
+  z += 719468;
+  const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  const auto doe = static_cast<unsigned>(z - era * 146097);
+  const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const std::int64_t y = static_cast<std::int64_t>(yoe) + era * 400;
+  const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const unsigned mp = (5 * doy + 2) / 153;
+  const unsigned d = doy - (153 * mp + 2) / 5 + 1;
+  const unsigned m = mp < 10 ? mp + 3 : mp - 9;
+  return {y + (m <= 2), m, d};
+}
+
+std::string format_date(std::int64_t days) {
+  const civil_date c = civil_from_days(days);
+  if (c.year < 0)
+    return fmt::format("-{:04d}-{:02d}-{:02d}", -c.year, c.month, c.day);
+  return fmt::format("{:04d}-{:02d}-{:02d}", c.year, c.month, c.day);
+}
+
+std::string format_time(std::int64_t micros) {
+  const std::int64_t secs = micros / micros_per_second;
+  return fmt::format("{:02d}:{:02d}:{:02d}{}", secs / 3600, (secs / 60) % 60, secs % 60,
+                     fraction_text(micros % micros_per_second));
+}
+
+std::string format_timestamp(std::int64_t micros, bool utc_offset) {
+  const std::int64_t days = floor_div(micros, micros_per_day);
+  std::string out = format_date(days);
+  out.push_back(' ');
+  out += format_time(micros - days * micros_per_day);
+  if (utc_offset)
+    out += "+00";
+  return out;
+}
+
+std::optional<parsed_timestamp> parse_timestamp(std::string_view text) {
+  std::string_view s = trim(text);
+  std::size_t pos = 0;
+  bool bc_sign = false;
+  if (!s.empty() && s.front() == '-') {
+    bc_sign = true;
+    ++pos;
+  }
+  std::size_t ystart = pos;
+  std::int64_t year = 0;
+  while (pos < s.size() && is_digit(s[pos]))
+    year = year * 10 + (s[pos++] - '0');
+  if (pos - ystart < 4 || pos - ystart > 6 || pos >= s.size() || s[pos] != '-')
+    return std::nullopt;
+  if (bc_sign)
+    year = -year;
+  ++pos;
+  int month = 0, day = 0;
+  if (!take_digits(s, pos, 2, month) || pos >= s.size() || s[pos] != '-')
+    return std::nullopt;
+  ++pos;
+  if (!take_digits(s, pos, 2, day))
+    return std::nullopt;
+  if (month < 1 || month > 12 || day < 1 ||
+      static_cast<unsigned>(day) > days_in_month(year, static_cast<unsigned>(month)))
+    return std::nullopt;
+  std::int64_t clock = 0;
+  if (pos < s.size() && (s[pos] == 'T' || s[pos] == 't' || s[pos] == ' ')) {
+    std::size_t p = pos + 1;
+    while (p < s.size() && s[p] == ' ')
+      ++p;
+    if (p < s.size() && is_digit(s[p])) {
+      pos = p;
+      if (!parse_clock(s, pos, clock))
+        return std::nullopt;
+    }
+  }
+  while (pos < s.size() && s[pos] == ' ')
+    ++pos;
+  parsed_timestamp out;
+  std::int64_t offset_seconds = 0;
+  if (pos < s.size()) {
+    std::string_view rest = s.substr(pos);
+    if (rest == "Z" || rest == "z" || iequals(rest, "UTC") || iequals(rest, "GMT")) {
+      out.had_offset = true;
+      pos = s.size();
+    } else if (rest.front() == '+' || rest.front() == '-') {
+      const int sign = rest.front() == '-' ? -1 : 1;
+      ++pos;
+      int oh = 0, om = 0, os = 0;
+      if (!take_digits(s, pos, 2, oh))
+        return std::nullopt;
+      if (pos < s.size()) {
+        if (s[pos] == ':')
+          ++pos;
+        if (!take_digits(s, pos, 2, om))
+          return std::nullopt;
+        if (pos < s.size()) {
+          if (s[pos] == ':')
+            ++pos;
+          if (!take_digits(s, pos, 2, os))
+            return std::nullopt;
+        }
+      }
+      if (oh > 15 || om > 59 || os > 59)
+        return std::nullopt;
+      offset_seconds = sign * ((oh * 60 + om) * 60 + os);
+      out.had_offset = true;
+    }
+    if (pos != s.size())
+      return std::nullopt;
+  }
+  out.micros = days_from_civil(year, static_cast<unsigned>(month), static_cast<unsigned>(day)) *
+                   micros_per_day +
+               clock - offset_seconds * micros_per_second;
+  return out;
+}
+
+std::optional<std::int64_t> parse_time(std::string_view text) {
+  std::string_view s = trim(text);
+  std::size_t pos = 0;
+  std::int64_t micros = 0;
+  if (!parse_clock(s, pos, micros) || pos != s.size())
+    return std::nullopt;
+  return micros;
+}
+
+std::optional<std::string> normalize_date(std::string_view text) {
+  auto ts = parse_timestamp(text);
+  if (!ts)
+    return std::nullopt;
+  return format_date(floor_div(ts->micros, micros_per_day));
+}
+
+std::optional<std::string> normalize_time(std::string_view text) {
+  auto t = parse_time(text);
+  if (!t)
+    return std::nullopt;
+  return format_time(*t);
+}
+
+std::optional<std::string> normalize_timestamp(std::string_view text, bool tz) {
+  auto ts = parse_timestamp(text);
+  if (!ts)
+    return std::nullopt;
+  return format_timestamp(ts->micros, tz);
+}
+
+std::int64_t micros_from_unix_seconds(std::int64_t seconds) {
+  return seconds * micros_per_second;
+}
+
+std::optional<std::int64_t> micros_from_julian_day(double jd) {
+  // Julian day 2440587.5 is 1970-01-01 00:00:00 UTC; SQLite keeps millisecond precision.
+  if (!std::isfinite(jd) || jd < 0 || jd > 5373484.5)
+    return std::nullopt;
+  const double ms = std::round((jd - 2440587.5) * 86'400'000.0);
+  return static_cast<std::int64_t>(ms) * 1000;
+}
+
+// ---- other kinds -----------------------------------------------------------------
+
+std::optional<std::string> normalize_uuid(std::string_view text) {
+  std::string_view s = trim(text);
+  if (s.size() >= 2 && s.front() == '{' && s.back() == '}')
+    s = s.substr(1, s.size() - 2);
+  std::string hex;
+  hex.reserve(32);
+  for (char c : s) {
+    if (c == '-')
+      continue;
+    if (!std::isxdigit(static_cast<unsigned char>(c)))
+      return std::nullopt;
+    hex.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  }
+  if (hex.size() != 32)
+    return std::nullopt;
+  return hex.substr(0, 8) + '-' + hex.substr(8, 4) + '-' + hex.substr(12, 4) + '-' +
+         hex.substr(16, 4) + '-' + hex.substr(20);
+}
+
+std::string format_uuid(const unsigned char* b) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(36);
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10)
+      out.push_back('-');
+    out.push_back(digits[b[i] >> 4]);
+    out.push_back(digits[b[i] & 0xf]);
+  }
+  return out;
+}
+
+std::optional<bool> parse_bool(std::string_view text) {
+  std::string_view s = trim(text);
+  for (std::string_view t : {"1", "t", "true", "y", "yes", "on"})
+    if (iequals(s, t))
+      return true;
+  for (std::string_view f : {"0", "f", "false", "n", "no", "off"})
+    if (iequals(s, f))
+      return false;
+  return std::nullopt;
+}
+
+std::optional<std::int64_t> parse_int64(std::string_view text) {
+  std::string_view s = trim(text);
+  if (!s.empty() && s.front() == '+')
+    s.remove_prefix(1);
+  std::int64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || p != s.data() + s.size() || s.empty())
+    return std::nullopt;
+  return v;
+}
+
+std::optional<double> parse_double(std::string_view text) {
+  std::string_view s = trim(text);
+  if (iequals(s, "infinity") || iequals(s, "+infinity") || iequals(s, "inf"))
+    return std::numeric_limits<double>::infinity();
+  if (iequals(s, "-infinity") || iequals(s, "-inf"))
+    return -std::numeric_limits<double>::infinity();
+  if (iequals(s, "nan"))
+    return std::numeric_limits<double>::quiet_NaN();
+  if (!s.empty() && s.front() == '+')
+    s.remove_prefix(1);
+  double v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || p != s.data() + s.size() || s.empty())
+    return std::nullopt;
+  return v;
+}
+
+std::string cursor_text(const schema::value& v) {
+  switch (v.kind) {
+    case schema::value::tag::boolean: return v.b ? "true" : "false";
+    case schema::value::tag::integer: return std::to_string(v.i);
+    case schema::value::tag::real: return shortest_double(v.d);
+    case schema::value::tag::text: return v.s;
+    case schema::value::tag::null: break;
+  }
+  return {};
+}
+
+}  // namespace flotilla::sources
