@@ -164,6 +164,7 @@ class sqlite_warehouse final : public warehouse_base {
       // leaves the last committed state intact.
       run("PRAGMA journal_mode = WAL");
       run("PRAGMA synchronous = NORMAL");
+      run("PRAGMA cache_size = -65536");  // 64 MiB: bulk loads touch many index pages
     } catch (...) {
       sqlite3_close(db_);
       throw;
