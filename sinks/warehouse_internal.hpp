@@ -8,8 +8,9 @@
 ///
 /// Owned by whoever called open_warehouse; one connection, used by one thread at a time
 /// (a detached I/O actor). At most one table_writer is open per warehouse, because the
-/// writer holds the connection's transaction. Destroying the warehouse closes the
-/// connection; open writers must be destroyed first.
+/// writer holds the connection's transaction (and, on PostgreSQL, a COPY in progress):
+/// while it is open, call nothing else on the warehouse. Destroying the warehouse closes
+/// the connection; open writers must be destroyed first.
 
 #include <cstddef>
 #include <cstdint>

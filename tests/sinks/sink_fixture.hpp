@@ -57,9 +57,16 @@ class test_target {
     if (engine_ == "postgres") {
       try {
         auto wh = open();
-        wh->execute({"DROP SCHEMA IF EXISTS " + wh->dialect().quote(schema_) + " CASCADE"});
-        for (const auto& extra : extra_schemas_)
-          wh->execute({"DROP SCHEMA IF EXISTS " + wh->dialect().quote(extra) + " CASCADE"});
+        const auto& d = wh->dialect();
+        std::vector<std::string> schemas = extra_schemas_;
+        schemas.push_back(schema_);
+        for (const auto& s : schemas) {
+          wh->execute({"DROP SCHEMA IF EXISTS " + d.quote(s) + " CASCADE"});
+          // Commit tokens of this test's tables: their keys start with the quoted schema.
+          const std::string prefix = d.quote(s) + ".";
+          wh->execute({"DELETE FROM \"_flotilla\".\"_flotilla_commits\" WHERE left(table_name, " +
+                       std::to_string(prefix.size()) + ") = " + d.literal(prefix)});
+        }
       } catch (...) {
         // nop: cleanup is best effort
       }
