@@ -1,0 +1,354 @@
+// The sqlite adapter against real SQLite files.
+
+#include <catch2/catch.hpp>
+
+#include "sources/source.hpp"
+#include "tests/sources/support.hpp"
+
+using namespace flotilla::sources;
+using namespace flotilla::sources::testing;
+using flotilla::schema::portable_type;
+using flotilla::schema::type_kind;
+
+namespace {
+
+std::unique_ptr<source> open_sqlite(const std::string& path, const std::string& name = "shop") {
+  source_options o;
+  o.name = name;
+  o.adapter = "sqlite";
+  o.path = path;
+  return open_source(o);
+}
+
+}  // namespace
+
+TEST_CASE("the sqlite catalog lists every table with portable types and its key") {
+  temp_dir dir;
+  const auto db = dir.file("shop.db");
+  sqlite_exec(db, R"(
+    CREATE TABLE orders (
+      id INTEGER PRIMARY KEY, customer BIGINT NOT NULL, qty SMALLINT, total DECIMAL(12,2),
+      code VARCHAR(20), note TEXT, paid BOOLEAN, day DATE, at DATETIME, at_tz TIMESTAMPTZ,
+      doc JSON, raw BLOB, ref UUID, ratio REAL, weight DOUBLE, price FLOAT, anything);
+    CREATE TABLE lines (order_id INTEGER, line INTEGER, sku TEXT, PRIMARY KEY (order_id, line));
+    CREATE INDEX lines_sku ON lines (sku);
+    CREATE VIEW big_orders AS SELECT * FROM orders WHERE total > 100;
+  )");
+  auto src = open_sqlite(db);
+  CHECK(src->adapter() == "sqlite");
+  const catalog cat = src->read_catalog();
+  REQUIRE(cat.tables.size() == 2);  // tables only, no views, no sqlite_ internals
+  CHECK(cat.tables[0].name == "lines");
+  CHECK(cat.tables[0].schema.empty());
+  CHECK(cat.tables[0].columns.key() == std::vector<std::string>{"order_id", "line"});
+
+  const auto& orders = find_table(cat, "orders");
+  CHECK_FALSE(orders.inferred);
+  CHECK(orders.marker.has_value());
+  const std::vector<std::pair<std::string, portable_type>> expected{
+      {"id", portable_type::of(type_kind::int32)},
+      {"customer", portable_type::of(type_kind::bigint)},
+      {"qty", portable_type::of(type_kind::smallint)},
+      {"total", portable_type::decimal(12, 2)},
+      {"code", portable_type::varchar(20)},
+      {"note", portable_type::of(type_kind::text)},
+      {"paid", portable_type::of(type_kind::boolean)},
+      {"day", portable_type::of(type_kind::date)},
+      {"at", portable_type::of(type_kind::timestamp_ntz)},
+      {"at_tz", portable_type::of(type_kind::timestamp_tz)},
+      {"doc", portable_type::of(type_kind::json)},
+      {"raw", portable_type::of(type_kind::bytes)},
+      {"ref", portable_type::of(type_kind::uuid)},
+      {"ratio", portable_type::of(type_kind::float64)},
+      {"weight", portable_type::of(type_kind::float64)},
+      {"price", portable_type::of(type_kind::float64)},
+      {"anything", portable_type::of(type_kind::text)},
+  };
+  REQUIRE(orders.columns.columns.size() == expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    INFO(expected[i].first);
+    CHECK(orders.columns.columns[i].name == expected[i].first);
+    CHECK(orders.columns.columns[i].type == expected[i].second);
+  }
+  CHECK(orders.columns.key() == std::vector<std::string>{"id"});
+  CHECK_FALSE(find_column(orders, "id").nullable);
+  CHECK_FALSE(find_column(orders, "customer").nullable);
+  CHECK(find_column(orders, "qty").nullable);
+}
+
+TEST_CASE("sqlite values come out exactly as the portable types represent them") {
+  temp_dir dir;
+  const auto db = dir.file("values.db");
+  sqlite_exec(db, R"(
+    CREATE TABLE v (id INTEGER PRIMARY KEY, total DECIMAL(12,2), paid BOOLEAN, at DATETIME,
+                    at_tz TIMESTAMPTZ, day DATE, t TIME, name TEXT, raw BLOB, ref UUID,
+                    doc JSON, ratio REAL, n BIGINT);
+    INSERT INTO v VALUES
+      (1, 12.5, 1, '2024-01-02 03:04:05', '2024-01-02T03:04:05.5+02:00', '2024-01-02',
+       '03:04:05', 'plain', x'00ff00', 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', '{"a": [1, 2]}',
+       0.1, 9007199254740993),
+      (2, '-0.5', 0, '2024-01-02T03:04:05.123456Z', '2024-06-30 23:59:59', '2024-02-29 00:00:00',
+       '23:59:59.25', 'ünïcødé ✓ 日本', CAST('text as bytes' AS BLOB),
+       x'a0eebc999c0b4ef8bb6d6bb9bd380a11', '[]', -2.5, -1),
+      (3, 7, 'true', 1700000000, 1700000000, 1700000000, NULL, '', x'', NULL, NULL, 1e300, 0),
+      (4, -1234567890.126, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+  )");
+  auto src = open_sqlite(db);
+  const catalog cat = src->read_catalog();
+  const auto r = read_all(*src, find_table(cat, "v"));
+  REQUIRE(r.rows.size() == 4);
+  CHECK(r.result.rows == 4);
+  CHECK_FALSE(r.result.max_cursor.has_value());
+
+  const auto& a = r.rows[0];
+  CHECK(a[0] == integer(1));
+  CHECK(a[1] == text("12.50"));
+  CHECK(a[2] == boolean(true));
+  CHECK(a[3] == text("2024-01-02 03:04:05"));
+  CHECK(a[4] == text("2024-01-02 01:04:05.5+00"));
+  CHECK(a[5] == text("2024-01-02"));
+  CHECK(a[6] == text("03:04:05"));
+  CHECK(a[7] == text("plain"));
+  CHECK(a[8] == text(std::string("\0\xff\0", 3)));
+  CHECK(a[9] == text("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"));
+  CHECK(a[10] == text("{\"a\": [1, 2]}"));
+  CHECK(a[11] == real(0.1));
+  CHECK(a[12] == integer(9007199254740993));
+
+  const auto& b = r.rows[1];
+  CHECK(b[1] == text("-0.50"));
+  CHECK(b[2] == boolean(false));
+  CHECK(b[3] == text("2024-01-02 03:04:05.123456"));
+  CHECK(b[4] == text("2024-06-30 23:59:59+00"));
+  CHECK(b[5] == text("2024-02-29"));
+  CHECK(b[6] == text("23:59:59.25"));
+  CHECK(b[7] == text("ünïcødé ✓ 日本"));
+  CHECK(b[8] == text("text as bytes"));
+  CHECK(b[9] == text("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"));
+  CHECK(b[11] == real(-2.5));
+  CHECK(b[12] == integer(-1));
+
+  const auto& c = r.rows[2];
+  CHECK(c[1] == text("7.00"));
+  CHECK(c[2] == boolean(true));
+  CHECK(c[3] == text("2023-11-14 22:13:20"));  // unix seconds
+  CHECK(c[4] == text("2023-11-14 22:13:20+00"));
+  CHECK(c[5] == text("2023-11-14"));
+  CHECK(c[6] == null());
+  CHECK(c[7] == text(""));
+  CHECK(c[8] == text(""));
+  CHECK(c[11] == real(1e300));
+
+  const auto& d = r.rows[3];
+  CHECK(d[1] == text("-1234567890.13"));
+  for (std::size_t i = 2; i < d.size(); ++i) {
+    INFO("column " << i);
+    CHECK(d[i] == null());
+  }
+}
+
+TEST_CASE("a sqlite read returns the requested columns in the requested order") {
+  temp_dir dir;
+  const auto db = dir.file("order.db");
+  sqlite_exec(db, "CREATE TABLE t (a INTEGER, b TEXT, c REAL); INSERT INTO t VALUES (1, 'x', 2.5);");
+  auto src = open_sqlite(db);
+  const catalog cat = src->read_catalog();
+  const auto r = read_all(*src, find_table(cat, "t"), {"c", "a"});
+  REQUIRE(r.rows.size() == 1);
+  CHECK(r.rows[0] == std::vector<flotilla::schema::value>{real(2.5), integer(1)});
+}
+
+TEST_CASE("a contract type other than the declared one converts exactly") {
+  temp_dir dir;
+  const auto db = dir.file("contract.db");
+  sqlite_exec(db, "CREATE TABLE t (amount REAL, n TEXT); INSERT INTO t VALUES (0.1, '42'), (2.675, '-7');");
+  auto src = open_sqlite(db);
+  const catalog cat = src->read_catalog();
+  read_request req;
+  req.table = &find_table(cat, "t");
+  req.columns.columns = {{"amount", portable_type::decimal(18, 2)},
+                         {"n", portable_type::of(type_kind::bigint)}};
+  std::vector<std::vector<flotilla::schema::value>> rows;
+  src->read(req, [&](flotilla::schema::row_batch&& b) {
+    for (std::size_t r = 0; r < b.rows(); ++r)
+      rows.push_back({b.at(r, 0), b.at(r, 1)});
+    return true;
+  });
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0][0] == text("0.10"));
+  CHECK(rows[0][1] == integer(42));
+  CHECK(rows[1][0] == text("2.68"));  // the decimal 2.675, not the double 2.67499999...
+  CHECK(rows[1][1] == integer(-7));
+}
+
+TEST_CASE("an incremental sqlite read returns rows after the watermark in cursor order") {
+  temp_dir dir;
+  const auto db = dir.file("inc.db");
+  sqlite_exec(db, R"(
+    CREATE TABLE events (id INTEGER PRIMARY KEY, updated_at DATETIME, seq BIGINT, what TEXT);
+    INSERT INTO events VALUES
+      (1, '2024-01-03 00:00:00', 30, 'c'), (2, '2024-01-01 00:00:00', 10, 'a'),
+      (3, '2024-01-02 00:00:00.5', 20, 'b'), (4, NULL, NULL, 'no cursor');
+  )");
+  auto src = open_sqlite(db);
+  const catalog cat = src->read_catalog();
+  const auto& t = find_table(cat, "events");
+
+  SECTION("by a timestamp cursor") {
+    auto first = read_all(*src, t, {"id", "what"}, "updated_at");
+    REQUIRE(first.rows.size() == 4);  // the first read copies everything
+    CHECK(first.result.max_cursor == "2024-01-03 00:00:00");
+    auto next = read_all(*src, t, {"id", "updated_at"}, "updated_at", "2024-01-01 00:00:00");
+    REQUIRE(next.rows.size() == 2);
+    CHECK(next.rows[0][0] == integer(3));
+    CHECK(next.rows[0][1] == text("2024-01-02 00:00:00.5"));
+    CHECK(next.rows[1][0] == integer(1));
+    CHECK(next.result.max_cursor == "2024-01-03 00:00:00");
+    auto none = read_all(*src, t, {"id"}, "updated_at", *next.result.max_cursor);
+    CHECK(none.rows.empty());
+    CHECK_FALSE(none.result.max_cursor.has_value());
+  }
+  SECTION("by an integer cursor") {
+    auto next = read_all(*src, t, {"what", "seq"}, "seq", "15");
+    REQUIRE(next.rows.size() == 2);
+    CHECK(next.rows[0][0] == text("b"));
+    CHECK(next.rows[1][0] == text("c"));
+    CHECK(next.result.max_cursor == "30");
+  }
+}
+
+TEST_CASE("sqlite rows arrive in batches of batch_rows and reading stops when asked") {
+  temp_dir dir;
+  const auto db = dir.file("batches.db");
+  sqlite_exec(db, R"(
+    CREATE TABLE n (i INTEGER);
+    WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000)
+    INSERT INTO n SELECT x FROM c;
+  )");
+  auto src = open_sqlite(db);
+  const catalog cat = src->read_catalog();
+  const auto& t = find_table(cat, "n");
+  auto all = read_all(*src, t, {}, "i", std::nullopt, 300);
+  CHECK(all.batches == 4);
+  CHECK(all.rows.size() == 1000);
+  CHECK(all.result.max_cursor == "1000");
+
+  read_request req;
+  req.table = &t;
+  req.columns = t.columns;
+  req.batch_rows = 300;
+  std::size_t calls = 0;
+  std::vector<std::size_t> sizes;
+  src->read(req, [&](flotilla::schema::row_batch&& b) {
+    sizes.push_back(b.rows());
+    return ++calls < 2;
+  });
+  CHECK(sizes == std::vector<std::size_t>{300, 300});
+}
+
+TEST_CASE("the sqlite marker stays the same without a write and changes after one") {
+  temp_dir dir;
+  const auto db = dir.file("marker.db");
+  sqlite_exec(db, "CREATE TABLE a (x INTEGER); CREATE TABLE b (y INTEGER); INSERT INTO a VALUES (1);");
+  auto marker = [&](const std::string& table) {
+    auto src = open_sqlite(db);
+    return src->read_catalog().find(table)->marker;
+  };
+  const auto a1 = marker("a");
+  const auto b1 = marker("b");
+  REQUIRE(a1.has_value());
+  CHECK(marker("a") == a1);
+  CHECK(a1 != b1);  // the column list is part of it
+
+  // A write to the file changes every table's marker (the marker is file-level), even an
+  // overwrite of the same size within one clock tick.
+  sqlite_exec(db, "UPDATE a SET x = 2;");
+  const auto a2 = marker("a");
+  CHECK(a2 != a1);
+  CHECK(marker("b") != b1);
+  CHECK(marker("a") == a2);
+
+  sqlite_exec(db, "ALTER TABLE b ADD COLUMN z TEXT;");
+  CHECK(marker("b") != b1);
+}
+
+TEST_CASE("the sqlite marker follows commits in WAL mode") {
+  temp_dir dir;
+  const auto db = dir.file("wal.db");
+  sqlite3* writer = nullptr;
+  REQUIRE(sqlite3_open(db.c_str(), &writer) == SQLITE_OK);
+  auto exec = [&](const char* sql) { REQUIRE(sqlite3_exec(writer, sql, nullptr, nullptr, nullptr) == SQLITE_OK); };
+  exec("PRAGMA journal_mode=WAL; CREATE TABLE a (x INTEGER); INSERT INTO a VALUES (1);");
+  auto marker = [&] {
+    auto src = open_sqlite(db);
+    auto cat = src->read_catalog();
+    auto r = read_all(*src, find_table(cat, "a"));
+    return std::make_pair(cat.find("a")->marker, r.rows.size());
+  };
+  // The writer keeps its connection open, so commits stay in the -wal file.
+  const auto m1 = marker();
+  CHECK(marker() == m1);
+  exec("UPDATE a SET x = 3;");
+  const auto m2 = marker();
+  CHECK(m2.first != m1.first);
+  CHECK(marker() == m2);
+  exec("INSERT INTO a VALUES (2);");
+  const auto m3 = marker();
+  CHECK(m3.first != m2.first);
+  CHECK(m3.second == 2);
+  sqlite3_close(writer);
+}
+
+TEST_CASE("hostile sqlite table and column names are quoted") {
+  temp_dir dir;
+  const auto db = dir.file("hostile.db");
+  sqlite_exec(db, R"(
+    CREATE TABLE "we""ird; DROP TABLE x; --" ("a ""b""; c" INTEGER, "select" TEXT, "sp ace" TEXT);
+    INSERT INTO "we""ird; DROP TABLE x; --" VALUES (1, 'from', 'x'), (2, 'where', 'y');
+    CREATE TABLE x (keep INTEGER);
+  )");
+  auto src = open_sqlite(db);
+  const catalog cat = src->read_catalog();
+  const auto& t = find_table(cat, "we\"ird; DROP TABLE x; --");
+  CHECK(t.columns.columns[0].name == "a \"b\"; c");
+  auto r = read_all(*src, t, {"sp ace", "a \"b\"; c", "select"}, "a \"b\"; c", "1");
+  REQUIRE(r.rows.size() == 1);
+  CHECK(r.rows[0] == std::vector<flotilla::schema::value>{text("y"), integer(2), text("where")});
+  CHECK(src->read_catalog().find("x") != nullptr);
+}
+
+TEST_CASE("a sqlite value that is not its declared type names table, column and row") {
+  temp_dir dir;
+  const auto db = dir.file("bad.db");
+  sqlite_exec(db, "CREATE TABLE t (n INTEGER, d DECIMAL(8,2)); INSERT INTO t VALUES (1, '1.5'), (2, 'n/a');");
+  auto src = open_sqlite(db);
+  const catalog cat = src->read_catalog();
+  CHECK_THROWS_WITH(read_all(*src, find_table(cat, "t")),
+                    Catch::Contains("source 'shop'") && Catch::Contains("table 't'") &&
+                        Catch::Contains("column 'd'") && Catch::Contains("row 2") &&
+                        Catch::Contains("'n/a'") && Catch::Contains("decimal(8,2)"));
+}
+
+TEST_CASE("a missing sqlite file is reported with the source and path") {
+  temp_dir dir;
+  CHECK_THROWS_AS(open_sqlite(dir.file("nope.db")), source_error);
+  CHECK_THROWS_WITH(open_sqlite(dir.file("nope.db")),
+                    Catch::Contains("source 'shop'") && Catch::Contains("nope.db") &&
+                        Catch::Contains("check path"));
+  write_file(dir.file("junk.db"), std::string(4096, 'x'));
+  auto src = open_sqlite(dir.file("junk.db"));
+  CHECK_THROWS_WITH(src->read_catalog(), Catch::Contains("source 'shop'") &&
+                                             Catch::Contains("junk.db"));
+}
+
+TEST_CASE("unknown adapters and missing options are configuration errors") {
+  source_options o;
+  o.name = "shop";
+  o.adapter = "oracle";
+  CHECK_THROWS_WITH(open_source(o), Catch::Contains("unknown adapter 'oracle'") &&
+                                        Catch::Contains("sqlite, duckdb, postgres, csv, json"));
+  o.adapter = "sqlite";
+  CHECK_THROWS_WITH(open_source(o), Catch::Contains("has no path"));
+  o.adapter = "postgres";
+  CHECK_THROWS_WITH(open_source(o), Catch::Contains("has no dsn"));
+}
