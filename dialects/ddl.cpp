@@ -83,7 +83,8 @@ table_ref sibling(const table_ref& t, std::string_view suffix, std::size_t max_b
   if (max_bytes == 0 || out.name.size() <= max_bytes)
     return out;
   const std::string hash = fmt::format("_{:08x}", fnv1a(t.name));
-  std::size_t keep = max_bytes > suffix.size() + hash.size() ? max_bytes - suffix.size() - hash.size() : 0;
+  const std::size_t fixed = suffix.size() + hash.size();
+  std::size_t keep = max_bytes > fixed ? max_bytes - fixed : 0;
   keep = std::min(keep, t.name.size());
   // Never cut inside a UTF-8 sequence: back up over continuation bytes.
   while (keep > 0 && keep < t.name.size() &&
