@@ -421,6 +421,8 @@ class postgres_source final : public source {
       PQfinish(conn);
       throw error::cannot_connect(options_.name, options_.dsn, reason);
     }
+    // Server notices are not the run's output.
+    PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
     lease l(pool_, conn);
     result_guard res;
     res.r = PQexec(conn, session_settings);

@@ -100,6 +100,7 @@ class pg_schema {
   pg_schema() : dsn_(pg_dsn()), name_("flotilla_src_" + unique_suffix()) {
     conn_ = PQconnectdb(dsn_.c_str());
     REQUIRE(PQstatus(conn_) == CONNECTION_OK);
+    PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
     exec("CREATE SCHEMA " + name_);
     exec("SET search_path = " + name_);
   }

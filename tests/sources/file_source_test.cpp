@@ -1,0 +1,195 @@
+// The csv and json adapters against real files.
+
+#include <catch2/catch.hpp>
+
+#include "sources/source.hpp"
+#include "tests/sources/support.hpp"
+
+using namespace flotilla::sources;
+using namespace flotilla::sources::testing;
+using flotilla::schema::portable_type;
+using flotilla::schema::type_kind;
+using flotilla::schema::value;
+
+namespace {
+
+std::unique_ptr<source> open_files(const std::string& adapter, const std::string& path) {
+  source_options o;
+  o.name = "drops";
+  o.adapter = adapter;
+  o.path = path;
+  return open_source(o);
+}
+
+portable_type of(type_kind k) { return portable_type::of(k); }
+
+}  // namespace
+
+TEST_CASE("csv column types are inferred by duckdb and each file is a table") {
+  temp_dir dir;
+  write_file(dir.file("orders.csv"),
+             "id,amount,name,day,at,paid\n"
+             "1,12.5,Ann,2024-01-02,2024-01-02 03:04:05,true\n"
+             "2,-3.25,\"Bob, Jr.\",2024-01-03,2024-01-03 00:00:00.5,false\n"
+             "3,,,,,\n");
+  write_file(dir.file("customers.csv"), "id,name\n1,x\n");
+  write_file(dir.file("notes.txt"), "not a table\n");
+  auto src = open_files("csv", dir.path.string());
+  CHECK(src->adapter() == "csv");
+  const catalog cat = src->read_catalog();
+  REQUIRE(cat.tables.size() == 2);
+  CHECK(cat.tables[0].name == "customers");
+  const auto& orders = find_table(cat, "orders");
+  CHECK(orders.inferred);
+  CHECK(orders.schema.empty());
+  CHECK(orders.marker.has_value());
+  const std::vector<std::pair<std::string, portable_type>> expected{
+      {"id", of(type_kind::bigint)},        {"amount", of(type_kind::float64)},
+      {"name", of(type_kind::text)},        {"day", of(type_kind::date)},
+      {"at", of(type_kind::timestamp_ntz)}, {"paid", of(type_kind::boolean)},
+  };
+  REQUIRE(orders.columns.columns.size() == expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    INFO(expected[i].first);
+    CHECK(orders.columns.columns[i].name == expected[i].first);
+    CHECK(orders.columns.columns[i].type == expected[i].second);
+    CHECK(orders.columns.columns[i].nullable);
+  }
+
+  const auto r = read_all(*src, orders);
+  REQUIRE(r.rows.size() == 3);
+  CHECK(r.rows[0] == std::vector<value>{integer(1), real(12.5), text("Ann"), text("2024-01-02"),
+                                        text("2024-01-02 03:04:05"), boolean(true)});
+  CHECK(r.rows[1] == std::vector<value>{integer(2), real(-3.25), text("Bob, Jr."),
+                                        text("2024-01-03"), text("2024-01-03 00:00:00.5"),
+                                        boolean(false)});
+  CHECK(r.rows[2] == std::vector<value>{integer(3), null(), null(), null(), null(), null()});
+}
+
+TEST_CASE("a single csv file is one table named after its stem") {
+  temp_dir dir;
+  write_file(dir.file("daily sales.csv"), "amount,note\n1.50,ünïcødé ✓\n");
+  auto src = open_files("csv", dir.file("daily sales.csv"));
+  const catalog cat = src->read_catalog();
+  REQUIRE(cat.tables.size() == 1);
+  const auto& t = cat.tables[0];
+  CHECK(t.name == "daily sales");
+  // A contract can ask for the exact decimal the file spells.
+  read_request req;
+  req.table = &t;
+  req.columns.columns = {{"amount", portable_type::decimal(10, 2)}, {"note", of(type_kind::text)}};
+  std::vector<value> row;
+  src->read(req, [&](flotilla::schema::row_batch&& b) {
+    row = {b.at(0, 0), b.at(0, 1)};
+    return true;
+  });
+  CHECK(row == std::vector<value>{text("1.50"), text("ünïcødé ✓")});
+}
+
+TEST_CASE("json and ndjson files are inferred, nested values read as json") {
+  temp_dir dir;
+  write_file(dir.file("events.ndjson"),
+             "{\"id\": 1, \"kind\": \"click\", \"at\": \"2024-01-02 03:04:05\", \"ctx\": {\"x\": [1, 2]}, \"score\": 1.5}\n"
+             "{\"id\": 2, \"kind\": null, \"at\": \"2024-01-03 00:00:00\", \"ctx\": {\"x\": []}, \"score\": null}\n");
+  write_file(dir.file("users.json"), R"([{"id": 7, "name": "Zoë", "admin": true}])");
+  auto src = open_files("json", dir.path.string());
+  CHECK(src->adapter() == "json");
+  const catalog cat = src->read_catalog();
+  REQUIRE(cat.tables.size() == 2);
+  const auto& events = find_table(cat, "events");
+  CHECK(events.inferred);
+  CHECK(find_column(events, "id").type == of(type_kind::bigint));
+  CHECK(find_column(events, "kind").type == of(type_kind::text));
+  CHECK(find_column(events, "at").type == of(type_kind::timestamp_ntz));
+  CHECK(find_column(events, "ctx").type == of(type_kind::json));
+  CHECK(find_column(events, "score").type == of(type_kind::float64));
+  const auto r = read_all(*src, events, {"id", "ctx", "kind", "at"}, "id", "1");
+  REQUIRE(r.rows.size() == 1);
+  CHECK(r.rows[0] == std::vector<value>{integer(2), text("{\"x\":[]}"), null(),
+                                        text("2024-01-03 00:00:00")});
+  CHECK(r.result.max_cursor == "2");
+
+  const auto users = read_all(*src, find_table(cat, "users"));
+  REQUIRE(users.rows.size() == 1);
+  CHECK(users.rows[0] == std::vector<value>{integer(7), text("Zoë"), boolean(true)});
+}
+
+TEST_CASE("a malformed csv row is an error naming the file and the line") {
+  temp_dir dir;
+  std::string content = "id,name,amount\n";
+  for (int i = 1; i <= 50; ++i)
+    content += std::to_string(i) + ",n" + std::to_string(i) + "," + std::to_string(i) + ".5\n";
+  content += "51,x,1,extra\n52,y,2\n";
+  write_file(dir.file("bad.csv"), content);
+  auto src = open_files("csv", dir.path.string());
+  CHECK_THROWS_AS(src->read_catalog(), source_error);
+  CHECK_THROWS_WITH(src->read_catalog(),
+                    Catch::Contains("source 'drops'") && Catch::Contains("bad.csv") &&
+                        Catch::Contains("Line: 52") && Catch::Contains("51,x,1,extra"));
+}
+
+TEST_CASE("a malformed csv row beyond the sniffed sample fails the read with its line") {
+  temp_dir dir;
+  std::string content = "id,name\n";
+  for (int i = 1; i <= 30000; ++i)
+    content += std::to_string(i) + ",n" + std::to_string(i) + "\n";
+  content += "30001,x,surplus\n";
+  write_file(dir.file("late.csv"), content);
+  auto src = open_files("csv", dir.file("late.csv"));
+  const catalog cat = src->read_catalog();
+  const auto& t = find_table(cat, "late");
+  CHECK(t.columns.columns.size() == 2);
+  CHECK_THROWS_WITH(read_all(*src, t), Catch::Contains("table 'late' of source 'drops'") &&
+                                           Catch::Contains("late.csv") &&
+                                           Catch::Contains("Line: 30002"));
+}
+
+TEST_CASE("malformed json is an error naming the file and the line") {
+  temp_dir dir;
+  write_file(dir.file("bad.ndjson"), "{\"a\": 1}\n{\"a\": 2}\n{\"a\": \n");
+  auto src = open_files("json", dir.path.string());
+  CHECK_THROWS_WITH(src->read_catalog(), Catch::Contains("source 'drops'") &&
+                                             Catch::Contains("bad.ndjson") &&
+                                             Catch::Contains("line"));
+}
+
+TEST_CASE("the file marker stays the same without a write and changes after one") {
+  temp_dir dir;
+  const auto path = dir.file("m.csv");
+  write_file(path, "a,b\n1,2\n");
+  write_file(dir.file("other.csv"), "a,b\n1,2\n");
+  auto marker = [&](const std::string& table) {
+    auto src = open_files("csv", dir.path.string());
+    return src->read_catalog().find(table)->marker;
+  };
+  const auto m1 = marker("m");
+  REQUIRE(m1.has_value());
+  CHECK(marker("m") == m1);
+  CHECK(marker("other") != m1);
+  write_file(path, "a,b\n1,3\n");  // same size, possibly the same clock tick
+  const auto m2 = marker("m");
+  CHECK(m2 != m1);
+  CHECK(marker("m") == m2);
+  write_file(path, "a,b,c\n1,3,4\n");
+  CHECK(marker("m") != m2);
+}
+
+TEST_CASE("hostile csv column names are quoted") {
+  temp_dir dir;
+  write_file(dir.file("h.csv"), "\"a \"\"b\"\"; c\",select,sp ace\n1,from,x\n2,where,y\n");
+  auto src = open_files("csv", dir.path.string());
+  const catalog cat = src->read_catalog();
+  const auto& t = find_table(cat, "h");
+  REQUIRE(t.columns.columns.size() == 3);
+  CHECK(t.columns.columns[0].name == "a \"b\"; c");
+  auto r = read_all(*src, t, {"sp ace", "select"}, "a \"b\"; c", "1");
+  REQUIRE(r.rows.size() == 1);
+  CHECK(r.rows[0] == std::vector<value>{text("y"), text("where")});
+}
+
+TEST_CASE("a missing csv path is reported with the source and path") {
+  temp_dir dir;
+  CHECK_THROWS_WITH(open_files("csv", dir.file("nope")),
+                    Catch::Contains("source 'drops'") && Catch::Contains("nope") &&
+                        Catch::Contains("check path"));
+}

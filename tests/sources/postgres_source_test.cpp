@@ -1,0 +1,341 @@
+// The postgres adapter against the real test server (FLOTILLA_PG_DSN). Each test works in
+// a schema of its own, so concurrent runs on the shared server never meet.
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+
+#include "sources/source.hpp"
+#include "tests/sources/support.hpp"
+
+using namespace flotilla::sources;
+using namespace flotilla::sources::testing;
+using flotilla::schema::portable_type;
+using flotilla::schema::type_kind;
+using flotilla::schema::value;
+
+namespace {
+
+std::unique_ptr<source> open_pg(const std::string& dsn, const std::string& name = "shop") {
+  source_options o;
+  o.name = name;
+  o.adapter = "postgres";
+  o.dsn = dsn;
+  return open_source(o);
+}
+
+portable_type of(type_kind k) { return portable_type::of(k); }
+
+}  // namespace
+
+TEST_CASE("the postgres catalog lists every user table with portable types and its key") {
+  pg_schema s;
+  s.exec(R"(
+    CREATE DOMAIN positive_money AS numeric(10,2) NOT NULL CHECK (VALUE > 0);
+    CREATE TABLE orders (
+      id integer PRIMARY KEY, customer bigint NOT NULL, qty smallint, total numeric(12,2),
+      loose numeric, code varchar(20), note text, flag char(3), paid boolean, day date,
+      t time, at timestamp, at_tz timestamptz, doc json, docb jsonb, raw bytea, ref uuid,
+      ratio real, weight double precision, tags integer[], span interval, price positive_money);
+    CREATE TABLE lines (order_id integer, line integer, sku text, PRIMARY KEY (order_id, line));
+    CREATE VIEW big_orders AS SELECT id, total FROM orders;
+    CREATE TABLE events (id bigint, at date) PARTITION BY RANGE (at);
+    CREATE TABLE events_2024 PARTITION OF events FOR VALUES FROM ('2024-01-01') TO ('2025-01-01');
+  )");
+  auto src = open_pg(s.dsn());
+  CHECK(src->adapter() == "postgres");
+  const catalog cat = src->read_catalog();
+  const auto& orders = find_table(cat, s.name() + ".orders");
+  CHECK(orders.schema == s.name());
+  CHECK(orders.marker.has_value());
+  CHECK_FALSE(orders.inferred);
+  const std::vector<std::pair<std::string, portable_type>> expected{
+      {"id", of(type_kind::int32)},
+      {"customer", of(type_kind::bigint)},
+      {"qty", of(type_kind::smallint)},
+      {"total", portable_type::decimal(12, 2)},
+      {"loose", of(type_kind::text)},
+      {"code", portable_type::varchar(20)},
+      {"note", of(type_kind::text)},
+      {"flag", portable_type::varchar(3)},
+      {"paid", of(type_kind::boolean)},
+      {"day", of(type_kind::date)},
+      {"t", of(type_kind::time)},
+      {"at", of(type_kind::timestamp_ntz)},
+      {"at_tz", of(type_kind::timestamp_tz)},
+      {"doc", of(type_kind::json)},
+      {"docb", of(type_kind::json)},
+      {"raw", of(type_kind::bytes)},
+      {"ref", of(type_kind::uuid)},
+      {"ratio", of(type_kind::float32)},
+      {"weight", of(type_kind::float64)},
+      {"tags", of(type_kind::text)},
+      {"span", of(type_kind::text)},
+      {"price", portable_type::decimal(10, 2)},
+  };
+  REQUIRE(orders.columns.columns.size() == expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    INFO(expected[i].first);
+    CHECK(orders.columns.columns[i].name == expected[i].first);
+    CHECK(orders.columns.columns[i].type == expected[i].second);
+  }
+  CHECK(orders.columns.key() == std::vector<std::string>{"id"});
+  CHECK_FALSE(find_column(orders, "customer").nullable);
+  CHECK_FALSE(find_column(orders, "price").nullable);  // NOT NULL from the domain
+  CHECK(find_column(orders, "qty").nullable);
+
+  CHECK(find_table(cat, s.name() + ".lines").columns.key() ==
+        std::vector<std::string>{"order_id", "line"});
+  const auto& view = find_table(cat, s.name() + ".big_orders");
+  CHECK(view.columns.columns.size() == 2);
+  CHECK_FALSE(view.marker.has_value());  // a view has no statistics: always copied
+  // A partitioned table is one table; its partitions are not listed on their own.
+  CHECK(cat.find(s.name() + ".events") != nullptr);
+  CHECK(cat.find(s.name() + ".events_2024") == nullptr);
+  for (const auto& t : cat.tables)
+    CHECK_FALSE((t.schema == "pg_catalog" || t.schema == "information_schema"));
+}
+
+TEST_CASE("postgres values come out exactly as the portable types represent them") {
+  pg_schema s;
+  s.exec(R"(
+    CREATE TABLE v (id integer, total numeric(12,2), big numeric(38,10), paid boolean,
+                    day date, t time, at timestamp, at_tz timestamptz, name text,
+                    code varchar(10), raw bytea, ref uuid, doc json, docb jsonb,
+                    ratio real, weight double precision, n bigint, tags integer[], span interval);
+    INSERT INTO v VALUES
+      (1, 12.5, 12345678901234567890.0123456789, true, '2024-01-02', '03:04:05.25',
+       '2024-01-02 03:04:05.123456', '2024-01-02 03:04:05.5+02',
+       E'ünïcødé ✓ 日本 tab\there nl\nhere back\\slash cr\rend', 'short', '\x00ff00'::bytea,
+       'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', '{"a": [1, 2]}', '{"b": 1, "a": 2}',
+       1.1, 0.1, 9007199254740993, '{1,2,NULL}', '1 day 02:00:00'),
+      (2, -1234567890.99, -0.0000000001, false, '1969-12-31', '00:00:00',
+       '1969-12-31 23:59:59.999999', '2024-06-30 23:59:59-01', '', '', ''::bytea, NULL, NULL,
+       NULL, -2.5, -1e300, -1, '{}', '00:00:00'),
+      (3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL);
+  )");
+  auto src = open_pg(s.dsn());
+  const catalog cat = src->read_catalog();
+  const auto r = read_all(*src, find_table(cat, s.name() + ".v"), {}, "id");
+  REQUIRE(r.rows.size() == 3);
+  CHECK(r.result.max_cursor == "3");
+
+  const auto& a = r.rows[0];
+  CHECK(a[0] == integer(1));
+  CHECK(a[1] == text("12.50"));
+  CHECK(a[2] == text("12345678901234567890.0123456789"));
+  CHECK(a[3] == boolean(true));
+  CHECK(a[4] == text("2024-01-02"));
+  CHECK(a[5] == text("03:04:05.25"));
+  CHECK(a[6] == text("2024-01-02 03:04:05.123456"));
+  CHECK(a[7] == text("2024-01-02 01:04:05.5+00"));
+  CHECK(a[8] == text("ünïcødé ✓ 日本 tab\there nl\nhere back\\slash cr\rend"));
+  CHECK(a[9] == text("short"));
+  CHECK(a[10] == text(std::string("\0\xff\0", 3)));
+  CHECK(a[11] == text("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"));
+  CHECK(a[12] == text("{\"a\": [1, 2]}"));
+  CHECK(a[13] == text("{\"a\": 2, \"b\": 1}"));
+  CHECK(a[14] == real(static_cast<double>(1.1f)));
+  CHECK(a[15] == real(0.1));
+  CHECK(a[16] == integer(9007199254740993));
+  CHECK(a[17] == text("{1,2,NULL}"));
+  CHECK(a[18] == text("1 day 02:00:00"));
+
+  const auto& b = r.rows[1];
+  CHECK(b[1] == text("-1234567890.99"));
+  CHECK(b[2] == text("-0.0000000001"));
+  CHECK(b[3] == boolean(false));
+  CHECK(b[4] == text("1969-12-31"));
+  CHECK(b[5] == text("00:00:00"));
+  CHECK(b[6] == text("1969-12-31 23:59:59.999999"));
+  CHECK(b[7] == text("2024-07-01 00:59:59+00"));
+  CHECK(b[8] == text(""));
+  CHECK(b[10] == text(""));
+  CHECK(b[14] == real(-2.5));
+  CHECK(b[15] == real(-1e300));
+
+  for (std::size_t i = 1; i < r.rows[2].size(); ++i) {
+    INFO("column " << i);
+    CHECK(r.rows[2][i] == null());
+  }
+}
+
+TEST_CASE("a postgres read casts to a contract type exactly") {
+  pg_schema s;
+  s.exec(R"(
+    CREATE TABLE t (amount double precision, n text, at timestamp, loose numeric, note text);
+    INSERT INTO t VALUES (2.675, '42', '2024-01-02 03:04:05', 1.23456789012345678901, 'a\b');
+  )");
+  auto src = open_pg(s.dsn());
+  const catalog cat = src->read_catalog();
+  read_request req;
+  req.table = &find_table(cat, s.name() + ".t");
+  req.columns.columns = {{"amount", portable_type::decimal(18, 2)},
+                         {"n", of(type_kind::bigint)},
+                         {"at", of(type_kind::timestamp_tz)},
+                         {"loose", of(type_kind::text)},
+                         {"note", of(type_kind::bytes)}};
+  std::vector<value> row;
+  src->read(req, [&](flotilla::schema::row_batch&& b) {
+    for (std::size_t c = 0; c < b.width; ++c)
+      row.push_back(b.at(0, c));
+    return true;
+  });
+  REQUIRE(row.size() == 5);
+  CHECK(row[0] == text("2.68"));
+  CHECK(row[1] == integer(42));
+  CHECK(row[2] == text("2024-01-02 03:04:05+00"));
+  CHECK(row[3] == text("1.23456789012345678901"));
+  CHECK(row[4] == text("a\\b"));
+}
+
+TEST_CASE("an incremental postgres read returns rows after the watermark in cursor order") {
+  pg_schema s;
+  s.exec(R"(
+    CREATE TABLE events (id integer, updated_at timestamptz, amount numeric(8,2), what text);
+    INSERT INTO events VALUES
+      (1, '2024-01-03 00:00:00+00', 3.00, 'c'), (2, '2024-01-01 00:00:00+00', 1.00, 'a'),
+      (3, '2024-01-02 00:00:00.5+00', 2.50, 'b'), (4, NULL, NULL, 'no cursor');
+  )");
+  auto src = open_pg(s.dsn());
+  const catalog cat = src->read_catalog();
+  const auto& t = find_table(cat, s.name() + ".events");
+
+  auto first = read_all(*src, t, {"id"}, "updated_at");
+  CHECK(first.rows.size() == 4);
+  CHECK(first.result.max_cursor == "2024-01-03 00:00:00+00");
+  auto next = read_all(*src, t, {"what", "id"}, "updated_at", "2024-01-01 00:00:00+00");
+  REQUIRE(next.rows.size() == 2);
+  CHECK(next.rows[0][0] == text("b"));
+  CHECK(next.rows[1][0] == text("c"));
+  CHECK(next.result.max_cursor == "2024-01-03 00:00:00+00");
+  CHECK(read_all(*src, t, {"id"}, "updated_at", *next.result.max_cursor).rows.empty());
+
+  auto by_amount = read_all(*src, t, {"what"}, "amount", "1.00");
+  REQUIRE(by_amount.rows.size() == 2);
+  CHECK(by_amount.result.max_cursor == "3.00");
+}
+
+TEST_CASE("postgres rows arrive in batches of batch_rows and reading stops when asked") {
+  pg_schema s;
+  s.exec("CREATE TABLE n AS SELECT i, i::text AS s FROM generate_series(1, 1000) AS g(i)");
+  auto src = open_pg(s.dsn());
+  const catalog cat = src->read_catalog();
+  const auto& t = find_table(cat, s.name() + ".n");
+  auto all = read_all(*src, t, {}, "i", std::nullopt, 300);
+  CHECK(all.batches == 4);
+  CHECK(all.rows.size() == 1000);
+
+  read_request req;
+  req.table = &t;
+  req.columns = t.columns;
+  req.batch_rows = 300;
+  std::size_t calls = 0;
+  src->read(req, [&](flotilla::schema::row_batch&&) { return ++calls < 2; });
+  CHECK(calls == 2);
+  // The source is still usable after an abandoned read.
+  CHECK(read_all(*src, t).rows.size() == 1000);
+}
+
+TEST_CASE("the postgres marker stays the same without a write and changes after one") {
+  pg_schema s;
+  s.exec("CREATE TABLE a (x integer); CREATE TABLE b (y integer); INSERT INTO a VALUES (1);");
+  s.flush_stats();
+  auto marker = [&](const std::string& table) {
+    auto src = open_pg(s.dsn());
+    return src->read_catalog().find(s.name() + "." + table)->marker;
+  };
+  const auto a1 = marker("a");
+  const auto b1 = marker("b");
+  REQUIRE(a1.has_value());
+  CHECK(marker("a") == a1);
+  CHECK(a1 != b1);
+
+  SECTION("an insert, update or delete changes only that table's marker") {
+    s.exec("UPDATE a SET x = 2");
+    s.flush_stats();
+    const auto a2 = marker("a");
+    CHECK(a2 != a1);
+    CHECK(marker("b") == b1);
+    s.exec("DELETE FROM a");
+    s.flush_stats();
+    CHECK(marker("a") != a2);
+    s.exec("INSERT INTO b VALUES (1)");
+    s.flush_stats();
+    CHECK(marker("b") != b1);
+  }
+  SECTION("truncate and shape changes change the marker") {
+    s.exec("TRUNCATE a");
+    CHECK(marker("a") != a1);
+    s.exec("ALTER TABLE b ADD COLUMN z text");
+    CHECK(marker("b") != b1);
+  }
+}
+
+TEST_CASE("hostile postgres schema, table and column names are quoted") {
+  pg_schema s;
+  const std::string weird_schema = s.name() + " \"q\"; x";
+  s.exec("CREATE SCHEMA \"" + s.name() + " \"\"q\"\"; x\"");
+  s.exec("CREATE TABLE \"" + s.name() + " \"\"q\"\"; x\".\"we\"\"ird; DROP TABLE y; --\" "
+         "(\"a \"\"b\"\"; c\" integer, \"select\" text, \"Mixed Case\" text)");
+  s.exec("INSERT INTO \"" + s.name() + " \"\"q\"\"; x\".\"we\"\"ird; DROP TABLE y; --\" VALUES "
+         "(1, 'from', 'x'), (2, 'where', 'it''s')");
+  s.exec("CREATE TABLE y (keep integer)");
+  auto src = open_pg(s.dsn());
+  const catalog cat = src->read_catalog();
+  const auto& t = find_table(cat, weird_schema + ".we\"ird; DROP TABLE y; --");
+  auto r = read_all(*src, t, {"Mixed Case", "select", "a \"b\"; c"}, "a \"b\"; c", "1");
+  REQUIRE(r.rows.size() == 1);
+  CHECK(r.rows[0] == std::vector<value>{text("it's"), text("where"), integer(2)});
+  CHECK(src->read_catalog().find(s.name() + ".y") != nullptr);
+  s.exec("DROP SCHEMA \"" + s.name() + " \"\"q\"\"; x\" CASCADE");
+}
+
+TEST_CASE("an unreachable postgres server is reported without the password") {
+  auto src = open_pg("postgresql://flotilla:s3cret@127.0.0.1:1/shop");
+  try {
+    (void)src->read_catalog();
+    FAIL("expected an error");
+  } catch (const source_error& e) {
+    const std::string what = e.what();
+    CHECK_THAT(what, Catch::StartsWith("cannot connect to source 'shop' "
+                                       "(postgresql://flotilla:***@127.0.0.1:1/shop): "));
+    CHECK_THAT(what, Catch::Contains("refused") && Catch::EndsWith("; check dsn"));
+    CHECK_THAT(what, !Catch::Contains("s3cret"));
+  }
+}
+
+TEST_CASE("postgres read errors name the source and table") {
+  pg_schema s;
+  s.exec("CREATE TABLE t (x integer)");
+  auto src = open_pg(s.dsn());
+  const catalog cat = src->read_catalog();
+  source_table gone = find_table(cat, s.name() + ".t");
+  s.exec("DROP TABLE t");
+  CHECK_THROWS_WITH(read_all(*src, gone),
+                    Catch::Contains("cannot read table '" + s.name() + ".t' of source 'shop'") &&
+                        Catch::Contains("does not exist"));
+}
+
+TEST_CASE("one catalog query reads hundreds of postgres tables") {
+  pg_schema s;
+  s.exec(
+      "DO $$ BEGIN FOR i IN 1..500 LOOP EXECUTE format('CREATE TABLE t%s (id bigint PRIMARY "
+      "KEY, name text, amount numeric(12,2), at timestamptz)', i); END LOOP; END $$");
+  auto src = open_pg(s.dsn());
+  const auto start = std::chrono::steady_clock::now();
+  const catalog cat = src->read_catalog();
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+  std::size_t mine = 0;
+  for (const auto& t : cat.tables)
+    if (t.schema == s.name()) {
+      ++mine;
+      CHECK(t.columns.columns.size() == 4);
+    }
+  CHECK(mine == 500);
+  WARN("postgres catalog: " << cat.tables.size() << " tables in " << us << " us ("
+                            << us / static_cast<long>(cat.tables.size()) << " us per table)");
+}
