@@ -89,6 +89,8 @@ table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table
     req.columns = plan.load_columns;
     req.mode = mode_of(plan.load);
     req.unique_key = settings.unique_key;
+    if (incremental)
+      req.commit_token = watermark.value_or("");
     auto writer = wh.begin_load(req);
 
     change_queue queue(job.queue_batches);
@@ -132,6 +134,8 @@ table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table
     if (incremental && read_result.max_cursor)
       max_cursor = read_result.max_cursor;
 
+    if (incremental && max_cursor)
+      writer->set_commit_token(*max_cursor);
     writer->commit();
     out.rows = writer->rows();
     out.status = table_status::copied;

@@ -1,6 +1,15 @@
 #include "engine/planner.hpp"
 
+#include <fmt/format.h>
+
 namespace flotilla::engine {
+namespace {
+bool col_is_key(const schema::table_schema& s, const std::string& name,
+                const dialects::dialect& d) {
+  const schema::column* c = s.find(name, d.names());
+  return c != nullptr && c->key;
+}
+}  // namespace
 
 std::string_view to_string(load_kind k) {
   switch (k) {
@@ -43,6 +52,27 @@ table_plan plan_table(const schema::table_schema& source,
 
   p.drift_checked = true;
   p.drift = schema::evaluate_drift(source, *live, dialect);
+  if (!dialect.supports_key_column_type_change()) {
+    // DuckDB cannot change the type of a key column in place: such a widening rebuilds.
+    std::vector<schema::column_retyped> keep;
+    for (auto& c : p.drift.safe_retypes) {
+      const schema::column* col = live->find(c.name, dialect.names());
+      if (col != nullptr && col->key)
+        p.drift.unsafe_retypes.push_back(c);
+      else
+        keep.push_back(c);
+    }
+    if (!p.drift.unsafe_retypes.empty()) {
+      p.drift.safe_retypes = keep;
+      p.drift.steps.clear();
+      for (const auto& c : p.drift.unsafe_retypes)
+        p.drift.steps.push_back(
+            {schema::evolution_action::drop_and_recreate, c.name,
+             fmt::format("column '{}' changed {} -> {}{}", c.name, dialect.physical_type(c.from),
+                         dialect.physical_type(c.to),
+                         col_is_key(*live, c.name, dialect) ? " (a key column: rebuilt)" : "")});
+    }
+  }
   if (p.drift.needs_recreate()) {
     p.shape_action = "recreate";
     p.reset_watermark = true;

@@ -112,6 +112,13 @@ class loader final : public table_writer {
     rows_ += batch.rows();
   }
 
+  void set_commit_token(std::string token) override {
+    if (!request_.commit_token)
+      throw sink_error(fmt::format("target '{}': the load of {} was begun without a commit token",
+                                   wh_.target_name(), wh_.dialect().qualified(request_.target)));
+    request_.commit_token = std::move(token);
+  }
+
   void commit() override {
     if (!open_)
       throw sink_error(fmt::format("target '{}': commit on a finished load of {}",

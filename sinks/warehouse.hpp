@@ -42,6 +42,9 @@ class table_writer {
  public:
   virtual ~table_writer() = default;
   virtual void write(const schema::row_batch& batch) = 0;
+  /// Replaces the commit token written with the rows (the watermark is known only once
+  /// the rows are read). The load must have been begun with a token (any value).
+  virtual void set_commit_token(std::string token) = 0;
   virtual void commit() = 0;
   [[nodiscard]] virtual std::uint64_t rows() const = 0;
 };

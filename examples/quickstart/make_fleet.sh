@@ -10,7 +10,7 @@ cp "$here/flotilla.toml" "$work/flotilla.toml"
 
 make_client() {
   local name=$1 customers=$2 orders=$3
-  sqlite3 "$work/data/$name.db" <<SQL
+  sqlite3 "$work/data/$name.db" >/dev/null <<SQL
 PRAGMA journal_mode=WAL;
 CREATE TABLE customers (
   id INTEGER PRIMARY KEY,

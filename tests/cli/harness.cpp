@@ -57,7 +57,7 @@ std::string quote_arg(const std::string& s) {
 }
 }  // namespace
 
-command_result flotilla(const workdir& dir, const std::vector<std::string>& args) {
+command_result run_flotilla(const workdir& dir, const std::vector<std::string>& args) {
   const char* bin = std::getenv("FLOTILLA_BIN");
   REQUIRE(bin != nullptr);
   std::string cmd = "cd " + quote_arg(dir.path().string()) + " && " + quote_arg(bin);
@@ -77,7 +77,7 @@ command_result flotilla(const workdir& dir, const std::vector<std::string>& args
 nlohmann::json flotilla_json(const workdir& dir, std::vector<std::string> args, int* exit_code) {
   args.push_back("--output");
   args.push_back("json");
-  auto r = flotilla(dir, args);
+  auto r = run_flotilla(dir, args);
   if (exit_code)
     *exit_code = r.exit_code;
   INFO("stdout: " << r.out << "\nstderr: " << r.err);

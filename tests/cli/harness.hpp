@@ -33,7 +33,7 @@ class workdir {
 };
 
 /// Runs build/flotilla (FLOTILLA_BIN) with `args` in `dir`.
-command_result flotilla(const workdir& dir, const std::vector<std::string>& args);
+command_result run_flotilla(const workdir& dir, const std::vector<std::string>& args);
 /// Runs it with --output json and parses stdout.
 nlohmann::json flotilla_json(const workdir& dir, std::vector<std::string> args,
                              int* exit_code = nullptr);

@@ -246,7 +246,7 @@ path = "wh.duckdb"
 adaptr = "sqlite"
 path = "shop.db"
 )");
-  auto r = flotilla(w, {"run"});
+  auto r = run_flotilla(w, {"run"});
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("FLT-C005") != std::string::npos);  // unknown dialect
   CHECK(r.err.find("FLT-C003") != std::string::npos);  // unknown key, with a suggestion
@@ -276,7 +276,7 @@ TEST_CASE("plan shows the actions and SQL without changing the target") {
                            "SELECT count(*) FROM information_schema.columns WHERE table_name = 'orders'"
                            " AND column_name = 'coupon'");
   CHECK(cols[0][0] == "0");
-  auto text = flotilla(w, {"plan"});
+  auto text = run_flotilla(w, {"plan"});
   CHECK(text.out.find("Plan ready  2 selected, 1 to alter, 2 to load") != std::string::npos);
 }
 
@@ -299,7 +299,7 @@ path = "shop.db"
     for (const auto& s : t["sql"])
       has_create |= s.get<std::string>().find("CREATE") != std::string::npos;
   CHECK(has_create);
-  auto run = flotilla(w, {"run"});
+  auto run = run_flotilla(w, {"run"});
   CHECK(run.exit_code != 0);
   CHECK(run.out.find("plan") != std::string::npos);
 }
@@ -330,7 +330,7 @@ TEST_CASE("kill -9 in the middle of a run, then a rerun: nothing lost, nothing d
                         t);
   sqlite_exec(w.file("shop.db"), more);
   setenv("FLOTILLA_CRASH_AT", ("3:" + point).c_str(), 1);
-  auto crashed = flotilla(w, {"run"});
+  auto crashed = run_flotilla(w, {"run"});
   unsetenv("FLOTILLA_CRASH_AT");
   CHECK(crashed.exit_code != 0);
   auto rerun = flotilla_json(w, {"run"}, &rc);
