@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include <fmt/format.h>
@@ -101,15 +102,6 @@ bool parse_clock(std::string_view s, std::size_t& pos, std::int64_t& micros) {
   return true;
 }
 
-std::string fraction_text(std::int64_t micros_of_second) {
-  if (micros_of_second == 0)
-    return {};
-  std::string f = fmt::format(".{:06d}", micros_of_second);
-  while (f.back() == '0')
-    f.pop_back();
-  return f;
-}
-
 // Increments a string of decimal digits by one unit in the last place; returns false on
 // carry out of the most significant digit (the caller prepends '1').
 bool increment_digits(std::string& digits) {
@@ -132,24 +124,41 @@ std::string format_scaled(__int128 unscaled, int scale) {
   const bool negative = unscaled < 0;
   unsigned __int128 mag = negative ? static_cast<unsigned __int128>(-(unscaled + 1)) + 1
                                    : static_cast<unsigned __int128>(unscaled);
-  char buf[64];
-  int n = 0;
-  do {
-    buf[n++] = static_cast<char>('0' + static_cast<int>(mag % 10));
-    mag /= 10;
-  } while (mag != 0);
-  while (n <= scale)
-    buf[n++] = '0';
-  std::string out;
-  out.reserve(static_cast<std::size_t>(n) + 2);
-  if (negative)
-    out.push_back('-');
-  for (int i = n - 1; i >= 0; --i) {
-    out.push_back(buf[i]);
-    if (i == scale && scale > 0)
-      out.push_back('.');
+  // Digits right to left; 128-bit division is slow, so peel 19-digit chunks off with one
+  // division each and do the rest in 64 bits.
+  char digits[96];
+  char* const end = digits + sizeof digits;
+  char* p = end;
+  constexpr std::uint64_t chunk = 10'000'000'000'000'000'000ull;
+  while (mag > std::numeric_limits<std::uint64_t>::max()) {
+    std::uint64_t low = static_cast<std::uint64_t>(mag % chunk);
+    mag /= chunk;
+    for (int i = 0; i < 19; ++i) {
+      *--p = static_cast<char>('0' + low % 10);
+      low /= 10;
+    }
   }
-  return out;
+  std::uint64_t m = static_cast<std::uint64_t>(mag);
+  do {
+    *--p = static_cast<char>('0' + m % 10);
+    m /= 10;
+  } while (m != 0);
+  while (end - p <= scale)
+    *--p = '0';
+  const std::size_t n = static_cast<std::size_t>(end - p);
+  const std::size_t int_digits = n - static_cast<std::size_t>(scale);
+  char out[100];
+  std::size_t len = 0;
+  if (negative)
+    out[len++] = '-';
+  std::memcpy(out + len, p, int_digits);
+  len += int_digits;
+  if (scale > 0) {
+    out[len++] = '.';
+    std::memcpy(out + len, p + int_digits, static_cast<std::size_t>(scale));
+    len += static_cast<std::size_t>(scale);
+  }
+  return std::string(out, len);
 }
 
 std::optional<std::string> normalize_decimal(std::string_view text, int scale) {
@@ -271,27 +280,84 @@ civil_date civil_from_days(std::int64_t z) {
   return {y + (m <= 2), m, d};
 }
 
-std::string format_date(std::int64_t days) {
+namespace {
+
+void put2(char*& p, unsigned v) {
+  *p++ = static_cast<char>('0' + v / 10);
+  *p++ = static_cast<char>('0' + v % 10);
+}
+
+// "YYYY-MM-DD" at p; years outside 0..9999 keep their sign and all their digits.
+void put_date(char*& p, std::int64_t days) {
   const civil_date c = civil_from_days(days);
-  if (c.year < 0)
-    return fmt::format("-{:04d}-{:02d}-{:02d}", -c.year, c.month, c.day);
-  return fmt::format("{:04d}-{:02d}-{:02d}", c.year, c.month, c.day);
+  if (c.year >= 0 && c.year <= 9999) {
+    const auto y = static_cast<unsigned>(c.year);
+    put2(p, y / 100);
+    put2(p, y % 100);
+  } else {
+    auto text = fmt::format("{}{:04d}", c.year < 0 ? "-" : "", c.year < 0 ? -c.year : c.year);
+    std::memcpy(p, text.data(), text.size());
+    p += text.size();
+  }
+  *p++ = '-';
+  put2(p, c.month);
+  *p++ = '-';
+  put2(p, c.day);
+}
+
+// "HH:MM:SS[.ffffff]" at p, the fraction without trailing zeros.
+void put_time(char*& p, std::int64_t micros) {
+  const std::int64_t secs = micros / micros_per_second;
+  std::int64_t frac = micros % micros_per_second;
+  put2(p, static_cast<unsigned>(secs / 3600));
+  *p++ = ':';
+  put2(p, static_cast<unsigned>((secs / 60) % 60));
+  *p++ = ':';
+  put2(p, static_cast<unsigned>(secs % 60));
+  if (frac != 0) {
+    char f[6];
+    for (int i = 5; i >= 0; --i) {
+      f[i] = static_cast<char>('0' + frac % 10);
+      frac /= 10;
+    }
+    int n = 6;
+    while (f[n - 1] == '0')
+      --n;
+    *p++ = '.';
+    std::memcpy(p, f, static_cast<std::size_t>(n));
+    p += n;
+  }
+}
+
+}  // namespace
+
+std::string format_date(std::int64_t days) {
+  char buf[64];
+  char* p = buf;
+  put_date(p, days);
+  return std::string(buf, static_cast<std::size_t>(p - buf));
 }
 
 std::string format_time(std::int64_t micros) {
-  const std::int64_t secs = micros / micros_per_second;
-  return fmt::format("{:02d}:{:02d}:{:02d}{}", secs / 3600, (secs / 60) % 60, secs % 60,
-                     fraction_text(micros % micros_per_second));
+  char buf[64];
+  char* p = buf;
+  put_time(p, micros);
+  return std::string(buf, static_cast<std::size_t>(p - buf));
 }
 
 std::string format_timestamp(std::int64_t micros, bool utc_offset) {
   const std::int64_t days = floor_div(micros, micros_per_day);
-  std::string out = format_date(days);
-  out.push_back(' ');
-  out += format_time(micros - days * micros_per_day);
-  if (utc_offset)
-    out += "+00";
-  return out;
+  char buf[96];
+  char* p = buf;
+  put_date(p, days);
+  *p++ = ' ';
+  put_time(p, micros - days * micros_per_day);
+  if (utc_offset) {
+    *p++ = '+';
+    *p++ = '0';
+    *p++ = '0';
+  }
+  return std::string(buf, static_cast<std::size_t>(p - buf));
 }
 
 std::optional<parsed_timestamp> parse_timestamp(std::string_view text) {
