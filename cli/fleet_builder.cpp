@@ -135,6 +135,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         actors::table_spec ts;
         ts.target_index = target_index;
         ts.job.source_name = src->name;
+        ts.job.target_name = target->name;
         ts.job.table = *table;
         auto where = config::target_table(*target, *src, name);
         ts.job.target = dialects::table_ref{where.catalog, where.schema, where.name};

@@ -1,6 +1,8 @@
 #include "engine/copy.hpp"
 
 #include <exception>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -48,6 +50,25 @@ sinks::load_mode mode_of(load_kind k) {
   return sinks::load_mode::replace;
 }
 
+/// Creates the target schema once per process and target before any table of it loads.
+/// Engines like DuckDB refuse two transactions creating the same schema at once
+/// (a write-write conflict), which concurrent first loads of one schema would do.
+void ensure_schema_once(sinks::warehouse& wh, const table_job& job) {
+  if (job.target.schema.empty())
+    return;
+  const std::string sql = wh.dialect().create_schema(job.target.schema);
+  if (sql.empty())
+    return;
+  static std::mutex mu;
+  static std::set<std::string> done;
+  const std::string key = job.target_name + '\n' + job.target.catalog + '\n' + job.target.schema;
+  std::lock_guard lock(mu);
+  if (done.contains(key))
+    return;
+  wh.execute({sql});
+  done.insert(key);
+}
+
 }  // namespace
 
 table_plan plan_against_target(sinks::warehouse& wh, const table_job& job) {
@@ -68,6 +89,7 @@ table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table
         watermark = token;
       settings.has_watermark = watermark.has_value();
     }
+    ensure_schema_once(wh, job);
     auto d = describe_target(wh, job.target);
     out.plan = plan_table(job.table.columns, d.live, d.state, wh.dialect(), job.target, settings);
     const table_plan& plan = *out.plan;

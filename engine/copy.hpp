@@ -16,6 +16,7 @@ namespace flotilla::engine {
 
 struct table_job {
   std::string source_name;
+  std::string target_name;  ///< the target's name in flotilla.toml
   sources::source_table table;  ///< the table's catalog slice
   dialects::table_ref target;
   table_settings settings;
