@@ -62,7 +62,8 @@ SELECT r.nspname, r.relname, a.attname,
        (a.attnotnull OR (t.typtype = 'd' AND t.typnotnull)),
        coalesce(a.attnum = ANY (i.indkey), false),
        r.stats,
-       (SELECT pg_catalog.pg_stat_get_db_stat_reset_time(d.oid)::text
+       (SELECT concat_ws(':', pg_catalog.pg_stat_get_db_stat_reset_time(d.oid),
+                         pg_catalog.pg_postmaster_start_time())
           FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
 FROM rels r
 JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped
@@ -235,15 +236,20 @@ class postgres_source final : public source {
       names.push_back(c.name);
       types.push_back(c.type);
     }
+    // The cursor column as the catalog spells it (settings may differ in case).
+    std::string cursor = request.cursor_column;
+    if (!cursor.empty() && !table.columns.find(cursor, schema::name_rule::case_sensitive))
+      if (const auto* c = table.columns.find(cursor, schema::name_rule::case_insensitive))
+        cursor = c->name;
     std::size_t cursor_index = static_cast<std::size_t>(-1);
-    if (!request.cursor_column.empty()) {
+    if (!cursor.empty()) {
       for (std::size_t i = 0; i < width; ++i)
-        if (requested[i].name == request.cursor_column)
+        if (requested[i].name == cursor)
           cursor_index = i;
       if (cursor_index == static_cast<std::size_t>(-1)) {
-        const auto* c = table.columns.find(request.cursor_column, schema::name_rule::case_sensitive);
+        const auto* c = table.columns.find(cursor, schema::name_rule::case_sensitive);
         cursor_index = names.size();
-        names.push_back(request.cursor_column);
+        names.push_back(cursor);
         types.push_back(c ? c->type : portable_type::of(type_kind::text));
       }
     }
@@ -258,8 +264,8 @@ class postgres_source final : public source {
     if (!table.schema.empty())
       select += quote_ident(table.schema) + ".";
     select += quote_ident(table.name);
-    if (!request.cursor_column.empty()) {
-      const std::string q = quote_ident(request.cursor_column);
+    if (!cursor.empty()) {
+      const std::string q = quote_ident(cursor);
       if (request.after)
         select += " WHERE " + q + " > " + quote_literal(*request.after);
       select += " ORDER BY " + q + " ASC NULLS LAST";

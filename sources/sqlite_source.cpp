@@ -201,12 +201,15 @@ class sqlite_source final : public source {
     // The marker first: a write that lands after this point changes the next marker.
     const std::optional<std::string> file = sqlite_file_marker(options_.path);
     auto db = open();
-    // One query for every table: sqlite_schema joined with the table_info pragma.
+    // One query for every table: the table list joined with the table_info pragma.
+    // pragma_table_list (SQLite 3.37+) tells ordinary tables from views, virtual tables
+    // (whose module may not even be loadable here) and their shadow tables.
     static constexpr const char* sql =
-        "SELECT m.name, p.name, p.type, p.\"notnull\", p.pk "
-        "FROM sqlite_schema AS m JOIN pragma_table_info(m.name) AS p "
-        "WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
-        "ORDER BY m.name, p.cid";
+        "SELECT l.name, p.name, p.type, p.\"notnull\", p.pk "
+        "FROM pragma_table_list AS l JOIN pragma_table_info(l.name, 'main') AS p "
+        "WHERE l.schema = 'main' AND l.type = 'table' "
+        "  AND l.name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
+        "ORDER BY l.name, p.cid";
     statement stmt(db.get(), sql);
     if (stmt.prepare_rc() != SQLITE_OK)
       throw error::catalog_failed(options_.name, where(), sqlite3_errmsg(db.get()),

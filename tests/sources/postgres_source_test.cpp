@@ -215,6 +215,11 @@ TEST_CASE("an incremental postgres read returns rows after the watermark in curs
   auto by_amount = read_all(*src, t, {"what"}, "amount", "1.00");
   REQUIRE(by_amount.rows.size() == 2);
   CHECK(by_amount.result.max_cursor == "3.00");
+
+  // A cursor_column spelled in another case still finds its column.
+  auto other_case = read_all(*src, t, {"id"}, "Updated_At", "2024-01-02 00:00:00.5+00");
+  REQUIRE(other_case.rows.size() == 1);
+  CHECK(other_case.rows[0][0] == integer(1));
 }
 
 TEST_CASE("postgres rows arrive in batches of batch_rows and reading stops when asked") {

@@ -33,11 +33,12 @@ TEST_CASE("the sqlite catalog lists every table with portable types and its key"
     CREATE TABLE lines (order_id INTEGER, line INTEGER, sku TEXT, PRIMARY KEY (order_id, line));
     CREATE INDEX lines_sku ON lines (sku);
     CREATE VIEW big_orders AS SELECT * FROM orders WHERE total > 100;
+    CREATE VIRTUAL TABLE docs USING fts5(body);
   )");
   auto src = open_sqlite(db);
   CHECK(src->adapter() == "sqlite");
   const catalog cat = src->read_catalog();
-  REQUIRE(cat.tables.size() == 2);  // tables only, no views, no sqlite_ internals
+  REQUIRE(cat.tables.size() == 2);  // no views, virtual or shadow tables, sqlite_ internals
   CHECK(cat.tables[0].name == "lines");
   CHECK(cat.tables[0].schema.empty());
   CHECK(cat.tables[0].columns.key() == std::vector<std::string>{"order_id", "line"});
