@@ -5,6 +5,7 @@
 #include <duckdb.h>
 
 #include <cctype>
+#include <mutex>
 #include <filesystem>
 #include <limits>
 #include <utility>
@@ -364,7 +365,16 @@ class duckdb_warehouse final : public warehouse_base {
     }
   }
 
+  /// DuckDB refuses two open transactions creating the same catalog entry (a
+  /// write-write conflict), so schema and bookkeeping creation are serialised across
+  /// this process's connections; each runs in auto-commit, inside the lock.
+  static std::recursive_mutex& catalog_mutex() {
+    static std::recursive_mutex mu;
+    return mu;
+  }
+
   void ensure_schema(const std::string& schema) override {
+    std::lock_guard lock(catalog_mutex());
     try {
       run(dialect().create_schema(schema));
     } catch (const sink_error&) {
@@ -375,6 +385,7 @@ class duckdb_warehouse final : public warehouse_base {
   }
 
   void ensure_bookkeeping() override {
+    std::lock_guard lock(catalog_mutex());
     const auto& d = dialect();
     const std::string ddl = fmt::format(
         "CREATE TABLE IF NOT EXISTS {} ({} VARCHAR PRIMARY KEY, {} VARCHAR, {} TIMESTAMP WITH "
