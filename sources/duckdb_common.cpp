@@ -16,8 +16,8 @@ using schema::portable_type;
 using schema::type_kind;
 using schema::value;
 
-// One process-wide cache: DuckDB refuses a second instance on a file this process has
-// open, and one shared read-only instance also shares its buffer pool.
+// One process-wide cache, so every source on one file shares one instance: one catalog
+// load, one buffer pool (each instance would size its own to most of the memory).
 duckdb_instance_cache instance_cache() {
   static duckdb_instance_cache cache = duckdb_create_instance_cache();
   return cache;

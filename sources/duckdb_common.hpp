@@ -26,7 +26,7 @@ struct failure : std::runtime_error {
 class database {
  public:
   /// A database file opened read-only. Instances are shared within the process (DuckDB's
-  /// instance cache), so several sources reading one file hold one instance and one lock.
+  /// instance cache), so several sources reading one file hold one instance.
   static database open_read_only(const std::string& path);
   /// A private in-memory database (csv/json files are read through it).
   static database open_memory();
