@@ -72,6 +72,8 @@ int do_plan(const global_options& g, const plan_args& a) {
                              {"reason", s.reason}});
         row["actions"] = actions;
         nlohmann::json sql = pl.ddl;
+        for (const auto& s : pl.staging_sql)
+          sql.push_back(s);
         for (const auto& s : pl.swap_sql)
           sql.push_back(s);
         row["sql"] = sql;

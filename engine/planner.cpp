@@ -37,6 +37,8 @@ table_plan plan_table(const schema::table_schema& source,
   const bool incremental = !settings.cursor_column.empty();
   auto full_refresh = [&] {
     p.load = load_kind::full_refresh;
+    p.staging_sql = {dialect.drop_table(staging_of(target)),
+                     dialect.create_table(staging_of(target), source)};
     p.swap_sql = dialect.swap_in(staging_of(target), target);
   };
   if (!target.schema.empty() && dialect.name() != "sqlite")

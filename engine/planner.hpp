@@ -42,6 +42,9 @@ struct table_plan {
   /// The exact statements run before loading (schema, DDL), in order.
   std::vector<std::string> ddl;
   load_kind load = load_kind::full_refresh;
+  /// The statements that create the staging table a full refresh loads (shown by plan;
+  /// the sink issues the same statements with the live table's extra columns kept).
+  std::vector<std::string> staging_sql;
   /// The statements that swap the loaded staging table in (full refresh).
   std::vector<std::string> swap_sql;
   /// Columns read from the source and loaded, in order.

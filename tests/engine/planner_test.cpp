@@ -1,0 +1,87 @@
+#include <catch2/catch.hpp>
+
+#include "dialects/dialect.hpp"
+#include "engine/planner.hpp"
+
+using namespace flotilla;
+
+namespace {
+schema::portable_type T(const char* s) { return *schema::parse_type(s); }
+schema::table_schema S(std::initializer_list<schema::column> c) { return schema::table_schema{c}; }
+const dialects::table_ref orders{"", "staging__us_west__shop", "orders"};
+}  // namespace
+
+TEST_CASE("an absent target is created by a full refresh through a staging table") {
+  auto d = *dialects::make_dialect("duckdb");
+  auto p = engine::plan_table(S({{"id", T("int")}}), std::nullopt, engine::target_state::absent, *d,
+                              orders, {});
+  CHECK(p.shape_action == "create");
+  CHECK(p.load == engine::load_kind::full_refresh);
+  CHECK_FALSE(p.drift_checked);
+  REQUIRE(p.staging_sql.size() == 2);
+  CHECK_THAT(p.staging_sql[1], Catch::Contains("orders__flotilla_staging"));
+  CHECK_FALSE(p.swap_sql.empty());
+}
+
+TEST_CASE("an unreadable target is treated as absent and rebuilt") {
+  auto d = *dialects::make_dialect("postgres");
+  auto p = engine::plan_table(S({{"id", T("int")}}), std::nullopt, engine::target_state::unreadable,
+                              *d, orders, {});
+  CHECK(p.shape_action == "create");
+  CHECK(p.reset_watermark);
+}
+
+TEST_CASE("a new column is added before an incremental load continues from the watermark") {
+  auto d = *dialects::make_dialect("duckdb");
+  engine::table_settings s;
+  s.cursor_column = "updated_at";
+  s.has_watermark = true;
+  auto live = S({{"id", T("int")}, {"updated_at", T("timestamp_ntz")}});
+  auto src = S({{"id", T("int")}, {"updated_at", T("timestamp_ntz")}, {"coupon", T("text")}});
+  auto p = engine::plan_table(src, live, engine::target_state::present, *d, orders, s);
+  CHECK(p.shape_action == "evolve");
+  CHECK(p.load == engine::load_kind::incremental);
+  CHECK(p.ddl.back() ==
+        "ALTER TABLE \"staging__us_west__shop\".\"orders\" ADD COLUMN \"coupon\" VARCHAR");
+}
+
+TEST_CASE("an unsafe change recreates the table and resets the watermark, without a drop before the load") {
+  auto d = *dialects::make_dialect("duckdb");
+  engine::table_settings s;
+  s.cursor_column = "id";
+  s.has_watermark = true;
+  auto p = engine::plan_table(S({{"id", T("int")}, {"status", T("int")}}),
+                              S({{"id", T("int")}, {"status", T("text")}}),
+                              engine::target_state::present, *d, orders, s);
+  CHECK(p.shape_action == "recreate");
+  CHECK(p.reset_watermark);
+  CHECK(p.load == engine::load_kind::full_refresh);
+  for (const auto& sql : p.ddl)
+    CHECK_THAT(sql, !Catch::Contains("DROP TABLE"));
+  bool swap_drops = false;
+  for (const auto& sql : p.swap_sql)
+    swap_drops |= sql.find("DROP TABLE IF EXISTS") != std::string::npos;
+  CHECK(swap_drops);
+  REQUIRE(p.drift.steps.size() == 1);
+  CHECK(p.drift.steps[0].reason == "column 'status' changed VARCHAR -> INTEGER");
+}
+
+TEST_CASE("a widening of a DuckDB key column rebuilds the table instead of altering it") {
+  auto d = *dialects::make_dialect("duckdb");
+  auto p = engine::plan_table(S({{"id", T("bigint"), false, true}}),
+                              S({{"id", T("int"), false, true}}), engine::target_state::present, *d,
+                              orders, {});
+  CHECK(p.shape_action == "recreate");
+  REQUIRE(p.drift.steps.size() == 1);
+  CHECK(p.drift.steps[0].action == schema::evolution_action::drop_and_recreate);
+}
+
+TEST_CASE("a safe widening alters in place on PostgreSQL") {
+  auto d = *dialects::make_dialect("pg");
+  auto p = engine::plan_table(S({{"amount", T("decimal(14,2)")}}), S({{"amount", T("decimal(10,2)")}}),
+                              engine::target_state::present, *d, orders, {});
+  CHECK(p.shape_action == "evolve");
+  REQUIRE(p.drift.steps.size() == 1);
+  CHECK(p.drift.steps[0].action == schema::evolution_action::alter_column_types);
+  CHECK(p.drift.steps[0].reason == "column 'amount' changed NUMERIC(10,2) -> NUMERIC(14,2)");
+}
