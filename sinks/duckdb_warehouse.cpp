@@ -292,19 +292,30 @@ class duckdb_warehouse final : public warehouse_base {
   }
 
   std::optional<schema::table_schema> describe(const table_ref& table) override {
-    static const std::string sql =
-        "SELECT c.column_name, c.data_type, CAST(c.is_nullable AS VARCHAR), "
-        "CAST(EXISTS (SELECT 1 FROM duckdb_constraints() k WHERE k.database_name = "
-        "c.database_name AND k.schema_name = c.schema_name AND k.table_name = c.table_name "
-        "AND k.constraint_type = 'PRIMARY KEY' AND list_contains(k.constraint_column_names, "
-        "c.column_name)) AS VARCHAR) "
-        "FROM duckdb_columns() c "
-        "WHERE c.database_name = coalesce($1, current_database()) "
-        "AND lower(c.schema_name) = lower(coalesce($2, current_schema())) "
-        "AND lower(c.table_name) = lower($3) ORDER BY c.column_index";
+    // A direct catalog lookup first (microseconds, whatever the number of tables), then
+    // DESCRIBE of that one table. Scanning duckdb_columns() instead costs time in
+    // proportion to every column of the database, per call: quadratic over a fleet.
+    {
+      duckdb_table_description desc = nullptr;
+      const std::string schema = table.schema.empty() ? std::string("main") : table.schema;
+      const duckdb_state found =
+          table.catalog.empty()
+              ? duckdb_table_description_create(con_, schema.c_str(), table.name.c_str(), &desc)
+              : duckdb_table_description_create_ext(con_, table.catalog.c_str(), schema.c_str(),
+                                                    table.name.c_str(), &desc);
+      duckdb_table_description_destroy(&desc);
+      if (found == DuckDBError)
+        return std::nullopt;
+    }
     text_rows rows;
     try {
-      rows = query_params(sql, {opt(table.catalog), opt(table.schema), table.name});
+      result_holder h;
+      const std::string sql = "DESCRIBE " + dialect().qualified(table);
+      if (duckdb_query(con_, sql.c_str(), &h.r) == DuckDBError)
+        throw error(duckdb_result_error(&h.r));
+      for (auto& r : collect(h.r))  // column_name, column_type, null, key, default, extra
+        rows.push_back({r[0], r[1], std::optional<std::string>(r[2] == "YES" ? "true" : "false"),
+                        std::optional<std::string>(r[3] == "PRI" ? "true" : "false")});
     } catch (const sink_error& e) {
       throw error(fmt::format("cannot read the columns of {}: {}", dialect().qualified(table),
                               e.what()));
