@@ -105,8 +105,8 @@ nlohmann::json run_json(const std::string& run_id, const std::vector<actors::pip
                              {"reason", s.reason}});
       }
       tables.push_back(std::move(row));
-      if (o.status == engine::table_status::failed)
-        ++failed;
+      if (o.status == engine::table_status::failed || o.status == engine::table_status::skipped)
+        ++failed;  // a skipped table did not get its data: the run is not a success
       else
         ++ok;
     }

@@ -164,6 +164,10 @@ class sqlite_warehouse final : public warehouse_base {
       // leaves the last committed state intact.
       run("PRAGMA journal_mode = WAL");
       run("PRAGMA synchronous = NORMAL");
+      // The swap renames the staging table; without legacy mode SQLite re-parses every
+      // other table's schema on each RENAME (to rewrite references), which makes a
+      // fleet of thousands of tables quadratic. Flotilla's tables have no references.
+      run("PRAGMA legacy_alter_table = ON");
       run("PRAGMA cache_size = -65536");  // 64 MiB: bulk loads touch many index pages
     } catch (...) {
       sqlite3_close(db_);

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -28,18 +29,47 @@ using schema::portable_type;
 using schema::type_kind;
 using schema::value;
 
+/// Idle read-only connections of one source, reused across reads: opening a connection
+/// makes SQLite parse the whole schema on first use, which for a file of thousands of
+/// tables costs more than reading a small table.
+struct connection_pool {
+  std::mutex mu;
+  std::vector<sqlite3*> idle;
+  ~connection_pool() {
+    for (auto* db : idle)
+      sqlite3_close_v2(db);
+  }
+};
+
 class sqlite_handle {
  public:
   sqlite_handle() = default;
-  explicit sqlite_handle(sqlite3* db) : db_(db) {}
-  sqlite_handle(sqlite_handle&& other) noexcept : db_(other.db_) { other.db_ = nullptr; }
+  explicit sqlite_handle(sqlite3* db, connection_pool* pool = nullptr) : db_(db), pool_(pool) {}
+  sqlite_handle(sqlite_handle&& other) noexcept : db_(other.db_), pool_(other.pool_) {
+    other.db_ = nullptr;
+  }
   sqlite_handle(const sqlite_handle&) = delete;
   sqlite_handle& operator=(const sqlite_handle&) = delete;
-  ~sqlite_handle() { sqlite3_close_v2(db_); }
+  ~sqlite_handle() {
+    if (db_ != nullptr && pool_ != nullptr && sqlite3_get_autocommit(db_) != 0) {
+      std::lock_guard lock(pool_->mu);
+      if (pool_->idle.size() < 16) {
+        pool_->idle.push_back(db_);
+        return;
+      }
+    }
+    sqlite3_close_v2(db_);
+  }
   [[nodiscard]] sqlite3* get() const { return db_; }
+  sqlite3* release() {
+    auto* db = db_;
+    db_ = nullptr;
+    return db;
+  }
 
  private:
   sqlite3* db_ = nullptr;
+  connection_pool* pool_ = nullptr;
 };
 
 class statement {
@@ -341,6 +371,14 @@ class sqlite_source final : public source {
   [[nodiscard]] std::string where() const { return "sqlite file " + options_.path; }
 
   sqlite_handle open() const {
+    {
+      std::lock_guard lock(pool_.mu);
+      if (!pool_.idle.empty()) {
+        sqlite3* db = pool_.idle.back();
+        pool_.idle.pop_back();
+        return sqlite_handle(db, &pool_);
+      }
+    }
     sqlite3* db = nullptr;
     const int rc = sqlite3_open_v2(options_.path.c_str(), &db,
                                    SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -351,7 +389,7 @@ class sqlite_source final : public source {
                                "check path and that the file is readable");
     sqlite3_busy_timeout(db, 10'000);
     sqlite3_extended_result_codes(db, 1);
-    return handle;
+    return sqlite_handle(handle.release(), &pool_);
   }
 
   // Watermarks arrive as text. SQLite compares by storage class, so numbers are bound as
@@ -373,6 +411,7 @@ class sqlite_source final : public source {
   }
 
   source_options options_;
+  mutable connection_pool pool_;
 };
 
 }  // namespace
