@@ -5,7 +5,11 @@
 #include <duckdb.h>
 
 #include <cctype>
+#include <cstdlib>
+#include <atomic>
+#include <map>
 #include <mutex>
+#include <shared_mutex>
 #include <filesystem>
 #include <limits>
 #include <utility>
@@ -259,6 +263,30 @@ class duckdb_inserter final : public row_inserter {
   idx_t fill_ = 0;
 };
 
+/// Per database file: DuckDB keeps every table's data committed since the last
+/// checkpoint in memory, at least one block per column, so a fleet of thousands of small
+/// tables would hold gigabytes. Every `checkpoint_every` commits, one connection waits
+/// for the loads in flight to commit (they hold the gate shared) and checkpoints, which
+/// writes those blocks to the file and lets DuckDB release them.
+struct checkpoint_gate {
+  std::shared_mutex mu;
+  std::atomic<std::uint64_t> commits{0};
+};
+constexpr std::uint64_t checkpoint_every = 512;
+
+std::shared_ptr<checkpoint_gate> gate_for(const std::string& path) {
+  static std::mutex mu;
+  static std::map<std::string, std::weak_ptr<checkpoint_gate>> gates;
+  std::lock_guard lock(mu);
+  auto& weak = gates[path];
+  auto gate = weak.lock();
+  if (!gate) {
+    gate = std::make_shared<checkpoint_gate>();
+    weak = gate;
+  }
+  return gate;
+}
+
 class duckdb_warehouse final : public warehouse_base {
  public:
   duckdb_warehouse(const warehouse_options& options, std::unique_ptr<dialects::dialect> d)
@@ -270,6 +298,7 @@ class duckdb_warehouse final : public warehouse_base {
     if (!parent.empty())
       std::filesystem::create_directories(parent, ec);
     char* err = nullptr;
+    gate_ = gate_for(options.path);
     if (duckdb_get_or_create_from_cache(instance_cache(), options.path.c_str(), &db_, nullptr,
                                         &err) == DuckDBError) {
       std::string msg = err ? err : "unknown error";
@@ -284,6 +313,16 @@ class duckdb_warehouse final : public warehouse_base {
     // them; without the ICU extension there is no setting and they are UTC already.
     result_holder h;
     duckdb_query(con_, "SET TimeZone = 'UTC'", &h.r);
+    // Bounded memory for fleets of many tables: with periodic checkpoints (see
+    // checkpoint_gate) DuckDB can evict what it wrote instead of holding every loaded
+    // table in memory. Not persisted in the file. FLOTILLA_DUCKDB_MEMORY_LIMIT overrides.
+    {
+      const char* env = std::getenv("FLOTILLA_DUCKDB_MEMORY_LIMIT");
+      const std::string limit = env != nullptr && *env != '\0' ? env : "1GB";
+      result_holder m;
+      duckdb_query(con_, fmt::format("SET memory_limit = {}", dialect().literal(limit)).c_str(),
+                   &m.r);
+    }
   }
 
   ~duckdb_warehouse() override {
@@ -359,11 +398,24 @@ class duckdb_warehouse final : public warehouse_base {
       throw error(fmt::format("{} (in: {})", duckdb_result_error(&h.r), sql));
   }
 
-  void begin() override { run("BEGIN TRANSACTION"); }
-  void commit_transaction() override { run("COMMIT"); }
+  void begin() override {
+    load_lock_ = std::shared_lock(gate_->mu);
+    try {
+      run("BEGIN TRANSACTION");
+    } catch (...) {
+      load_lock_ = {};
+      throw;
+    }
+  }
+  void commit_transaction() override {
+    run("COMMIT");
+    load_lock_ = {};
+    maybe_checkpoint();
+  }
   void rollback() noexcept override {
     result_holder h;
     duckdb_query(con_, "ROLLBACK", &h.r);
+    load_lock_ = {};
   }
 
   std::unique_ptr<row_inserter> open_inserter(const table_ref& table,
@@ -450,8 +502,20 @@ class duckdb_warehouse final : public warehouse_base {
     return collect(h.r);
   }
 
+  void maybe_checkpoint() noexcept {
+    if (++gate_->commits % checkpoint_every != 0)
+      return;
+    std::unique_lock lock(gate_->mu);
+    result_holder h;
+    // Best effort: a statement running outside a load (DDL in auto-commit) makes DuckDB
+    // refuse; the next round will checkpoint.
+    duckdb_query(con_, "CHECKPOINT", &h.r);
+  }
+
   duckdb_database db_ = nullptr;
   duckdb_connection con_ = nullptr;
+  std::shared_ptr<checkpoint_gate> gate_;
+  std::shared_lock<std::shared_mutex> load_lock_;
 };
 
 }  // namespace
