@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <random>
+#include <unordered_map>
 
 #include <fmt/chrono.h>
 #include <fmt/core.h>
@@ -127,11 +128,18 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                  no_prune](const sources::catalog& cat) {
       std::vector<std::string> names;
       names.reserve(cat.tables.size());
-      for (const auto& t : cat.tables)
+      std::unordered_map<std::string, const sources::source_table*> by_name;
+      by_name.reserve(cat.tables.size());
+      for (const auto& t : cat.tables) {
         names.push_back(t.qualified());
+        by_name.emplace(names.back(), &t);
+      }
       std::vector<actors::table_spec> out;
+      out.reserve(names.size());
       for (const auto& name : config::select_tables(*src, names, filters)) {
-        const sources::source_table* table = cat.find(name);
+        auto found = by_name.find(name);
+        const sources::source_table* table =
+            found != by_name.end() ? found->second : cat.find(name);
         if (table == nullptr)
           continue;
         const config::table_config* section = config::find_table(*src, name);
