@@ -85,9 +85,9 @@ struct position {
 struct policy_overrides {
   std::optional<contract_mode> contract;                 ///< Default: inherit (none)
   std::optional<schema_change_policy> on_schema_change;  ///< Default: inherit (append_new_columns)
-  /// Default: inherit (allow without a contract, require_confirmation with one)
+  /// Default: inherit (allow without a contract, require_confirmation with one: enforced or declared columns)
   std::optional<rebuild_policy> type_change_rebuild;
-  std::optional<bool> auto_widen;             ///< Default: inherit (true without a contract, false with one)
+  std::optional<bool> auto_widen;             ///< Default: inherit (false)
   std::optional<drift_policy> on_source_drift;  ///< Default: inherit (ignore)
   std::optional<bool> prune_unchanged;        ///< Default: inherit (false)
 };

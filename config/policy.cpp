@@ -46,9 +46,13 @@ table_policy effective_policy(const project& p, const source_config& src,
   table_policy r;
   resolve(r.contract, r.from.contract, t.contract, s.contract, g.contract);
   // Built-in defaults of the remaining keys depend on the contract (see header).
-  const bool contracted = r.contract == contract_mode::enforced;
+  // A table has a contract when it is enforced or declares columns: SQLLoad's default
+  // (a rebuild needs confirmation) applies; otherwise Rocky's (it rebuilds on its own).
+  // auto_widen is opt-in everywhere, as seed 000 says.
+  const bool contracted =
+      r.contract == contract_mode::enforced || (section != nullptr && !section->columns.empty());
   r.type_change_rebuild = contracted ? rebuild_policy::require_confirmation : rebuild_policy::allow;
-  r.auto_widen = !contracted;
+  r.auto_widen = false;
   resolve(r.on_schema_change, r.from.on_schema_change, t.on_schema_change, s.on_schema_change,
           g.on_schema_change);
   resolve(r.type_change_rebuild, r.from.type_change_rebuild, t.type_change_rebuild,

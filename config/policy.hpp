@@ -21,7 +21,7 @@ struct table_policy {
   contract_mode contract = contract_mode::none;
   schema_change_policy on_schema_change = schema_change_policy::append_new_columns;
   rebuild_policy type_change_rebuild = rebuild_policy::allow;
-  bool auto_widen = true;
+  bool auto_widen = false;
   drift_policy on_source_drift = drift_policy::ignore;
   bool prune_unchanged = false;
   /// [resilience] auto_apply_additive_drift: the governance gate is on.

@@ -60,7 +60,7 @@ auto_widen = false
   CHECK(other.on_schema_change == schema_change_policy::fail);
   CHECK(other.on_source_drift == drift_policy::warn);
   CHECK(other.from.on_source_drift == policy_origin::project);
-  CHECK(other.auto_widen == true);  // no contract: widen (built-in)
+  CHECK(other.auto_widen == false);  // opt-in everywhere (seed 000)
   CHECK(to_string(other.from.auto_widen) == "default");
 }
 
@@ -76,7 +76,7 @@ TEST_CASE("built-in defaults follow the contract: automatic without one, cautiou
   CHECK(a.contract == contract_mode::none);
   CHECK(a.on_schema_change == schema_change_policy::append_new_columns);
   CHECK(a.type_change_rebuild == rebuild_policy::allow);
-  CHECK(a.auto_widen == true);
+  CHECK(a.auto_widen == false);
   CHECK(a.on_source_drift == drift_policy::ignore);
   CHECK(a.prune_unchanged == false);
 
@@ -88,6 +88,12 @@ TEST_CASE("built-in defaults follow the contract: automatic without one, cautiou
 
   const table_policy none = effective_policy(p, s, static_cast<const table_config*>(nullptr));
   CHECK(none.type_change_rebuild == rebuild_policy::allow);
+
+  table_config declared = section("c");
+  declared.columns.push_back({"total", schema::portable_type::decimal(18, 2), "decimal(18,2)"});
+  const table_policy c = effective_policy(p, s, &declared);
+  CHECK(c.contract == contract_mode::none);
+  CHECK(c.type_change_rebuild == rebuild_policy::require_confirmation);  // pinned columns
 }
 
 TEST_CASE("the governance gate and the additive grant reach every table's policy") {
