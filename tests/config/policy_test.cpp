@@ -90,7 +90,7 @@ TEST_CASE("built-in defaults follow the contract: automatic without one, cautiou
   CHECK(none.type_change_rebuild == rebuild_policy::allow);
 
   table_config declared = section("c");
-  declared.columns.push_back({"total", schema::portable_type::decimal(18, 2), "decimal(18,2)"});
+  declared.columns.push_back({"total", flotilla::schema::portable_type::decimal(18, 2), "decimal(18,2)"});
   const table_policy c = effective_policy(p, s, &declared);
   CHECK(c.contract == contract_mode::none);
   CHECK(c.type_change_rebuild == rebuild_policy::require_confirmation);  // pinned columns
