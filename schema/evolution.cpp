@@ -9,6 +9,8 @@ std::string_view to_string(evolution_action a) {
     case evolution_action::add_columns: return "add_columns";
     case evolution_action::alter_column_types: return "alter_column_types";
     case evolution_action::drop_and_recreate: return "drop_and_recreate";
+    case evolution_action::widen: return "widen";
+    case evolution_action::rebuild: return "rebuild";
   }
   return "unknown";
 }
@@ -43,14 +45,15 @@ drift_result evaluate_drift(const table_schema& source, const table_schema& targ
   };
   if (r.needs_recreate()) {
     for (const auto& c : r.unsafe_retypes)
-      r.steps.push_back({evolution_action::drop_and_recreate, c.name, reason(c)});
+      r.steps.push_back({evolution_action::drop_and_recreate, c.name, reason(c), "", c.from, c.to});
     return r;
   }
   for (const auto& c : r.columns_to_add)
     r.steps.push_back({evolution_action::add_columns, c.name,
-                       fmt::format("column '{}' added as {}", c.name, rules.physical_type(c.type))});
+                       fmt::format("column '{}' added as {}", c.name, rules.physical_type(c.type)),
+                       "", std::nullopt, c.type});
   for (const auto& c : r.safe_retypes)
-    r.steps.push_back({evolution_action::alter_column_types, c.name, reason(c)});
+    r.steps.push_back({evolution_action::alter_column_types, c.name, reason(c), "", c.from, c.to});
   return r;
 }
 

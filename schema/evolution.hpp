@@ -6,6 +6,7 @@
 ///   - any other retype         -> drop_and_recreate (drop, then full refresh)
 /// Columns that exist only in the target are ignored; evolution never drops columns.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,11 @@ class type_rules {
   [[nodiscard]] virtual std::string physical_type(const portable_type& t) const = 0;
 };
 
-enum class evolution_action { add_columns, alter_column_types, drop_and_recreate };
+/// add_columns, alter_column_types and drop_and_recreate are seed 001's; widen (a
+/// pinned or inferred type widened in place) and rebuild (a type change the target
+/// cannot make in place, done by rebuilding the table and swapping it in, data kept)
+/// are seed 000's.
+enum class evolution_action { add_columns, alter_column_types, drop_and_recreate, widen, rebuild };
 
 [[nodiscard]] std::string_view to_string(evolution_action a);
 
@@ -38,6 +43,11 @@ struct evolution_step {
   evolution_action action;
   std::string column;
   std::string reason;  ///< "column 'status' changed STRING -> INT"
+  /// The setting that decided the outcome: "dialect duckdb: safe widening",
+  /// "on_schema_change = append_new_columns (built-in)". Empty: seed 001's defaults.
+  std::string decided_by = {};
+  std::optional<portable_type> from = {};  ///< the live type (none for an added column)
+  portable_type to = {};                   ///< the new type
 };
 
 struct drift_result {
