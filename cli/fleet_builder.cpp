@@ -124,8 +124,9 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     ps.source.dsn = s.dsn;
     const config::source_config* src = &s;
     const bool no_prune = options.no_prune;
-    ps.select = [project, src, target, target_index, filters, store,
-                 no_prune](const sources::catalog& cat) {
+    const bool allow_rebuild = options.allow_type_change_rebuild;
+    ps.select = [project, src, target, target_index, filters, store, no_prune,
+                 allow_rebuild](const sources::catalog& cat) {
       std::vector<std::string> names;
       names.reserve(cat.tables.size());
       std::unordered_map<std::string, const sources::source_table*> by_name;
@@ -151,10 +152,32 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         ts.job.table = *table;
         auto where = config::target_table(*target, *src, name);
         ts.job.target = dialects::table_ref{where.catalog, where.schema, where.name};
+        auto& st = ts.job.settings;
         if (section) {
-          ts.job.settings.cursor_column = section->cursor_column;
-          ts.job.settings.unique_key = section->unique_key;
+          st.cursor_column = section->cursor_column;
+          st.unique_key = section->unique_key;
+          for (const auto& d : section->columns)
+            st.declared.push_back(schema::column{d.name, d.type, true, false});
         }
+        st.enforced = policy.contract == config::contract_mode::enforced;
+        st.on_schema_change =
+            policy.on_schema_change == config::schema_change_policy::ignore ? engine::new_column_rule::ignore
+            : policy.on_schema_change == config::schema_change_policy::fail
+                ? engine::new_column_rule::fail
+                : engine::new_column_rule::append_new_columns;
+        st.type_change_rebuild =
+            policy.type_change_rebuild == config::rebuild_policy::deny ? engine::rebuild_rule::deny
+            : policy.type_change_rebuild == config::rebuild_policy::require_confirmation
+                ? engine::rebuild_rule::require_confirmation
+                : engine::rebuild_rule::allow;
+        st.rebuild_confirmed = allow_rebuild;
+        st.auto_widen = policy.auto_widen;
+        st.governance_gate = policy.governance_gate;
+        st.additive_granted = policy.additive_granted;
+        st.contract_from = std::string(config::to_string(policy.from.contract));
+        st.on_schema_change_from = std::string(config::to_string(policy.from.on_schema_change));
+        st.type_change_rebuild_from = std::string(config::to_string(policy.from.type_change_rebuild));
+        st.auto_widen_from = std::string(config::to_string(policy.from.auto_widen));
         ts.job.batch_rows = src->batch_rows;
         ts.prune = policy.prune_unchanged && !no_prune;
         if (store) {

@@ -30,6 +30,7 @@ namespace flotilla::cli {
 struct fleet_options {
   bool plan_only = false;
   bool no_prune = false;
+  bool allow_type_change_rebuild = false;  ///< --allow-type-change-rebuild
   std::string run_id;
 };
 

@@ -17,12 +17,16 @@ struct plan_args {
   std::vector<std::string> filters;
   std::string output = "text";
   bool no_prune = false;
+  bool allow_rebuild = false;
+  bool show_sql = false;
+  bool explain = false;
 };
 
 std::string shape_label(const std::string& shape) {
   if (shape == "create") return "create table";
   if (shape == "evolve") return "alter table";
   if (shape == "recreate") return "drop and recreate";
+  if (shape == "rebuild") return "rebuild table";
   return "load";
 }
 
@@ -36,6 +40,7 @@ int do_plan(const global_options& g, const plan_args& a) {
   fleet_options fo;
   fo.plan_only = true;
   fo.no_prune = a.no_prune;
+  fo.allow_type_change_rebuild = a.allow_rebuild;
   auto spec = build_fleet(*project, filters, store.get(), fo);
   auto reports = actors::run_fleet(spec);
 
@@ -60,17 +65,30 @@ int do_plan(const global_options& g, const plan_args& a) {
         errors.push_back({{"table", display_name(t.target)}, {"error", o.error.value_or("")}});
       } else if (o.status == engine::table_status::pruned) {
         row["status"] = "pruned";
+      } else if (o.plan && o.plan->error) {
+        ++failed;
+        row["status"] = "failed";
+        row["error_code"] = o.plan->error->code;
+        row["error"] = o.plan->error->reason;
+        errors.push_back({{"table", display_name(t.target)}, {"error", o.plan->error->reason}});
       } else if (o.plan) {
         const auto& pl = *o.plan;
         row["status"] = "planned";
         row["shape_action"] = pl.shape_action;
         row["load"] = engine::to_string(pl.load);
         nlohmann::json actions = nlohmann::json::array();
+        const auto* src = project->find_source(t.source);
+        const auto* tgt = src ? project->target_of(*src) : nullptr;
+        auto dialect = dialects::make_dialect(tgt ? tgt->dialect : "duckdb");
         for (const auto& s : pl.drift.steps)
           actions.push_back({{"action", schema::to_string(s.action)},
                              {"column", s.column},
-                             {"reason", s.reason}});
+                             {"reason", s.reason},
+                             {"decided_by", s.decided_by},
+                             {"line", dialect ? engine::describe_step(s, **dialect) : s.reason}});
         row["actions"] = actions;
+        row["warnings"] = pl.warnings;
+        row["plan_only"] = dialect && !(*dialect)->executable();
         nlohmann::json sql = pl.ddl;
         for (const auto& s : pl.staging_sql)
           sql.push_back(s);
@@ -78,7 +96,8 @@ int do_plan(const global_options& g, const plan_args& a) {
           sql.push_back(s);
         row["sql"] = sql;
         ++to_load;
-        if (pl.shape_action == "evolve" || pl.shape_action == "recreate")
+        if (pl.shape_action == "evolve" || pl.shape_action == "recreate" ||
+            pl.shape_action == "rebuild")
           ++to_alter;
       }
       tables.push_back(std::move(row));
@@ -109,13 +128,15 @@ int do_plan(const global_options& g, const plan_args& a) {
     std::vector<std::string> lines;
     if (t.contains("actions"))
       for (const auto& s : t["actions"]) {
-        std::string act = s["action"];
-        std::string verb = act == "add_columns" ? "add column"
-                           : act == "alter_column_types" ? "widen"
-                                                         : "drop and recreate";
-        lines.push_back(fmt::format("{}  {}", verb, s["reason"].get<std::string>()));
+        std::string line = s["line"];
+        if (a.explain && !s["decided_by"].get<std::string>().empty())
+          line += fmt::format("  [{}]", s["decided_by"].get<std::string>());
+        lines.push_back(line);
       }
-    if (t.contains("sql"))
+    if (t.contains("warnings"))
+      for (const auto& w : t["warnings"])
+        lines.push_back(fmt::format("warning  {}", w.get<std::string>()));
+    if (t.contains("sql") && (a.show_sql || t.value("plan_only", false)))
       for (const auto& s : t["sql"])
         lines.push_back(fmt::format("sql  {}", s.get<std::string>()));
     for (std::size_t k = 0; k < lines.size(); ++k)
@@ -148,6 +169,10 @@ verb plan_verb() {
         s->add_option("--output", args->output, "text or json")
             ->check(CLI::IsMember({"text", "json"}));
         s->add_flag("--no-prune", args->no_prune, "plan every table, even unchanged ones");
+        s->add_flag("--allow-type-change-rebuild", args->allow_rebuild,
+                    "plan as if type changes that rebuild a table were confirmed");
+        s->add_flag("--sql", args->show_sql, "show the exact SQL of each object (JSON always has it)");
+        s->add_flag("--explain", args->explain, "show which setting decided each change");
         *sub = s;
       },
       [=] { return *sub && (*sub)->parsed(); },

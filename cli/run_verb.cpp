@@ -193,6 +193,7 @@ int do_run(const global_options& g, const run_args& a) {
   const std::int64_t started = now_us();
   fleet_options fo;
   fo.no_prune = a.no_prune;
+  fo.allow_type_change_rebuild = a.allow_rebuild;
   fo.run_id = run_id;
   auto spec = build_fleet(*project, filters, store.get(), fo);
   actors::progress counters;

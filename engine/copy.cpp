@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "engine/change_queue.hpp"
+#include "engine/coerce.hpp"
 
 namespace flotilla::engine {
 
@@ -73,13 +74,16 @@ void ensure_schema_once(sinks::warehouse& wh, const table_job& job) {
 
 table_plan plan_against_target(sinks::warehouse& wh, const table_job& job) {
   auto d = describe_target(wh, job.target);
-  return plan_table(job.table.columns, d.live, d.state, wh.dialect(), job.target, job.settings);
+  auto settings = job.settings;
+  settings.inferred = job.table.inferred;
+  return plan_table(job.table.columns, d.live, d.state, wh.dialect(), job.target, settings);
 }
 
 table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table_job& job) {
   table_outcome out;
   try {
     auto settings = job.settings;
+    settings.inferred = job.table.inferred;
     std::optional<std::string> watermark = job.watermark;
     const bool incremental = !settings.cursor_column.empty();
     if (incremental) {
@@ -93,6 +97,13 @@ table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table
     auto d = describe_target(wh, job.target);
     out.plan = plan_table(job.table.columns, d.live, d.state, wh.dialect(), job.target, settings);
     const table_plan& plan = *out.plan;
+    if (plan.error) {
+      // Decided before anything touched the target.
+      out.status = table_status::failed;
+      out.error_code = plan.error->code;
+      out.error = fmt::format("{}: {}", job.table.qualified(), plan.error->reason);
+      return out;
+    }
     if (plan.reset_watermark || plan.load == load_kind::full_refresh)
       watermark.reset();
     if (incremental && !settings.cursor_column.empty() &&
@@ -122,7 +133,7 @@ table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table
       try {
         sources::read_request rr;
         rr.table = &job.table;
-        rr.columns = plan.load_columns;
+        rr.columns = plan.read_columns;
         if (incremental) {
           rr.cursor_column = settings.cursor_column;
           rr.after = watermark;
@@ -137,10 +148,13 @@ table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table
     });
 
     std::optional<std::string> max_cursor = watermark;
+    const auto coerced = columns_to_coerce(plan.read_columns, plan.load_columns);
     try {
       while (auto batch = queue.pop()) {
         if (job.cancel && job.cancel->load(std::memory_order_relaxed))
           throw std::runtime_error("stopped by the user before commit; the target is unchanged");
+        if (!coerced.empty())
+          coerce_batch(*batch, plan.read_columns, plan.load_columns, coerced);
         writer->write(*batch);
         if (job.rows_progress)
           job.rows_progress->fetch_add(batch->rows(), std::memory_order_relaxed);

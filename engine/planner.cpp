@@ -1,15 +1,12 @@
 #include "engine/planner.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
+#include "schema/compat.hpp"
+
 namespace flotilla::engine {
-namespace {
-bool col_is_key(const schema::table_schema& s, const std::string& name,
-                const dialects::dialect& d) {
-  const schema::column* c = s.find(name, d.names());
-  return c != nullptr && c->key;
-}
-}  // namespace
 
 std::string_view to_string(load_kind k) {
   switch (k) {
@@ -26,78 +23,389 @@ dialects::table_ref staging_of(const dialects::table_ref& target) {
   return s;
 }
 
+namespace {
+
+using schema::column;
+using schema::evolution_action;
+using schema::evolution_step;
+using schema::portable_type;
+
+std::string_view rule_name(new_column_rule r) {
+  switch (r) {
+    case new_column_rule::append_new_columns: return "append_new_columns";
+    case new_column_rule::ignore: return "ignore";
+    case new_column_rule::fail: return "fail";
+  }
+  return "append_new_columns";
+}
+
+std::string_view rule_name(rebuild_rule r) {
+  switch (r) {
+    case rebuild_rule::require_confirmation: return "require_confirmation";
+    case rebuild_rule::allow: return "allow";
+    case rebuild_rule::deny: return "deny";
+  }
+  return "allow";
+}
+
+const column* find_declared(const table_settings& s, const std::string& name,
+                            schema::name_rule rule) {
+  for (const auto& d : s.declared)
+    if (schema::same_name(d.name, name, rule))
+      return &d;
+  return nullptr;
+}
+
+/// The planner's working state for one table.
+struct planner {
+  const schema::table_schema& source;
+  const dialects::dialect& dialect;
+  const dialects::table_ref& target;
+  const table_settings& settings;
+  table_plan& p;
+
+  schema::name_rule names() const { return dialect.names(); }
+  std::string T(const portable_type& t) const { return schema::to_string(t); }
+
+  void fail(std::string code, std::string reason) {
+    if (!p.error)
+      p.error = plan_error{std::move(code), std::move(reason)};
+  }
+
+  /// Columns to load, from the source and the declarations (seed 000's contracts).
+  void choose_columns() {
+    const auto rule = names();
+    if (settings.enforced) {
+      for (const auto& d : settings.declared) {
+        const column* s = source.find(d.name, rule);
+        if (s == nullptr) {
+          fail("FLT-S001", fmt::format("{} is declared but the source has no such column", d.name));
+          continue;
+        }
+        if (!schema::can_read_as(s->type, d.type)) {
+          fail("FLT-S002", fmt::format("{} has type {}, which cannot be read as {}", s->name,
+                                       T(s->type), T(d.type)));
+          continue;
+        }
+        p.read_columns.columns.push_back(*s);
+        column out = *s;
+        out.type = d.type;
+        p.load_columns.columns.push_back(out);
+      }
+      for (const auto& s : source.columns)
+        if (find_declared(settings, s.name, rule) == nullptr)
+          p.warnings.push_back(fmt::format(
+              "column '{}' ({}) is in the source but not declared; contract = enforced leaves it "
+              "out",
+              s.name, T(s.type)));
+      return;
+    }
+    for (const auto& s : source.columns) {
+      column out = s;
+      if (const column* d = find_declared(settings, s.name, rule)) {
+        if (!schema::can_read_as(s.type, d->type)) {
+          fail("FLT-S002", fmt::format("{} has type {}, which cannot be read as {}", s.name,
+                                       T(s.type), T(d->type)));
+          continue;
+        }
+        out.type = d->type;
+      }
+      p.read_columns.columns.push_back(s);
+      p.load_columns.columns.push_back(out);
+    }
+    for (const auto& d : settings.declared)
+      if (source.find(d.name, rule) == nullptr)
+        fail("FLT-S001", fmt::format("{} is declared but the source has no such column", d.name));
+  }
+
+  void drop_load_column(const std::string& name) {
+    const auto rule = names();
+    auto erase = [&](schema::table_schema& t) {
+      std::erase_if(t.columns, [&](const column& c) { return schema::same_name(c.name, name, rule); });
+    };
+    erase(p.read_columns);
+    erase(p.load_columns);
+  }
+
+  bool in_place(const portable_type& have, const portable_type& want, const column& live_col) const {
+    return dialect.supports_in_place_type_change() && dialect.is_safe_widening(have, want) &&
+           (!live_col.key || dialect.supports_key_column_type_change());
+  }
+
+  std::string retype_reason(const std::string& name, const portable_type& have,
+                            const portable_type& want) const {
+    return fmt::format("column '{}' changed {} -> {}", name, dialect.physical_type(have),
+                       dialect.physical_type(want));
+  }
+
+  /// Compares the columns to load with the live table and decides every change.
+  void evolve(const schema::table_schema& live) {
+    const auto rule = names();
+    auto& d = p.drift;
+    std::vector<std::string> ignored;
+    bool rebuild = false;
+    bool recreate = false;
+    for (const auto& col : std::vector<column>(p.load_columns.columns)) {
+      const column* l = live.find(col.name, rule);
+      const bool pinned = find_declared(settings, col.name, rule) != nullptr;
+      if (l == nullptr) {
+        if (settings.enforced && pinned) {
+          column added = col;
+          added.nullable = true;
+          added.key = false;
+          d.columns_to_add.push_back(added);
+          d.steps.push_back({evolution_action::add_columns, col.name,
+                             fmt::format("column '{}' added as {}", col.name,
+                                         dialect.physical_type(col.type)),
+                             fmt::format("contract = enforced ({}) declares it", settings.contract_from),
+                             std::nullopt, col.type});
+          continue;
+        }
+        const std::string by = fmt::format("on_schema_change = {} ({})",
+                                           rule_name(settings.on_schema_change),
+                                           settings.on_schema_change_from);
+        switch (settings.on_schema_change) {
+          case new_column_rule::append_new_columns: {
+            column added = col;
+            added.nullable = true;
+            added.key = false;
+            d.columns_to_add.push_back(added);
+            d.steps.push_back({evolution_action::add_columns, col.name,
+                               fmt::format("column '{}' added as {}", col.name,
+                                           dialect.physical_type(col.type)),
+                               by, std::nullopt, col.type});
+            break;
+          }
+          case new_column_rule::ignore:
+            ignored.push_back(col.name);
+            p.warnings.push_back(fmt::format("column '{}' ({}) is new in the source and left out; {}",
+                                             col.name, T(col.type), by));
+            break;
+          case new_column_rule::fail:
+            fail("FLT-S003", fmt::format("column '{}' ({}) is new in the source; {} stops the table",
+                                         col.name, T(col.type), by));
+            break;
+        }
+        continue;
+      }
+      const portable_type have = dialect.canonical(l->type);
+      const portable_type want = dialect.canonical(col.type);
+      if (have == want)
+        continue;
+
+      if (pinned) {
+        if (!schema::can_read_as(have, want)) {
+          fail("FLT-S004", fmt::format("{} has type {}, which cannot be read as {}", l->name,
+                                       T(have), T(want)));
+          continue;
+        }
+        const bool here = in_place(have, want, *l);
+        d.safe_retypes.push_back({l->name, have, want});
+        rebuild |= !here;
+        d.steps.push_back({here ? evolution_action::widen : evolution_action::rebuild, l->name,
+                           retype_reason(l->name, have, want),
+                           here ? fmt::format("declared type; dialect {}: in place", dialect.name())
+                                : fmt::format("declared type; dialect {} cannot change it in place",
+                                              dialect.name()),
+                           have, want});
+        continue;
+      }
+      if (settings.inferred) {
+        if (!settings.auto_widen || !schema::auto_widen_step(have, want)) {
+          const std::string fix =
+              schema::auto_widen_step(have, want)
+                  ? fmt::format("set auto_widen = true, or pin it with columns = {{ {} = \"{}\" }}",
+                                col.name, T(want))
+                  : fmt::format("pin it with columns = {{ {} = \"{}\" }}", col.name, T(want));
+          fail("FLT-S005",
+               fmt::format("column '{}' outgrew its inferred type: the table has {}, the data now "
+                           "needs {}; {}",
+                           col.name, T(have), T(want), fix));
+          continue;
+        }
+        const bool here = in_place(have, want, *l);
+        d.safe_retypes.push_back({l->name, have, want});
+        rebuild |= !here;
+        d.steps.push_back({here ? evolution_action::widen : evolution_action::rebuild, l->name,
+                           retype_reason(l->name, have, want),
+                           fmt::format("auto_widen = true ({})", settings.auto_widen_from), have,
+                           want});
+        continue;
+      }
+      // Seed 001's graduated evolution.
+      if (dialect.is_safe_widening(have, want)) {
+        const bool here = in_place(have, want, *l);
+        d.safe_retypes.push_back({l->name, have, want});
+        rebuild |= !here;
+        d.steps.push_back({here ? evolution_action::alter_column_types : evolution_action::rebuild,
+                           l->name, retype_reason(l->name, have, want),
+                           here ? fmt::format("dialect {}: safe widening", dialect.name())
+                                : fmt::format("dialect {}: safe widening, not in place",
+                                              dialect.name()),
+                           have, want});
+      } else {
+        d.unsafe_retypes.push_back({l->name, have, want});
+        recreate = true;
+        d.steps.push_back({evolution_action::drop_and_recreate, l->name,
+                           retype_reason(l->name, have, want),
+                           fmt::format("dialect {}: not a safe widening", dialect.name()), have,
+                           want});
+      }
+    }
+    for (const auto& name : ignored)
+      drop_load_column(name);
+    if (p.error)
+      return;
+
+    if (recreate || rebuild)
+      gate_rebuild();
+    gate_governance();
+    if (p.error)
+      return;
+
+    if (recreate) {
+      // Seed 001: anything outside the allowlist costs a full refresh. Only the unsafe
+      // changes are listed; the rebuild covers the rest.
+      std::erase_if(d.steps, [](const evolution_step& s) {
+        return s.action != evolution_action::drop_and_recreate;
+      });
+      p.shape_action = "recreate";
+      p.reset_watermark = true;
+      full_refresh();
+      return;
+    }
+    if (rebuild) {
+      // Rebuild and swap inside the target, data kept: live columns with their new types,
+      // then the added columns.
+      schema::table_schema next = live;
+      for (auto& c : next.columns)
+        for (const auto& r : d.safe_retypes)
+          if (schema::same_name(c.name, r.name, rule))
+            c.type = r.to;
+      for (const auto& c : d.columns_to_add)
+        next.columns.push_back(c);
+      for (auto& sql : dialect.rebuild_and_swap(target, live, next))
+        p.ddl.push_back(std::move(sql));
+      p.shape_action = "rebuild";
+      return;
+    }
+    for (const auto& c : d.columns_to_add)
+      p.ddl.push_back(dialect.add_column(target, c));
+    for (const auto& c : d.safe_retypes)
+      for (auto& sql : dialect.alter_column_type(target, c.name, c.to))
+        p.ddl.push_back(std::move(sql));
+    p.shape_action = d.steps.empty() ? "none" : "evolve";
+  }
+
+  void gate_rebuild() {
+    const evolution_step* first = nullptr;
+    for (const auto& s : p.drift.steps)
+      if (s.action == evolution_action::drop_and_recreate || s.action == evolution_action::rebuild)
+        if (first == nullptr || s.action == evolution_action::drop_and_recreate)
+          first = &s;
+    if (first == nullptr)
+      return;
+    const std::string by = fmt::format("type_change_rebuild = {} ({})",
+                                       rule_name(settings.type_change_rebuild),
+                                       settings.type_change_rebuild_from);
+    switch (settings.type_change_rebuild) {
+      case rebuild_rule::allow:
+        break;
+      case rebuild_rule::require_confirmation:
+        if (!settings.rebuild_confirmed)
+          fail("FLT-S006", fmt::format("{}, which rebuilds the table; {} needs "
+                                       "--allow-type-change-rebuild to run it",
+                                       first->reason, by));
+        break;
+      case rebuild_rule::deny:
+        fail("FLT-S007", fmt::format("{}, which rebuilds the table; {} stops the table",
+                                     first->reason, by));
+        break;
+    }
+    for (auto& s : p.drift.steps)
+      if (s.action == evolution_action::drop_and_recreate || s.action == evolution_action::rebuild)
+        s.decided_by += fmt::format("; {}{}", by,
+                                    settings.rebuild_confirmed ? ", confirmed by the flag" : "");
+  }
+
+  /// Seed 001's drift-governance gate: only provably additive, granted changes proceed.
+  void gate_governance() {
+    if (!settings.governance_gate)
+      return;
+    for (const auto& s : p.drift.steps) {
+      const bool additive = s.action == evolution_action::add_columns;
+      if (additive && settings.additive_granted)
+        continue;
+      fail("FLT-S008",
+           fmt::format("require-review: {} ({}); auto_apply_additive_drift applies only additive "
+                       "changes granted by [policy] grants = [\"schema_change.additive\"]; review "
+                       "and apply it by hand",
+                       s.reason, schema::to_string(s.action)));
+      return;
+    }
+  }
+
+  void full_refresh() {
+    p.load = load_kind::full_refresh;
+    p.staging_sql = {dialect.drop_table(staging_of(target)),
+                     dialect.create_table(staging_of(target), p.load_columns)};
+    p.swap_sql = dialect.swap_in(staging_of(target), target);
+  }
+};
+
+}  // namespace
+
 table_plan plan_table(const schema::table_schema& source,
                       const std::optional<schema::table_schema>& live, target_state state,
                       const dialects::dialect& dialect, const dialects::table_ref& target,
                       const table_settings& settings) {
   table_plan p;
   p.target = target;
-  p.load_columns = source;
+  planner pl{source, dialect, target, settings, p};
+  pl.choose_columns();
 
   const bool incremental = !settings.cursor_column.empty();
-  auto full_refresh = [&] {
-    p.load = load_kind::full_refresh;
-    p.staging_sql = {dialect.drop_table(staging_of(target)),
-                     dialect.create_table(staging_of(target), source)};
-    p.swap_sql = dialect.swap_in(staging_of(target), target);
-  };
-  if (!target.schema.empty() && dialect.name() != "sqlite")
-    p.ddl.push_back(dialect.create_schema(target.schema));
-
+  if (!target.schema.empty()) {
+    auto sql = dialect.create_schema(target.schema);
+    if (!sql.empty())
+      p.ddl.push_back(std::move(sql));
+  }
   if (state != target_state::present || !live) {
     // Absent or unreadable: (re)build from the source with a full refresh.
     p.shape_action = "create";
     p.reset_watermark = true;
-    full_refresh();
+    pl.full_refresh();
     return p;
   }
-
   p.drift_checked = true;
-  p.drift = schema::evaluate_drift(source, *live, dialect);
-  if (!dialect.supports_key_column_type_change()) {
-    // DuckDB cannot change the type of a key column in place: such a widening rebuilds.
-    std::vector<schema::column_retyped> keep;
-    for (auto& c : p.drift.safe_retypes) {
-      const schema::column* col = live->find(c.name, dialect.names());
-      if (col != nullptr && col->key)
-        p.drift.unsafe_retypes.push_back(c);
-      else
-        keep.push_back(c);
-    }
-    if (!p.drift.unsafe_retypes.empty()) {
-      p.drift.safe_retypes = keep;
-      p.drift.steps.clear();
-      for (const auto& c : p.drift.unsafe_retypes)
-        p.drift.steps.push_back(
-            {schema::evolution_action::drop_and_recreate, c.name,
-             fmt::format("column '{}' changed {} -> {}{}", c.name, dialect.physical_type(c.from),
-                         dialect.physical_type(c.to),
-                         col_is_key(*live, c.name, dialect) ? " (a key column: rebuilt)" : "")});
-    }
-  }
-  if (p.drift.needs_recreate()) {
-    p.shape_action = "recreate";
-    p.reset_watermark = true;
-    // No DROP before the load: the staging table is built with the new types and the
-    // swap (DROP TABLE IF EXISTS + rename, in one transaction) replaces the old table,
-    // so readers never see it missing.
-    full_refresh();
+  pl.evolve(*live);
+  if (p.error || p.shape_action == "recreate")
     return p;
-  }
-  for (const auto& c : p.drift.columns_to_add)
-    p.ddl.push_back(dialect.add_column(target, c));
-  for (const auto& c : p.drift.safe_retypes)
-    for (auto& sql : dialect.alter_column_type(target, c.name, c.to))
-      p.ddl.push_back(std::move(sql));
-  p.shape_action = p.drift.empty() ? "none" : "evolve";
-
   if (incremental && settings.has_watermark)
     p.load = settings.unique_key.empty() ? load_kind::incremental : load_kind::merge;
   else if (incremental && !settings.unique_key.empty())
     p.load = load_kind::merge;  // first run of an incremental table into an existing table
   else
-    full_refresh();
+    pl.full_refresh();
   return p;
+}
+
+std::string describe_step(const schema::evolution_step& s, const dialects::dialect& d) {
+  const std::string to = schema::to_string(s.to);
+  switch (s.action) {
+    case evolution_action::add_columns:
+      return fmt::format("add column  {} {} -> {}", s.column, to, d.physical_type(s.to));
+    case evolution_action::widen:
+    case evolution_action::alter_column_types:
+      return fmt::format("widen  {} {} -> {} ({})  in place", s.column,
+                         s.from ? schema::to_string(*s.from) : "", to, d.physical_type(s.to));
+    case evolution_action::rebuild:
+      return fmt::format("rebuild  {} {} -> {} ({})  rebuild and swap", s.column,
+                         s.from ? schema::to_string(*s.from) : "", to, d.physical_type(s.to));
+    case evolution_action::drop_and_recreate:
+      return fmt::format("drop and recreate  {}", s.reason);
+  }
+  return s.reason;
 }
 
 }  // namespace flotilla::engine

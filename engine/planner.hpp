@@ -1,7 +1,18 @@
 #pragma once
 /// What a run does to one table, decided purely from the source's schema, the live
-/// target schema and the table's settings: the evolution steps (seed 001), the exact
-/// SQL, and how the rows load. `plan` prints it; `run` executes it. No I/O here.
+/// target schema and the table's settings: the evolution steps (seeds 000 and 001), the
+/// exact SQL, and how the rows load. `plan` prints it; `run` executes it. No I/O here.
+///
+/// For each change of each table there is exactly one outcome, and the step names the
+/// setting that decided it (docs/schema-changes.md has the full decision table):
+///   new source column   -> on_schema_change: add (append_new_columns) | leave out | fail
+///   declared type wider  -> widen in place, or rebuild where the target cannot
+///   declared type narrower, or a source type that cannot be read as the declared one
+///                        -> the table fails (reason names the column and both types)
+///   inferred type grew   -> auto_widen: widen along the lattice, else the table fails
+///   other retype         -> seed 001: safe widening in place, else drop_and_recreate
+///   any rebuild/recreate -> type_change_rebuild: allow | --allow-type-change-rebuild | deny
+///   governance gate on   -> only granted additive changes; anything else: require review
 
 #include <optional>
 #include <string>
@@ -21,11 +32,30 @@ enum class load_kind {
 
 [[nodiscard]] std::string_view to_string(load_kind k);
 
-/// The settings of one table that shape its plan.
+enum class new_column_rule { append_new_columns, ignore, fail };
+enum class rebuild_rule { require_confirmation, allow, deny };
+
+/// The settings of one table that shape its plan. Each `*_from` says where the value
+/// came from ("table", "source", "project", "default") for explanations.
 struct table_settings {
   std::string cursor_column;            ///< empty: full refresh. Default: ""
   std::vector<std::string> unique_key;  ///< merge key. Default: none
   bool has_watermark = false;           ///< a watermark is recorded for this table
+
+  bool enforced = false;                ///< contract = "enforced". Default: false
+  std::vector<schema::column> declared; ///< declared columns (name, type), in order
+  new_column_rule on_schema_change = new_column_rule::append_new_columns;
+  rebuild_rule type_change_rebuild = rebuild_rule::allow;
+  bool rebuild_confirmed = false;       ///< --allow-type-change-rebuild. Default: false
+  bool auto_widen = false;              ///< Default: false
+  bool inferred = false;                ///< csv/json: types inferred from the data
+  bool governance_gate = false;         ///< [resilience] auto_apply_additive_drift
+  bool additive_granted = false;        ///< [policy] grants has schema_change.additive
+
+  std::string contract_from = "default";
+  std::string on_schema_change_from = "default";
+  std::string type_change_rebuild_from = "default";
+  std::string auto_widen_from = "default";
 };
 
 enum class target_state {
@@ -34,11 +64,21 @@ enum class target_state {
   unreadable,  ///< describe failed: treated as absent and rebuilt (seed 001)
 };
 
+/// Why the table cannot proceed; nothing was touched.
+struct plan_error {
+  std::string code;    ///< FLT-S0xx
+  std::string reason;  ///< names the column, both types and the fix
+};
+
 struct table_plan {
   dialects::table_ref target;
-  /// What happens to the table's shape: "create", "evolve", "recreate", "none".
+  /// What happens to the table's shape: "create", "evolve", "rebuild", "recreate", "none".
   std::string shape_action;
-  schema::drift_result drift;
+  schema::drift_result drift;  ///< steps: one per change, each with its reason
+  /// Warnings shown by plan (an enforced contract leaving a source column out, ...).
+  std::vector<std::string> warnings;
+  /// Set when the table must stop; the other fields are then informative only.
+  std::optional<plan_error> error;
   /// The exact statements run before loading (schema, DDL), in order.
   std::vector<std::string> ddl;
   load_kind load = load_kind::full_refresh;
@@ -47,7 +87,9 @@ struct table_plan {
   std::vector<std::string> staging_sql;
   /// The statements that swap the loaded staging table in (full refresh).
   std::vector<std::string> swap_sql;
-  /// Columns read from the source and loaded, in order.
+  /// Columns read from the source (source names and types), in load order.
+  schema::table_schema read_columns;
+  /// The same columns as loaded into the target (declared types where pinned).
   schema::table_schema load_columns;
   /// True when the watermark must be ignored (table created or recreated).
   bool reset_watermark = false;
@@ -64,5 +106,11 @@ struct table_plan {
 
 /// The staging table of a target during a full refresh.
 [[nodiscard]] dialects::table_ref staging_of(const dialects::table_ref& target);
+
+/// One line of `plan` text for a step, seed 000's style:
+/// "add column  coupon text -> VARCHAR", "widen  total decimal(12,2) -> decimal(18,2)
+/// (DECIMAL(18,2))  in place".
+[[nodiscard]] std::string describe_step(const schema::evolution_step& step,
+                                        const dialects::dialect& dialect);
 
 }  // namespace flotilla::engine
