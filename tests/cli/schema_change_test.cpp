@@ -1,0 +1,264 @@
+// Seed 000's contracts and schema-change policies, end to end against real DuckDB and
+// PostgreSQL targets, through `flotilla plan` and `flotilla run`.
+#include <catch2/catch.hpp>
+
+#include <fmt/core.h>
+
+#include "tests/cli/harness.hpp"
+
+using namespace flotilla::test;
+
+namespace {
+
+struct fleet {
+  workdir w;
+  std::string target;
+  std::string schema;  // target schema of source `app`
+  std::string table(const std::string& name) const { return schema + "." + name; }
+  std::string sql(const std::string& name) const { return "\"" + schema + "\".\"" + name + "\""; }
+
+  explicit fleet(std::string kind) : target(std::move(kind)) {
+    schema = target == "postgres" ? "raw_" + unique_suffix() : "raw";
+    sqlite_exec(w.file("app.db"),
+                "CREATE TABLE orders (id INTEGER PRIMARY KEY, total DECIMAL(12,2), status TEXT);"
+                "INSERT INTO orders VALUES (1, 10.50, 'new'), (2, 7.25, 'paid');"
+                "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT);"
+                "INSERT INTO customers VALUES (1, 'Ada');");
+  }
+  ~fleet() {
+    if (target == "postgres")
+      pg_exec(pg_dsn(), "DROP SCHEMA IF EXISTS \"" + schema + "\" CASCADE");
+  }
+  void config(const std::string& extra) const {
+    std::string t = target == "postgres"
+                        ? fmt::format("dialect = \"postgres\"\ndsn = \"{}\"\nschema = \"{}\"\n", pg_dsn(), schema)
+                        : "dialect = \"duckdb\"\npath = \"wh.duckdb\"\nschema = \"raw\"\n";
+    w.write("flotilla.toml", fmt::format("[targets.wh]\n{}\n[sources.app]\nadapter = \"sqlite\"\n"
+                                         "path = \"app.db\"\n{}\n",
+                                         t, extra));
+  }
+  std::vector<std::vector<std::string>> query(const std::string& q) const {
+    return target == "postgres" ? pg_query(pg_dsn(), q) : duckdb_query(w.file("wh.duckdb"), q);
+  }
+  std::string column_type(const std::string& table_name, const std::string& column) const {
+    if (target == "postgres")
+      return query(fmt::format("SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE "
+                               "attrelid = '{}'::regclass AND attname = '{}'",
+                               sql(table_name), column))[0][0];
+    return query(fmt::format("SELECT data_type FROM information_schema.columns WHERE table_schema = "
+                             "'{}' AND table_name = '{}' AND column_name = '{}'",
+                             schema, table_name, column))[0][0];
+  }
+};
+
+const nlohmann::json* plan_table(const nlohmann::json& plan, const std::string& table) {
+  for (const auto& t : plan["tables"])
+    if (t["table"] == table)
+      return &t;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("seed 000: a new source column is added, and plan shows it first") {
+  const std::string target = GENERATE(std::string("duckdb"), std::string("postgres"));
+  INFO(target);
+  fleet f(target);
+  f.config("");
+  REQUIRE(run_flotilla(f.w, {"run"}).exit_code == 0);
+  sqlite_exec(f.w.file("app.db"), "ALTER TABLE orders ADD COLUMN coupon TEXT");
+  auto plan = run_flotilla(f.w, {"plan", "--filter", "table=orders"});
+  CHECK(plan.exit_code == 0);
+  CHECK(plan.out.find("Plan ready  1 selected, 1 to alter, 1 to load") != std::string::npos);
+  CHECK(plan.out.find("alter table") != std::string::npos);
+  CHECK(plan.out.find(target == "postgres" ? "add column  coupon text -> TEXT"
+                                           : "add column  coupon text -> VARCHAR") != std::string::npos);
+  REQUIRE(run_flotilla(f.w, {"run"}).exit_code == 0);
+  CHECK(f.query("SELECT count(*) FROM " + f.sql("orders"))[0][0] == "2");
+}
+
+TEST_CASE("seed 000: a pinned type wider than the live column widens it in place") {
+  const std::string target = GENERATE(std::string("duckdb"), std::string("postgres"));
+  INFO(target);
+  fleet f(target);
+  f.config("");
+  REQUIRE(run_flotilla(f.w, {"run"}).exit_code == 0);
+  f.config("[sources.app.tables.orders]\ncolumns = { total = \"decimal(18,2)\" }\n");
+  auto plan = run_flotilla(f.w, {"plan", "--filter", "table=orders"});
+  CHECK(plan.exit_code == 0);
+  CHECK(plan.out.find(target == "postgres"
+                          ? "widen  total decimal(12,2) -> decimal(18,2) (NUMERIC(18,2))  in place"
+                          : "widen  total decimal(12,2) -> decimal(18,2) (DECIMAL(18,2))  in place") !=
+        std::string::npos);
+  int rc = -1;
+  auto run = flotilla_json(f.w, {"run"}, &rc);
+  CHECK(rc == 0);
+  bool widened = false;
+  for (const auto& a : run["drift"]["actions_taken"])
+    widened |= a["action"] == "widen";
+  CHECK(widened);
+  CHECK(f.column_type("orders", "total") ==
+        (target == "postgres" ? "numeric(18,2)" : "DECIMAL(18,2)"));
+  CHECK(f.query("SELECT CAST(total AS VARCHAR) FROM " + f.sql("orders") + " WHERE id = 1")[0][0] ==
+        "10.50");
+}
+
+TEST_CASE("seed 000: a type the source cannot be read as fails plan for that table only") {
+  fleet f("duckdb");
+  f.config("[sources.app.tables.orders]\ncolumns = { total = \"int\" }\n");
+  auto plan = run_flotilla(f.w, {"plan"});
+  CHECK(plan.exit_code == 1);
+  CHECK(plan.out.find("Errors (1)") != std::string::npos);
+  CHECK(plan.out.find("└── reason  total has type decimal(12,2), which cannot be read as int") !=
+        std::string::npos);
+  int rc = -1;
+  auto run = flotilla_json(f.w, {"run"}, &rc);
+  CHECK(rc == 1);
+  CHECK((*find_table(run, "raw.orders"))["status"] == "failed");
+  CHECK((*find_table(run, "raw.customers"))["status"] == "copied");
+}
+
+TEST_CASE("seed 000: narrowing a live column fails the table with both types") {
+  fleet f("duckdb");
+  f.config("[sources.app.tables.orders]\ncolumns = { total = \"decimal(18,2)\" }\n");
+  REQUIRE(run_flotilla(f.w, {"run"}).exit_code == 0);
+  f.config("[sources.app.tables.orders]\ncolumns = { total = \"decimal(14,2)\" }\n");
+  auto plan = run_flotilla(f.w, {"plan"});
+  CHECK(plan.exit_code == 1);
+  CHECK(plan.out.find("total has type decimal(18,2), which cannot be read as decimal(14,2)") !=
+        std::string::npos);
+  CHECK(f.column_type("orders", "total") == "DECIMAL(18,2)");
+}
+
+TEST_CASE("seed 000: on_schema_change ignore leaves a new column out and fail stops only that table") {
+  fleet f("duckdb");
+  f.config("on_schema_change = \"ignore\"\n");
+  REQUIRE(run_flotilla(f.w, {"run"}).exit_code == 0);
+  sqlite_exec(f.w.file("app.db"), "ALTER TABLE orders ADD COLUMN coupon TEXT;"
+                                  "ALTER TABLE customers ADD COLUMN email TEXT;");
+  int rc = -1;
+  auto ignored = flotilla_json(f.w, {"run"}, &rc);
+  CHECK(rc == 0);
+  CHECK(f.query("SELECT count(*) FROM information_schema.columns WHERE column_name = 'coupon'")[0][0] == "0");
+
+  f.config("on_schema_change = \"fail\"\n[sources.app.tables.customers]\non_schema_change = \"append_new_columns\"\n");
+  auto failed = flotilla_json(f.w, {"run"}, &rc);
+  CHECK(rc == 1);
+  const auto* orders = find_table(failed, "raw.orders");
+  REQUIRE(orders != nullptr);
+  CHECK((*orders)["status"] == "failed");
+  CHECK((*orders)["error"].get<std::string>().find("coupon") != std::string::npos);
+  CHECK((*orders)["error"].get<std::string>().find("on_schema_change = fail") != std::string::npos);
+  CHECK((*find_table(failed, "raw.customers"))["status"] == "copied");
+  CHECK(f.query("SELECT count(*) FROM information_schema.columns WHERE column_name = 'email'")[0][0] == "1");
+}
+
+TEST_CASE("seed 000: an enforced contract loads only declared columns and plan warns about the rest") {
+  fleet f("duckdb");
+  f.config("[sources.app.tables.orders]\ncontract = \"enforced\"\n"
+           "columns = { id = \"bigint\", total = \"decimal(18,2)\" }\n");
+  auto plan = flotilla_json(f.w, {"plan"});
+  const auto* orders = plan_table(plan, "raw.orders");
+  REQUIRE(orders != nullptr);
+  REQUIRE((*orders)["warnings"].size() == 1);
+  CHECK((*orders)["warnings"][0].get<std::string>().find("'status'") != std::string::npos);
+  REQUIRE(run_flotilla(f.w, {"run"}).exit_code == 0);
+  auto cols = f.query("SELECT column_name, data_type FROM information_schema.columns WHERE "
+                      "table_schema = 'raw' AND table_name = 'orders' ORDER BY ordinal_position");
+  REQUIRE(cols.size() == 2);
+  CHECK(cols[0] == std::vector<std::string>{"id", "BIGINT"});
+  CHECK(cols[1] == std::vector<std::string>{"total", "DECIMAL(18,2)"});
+}
+
+TEST_CASE("seed 000: type_change_rebuild needs the flag, allows, or denies a rebuild") {
+  fleet f("duckdb");
+  f.config("[sources.app.tables.orders]\ncolumns = { total = \"decimal(18,2)\" }\n");
+  REQUIRE(run_flotilla(f.w, {"run"}).exit_code == 0);
+  // status text -> integer: not a safe widening, so the table must be rebuilt.
+  sqlite_exec(f.w.file("app.db"),
+              "CREATE TABLE o2 (id INTEGER PRIMARY KEY, total DECIMAL(12,2), status INTEGER);"
+              "INSERT INTO o2 SELECT id, total, id FROM orders; DROP TABLE orders;"
+              "ALTER TABLE o2 RENAME TO orders;");
+  int rc = -1;
+  auto refused = flotilla_json(f.w, {"run"}, &rc);
+  CHECK(rc == 1);
+  const auto* orders = find_table(refused, "raw.orders");
+  CHECK((*orders)["error"].get<std::string>().find("--allow-type-change-rebuild") != std::string::npos);
+  CHECK(f.column_type("orders", "status") == "VARCHAR");  // untouched
+
+  f.config("[sources.app.tables.orders]\ncolumns = { total = \"decimal(18,2)\" }\n"
+           "type_change_rebuild = \"deny\"\n");
+  auto denied = flotilla_json(f.w, {"run", "--allow-type-change-rebuild"}, &rc);
+  CHECK(rc == 1);
+  CHECK((*find_table(denied, "raw.orders"))["error"].get<std::string>().find("deny") != std::string::npos);
+
+  f.config("[sources.app.tables.orders]\ncolumns = { total = \"decimal(18,2)\" }\n");
+  auto confirmed = flotilla_json(f.w, {"run", "--allow-type-change-rebuild"}, &rc);
+  CHECK(rc == 0);
+  CHECK(f.column_type("orders", "status") == "INTEGER");
+  CHECK(f.column_type("orders", "total") == "DECIMAL(18,2)");
+}
+
+TEST_CASE("seed 000: an inferred CSV column never changes type on its own; auto_widen widens it") {
+  workdir w;
+  w.write("events.csv", "id,at\n1,2025-01-01 10:00:00\n");
+  const std::string base = "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\nschema = \"raw\"\n"
+                           "[sources.files]\nadapter = \"csv\"\npath = \"events.csv\"\n";
+  w.write("flotilla.toml", base);
+  REQUIRE(run_flotilla(w, {"run"}).exit_code == 0);
+  // timestamps without a zone outgrown by one with an offset
+  w.write("events.csv", "id,at\n1,2025-01-01 10:00:00\n2,2025-01-02 10:00:00+02:00\n");
+  int rc = -1;
+  auto failed = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  const auto* t = find_table(failed, "raw.events");
+  REQUIRE(t != nullptr);
+  const std::string err = (*t)["error"];
+  CHECK(err.find("'at'") != std::string::npos);
+  CHECK(err.find("timestamp_ntz") != std::string::npos);
+  CHECK(err.find("timestamp_tz") != std::string::npos);
+  CHECK(err.find("auto_widen = true") != std::string::npos);
+
+  w.write("flotilla.toml", base + "auto_widen = true\n");
+  auto plan = run_flotilla(w, {"plan"});
+  // DuckDB has no in-place rule for it in seed 001's allowlist: the table is rebuilt.
+  CHECK(plan.out.find("rebuild  at timestamp_ntz -> timestamp_tz") != std::string::npos);
+  auto widened = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM raw.events")[0][0] == "2");
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT data_type FROM information_schema.columns WHERE "
+                                          "table_name = 'events' AND column_name = 'at'")[0][0] ==
+        "TIMESTAMP WITH TIME ZONE");
+
+  // Never to float or text by itself, even with auto_widen: pin those.
+  w.write("events.csv", "id,at\n1,2025-01-01 10:00:00+00\n2,soon\n");
+  auto to_text = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  CHECK((*find_table(to_text, "raw.events"))["error"].get<std::string>().find("pin it with columns") !=
+        std::string::npos);
+}
+
+TEST_CASE("seed 001: the governance gate lets granted additive changes through and refuses the rest") {
+  fleet f("duckdb");
+  const std::string gate = "[resilience]\nauto_apply_additive_drift = true\n[policy]\n"
+                           "grants = [\"schema_change.additive\"]\n";
+  f.config("");
+  REQUIRE(run_flotilla(f.w, {"run"}).exit_code == 0);
+  f.w.write("flotilla.toml", f.w.file("flotilla.toml"));  // keep path valid
+  std::string base = "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\nschema = \"raw\"\n"
+                     "[sources.app]\nadapter = \"sqlite\"\npath = \"app.db\"\n";
+  f.w.write("flotilla.toml", base + gate);
+  sqlite_exec(f.w.file("app.db"), "ALTER TABLE customers ADD COLUMN email TEXT;"
+                                  "CREATE TABLE o2 (id INTEGER PRIMARY KEY, total DECIMAL(12,2), status INTEGER);"
+                                  "INSERT INTO o2 SELECT id, total, id FROM orders; DROP TABLE orders;"
+                                  "ALTER TABLE o2 RENAME TO orders;");
+  int rc = -1;
+  auto run = flotilla_json(f.w, {"run"}, &rc);
+  CHECK(rc == 1);
+  const auto* orders = find_table(run, "raw.orders");
+  CHECK((*orders)["status"] == "failed");
+  CHECK((*orders)["error"].get<std::string>().find("require-review") != std::string::npos);
+  CHECK(f.column_type("orders", "status") == "VARCHAR");  // refused before touching the target
+  CHECK((*find_table(run, "raw.customers"))["status"] == "copied");
+  CHECK(f.query("SELECT count(*) FROM information_schema.columns WHERE column_name = 'email'")[0][0] == "1");
+}
