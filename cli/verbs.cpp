@@ -30,7 +30,7 @@ std::vector<verb> all_verbs() {
       plan_verb(),
       run_verb(),
       pending("stream", "change-data capture; runs until stopped"),
-      pending("contract", "contract diff | contract generate [--write]"),
+      contract_verb(),
       pending("schema", "schema accept [source.table ...]"),
       pending("retry", "re-run the failed tables of the latest run"),
       pending("review", "review list | show | apply | edit | resync | remove (held changes)"),

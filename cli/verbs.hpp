@@ -25,5 +25,6 @@ struct verb {
 std::vector<verb> all_verbs();
 verb plan_verb();
 verb run_verb();
+verb contract_verb();
 
 }  // namespace flotilla::cli

@@ -1,0 +1,170 @@
+#include "cli/contract_check.hpp"
+
+#include <exception>
+#include <filesystem>
+#include <map>
+
+#include <fmt/core.h>
+
+#include "config/policy.hpp"
+#include "sinks/warehouse.hpp"
+#include "sources/source.hpp"
+
+namespace flotilla::cli {
+namespace {
+
+/// One target, opened at most once per survey.
+struct target_reader {
+  const dialects::dialect* dialect = nullptr;
+  std::unique_ptr<sinks::warehouse> warehouse;  ///< null: no live tables, or unreadable
+  std::string unreadable;                       ///< why its tables cannot be read
+};
+
+target_reader open_target(const config::target_config& t, contract_survey& out) {
+  target_reader r;
+  if (auto d = dialects::make_dialect(t.dialect)) {
+    r.dialect = d->get();
+    out.dialects.push_back(std::move(*d));
+  } else {
+    r.unreadable = d.error().message;
+    return r;
+  }
+  if (!t.executed) {
+    r.unreadable = fmt::format(
+        "target '{}' uses dialect '{}', which Flotilla plans for but does not execute", t.name,
+        t.dialect);
+    return r;
+  }
+  // Opening a database file creates it; a comparison must change nothing, and a file
+  // that does not exist has no tables anyway.
+  const bool file_target = t.dialect == "duckdb" || t.dialect == "sqlite";
+  std::error_code ec;
+  if (file_target && !std::filesystem::exists(t.path, ec))
+    return r;
+  try {
+    r.warehouse = sinks::open_warehouse(sinks::warehouse_options{t.name, t.dialect, t.path, t.dsn});
+  } catch (const std::exception& e) {
+    r.unreadable = e.what();
+  }
+  return r;
+}
+
+}  // namespace
+
+std::string_view to_string(finding_kind k) {
+  switch (k) {
+    case finding_kind::type_mismatch: return "type_mismatch";
+    case finding_kind::missing: return "missing";
+    case finding_kind::undeclared: return "undeclared";
+    case finding_kind::missing_table: return "missing_table";
+    case finding_kind::unreadable: return "unreadable";
+  }
+  return "unknown";
+}
+
+contract_survey survey_contracts(const config::project& p,
+                                 const std::vector<config::filter>& filters) {
+  contract_survey out;
+  std::map<std::string, target_reader> targets;
+  for (const auto& s : p.sources) {
+    if (!config::source_may_match(s, filters))
+      continue;
+    const config::target_config* target = p.target_of(s);
+    if (target == nullptr)
+      continue;
+    sources::catalog catalog;
+    try {
+      auto src = sources::open_source(sources::source_options{
+          s.name, std::string(config::to_string(s.adapter)), s.path, s.dsn});
+      catalog = src->read_catalog();
+    } catch (const std::exception& e) {
+      out.failures.push_back(source_failure{s.name, e.what()});
+      continue;
+    }
+    std::vector<std::string> names;
+    names.reserve(catalog.tables.size());
+    for (const auto& t : catalog.tables)
+      names.push_back(t.qualified());
+    const auto selected = config::select_tables(s, names, filters);
+    if (selected.empty())
+      continue;
+    auto found = targets.find(target->name);
+    if (found == targets.end())
+      found = targets.emplace(target->name, open_target(*target, out)).first;
+    target_reader& reader = found->second;
+    for (const auto& name : selected) {
+      contract_table t;
+      t.source = s.name;
+      t.source_table = name;
+      t.target = target->name;
+      const auto where = config::target_table(*target, s, name);
+      t.where = dialects::table_ref{where.catalog, where.schema, where.name};
+      t.section = config::find_table(s, name);
+      t.contract = config::effective_policy(p, s, t.section).contract;
+      t.dialect = reader.dialect;
+      if (!reader.unreadable.empty()) {
+        t.unreadable = reader.unreadable;
+      } else if (reader.warehouse) {
+        try {
+          t.live = reader.warehouse->describe(t.where);
+        } catch (const std::exception& e) {
+          t.unreadable = e.what();
+        }
+      }
+      out.tables.push_back(std::move(t));
+    }
+  }
+  return out;
+}
+
+std::vector<contract_finding> compare_contract(const std::vector<config::declared_column>& declared,
+                                               config::contract_mode contract,
+                                               const schema::table_schema& live,
+                                               const schema::type_rules& rules) {
+  std::vector<contract_finding> out;
+  for (const auto& d : declared) {
+    const std::string want = schema::to_string(d.type);
+    const schema::column* c = live.find(d.name, rules.names());
+    if (c == nullptr) {
+      out.push_back(contract_finding{
+          finding_kind::missing, d.name, want, "",
+          fmt::format("column '{}' is declared {} but the live table has no such column", d.name,
+                      want)});
+      continue;
+    }
+    // Compared as the target would report them: on a dialect where int and bigint are
+    // one physical type, declaring either matches.
+    if (rules.canonical(d.type) != rules.canonical(c->type)) {
+      const std::string have = schema::to_string(c->type);
+      out.push_back(contract_finding{
+          finding_kind::type_mismatch, d.name, want, have,
+          fmt::format("column '{}' is declared {} but physical type is {}", d.name, want, have)});
+    }
+  }
+  if (contract == config::contract_mode::enforced)
+    for (const auto& c : live.columns) {
+      bool is_declared = false;
+      for (const auto& d : declared)
+        is_declared = is_declared || schema::same_name(d.name, c.name, rules.names());
+      if (!is_declared) {
+        const std::string have = schema::to_string(c.type);
+        out.push_back(contract_finding{
+            finding_kind::undeclared, c.name, "", have,
+            fmt::format("column '{}' ({}) is in the live table but not declared", c.name, have)});
+      }
+    }
+  return out;
+}
+
+std::vector<contract_finding> findings_of(const contract_table& t) {
+  if (!t.unreadable.empty() || t.dialect == nullptr)
+    return {contract_finding{finding_kind::unreadable, "", "", "",
+                             fmt::format("the live table cannot be read: {}", t.unreadable)}};
+  if (!t.live)
+    return {contract_finding{finding_kind::missing_table, "", "", "",
+                             fmt::format("the live table does not exist in target '{}'", t.target)}};
+  static const std::vector<config::declared_column> none;
+  return compare_contract(t.section ? t.section->columns : none, t.contract, *t.live, *t.dialect);
+}
+
+}  // namespace flotilla::cli

@@ -1,0 +1,315 @@
+// `flotilla contract diff` and `flotilla contract generate [--write]` (seed 000,
+// "Checking declarations"). docs/contracts.md describes the output and the write rules.
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/contract_check.hpp"
+#include "cli/fleet_builder.hpp"
+#include "cli/verbs.hpp"
+#include "config/load.hpp"
+#include "config/toml_edit.hpp"
+
+namespace flotilla::cli {
+namespace {
+
+struct contract_args {
+  std::vector<std::string> filters;
+  std::string output = "text";
+  bool write = false;  ///< generate only
+};
+
+nlohmann::json optional_text(const std::string& s) {
+  return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s);
+}
+
+void report_failures(const contract_survey& s, nlohmann::json& errors) {
+  for (const auto& f : s.failures) {
+    fmt::print(stderr, "error: source '{}' cannot be read: {}\n", f.source, f.error);
+    errors.push_back({{"source", f.source}, {"error", f.error}});
+  }
+}
+
+// ---- contract diff -------------------------------------------------------------------
+
+int do_diff(const global_options& g, const contract_args& a) {
+  std::vector<config::filter> filters;
+  auto project = load_or_report(g, a.filters, filters);
+  if (!project)
+    return 2;
+  const auto survey = survey_contracts(*project, filters);
+
+  nlohmann::json tables = nlohmann::json::array();
+  nlohmann::json errors = nlohmann::json::array();
+  std::size_t differences = 0;
+  for (const auto& t : survey.tables) {
+    const auto findings = findings_of(t);
+    differences += findings.size();
+    const std::size_t declared = t.section ? t.section->columns.size() : 0;
+    nlohmann::json row{{"table", display_name(t.where)},
+                       {"source", t.source},
+                       {"source_table", t.source_table},
+                       {"target", t.target},
+                       {"contract", config::to_string(t.contract)},
+                       {"declared_columns", declared},
+                       {"status", findings.empty() ? "ok" : "diff"}};
+    nlohmann::json items = nlohmann::json::array();
+    for (const auto& f : findings)
+      items.push_back({{"kind", to_string(f.kind)},
+                       {"column", optional_text(f.column)},
+                       {"declared", optional_text(f.declared)},
+                       {"physical", optional_text(f.physical)},
+                       {"message", f.message}});
+    row["findings"] = std::move(items);
+    if (t.live && declared == 0 && t.contract == config::contract_mode::none)
+      row["note"] = "no declared columns and no enforced contract: nothing to compare";
+    tables.push_back(std::move(row));
+  }
+  report_failures(survey, errors);
+  const int rc = differences == 0 && survey.failures.empty() ? 0 : 1;
+
+  if (a.output == "json") {
+    nlohmann::json j{{"tables", tables}, {"differences", differences}, {"errors", errors}};
+    fmt::print("{}\n", j.dump(2));
+    return rc;
+  }
+  fmt::print("Contract comparison\n");
+  for (const auto& t : tables) {
+    fmt::print("  {:<6}table:{}\n", t["status"] == "ok" ? "OK" : "DIFF",
+               t["table"].get<std::string>());
+    for (const auto& f : t["findings"])
+      fmt::print("        {}: {}\n", f["kind"].get<std::string>(), f["message"].get<std::string>());
+  }
+  fmt::print("\n{} contract difference(s)\n", differences);
+  return rc;
+}
+
+// ---- contract generate ---------------------------------------------------------------
+
+std::string section_of(const config::table_declaration& d) {
+  return config::table_header(d.source, d.section.empty() ? d.table : d.section);
+}
+
+/// Two live columns whose names differ only in case cannot both be declared (the
+/// loader's FLT-C019).
+std::string duplicate_column(const schema::table_schema& live) {
+  for (std::size_t i = 0; i < live.columns.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (schema::same_name(live.columns[i].name, live.columns[j].name,
+                            schema::name_rule::case_insensitive))
+        return live.columns[i].name;
+  return "";
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw std::runtime_error(fmt::format("cannot read '{}'", path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// The reloaded file declares exactly the written columns for each table, in order, so
+/// `contract diff` finds them equal to the live tables.
+std::string check_written(const config::project& p,
+                          const std::vector<config::table_declaration>& decls,
+                          const std::vector<std::string>& catalog_names) {
+  for (std::size_t i = 0; i < decls.size(); ++i) {
+    const auto& d = decls[i];
+    const auto* src = p.find_source(d.source);
+    const auto* section = src ? config::find_table(*src, catalog_names[i]) : nullptr;
+    if (section == nullptr)
+      return fmt::format("{} is not found after writing", section_of(d));
+    bool same = section->columns.size() == d.columns.size();
+    for (std::size_t c = 0; same && c < d.columns.size(); ++c) {
+      auto type = schema::parse_type(d.columns[c].type);
+      same = section->columns[c].name == d.columns[c].name && type &&
+             section->columns[c].type == *type;
+    }
+    if (!same)
+      return fmt::format("{} does not declare the written columns after writing", section_of(d));
+  }
+  return "";
+}
+
+/// Writes the declarations into the config file; returns an error message or "".
+std::string write_into_config(const std::string& path,
+                              const std::vector<config::table_declaration>& decls,
+                              const std::vector<std::string>& catalog_names,
+                              std::vector<config::declaration_edit>& edits) {
+  std::string original;
+  try {
+    original = read_text(path);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  auto edited = config::write_declarations(original, decls);
+  if (!edited)
+    return fmt::format("{} was not changed: {}", path, edited.error().message);
+  // Validate before replacing the file: a declaration the loader rejects (a cursor
+  // column an enforced contract must declare, say) leaves the file as it was.
+  auto check = config::load_project_text(edited->text, path);
+  if (!check.ok()) {
+    for (const auto& d : check.diagnostics)
+      fmt::print(stderr, "{}\n", config::format(d));
+    return fmt::format("{} was not changed: the declarations would not load", path);
+  }
+  if (auto w = config::write_file_atomically(path, edited->text); !w)
+    return fmt::format("{} was not changed: {}", path, w.error().message);
+  auto reloaded = config::load_project(path);
+  if (!reloaded.ok()) {
+    for (const auto& d : reloaded.diagnostics)
+      fmt::print(stderr, "{}\n", config::format(d));
+    return fmt::format("{} was written but no longer loads", path);
+  }
+  if (auto problem = check_written(*reloaded.model, decls, catalog_names); !problem.empty())
+    return fmt::format("{} was written but {}", path, problem);
+  edits = edited->edits;
+  return "";
+}
+
+std::string_view edit_label(config::declaration_edit e) {
+  switch (e) {
+    case config::declaration_edit::replaced_columns: return "columns replaced";
+    case config::declaration_edit::added_columns: return "columns added";
+    case config::declaration_edit::added_section: return "section added";
+  }
+  return "";
+}
+
+int do_generate(const global_options& g, const contract_args& a) {
+  std::vector<config::filter> filters;
+  auto project = load_or_report(g, a.filters, filters);
+  if (!project)
+    return 2;
+  const auto survey = survey_contracts(*project, filters);
+
+  nlohmann::json tables = nlohmann::json::array();
+  nlohmann::json errors = nlohmann::json::array();
+  std::vector<config::table_declaration> decls;
+  std::vector<std::string> catalog_names;  // of each declaration
+  std::vector<std::size_t> rows;           // index in `tables` of each declaration
+  bool failed = false;
+  for (const auto& t : survey.tables) {
+    const std::string name = display_name(t.where);
+    nlohmann::json row{{"table", name},
+                       {"source", t.source},
+                       {"source_table", t.source_table},
+                       {"target", t.target}};
+    std::string dup = t.live ? duplicate_column(*t.live) : "";
+    if (!t.unreadable.empty() || !dup.empty()) {
+      const std::string why = dup.empty()
+                                  ? t.unreadable
+                                  : fmt::format("its columns '{}' differ only in case", dup);
+      fmt::print(stderr, "error: table:{} cannot be declared: {}\n", name, why);
+      row["status"] = "unreadable";
+      row["error"] = why;
+      failed = true;
+    } else if (!t.live) {
+      fmt::print(stderr, "note: table:{} has no live table in target '{}'; nothing to propose\n",
+                 name, t.target);
+      row["status"] = "no_live_table";
+    } else {
+      config::table_declaration d;
+      d.source = t.source;
+      d.section = t.section ? t.section->name : "";
+      d.table = t.source_table;
+      nlohmann::json cols = nlohmann::json::array();
+      for (const auto& c : t.live->columns) {
+        d.columns.push_back(config::column_declaration{c.name, schema::to_string(c.type)});
+        cols.push_back({{"name", c.name}, {"type", d.columns.back().type}});
+      }
+      row["status"] = "proposed";
+      row["section"] = section_of(d);
+      row["columns"] = std::move(cols);
+      rows.push_back(tables.size());
+      decls.push_back(std::move(d));
+      catalog_names.push_back(t.source_table);
+    }
+    tables.push_back(std::move(row));
+  }
+  report_failures(survey, errors);
+  failed = failed || !survey.failures.empty();
+
+  std::string proposal;
+  for (const auto& d : decls)
+    proposal += (proposal.empty() ? "" : "\n") + config::declaration_section(d);
+
+  bool written = false;
+  std::vector<config::declaration_edit> edits;
+  if (a.write && !decls.empty()) {
+    if (auto problem = write_into_config(g.config_path, decls, catalog_names, edits);
+        !problem.empty()) {
+      fmt::print(stderr, "error: {}\n", problem);
+      errors.push_back({{"config", g.config_path}, {"error", problem}});
+      failed = true;
+    } else {
+      written = true;
+      for (std::size_t i = 0; i < edits.size(); ++i)
+        tables[rows[i]]["edit"] = config::to_string(edits[i]);
+    }
+  }
+
+  if (a.output == "json") {
+    nlohmann::json j{{"tables", tables}, {"toml", proposal}, {"written", written},
+                     {"errors", errors}};
+    if (a.write)
+      j["config"] = g.config_path;
+    fmt::print("{}\n", j.dump(2));
+  } else if (!a.write) {
+    fmt::print("{}", proposal);
+  } else if (written) {
+    fmt::print("Wrote {} declaration(s) to {}\n", decls.size(), g.config_path);
+    for (std::size_t i = 0; i < decls.size(); ++i)
+      fmt::print("  {:<18}{}\n", edit_label(edits[i]), section_of(decls[i]));
+  } else if (decls.empty()) {
+    fmt::print("Nothing to write: no selected table has a live table\n");
+  }
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+
+verb contract_verb() {
+  auto diff_args = std::make_shared<contract_args>();
+  auto generate_args = std::make_shared<contract_args>();
+  auto diff = std::make_shared<CLI::App*>(nullptr);
+  auto generate = std::make_shared<CLI::App*>(nullptr);
+  auto glob = std::make_shared<global_options*>(nullptr);
+  return verb{
+      [=](CLI::App& app, global_options& g) {
+        *glob = &g;
+        auto* c = app.add_subcommand("contract", "contract diff | contract generate [--write]");
+        c->require_subcommand(1);
+        auto* d = c->add_subcommand("diff",
+                                    "compare each selected table's declared columns with its live "
+                                    "table; changes nothing, exits 1 on any difference");
+        d->add_option("--filter", diff_args->filters,
+                      "select tables: tag=value, source=..., table=...");
+        d->add_option("--output", diff_args->output, "text or json")
+            ->check(CLI::IsMember({"text", "json"}));
+        auto* gen = c->add_subcommand("generate",
+                                      "propose the declarations that adopt each live table");
+        gen->add_option("--filter", generate_args->filters,
+                        "select tables: tag=value, source=..., table=...");
+        gen->add_option("--output", generate_args->output, "text or json")
+            ->check(CLI::IsMember({"text", "json"}));
+        gen->add_flag("--write", generate_args->write,
+                      "write the declarations into flotilla.toml, keeping the rest of the file");
+        *diff = d;
+        *generate = gen;
+      },
+      [=] { return (*diff && (*diff)->parsed()) || (*generate && (*generate)->parsed()); },
+      [=] {
+        if (*diff && (*diff)->parsed())
+          return do_diff(**glob, *diff_args);
+        return do_generate(**glob, *generate_args);
+      }};
+}
+
+}  // namespace flotilla::cli
