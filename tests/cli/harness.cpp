@@ -178,6 +178,7 @@ std::vector<std::vector<std::string>> pg_query(const std::string& dsn, const std
   PGconn* c = PQconnectdb(dsn.c_str());
   INFO(PQerrorMessage(c));
   REQUIRE(PQstatus(c) == CONNECTION_OK);
+  PQclear(PQexec(c, "SET client_min_messages = warning"));
   PGresult* r = PQexec(c, sql.c_str());
   auto st = PQresultStatus(r);
   std::string e = PQresultErrorMessage(r);
