@@ -98,8 +98,10 @@ nlohmann::json run_json(const std::string& run_id, const std::vector<actors::pip
           ++checked;
         if (o.plan->drift.drifted())
           ++drifted;
-        for (const auto& s : o.plan->drift.steps)
-          actions.push_back({{"table", display_name(t.target)},
+        // Only what was done: a refused or failed table took no action.
+        if (o.status == engine::table_status::copied)
+          for (const auto& s : o.plan->drift.steps)
+            actions.push_back({{"table", display_name(t.target)},
                              {"action", schema::to_string(s.action)},
                              {"column", s.column},
                              {"reason", s.reason}});
