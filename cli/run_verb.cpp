@@ -128,12 +128,13 @@ nlohmann::json run_json(const std::string& run_id, const std::vector<actors::pip
 }
 
 void print_run_text(const nlohmann::json& j) {
-  std::size_t copied = 0, pruned = 0, failed = 0, rows = 0;
+  std::size_t copied = 0, pruned = 0, failed = 0, skipped = 0, rows = 0;
   for (const auto& t : j["tables"]) {
     const std::string s = t["status"];
     copied += s == "copied";
     pruned += s == "pruned";
     failed += s == "failed";
+    skipped += s == "skipped";
     rows += t["rows"].get<std::size_t>();
   }
   for (const auto& a : j["drift"]["actions_taken"])
@@ -147,9 +148,10 @@ void print_run_text(const nlohmann::json& j) {
     for (const auto& e : j["errors"])
       fmt::print("failed  source {}  {}\n", e["source"].get<std::string>(),
                  e["error"].get<std::string>());
-  fmt::print("Run {}  {}: {} copied, {} pruned, {} failed, {} rows; drift: {} checked, {} drifted\n",
+  fmt::print("Run {}  {}: {} copied, {} pruned, {} failed, {} skipped, {} rows; drift: {} checked, "
+             "{} drifted\n",
              j["run_id"].get<std::string>(), j["status"].get<std::string>(), copied, pruned,
-             failed, rows, j["drift"]["tables_checked"].get<std::size_t>(),
+             failed, skipped, rows, j["drift"]["tables_checked"].get<std::size_t>(),
              j["drift"]["tables_drifted"].get<std::size_t>());
 }
 
