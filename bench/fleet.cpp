@@ -1,0 +1,279 @@
+// fleet-scale and prune: fleets of SQLite sources replicated into DuckDB through
+// `flotilla run`, the command users run, against a raw single-threaded copy of the same
+// tables (fleet-scale) and raw catalog reads of the same files (prune).
+#include <filesystem>
+#include <sqlite3.h>
+
+#include <fmt/format.h>
+
+#include "bench/datagen.hpp"
+#include "bench/flotilla_cli.hpp"
+#include "bench/scenario.hpp"
+#include "bench/steps.hpp"
+
+namespace flotilla::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct fleet_dir {
+  fs::path root;
+  fs::path data;
+  fs::path config;
+  fs::path warehouse;
+  fs::path raw_warehouse;
+  fleet_layout layout;
+};
+
+/// Writes the fleet's SQLite files and its flotilla.toml (one source per client, tagged
+/// client = <name>, into one DuckDB warehouse, schema per client).
+fleet_dir prepare_fleet(const fs::path& root, std::size_t clients, std::size_t tables,
+                        std::uint64_t rows, double skew) {
+  fleet_dir d;
+  d.root = root;
+  d.data = root / "data";
+  d.config = root / "flotilla.toml";
+  d.warehouse = root / "warehouse.duckdb";
+  d.raw_warehouse = root / "raw.duckdb";
+  fs::remove_all(root);
+  fs::create_directories(d.data);
+  d.layout = make_fleet(clients, tables, rows, skew);
+  std::vector<toml_source> sources;
+  for (const auto& c : d.layout.clients) {
+    const auto path = (d.data / (c.name + ".db")).string();
+    write_sqlite_client(path, c);
+    sources.push_back({c.name, "sqlite", path, "", {}, {{"client", c.name}}, true});
+  }
+  write_config(d.config.string(), toml_target{"duckdb", d.warehouse.string(), "", "{source}"},
+               sources);
+  return d;
+}
+
+std::string flotilla_bin(const bench_context& ctx) { return ctx.opt.flotilla_bin; }
+
+double median_of(const series& s, double (*f)(const measurement&)) {
+  std::vector<double> v;
+  for (const auto& m : s.runs)
+    v.push_back(f(m));
+  return spread_of(v).median;
+}
+double wall_of(const measurement& m) { return m.wall_s; }
+double rss_of(const measurement& m) { return static_cast<double>(m.peak_rss_kb); }
+
+std::vector<double> paired(const series& a, const series& b) {
+  std::vector<double> out;
+  const auto x = a.rates(), y = b.rates();
+  for (std::size_t i = 0; i < std::min(x.size(), y.size()); ++i)
+    if (y[i] > 0)
+      out.push_back(x[i] / y[i]);
+  return out;
+}
+
+std::string kb(double bytes) {
+  return bytes >= 1024 * 1024 ? fmt::format("{:.2f} MB", bytes / 1024 / 1024)
+                              : fmt::format("{:.1f} KB", bytes / 1024);
+}
+
+}  // namespace
+
+scenario_result run_fleet_scale(bench_context& ctx) {
+  scenario_result r;
+  r.name = "fleet-scale";
+  struct point {
+    std::string label;
+    std::size_t clients, tables;
+    fleet_dir dir;
+    series* flotilla = nullptr;
+    series* raw = nullptr;
+  };
+  std::vector<point> points;
+  for (auto n : ctx.opt.fleet_tables)
+    points.push_back({fmt::format("{} tables", grouped(n)), 1, n, {}});
+  if (!ctx.opt.fleet_grid.empty()) {
+    const auto [c, t] = parse_grid(ctx.opt.fleet_grid);
+    points.push_back({fmt::format("{}x{} tables", c, t), c, t, {}});
+  }
+  r.sizes = fmt::format("{} rows in total per point, Zipf skew {} over clients and tables; SQLite "
+                        "-> DuckDB; {}",
+                        grouped(ctx.opt.fleet_rows), ctx.opt.skew, ctx.runs_text());
+  const fs::path base = fs::path(ctx.scratch) / "fleet-scale";
+  for (auto& p : points) {
+    p.dir = prepare_fleet(base / fmt::format("{}x{}", p.clients, p.tables), p.clients, p.tables,
+                          ctx.opt.fleet_rows, ctx.opt.skew);
+    const bool grid = p.clients > 1;
+    const std::string fl = grid ? "flotilla run (clients)" : "flotilla run";
+    const std::string raw = grid ? "raw copy (clients)" : "raw copy";
+    const double x = static_cast<double>(p.clients * p.tables);
+    p.raw = &r.add(p.label, raw, "raw", "rows", "", x);
+    p.flotilla = &r.add(p.label, fl, "flotilla", "rows", raw, x);
+  }
+  std::vector<std::pair<series*, std::function<measurement()>>> bodies;
+  for (auto& p : points) {
+    const auto tables = p.dir.layout.tables();
+    bodies.emplace_back(p.raw, [&p, tables] {
+      auto m = measure_step("raw-fleet-copy", {{"dir", p.dir.data.string()},
+                                               {"duckdb", p.dir.raw_warehouse.string()}});
+      if (m.detail.value("tables", std::size_t{0}) != tables)
+        throw std::runtime_error("raw fleet copy: wrong table count");
+      return m;
+    });
+    bodies.emplace_back(p.flotilla, [&p, &ctx, tables] {
+      const auto o = run_flotilla(flotilla_bin(ctx), p.dir.config.string(), "run", {"--no-prune"});
+      auto m = measure_flotilla(o, false, {{"copied", tables}});
+      if (o.rows != p.dir.layout.rows())
+        throw std::runtime_error(fmt::format("flotilla copied {} rows, expected {}", o.rows,
+                                             p.dir.layout.rows()));
+      return m;
+    });
+  }
+  interleave(ctx.opt.warmup, ctx.opt.runs, bodies);
+
+  // Derived figures against the smallest point (one table).
+  const point* one = nullptr;
+  for (const auto& p : points)
+    if (p.clients == 1 && (one == nullptr || p.tables < one->tables))
+      one = &p;
+  if (one == nullptr)
+    return r;
+  const double one_wall = median_of(*one->flotilla, wall_of);
+  const double one_rss = median_of(*one->flotilla, rss_of) * 1024;
+  const double one_raw_wall = median_of(*one->raw, wall_of);
+  const double one_raw_rss = median_of(*one->raw, rss_of) * 1024;
+  const point* largest = nullptr;
+  for (const auto& p : points) {
+    const double n = static_cast<double>(p.clients * p.tables);
+    const auto kept = spread_of(paired(*p.flotilla, *one->flotilla));
+    const auto raw_kept = spread_of(paired(*p.raw, *one->raw));
+    const double wall = median_of(*p.flotilla, wall_of);
+    const double raw_wall = median_of(*p.raw, wall_of);
+    nlohmann::json f{{"tables", n},
+                     {"throughput_retained", kept.median},
+                     {"raw_throughput_retained", raw_kept.median},
+                     {"us_per_table", wall / n * 1e6},
+                     {"raw_us_per_table", raw_wall / n * 1e6}};
+    std::string line = fmt::format("{}: throughput kept {} of 1 table (raw: {}); {:.0f} us per "
+                                   "table (raw: {:.0f})",
+                                   p.label, ratio_text(kept), ratio_text(raw_kept), wall / n * 1e6,
+                                   raw_wall / n * 1e6);
+    if (n > 1) {
+      const double extra_us = (wall - one_wall) / (n - 1) * 1e6;
+      const double raw_extra_us = (raw_wall - one_raw_wall) / (n - 1) * 1e6;
+      const double bytes = (median_of(*p.flotilla, rss_of) * 1024 - one_rss) / (n - 1);
+      const double raw_bytes = (median_of(*p.raw, rss_of) * 1024 - one_raw_rss) / (n - 1);
+      f["marginal_us_per_table"] = extra_us;
+      f["raw_marginal_us_per_table"] = raw_extra_us;
+      f["bytes_per_table"] = bytes;
+      f["raw_bytes_per_table"] = raw_bytes;
+      line += fmt::format("; beyond 1 table: +{:.0f} us and +{} of peak RSS per table (raw: +{:.0f} "
+                          "us, +{})",
+                          extra_us, kb(bytes), raw_extra_us, kb(raw_bytes));
+    }
+    r.notes.push_back(line);
+    r.figures[p.label] = f;
+    if (p.clients == 1 && (largest == nullptr || p.tables > largest->tables))
+      largest = &p;
+  }
+  if (largest != nullptr && largest != one) {
+    const auto& f = r.figures[largest->label];
+    r.targets.push_back({fmt::format("fleet-scale {} keeps >= 0.8x of 1-table throughput",
+                                     largest->label),
+                         fmt::format("{:.2f}x", f["throughput_retained"].get<double>()),
+                         f["throughput_retained"].get<double>() >= 0.8});
+    const double bytes = f["bytes_per_table"].get<double>();
+    r.targets.push_back({fmt::format("fleet-scale {} <= 20 KB of memory per table", largest->label),
+                         kb(bytes), bytes <= 20 * 1024});
+  }
+  r.notes.push_back("peak RSS is the whole `flotilla run` process (ru_maxrss); per-table memory is "
+                    "(peak at N tables - peak at 1 table) / (N - 1)");
+  return r;
+}
+
+scenario_result run_prune(bench_context& ctx) {
+  scenario_result r;
+  r.name = "prune";
+  const auto [clients, per_client] = parse_grid(ctx.opt.prune_grid);
+  const std::size_t total = clients * per_client;
+  r.sizes = fmt::format("{} clients x {} tables = {} tables, {} rows; SQLite -> DuckDB; {}", clients,
+                        per_client, grouped(total), grouped(ctx.opt.prune_rows), ctx.runs_text());
+  auto d = prepare_fleet(fs::path(ctx.scratch) / "prune", clients, per_client, ctx.opt.prune_rows,
+                         ctx.opt.skew);
+  // A config over the same sources that selects no table: process start, config, state
+  // and one catalog read per source, without any per-table work.
+  fs::create_directories(d.root / "floor");
+  const auto floor_config = (d.root / "floor" / "flotilla.toml").string();
+  {
+    std::vector<toml_source> sources;
+    for (const auto& c : d.layout.clients)
+      sources.push_back({c.name, "sqlite", (d.data / (c.name + ".db")).string(), "",
+                         {"no_such_table"}, {{"client", c.name}}, true});
+    write_config(floor_config, toml_target{"duckdb", (d.root / "floor" / "warehouse.duckdb").string(), "", "{source}"},
+                 sources);
+  }
+  const auto bin = flotilla_bin(ctx);
+  // Setup: the first copy of every table records its marker; the second run must prune all.
+  (void)measure_flotilla(run_flotilla(bin, d.config.string(), "run"), true, {{"copied", total}});
+  (void)measure_flotilla(run_flotilla(bin, d.config.string(), "run"), true, {{"pruned", total}});
+
+  auto& raw = r.add("unchanged", "raw catalog reads", "raw", "tables");
+  auto& none_selected = r.add("unchanged", "flotilla, no table selected", "flotilla", "tables", "raw catalog reads");
+  auto& pruned = r.add("unchanged", "flotilla run (all pruned)", "flotilla", "tables", "raw catalog reads");
+  const std::string changed_label = fmt::format("1 client of {} changed", clients);
+  auto& changed = r.add(changed_label, "flotilla run", "flotilla", "tables", "raw catalog reads");
+
+  // The changed client: the median one, so its tables are of typical size.
+  const auto& victim = d.layout.clients[clients / 2];
+  const auto victim_path = (d.data / (victim.name + ".db")).string();
+  std::uint64_t bump = 0;
+  std::vector<std::pair<series*, std::function<measurement()>>> bodies;
+  bodies.emplace_back(&raw, [&] {
+    auto m = measure_step("raw-catalog-sqlite", {{"dir", d.data.string()}});
+    if (static_cast<std::size_t>(m.work) != total)
+      throw std::runtime_error("raw catalog read: wrong table count");
+    return m;
+  });
+  bodies.emplace_back(&none_selected, [&] {
+    auto m = measure_flotilla(run_flotilla(bin, floor_config, "run"), true, {});
+    m.work = static_cast<double>(total);  // per table of the fleet, as the others
+    return m;
+  });
+  bodies.emplace_back(&pruned, [&] {
+    return measure_flotilla(run_flotilla(bin, d.config.string(), "run"), true, {{"pruned", total}});
+  });
+  bodies.emplace_back(&changed, [&] {
+    sqlite3* db = nullptr;
+    sqlite3_open(victim_path.c_str(), &db);
+    const auto sql = fmt::format("UPDATE \"{}\" SET quantity = quantity + {} WHERE id = 1",
+                                 victim.tables.front().name, ++bump);
+    const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+    if (rc != SQLITE_OK)
+      throw std::runtime_error("cannot change " + victim_path);
+    std::map<std::string, std::size_t> expect{{"copied", per_client}};
+    if (total > per_client)
+      expect["pruned"] = total - per_client;
+    return measure_flotilla(run_flotilla(bin, d.config.string(), "run"), true, expect);
+  });
+  interleave(ctx.opt.warmup, ctx.opt.runs, bodies);
+
+  auto us = [&](const series& s) { return 1e6 / spread_of(s.rates()).median; };
+  const double floor_us = us(none_selected), pruned_us = us(pruned);
+  r.figures = {{"tables", total},
+               {"us_per_table_all_pruned", pruned_us},
+               {"us_per_table_no_table_selected", floor_us},
+               {"us_per_table_per_table_work", pruned_us - floor_us},
+               {"us_per_table_one_client_changed", us(changed)},
+               {"us_per_table_raw_catalog", us(raw)}};
+  r.notes.push_back(fmt::format(
+      "all pruned: {:.1f} us per table = {:.1f} us fixed (start, config, state, {} catalog reads: "
+      "the no-table run) + {:.1f} us of per-table work; raw catalog reads {:.1f} us per table",
+      pruned_us, floor_us, clients, pruned_us - floor_us, us(raw)));
+  r.notes.push_back(fmt::format("{} ({} tables = {:.1f}% copied): {:.1f} us per table of the fleet",
+                                changed_label, per_client, 100.0 * per_client / total, us(changed)));
+  r.notes.push_back("SQLite change markers are per file: one changed table re-copies every table "
+                    "of its client's file");
+  r.targets.push_back({"prune <= 10 us per unchanged table", fmt::format("{:.1f} us", pruned_us),
+                       pruned_us <= 10});
+  return r;
+}
+
+}  // namespace flotilla::bench

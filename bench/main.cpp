@@ -1,0 +1,218 @@
+// flotilla-bench: the benchmark harness. Runs the selected scenarios, prints a table per
+// scenario and the targets, and writes <out>/bench.json and <out>/scaling.svg.
+//
+//   flotilla-bench                        every scenario at full size
+//   flotilla-bench copy-wide peer --runs 5
+//   flotilla-bench --smoke --require-pg   tiny sizes: checks the harness (CTest label bench)
+//   flotilla-bench --list
+//   flotilla-bench step <name> k=v...     one timed path (internal: run in a child process)
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
+#include "bench/measure.hpp"
+#include "bench/pg.hpp"
+#include "bench/report.hpp"
+#include "bench/scenario.hpp"
+#include "bench/steps.hpp"
+
+namespace fs = std::filesystem;
+using namespace flotilla::bench;
+
+namespace {
+
+std::string read_first_line(const char* path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
+nlohmann::json options_json(const bench_options& o) {
+  return {{"runs", o.runs},
+          {"warmup", o.warmup},
+          {"rows", o.rows},
+          {"fleet_rows", o.fleet_rows},
+          {"fleet_tables", o.fleet_tables},
+          {"fleet_grid", o.fleet_grid},
+          {"skew", o.skew},
+          {"prune_grid", o.prune_grid},
+          {"prune_rows", o.prune_rows},
+          {"drift_tables", o.drift_tables},
+          {"events", o.events},
+          {"peer_tables", o.peer_tables},
+          {"peer_rows", o.peer_rows},
+          {"smoke", o.smoke}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 3 && std::string_view(argv[1]) == "step")
+    try {
+      return run_step(argv[2], parse_step_args(std::vector<std::string>(argv + 3, argv + argc)));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      return 2;
+    }
+
+  bench_options o;
+  std::vector<std::string> selected;
+  bool list = false;
+  CLI::App app{"flotilla-bench: Flotilla's throughput against each engine's raw path, measured "
+               "in the same run on the same data"};
+  app.add_option("scenarios", selected, "scenarios to run (default: all); see --list");
+  app.add_flag("--list", list, "list the scenarios and exit");
+  app.add_flag("--smoke", o.smoke, "tiny sizes, one run, no warm-up: checks the harness, not speed");
+  app.add_option("--runs", o.runs, "measured runs of each path")->capture_default_str();
+  app.add_option("--warmup", o.warmup, "unmeasured runs first")->capture_default_str();
+  app.add_option("--rows", o.rows, "copy-wide: rows of the wide table")->capture_default_str();
+  app.add_option("--fleet-rows", o.fleet_rows, "fleet-scale: total rows per point")->capture_default_str();
+  app.add_option("--fleet-tables", o.fleet_tables, "fleet-scale: table counts (one client)")
+      ->delimiter(',')->capture_default_str();
+  app.add_option("--fleet-grid", o.fleet_grid, "fleet-scale: also CLIENTSxTABLES ('' for none)")
+      ->capture_default_str();
+  app.add_option("--skew", o.skew, "Zipf exponent of client and table sizes (0: even)")
+      ->capture_default_str();
+  app.add_option("--prune-grid", o.prune_grid, "prune: CLIENTSxTABLES")->capture_default_str();
+  app.add_option("--prune-rows", o.prune_rows, "prune: total rows of the fleet")->capture_default_str();
+  app.add_option("--drift-tables", o.drift_tables, "drift-check: PostgreSQL tables")->capture_default_str();
+  app.add_option("--events", o.events, "kafka-events: events per run")->capture_default_str();
+  app.add_option("--peer-tables", o.peer_tables, "peer: table counts")->delimiter(',')->capture_default_str();
+  app.add_option("--peer-rows", o.peer_rows, "peer: mean rows per table")->capture_default_str();
+  app.add_option("--out", o.out_dir, "directory for bench.json, scaling.svg and scratch data")
+      ->capture_default_str();
+  app.add_option("--flotilla", o.flotilla_bin, "the flotilla executable (default: beside this one)");
+  app.add_flag("--require-pg", o.require_pg, "fail when FLOTILLA_PG_DSN is not set (CI)");
+  app.add_flag("--keep", o.keep, "keep the scratch data (<out>/work)");
+  CLI11_PARSE(app, argc, argv);
+
+  if (list) {
+    for (const auto& s : all_scenarios())
+      fmt::print("{:<14} {}\n", s.name, s.summary);
+    return 0;
+  }
+  if (o.smoke) {
+    // Sizes the user gave explicitly still win over the smoke sizes.
+    bench_options given = o;
+    o.apply_smoke();
+    for (const auto* opt : app.get_options())
+      if (opt->count() > 0 && opt->get_name() != "--smoke") {
+        const auto n = opt->get_name();
+        if (n == "--runs") o.runs = given.runs;
+        if (n == "--warmup") o.warmup = given.warmup;
+        if (n == "--rows") o.rows = given.rows;
+        if (n == "--fleet-rows") o.fleet_rows = given.fleet_rows;
+        if (n == "--fleet-tables") o.fleet_tables = given.fleet_tables;
+        if (n == "--fleet-grid") o.fleet_grid = given.fleet_grid;
+        if (n == "--prune-grid") o.prune_grid = given.prune_grid;
+        if (n == "--prune-rows") o.prune_rows = given.prune_rows;
+        if (n == "--drift-tables") o.drift_tables = given.drift_tables;
+        if (n == "--events") o.events = given.events;
+        if (n == "--peer-tables") o.peer_tables = given.peer_tables;
+        if (n == "--peer-rows") o.peer_rows = given.peer_rows;
+      }
+  }
+  if (o.runs == 0) {
+    fmt::print(stderr, "--runs must be at least 1\n");
+    return 2;
+  }
+  std::vector<const scenario*> to_run;
+  for (const auto& name : selected) {
+    const scenario* found = nullptr;
+    for (const auto& s : all_scenarios())
+      if (s.name == name)
+        found = &s;
+    if (!found) {
+      fmt::print(stderr, "unknown scenario '{}'; known: ", name);
+      for (const auto& s : all_scenarios())
+        fmt::print(stderr, "{} ", s.name);
+      fmt::print(stderr, "\n");
+      return 2;
+    }
+    to_run.push_back(found);
+  }
+  if (to_run.empty())
+    for (const auto& s : all_scenarios())
+      to_run.push_back(&s);
+
+  bench_context ctx;
+  ctx.opt = o;
+  if (ctx.opt.flotilla_bin.empty())
+    ctx.opt.flotilla_bin = (fs::path(self_path()).parent_path() / "flotilla").string();
+  if (!fs::exists(ctx.opt.flotilla_bin)) {
+    fmt::print(stderr, "flotilla executable not found at {}; build it or pass --flotilla\n",
+               ctx.opt.flotilla_bin);
+    return 2;
+  }
+  ctx.pg_dsn = pg_dsn_from_env();
+  if (!ctx.pg_dsn && o.require_pg) {
+    fmt::print(stderr, "FLOTILLA_PG_DSN is not set: run through scripts/test, or run "
+                       "`scripts/services start && . build/services.env` first\n");
+    return 2;
+  }
+  if (ctx.pg_dsn) {
+    try {
+      require_local(*ctx.pg_dsn);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "{}\n", e.what());
+      return 2;
+    }
+  }
+  const fs::path out = fs::absolute(o.out_dir);
+  ctx.scratch = (out / "work").string();
+  fs::create_directories(ctx.scratch);
+  ctx.db_prefix = fmt::format("flotilla_bench_{}", ::getpid());
+
+  run_info info;
+  info.started = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::time(nullptr)));
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  info.host = host;
+  info.cores = static_cast<unsigned>(::sysconf(_SC_NPROCESSORS_ONLN));
+  info.load_before = read_first_line("/proc/loadavg");
+  info.options = options_json(ctx.opt);
+  fmt::print("flotilla-bench  {}  {} cores, load {}\n", info.started, info.cores, info.load_before);
+
+  std::vector<scenario_result> results;
+  int exit_code = 0;
+  for (const auto* s : to_run) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fmt::print("\n-- {} ...\n", s->name);
+    std::fflush(stdout);
+    scenario_result r;
+    try {
+      r = s->run(ctx);
+    } catch (const std::exception& e) {
+      r = scenario_result{};
+      r.name = std::string(s->name);
+      r.status = "failed";
+      r.message = e.what();
+      exit_code = 1;
+    }
+    r.figures["scenario_seconds"] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    print_scenario(r);
+    results.push_back(std::move(r));
+    // Keep what is done so far, should a later scenario be interrupted.
+    std::ofstream(out / "bench.json") << to_json(info, results).dump(2) << "\n";
+  }
+  print_targets(results);
+  const auto svg = (out / "scaling.svg").string();
+  const auto plot_error = write_plot(results, svg);
+  fmt::print("\nresults: {}\n", (out / "bench.json").string());
+  if (plot_error.empty())
+    fmt::print("plot:    {}\n", svg);
+  else
+    fmt::print("plot:    not written: {}\n", plot_error);
+  if (!o.keep)
+    fs::remove_all(ctx.scratch);
+  return exit_code;
+}

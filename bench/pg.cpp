@@ -1,0 +1,162 @@
+#include "bench/pg.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <libpq-fe.h>
+
+namespace flotilla::bench {
+
+std::optional<std::string> pg_dsn_from_env() {
+  const char* v = std::getenv("FLOTILLA_PG_DSN");
+  if (v == nullptr || *v == '\0')
+    return std::nullopt;
+  return std::string(v);
+}
+
+std::string dsn_with_database(const std::string& dsn, const std::string& database) {
+  const bool uri = dsn.starts_with("postgresql://") || dsn.starts_with("postgres://");
+  if (!uri)
+    return dsn + " dbname='" + database + "'";
+  const std::size_t authority = dsn.find("://") + 3;
+  const std::size_t query = dsn.find('?', authority);
+  const std::size_t path = dsn.find('/', authority);
+  const std::size_t host_end = std::min(path, query);
+  std::string out = dsn.substr(0, host_end) + "/" + database;
+  if (query != std::string::npos)
+    out += dsn.substr(query);
+  return out;
+}
+
+void require_local(const std::string& dsn) {
+  char* err = nullptr;
+  PQconninfoOption* opts = PQconninfoParse(dsn.c_str(), &err);
+  if (opts == nullptr) {
+    std::string msg = err ? err : "unparsable";
+    PQfreemem(err);
+    throw std::runtime_error("FLOTILLA_PG_DSN: " + msg);
+  }
+  std::string host, hostaddr;
+  for (auto* o = opts; o->keyword != nullptr; ++o) {
+    if (o->val == nullptr)
+      continue;
+    if (std::string_view(o->keyword) == "host")
+      host = o->val;
+    if (std::string_view(o->keyword) == "hostaddr")
+      hostaddr = o->val;
+  }
+  PQconninfoFree(opts);
+  auto local = [](const std::string& h) {
+    return h.empty() || h.front() == '/' || h == "localhost" || h == "::1" || h.starts_with("127.");
+  };
+  if (!local(host) || !local(hostaddr))
+    throw std::runtime_error(
+        "the benchmark creates and drops databases, so it only connects to a PostgreSQL server "
+        "on this machine; FLOTILLA_PG_DSN names host '" + (hostaddr.empty() ? host : hostaddr) + "'");
+}
+
+pg_connection::pg_connection(const std::string& dsn) {
+  require_local(dsn);
+  conn_ = PQconnectdb(dsn.c_str());
+  if (PQstatus(conn_) != CONNECTION_OK) {
+    std::string msg = PQerrorMessage(conn_);
+    PQfinish(conn_);
+    conn_ = nullptr;
+    throw std::runtime_error("cannot connect to PostgreSQL: " + msg);
+  }
+  exec("SET client_min_messages = warning");
+}
+
+pg_connection::~pg_connection() {
+  if (conn_)
+    PQfinish(conn_);
+}
+
+void pg_connection::exec(const std::string& sql) {
+  PGresult* r = PQexec(conn_, sql.c_str());
+  const auto st = PQresultStatus(r);
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+    std::string msg = PQresultErrorMessage(r);
+    PQclear(r);
+    throw std::runtime_error(fmt::format("PostgreSQL: {} (in: {:.200})", msg, sql));
+  }
+  PQclear(r);
+}
+
+std::vector<std::vector<std::optional<std::string>>> pg_connection::query(const std::string& sql) {
+  PGresult* r = PQexec(conn_, sql.c_str());
+  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+    std::string msg = PQresultErrorMessage(r);
+    PQclear(r);
+    throw std::runtime_error(fmt::format("PostgreSQL: {} (in: {:.200})", msg, sql));
+  }
+  std::vector<std::vector<std::optional<std::string>>> rows(static_cast<std::size_t>(PQntuples(r)));
+  const int cols = PQnfields(r);
+  for (int i = 0; i < PQntuples(r); ++i)
+    for (int c = 0; c < cols; ++c)
+      rows[static_cast<std::size_t>(i)].push_back(
+          PQgetisnull(r, i, c) ? std::nullopt : std::optional<std::string>(PQgetvalue(r, i, c)));
+  PQclear(r);
+  return rows;
+}
+
+void pg_connection::copy_in(const std::string& copy_sql, const std::vector<std::string>& chunks) {
+  PGresult* r = PQexec(conn_, copy_sql.c_str());
+  if (PQresultStatus(r) != PGRES_COPY_IN) {
+    std::string msg = PQresultErrorMessage(r);
+    PQclear(r);
+    throw std::runtime_error("PostgreSQL COPY: " + msg);
+  }
+  PQclear(r);
+  for (const auto& c : chunks)
+    if (PQputCopyData(conn_, c.data(), static_cast<int>(c.size())) != 1)
+      throw std::runtime_error(std::string("PostgreSQL COPY: ") + PQerrorMessage(conn_));
+  if (PQputCopyEnd(conn_, nullptr) != 1)
+    throw std::runtime_error(std::string("PostgreSQL COPY: ") + PQerrorMessage(conn_));
+  std::string error;
+  while ((r = PQgetResult(conn_)) != nullptr) {
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+      error = PQresultErrorMessage(r);
+    PQclear(r);
+  }
+  if (!error.empty())
+    throw std::runtime_error("PostgreSQL COPY: " + error);
+}
+
+pg_databases::pg_databases(std::string admin_dsn, std::string prefix)
+    : admin_dsn_(std::move(admin_dsn)), prefix_(std::move(prefix)) {
+  require_local(admin_dsn_);
+}
+
+pg_databases::~pg_databases() {
+  for (auto it = created_.rbegin(); it != created_.rend(); ++it) {
+    try {
+      drop(*it);
+    } catch (const std::exception&) {
+      // nop: a database left behind is named after the bench run and harmless
+    }
+  }
+}
+
+std::string pg_databases::dsn(const std::string& suffix) const {
+  return dsn_with_database(admin_dsn_, prefix_ + "_" + suffix);
+}
+
+std::string pg_databases::create(const std::string& suffix) {
+  pg_connection admin(admin_dsn_);
+  const std::string name = prefix_ + "_" + suffix;
+  admin.exec("DROP DATABASE IF EXISTS \"" + name + "\" WITH (FORCE)");
+  admin.exec("CREATE DATABASE \"" + name + "\" TEMPLATE template0");
+  if (std::find(created_.begin(), created_.end(), suffix) == created_.end())
+    created_.push_back(suffix);
+  return dsn(suffix);
+}
+
+void pg_databases::drop(const std::string& suffix) {
+  pg_connection admin(admin_dsn_);
+  admin.exec("DROP DATABASE IF EXISTS \"" + prefix_ + "_" + suffix + "\" WITH (FORCE)");
+}
+
+}  // namespace flotilla::bench

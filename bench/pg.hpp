@@ -1,0 +1,68 @@
+#pragma once
+/// Small libpq helpers for the harness: connections, statements, the bench's own
+/// databases. Every DSN is checked to point at this machine (loopback or a local
+/// socket) before anything connects: the harness creates and drops databases.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+struct pg_conn;
+typedef struct pg_conn PGconn;
+
+namespace flotilla::bench {
+
+/// FLOTILLA_PG_DSN, or nullopt when it is not set.
+[[nodiscard]] std::optional<std::string> pg_dsn_from_env();
+
+/// The same server with another database: a URI gets its path replaced, a key=value
+/// string gets `dbname=` appended (the last one wins in libpq).
+[[nodiscard]] std::string dsn_with_database(const std::string& dsn, const std::string& database);
+
+/// Throws std::runtime_error unless the DSN's host is loopback or a local socket.
+void require_local(const std::string& dsn);
+
+/// One connection; throws std::runtime_error on any failure, with the server's message.
+class pg_connection {
+ public:
+  explicit pg_connection(const std::string& dsn);
+  ~pg_connection();
+  pg_connection(const pg_connection&) = delete;
+  pg_connection& operator=(const pg_connection&) = delete;
+
+  /// Runs one or more statements (simple query protocol).
+  void exec(const std::string& sql);
+  /// Runs a query and returns its rows as text (NULL as nullopt).
+  [[nodiscard]] std::vector<std::vector<std::optional<std::string>>> query(const std::string& sql);
+  /// COPY ... FROM STDIN with the given text chunks.
+  void copy_in(const std::string& copy_sql, const std::vector<std::string>& chunks);
+  [[nodiscard]] PGconn* raw() { return conn_; }
+
+ private:
+  PGconn* conn_ = nullptr;
+};
+
+/// Creates (dropping first) and later drops the bench's own databases on one server.
+/// Owned by one scenario on the main thread; the destructor drops what it created.
+class pg_databases {
+ public:
+  /// `admin_dsn`: a database to connect to for CREATE/DROP DATABASE (the env DSN).
+  pg_databases(std::string admin_dsn, std::string prefix);
+  ~pg_databases();
+  pg_databases(const pg_databases&) = delete;
+  pg_databases& operator=(const pg_databases&) = delete;
+
+  /// (Re)creates database `<prefix>_<suffix>` and returns its DSN.
+  std::string create(const std::string& suffix);
+  /// The DSN of `<prefix>_<suffix>`, without creating it.
+  [[nodiscard]] std::string dsn(const std::string& suffix) const;
+  void drop(const std::string& suffix);
+
+ private:
+  std::string admin_dsn_;
+  std::string prefix_;
+  std::vector<std::string> created_;
+};
+
+}  // namespace flotilla::bench

@@ -1,0 +1,257 @@
+#include "bench/report.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
+
+namespace flotilla::bench {
+
+std::vector<double> series::rates() const {
+  std::vector<double> out;
+  for (const auto& m : runs)
+    out.push_back(m.wall_s > 0 ? m.work / m.wall_s : 0);
+  return out;
+}
+
+series& scenario_result::add(std::string group, std::string variant, std::string role,
+                             std::string unit, std::string baseline, double x) {
+  series s;
+  s.group = std::move(group);
+  s.variant = std::move(variant);
+  s.role = std::move(role);
+  s.unit = std::move(unit);
+  s.baseline = std::move(baseline);
+  s.x = x;
+  all.push_back(std::move(s));
+  return all.back();
+}
+
+const series* scenario_result::find(const std::string& group, const std::string& variant) const {
+  for (const auto& s : all)
+    if (s.group == group && s.variant == variant)
+      return &s;
+  for (const auto& s : all)
+    if (s.variant == variant)
+      return &s;
+  return nullptr;
+}
+
+std::vector<double> scenario_result::ratios(const series& s) const {
+  std::vector<double> out;
+  if (s.baseline.empty())
+    return out;
+  const series* b = find(s.group, s.baseline);
+  if (b == nullptr)
+    return out;
+  const auto mine = s.rates();
+  const auto base = b->rates();
+  for (std::size_t i = 0; i < std::min(mine.size(), base.size()); ++i)
+    if (base[i] > 0)
+      out.push_back(mine[i] / base[i]);
+  return out;
+}
+
+std::string si(double v) {
+  const double a = std::fabs(v);
+  if (a >= 1e9)
+    return fmt::format("{:.2f}G", v / 1e9);
+  if (a >= 1e6)
+    return fmt::format("{:.2f}M", v / 1e6);
+  if (a >= 1e4)
+    return fmt::format("{:.0f}k", v / 1e3);
+  if (a >= 1e3)
+    return fmt::format("{:.1f}k", v / 1e3);
+  if (a >= 10)
+    return fmt::format("{:.0f}", v);
+  return fmt::format("{:.2f}", v);
+}
+
+std::string ratio_text(const spread& s) {
+  if (s.n == 0)
+    return "-";
+  if (s.n == 1)
+    return fmt::format("{:.2f}x", s.median);
+  return fmt::format("{:.2f}x [{:.2f}-{:.2f}]", s.median, s.min, s.max);
+}
+
+namespace {
+
+std::string rate_text(const series& s) {
+  const auto r = spread_of(s.rates());
+  if (r.n == 0)
+    return "-";
+  if (r.n == 1)
+    return fmt::format("{} {}/s", si(r.median), s.unit);
+  return fmt::format("{} {}/s [{}-{}]", si(r.median), s.unit, si(r.min), si(r.max));
+}
+
+spread cpu_per_million(const series& s) {
+  std::vector<double> v;
+  for (const auto& m : s.runs)
+    if (m.work > 0)
+      v.push_back(m.cpu_s / m.work * 1e6);
+  return spread_of(v);
+}
+
+spread peak_mb(const series& s) {
+  std::vector<double> v;
+  for (const auto& m : s.runs)
+    v.push_back(static_cast<double>(m.peak_rss_kb) / 1024.0);
+  return spread_of(v);
+}
+
+nlohmann::json spread_json(const spread& s) {
+  return {{"median", s.median}, {"min", s.min}, {"max", s.max}, {"n", s.n}};
+}
+
+}  // namespace
+
+void print_scenario(const scenario_result& r) {
+  fmt::print("\n== {}  ({})\n", r.name, r.sizes.empty() ? r.status : r.sizes);
+  if (r.status != "ok")
+    fmt::print("   {}: {}\n", r.status, r.message);
+  if (!r.all.empty()) {
+    fmt::print("   {:<22} {:<26} {:>30} {:>20}  {:<22} {:>8} {:>9}\n", "case", "path",
+               "rate (median [min-max])", "ratio", "of", "CPU s/M", "peak MB");
+    for (const auto& s : r.all) {
+      const auto ratio = spread_of(r.ratios(s));
+      fmt::print("   {:<22} {:<26} {:>30} {:>20}  {:<22} {:>8.2f} {:>9.0f}\n", s.group, s.variant,
+                 rate_text(s), ratio.n ? ratio_text(ratio) : "", ratio.n ? s.baseline : "",
+                 cpu_per_million(s).median, peak_mb(s).max);
+    }
+  }
+  for (const auto& n : r.notes)
+    fmt::print("   {}\n", n);
+  std::fflush(stdout);
+}
+
+void print_targets(const std::vector<scenario_result>& all) {
+  fmt::print("\n== targets\n");
+  for (const auto& r : all)
+    for (const auto& t : r.targets)
+      fmt::print("   {:<14} {:<62} {:<34} {}\n", r.name, t.what, t.figure,
+                 !t.met ? "NOT MEASURABLE" : *t.met ? "met" : "NOT MET");
+  std::fflush(stdout);
+}
+
+nlohmann::json to_json(const run_info& info, const std::vector<scenario_result>& all) {
+  nlohmann::json out{{"started", info.started},     {"host", info.host},
+                     {"cores", info.cores},         {"load_before", info.load_before},
+                     {"options", info.options},     {"scenarios", nlohmann::json::array()}};
+  for (const auto& r : all) {
+    nlohmann::json sj{{"name", r.name},       {"status", r.status},   {"message", r.message},
+                      {"sizes", r.sizes},     {"notes", r.notes},     {"figures", r.figures},
+                      {"series", nlohmann::json::array()}, {"targets", nlohmann::json::array()}};
+    for (const auto& s : r.all) {
+      nlohmann::json runs = nlohmann::json::array();
+      for (const auto& m : s.runs)
+        runs.push_back({{"wall_s", m.wall_s}, {"cpu_s", m.cpu_s}, {"peak_rss_kb", m.peak_rss_kb},
+                        {"work", m.work}, {"detail", m.detail}});
+      nlohmann::json js{{"group", s.group},
+                        {"variant", s.variant},
+                        {"role", s.role},
+                        {"unit", s.unit},
+                        {"baseline", s.baseline},
+                        {"x", s.x},
+                        {"rate_per_s", spread_json(spread_of(s.rates()))},
+                        {"cpu_s_per_million", spread_json(cpu_per_million(s))},
+                        {"peak_rss_mb", spread_json(peak_mb(s))},
+                        {"runs", runs}};
+      const auto ratios = r.ratios(s);
+      if (!ratios.empty())
+        js["ratio"] = spread_json(spread_of(ratios));
+      sj["series"].push_back(js);
+    }
+    for (const auto& t : r.targets)
+      sj["targets"].push_back({{"what", t.what},
+                               {"figure", t.figure},
+                               {"met", t.met ? nlohmann::json(*t.met) : nlohmann::json(nullptr)}});
+    out["scenarios"].push_back(sj);
+  }
+  return out;
+}
+
+std::string write_plot(const std::vector<scenario_result>& all, const std::string& svg_path) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(svg_path).parent_path();
+  // role/variant -> x -> (median, min, max) of the figure plotted
+  struct point {
+    double x;
+    spread rate;
+    spread wall;
+    spread mb;
+  };
+  std::map<std::string, std::vector<point>> fleet, peer;
+  for (const auto& r : all) {
+    if (r.name != "fleet-scale" && r.name != "peer")
+      continue;
+    for (const auto& s : r.all) {
+      if (s.x <= 0)
+        continue;
+      std::vector<double> walls;
+      for (const auto& m : s.runs)
+        walls.push_back(m.wall_s);
+      (r.name == "fleet-scale" ? fleet : peer)[s.variant].push_back(
+          {s.x, spread_of(s.rates()), spread_of(walls), peak_mb(s)});
+    }
+  }
+  if (fleet.empty() && peer.empty())
+    return "no scaling series to plot (run fleet-scale or peer)";
+  std::vector<std::string> plots;
+  auto data_file = [&](const std::string& stem, const std::vector<point>& pts) {
+    const auto path = dir / (stem + ".dat");
+    std::ofstream f(path);
+    f << "# x rate rate_min rate_max wall wall_min wall_max mb mb_min mb_max\n";
+    for (const auto& p : pts)
+      f << fmt::format("{} {} {} {} {} {} {} {} {} {}\n", p.x, p.rate.median, p.rate.min,
+                       p.rate.max, p.wall.median, p.wall.min, p.wall.max, p.mb.median, p.mb.min,
+                       p.mb.max);
+    return path.string();
+  };
+  auto slug = [](std::string s) {
+    for (auto& c : s)
+      if (!std::isalnum(static_cast<unsigned char>(c)))
+        c = '_';
+    return s;
+  };
+  std::string gp = fmt::format(
+      "set terminal svg size 1280,900 dynamic noenhanced font 'sans,11' background '#ffffff'\n"
+      "set output '{}'\n"
+      "set grid\nset key left top\nset logscale x\nset xlabel 'tables'\n"
+      "set multiplot layout 2,2 title 'flotilla-bench scaling curves (median, bars: min-max)'\n",
+      svg_path);
+  auto panel = [&](const std::map<std::string, std::vector<point>>& m, const std::string& prefix,
+                   const std::string& title, const std::string& ylabel, int col) {
+    gp += fmt::format("set title '{}'\nset ylabel '{}'\n", title, ylabel);
+    std::string line = "plot ";
+    bool first = true;
+    for (const auto& [variant, pts] : m) {
+      const auto file = data_file(prefix + "_" + slug(variant), pts);
+      if (!first)
+        line += ", ";
+      first = false;
+      line += fmt::format("'{}' using 1:{}:{}:{} with yerrorlines title '{}'", file, col, col + 1,
+                          col + 2, variant);
+    }
+    gp += line + "\n";
+  };
+  if (!fleet.empty()) {
+    panel(fleet, "fleet", "fleet-scale: throughput (same total rows)", "rows/s", 2);
+    panel(fleet, "fleet", "fleet-scale: wall time per run", "seconds", 5);
+    panel(fleet, "fleet", "fleet-scale: peak RSS", "MB", 8);
+  }
+  if (!peer.empty())
+    panel(peer, "peer", "peer: PostgreSQL -> PostgreSQL copy", "seconds", 5);
+  gp += "unset multiplot\n";
+  const auto script = dir / "scaling.gp";
+  std::ofstream(script) << gp;
+  const auto r = run_child({"gnuplot", script.string()});
+  if (r.exit_code != 0)
+    return "gnuplot failed (is gnuplot-nox installed?): " + r.describe_failure();
+  return {};
+}
+
+}  // namespace flotilla::bench

@@ -1,0 +1,82 @@
+#pragma once
+/// Results of a bench run and their three outputs: a table on the terminal, a JSON
+/// file, and a gnuplot plot of the scaling curves.
+///
+/// Every path is measured several times, interleaved with its raw baseline (raw run 1,
+/// Flotilla run 1, raw run 2, ...), so run i of a path and run i of its baseline saw
+/// the same machine load; a ratio is computed per run pair and reported as median, min
+/// and max.
+
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/measure.hpp"
+
+namespace flotilla::bench {
+
+/// One path measured several times.
+struct series {
+  std::string group;     ///< the case within the scenario: "sqlite -> duckdb", "1000 tables"
+  std::string variant;   ///< "flotilla", "raw DuckDB appender", "pgcopydb"
+  std::string role;      ///< "flotilla", "raw" or "peer"
+  std::string unit;      ///< what `work` counts: "rows", "tables", "events"
+  /// Variant this one is divided by for its ratio (looked up in the same group first,
+  /// then in any group); empty: none.
+  std::string baseline;
+  double x = 0;          ///< parameter for the plot (tables); 0: not plotted
+  std::vector<measurement> runs;
+
+  [[nodiscard]] std::vector<double> rates() const;  ///< work / wall_s per run
+};
+
+/// A target of the issue, judged on the figures.
+struct target_check {
+  std::string what;              ///< "copy-wide sqlite -> duckdb >= 0.8x the raw target path"
+  std::string figure;            ///< "0.86x (0.83-0.88)"
+  std::optional<bool> met;       ///< nullopt: not measurable
+};
+
+struct scenario_result {
+  std::string name;
+  std::string status = "ok";     ///< ok, skipped, not measurable, failed
+  std::string message;           ///< why skipped / failed / not measurable
+  std::string sizes;             ///< "1,000,000 rows; 3 runs after 1 warm-up"
+  std::deque<series> all;  ///< a deque: add() hands out references that stay valid
+  std::vector<target_check> targets;
+  std::vector<std::string> notes;  ///< derived figures, one line each
+  nlohmann::json figures = nlohmann::json::object();  ///< derived figures, for the JSON
+
+  /// Adds a series; the reference stays valid (deque).
+  series& add(std::string group, std::string variant, std::string role, std::string unit,
+              std::string baseline = {}, double x = 0);
+  /// The variant in `group`, else in any group; nullptr when absent.
+  [[nodiscard]] const series* find(const std::string& group, const std::string& variant) const;
+  /// Per-run ratios of `s` against its baseline (rate / baseline rate).
+  [[nodiscard]] std::vector<double> ratios(const series& s) const;
+};
+
+struct run_info {
+  std::string started;           ///< ISO-8601 UTC
+  std::string host;
+  unsigned cores = 0;
+  std::string load_before;       ///< /proc/loadavg at the start
+  nlohmann::json options;
+};
+
+/// "412k", "1.82M": compact figures for the terminal.
+[[nodiscard]] std::string si(double v);
+/// "0.86x [0.83-0.88]"
+[[nodiscard]] std::string ratio_text(const spread& s);
+
+void print_scenario(const scenario_result& r);
+void print_targets(const std::vector<scenario_result>& all);
+[[nodiscard]] nlohmann::json to_json(const run_info& info, const std::vector<scenario_result>& all);
+/// Writes the data files and gnuplot script next to `svg_path` and runs gnuplot.
+/// Returns an error message, or empty on success.
+[[nodiscard]] std::string write_plot(const std::vector<scenario_result>& all, const std::string& svg_path);
+
+}  // namespace flotilla::bench

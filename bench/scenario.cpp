@@ -1,0 +1,75 @@
+#include "bench/scenario.hpp"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace flotilla::bench {
+
+void bench_options::apply_smoke() {
+  smoke = true;
+  runs = 1;
+  warmup = 0;
+  rows = 2'000;
+  fleet_rows = 2'000;
+  fleet_tables = {1, 10, 40};
+  fleet_grid = "3x5";
+  prune_grid = "4x5";
+  prune_rows = 1'000;
+  drift_tables = 40;
+  events = 1'000;
+  peer_tables = {3, 10};
+  peer_rows = 50;
+}
+
+std::string bench_context::runs_text() const {
+  return fmt::format("{} run{} after {} warm-up", opt.runs, opt.runs == 1 ? "" : "s", opt.warmup);
+}
+
+const std::vector<scenario>& all_scenarios() {
+  static const std::vector<scenario> list = {
+      {"copy-wide", "one wide table: SQLite -> DuckDB, PostgreSQL -> DuckDB, SQLite -> PostgreSQL",
+       run_copy_wide},
+      {"fleet-scale", "the same rows over 1 .. 10,000 tables (and clients x tables) via flotilla run",
+       run_fleet_scale},
+      {"prune", "10,000 unchanged tables with prune_unchanged; then 1% changed", run_prune},
+      {"drift-check", "10,000 PostgreSQL tables: catalog read and drift evaluation", run_drift_check},
+      {"kafka-events", "events/s through the Kafka sink vs plain librdkafka", run_kafka_events},
+      {"peer", "PostgreSQL -> PostgreSQL vs pgcopydb and pg_dump | psql", run_peer},
+  };
+  return list;
+}
+
+void interleave(std::size_t warmup, std::size_t runs,
+                const std::vector<std::pair<series*, std::function<measurement()>>>& bodies) {
+  for (std::size_t i = 0; i < warmup + runs; ++i)
+    for (const auto& [s, body] : bodies) {
+      auto m = body();
+      if (i >= warmup && s != nullptr)
+        s->runs.push_back(std::move(m));
+    }
+}
+
+std::string grouped(std::uint64_t v) {
+  std::string digits = std::to_string(v);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::pair<std::size_t, std::size_t> parse_grid(const std::string& text) {
+  const auto x = text.find('x');
+  if (x == std::string::npos)
+    throw std::runtime_error("expected CLIENTSxTABLES, got '" + text + "'");
+  const auto c = std::stoull(text.substr(0, x));
+  const auto t = std::stoull(text.substr(x + 1));
+  if (c == 0 || t == 0)
+    throw std::runtime_error("expected CLIENTSxTABLES with both above 0, got '" + text + "'");
+  return {c, t};
+}
+
+}  // namespace flotilla::bench

@@ -1,0 +1,76 @@
+#pragma once
+/// The scenarios of flotilla-bench, their options and what they share.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bench/report.hpp"
+
+namespace flotilla::bench {
+
+/// Sizes and repetitions. Every field has the full-size default; --smoke swaps in
+/// tiny sizes that check the harness end to end in seconds.
+struct bench_options {
+  std::size_t runs = 3;    ///< measured runs of each path. Default: 3
+  std::size_t warmup = 1;  ///< unmeasured runs first. Default: 1
+  std::uint64_t rows = 1'000'000;        ///< copy-wide: rows of the one table. Default: 1,000,000
+  std::uint64_t fleet_rows = 1'000'000;  ///< fleet-scale: total rows of every split. Default: 1,000,000
+  /// fleet-scale: one client with this many tables each. Default: 1, 100, 1000, 10000
+  std::vector<std::uint64_t> fleet_tables{1, 100, 1000, 10000};
+  /// fleet-scale: also this many clients x tables ("100x100"; empty: none). Default: 100x100
+  std::string fleet_grid = "100x100";
+  /// Zipf exponent of client and table sizes (0: even split). Default: 0.8
+  double skew = 0.8;
+  std::string prune_grid = "100x100";     ///< prune: clients x tables. Default: 100x100
+  std::uint64_t prune_rows = 1'000'000;   ///< prune: total rows of the fleet. Default: 1,000,000
+  std::uint64_t drift_tables = 10'000;    ///< drift-check: PostgreSQL tables. Default: 10,000
+  std::uint64_t events = 200'000;         ///< kafka-events: events per run. Default: 200,000
+  std::vector<std::uint64_t> peer_tables{100, 1000};  ///< peer: table counts. Default: 100, 1000
+  std::uint64_t peer_rows = 3'000;        ///< peer: mean rows per table. Default: 3,000
+  bool smoke = false;                     ///< tiny sizes, one run, no warm-up. Default: false
+  bool require_pg = false;  ///< a missing FLOTILLA_PG_DSN fails instead of skipping. Default: false
+  bool keep = false;        ///< keep the scratch directory and databases. Default: false
+  std::string out_dir = "bench-out";      ///< results, plot, scratch. Default: ./bench-out
+  std::string flotilla_bin;               ///< Default: `flotilla` beside this executable
+
+  void apply_smoke();
+};
+
+struct bench_context {
+  bench_options opt;
+  std::string scratch;                ///< <out>/work: data files, targets, state
+  std::optional<std::string> pg_dsn;  ///< FLOTILLA_PG_DSN
+  std::string db_prefix;              ///< names of the bench's own databases
+  [[nodiscard]] std::string runs_text() const;  ///< "3 runs after 1 warm-up"
+};
+
+struct scenario {
+  std::string_view name;
+  std::string_view summary;
+  std::function<scenario_result(bench_context&)> run;
+};
+
+[[nodiscard]] const std::vector<scenario>& all_scenarios();
+
+scenario_result run_copy_wide(bench_context& ctx);
+scenario_result run_fleet_scale(bench_context& ctx);
+scenario_result run_prune(bench_context& ctx);
+scenario_result run_drift_check(bench_context& ctx);
+scenario_result run_kafka_events(bench_context& ctx);
+scenario_result run_peer(bench_context& ctx);
+
+/// `count` times: calls each body in order (run i of every path back to back), first
+/// `warmup` times unrecorded. Bodies return their measurement, or nullopt to skip.
+void interleave(std::size_t warmup, std::size_t runs,
+                const std::vector<std::pair<series*, std::function<measurement()>>>& bodies);
+
+/// "1,000,000"
+[[nodiscard]] std::string grouped(std::uint64_t v);
+/// "100x100" -> {100, 100}; throws on malformed text.
+[[nodiscard]] std::pair<std::size_t, std::size_t> parse_grid(const std::string& text);
+
+}  // namespace flotilla::bench
