@@ -85,6 +85,8 @@ int do_diff(const global_options& g, const contract_args& a) {
       fmt::print("        {}: {}\n", f["kind"].get<std::string>(), f["message"].get<std::string>());
   }
   fmt::print("\n{} contract difference(s)\n", differences);
+  if (!survey.failures.empty())
+    fmt::print("{} source(s) could not be read\n", survey.failures.size());
   return rc;
 }
 

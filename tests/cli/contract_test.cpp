@@ -1,0 +1,369 @@
+// `flotilla contract diff` and `flotilla contract generate [--write]` (seed 000,
+// "Checking declarations"), end to end against real DuckDB and PostgreSQL targets.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <catch2/catch.hpp>
+
+#include <fmt/core.h>
+
+#include "tests/cli/harness.hpp"
+
+using namespace flotilla::test;
+
+namespace {
+
+/// A SQLite source `shop` with orders (total DECIMAL(12,2)) and customers, loaded into a
+/// DuckDB or PostgreSQL target by `flotilla run` before any column is declared.
+struct contract_fleet {
+  workdir w;
+  std::string target;
+  std::string schema;  // the target schema of source `shop`
+
+  explicit contract_fleet(std::string kind) : target(std::move(kind)) {
+    schema = target == "postgres" ? "ct_" + unique_suffix() : "staging__us_west__shop";
+    sqlite_exec(w.file("shop.db"),
+                "CREATE TABLE orders (id INTEGER PRIMARY KEY, total DECIMAL(12,2), status TEXT);"
+                "INSERT INTO orders VALUES (1, 10.50, 'new'), (2, 7.25, 'paid');"
+                "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT);"
+                "INSERT INTO customers VALUES (1, 'Ada');");
+  }
+  ~contract_fleet() {
+    if (target == "postgres")
+      pg_exec(pg_dsn(), "DROP SCHEMA IF EXISTS \"" + schema + "\" CASCADE");
+  }
+  [[nodiscard]] std::string target_section() const {
+    if (target == "postgres")
+      return fmt::format("[targets.wh]\ndialect = \"postgres\"\ndsn = \"{}\"\nschema = \"{}\"\n",
+                         pg_dsn(), schema);
+    return "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+           "schema = \"staging__{region}__{source}\"\n";
+  }
+  void config(const std::string& tables) const {
+    w.write("flotilla.toml", target_section() +
+                                 "\n[sources.shop]\nadapter = \"sqlite\"\npath = \"shop.db\"\n"
+                                 "tags = { region = \"us_west\" }\n" +
+                                 tables);
+  }
+  void load() const {
+    config("");
+    auto r = run_flotilla(w, {"run"});
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+  }
+  [[nodiscard]] std::string table(const std::string& name) const { return schema + "." + name; }
+};
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const nlohmann::json* table_entry(const nlohmann::json& j, const std::string& table) {
+  for (const auto& t : j["tables"])
+    if (t["table"] == table)
+      return &t;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("contract diff reproduces seed 000's comparison and exits 1 on a difference") {
+  const std::string kind = GENERATE(std::string("duckdb"), std::string("postgres"));
+  INFO("target " << kind);
+  contract_fleet f(kind);
+  f.load();
+  f.config("\n[sources.shop.tables.orders]\ncolumns = { total = \"decimal(18,2)\" }\n");
+  auto r = run_flotilla(f.w, {"contract", "diff"});
+  INFO(r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(r.out == fmt::format("Contract comparison\n"
+                             "  OK    table:{}\n"
+                             "  DIFF  table:{}\n"
+                             "        type_mismatch: column 'total' is declared decimal(18,2) but "
+                             "physical type is decimal(12,2)\n"
+                             "\n"
+                             "1 contract difference(s)\n",
+                             f.table("customers"), f.table("orders")));
+
+  SECTION("declarations that match the live table are OK and exit 0") {
+    f.config("\n[sources.shop.tables.orders]\ncolumns = { total = \"decimal(12,2)\", id = \"int\" }\n");
+    auto ok = run_flotilla(f.w, {"contract", "diff"});
+    CHECK(ok.exit_code == 0);
+    CHECK(ok.out == fmt::format("Contract comparison\n  OK    table:{}\n  OK    table:{}\n\n"
+                                "0 contract difference(s)\n",
+                                f.table("customers"), f.table("orders")));
+  }
+  SECTION("--filter compares only the selected tables") {
+    auto only = run_flotilla(f.w, {"contract", "diff", "--filter", "table=customers"});
+    CHECK(only.exit_code == 0);
+    CHECK(only.out.find("orders") == std::string::npos);
+  }
+}
+
+TEST_CASE("contract diff reports a declared column the live table lacks and a table never loaded") {
+  contract_fleet f("duckdb");
+  f.load();
+  sqlite_exec(f.w.file("shop.db"), "CREATE TABLE refunds (id INTEGER PRIMARY KEY, amount DECIMAL(8,2));");
+  f.config("\n[sources.shop.tables.orders]\ncolumns = { total = \"decimal(12,2)\", coupon = \"text\" }\n");
+  auto r = run_flotilla(f.w, {"contract", "diff"});
+  CHECK(r.exit_code == 1);
+  CHECK(r.out.find("  DIFF  table:staging__us_west__shop.orders\n"
+                   "        missing: column 'coupon' is declared text but the live table has no "
+                   "such column\n") != std::string::npos);
+  CHECK(r.out.find("  DIFF  table:staging__us_west__shop.refunds\n"
+                   "        missing_table: the live table does not exist in target 'wh'\n") !=
+        std::string::npos);
+  CHECK(r.out.find("\n2 contract difference(s)\n") != std::string::npos);
+  // Nothing was created by the comparison.
+  CHECK(duckdb_query(f.w.file("wh.duckdb"),
+                     "SELECT count(*) FROM information_schema.tables WHERE table_name = 'refunds'")[0][0] ==
+        "0");
+}
+
+TEST_CASE("an enforced contract's undeclared live columns are contract differences") {
+  const std::string kind = GENERATE(std::string("duckdb"), std::string("postgres"));
+  INFO("target " << kind);
+  contract_fleet f(kind);
+  f.load();
+  f.config("\n[sources.shop.tables.orders]\ncontract = \"enforced\"\n"
+           "columns = { id = \"int\", total = \"decimal(12,2)\" }\n");
+  auto r = run_flotilla(f.w, {"contract", "diff"});
+  CHECK(r.exit_code == 1);
+  CHECK(r.out.find(fmt::format("  DIFF  table:{}\n        undeclared: column 'status' (text) is in "
+                               "the live table but not declared\n",
+                               f.table("orders"))) != std::string::npos);
+  CHECK(r.out.find("\n1 contract difference(s)\n") != std::string::npos);
+  // Without the contract the same declarations are fine: extra live columns are allowed.
+  f.config("\n[sources.shop.tables.orders]\ncolumns = { id = \"int\", total = \"decimal(12,2)\" }\n");
+  CHECK(run_flotilla(f.w, {"contract", "diff"}).exit_code == 0);
+}
+
+TEST_CASE("contract diff --output json lists every table and finding") {
+  contract_fleet f("duckdb");
+  f.load();
+  f.config("\n[sources.shop.tables.orders]\ncontract = \"enforced\"\n"
+           "columns = { id = \"bigint\", total = \"decimal(18,2)\", coupon = \"text\" }\n");
+  int rc = -1;
+  auto j = flotilla_json(f.w, {"contract", "diff"}, &rc);
+  CHECK(rc == 1);
+  CHECK(j["differences"] == 4);
+  CHECK(j["errors"].empty());
+  const auto* customers = table_entry(j, "staging__us_west__shop.customers");
+  REQUIRE(customers != nullptr);
+  CHECK((*customers)["status"] == "ok");
+  CHECK((*customers)["source"] == "shop");
+  CHECK((*customers)["source_table"] == "customers");
+  CHECK((*customers)["declared_columns"] == 0);
+  CHECK((*customers)["findings"].empty());
+  CHECK((*customers)["note"].get<std::string>().find("nothing to compare") != std::string::npos);
+  const auto* orders = table_entry(j, "staging__us_west__shop.orders");
+  REQUIRE(orders != nullptr);
+  CHECK((*orders)["status"] == "diff");
+  CHECK((*orders)["contract"] == "enforced");
+  CHECK_FALSE(orders->contains("note"));
+  const auto& fs = (*orders)["findings"];
+  REQUIRE(fs.size() == 4);
+  CHECK(fs[0] == nlohmann::json{{"kind", "type_mismatch"},
+                                {"column", "id"},
+                                {"declared", "bigint"},
+                                {"physical", "int"},
+                                {"message", "column 'id' is declared bigint but physical type is int"}});
+  CHECK(fs[1]["kind"] == "type_mismatch");
+  CHECK(fs[1]["declared"] == "decimal(18,2)");
+  CHECK(fs[1]["physical"] == "decimal(12,2)");
+  CHECK(fs[2]["kind"] == "missing");
+  CHECK(fs[2]["column"] == "coupon");
+  CHECK(fs[2]["physical"].is_null());
+  CHECK(fs[3]["kind"] == "undeclared");
+  CHECK(fs[3]["column"] == "status");
+  CHECK(fs[3]["declared"].is_null());
+  CHECK(fs[3]["physical"] == "text");
+}
+
+TEST_CASE("contract diff on a plan-only target says the live table cannot be read") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY);");
+  w.write("flotilla.toml", "[targets.sf]\ndialect = \"snowflake\"\ndatabase = \"ACME\"\n"
+                           "schema = \"staging__{source}\"\n"
+                           "[sources.shop]\nadapter = \"sqlite\"\npath = \"shop.db\"\n");
+  auto r = run_flotilla(w, {"contract", "diff"});
+  CHECK(r.exit_code == 1);
+  CHECK(r.out.find("  DIFF  table:staging__shop.orders\n        unreadable: the live table cannot "
+                   "be read: target 'sf' uses dialect 'snowflake'") != std::string::npos);
+  int rc = -1;
+  auto j = flotilla_json(w, {"contract", "diff"}, &rc);
+  CHECK(rc == 1);
+  CHECK(j["tables"][0]["findings"][0]["kind"] == "unreadable");
+  auto g = run_flotilla(w, {"contract", "generate"});
+  CHECK(g.exit_code == 1);
+  CHECK(g.err.find("table:staging__shop.orders cannot be declared") != std::string::npos);
+}
+
+TEST_CASE("contract diff names a source it cannot read and exits 1; config errors exit 2") {
+  workdir w;
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.shop]\nadapter = \"sqlite\"\npath = \"gone.db\"\n");
+  auto r = run_flotilla(w, {"contract", "diff"});
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("error: source 'shop' cannot be read") != std::string::npos);
+  CHECK(r.out.find("1 source(s) could not be read") != std::string::npos);
+  auto j = flotilla_json(w, {"contract", "diff"});
+  CHECK(j["errors"][0]["source"] == "shop");
+  CHECK_FALSE(std::filesystem::exists(w.file("wh.duckdb")));  // nothing created
+
+  CHECK(run_flotilla(w, {"contract", "diff", "--filter", "nosuchtag=1"}).exit_code == 2);
+  CHECK(run_flotilla(w, {"contract"}).exit_code == 2);
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdbb\"\n");
+  auto bad = run_flotilla(w, {"contract", "generate"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("FLT-C005") != std::string::npos);
+}
+
+TEST_CASE("contract generate proposes each live table's columns as TOML sections") {
+  const std::string kind = GENERATE(std::string("duckdb"), std::string("postgres"));
+  INFO("target " << kind);
+  contract_fleet f(kind);
+  f.load();
+  sqlite_exec(f.w.file("shop.db"), "CREATE TABLE refunds (id INTEGER PRIMARY KEY);");
+  f.config("\n[sources.shop.tables.orders]\ncolumns = { total = \"decimal(18,2)\" }\n");
+  const std::string before = read_file(f.w.path() / "flotilla.toml");
+  auto r = run_flotilla(f.w, {"contract", "generate"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out ==
+        "[sources.shop.tables.\"customers\"]\n"
+        "columns = { id = \"int\", name = \"text\" }\n"
+        "\n"
+        "[sources.shop.tables.\"orders\"]\n"
+        "columns = { id = \"int\", total = \"decimal(12,2)\", status = \"text\" }\n");
+  CHECK(r.err.find(fmt::format("note: table:{} has no live table", f.table("refunds"))) !=
+        std::string::npos);
+  CHECK(read_file(f.w.path() / "flotilla.toml") == before);  // generate alone writes nothing
+
+  int rc = -1;
+  auto j = flotilla_json(f.w, {"contract", "generate"}, &rc);
+  CHECK(rc == 0);
+  CHECK(j["written"] == false);
+  const auto* orders = table_entry(j, f.table("orders"));
+  REQUIRE(orders != nullptr);
+  CHECK((*orders)["status"] == "proposed");
+  CHECK((*orders)["section"] == "[sources.shop.tables.\"orders\"]");
+  CHECK((*orders)["columns"][1] == nlohmann::json{{"name", "total"}, {"type", "decimal(12,2)"}});
+  CHECK((*table_entry(j, f.table("refunds")))["status"] == "no_live_table");
+}
+
+TEST_CASE("contract generate --write keeps a commented config byte for byte, and contract diff then agrees") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"),
+              "CREATE TABLE orders (id INTEGER PRIMARY KEY, total DECIMAL(12,2), status TEXT);"
+              "INSERT INTO orders VALUES (1, 10.50, 'new');"
+              "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT);"
+              "CREATE TABLE \"line items\" (id INTEGER PRIMARY KEY, \"unit price\" DECIMAL(10,2),"
+              " \"Menge ü\" INTEGER, \"say \"\"hi\"\"\" TEXT);");
+  const std::string head =
+      "# Flotilla for the shop fleet.\n"
+      "#   contracts adopted by `flotilla contract generate --write`\n"
+      "\n"
+      "[project]\n"
+      "name = \"shop\"   # the project name\n"
+      "\n"
+      "[targets.wh]\n"
+      "dialect   =   \"duckdb\"\n"
+      "path = \"wh.duckdb\"\n"
+      "schema = \"raw\"\n"
+      "\n"
+      "\n"
+      "[sources.shop]            # the SQLite shop\n"
+      "adapter = \"sqlite\"\n"
+      "path    = \"shop.db\"\n"
+      "include = [\n"
+      "  \"orders\",      # every order\n"
+      "  \"customers\",\n"
+      "  \"line items\",\n"
+      "]\n";
+  const std::string tail =
+      "\n"
+      "# ---- other settings ----\n"
+      "[io]\n"
+      "max_connections_per_endpoint = 2\n";
+  // First load the tables as the source has them.
+  w.write("flotilla.toml", head + tail);
+  REQUIRE(run_flotilla(w, {"run"}).exit_code == 0);
+
+  w.write("flotilla.toml", head +
+                               "\n"
+                               "  # orders: pin the total\n"
+                               "  [sources.shop.tables.orders]\n"
+                               "  description = \"Orders, one row per order.\"\n"
+                               "  columns = {total=\"decimal(18,2)\"}   # to adopt\n"
+                               "  cursor_column = \"id\"\n"
+                               "\n"
+                               "[sources.shop.tables.\"line items\"]\n"
+                               "# no columns yet\n"
+                               "unique_key = [\"id\"]\n" +
+                               tail);
+  REQUIRE(run_flotilla(w, {"contract", "diff"}).exit_code == 1);
+
+  auto r = run_flotilla(w, {"contract", "generate", "--write"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out ==
+        "Wrote 3 declaration(s) to flotilla.toml\n"
+        "  section added     [sources.shop.tables.\"customers\"]\n"
+        "  columns added     [sources.shop.tables.\"line items\"]\n"
+        "  columns replaced  [sources.shop.tables.\"orders\"]\n");
+  const std::string expected =
+      head +
+      "\n"
+      "  # orders: pin the total\n"
+      "  [sources.shop.tables.orders]\n"
+      "  description = \"Orders, one row per order.\"\n"
+      "  columns = { id = \"int\", total = \"decimal(12,2)\", status = \"text\" }   # to adopt\n"
+      "  cursor_column = \"id\"\n"
+      "\n"
+      "[sources.shop.tables.\"line items\"]\n"
+      "columns = { id = \"int\", \"unit price\" = \"decimal(10,2)\", \"Menge ü\" = \"int\", "
+      "\"say \\\"hi\\\"\" = \"text\" }\n"
+      "# no columns yet\n"
+      "unique_key = [\"id\"]\n"
+      "\n"
+      "[sources.shop.tables.\"customers\"]\n"
+      "columns = { id = \"int\", name = \"text\" }\n" +
+      tail;
+  CHECK(read_file(w.path() / "flotilla.toml") == expected);
+
+  auto diff = run_flotilla(w, {"contract", "diff"});
+  INFO(diff.out << diff.err);
+  CHECK(diff.exit_code == 0);
+  CHECK(diff.out.find("\n0 contract difference(s)\n") != std::string::npos);
+
+  SECTION("writing again changes nothing") {
+    REQUIRE(run_flotilla(w, {"contract", "generate", "--write"}).exit_code == 0);
+    CHECK(read_file(w.path() / "flotilla.toml") == expected);
+  }
+  SECTION("the adopted declarations can be enforced") {
+    std::string enforced = expected;
+    enforced.insert(enforced.find("[sources.shop]            # the SQLite shop\n") +
+                        std::string("[sources.shop]            # the SQLite shop\n").size(),
+                    "contract = \"enforced\"\n");
+    w.write("flotilla.toml", enforced);
+    auto strict = run_flotilla(w, {"contract", "diff"});
+    INFO(strict.out << strict.err);
+    CHECK(strict.exit_code == 0);
+  }
+}
+
+TEST_CASE("contract generate --write leaves the file alone when nothing can be proposed") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY);");
+  const std::string text = "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.shop]\nadapter = \"sqlite\"\npath = \"shop.db\"\n";
+  w.write("flotilla.toml", text);
+  auto r = run_flotilla(w, {"contract", "generate", "--write"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "Nothing to write: no selected table has a live table\n");
+  CHECK(read_file(w.path() / "flotilla.toml") == text);
+}
