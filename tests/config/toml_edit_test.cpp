@@ -210,6 +210,19 @@ TEST_CASE("CRLF files stay CRLF and odd column names are quoted") {
         "columns = { \"unit price\" = \"decimal(12,2)\", \"a.b\" = \"int\", \"q\\\"\" = \"text\" }\r\n");
 }
 
+TEST_CASE("positions count code points, after a byte order mark and non-ASCII text") {
+  CHECK(edited("\xEF\xBB\xBFsources.shop.tables.o.columns = { a = \"int\" } # x\n"
+               "sources.shop.adapter = \"sqlite\"\n",
+               {decl("shop", "o", "o", {{"b", "text"}})}) ==
+        "\xEF\xBB\xBFsources.shop.tables.o.columns = { b = \"text\" } # x\n"
+        "sources.shop.adapter = \"sqlite\"\n");
+  CHECK(edited("[sources.shop]\nadapter = \"sqlite\"\n"
+               "tables.\"é€😀\".columns = { \"ü\" = \"int\" }   # ünï\n",
+               {decl("shop", "é€😀", "é€😀", {{"ü", "bigint"}})}) ==
+        "[sources.shop]\nadapter = \"sqlite\"\n"
+        "tables.\"é€😀\".columns = { \"ü\" = \"bigint\" }   # ünï\n");
+}
+
 TEST_CASE("a source written as an inline table is refused, nothing is returned") {
   auto r = write_declarations("sources = { shop = { adapter = \"sqlite\" } }\n",
                               {decl("shop", "", "orders", {{"id", "int"}})});
