@@ -208,8 +208,12 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       crash_at = std::strtol(c, nullptr, 10);
       crash_before_state = std::string_view(c).find("before_state") != std::string_view::npos;
     }
-    spec.on_committed = [store, run_id, crash_at, crash_before_state](const actors::table_spec& t,
-                                                                      actors::table_report& r) {
+    // FLOTILLA_INTERRUPT_AT=<n>: raise SIGINT (a user's Ctrl-C) after the n-th commit.
+    long interrupt_at = 0;
+    if (const char* c = std::getenv("FLOTILLA_INTERRUPT_AT"))
+      interrupt_at = std::strtol(c, nullptr, 10);
+    spec.on_committed = [store, run_id, crash_at, crash_before_state, interrupt_at](
+                            const actors::table_spec& t, actors::table_report& r) {
       const long n = ++commits;
       if (crash_at > 0 && n == crash_at && crash_before_state)
         std::raise(SIGKILL);
@@ -242,6 +246,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         throw std::runtime_error(st.error().message);
       if (crash_at > 0 && n == crash_at && !crash_before_state)
         std::raise(SIGKILL);
+      if (interrupt_at > 0 && n == interrupt_at)
+        std::raise(SIGINT);
     };
   }
   return spec;

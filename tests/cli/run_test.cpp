@@ -343,3 +343,42 @@ TEST_CASE("kill -9 in the middle of a run, then a rerun: nothing lost, nothing d
     CHECK(rows[0][1] == "2500");
   }
 }
+
+TEST_CASE("Ctrl-C stops cleanly: tables in flight roll back, the rest are skipped, a rerun completes") {
+  workdir w;
+  std::string sql;
+  for (int t = 0; t < 24; ++t)
+    sql += fmt::format("CREATE TABLE t{0} (id INTEGER PRIMARY KEY, v TEXT);"
+                       "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300)"
+                       " INSERT INTO t{0} SELECT i, 'v' || i FROM n;",
+                       t);
+  sqlite_exec(w.file("shop.db"), sql);
+  write_config(w, "duckdb", "prune_unchanged = true\n");
+  setenv("FLOTILLA_INTERRUPT_AT", "2", 1);
+  int rc = -1;
+  auto stopped = flotilla_json(w, {"run"}, &rc);
+  unsetenv("FLOTILLA_INTERRUPT_AT");
+  CHECK(rc == 1);
+  CHECK(stopped["status"] == "partial");
+  std::size_t copied = 0, not_copied = 0;
+  for (const auto& t : stopped["tables"]) {
+    if (t["status"] == "copied")
+      ++copied;
+    else
+      ++not_copied;
+  }
+  CHECK(copied >= 2);
+  CHECK(not_copied > 0);
+  // Every table is either complete or absent.
+  auto present = duckdb_query(w.file("wh.duckdb"),
+                              "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+                              "'staging__us_west__shop' AND table_name NOT LIKE '%flotilla%'");
+  for (const auto& row : present)
+    CHECK(duckdb_query(w.file("wh.duckdb"),
+                       "SELECT count(*) FROM staging__us_west__shop.\"" + row[0] + "\"")[0][0] == "300");
+  auto rerun = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  for (int t = 0; t < 24; ++t)
+    CHECK(duckdb_query(w.file("wh.duckdb"),
+                       fmt::format("SELECT count(*) FROM staging__us_west__shop.t{}", t))[0][0] == "300");
+}
