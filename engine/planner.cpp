@@ -374,6 +374,8 @@ table_plan plan_table(const schema::table_schema& source,
     // Absent or unreadable: (re)build from the source with a full refresh.
     p.shape_action = "create";
     p.reset_watermark = true;
+    if (state == target_state::unreadable)  // rebuilt from scratch: nothing of it can be kept
+      p.ddl.push_back(dialect.drop_table(target));
     pl.full_refresh();
     return p;
   }

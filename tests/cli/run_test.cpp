@@ -382,3 +382,17 @@ TEST_CASE("Ctrl-C stops cleanly: tables in flight roll back, the rest are skippe
     CHECK(duckdb_query(w.file("wh.duckdb"),
                        fmt::format("SELECT count(*) FROM staging__us_west__shop.t{}", t))[0][0] == "300");
 }
+
+TEST_CASE("an unreadable target table is treated as absent and rebuilt with a full refresh") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  write_config(w, "duckdb");
+  // A live table whose column type Flotilla cannot map: DESCRIBE cannot be read back.
+  duckdb_exec(w.file("wh.duckdb"), "CREATE SCHEMA staging__us_west__shop;"
+                                   "CREATE TABLE staging__us_west__shop.orders (id INTEGER, odd INTERVAL[]);");
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  CHECK((*find_table(run, "staging__us_west__shop.orders"))["status"] == "copied");
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM staging__us_west__shop.orders")[0][0] == "3");
+}
