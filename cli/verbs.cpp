@@ -31,7 +31,7 @@ std::vector<verb> all_verbs() {
       run_verb(),
       pending("stream", "change-data capture; runs until stopped"),
       contract_verb(),
-      pending("schema", "schema accept [source.table ...]"),
+      schema_verb(),
       pending("retry", "re-run the failed tables of the latest run"),
       pending("review", "review list | show | apply | edit | resync | remove (held changes)"),
       pending("bench", "run the benchmark harness"),

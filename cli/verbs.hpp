@@ -26,5 +26,6 @@ std::vector<verb> all_verbs();
 verb plan_verb();
 verb run_verb();
 verb contract_verb();
+verb schema_verb();
 
 }  // namespace flotilla::cli

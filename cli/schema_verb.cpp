@@ -1,0 +1,107 @@
+// `flotilla schema accept [source.table ...]`: promotes the latest run's observed
+// schemas into the source-drift baselines (seed 004). Reads and writes local state only:
+// it never opens a connection to a source or a target.
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include "cli/fleet_builder.hpp"
+#include "cli/verbs.hpp"
+#include "events/schema_accept.hpp"
+#include "storage/state_store.hpp"
+
+namespace flotilla::cli {
+namespace {
+
+struct schema_args {
+  std::vector<std::string> datasets;
+};
+
+std::int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int do_accept(const global_options& g, const schema_args& a) {
+  std::vector<config::filter> filters;
+  auto project = load_or_report(g, {}, filters);
+  if (!project)
+    return 2;
+
+  std::unique_ptr<storage::state_store> store;
+  std::optional<storage::pb::RunRecord> latest;
+  std::map<std::string, storage::pb::SchemaBaseline> baselines;
+  if (std::filesystem::exists(std::filesystem::path(project->state_dir) / "state")) {
+    store = open_state(*project, false);
+    if (!store)
+      return 2;
+    auto run = store->latest_run();
+    if (!run) {
+      fmt::print(stderr, "{}\n", run.error().message);
+      return 2;
+    }
+    latest = std::move(*run);
+    auto stored = store->list<storage::pb::SchemaBaseline>();
+    if (!stored) {
+      fmt::print(stderr, "{}\n", stored.error().message);
+      return 2;
+    }
+    for (auto& b : *stored)
+      baselines.emplace(std::move(b.key), std::move(b.record));
+  }
+
+  auto plan = events::plan_accept(latest ? &*latest : nullptr, a.datasets, baselines, now_us());
+  if (!plan.errors.empty()) {
+    for (const auto& e : plan.errors)
+      fmt::print(stderr, "error {}\n", e.text());
+    fmt::print(stderr, "nothing was accepted\n");
+    return 2;
+  }
+  if (plan.accepted.empty()) {
+    fmt::print("nothing to accept\n");
+    return 0;
+  }
+  for (const auto& d : plan.accepted) {
+    if (auto st = store->put(d.dataset, d.baseline); !st) {
+      fmt::print(stderr, "the baseline of {} could not be written: {}\n", d.dataset,
+                 st.error().message);
+      return 2;
+    }
+  }
+  for (const auto& line : plan.lines())
+    fmt::print("{}\n", line);
+  fmt::print("accepted {} schema change(s)\n", plan.change_count());
+  return 0;
+}
+
+}  // namespace
+
+verb schema_verb() {
+  auto args = std::make_shared<schema_args>();
+  auto accept = std::make_shared<CLI::App*>(nullptr);
+  auto glob = std::make_shared<global_options*>(nullptr);
+  return verb{
+      [=](CLI::App& app, global_options& g) {
+        *glob = &g;
+        auto* s = app.add_subcommand("schema", "source-drift baselines (on_source_drift)");
+        s->require_subcommand(1);
+        auto* acc = s->add_subcommand(
+            "accept",
+            "promote the latest run's observed schemas into the baselines (all that differ, "
+            "or the named ones); opens no connection");
+        acc->add_option("datasets", args->datasets, "<source>.<table> ... (default: every one "
+                                                    "that differs)");
+        *accept = acc;
+      },
+      [=] { return *accept && (*accept)->parsed(); },
+      [=] { return do_accept(**glob, *args); }};
+}
+
+}  // namespace flotilla::cli

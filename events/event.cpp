@@ -1,0 +1,311 @@
+#include "events/event.hpp"
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
+#include <google/protobuf/reflection.h>
+#include <nlohmann/json.hpp>
+
+namespace flotilla::events {
+namespace {
+
+namespace gp = google::protobuf;
+using ojson = nlohmann::ordered_json;
+
+pb::Event table_event(std::string_view source, std::string_view table) {
+  pb::Event e;
+  e.set_source(std::string(source));
+  e.set_table(std::string(table));
+  return e;
+}
+
+// ---- JSON by reflection: the same fields as the Protobuf form ----------------------
+
+ojson to_value(const gp::Message& m);
+
+ojson scalar(const gp::Message& m, const gp::FieldDescriptor* f, int index) {
+  const gp::Reflection* r = m.GetReflection();
+  const bool rep = f->is_repeated();
+  switch (f->cpp_type()) {
+    case gp::FieldDescriptor::CPPTYPE_STRING:
+      if (f->type() == gp::FieldDescriptor::TYPE_BYTES) {
+        // Bytes are not valid JSON text in general: emit them as an array of octets.
+        const std::string s = rep ? r->GetRepeatedString(m, f, index) : r->GetString(m, f);
+        ojson a = ojson::array();
+        for (unsigned char c : s)
+          a.push_back(static_cast<unsigned>(c));
+        return a;
+      }
+      return rep ? r->GetRepeatedString(m, f, index) : r->GetString(m, f);
+    case gp::FieldDescriptor::CPPTYPE_BOOL:
+      return rep ? r->GetRepeatedBool(m, f, index) : r->GetBool(m, f);
+    case gp::FieldDescriptor::CPPTYPE_INT32:
+      return rep ? r->GetRepeatedInt32(m, f, index) : r->GetInt32(m, f);
+    case gp::FieldDescriptor::CPPTYPE_INT64:
+      return rep ? r->GetRepeatedInt64(m, f, index) : r->GetInt64(m, f);
+    case gp::FieldDescriptor::CPPTYPE_UINT32:
+      return rep ? r->GetRepeatedUInt32(m, f, index) : r->GetUInt32(m, f);
+    case gp::FieldDescriptor::CPPTYPE_UINT64:
+      return rep ? r->GetRepeatedUInt64(m, f, index) : r->GetUInt64(m, f);
+    case gp::FieldDescriptor::CPPTYPE_DOUBLE:
+      return rep ? r->GetRepeatedDouble(m, f, index) : r->GetDouble(m, f);
+    case gp::FieldDescriptor::CPPTYPE_FLOAT:
+      return rep ? r->GetRepeatedFloat(m, f, index) : r->GetFloat(m, f);
+    case gp::FieldDescriptor::CPPTYPE_ENUM:
+      return rep ? r->GetRepeatedEnum(m, f, index)->name() : r->GetEnum(m, f)->name();
+    case gp::FieldDescriptor::CPPTYPE_MESSAGE:
+      return to_value(rep ? r->GetRepeatedMessage(m, f, index) : r->GetMessage(m, f));
+  }
+  return nullptr;
+}
+
+ojson to_value(const gp::Message& m) {
+  const gp::Descriptor* d = m.GetDescriptor();
+  const gp::Reflection* r = m.GetReflection();
+  ojson out = ojson::object();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const gp::FieldDescriptor* f = d->field(i);
+    if (f->is_repeated()) {
+      ojson a = ojson::array();
+      for (int k = 0; k < r->FieldSize(m, f); ++k)
+        a.push_back(scalar(m, f, k));
+      out[f->name()] = std::move(a);
+    } else if (f->real_containing_oneof() != nullptr) {
+      if (r->HasField(m, f))  // only the payload that is set
+        out[f->name()] = scalar(m, f, 0);
+    } else {
+      out[f->name()] = scalar(m, f, 0);
+    }
+  }
+  return out;
+}
+
+std::string from_value(const nlohmann::json& j, gp::Message& m);
+
+std::string set_scalar(const nlohmann::json& v, gp::Message& m, const gp::FieldDescriptor* f) {
+  const gp::Reflection* r = m.GetReflection();
+  const bool rep = f->is_repeated();
+  try {
+    switch (f->cpp_type()) {
+      case gp::FieldDescriptor::CPPTYPE_STRING: {
+        std::string s;
+        if (v.is_array())
+          for (const auto& c : v)
+            s.push_back(static_cast<char>(c.get<unsigned>()));
+        else
+          s = v.get<std::string>();
+        rep ? r->AddString(&m, f, std::move(s)) : r->SetString(&m, f, std::move(s));
+        break;
+      }
+      case gp::FieldDescriptor::CPPTYPE_BOOL:
+        rep ? r->AddBool(&m, f, v.get<bool>()) : r->SetBool(&m, f, v.get<bool>());
+        break;
+      case gp::FieldDescriptor::CPPTYPE_INT32:
+        rep ? r->AddInt32(&m, f, v.get<std::int32_t>()) : r->SetInt32(&m, f, v.get<std::int32_t>());
+        break;
+      case gp::FieldDescriptor::CPPTYPE_INT64:
+        rep ? r->AddInt64(&m, f, v.get<std::int64_t>()) : r->SetInt64(&m, f, v.get<std::int64_t>());
+        break;
+      case gp::FieldDescriptor::CPPTYPE_UINT32:
+        rep ? r->AddUInt32(&m, f, v.get<std::uint32_t>())
+            : r->SetUInt32(&m, f, v.get<std::uint32_t>());
+        break;
+      case gp::FieldDescriptor::CPPTYPE_UINT64:
+        rep ? r->AddUInt64(&m, f, v.get<std::uint64_t>())
+            : r->SetUInt64(&m, f, v.get<std::uint64_t>());
+        break;
+      case gp::FieldDescriptor::CPPTYPE_DOUBLE:
+        rep ? r->AddDouble(&m, f, v.get<double>()) : r->SetDouble(&m, f, v.get<double>());
+        break;
+      case gp::FieldDescriptor::CPPTYPE_FLOAT:
+        rep ? r->AddFloat(&m, f, v.get<float>()) : r->SetFloat(&m, f, v.get<float>());
+        break;
+      case gp::FieldDescriptor::CPPTYPE_ENUM: {
+        const gp::EnumValueDescriptor* e =
+            v.is_string() ? f->enum_type()->FindValueByName(v.get<std::string>())
+                          : f->enum_type()->FindValueByNumber(v.get<int>());
+        if (e == nullptr)
+          return "unknown value of '" + f->name() + "'";
+        rep ? r->AddEnum(&m, f, e) : r->SetEnum(&m, f, e);
+        break;
+      }
+      case gp::FieldDescriptor::CPPTYPE_MESSAGE:
+        return from_value(v, rep ? *r->AddMessage(&m, f) : *r->MutableMessage(&m, f));
+    }
+  } catch (const nlohmann::json::exception&) {
+    return "field '" + f->name() + "' has the wrong JSON type";
+  }
+  return {};
+}
+
+std::string from_value(const nlohmann::json& j, gp::Message& m) {
+  if (!j.is_object())
+    return "expected a JSON object for " + m.GetDescriptor()->name();
+  const gp::Descriptor* d = m.GetDescriptor();
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const gp::FieldDescriptor* f = d->FindFieldByName(it.key());
+    if (f == nullptr || it->is_null())
+      continue;  // a field of a newer build, or an absent value
+    if (f->is_repeated()) {
+      if (!it->is_array())
+        return "field '" + f->name() + "' must be an array";
+      for (const auto& v : *it)
+        if (auto e = set_scalar(v, m, f); !e.empty())
+          return e;
+    } else if (auto e = set_scalar(*it, m, f); !e.empty()) {
+      return e;
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+// ---- builders -------------------------------------------------------------------------
+
+pb::Event run_started(const run_started_info& info) {
+  pb::Event e;
+  e.set_type("run_started");
+  auto* p = e.mutable_run_started();
+  p->set_command(info.command);
+  for (const auto& f : info.filters)
+    p->add_filters(f);
+  p->set_tables_selected(info.tables_selected);
+  p->set_retry_of(info.retry_of);
+  return e;
+}
+
+pb::Event run_finished(const run_totals& t) {
+  pb::Event e;
+  e.set_type("run_finished");
+  auto* p = e.mutable_run_finished();
+  p->set_status(t.status);
+  p->set_tables_copied(t.tables_copied);
+  p->set_tables_pruned(t.tables_pruned);
+  p->set_tables_failed(t.tables_failed);
+  p->set_tables_skipped(t.tables_skipped);
+  p->set_tables_held(t.tables_held);
+  p->set_tables_checked(t.tables_checked);
+  p->set_tables_drifted(t.tables_drifted);
+  p->set_duration_us(t.duration_us);
+  return e;
+}
+
+pb::Event events_undelivered(const undelivered_info& info) {
+  pb::Event e;
+  e.set_type("events_undelivered");
+  auto* p = e.mutable_events_undelivered();
+  p->set_sink(info.sink);
+  p->set_destination(info.destination);
+  p->set_error(info.error);
+  p->set_error_code(info.error_code);
+  p->set_pending(info.pending);
+  return e;
+}
+
+pb::Event table_started(std::string_view source, std::string_view table,
+                        std::string_view target_table, std::string_view mode) {
+  pb::Event e = table_event(source, table);
+  e.set_type("table_started");
+  auto* p = e.mutable_table_started();
+  p->set_target_table(std::string(target_table));
+  p->set_mode(std::string(mode));
+  return e;
+}
+
+pb::Event table_finished(std::string_view source, std::string_view table,
+                         const table_outcome& o) {
+  pb::Event e = table_event(source, table);
+  e.set_type("table_finished");
+  auto* p = e.mutable_table_finished();
+  p->set_status(o.status);
+  p->set_rows(o.rows);
+  p->set_error(o.error);
+  p->set_error_code(o.error_code);
+  p->set_duration_us(o.duration_us);
+  p->set_target_table(o.target_table);
+  return e;
+}
+
+pb::Event schema_action(std::string_view source, std::string_view table,
+                        const schema_action_info& info) {
+  pb::Event e = table_event(source, table);
+  e.set_type("schema_action");
+  auto* p = e.mutable_schema_action();
+  p->set_action(info.action);
+  p->set_column(info.column);
+  p->set_from(info.from);
+  p->set_to(info.to);
+  p->set_reason(info.reason);
+  p->set_sql(info.sql);
+  return e;
+}
+
+pb::Event contract_violation(std::string_view source, std::string_view table,
+                             const contract_violation_info& info) {
+  pb::Event e = table_event(source, table);
+  e.set_type("contract_violation");
+  auto* p = e.mutable_contract_violation();
+  p->set_column(info.column);
+  p->set_expected(info.expected);
+  p->set_actual(info.actual);
+  p->set_reason(info.reason);
+  p->set_error_code(info.error_code);
+  return e;
+}
+
+pb::Event review_required(std::string_view source, std::string_view table,
+                          const review_info& info) {
+  pb::Event e = table_event(source, table);
+  e.set_type("review_required");
+  auto* p = e.mutable_review_required();
+  p->set_target(info.target);
+  p->set_kind(info.kind);
+  p->set_source_change(info.source_change);
+  p->set_reason(info.reason);
+  p->set_proposed_ddl(info.proposed_ddl);
+  p->set_data_consequence(info.data_consequence);
+  p->set_requires_resync(info.requires_resync);
+  p->set_position(info.position);
+  return e;
+}
+
+// ---- keys and encodings -----------------------------------------------------------------
+
+std::string event_key(const pb::Event& e) {
+  if (e.source().empty() && e.table().empty())
+    return e.run_id();
+  return e.source() + "." + e.table();
+}
+
+std::string_view payload_name(const pb::Event& e) {
+  const gp::OneofDescriptor* o = pb::Event::descriptor()->FindOneofByName("payload");
+  const gp::FieldDescriptor* f = e.GetReflection()->GetOneofFieldDescriptor(e, o);
+  return f == nullptr ? std::string_view{} : std::string_view(f->name());
+}
+
+std::string to_json(const pb::Event& e) {
+  return to_value(e).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::expected<pb::Event, std::string> from_json(std::string_view line) {
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  if (j.is_discarded())
+    return std::unexpected("not valid JSON: " + std::string(line.substr(0, 80)));
+  pb::Event e;
+  if (auto problem = from_value(j, e); !problem.empty())
+    return std::unexpected(problem);
+  return e;
+}
+
+std::string to_protobuf(const pb::Event& e) {
+  return e.SerializeAsString();
+}
+
+std::expected<pb::Event, std::string> from_protobuf(std::string_view bytes) {
+  pb::Event e;
+  if (!e.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    return std::unexpected(std::string("not a serialized flotilla.events.v1.Event"));
+  return e;
+}
+
+}  // namespace flotilla::events

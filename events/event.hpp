@@ -1,0 +1,125 @@
+#pragma once
+/// The run's events: builders for every kind, and their two encodings. An event is a
+/// `flotilla::events::v1::Event` (proto/events.proto); the builders fill its payload
+/// and its source/table, and run_events (run_events.hpp) stamps run id, project,
+/// sequence and timestamp when the event is emitted. docs/events.md describes every field.
+///
+/// JSON and Protobuf carry the same fields: the JSON form is derived from the message
+/// by reflection, so a field appended to events.proto appears in both at once.
+
+#include <cstdint>
+#include <expected>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "proto/events.pb.h"
+
+namespace flotilla::events {
+
+namespace pb = flotilla::events::v1;
+
+// ---- builders: one per event kind ------------------------------------------------------
+
+struct run_started_info {
+  std::string command = "run";       ///< run | retry | stream | ...
+  std::vector<std::string> filters{};  ///< the --filter arguments, "key=value"
+  std::uint64_t tables_selected = 0;
+  std::string retry_of{};              ///< retry: the run it retries
+};
+
+struct run_totals {
+  std::string status{};  ///< success | partial | failed
+  std::uint64_t tables_copied = 0;
+  std::uint64_t tables_pruned = 0;
+  std::uint64_t tables_failed = 0;
+  std::uint64_t tables_skipped = 0;
+  std::uint64_t tables_held = 0;
+  std::uint64_t tables_checked = 0;
+  std::uint64_t tables_drifted = 0;
+  std::int64_t duration_us = 0;
+};
+
+struct table_outcome {
+  std::string status{};  ///< copied | pruned | failed | skipped | held
+  std::uint64_t rows = 0;
+  std::string error{};
+  std::string error_code{};
+  std::int64_t duration_us = 0;
+  std::string target_table{};  ///< "staging__us_west__shop.orders"
+};
+
+struct schema_action_info {
+  std::string action{};  ///< add_columns | alter_column_types | drop_and_recreate | widen | rebuild
+  std::string column{};
+  std::string from{};    ///< type before, empty for an added column
+  std::string to{};      ///< type after
+  std::string reason{};  ///< "column 'status' changed STRING -> INT"
+  std::string sql{};     ///< the DDL that ran
+};
+
+struct contract_violation_info {
+  std::string column{};
+  std::string expected{};  ///< declared type, empty for an undeclared column
+  std::string actual{};    ///< source type, empty for a missing column
+  std::string reason{};
+  std::string error_code{};
+};
+
+struct review_info {
+  std::string target{};
+  std::string kind{};  ///< rename_column | alter_type | drop_column | key_change | ...
+  std::string source_change{};
+  std::string reason{};
+  std::string proposed_ddl{};
+  std::string data_consequence{};
+  bool requires_resync = false;
+  std::string position{};
+};
+
+struct undelivered_info {
+  std::string sink{};         ///< "kafka"
+  std::string destination{};  ///< "brokers 127.0.0.1:9092, topic flotilla.events"
+  std::string error{};
+  std::string error_code{};
+  std::uint64_t pending = 0;
+};
+
+/// Run-level events (no source or table; keyed by the run id).
+[[nodiscard]] pb::Event run_started(const run_started_info& info);
+[[nodiscard]] pb::Event run_finished(const run_totals& totals);
+[[nodiscard]] pb::Event events_undelivered(const undelivered_info& info);
+
+/// Table events. `source` is the [sources.<name>] key, `table` the table's name on the
+/// source ("public.orders"); together they are the event's Kafka key.
+[[nodiscard]] pb::Event table_started(std::string_view source, std::string_view table,
+                                      std::string_view target_table, std::string_view mode);
+[[nodiscard]] pb::Event table_finished(std::string_view source, std::string_view table,
+                                       const table_outcome& outcome);
+[[nodiscard]] pb::Event schema_action(std::string_view source, std::string_view table,
+                                      const schema_action_info& info);
+[[nodiscard]] pb::Event contract_violation(std::string_view source, std::string_view table,
+                                           const contract_violation_info& info);
+[[nodiscard]] pb::Event review_required(std::string_view source, std::string_view table,
+                                        const review_info& info);
+// source_drift_detected: see source_drift.hpp (built from the gate's verdict).
+
+// ---- keys and encodings --------------------------------------------------------------
+
+/// The partition key: "<source>.<table>" for table events, the run id for run-level ones.
+[[nodiscard]] std::string event_key(const pb::Event& e);
+
+/// The payload's field name, as `type` holds it ("table_finished"); empty when unset.
+[[nodiscard]] std::string_view payload_name(const pb::Event& e);
+
+/// One NDJSON line (no newline): every envelope field and the set payload under its
+/// field name, with proto field names; numbers as JSON numbers; fields always present.
+[[nodiscard]] std::string to_json(const pb::Event& e);
+/// Reads a line written by to_json (unknown fields are ignored, so newer lines parse).
+[[nodiscard]] std::expected<pb::Event, std::string> from_json(std::string_view line);
+
+/// The serialized `flotilla.events.v1.Event`.
+[[nodiscard]] std::string to_protobuf(const pb::Event& e);
+[[nodiscard]] std::expected<pb::Event, std::string> from_protobuf(std::string_view bytes);
+
+}  // namespace flotilla::events

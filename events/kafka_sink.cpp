@@ -1,0 +1,334 @@
+#include "events/kafka_sink.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <librdkafka/rdkafka.h>
+
+#include "events/event.hpp"
+
+namespace flotilla::events {
+namespace {
+
+using clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr milliseconds default_message_timeout{30000};
+
+enum class state : std::uint8_t { pending, delivered, failed };
+
+/// librdkafka's transient, local failures: the broker was never reached (or did not
+/// answer) in time. Everything else is an answer from a broker, or a fatal error.
+bool unreachable(rd_kafka_resp_err_t err) {
+  switch (err) {
+    case RD_KAFKA_RESP_ERR__MSG_TIMED_OUT:
+    case RD_KAFKA_RESP_ERR__TRANSPORT:
+    case RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN:
+    case RD_KAFKA_RESP_ERR__TIMED_OUT:
+    case RD_KAFKA_RESP_ERR__TIMED_OUT_QUEUE:
+    case RD_KAFKA_RESP_ERR__PURGE_QUEUE:
+    case RD_KAFKA_RESP_ERR__PURGE_INFLIGHT:
+    case RD_KAFKA_RESP_ERR__RESOLVE:
+    case RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT:
+    case RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS:
+    case RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool purged(rd_kafka_resp_err_t err) {
+  return err == RD_KAFKA_RESP_ERR__PURGE_QUEUE || err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT;
+}
+
+bool setting_is(const std::map<std::string, std::string>& s, std::string_view key) {
+  return s.contains(std::string(key));
+}
+
+}  // namespace
+
+struct kafka_sink::impl {
+  config::kafka_options options;
+  rd_kafka_t* rk = nullptr;
+  milliseconds timeout = default_message_timeout;
+
+  // Delivery reports of the current deliver() call. Reports are served by
+  // rd_kafka_poll/flush on the calling thread; the generation tells a late report of an
+  // earlier call (purged messages) from one of this call.
+  std::uint32_t generation = 0;
+  std::vector<state> states;
+  rd_kafka_resp_err_t first_failure = RD_KAFKA_RESP_ERR_NO_ERROR;
+  std::string first_failure_text;
+
+  // Connection problems librdkafka reported (error callback and log lines from its own
+  // threads): the reason given when nothing was acknowledged.
+  std::mutex reasons_mu;
+  std::vector<std::string> reasons;
+
+  void note_reason(std::string text) {
+    // librdkafka repeats itself: "[thrd:host/bootstrap]: " prefixes on log lines and
+    // ", 3 identical error(s) suppressed" suffixes say nothing new.
+    if (text.starts_with("[thrd:"))
+      if (auto end = text.find("]: "); end != std::string::npos)
+        text.erase(0, end + 3);
+    static const std::regex suppressed(", [0-9]+ identical error\\(s\\) suppressed");
+    text = std::regex_replace(text, suppressed, "");
+    std::lock_guard lock(reasons_mu);
+    if (std::find(reasons.begin(), reasons.end(), text) != reasons.end())
+      return;
+    if (reasons.size() >= 4)
+      reasons.erase(reasons.begin());
+    reasons.push_back(std::move(text));
+  }
+
+  std::string reason_text() {
+    std::lock_guard lock(reasons_mu);
+    std::string out;
+    for (const auto& r : reasons)
+      out += (out.empty() ? "" : "; ") + r;
+    return out;
+  }
+
+  std::string where() const {
+    return fmt::format("brokers {}, topic {}", options.brokers, options.topic);
+  }
+
+  ~impl() {
+    if (rk != nullptr) {
+      rd_kafka_purge(rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+      rd_kafka_flush(rk, 100);
+      rd_kafka_destroy(rk);
+    }
+  }
+};
+
+namespace {
+
+void on_delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
+  auto* p = static_cast<kafka_sink::impl*>(opaque);
+  const auto tag = reinterpret_cast<std::uintptr_t>(m->_private);
+  const auto generation = static_cast<std::uint32_t>(tag >> 32);
+  const auto index = static_cast<std::size_t>(tag & 0xffffffffu);
+  if (generation != p->generation || index >= p->states.size())
+    return;  // a late report of an earlier deliver()
+  if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    p->states[index] = state::delivered;
+    return;
+  }
+  p->states[index] = state::failed;
+  // Purges follow a timeout: the timeout (or the broker's own answer) is the reason.
+  if (purged(m->err) && p->first_failure != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return;
+  if (p->first_failure == RD_KAFKA_RESP_ERR_NO_ERROR || purged(p->first_failure) ||
+      (unreachable(p->first_failure) && !unreachable(m->err))) {
+    p->first_failure = m->err;
+    p->first_failure_text = rd_kafka_err2str(m->err);
+  }
+}
+
+void on_error(rd_kafka_t*, int err, const char* reason, void* opaque) {
+  auto* p = static_cast<kafka_sink::impl*>(opaque);
+  if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
+    return;  // says less than the connection error that preceded it
+  p->note_reason(reason);
+}
+
+void on_log(const rd_kafka_t* rk, int level, const char*, const char* line) {
+  // Keep librdkafka's own lines off the console; warnings and worse become reasons.
+  if (level > 4)
+    return;
+  if (auto* p = static_cast<kafka_sink::impl*>(rd_kafka_opaque(rk)))
+    p->note_reason(line);
+}
+
+}  // namespace
+
+kafka_sink::kafka_sink(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+kafka_sink::~kafka_sink() = default;
+
+result<std::unique_ptr<kafka_sink>> kafka_sink::create(const config::kafka_options& options) {
+  auto config_error = [](std::string message) {
+    return std::unexpected(error{errc::sink_config, std::move(message)});
+  };
+  const auto& s = options.settings;
+  for (std::string_view key : {"bootstrap.servers", "metadata.broker.list"})
+    if (setting_is(s, key))
+      return config_error(fmt::format(
+          "events.kafka.settings.\"{}\": set the brokers with events.kafka.brokers instead",
+          key));
+  if (auto it = s.find("enable.idempotence"); it != s.end() && it->second != "true")
+    return config_error(fmt::format(
+        "events.kafka.settings.\"enable.idempotence\" = {}: the Kafka sink always uses an "
+        "idempotent producer (it keeps each table's events in order across retries); remove "
+        "the setting",
+        it->second));
+
+  auto p = std::make_unique<impl>();
+  p->options = options;
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  char errstr[512];
+  auto set = [&](const std::string& key, const std::string& value, bool from_settings) -> status {
+    if (rd_kafka_conf_set(conf, key.c_str(), value.c_str(), errstr, sizeof errstr) ==
+        RD_KAFKA_CONF_OK)
+      return {};
+    return std::unexpected(error{
+        errc::sink_config,
+        from_settings
+            ? fmt::format("events.kafka.settings.\"{}\" = \"{}\": librdkafka rejected it: {}", key,
+                          value, errstr)
+            : fmt::format("events.kafka: librdkafka rejected {} = \"{}\": {}", key, value, errstr)});
+  };
+  auto fail = [&](error e) {
+    rd_kafka_conf_destroy(conf);
+    return std::unexpected(std::move(e));
+  };
+  for (const auto& [key, value] : s)
+    if (auto st = set(key, value, true); !st)
+      return fail(std::move(st.error()));
+  if (auto st = set("bootstrap.servers", options.brokers, false); !st)
+    return fail(std::move(st.error()));
+  if (auto st = set("enable.idempotence", "true", false); !st)
+    return fail(std::move(st.error()));
+  const bool has_timeout = setting_is(s, "message.timeout.ms") || setting_is(s, "delivery.timeout.ms");
+  if (!has_timeout)
+    if (auto st = set("message.timeout.ms", std::to_string(default_message_timeout.count()), false);
+        !st)
+      return fail(std::move(st.error()));
+  std::size_t size = sizeof errstr;
+  if (rd_kafka_conf_get(conf, "message.timeout.ms", errstr, &size) == RD_KAFKA_CONF_OK)
+    p->timeout = milliseconds(std::max(1L, std::strtol(errstr, nullptr, 10)));
+  rd_kafka_conf_set_opaque(conf, p.get());
+  rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
+  rd_kafka_conf_set_error_cb(conf, on_error);
+  rd_kafka_conf_set_log_cb(conf, on_log);
+  p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+  if (p->rk == nullptr)
+    return fail(error{errc::sink_config,
+                      fmt::format("events.kafka: the Kafka producer could not be created: {}",
+                                  errstr)});
+  return std::unique_ptr<kafka_sink>(new kafka_sink(std::move(p)));
+}
+
+std::string kafka_sink::destination() const {
+  return impl_->where();
+}
+
+milliseconds kafka_sink::delivery_timeout() const {
+  return impl_->timeout;
+}
+
+delivery kafka_sink::deliver(std::span<const storage::pb::OutboxEntry> batch, milliseconds timeout) {
+  impl& p = *impl_;
+  const auto deadline = clock::now() + timeout;
+  auto left = [&] {
+    return std::max<long>(0, std::chrono::duration_cast<milliseconds>(deadline - clock::now()).count());
+  };
+  ++p.generation;
+  p.states.assign(batch.size(), state::pending);
+  p.first_failure = RD_KAFKA_RESP_ERR_NO_ERROR;
+  p.first_failure_text.clear();
+  const bool want_json = p.options.format == config::event_format::json;
+
+  std::size_t produced = 0;
+  std::string payload;
+  for (; produced < batch.size(); ++produced) {
+    const auto& entry = batch[produced];
+    // Encode in the sink's format, whatever form the outbox holds the event in.
+    std::expected<pb::Event, std::string> event =
+        entry.format() == storage::pb::PAYLOAD_FORMAT_JSON ? from_json(entry.payload())
+                                                           : from_protobuf(entry.payload());
+    std::string_view content_type = "application/octet-stream";
+    std::int64_t timestamp_ms = 0;
+    std::string type, run_id;
+    if (event) {
+      payload = want_json ? to_json(*event) : to_protobuf(*event);
+      content_type = want_json ? "application/json" : "application/x-protobuf";
+      timestamp_ms = event->timestamp_us() / 1000;
+      type = event->type();
+      run_id = event->run_id();
+    } else {
+      payload = entry.payload();  // unreadable here: pass it on untouched
+    }
+    const std::string& topic = entry.topic().empty() ? p.options.topic : entry.topic();
+    const auto tag = (static_cast<std::uintptr_t>(p.generation) << 32) | produced;
+    for (;;) {
+      rd_kafka_resp_err_t err = rd_kafka_producev(
+          p.rk, RD_KAFKA_V_TOPIC(topic.c_str()),
+          RD_KAFKA_V_KEY(entry.key().data(), entry.key().size()),
+          RD_KAFKA_V_VALUE(payload.data(), payload.size()), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+          RD_KAFKA_V_TIMESTAMP(timestamp_ms),
+          RD_KAFKA_V_HEADER("content-type", content_type.data(),
+                            static_cast<ssize_t>(content_type.size())),
+          RD_KAFKA_V_HEADER("flotilla-event-type", type.data(), static_cast<ssize_t>(type.size())),
+          RD_KAFKA_V_HEADER("flotilla-run-id", run_id.data(), static_cast<ssize_t>(run_id.size())),
+          RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(tag)), RD_KAFKA_V_END);
+      if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+        break;
+      if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL && left() > 0) {
+        rd_kafka_poll(p.rk, 50);  // let deliveries make room
+        continue;
+      }
+      // Refused before it left (too large, bad topic name, or the queue stayed full):
+      // stop here, so nothing after it overtakes it.
+      p.states[produced] = state::failed;
+      if (p.first_failure == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        p.first_failure = err;
+        p.first_failure_text = rd_kafka_err2str(err);
+      }
+      break;
+    }
+    if (p.states[produced] == state::failed)
+      break;
+    rd_kafka_poll(p.rk, 0);
+  }
+
+  if (rd_kafka_flush(p.rk, static_cast<int>(left())) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    // Not everything was acknowledged in time: abandon the rest (it stays in the outbox).
+    rd_kafka_purge(p.rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    rd_kafka_flush(p.rk, 200);
+  }
+
+  delivery d;
+  while (d.delivered < batch.size() && p.states[d.delivered] == state::delivered)
+    ++d.delivered;
+  if (d.delivered > 0)
+    d.delivered_through = batch[d.delivered - 1].sequence();
+  if (d.delivered == batch.size())
+    return d;
+
+  char fatal[512];
+  if (rd_kafka_resp_err_t f = rd_kafka_fatal_error(p.rk, fatal, sizeof fatal);
+      f != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    d.failure = error{errc::broker_refused,
+                      fmt::format("Kafka ({}) stopped the producer with a fatal error: {} ({}). "
+                                  "Check the topic and this client's permissions on it",
+                                  p.where(), fatal, rd_kafka_err2name(f))};
+  } else if (p.first_failure != RD_KAFKA_RESP_ERR_NO_ERROR && !unreachable(p.first_failure)) {
+    d.failure = error{errc::broker_refused,
+                      fmt::format("Kafka ({}) refused the events: {} ({}). Check that the topic "
+                                  "exists and that this client may write to it (ACLs, "
+                                  "events.kafka.settings)",
+                                  p.where(), p.first_failure_text,
+                                  rd_kafka_err2name(p.first_failure))};
+  } else {
+    std::string reason = p.reason_text();
+    if (reason.empty())
+      reason = p.first_failure != RD_KAFKA_RESP_ERR_NO_ERROR ? p.first_failure_text
+                                                              : std::string("no answer");
+    d.failure = error{errc::broker_unreachable,
+                      fmt::format("Kafka ({}) did not acknowledge the events within {} ms: {}. "
+                                  "Check that the brokers are up and reachable from this machine "
+                                  "(events.kafka.brokers in flotilla.toml)",
+                                  p.where(), timeout.count(), reason)};
+  }
+  return d;
+}
+
+}  // namespace flotilla::events

@@ -1,0 +1,184 @@
+#include "events/run_events.hpp"
+
+#include <fmt/format.h>
+
+#include "events/kafka_sink.hpp"
+
+namespace flotilla::events {
+namespace {
+
+std::int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+std::vector<std::unique_ptr<event_sink>> make_sinks(const config::events_options& options,
+                                                    std::vector<error>& errors) {
+  std::vector<std::unique_ptr<event_sink>> out;
+  if (options.kafka) {
+    auto k = kafka_sink::create(*options.kafka);
+    if (k)
+      out.push_back(std::move(*k));
+    else
+      errors.push_back(std::move(k.error()));
+  }
+  return out;
+}
+
+result<std::unique_ptr<run_events>> run_events::open(storage::state_store* store,
+                                                     const config::project& project,
+                                                     std::string run_id,
+                                                     run_events_options options) {
+  std::vector<error> setup;
+  auto sinks = make_sinks(project.events, setup);
+  const bool configured = project.events.kafka.has_value();
+  const auto file = event_log::path_for(project.state_dir, run_id);
+  return open(store, file, std::move(run_id), project.name, std::move(sinks), configured, options,
+              std::move(setup));
+}
+
+result<std::unique_ptr<run_events>> run_events::open(
+    storage::state_store* store, const std::filesystem::path& log_file, std::string run_id,
+    std::string project, std::vector<std::unique_ptr<event_sink>> sinks, bool outbox,
+    run_events_options options, std::vector<error> setup_errors) {
+  auto log = event_log::open(log_file);
+  if (!log)
+    return std::unexpected(std::move(log.error()));
+  outbox = store != nullptr && (outbox || !sinks.empty());
+  std::unique_ptr<outbox_relay> relay;
+  if (store != nullptr && !sinks.empty()) {
+    relay = std::make_unique<outbox_relay>(*store, std::move(sinks), options.relay);
+    if (options.deliver_in_background)
+      relay->start();
+  }
+  return std::unique_ptr<run_events>(new run_events(store, std::move(*log), std::move(run_id),
+                                                    std::move(project), std::move(relay), outbox,
+                                                    std::move(setup_errors)));
+}
+
+run_events::run_events(storage::state_store* store, event_log log, std::string run_id,
+                       std::string project, std::unique_ptr<outbox_relay> relay, bool outbox,
+                       std::vector<error> setup_errors)
+    : store_(store),
+      log_(std::move(log)),
+      run_id_(std::move(run_id)),
+      project_(std::move(project)),
+      relay_(std::move(relay)),
+      outbox_(outbox),
+      errors_(std::move(setup_errors)) {}
+
+run_events::~run_events() = default;
+
+std::uint64_t run_events::emitted() const {
+  std::lock_guard lock(mu_);
+  return sequence_;
+}
+
+const std::filesystem::path& run_events::log_path() const {
+  return log_.path();
+}
+
+void run_events::keep(const error& e) {
+  // One entry per kind of failure: a full disk would otherwise repeat itself per event.
+  for (const auto& k : errors_)
+    if (k.code == e.code)
+      return;
+  errors_.push_back(e);
+}
+
+result<storage::pb::OutboxEntry> run_events::record(pb::Event& e) {
+  e.set_run_id(run_id_);
+  e.set_project(project_);
+  e.set_sequence(++sequence_);
+  e.set_timestamp_us(now_us());
+  if (e.type().empty())
+    e.set_type(std::string(payload_name(e)));
+  if (auto st = log_.append(to_json(e)); !st)
+    keep(st.error());  // the outbox still gets the event
+  storage::pb::OutboxEntry entry;
+  entry.set_key(event_key(e));
+  entry.set_payload(to_protobuf(e));
+  entry.set_format(storage::pb::PAYLOAD_FORMAT_PROTOBUF);
+  return entry;
+}
+
+result<pb::Event> run_events::emit(pb::Event e) {
+  {
+    std::lock_guard lock(mu_);
+    auto entry = record(e);
+    if (outbox_) {
+      if (auto st = store_->append_outbox(std::span(&*entry, 1)); !st) {
+        error err{errc::outbox,
+                  fmt::format("event {} of run {} could not be added to the outbox, so no event "
+                              "sink will receive it (it is in {}): {}",
+                              e.sequence(), run_id_, log_.path().string(), st.error().message)};
+        keep(err);
+        return std::unexpected(std::move(err));
+      }
+    }
+  }
+  if (relay_)
+    relay_->notify();
+  return e;
+}
+
+result<pb::Event> run_events::emit_with(storage::table_commit& commit, pb::Event e) {
+  std::lock_guard lock(mu_);
+  auto entry = record(e);
+  if (outbox_)
+    commit.events.push_back(std::move(*entry));
+  return e;
+}
+
+events_report run_events::finish(std::optional<std::chrono::milliseconds> timeout) {
+  events_report r;
+  r.log_path = log_.path();
+  if (finished_) {
+    std::lock_guard lock(mu_);
+    r.emitted = sequence_;
+    r.errors = errors_;
+    return r;
+  }
+  finished_ = true;
+  drain_report d;
+  if (relay_) {
+    d = relay_->finish(timeout);
+  } else if (store_ != nullptr && outbox_) {
+    auto n = store_->outbox_size();
+    d.pending = n ? *n : 0;
+  }
+  std::vector<error> failures;
+  {
+    std::lock_guard lock(mu_);
+    if (d.failure)
+      keep(*d.failure);
+    failures = errors_;
+  }
+  // Tell the file (and, through the outbox, the next delivery) what went wrong.
+  const std::string destination = relay_ && !relay_->sinks().empty()
+                                      ? relay_->sinks().front()->destination()
+                                      : std::string();
+  for (const auto& f : failures) {
+    undelivered_info info;
+    info.sink = f.code == errc::event_log ? "ndjson" : "kafka";
+    info.destination = f.code == errc::event_log ? log_.path().string() : destination;
+    info.error = f.message;
+    info.error_code = code_name(f.code);
+    info.pending = d.pending;
+    (void)emit(events_undelivered(info));
+  }
+  std::lock_guard lock(mu_);
+  r.emitted = sequence_;
+  r.delivered = d.delivered;
+  r.pending = d.pending;
+  if (store_ != nullptr && outbox_ && !failures.empty())
+    if (auto n = store_->outbox_size())
+      r.pending = *n;
+  r.errors = errors_;
+  return r;
+}
+
+}  // namespace flotilla::events

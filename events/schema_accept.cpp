@@ -1,0 +1,88 @@
+#include "events/schema_accept.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace flotilla::events {
+
+std::vector<std::string> accept_plan::lines() const {
+  std::vector<std::string> out;
+  for (const auto& a : accepted) {
+    if (a.first_baseline)
+      out.push_back(fmt::format("{}: baseline recorded with {} column(s)", a.dataset,
+                                a.baseline.columns_size()));
+    for (const auto& c : a.changes)
+      out.push_back(fmt::format("{}: {}", a.dataset, describe(c)));
+  }
+  return out;
+}
+
+std::size_t accept_plan::change_count() const {
+  std::size_t n = 0;
+  for (const auto& a : accepted)
+    n += a.first_baseline ? 1 : a.changes.size();
+  return n;
+}
+
+accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const std::string> names,
+                        const std::map<std::string, storage::pb::SchemaBaseline>& baselines,
+                        std::int64_t now_us) {
+  // What the latest run observed, by dataset.
+  std::map<std::string, const storage::pb::TableResult*> observed;
+  if (latest != nullptr)
+    for (const auto& t : latest->tables())
+      if (t.has_observed_schema())
+        observed[dataset_name(t.source(), t.source_table())] = &t;
+
+  std::vector<std::string> order;
+  accept_plan plan;
+  if (names.empty()) {
+    for (const auto& [name, _] : observed)
+      order.push_back(name);
+  } else {
+    for (const auto& name : names) {
+      if (std::find(order.begin(), order.end(), name) != order.end())
+        continue;  // named twice
+      if (observed.contains(name)) {
+        order.push_back(name);
+        continue;
+      }
+      const std::string run =
+          latest == nullptr ? std::string("no run has been recorded yet")
+                            : fmt::format("the latest run ({}) recorded no observed schema for it",
+                                          latest->run_id());
+      plan.errors.push_back(error{
+          errc::no_observed_schema,
+          fmt::format("cannot accept '{}': {}. Datasets are named <source>.<table> as the run "
+                      "reports them. Run `flotilla run` with on_source_drift = \"warn\" or "
+                      "\"fail\" for it first (a retry that reused staged data, or a pruned or "
+                      "failed-before-landing table, records none), then accept",
+                      name, run)});
+    }
+  }
+  if (!plan.errors.empty())
+    return plan;
+
+  for (const auto& name : order) {
+    const storage::pb::TableResult& t = *observed.at(name);
+    accepted_dataset a;
+    a.dataset = name;
+    *a.baseline.mutable_columns() = t.observed_schema();
+    a.baseline.set_hints_hash(t.hints_hash());
+    a.baseline.set_run_id(t.run_id().empty() ? latest->run_id() : t.run_id());
+    a.baseline.set_recorded_at_us(now_us);
+    auto b = baselines.find(name);
+    if (b == baselines.end()) {
+      a.first_baseline = true;
+    } else {
+      a.changes = compare_columns(b->second.columns(), t.observed_schema());
+      if (a.changes.empty())
+        continue;  // nothing moved: nothing to write
+    }
+    plan.accepted.push_back(std::move(a));
+  }
+  return plan;
+}
+
+}  // namespace flotilla::events

@@ -1,0 +1,50 @@
+#pragma once
+/// An event sink: somewhere the run's events are delivered (Kafka; Pub/Sub later). The
+/// outbox relay (outbox_relay.hpp) hands each sink the outbox's entries in sequence
+/// order and removes an entry once every sink has acknowledged it.
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "events/errc.hpp"
+#include "storage/state_store.hpp"
+
+namespace flotilla::events {
+
+/// What one deliver() call achieved.
+struct delivery {
+  /// Sequence of the last entry of the longest acknowledged prefix of the batch; 0 when
+  /// not even the first entry was acknowledged.
+  std::uint64_t delivered_through = 0;
+  /// Entries in that prefix.
+  std::size_t delivered = 0;
+  /// Why the rest of the batch was not delivered; empty when all of it was.
+  std::optional<error> failure{};
+};
+
+/// Ownership and threads: owned by one outbox_relay, which calls it from one thread at a
+/// time. Shutdown: the destructor abandons anything not yet acknowledged (it stays in
+/// the outbox).
+class event_sink {
+ public:
+  virtual ~event_sink() = default;
+
+  /// "kafka".
+  [[nodiscard]] virtual std::string_view kind() const = 0;
+  /// Where the events go, for messages: "brokers 127.0.0.1:9092, topic flotilla.events".
+  [[nodiscard]] virtual std::string destination() const = 0;
+  /// How long one deliver() waits for acknowledgements by default.
+  [[nodiscard]] virtual std::chrono::milliseconds delivery_timeout() const = 0;
+  /// Sends `batch` (ascending sequences) in order and waits until every entry is
+  /// acknowledged or failed, at most `timeout`. Entries after the first one that was not
+  /// acknowledged may or may not have arrived: the relay sends them again later (at least
+  /// once delivery).
+  [[nodiscard]] virtual delivery deliver(std::span<const storage::pb::OutboxEntry> batch,
+                                         std::chrono::milliseconds timeout) = 0;
+};
+
+}  // namespace flotilla::events

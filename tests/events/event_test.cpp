@@ -1,0 +1,239 @@
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "events/event.hpp"
+#include "events/event_log.hpp"
+#include "events/run_events.hpp"
+#include "events/source_drift.hpp"
+#include "tests/events/support.hpp"
+
+using namespace flotilla::events;
+using flotilla::events::test::read_lines;
+using flotilla::events::test::temp_dir;
+
+namespace {
+
+std::vector<std::string> keys_of(const nlohmann::ordered_json& j) {
+  std::vector<std::string> out;
+  for (auto it = j.begin(); it != j.end(); ++it)
+    out.push_back(it.key());
+  return out;
+}
+
+std::vector<pb::Event> one_of_each() {
+  std::vector<pb::Event> out;
+  out.push_back(run_started({.command = "run", .filters = {"client=acme"}, .tables_selected = 3}));
+  out.push_back(table_started("shop", "public.orders", "staging__shop.orders", "full"));
+  out.push_back(schema_action("shop", "public.orders",
+                              {.action = "add_columns", .column = "coupon", .to = "text",
+                               .reason = "added column 'coupon' text",
+                               .sql = "ALTER TABLE x ADD COLUMN coupon TEXT"}));
+  out.push_back(contract_violation("shop", "public.orders",
+                                   {.column = "total", .expected = "decimal(18,2)",
+                                    .actual = "text", .reason = "type differs",
+                                    .error_code = "FLT-X001"}));
+  out.push_back(review_required("shop", "public.orders",
+                                {.target = "warehouse", .kind = "rename_column",
+                                 .source_change = "note renamed to notes", .reason = "ambiguous",
+                                 .proposed_ddl = "ALTER ...", .data_consequence = "none",
+                                 .requires_resync = true, .position = "0/16B3748"}));
+  out.push_back(table_finished("shop", "public.orders",
+                               {.status = "copied", .rows = 120, .duration_us = 5000,
+                                .target_table = "staging__shop.orders"}));
+  out.push_back(run_finished({.status = "success", .tables_copied = 1, .duration_us = 7}));
+  out.push_back(events_undelivered({.sink = "kafka", .destination = "brokers b, topic t",
+                                    .error = "down", .error_code = "FLT-E001", .pending = 4}));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("every builder sets the type to its payload's field name") {
+  for (const auto& e : one_of_each())
+    CHECK(e.type() == payload_name(e));
+}
+
+TEST_CASE("table events are keyed by source and table, run events by the run id") {
+  auto t = table_started("shop", "public.orders", "s.orders", "full");
+  CHECK(event_key(t) == "shop.public.orders");
+  auto r = run_started({});
+  r.set_run_id("20260101T000000Z-abcd");
+  CHECK(event_key(r) == "20260101T000000Z-abcd");
+}
+
+TEST_CASE("the JSON form has every envelope field and the payload under its field name") {
+  auto e = table_finished("shop", "orders",
+                          {.status = "failed", .rows = 0, .error = "boom", .error_code = "FLT-D001",
+                           .duration_us = 12, .target_table = "s.orders"});
+  e.set_run_id("r1");
+  e.set_sequence(7);
+  e.set_timestamp_us(1'700'000'000'000'000);
+  e.set_project("acme");
+  auto j = nlohmann::ordered_json::parse(to_json(e));  // keeps the line's key order
+  CHECK(keys_of(j) == std::vector<std::string>{"run_id", "sequence", "timestamp_us", "type",
+                                               "source", "table", "project", "table_finished"});
+  CHECK(j["sequence"] == 7);  // numbers stay numbers
+  CHECK(j["timestamp_us"] == 1'700'000'000'000'000);
+  CHECK(j["type"] == "table_finished");
+  const auto& p = j["table_finished"];
+  CHECK(keys_of(p) == std::vector<std::string>{"status", "rows", "error", "error_code",
+                                               "duration_us", "target_table"});
+  CHECK(p["error_code"] == "FLT-D001");
+  CHECK(p["rows"] == 0);  // defaults are written too: every line has the same shape
+}
+
+TEST_CASE("JSON and Protobuf carry the same fields for every event kind") {
+  for (auto e : one_of_each()) {
+    e.set_run_id("r1");
+    e.set_sequence(3);
+    e.set_timestamp_us(42);
+    auto from_j = from_json(to_json(e));
+    REQUIRE(from_j.has_value());
+    auto from_p = from_protobuf(to_protobuf(e));
+    REQUIRE(from_p.has_value());
+    CHECK(from_j->SerializeAsString() == e.SerializeAsString());
+    CHECK(from_p->SerializeAsString() == e.SerializeAsString());
+  }
+}
+
+TEST_CASE("a JSON line with fields this build does not know still parses") {
+  auto e = from_json(R"({"run_id":"r","sequence":1,"type":"run_started","future_field":{"x":1},)"
+                     R"("run_started":{"command":"run","tables_selected":2,"new":true}})");
+  REQUIRE(e.has_value());
+  CHECK(e->run_started().tables_selected() == 2);
+  CHECK_FALSE(from_json("not json").has_value());
+  CHECK_FALSE(from_json(R"({"sequence":"seven"})").has_value());
+}
+
+TEST_CASE("the source drift event names each change, the full observed schema and the hints hash") {
+  using flotilla::schema::column;
+  using flotilla::schema::portable_type;
+  using flotilla::schema::type_kind;
+  flotilla::schema::table_schema observed{{column{"id", portable_type::of(type_kind::bigint), false, true},
+                                           column{"amount", portable_type::varchar(20)},
+                                           column{"coupon", portable_type::of(type_kind::text)}}};
+  flotilla::storage::pb::SchemaBaseline b;
+  for (auto [n, t] : {std::pair{"id", "bigint"}, {"amount", "bigint"}, {"note", "text"}}) {
+    auto* c = b.add_columns();
+    c->set_name(n);
+    c->set_type(t);
+  }
+  b.set_hints_hash("h1");
+  b.set_run_id("run-0");
+  auto v = evaluate_source_drift({.policy = flotilla::config::drift_policy::warn,
+                                  .source = "shop",
+                                  .table = "orders",
+                                  .run_id = "run-1",
+                                  .observed = &observed,
+                                  .hints_hash = "h1",
+                                  .baseline = &b});
+  REQUIRE(v.decision == drift_decision::warn);
+  auto j = nlohmann::json::parse(to_json(source_drift_detected(v)));
+  CHECK(j["type"] == "source_drift_detected");
+  CHECK(j["source"] == "shop");
+  CHECK(j["table"] == "orders");
+  const auto& p = j["source_drift_detected"];
+  REQUIRE(p["changes"].size() == 3);
+  CHECK(p["changes"][0] == nlohmann::json{{"kind", "retyped"}, {"column", "amount"},
+                                          {"from", "bigint"}, {"to", "varchar(20)"}});
+  CHECK(p["changes"][1] == nlohmann::json{{"kind", "removed"}, {"column", "note"},
+                                          {"from", "text"}, {"to", ""}});
+  CHECK(p["changes"][2] == nlohmann::json{{"kind", "added"}, {"column", "coupon"},
+                                          {"from", ""}, {"to", "text"}});
+  REQUIRE(p["observed"].size() == 3);
+  CHECK(p["observed"][0] == nlohmann::json{{"name", "id"}, {"type", "bigint"}, {"nullable", false}});
+  CHECK(p["hints_hash"] == "h1");
+  CHECK(p["baseline_run_id"] == "run-0");
+  CHECK(p["policy"] == "warn");
+}
+
+TEST_CASE("the NDJSON file lives under runs/<run_id>/ and takes one line per append") {
+  temp_dir dir;
+  auto path = event_log::path_for(dir.path() / ".flotilla", "run-9");
+  CHECK(path == dir.path() / ".flotilla" / "runs" / "run-9" / "events.ndjson");
+  {
+    auto log = event_log::open(path);
+    REQUIRE(log.has_value());
+    REQUIRE(log->append(R"({"a":1})"));
+    REQUIRE(log->append(R"({"b":2})"));
+    // Written through at once: readable before the log is closed.
+    CHECK(read_lines(path) == std::vector<std::string>{R"({"a":1})", R"({"b":2})"});
+  }
+}
+
+TEST_CASE("an event file that cannot be created is FLT-E004 naming the path") {
+  temp_dir dir;
+  std::ofstream(dir.path() / "file") << "x";
+  auto log = event_log::open(dir.path() / "file" / "runs" / "events.ndjson");
+  REQUIRE_FALSE(log.has_value());
+  CHECK(log.error().code == errc::event_log);
+  CHECK(log.error().text().starts_with("FLT-E004: "));
+  CHECK_THAT(log.error().message, Catch::Contains((dir.path() / "file").string()));
+}
+
+TEST_CASE("events emitted from many threads get unique sequences, in file order") {
+  temp_dir dir;
+  auto file = dir.path() / "runs" / "r" / "events.ndjson";
+  auto ev = run_events::open(nullptr, file, "r", "acme", {}, false);
+  REQUIRE(ev.has_value());
+  constexpr int threads = 8, per_thread = 500;
+  std::atomic<int> failures{0};  // Catch2 assertions are not thread-safe
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t)
+    workers.emplace_back([&, t] {
+      const std::string table = "t" + std::to_string(t);
+      for (int i = 0; i < per_thread; ++i)
+        if (!(*ev)->emit(table_finished("src", table, {.status = "copied",
+                                                       .rows = static_cast<std::uint64_t>(i)})))
+          ++failures;
+    });
+  for (auto& w : workers)
+    w.join();
+  CHECK(failures == 0);
+  auto report = (*ev)->finish();
+  CHECK(report.ok());
+  CHECK(report.emitted == threads * per_thread);
+  CHECK(report.log_path == file);
+  auto lines = read_lines(file);
+  REQUIRE(lines.size() == threads * per_thread);
+  std::map<std::string, std::uint64_t> last_rows;
+  std::int64_t last_ts = 0;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    auto e = from_json(lines[i]);
+    REQUIRE(e.has_value());
+    CHECK(e->sequence() == i + 1);
+    CHECK(e->run_id() == "r");
+    CHECK(e->project() == "acme");
+    CHECK(e->timestamp_us() >= last_ts);
+    last_ts = e->timestamp_us();
+    // one table's events keep the order they were emitted in
+    auto it = last_rows.find(e->table());
+    if (it != last_rows.end())
+      CHECK(e->table_finished().rows() == it->second + 1);
+    last_rows[e->table()] = e->table_finished().rows();
+  }
+}
+
+TEST_CASE("without an event sink the outbox stays empty") {
+  temp_dir dir;
+  auto store = flotilla::events::test::open_store(dir.path() / "state");
+  flotilla::config::project p;
+  p.name = "acme";
+  p.state_dir = (dir.path() / ".flotilla").string();
+  auto ev = run_events::open(&store, p, "run-1");
+  REQUIRE(ev.has_value());
+  REQUIRE((*ev)->emit(run_started({})));
+  REQUIRE((*ev)->emit(run_finished({.status = "success"})));
+  auto report = (*ev)->finish();
+  CHECK(report.ok());
+  CHECK(report.pending == 0);
+  CHECK(store.outbox_size().value() == 0);
+  CHECK(read_lines(dir.path() / ".flotilla" / "runs" / "run-1" / "events.ndjson").size() == 2);
+}

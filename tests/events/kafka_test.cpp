@@ -1,0 +1,373 @@
+// Events through Kafka: librdkafka's mock cluster as the broker, a real consumer
+// (assign(), no group join) reading them back.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "events/kafka_sink.hpp"
+#include "events/run_events.hpp"
+#include "tests/events/support.hpp"
+
+using namespace flotilla::events;
+using namespace flotilla::events::test;
+using namespace std::chrono_literals;
+namespace config = flotilla::config;
+
+namespace {
+
+config::project project_for(const temp_dir& dir, std::string brokers, std::string topic,
+                            config::event_format format = config::event_format::json,
+                            std::map<std::string, std::string> settings = {}) {
+  config::project p;
+  p.name = "acme";
+  p.state_dir = (dir.path() / ".flotilla").string();
+  p.events.kafka = config::kafka_options{std::move(brokers), std::move(topic), format,
+                                         std::move(settings)};
+  return p;
+}
+
+/// run_started, then `tables` tables each emitting table_started, schema_action and
+/// table_finished from its own thread, then run_finished.
+void emit_run(run_events& ev, int tables, const std::string& source = "shop") {
+  REQUIRE(ev.emit(run_started({.command = "run", .tables_selected = static_cast<std::uint64_t>(tables)})));
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < tables; ++t)
+    threads.emplace_back([&, t] {
+      const std::string table = "t" + std::to_string(t);
+      failures += !ev.emit(table_started(source, table, "s." + table, "full"));
+      failures += !ev.emit(schema_action(source, table, {.action = "add_columns", .column = "c",
+                                                         .to = "text", .reason = "added"}));
+      failures += !ev.emit(table_finished(source, table, {.status = "copied", .rows = 10}));
+    });
+  for (auto& th : threads)
+    th.join();
+  CHECK(failures == 0);
+  REQUIRE(ev.emit(run_finished({.status = "success", .tables_copied = static_cast<std::uint64_t>(tables)})));
+}
+
+pb::Event decode(const consumed& m) {
+  auto e = m.headers.at("content-type") == "application/json" ? from_json(m.value)
+                                                               : from_protobuf(m.value);
+  REQUIRE(e.has_value());
+  return *e;
+}
+
+/// Every key's messages sit on one partition, and in offset order they are in the
+/// order given by `before` (a strict weak order on events).
+template <class Before>
+void check_order_per_key(const std::vector<consumed>& msgs, Before before) {
+  std::map<std::string, std::pair<std::int32_t, pb::Event>> last;
+  for (const auto& m : msgs) {
+    pb::Event e = decode(m);
+    CHECK(m.key == event_key(e));
+    auto it = last.find(m.key);
+    if (it != last.end()) {
+      CHECK(it->second.first == m.partition);
+      INFO(m.key << ": " << it->second.second.sequence() << " then " << e.sequence());
+      CHECK(before(it->second.second, e));
+    }
+    last[m.key] = {m.partition, e};
+  }
+}
+
+bool same_run_in_sequence(const pb::Event& a, const pb::Event& b) {
+  return a.run_id() == b.run_id() && a.sequence() < b.sequence();
+}
+
+}  // namespace
+
+TEST_CASE("every event reaches Kafka keyed by table, in order per key, as its NDJSON line") {
+  mock_kafka kafka("flotilla.events", 3);
+  temp_dir dir;
+  auto store = open_store(dir.path() / "state");
+  auto p = project_for(dir, kafka.bootstraps(), kafka.topic(), config::event_format::json,
+                       {{"linger.ms", "5"}, {"client.id", "flotilla-test"}});
+  auto ev = run_events::open(&store, p, "run-1");
+  REQUIRE(ev.has_value());
+  emit_run(**ev, 6);
+  auto report = (*ev)->finish();
+  INFO((report.errors.empty() ? "" : report.errors[0].text()));
+  REQUIRE(report.ok());
+  CHECK(report.emitted == 20);
+  CHECK(report.delivered == 20);
+  CHECK(report.pending == 0);
+  CHECK(store.outbox_size().value() == 0);
+
+  auto lines = read_lines(report.log_path);
+  REQUIRE(lines.size() == 20);
+  auto msgs = consume(kafka.bootstraps(), kafka.topic(), kafka.partitions(), 20);
+  REQUIRE(msgs.size() == 20);  // each exactly once
+  std::set<std::uint64_t> seen;
+  std::set<std::int32_t> partitions;
+  for (const auto& m : msgs) {
+    pb::Event e = decode(m);
+    REQUIRE(e.sequence() >= 1);
+    REQUIRE(e.sequence() <= 20);
+    CHECK(m.value == lines[e.sequence() - 1]);  // byte for byte the NDJSON line
+    CHECK(m.headers.at("content-type") == "application/json");
+    CHECK(m.headers.at("flotilla-event-type") == e.type());
+    CHECK(m.headers.at("flotilla-run-id") == "run-1");
+    CHECK(m.timestamp_ms == e.timestamp_us() / 1000);
+    CHECK(e.project() == "acme");
+    seen.insert(e.sequence());
+    partitions.insert(m.partition);
+  }
+  CHECK(seen.size() == 20);
+  CHECK(partitions.size() > 1);  // the keys spread over the partitions
+  check_order_per_key(msgs, same_run_in_sequence);
+  // A table's events: started, action, finished.
+  std::vector<std::string> t3;
+  for (const auto& m : msgs)
+    if (m.key == "shop.t3")
+      t3.push_back(decode(m).type());
+  CHECK(t3 == std::vector<std::string>{"table_started", "schema_action", "table_finished"});
+}
+
+TEST_CASE("format = protobuf sends the serialized Event with the NDJSON line's fields") {
+  mock_kafka kafka("events.pb", 2);
+  temp_dir dir;
+  auto store = open_store(dir.path() / "state");
+  auto ev = run_events::open(&store, project_for(dir, kafka.bootstraps(), kafka.topic(),
+                                                 config::event_format::protobuf),
+                             "run-pb");
+  REQUIRE(ev.has_value());
+  emit_run(**ev, 2);
+  auto report = (*ev)->finish();
+  REQUIRE(report.ok());
+  auto lines = read_lines(report.log_path);
+  auto msgs = consume(kafka.bootstraps(), kafka.topic(), kafka.partitions(), lines.size());
+  REQUIRE(msgs.size() == lines.size());
+  for (const auto& m : msgs) {
+    CHECK(m.headers.at("content-type") == "application/x-protobuf");
+    auto e = from_protobuf(m.value);
+    REQUIRE(e.has_value());
+    auto line = from_json(lines[e->sequence() - 1]);
+    REQUIRE(line.has_value());
+    CHECK(e->SerializeAsString() == line->SerializeAsString());
+  }
+  check_order_per_key(msgs, same_run_in_sequence);
+}
+
+TEST_CASE("a broker that is down: a clear error, every event kept, sent first and in order next run") {
+  temp_dir dir;
+  auto store = open_store(dir.path() / "state");
+  const std::string down = "127.0.0.1:" + std::to_string(closed_port());
+  std::size_t first_run = 0;
+  {
+    auto ev = run_events::open(&store, project_for(dir, down, "flotilla.events",
+                                                   config::event_format::json,
+                                                   {{"message.timeout.ms", "1500"}}),
+                               "run-1");
+    REQUIRE(ev.has_value());
+    emit_run(**ev, 3);
+    const auto start = std::chrono::steady_clock::now();
+    auto report = (*ev)->finish();
+    CHECK(std::chrono::steady_clock::now() - start < 10s);  // waits message.timeout.ms, not 5 min
+    REQUIRE(report.errors.size() == 1);
+    const auto& e = report.errors[0];
+    CHECK(e.code == errc::broker_unreachable);
+    CHECK(e.transient());
+    INFO(e.text());
+    CHECK_THAT(e.text(), Catch::StartsWith("FLT-E001: Kafka (brokers " + down +
+                                           ", topic flotilla.events) did not acknowledge"));
+    CHECK_THAT(e.message, Catch::Contains("Connection refused"));
+    CHECK_THAT(e.message, Catch::Contains("Check that the brokers are up and reachable"));
+    CHECK_THAT(e.message, Catch::Contains("kept in the outbox"));
+    CHECK(report.delivered == 0);
+    first_run = report.emitted;
+    CHECK(first_run == 12);  // 11 run events and the events_undelivered notice
+    CHECK(report.pending == first_run);
+    CHECK(store.outbox_size().value() == first_run);
+    // The NDJSON file says it too, as its last line.
+    auto lines = read_lines(report.log_path);
+    REQUIRE(lines.size() == first_run);
+    auto last = from_json(lines.back());
+    REQUIRE(last.has_value());
+    CHECK(last->type() == "events_undelivered");
+    CHECK(last->events_undelivered().error_code() == "FLT-E001");
+    CHECK(last->events_undelivered().sink() == "kafka");
+    CHECK(last->events_undelivered().pending() == 11);
+    CHECK_THAT(last->events_undelivered().error(), Catch::Contains("Connection refused"));
+  }
+
+  // The broker is back (a new address, as after a failover): the backlog goes first.
+  mock_kafka kafka("flotilla.events", 3);
+  auto ev = run_events::open(&store, project_for(dir, kafka.bootstraps(), kafka.topic()), "run-2");
+  REQUIRE(ev.has_value());
+  emit_run(**ev, 3);
+  auto report = (*ev)->finish();
+  REQUIRE(report.ok());
+  CHECK(report.delivered == first_run + 11);
+  CHECK(report.pending == 0);
+  CHECK(store.outbox_size().value() == 0);
+  auto msgs = consume(kafka.bootstraps(), kafka.topic(), kafka.partitions(), first_run + 11);
+  REQUIRE(msgs.size() == first_run + 11);
+  // Per table: every run-1 event before any run-2 event, each run in sequence order.
+  check_order_per_key(msgs, [](const pb::Event& a, const pb::Event& b) {
+    return a.run_id() == b.run_id() ? a.sequence() < b.sequence()
+                                    : (a.run_id() == "run-1" && b.run_id() == "run-2");
+  });
+  std::vector<std::string> t0;
+  for (const auto& m : msgs)
+    if (m.key == "shop.t0") {
+      auto e = decode(m);
+      t0.push_back(e.run_id() + ":" + e.type());
+    }
+  CHECK(t0 == std::vector<std::string>{"run-1:table_started", "run-1:schema_action",
+                                       "run-1:table_finished", "run-2:table_started",
+                                       "run-2:schema_action", "run-2:table_finished"});
+}
+
+TEST_CASE("a broker taken down mid-life keeps the events until it is back") {
+  mock_kafka kafka("flotilla.events", 2);
+  temp_dir dir;
+  auto store = open_store(dir.path() / "state");
+  auto p = project_for(dir, kafka.bootstraps(), kafka.topic(), config::event_format::json,
+                       {{"message.timeout.ms", "1500"}});
+  REQUIRE(rd_kafka_mock_broker_set_down(kafka.cluster(), 1) == RD_KAFKA_RESP_ERR_NO_ERROR);
+  std::uint64_t kept = 0;
+  {
+    auto ev = run_events::open(&store, p, "run-1");
+    REQUIRE(ev.has_value());
+    emit_run(**ev, 2);
+    auto report = (*ev)->finish();
+    REQUIRE_FALSE(report.ok());
+    CHECK(report.errors[0].code == errc::broker_unreachable);
+    kept = report.pending;
+    CHECK(kept == report.emitted);
+  }
+  REQUIRE(rd_kafka_mock_broker_set_up(kafka.cluster(), 1) == RD_KAFKA_RESP_ERR_NO_ERROR);
+  auto ev = run_events::open(&store, p, "run-2");
+  REQUIRE(ev.has_value());
+  emit_run(**ev, 2);
+  auto report = (*ev)->finish();
+  INFO((report.errors.empty() ? "" : report.errors[0].text()));
+  REQUIRE(report.ok());
+  CHECK(store.outbox_size().value() == 0);
+  auto msgs = consume(kafka.bootstraps(), kafka.topic(), kafka.partitions(), kept + 8);
+  CHECK(msgs.size() >= kept + 8);  // at least once: nothing lost
+  std::set<std::pair<std::string, std::uint64_t>> distinct;
+  for (const auto& m : msgs) {
+    auto e = decode(m);
+    distinct.insert({e.run_id(), e.sequence()});
+  }
+  CHECK(distinct.size() == kept + 8);
+}
+
+TEST_CASE("a broker that refuses the events is FLT-E002; they stay in the outbox") {
+  mock_kafka kafka("flotilla.events", 1);
+  temp_dir dir;
+  auto store = open_store(dir.path() / "state");
+  auto p = project_for(dir, kafka.bootstraps(), kafka.topic(), config::event_format::json,
+                       {{"message.timeout.ms", "3000"}});
+  std::vector<rd_kafka_resp_err_t> errs(50, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+  rd_kafka_mock_push_request_errors_array(kafka.cluster(), 0 /* Produce */, errs.size(), errs.data());
+  std::uint64_t kept = 0;
+  {
+    auto ev = run_events::open(&store, p, "run-1");
+    REQUIRE(ev.has_value());
+    emit_run(**ev, 1);
+    auto report = (*ev)->finish();
+    REQUIRE(report.errors.size() == 1);
+    const auto& e = report.errors[0];
+    INFO(e.text());
+    CHECK(e.code == errc::broker_refused);
+    CHECK_FALSE(e.transient());
+    CHECK_THAT(e.text(), Catch::StartsWith("FLT-E002: Kafka (brokers " + kafka.bootstraps()));
+    CHECK_THAT(e.message, Catch::Contains("uthoriz"));
+    kept = report.pending;
+    CHECK(kept == report.emitted);
+  }
+  rd_kafka_mock_clear_request_errors(kafka.cluster(), 0);
+  auto ev = run_events::open(&store, p, "run-2");
+  REQUIRE(ev.has_value());
+  auto report = (*ev)->finish();
+  REQUIRE(report.ok());
+  CHECK(report.delivered == kept);
+  auto msgs = consume(kafka.bootstraps(), kafka.topic(), kafka.partitions(), kept);
+  REQUIRE(msgs.size() == kept);
+  check_order_per_key(msgs, same_run_in_sequence);
+}
+
+TEST_CASE("pass-through settings reach librdkafka; brokers and idempotence are not negotiable") {
+  config::kafka_options o{"127.0.0.1:9092", "t", config::event_format::json,
+                          {{"linger.ms", "5"}, {"compression.type", "lz4"},
+                           {"enable.idempotence", "true"}}};
+  auto ok = kafka_sink::create(o);
+  REQUIRE(ok.has_value());
+  CHECK((*ok)->destination() == "brokers 127.0.0.1:9092, topic t");
+  CHECK((*ok)->delivery_timeout() == 30000ms);
+
+  o.settings = {{"message.timeout.ms", "1234"}};
+  CHECK(kafka_sink::create(o).value()->delivery_timeout() == 1234ms);
+
+  o.settings = {{"no.such.setting", "1"}};
+  auto unknown = kafka_sink::create(o);
+  REQUIRE_FALSE(unknown.has_value());
+  CHECK(unknown.error().code == errc::sink_config);
+  CHECK_THAT(unknown.error().text(),
+             Catch::StartsWith("FLT-E003: events.kafka.settings.\"no.such.setting\" = \"1\""));
+
+  o.settings = {{"enable.idempotence", "false"}};
+  auto off = kafka_sink::create(o);
+  REQUIRE_FALSE(off.has_value());
+  CHECK_THAT(off.error().message, Catch::Contains("idempotent"));
+
+  o.settings = {{"bootstrap.servers", "x:1"}};
+  auto brokers = kafka_sink::create(o);
+  REQUIRE_FALSE(brokers.has_value());
+  CHECK_THAT(brokers.error().message, Catch::Contains("events.kafka.brokers"));
+}
+
+TEST_CASE("a rejected Kafka setting loses no event: they wait in the outbox for a fixed config") {
+  mock_kafka kafka("flotilla.events", 2);
+  temp_dir dir;
+  auto store = open_store(dir.path() / "state");
+  std::uint64_t kept = 0;
+  {
+    auto ev = run_events::open(&store, project_for(dir, kafka.bootstraps(), kafka.topic(),
+                                                   config::event_format::json,
+                                                   {{"linger.ms", "not a number"}}),
+                               "run-1");
+    REQUIRE(ev.has_value());
+    emit_run(**ev, 1);
+    auto report = (*ev)->finish();
+    REQUIRE(report.errors.size() == 1);
+    CHECK(report.errors[0].code == errc::sink_config);
+    kept = report.pending;
+    CHECK(kept == report.emitted);
+    auto last = from_json(read_lines(report.log_path).back());
+    REQUIRE(last.has_value());
+    CHECK(last->events_undelivered().error_code() == "FLT-E003");
+  }
+  auto ev = run_events::open(&store, project_for(dir, kafka.bootstraps(), kafka.topic()), "run-2");
+  REQUIRE(ev.has_value());
+  auto report = (*ev)->finish();
+  REQUIRE(report.ok());
+  CHECK(report.delivered == kept);
+  CHECK(consume(kafka.bootstraps(), kafka.topic(), kafka.partitions(), kept).size() == kept);
+}
+
+TEST_CASE("table events written with the table's state commit reach Kafka after it") {
+  mock_kafka kafka("flotilla.events", 1);
+  temp_dir dir;
+  auto store = open_store(dir.path() / "state");
+  auto ev = run_events::open(&store, project_for(dir, kafka.bootstraps(), kafka.topic()), "run-1");
+  REQUIRE(ev.has_value());
+  REQUIRE((*ev)->emit(table_started("shop", "orders", "s.orders", "full")));
+  flotilla::storage::table_commit commit;
+  commit.result.set_status("copied");
+  REQUIRE((*ev)->emit_with(commit, table_finished("shop", "orders", {.status = "copied"})));
+  CHECK(commit.events.size() == 1);
+  REQUIRE(store.commit_table("shop.orders", commit));
+  auto report = (*ev)->finish();
+  REQUIRE(report.ok());
+  auto msgs = consume(kafka.bootstraps(), kafka.topic(), 1, 2);
+  REQUIRE(msgs.size() == 2);
+  CHECK(decode(msgs[0]).type() == "table_started");
+  CHECK(decode(msgs[1]).type() == "table_finished");
+}
