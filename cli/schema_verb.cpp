@@ -96,12 +96,12 @@ verb schema_verb() {
             "accept",
             "promote the latest run's observed schemas into the baselines (all that differ, "
             "or the named ones); opens no connection");
-        acc->add_option("datasets", args->datasets, "<source>.<table> ... (default: every one "
-                                                    "that differs)");
+        acc->add_option("datasets", args->datasets,
+                        "<source>.<table> ... (default: every one "
+                        "that differs)");
         *accept = acc;
       },
-      [=] { return *accept && (*accept)->parsed(); },
-      [=] { return do_accept(**glob, *args); }};
+      [=] { return *accept && (*accept)->parsed(); }, [=] { return do_accept(**glob, *args); }};
 }
 
 }  // namespace flotilla::cli

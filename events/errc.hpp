@@ -15,7 +15,7 @@ namespace flotilla::events {
 enum class errc : std::uint16_t {
   // ---- source drift (seed 004), FLT-D0xx -------------------------------------------
   source_drift = 1,        ///< FLT-D001 the landed schema drifted under on_source_drift = fail
-  no_observed_schema = 2,  ///< FLT-D002 `schema accept` named a dataset the latest run did not observe
+  no_observed_schema = 2,  ///< FLT-D002 `schema accept` named a dataset no run observed
   // ---- event delivery, FLT-E0xx (value - 100) --------------------------------------
   broker_unreachable = 101,  ///< FLT-E001 no broker answered in time; events kept in the outbox
   broker_refused = 102,      ///< FLT-E002 a broker refused the events; events kept in the outbox

@@ -212,8 +212,7 @@ pb::Event table_started(std::string_view source, std::string_view table,
   return e;
 }
 
-pb::Event table_finished(std::string_view source, std::string_view table,
-                         const table_outcome& o) {
+pb::Event table_finished(std::string_view source, std::string_view table, const table_outcome& o) {
   pb::Event e = table_event(source, table);
   e.set_type("table_finished");
   auto* p = e.mutable_table_finished();
@@ -297,9 +296,7 @@ std::expected<pb::Event, std::string> from_json(std::string_view line) {
   return e;
 }
 
-std::string to_protobuf(const pb::Event& e) {
-  return e.SerializeAsString();
-}
+std::string to_protobuf(const pb::Event& e) { return e.SerializeAsString(); }
 
 std::expected<pb::Event, std::string> from_protobuf(std::string_view bytes) {
   pb::Event e;

@@ -22,10 +22,10 @@ namespace pb = flotilla::events::v1;
 // ---- builders: one per event kind ------------------------------------------------------
 
 struct run_started_info {
-  std::string command = "run";       ///< run | retry | stream | ...
+  std::string command = "run";         ///< run | retry | stream | ...
   std::vector<std::string> filters{};  ///< the --filter arguments, "key=value"
   std::uint64_t tables_selected = 0;
-  std::string retry_of{};              ///< retry: the run it retries
+  std::string retry_of{};  ///< retry: the run it retries
 };
 
 struct run_totals {

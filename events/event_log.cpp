@@ -31,11 +31,11 @@ std::filesystem::path event_log::path_for(const std::filesystem::path& state_dir
 
 result<event_log> event_log::open(const std::filesystem::path& file) {
   auto fail = [&](std::string_view what, std::string_view reason) {
-    return std::unexpected(error{
-        errc::event_log,
-        fmt::format("cannot {} the event file '{}': {}; check that the state directory is "
-                    "writable and the disk is not full",
-                    what, file.string(), reason)});
+    return std::unexpected(
+        error{errc::event_log,
+              fmt::format("cannot {} the event file '{}': {}; check that the state directory is "
+                          "writable and the disk is not full",
+                          what, file.string(), reason)});
   };
   std::error_code ec;
   if (file.has_parent_path())
@@ -55,9 +55,7 @@ event_log::event_log(event_log&&) noexcept = default;
 event_log& event_log::operator=(event_log&&) noexcept = default;
 event_log::~event_log() = default;
 
-const std::filesystem::path& event_log::path() const {
-  return impl_->path;
-}
+const std::filesystem::path& event_log::path() const { return impl_->path; }
 
 status event_log::append(std::string_view line) {
   std::lock_guard lock(impl_->mu);

@@ -37,10 +37,8 @@ bool unreachable(rd_kafka_resp_err_t err) {
     case RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT:
     case RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS:
     case RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE:
-    case RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION:
-      return true;
-    default:
-      return false;
+    case RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION: return true;
+    default: return false;
   }
 }
 
@@ -161,8 +159,7 @@ result<std::unique_ptr<kafka_sink>> kafka_sink::create(const config::kafka_optio
   for (std::string_view key : {"bootstrap.servers", "metadata.broker.list"})
     if (setting_is(s, key))
       return config_error(fmt::format(
-          "events.kafka.settings.\"{}\": set the brokers with events.kafka.brokers instead",
-          key));
+          "events.kafka.settings.\"{}\": set the brokers with events.kafka.brokers instead", key));
   if (auto it = s.find("enable.idempotence"); it != s.end() && it->second != "true")
     return config_error(fmt::format(
         "events.kafka.settings.\"enable.idempotence\" = {}: the Kafka sink always uses an "
@@ -178,12 +175,13 @@ result<std::unique_ptr<kafka_sink>> kafka_sink::create(const config::kafka_optio
     if (rd_kafka_conf_set(conf, key.c_str(), value.c_str(), errstr, sizeof errstr) ==
         RD_KAFKA_CONF_OK)
       return {};
-    return std::unexpected(error{
-        errc::sink_config,
-        from_settings
-            ? fmt::format("events.kafka.settings.\"{}\" = \"{}\": librdkafka rejected it: {}", key,
-                          value, errstr)
-            : fmt::format("events.kafka: librdkafka rejected {} = \"{}\": {}", key, value, errstr)});
+    return std::unexpected(
+        error{errc::sink_config,
+              from_settings
+                  ? fmt::format("events.kafka.settings.\"{}\" = \"{}\": librdkafka rejected it: {}",
+                                key, value, errstr)
+                  : fmt::format("events.kafka: librdkafka rejected {} = \"{}\": {}", key, value,
+                                errstr)});
   };
   auto fail = [&](error e) {
     rd_kafka_conf_destroy(conf);
@@ -196,7 +194,8 @@ result<std::unique_ptr<kafka_sink>> kafka_sink::create(const config::kafka_optio
     return fail(std::move(st.error()));
   if (auto st = set("enable.idempotence", "true", false); !st)
     return fail(std::move(st.error()));
-  const bool has_timeout = setting_is(s, "message.timeout.ms") || setting_is(s, "delivery.timeout.ms");
+  const bool has_timeout =
+      setting_is(s, "message.timeout.ms") || setting_is(s, "delivery.timeout.ms");
   if (!has_timeout)
     if (auto st = set("message.timeout.ms", std::to_string(default_message_timeout.count()), false);
         !st)
@@ -210,25 +209,23 @@ result<std::unique_ptr<kafka_sink>> kafka_sink::create(const config::kafka_optio
   rd_kafka_conf_set_log_cb(conf, on_log);
   p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
   if (p->rk == nullptr)
-    return fail(error{errc::sink_config,
-                      fmt::format("events.kafka: the Kafka producer could not be created: {}",
-                                  errstr)});
+    return fail(
+        error{errc::sink_config,
+              fmt::format("events.kafka: the Kafka producer could not be created: {}", errstr)});
   return std::unique_ptr<kafka_sink>(new kafka_sink(std::move(p)));
 }
 
-std::string kafka_sink::destination() const {
-  return impl_->where();
-}
+std::string kafka_sink::destination() const { return impl_->where(); }
 
-milliseconds kafka_sink::delivery_timeout() const {
-  return impl_->timeout;
-}
+milliseconds kafka_sink::delivery_timeout() const { return impl_->timeout; }
 
-delivery kafka_sink::deliver(std::span<const storage::pb::OutboxEntry> batch, milliseconds timeout) {
+delivery kafka_sink::deliver(std::span<const storage::pb::OutboxEntry> batch,
+                             milliseconds timeout) {
   impl& p = *impl_;
   const auto deadline = clock::now() + timeout;
   auto left = [&] {
-    return std::max<long>(0, std::chrono::duration_cast<milliseconds>(deadline - clock::now()).count());
+    return std::max<long>(
+        0, std::chrono::duration_cast<milliseconds>(deadline - clock::now()).count());
   };
   ++p.generation;
   p.states.assign(batch.size(), state::pending);
@@ -241,9 +238,9 @@ delivery kafka_sink::deliver(std::span<const storage::pb::OutboxEntry> batch, mi
   for (; produced < batch.size(); ++produced) {
     const auto& entry = batch[produced];
     // Encode in the sink's format, whatever form the outbox holds the event in.
-    std::expected<pb::Event, std::string> event =
-        entry.format() == storage::pb::PAYLOAD_FORMAT_JSON ? from_json(entry.payload())
-                                                           : from_protobuf(entry.payload());
+    std::expected<pb::Event, std::string> event = entry.format() == storage::pb::PAYLOAD_FORMAT_JSON
+                                                      ? from_json(entry.payload())
+                                                      : from_protobuf(entry.payload());
     std::string_view content_type = "application/octet-stream";
     std::int64_t timestamp_ms = 0;
     std::string type, run_id;
@@ -262,8 +259,8 @@ delivery kafka_sink::deliver(std::span<const storage::pb::OutboxEntry> batch, mi
       rd_kafka_resp_err_t err = rd_kafka_producev(
           p.rk, RD_KAFKA_V_TOPIC(topic.c_str()),
           RD_KAFKA_V_KEY(entry.key().data(), entry.key().size()),
-          RD_KAFKA_V_VALUE(payload.data(), payload.size()), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-          RD_KAFKA_V_TIMESTAMP(timestamp_ms),
+          RD_KAFKA_V_VALUE(payload.data(), payload.size()),
+          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_TIMESTAMP(timestamp_ms),
           RD_KAFKA_V_HEADER("content-type", content_type.data(),
                             static_cast<ssize_t>(content_type.size())),
           RD_KAFKA_V_HEADER("flotilla-event-type", type.data(), static_cast<ssize_t>(type.size())),
@@ -311,17 +308,17 @@ delivery kafka_sink::deliver(std::span<const storage::pb::OutboxEntry> batch, mi
                                   "Check the topic and this client's permissions on it",
                                   p.where(), fatal, rd_kafka_err2name(f))};
   } else if (p.first_failure != RD_KAFKA_RESP_ERR_NO_ERROR && !unreachable(p.first_failure)) {
-    d.failure = error{errc::broker_refused,
-                      fmt::format("Kafka ({}) refused the events: {} ({}). Check that the topic "
-                                  "exists and that this client may write to it (ACLs, "
-                                  "events.kafka.settings)",
-                                  p.where(), p.first_failure_text,
-                                  rd_kafka_err2name(p.first_failure))};
+    d.failure =
+        error{errc::broker_refused,
+              fmt::format("Kafka ({}) refused the events: {} ({}). Check that the topic "
+                          "exists and that this client may write to it (ACLs, "
+                          "events.kafka.settings)",
+                          p.where(), p.first_failure_text, rd_kafka_err2name(p.first_failure))};
   } else {
     std::string reason = p.reason_text();
     if (reason.empty())
       reason = p.first_failure != RD_KAFKA_RESP_ERR_NO_ERROR ? p.first_failure_text
-                                                              : std::string("no answer");
+                                                             : std::string("no answer");
     d.failure = error{errc::broker_unreachable,
                       fmt::format("Kafka ({}) did not acknowledge the events within {} ms: {}. "
                                   "Check that the brokers are up and reachable from this machine "

@@ -33,7 +33,8 @@ class kafka_sink final : public event_sink {
   /// Builds the producer. FLT-E003 when librdkafka rejects a setting (naming the key,
   /// the value and librdkafka's reason) or when `settings` tries to set the brokers or
   /// turn idempotence off.
-  [[nodiscard]] static result<std::unique_ptr<kafka_sink>> create(const config::kafka_options& options);
+  [[nodiscard]] static result<std::unique_ptr<kafka_sink>> create(
+      const config::kafka_options& options);
 
   ~kafka_sink() override;
   kafka_sink(const kafka_sink&) = delete;
@@ -49,7 +50,7 @@ class kafka_sink final : public event_sink {
   [[nodiscard]] delivery deliver(std::span<const storage::pb::OutboxEntry> batch,
                                  std::chrono::milliseconds timeout) override;
 
- /// The producer's state, defined in kafka_sink.cpp (its librdkafka callbacks reach it).
+  /// The producer's state, defined in kafka_sink.cpp (its librdkafka callbacks reach it).
   struct impl;
 
  private:

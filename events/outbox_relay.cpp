@@ -18,10 +18,7 @@ constexpr milliseconds min_round{100};
 
 outbox_relay::outbox_relay(storage::state_store& store,
                            std::vector<std::unique_ptr<event_sink>> sinks, relay_options options)
-    : store_(store),
-      sinks_(std::move(sinks)),
-      options_(options),
-      sent_through_(sinks_.size(), 0) {}
+    : store_(store), sinks_(std::move(sinks)), options_(options), sent_through_(sinks_.size(), 0) {}
 
 outbox_relay::~outbox_relay() {
   {
@@ -105,16 +102,15 @@ drain_report outbox_relay::drain_locked(milliseconds timeout) {
     if (batch->empty())
       break;
     for (std::size_t i = 0; i < sinks_.size() && !failure_; ++i) {
-      auto first = std::find_if(batch->begin(), batch->end(), [&](const auto& e) {
-        return e.sequence() > sent_through_[i];
-      });
+      auto first = std::find_if(batch->begin(), batch->end(),
+                                [&](const auto& e) { return e.sequence() > sent_through_[i]; });
       if (first == batch->end())
         continue;
       const auto left =
           std::max(min_round, std::chrono::ceil<milliseconds>(deadline - clock::now()));
-      delivery d = sinks_[i]->deliver(
-          std::span<const storage::pb::OutboxEntry>(&*first, static_cast<std::size_t>(batch->end() - first)),
-          left);
+      delivery d = sinks_[i]->deliver(std::span<const storage::pb::OutboxEntry>(
+                                          &*first, static_cast<std::size_t>(batch->end() - first)),
+                                      left);
       if (d.delivered > 0)
         sent_through_[i] = d.delivered_through;
       if (d.failure)

@@ -37,9 +37,9 @@ struct relay_options {
 
 /// The outcome of a relay's deliveries so far.
 struct drain_report {
-  std::uint64_t delivered = 0;  ///< entries delivered and removed from the outbox by this relay
-  std::uint64_t pending = 0;    ///< entries left in the outbox (undelivered), as of the report
-  std::optional<error> failure{}; ///< why delivery stopped; empty when everything went out
+  std::uint64_t delivered = 0;     ///< entries delivered and removed from the outbox by this relay
+  std::uint64_t pending = 0;       ///< entries left in the outbox (undelivered), as of the report
+  std::optional<error> failure{};  ///< why delivery stopped; empty when everything went out
 
   [[nodiscard]] bool ok() const { return !failure.has_value(); }
 };
@@ -64,7 +64,8 @@ class outbox_relay {
   void notify();
   /// Stops the background thread, then drains what is left (unless delivery already
   /// failed in this relay) and reports the totals. The run's last call.
-  [[nodiscard]] drain_report finish(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  [[nodiscard]] drain_report finish(
+      std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
   [[nodiscard]] bool has_sinks() const { return !sinks_.empty(); }
   [[nodiscard]] const std::vector<std::unique_ptr<event_sink>>& sinks() const { return sinks_; }
@@ -78,7 +79,7 @@ class outbox_relay {
   std::vector<std::unique_ptr<event_sink>> sinks_;
   relay_options options_;
 
-  std::mutex drain_mu_;  // one drain at a time; guards the fields below
+  std::mutex drain_mu_;                      // one drain at a time; guards the fields below
   std::vector<std::uint64_t> sent_through_;  // per sink: acknowledged through this sequence
   std::uint64_t removed_through_ = 0;
   std::uint64_t delivered_ = 0;

@@ -40,10 +40,12 @@ result<std::unique_ptr<run_events>> run_events::open(storage::state_store* store
               std::move(setup));
 }
 
-result<std::unique_ptr<run_events>> run_events::open(
-    storage::state_store* store, const std::filesystem::path& log_file, std::string run_id,
-    std::string project, std::vector<std::unique_ptr<event_sink>> sinks, bool outbox,
-    run_events_options options, std::vector<error> setup_errors) {
+result<std::unique_ptr<run_events>> run_events::open(storage::state_store* store,
+                                                     const std::filesystem::path& log_file,
+                                                     std::string run_id, std::string project,
+                                                     std::vector<std::unique_ptr<event_sink>> sinks,
+                                                     bool outbox, run_events_options options,
+                                                     std::vector<error> setup_errors) {
   auto log = event_log::open(log_file);
   if (!log)
     return std::unexpected(std::move(log.error()));
@@ -77,9 +79,7 @@ std::uint64_t run_events::emitted() const {
   return sequence_;
 }
 
-const std::filesystem::path& run_events::log_path() const {
-  return log_.path();
-}
+const std::filesystem::path& run_events::log_path() const { return log_.path(); }
 
 void run_events::keep(const error& e) {
   // One entry per kind of failure: a full disk would otherwise repeat itself per event.
@@ -158,9 +158,8 @@ events_report run_events::finish(std::optional<std::chrono::milliseconds> timeou
     failures = errors_;
   }
   // Tell the file (and, through the outbox, the next delivery) what went wrong.
-  const std::string destination = relay_ && !relay_->sinks().empty()
-                                      ? relay_->sinks().front()->destination()
-                                      : std::string();
+  const std::string destination =
+      relay_ && !relay_->sinks().empty() ? relay_->sinks().front()->destination() : std::string();
   for (const auto& f : failures) {
     undelivered_info info;
     info.sink = f.code == errc::event_log ? "ndjson" : "kafka";

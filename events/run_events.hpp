@@ -60,8 +60,8 @@ struct events_report {
 
 /// Builds the sinks [events] configures (Kafka; Pub/Sub is not built here yet). A sink
 /// whose settings are rejected is left out and its error returned in `errors`.
-[[nodiscard]] std::vector<std::unique_ptr<event_sink>> make_sinks(const config::events_options& options,
-                                                                  std::vector<error>& errors);
+[[nodiscard]] std::vector<std::unique_ptr<event_sink>> make_sinks(
+    const config::events_options& options, std::vector<error>& errors);
 
 class run_events {
  public:
@@ -99,7 +99,8 @@ class run_events {
   /// and reports. When anything failed, an `events_undelivered` event per error is
   /// written to events.ndjson and the outbox (it reaches Kafka with the backlog). Call it
   /// once, after the last emit.
-  [[nodiscard]] events_report finish(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  [[nodiscard]] events_report finish(
+      std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
   /// Events emitted so far (the last sequence handed out).
   [[nodiscard]] std::uint64_t emitted() const;

@@ -18,7 +18,7 @@ namespace flotilla::events {
 struct accepted_dataset {
   std::string dataset{};                   ///< "<source>.<table>"
   std::vector<column_change> changes{};    ///< what moved; empty for a first baseline
-  bool first_baseline = false;           ///< no baseline was stored before
+  bool first_baseline = false;             ///< no baseline was stored before
   storage::pb::SchemaBaseline baseline{};  ///< to write under `dataset`
 };
 
@@ -37,9 +37,8 @@ struct accept_plan {
 /// `latest`: the latest run's record (null before the first run). `names`: the
 /// datasets named on the command line, empty for all. `baselines`: every stored baseline
 /// by key. Named datasets are handled in the order given, the others in key order.
-[[nodiscard]] accept_plan plan_accept(const storage::pb::RunRecord* latest,
-                                      std::span<const std::string> names,
-                                      const std::map<std::string, storage::pb::SchemaBaseline>& baselines,
-                                      std::int64_t now_us);
+[[nodiscard]] accept_plan plan_accept(
+    const storage::pb::RunRecord* latest, std::span<const std::string> names,
+    const std::map<std::string, storage::pb::SchemaBaseline>& baselines, std::int64_t now_us);
 
 }  // namespace flotilla::events

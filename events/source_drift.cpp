@@ -50,8 +50,7 @@ std::string_view to_string(change_kind k) {
 
 std::string describe(const column_change& c) {
   switch (c.kind) {
-    case change_kind::added:
-      return fmt::format("column '{}' added {}", c.column, upper(c.to));
+    case change_kind::added: return fmt::format("column '{}' added {}", c.column, upper(c.to));
     case change_kind::removed:
       return fmt::format("column '{}' removed (was {})", c.column, upper(c.from));
     case change_kind::retyped:
@@ -132,10 +131,11 @@ drift_verdict evaluate_source_drift(const drift_input& in) {
   v.source = in.source;
   v.table = in.table;
   v.dataset = dataset_name(in.source, in.table);
-  if (!drift_gate_applies(in.policy, in.has_declared_columns) || in.observed == nullptr)
+  if (!drift_gate_applies(in.policy, in.has_declared_columns) ||
+      (in.observed == nullptr && in.recorded == nullptr))
     return v;  // skip: nothing observed, nothing written, nothing said
 
-  v.observed = to_observed(*in.observed);
+  v.observed = in.observed != nullptr ? to_observed(*in.observed) : *in.recorded;
   v.hints_hash = in.hints_hash;
   auto baseline_now = [&] {
     storage::pb::SchemaBaseline b;
@@ -162,8 +162,9 @@ drift_verdict evaluate_source_drift(const drift_input& in) {
     return v;
   }
   const std::string what = describe_all(v.changes);
-  const std::string since =
-      v.baseline_run_id.empty() ? std::string() : fmt::format(" (baseline from run {})", v.baseline_run_id);
+  const std::string since = v.baseline_run_id.empty()
+                                ? std::string()
+                                : fmt::format(" (baseline from run {})", v.baseline_run_id);
   if (in.policy == config::drift_policy::warn) {
     v.decision = drift_decision::warn;
     v.warning = fmt::format(
@@ -183,10 +184,12 @@ drift_verdict evaluate_source_drift(const drift_input& in) {
 }
 
 std::expected<drift_verdict, std::string> check_source_drift(
-    drift_input in, const std::function<std::expected<schema::table_schema, std::string>()>& describe,
+    drift_input in,
+    const std::function<std::expected<schema::table_schema, std::string>()>& describe,
     const std::function<std::expected<std::optional<storage::pb::SchemaBaseline>, std::string>()>&
         read_baseline) {
   in.observed = nullptr;
+  in.recorded = nullptr;
   in.baseline = nullptr;
   if (!drift_gate_applies(in.policy, in.has_declared_columns))
     return evaluate_source_drift(in);

@@ -91,8 +91,13 @@ struct drift_input {
   std::string source{};  ///< [sources.<name>]
   std::string table{};   ///< the table's name on the source
   std::string run_id{};  ///< the run observing
-  /// The landed data's schema. Required when the gate applies (null then counts as skip).
+  /// The landed data's schema. Required when the gate applies, unless `recorded` is
+  /// given (both null count as skip).
   const schema::table_schema* observed = nullptr;
+  /// Instead of `observed`: columns recorded earlier, for a `retry` that reuses staged
+  /// data under `fail` and re-checks its StagedEntry.observed_schema against the baseline
+  /// (docs/events.md, "Retry"). Used only when `observed` is null.
+  const observed_columns* recorded = nullptr;
   std::string hints_hash{};
   /// The stored baseline of "<source>.<table>"; null when there is none.
   const storage::pb::SchemaBaseline* baseline = nullptr;
@@ -104,11 +109,11 @@ struct drift_verdict {
   config::drift_policy policy = config::drift_policy::ignore;
   std::string source{};
   std::string table{};
-  std::string dataset{};                  ///< "<source>.<table>"
-  std::vector<column_change> changes{};   ///< warn, fail
-  observed_columns observed{};            ///< every decision but skip
-  std::string hints_hash{};               ///< every decision but skip
-  std::string baseline_run_id{};          ///< the run whose schema the baseline is; empty when none
+  std::string dataset{};                 ///< "<source>.<table>"
+  std::vector<column_change> changes{};  ///< warn, fail
+  observed_columns observed{};           ///< every decision but skip
+  std::string hints_hash{};              ///< every decision but skip
+  std::string baseline_run_id{};         ///< the run whose schema the baseline is; empty when none
   /// seed, reseed: the baseline to write, in the table's state commit
   /// (storage::table_commit::baseline). Nothing else ever writes it but `schema accept`.
   std::optional<storage::pb::SchemaBaseline> new_baseline{};
@@ -130,7 +135,8 @@ struct drift_verdict {
 /// nothing is described or read. `in.observed` and `in.baseline` are ignored. An error of
 /// either call is returned as is.
 [[nodiscard]] std::expected<drift_verdict, std::string> check_source_drift(
-    drift_input in, const std::function<std::expected<schema::table_schema, std::string>()>& describe,
+    drift_input in,
+    const std::function<std::expected<schema::table_schema, std::string>()>& describe,
     const std::function<std::expected<std::optional<storage::pb::SchemaBaseline>, std::string>()>&
         read_baseline);
 

@@ -32,24 +32,37 @@ std::vector<pb::Event> one_of_each() {
   out.push_back(run_started({.command = "run", .filters = {"client=acme"}, .tables_selected = 3}));
   out.push_back(table_started("shop", "public.orders", "staging__shop.orders", "full"));
   out.push_back(schema_action("shop", "public.orders",
-                              {.action = "add_columns", .column = "coupon", .to = "text",
+                              {.action = "add_columns",
+                               .column = "coupon",
+                               .to = "text",
                                .reason = "added column 'coupon' text",
                                .sql = "ALTER TABLE x ADD COLUMN coupon TEXT"}));
   out.push_back(contract_violation("shop", "public.orders",
-                                   {.column = "total", .expected = "decimal(18,2)",
-                                    .actual = "text", .reason = "type differs",
+                                   {.column = "total",
+                                    .expected = "decimal(18,2)",
+                                    .actual = "text",
+                                    .reason = "type differs",
                                     .error_code = "FLT-X001"}));
   out.push_back(review_required("shop", "public.orders",
-                                {.target = "warehouse", .kind = "rename_column",
-                                 .source_change = "note renamed to notes", .reason = "ambiguous",
-                                 .proposed_ddl = "ALTER ...", .data_consequence = "none",
-                                 .requires_resync = true, .position = "0/16B3748"}));
+                                {.target = "warehouse",
+                                 .kind = "rename_column",
+                                 .source_change = "note renamed to notes",
+                                 .reason = "ambiguous",
+                                 .proposed_ddl = "ALTER ...",
+                                 .data_consequence = "none",
+                                 .requires_resync = true,
+                                 .position = "0/16B3748"}));
   out.push_back(table_finished("shop", "public.orders",
-                               {.status = "copied", .rows = 120, .duration_us = 5000,
+                               {.status = "copied",
+                                .rows = 120,
+                                .duration_us = 5000,
                                 .target_table = "staging__shop.orders"}));
   out.push_back(run_finished({.status = "success", .tables_copied = 1, .duration_us = 7}));
-  out.push_back(events_undelivered({.sink = "kafka", .destination = "brokers b, topic t",
-                                    .error = "down", .error_code = "FLT-E001", .pending = 4}));
+  out.push_back(events_undelivered({.sink = "kafka",
+                                    .destination = "brokers b, topic t",
+                                    .error = "down",
+                                    .error_code = "FLT-E001",
+                                    .pending = 4}));
   return out;
 }
 
@@ -70,8 +83,12 @@ TEST_CASE("table events are keyed by source and table, run events by the run id"
 
 TEST_CASE("the JSON form has every envelope field and the payload under its field name") {
   auto e = table_finished("shop", "orders",
-                          {.status = "failed", .rows = 0, .error = "boom", .error_code = "FLT-D001",
-                           .duration_us = 12, .target_table = "s.orders"});
+                          {.status = "failed",
+                           .rows = 0,
+                           .error = "boom",
+                           .error_code = "FLT-D001",
+                           .duration_us = 12,
+                           .target_table = "s.orders"});
   e.set_run_id("r1");
   e.set_sequence(7);
   e.set_timestamp_us(1'700'000'000'000'000);
@@ -116,9 +133,10 @@ TEST_CASE("the source drift event names each change, the full observed schema an
   using flotilla::schema::column;
   using flotilla::schema::portable_type;
   using flotilla::schema::type_kind;
-  flotilla::schema::table_schema observed{{column{"id", portable_type::of(type_kind::bigint), false, true},
-                                           column{"amount", portable_type::varchar(20)},
-                                           column{"coupon", portable_type::of(type_kind::text)}}};
+  flotilla::schema::table_schema observed{
+      {column{"id", portable_type::of(type_kind::bigint), false, true},
+       column{"amount", portable_type::varchar(20)},
+       column{"coupon", portable_type::of(type_kind::text)}}};
   flotilla::storage::pb::SchemaBaseline b;
   for (auto [n, t] : {std::pair{"id", "bigint"}, {"amount", "bigint"}, {"note", "text"}}) {
     auto* c = b.add_columns();
@@ -141,14 +159,16 @@ TEST_CASE("the source drift event names each change, the full observed schema an
   CHECK(j["table"] == "orders");
   const auto& p = j["source_drift_detected"];
   REQUIRE(p["changes"].size() == 3);
-  CHECK(p["changes"][0] == nlohmann::json{{"kind", "retyped"}, {"column", "amount"},
-                                          {"from", "bigint"}, {"to", "varchar(20)"}});
-  CHECK(p["changes"][1] == nlohmann::json{{"kind", "removed"}, {"column", "note"},
-                                          {"from", "text"}, {"to", ""}});
-  CHECK(p["changes"][2] == nlohmann::json{{"kind", "added"}, {"column", "coupon"},
-                                          {"from", ""}, {"to", "text"}});
+  CHECK(p["changes"][0] ==
+        nlohmann::json{
+            {"kind", "retyped"}, {"column", "amount"}, {"from", "bigint"}, {"to", "varchar(20)"}});
+  CHECK(p["changes"][1] ==
+        nlohmann::json{{"kind", "removed"}, {"column", "note"}, {"from", "text"}, {"to", ""}});
+  CHECK(p["changes"][2] ==
+        nlohmann::json{{"kind", "added"}, {"column", "coupon"}, {"from", ""}, {"to", "text"}});
   REQUIRE(p["observed"].size() == 3);
-  CHECK(p["observed"][0] == nlohmann::json{{"name", "id"}, {"type", "bigint"}, {"nullable", false}});
+  CHECK(p["observed"][0] ==
+        nlohmann::json{{"name", "id"}, {"type", "bigint"}, {"nullable", false}});
   CHECK(p["hints_hash"] == "h1");
   CHECK(p["baseline_run_id"] == "run-0");
   CHECK(p["policy"] == "warn");
@@ -190,8 +210,8 @@ TEST_CASE("events emitted from many threads get unique sequences, in file order"
     workers.emplace_back([&, t] {
       const std::string table = "t" + std::to_string(t);
       for (int i = 0; i < per_thread; ++i)
-        if (!(*ev)->emit(table_finished("src", table, {.status = "copied",
-                                                       .rows = static_cast<std::uint64_t>(i)})))
+        if (!(*ev)->emit(table_finished(
+                "src", table, {.status = "copied", .rows = static_cast<std::uint64_t>(i)})))
           ++failures;
     });
   for (auto& w : workers)

@@ -24,34 +24,37 @@ config::project project_for(const temp_dir& dir, std::string brokers, std::strin
   config::project p;
   p.name = "acme";
   p.state_dir = (dir.path() / ".flotilla").string();
-  p.events.kafka = config::kafka_options{std::move(brokers), std::move(topic), format,
-                                         std::move(settings)};
+  p.events.kafka =
+      config::kafka_options{std::move(brokers), std::move(topic), format, std::move(settings)};
   return p;
 }
 
 /// run_started, then `tables` tables each emitting table_started, schema_action and
 /// table_finished from its own thread, then run_finished.
 void emit_run(run_events& ev, int tables, const std::string& source = "shop") {
-  REQUIRE(ev.emit(run_started({.command = "run", .tables_selected = static_cast<std::uint64_t>(tables)})));
+  REQUIRE(ev.emit(
+      run_started({.command = "run", .tables_selected = static_cast<std::uint64_t>(tables)})));
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < tables; ++t)
     threads.emplace_back([&, t] {
       const std::string table = "t" + std::to_string(t);
       failures += !ev.emit(table_started(source, table, "s." + table, "full"));
-      failures += !ev.emit(schema_action(source, table, {.action = "add_columns", .column = "c",
-                                                         .to = "text", .reason = "added"}));
+      failures += !ev.emit(
+          schema_action(source, table,
+                        {.action = "add_columns", .column = "c", .to = "text", .reason = "added"}));
       failures += !ev.emit(table_finished(source, table, {.status = "copied", .rows = 10}));
     });
   for (auto& th : threads)
     th.join();
   CHECK(failures == 0);
-  REQUIRE(ev.emit(run_finished({.status = "success", .tables_copied = static_cast<std::uint64_t>(tables)})));
+  REQUIRE(ev.emit(
+      run_finished({.status = "success", .tables_copied = static_cast<std::uint64_t>(tables)})));
 }
 
 pb::Event decode(const consumed& m) {
   auto e = m.headers.at("content-type") == "application/json" ? from_json(m.value)
-                                                               : from_protobuf(m.value);
+                                                              : from_protobuf(m.value);
   REQUIRE(e.has_value());
   return *e;
 }
@@ -131,9 +134,9 @@ TEST_CASE("format = protobuf sends the serialized Event with the NDJSON line's f
   mock_kafka kafka("events.pb", 2);
   temp_dir dir;
   auto store = open_store(dir.path() / "state");
-  auto ev = run_events::open(&store, project_for(dir, kafka.bootstraps(), kafka.topic(),
-                                                 config::event_format::protobuf),
-                             "run-pb");
+  auto ev = run_events::open(
+      &store, project_for(dir, kafka.bootstraps(), kafka.topic(), config::event_format::protobuf),
+      "run-pb");
   REQUIRE(ev.has_value());
   emit_run(**ev, 2);
   auto report = (*ev)->finish();
@@ -152,15 +155,16 @@ TEST_CASE("format = protobuf sends the serialized Event with the NDJSON line's f
   check_order_per_key(msgs, same_run_in_sequence);
 }
 
-TEST_CASE("a broker that is down: a clear error, every event kept, sent first and in order next run") {
+TEST_CASE(
+    "a broker that is down: a clear error, every event kept, sent first and in order next run") {
   temp_dir dir;
   auto store = open_store(dir.path() / "state");
   const std::string down = "127.0.0.1:" + std::to_string(closed_port());
   std::size_t first_run = 0;
   {
-    auto ev = run_events::open(&store, project_for(dir, down, "flotilla.events",
-                                                   config::event_format::json,
-                                                   {{"message.timeout.ms", "1500"}}),
+    auto ev = run_events::open(&store,
+                               project_for(dir, down, "flotilla.events", config::event_format::json,
+                                           {{"message.timeout.ms", "1500"}}),
                                "run-1");
     REQUIRE(ev.has_value());
     emit_run(**ev, 3);
@@ -265,7 +269,8 @@ TEST_CASE("a broker that refuses the events is FLT-E002; they stay in the outbox
   auto p = project_for(dir, kafka.bootstraps(), kafka.topic(), config::event_format::json,
                        {{"message.timeout.ms", "3000"}});
   std::vector<rd_kafka_resp_err_t> errs(50, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
-  rd_kafka_mock_push_request_errors_array(kafka.cluster(), 0 /* Produce */, errs.size(), errs.data());
+  rd_kafka_mock_push_request_errors_array(kafka.cluster(), 0 /* Produce */, errs.size(),
+                                          errs.data());
   std::uint64_t kept = 0;
   {
     auto ev = run_events::open(&store, p, "run-1");
@@ -294,9 +299,11 @@ TEST_CASE("a broker that refuses the events is FLT-E002; they stay in the outbox
 }
 
 TEST_CASE("pass-through settings reach librdkafka; brokers and idempotence are not negotiable") {
-  config::kafka_options o{"127.0.0.1:9092", "t", config::event_format::json,
-                          {{"linger.ms", "5"}, {"compression.type", "lz4"},
-                           {"enable.idempotence", "true"}}};
+  config::kafka_options o{
+      "127.0.0.1:9092",
+      "t",
+      config::event_format::json,
+      {{"linger.ms", "5"}, {"compression.type", "lz4"}, {"enable.idempotence", "true"}}};
   auto ok = kafka_sink::create(o);
   REQUIRE(ok.has_value());
   CHECK((*ok)->destination() == "brokers 127.0.0.1:9092, topic t");
@@ -329,10 +336,11 @@ TEST_CASE("a rejected Kafka setting loses no event: they wait in the outbox for 
   auto store = open_store(dir.path() / "state");
   std::uint64_t kept = 0;
   {
-    auto ev = run_events::open(&store, project_for(dir, kafka.bootstraps(), kafka.topic(),
-                                                   config::event_format::json,
-                                                   {{"linger.ms", "not a number"}}),
-                               "run-1");
+    auto ev =
+        run_events::open(&store,
+                         project_for(dir, kafka.bootstraps(), kafka.topic(),
+                                     config::event_format::json, {{"linger.ms", "not a number"}}),
+                         "run-1");
     REQUIRE(ev.has_value());
     emit_run(**ev, 1);
     auto report = (*ev)->finish();

@@ -2,9 +2,11 @@
 // order it goes out.
 #include <catch2/catch.hpp>
 
-#include <deque>
+#include <atomic>
+#include <thread>
 
 #include "events/outbox_relay.hpp"
+#include "events/run_events.hpp"
 #include "tests/events/support.hpp"
 
 using namespace flotilla::events;
@@ -140,8 +142,9 @@ TEST_CASE("the background relay delivers while events keep coming") {
   auto* s = sink.get();
   std::vector<std::unique_ptr<event_sink>> sinks;
   sinks.push_back(std::move(sink));
-  outbox_relay relay(store, std::move(sinks),
-                     relay_options{.batch_size = 50, .poll_interval = std::chrono::milliseconds(5)});
+  outbox_relay relay(
+      store, std::move(sinks),
+      relay_options{.batch_size = 50, .poll_interval = std::chrono::milliseconds(5)});
   relay.start();
   for (int i = 0; i < 20; ++i) {
     REQUIRE(store.append_outbox(entries(i * 10, i * 10 + 10)));
@@ -154,4 +157,40 @@ TEST_CASE("the background relay delivers while events keep coming") {
   REQUIRE(s->received.size() == 200);
   for (int i = 0; i < 200; ++i)
     CHECK(s->received[i] == "e" + std::to_string(i));
+}
+
+TEST_CASE("a run's events cost microseconds each on the emitting thread") {
+  temp_dir dir;
+  auto store = open_store(dir.path() / "state");
+  auto sink = std::make_unique<scripted_sink>(1'000'000);
+  auto* s = sink.get();
+  std::vector<std::unique_ptr<event_sink>> sinks;
+  sinks.push_back(std::move(sink));
+  auto ev =
+      run_events::open(&store, dir.path() / "events.ndjson", "r", "p", std::move(sinks), true);
+  REQUIRE(ev.has_value());
+  constexpr int threads = 4, per_thread = 5000;
+  const auto start = std::chrono::steady_clock::now();
+  std::atomic<int> failures{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t)
+    workers.emplace_back([&, t] {
+      for (int i = 0; i < per_thread; ++i)
+        failures +=
+            !(*ev)->emit(table_finished("src", "t" + std::to_string(t), {.status = "copied"}));
+    });
+  for (auto& w : workers)
+    w.join();
+  const auto emitted = std::chrono::steady_clock::now() - start;
+  auto report = (*ev)->finish();
+  const auto delivered = std::chrono::steady_clock::now() - start;
+  CHECK(failures == 0);
+  CHECK(report.ok());
+  CHECK(report.delivered == threads * per_thread);
+  CHECK(s->received.size() == threads * per_thread);
+  const double us =
+      std::chrono::duration<double, std::micro>(emitted).count() / (threads * per_thread);
+  WARN("emit: " << us << " us/event; all delivered after "
+                << std::chrono::duration<double>(delivered).count() << " s");
+  CHECK(us < 500);  // generous: a loaded CI machine; measured ~10 us here
 }

@@ -49,7 +49,8 @@ command_result run_flotilla(const temp_dir& dir, const std::vector<std::string>&
   const auto start = std::chrono::steady_clock::now();
   const int status = std::system(cmd.c_str());
   command_result r;
-  r.took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  r.took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 start);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.out = slurp(dir.path() / ".out");
   r.err = slurp(dir.path() / ".err");
@@ -171,8 +172,9 @@ TEST_CASE("schema accept with names promotes only those") {
   auto r = run_flotilla(dir, {"-c", "flotilla.toml", "schema", "accept", "shop.orders"});
   INFO(r.err);
   CHECK(r.exit_code == 0);
-  CHECK(r.out == "shop.orders: column 'amount' retyped BIGINT -> VARCHAR\n"
-                 "accepted 1 schema change(s)\n");
+  CHECK(r.out ==
+        "shop.orders: column 'amount' retyped BIGINT -> VARCHAR\n"
+        "accepted 1 schema change(s)\n");
   CHECK(baseline(dir, "crm.leads").columns_size() == 1);  // untouched
 
   auto same = run_flotilla(dir, {"schema", "accept", "shop.orders"});
@@ -200,7 +202,8 @@ TEST_CASE("schema accept of a dataset the latest run did not observe is FLT-D002
   CHECK(baseline(dir, "shop.orders").columns(1).type() == "bigint");
 }
 
-TEST_CASE("after a retry that reused staged data, schema accept has nothing to promote (seed 004)") {
+TEST_CASE(
+    "after a retry that reused staged data, schema accept has nothing to promote (seed 004)") {
   temp_dir dir;
   std::ofstream(dir.path() / "flotilla.toml") << unreachable_config;
   drifted_state(dir);

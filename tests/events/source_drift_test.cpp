@@ -13,9 +13,7 @@ namespace spb = flotilla::storage::pb;
 
 namespace {
 
-column col(std::string name, portable_type t) {
-  return column{std::move(name), t, true, false};
-}
+column col(std::string name, portable_type t) { return column{std::move(name), t, true, false}; }
 
 const portable_type bigint = portable_type::of(type_kind::bigint);
 const portable_type text = portable_type::of(type_kind::text);
@@ -26,8 +24,8 @@ table_schema orders_v1() {
 
 /// amount retyped, note removed, coupon added.
 table_schema orders_v2() {
-  return table_schema{{col("id", bigint), col("amount", portable_type::varchar(20)),
-                       col("coupon", text)}};
+  return table_schema{
+      {col("id", bigint), col("amount", portable_type::varchar(20)), col("coupon", text)}};
 }
 
 spb::SchemaBaseline baseline_of(const table_schema& s, std::string hints, std::string run) {
@@ -148,7 +146,8 @@ TEST_CASE("an unchanged schema passes without writing anything") {
   CHECK(r.hints_hash() == "h1");
 }
 
-TEST_CASE("warn names every change, prints a warning and keeps the baseline, every run until accepted") {
+TEST_CASE(
+    "warn names every change, prints a warning and keeps the baseline, every run until accepted") {
   auto stored = baseline_of(orders_v1(), "h1", "run-1");
   for (int run = 0; run < 3; ++run) {  // the baseline does not advance: it repeats
     auto observed = orders_v2();
@@ -187,8 +186,8 @@ TEST_CASE("warn names every change, prints a warning and keeps the baseline, eve
 
 TEST_CASE("fail stops the table with FLT-D001 naming the dataset, the changes and schema accept") {
   auto stored = baseline_of(orders_v1(), "h1", "run-1");
-  auto observed = table_schema{{col("id", bigint), col("amount", portable_type::varchar(20)),
-                                col("note", text)}};
+  auto observed = table_schema{
+      {col("id", bigint), col("amount", portable_type::varchar(20)), col("note", text)}};
   auto v = evaluate_source_drift(input(drift_policy::fail, observed, &stored));
   REQUIRE(v.decision == drift_decision::fail);
   CHECK(v.drifted());
@@ -248,10 +247,10 @@ TEST_CASE("the hints hash follows the read shape, not the data") {
   std::vector<std::string> f2{"region = ?", "updated_at > ?"};
   const auto h = hints_hash(cols, f1);
   CHECK(h.size() == 16);
-  CHECK(h == hints_hash(cols, f1));        // stable
-  CHECK(h == hints_hash(cols, f2));        // filter order does not matter
-  CHECK(h != hints_hash(swapped, f1));     // column order does
-  CHECK(h != hints_hash(all, f1));         // all columns vs. a projection
+  CHECK(h == hints_hash(cols, f1));     // stable
+  CHECK(h == hints_hash(cols, f2));     // filter order does not matter
+  CHECK(h != hints_hash(swapped, f1));  // column order does
+  CHECK(h != hints_hash(all, f1));      // all columns vs. a projection
   CHECK(hints_hash(all, {}) != hints_hash(cols, {}));
   std::vector<std::string> ab_c{"ab", "c"}, a_bc{"a", "bc"};
   CHECK(hints_hash(ab_c, {}) != hints_hash(a_bc, {}));
@@ -292,11 +291,11 @@ TEST_CASE("accept plans every drifted dataset, the named ones, and refuses unkno
   CHECK(all.accepted[1].baseline.run_id() == "run-5");
   CHECK(all.accepted[1].baseline.hints_hash() == "h1");
   CHECK(all.change_count() == 4);
-  CHECK(all.lines() == std::vector<std::string>{
-                           "crm.notes: baseline recorded with 3 column(s)",
-                           "shop.orders: column 'amount' retyped BIGINT -> VARCHAR(20)",
-                           "shop.orders: column 'note' removed (was TEXT)",
-                           "shop.orders: column 'coupon' added TEXT"});
+  CHECK(all.lines() ==
+        std::vector<std::string>{"crm.notes: baseline recorded with 3 column(s)",
+                                 "shop.orders: column 'amount' retyped BIGINT -> VARCHAR(20)",
+                                 "shop.orders: column 'note' removed (was TEXT)",
+                                 "shop.orders: column 'coupon' added TEXT"});
 
   std::vector<std::string> named{"crm.leads"};
   CHECK(plan_accept(&latest, named, baselines, 7).accepted.empty());  // nothing moved
@@ -315,4 +314,24 @@ TEST_CASE("accept plans every drifted dataset, the named ones, and refuses unkno
   REQUIRE(none.errors.size() == 1);
   CHECK_THAT(none.errors[0].message, Catch::Contains("no run has been recorded yet"));
   CHECK(plan_accept(nullptr, {}, {}, 7).accepted.empty());
+}
+
+TEST_CASE("a retry under fail re-checks the staged data's recorded schema against the baseline") {
+  auto stored = baseline_of(orders_v1(), "h1", "run-1");
+  spb::StagedEntry staged;
+  *staged.mutable_observed_schema() = to_observed(orders_v2());
+  staged.set_hints_hash("h1");
+  drift_input in{.policy = drift_policy::fail,
+                 .source = "shop",
+                 .table = "orders",
+                 .run_id = "run-3",
+                 .recorded = &staged.observed_schema(),
+                 .hints_hash = staged.hints_hash(),
+                 .baseline = &stored};
+  auto before = evaluate_source_drift(in);
+  CHECK(before.decision == drift_decision::fail);  // not accepted yet: still stopped
+  CHECK(before.changes.size() == 3);
+  auto accepted = baseline_of(orders_v2(), "h1", "run-2");
+  in.baseline = &accepted;
+  CHECK(evaluate_source_drift(in).decision == drift_decision::unchanged);  // loads
 }

@@ -66,9 +66,7 @@ mock_kafka::~mock_kafka() {
   rd_kafka_destroy(owner_);
 }
 
-std::string mock_kafka::bootstraps() const {
-  return rd_kafka_mock_cluster_bootstraps(cluster_);
-}
+std::string mock_kafka::bootstraps() const { return rd_kafka_mock_cluster_bootstraps(cluster_); }
 
 std::vector<consumed> consume(const std::string& bootstraps, const std::string& topic,
                               int partitions, std::size_t expect, std::chrono::milliseconds timeout,
@@ -121,8 +119,8 @@ std::vector<consumed> consume(const std::string& bootstraps, const std::string& 
         const char* name;
         const void* value;
         size_t size;
-        for (size_t i = 0; rd_kafka_header_get_all(hdrs, i, &name, &value, &size) ==
-                           RD_KAFKA_RESP_ERR_NO_ERROR;
+        for (size_t i = 0;
+             rd_kafka_header_get_all(hdrs, i, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR;
              ++i)
           c.headers[name] = std::string(static_cast<const char*>(value), size);
       }
