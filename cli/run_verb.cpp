@@ -16,6 +16,8 @@
 
 #include "cli/fleet_builder.hpp"
 #include "cli/verbs.hpp"
+#include "events/event.hpp"
+#include "events/run_events.hpp"
 #include "storage/state_store.hpp"
 
 namespace flotilla::cli {
@@ -148,6 +150,9 @@ void print_run_text(const nlohmann::json& j) {
     for (const auto& e : j["errors"])
       fmt::print("failed  source {}  {}\n", e["source"].get<std::string>(),
                  e["error"].get<std::string>());
+  if (j.contains("events"))
+    for (const auto& e : j["events"]["errors"])
+      fmt::print("events  {}\n", e.get<std::string>());
   fmt::print("Run {}  {}: {} copied, {} pruned, {} failed, {} skipped, {} rows; drift: {} checked, "
              "{} drifted\n",
              j["run_id"].get<std::string>(), j["status"].get<std::string>(), copied, pruned,
@@ -185,6 +190,72 @@ void record_run(storage::state_store& store, const std::string& run_id, std::int
     fmt::print(stderr, "warning: the run record could not be stored: {}\n", st.error().message);
 }
 
+/// Writes the run's events (events.ndjson, and every configured event sink through the
+/// outbox) and waits for their delivery; the outcome goes into the run JSON. Table events
+/// are emitted in each table's order once the fleet has reported.
+bool publish_events(storage::state_store& store, const config::project& project,
+                    const std::string& run_id, std::int64_t started,
+                    const std::vector<std::string>& filters,
+                    const std::vector<actors::pipeline_report>& reports, nlohmann::json& j) {
+  auto ev = events::run_events::open(&store, project, run_id);
+  if (!ev) {
+    j["events"] = {{"errors", nlohmann::json::array({ev.error().text()})}};
+    return false;
+  }
+  auto& log = **ev;
+  std::uint64_t selected = 0;
+  for (const auto& p : reports)
+    selected += p.tables.size();
+  (void)log.emit(events::run_started({"run", filters, selected, ""}));
+  events::run_totals totals;
+  for (const auto& p : reports)
+    for (const auto& t : p.tables) {
+      const auto& o = t.outcome;
+      const std::string target = display_name(t.target);
+      (void)log.emit(events::table_started(
+          t.source, t.table, target, o.plan ? engine::to_string(o.plan->load) : "none"));
+      if (o.plan && o.status == engine::table_status::copied)
+        for (const auto& step : o.plan->drift.steps)
+          (void)log.emit(events::schema_action(
+              t.source, t.table,
+              {std::string(schema::to_string(step.action)), step.column,
+               step.from ? schema::to_string(*step.from) : "", schema::to_string(step.to),
+               step.reason, ""}));
+      if (o.plan && o.plan->error && o.plan->error->code == "FLT-S008")
+        (void)log.emit(events::review_required(
+            t.source, t.table, {"", "schema_change", "", o.plan->error->reason, "", "", false, ""}));
+      else if (o.plan && o.plan->error)
+        (void)log.emit(events::contract_violation(
+            t.source, t.table, {"", "", "", o.plan->error->reason, o.plan->error->code}));
+      (void)log.emit(events::table_finished(
+          t.source, t.table,
+          {std::string(engine::to_string(o.status)), o.rows, o.error.value_or(""), o.error_code, 0,
+           target}));
+      switch (o.status) {
+        case engine::table_status::copied: ++totals.tables_copied; break;
+        case engine::table_status::pruned: ++totals.tables_pruned; break;
+        case engine::table_status::failed: ++totals.tables_failed; break;
+        case engine::table_status::skipped: ++totals.tables_skipped; break;
+        case engine::table_status::held: ++totals.tables_held; break;
+      }
+    }
+  totals.status = j["status"].get<std::string>();
+  totals.tables_checked = j["drift"]["tables_checked"].get<std::uint64_t>();
+  totals.tables_drifted = j["drift"]["tables_drifted"].get<std::uint64_t>();
+  totals.duration_us = now_us() - started;
+  (void)log.emit(events::run_finished(totals));
+  auto report = log.finish();
+  nlohmann::json errors = nlohmann::json::array();
+  for (const auto& e : report.errors)
+    errors.push_back(e.text());
+  j["events"] = {{"log", report.log_path.string()},
+                 {"emitted", report.emitted},
+                 {"delivered", report.delivered},
+                 {"pending", report.pending},
+                 {"errors", errors}};
+  return report.ok();
+}
+
 int do_run(const global_options& g, const run_args& a) {
   std::vector<config::filter> filters;
   auto project = load_or_report(g, a.filters, filters);
@@ -213,6 +284,7 @@ int do_run(const global_options& g, const run_args& a) {
   std::string status;
   std::size_t failed = 0;
   auto j = run_json(run_id, reports, status, failed);
+  const bool events_ok = publish_events(*store, *project, run_id, started, a.filters, reports, j);
   record_run(*store, run_id, started, j, a.filters);
   std::filesystem::path dir = std::filesystem::path(project->state_dir) / "runs" / run_id;
   std::filesystem::create_directories(dir);
@@ -223,7 +295,7 @@ int do_run(const global_options& g, const run_args& a) {
     print_run_text(j);
   if (g_cancel.load())
     return 1;
-  return failed == 0 ? 0 : 1;
+  return failed == 0 && events_ok ? 0 : 1;
 }
 
 }  // namespace

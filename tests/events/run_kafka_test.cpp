@@ -1,0 +1,98 @@
+// `flotilla run` end to end with a Kafka event sink: the real binary produces to
+// librdkafka's mock cluster, and a real consumer reads the events back.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/events/support.hpp"
+
+using namespace flotilla::events::test;
+
+namespace {
+
+int run_in(const std::filesystem::path& dir, const std::string& args) {
+  const char* bin = std::getenv("FLOTILLA_BIN");
+  REQUIRE(bin != nullptr);
+  const std::string cmd = fmt::format("cd '{}' && '{}' {} > out.txt 2> err.txt", dir.string(), bin, args);
+  const int status = std::system(cmd.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+TEST_CASE("a run's events reach Kafka, keyed by table and in order per table") {
+  temp_dir dir;
+  mock_kafka kafka("flotilla.events", 3);
+  const auto db = dir.path() / "app.db";
+  REQUIRE(std::system(fmt::format("sqlite3 '{}' \"CREATE TABLE orders (id INTEGER PRIMARY KEY, total "
+                                  "DECIMAL(12,2)); INSERT INTO orders VALUES (1, 2.50); CREATE TABLE "
+                                  "customers (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO customers "
+                                  "VALUES (1, 'Ada');\"",
+                                  db.string())
+                          .c_str()) == 0);
+  std::ofstream(dir.path() / "flotilla.toml")
+      << fmt::format("[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                     "[sources.app]\nadapter = \"sqlite\"\npath = \"app.db\"\n"
+                     "[events.kafka]\nbrokers = \"{}\"\ntopic = \"flotilla.events\"\nformat = \"json\"\n",
+                     kafka.bootstraps());
+  REQUIRE(run_in(dir.path(), "run") == 0);
+
+  // run_started, 2 x (table_started, table_finished), run_finished
+  auto messages = consume(kafka.bootstraps(), "flotilla.events", 3, 6);
+  REQUIRE(messages.size() == 6);
+  std::map<std::string, std::vector<std::string>> by_key;
+  for (const auto& m : messages)
+    by_key[m.key].push_back(nlohmann::json::parse(m.value)["type"].get<std::string>());
+  CHECK(by_key["app.orders"] == std::vector<std::string>{"table_started", "table_finished"});
+  CHECK(by_key["app.customers"] == std::vector<std::string>{"table_started", "table_finished"});
+  REQUIRE(by_key.size() == 3);  // the run's own key carries run_started and run_finished
+  for (const auto& [key, types] : by_key)
+    if (key != "app.orders" && key != "app.customers")
+      CHECK(types == std::vector<std::string>{"run_started", "run_finished"});
+}
+
+TEST_CASE("a run whose broker is down reports it, keeps the events, and the next run sends them first") {
+  temp_dir dir;
+  const auto db = dir.path() / "app.db";
+  REQUIRE(std::system(fmt::format("sqlite3 '{}' \"CREATE TABLE orders (id INTEGER PRIMARY KEY); "
+                                  "INSERT INTO orders VALUES (1);\"",
+                                  db.string())
+                          .c_str()) == 0);
+  auto write_config = [&](const std::string& brokers) {
+    std::ofstream(dir.path() / "flotilla.toml")
+        << fmt::format("[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                       "[sources.app]\nadapter = \"sqlite\"\npath = \"app.db\"\n"
+                       "[events.kafka]\nbrokers = \"{}\"\ntopic = \"flotilla.events\"\n"
+                       "[events.kafka.settings]\n\"message.timeout.ms\" = \"2000\"\n",
+                       brokers);
+  };
+  write_config(fmt::format("127.0.0.1:{}", closed_port()));
+  CHECK(run_in(dir.path(), "run --output json") == 1);
+  std::ifstream out(dir.path() / "out.txt");
+  auto run = nlohmann::json::parse(out);
+  CHECK(run["status"] == "success");  // the tables themselves loaded
+  REQUIRE(run["events"]["errors"].size() >= 1);
+  CHECK(run["events"]["errors"][0].get<std::string>().find("FLT-E001") != std::string::npos);
+  CHECK(run["events"]["pending"].get<int>() >= 4);
+  const std::string first_run = run["run_id"];
+
+  mock_kafka kafka("flotilla.events", 1);
+  write_config(kafka.bootstraps());
+  REQUIRE(run_in(dir.path(), "run") == 0);
+  // First run's 4 events (+ its events_undelivered notice) come first, then this run's 4.
+  auto messages = consume(kafka.bootstraps(), "flotilla.events", 1, 9);
+  REQUIRE(messages.size() >= 8);
+  std::vector<std::string> runs;
+  for (const auto& m : messages) {
+    auto e = nlohmann::json::parse(m.value);
+    if (e["type"] == "run_started")
+      runs.push_back(e["run_id"]);
+  }
+  REQUIRE(runs.size() == 2);
+  CHECK(runs[0] == first_run);  // the backlog went out first
+}
