@@ -273,6 +273,38 @@ struct checkpoint_gate {
   std::atomic<std::uint64_t> commits{0};
 };
 constexpr std::uint64_t checkpoint_every = 512;
+/// Between those, every `memory_check_every` commits the committing connection reads
+/// how much memory DuckDB holds for tables not yet checkpointed (one query, ~0.3 ms) and
+/// checkpoints early once that passes half the memory limit. What a table holds until
+/// the checkpoint depends on its shape — measured with 16 columns and a primary key:
+/// ~1.25 MB of ART index buffers plus ~0.3 MB of column data, even for 100 rows — so a
+/// count alone lets a fleet of such tables reach the limit, where DuckDB fails loads and
+/// even their rollback. Checkpoints are not cheap either: each one costs ~1 ms per table
+/// already in the file, so checkpointing more often than memory requires makes a fleet
+/// load quadratic. (Blocks already checkpointed stay cached but can be evicted; they do
+/// not count.)
+constexpr std::uint64_t memory_check_every = 32;
+
+/// "953.6 MiB", "1GB", "512 KB" -> bytes; 0 when unreadable.
+std::uint64_t parse_bytes(std::string_view text) {
+  double value = 0;
+  std::size_t used = 0;
+  try {
+    value = std::stod(std::string(text), &used);
+  } catch (const std::exception&) {
+    return 0;
+  }
+  std::string unit;
+  for (char c : text.substr(used))
+    if (!std::isspace(static_cast<unsigned char>(c)))
+      unit += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  static const std::map<std::string, double> units = {
+      {"", 1},          {"B", 1},          {"BYTES", 1},      {"KB", 1e3},      {"KIB", 1024.0},
+      {"MB", 1e6},      {"MIB", 1048576.0}, {"GB", 1e9},      {"GIB", 1073741824.0},
+      {"TB", 1e12},     {"TIB", 1099511627776.0}};
+  auto it = units.find(unit);
+  return it == units.end() || value <= 0 ? 0 : static_cast<std::uint64_t>(value * it->second);
+}
 
 std::shared_ptr<checkpoint_gate> gate_for(const std::string& path) {
   static std::mutex mu;
@@ -322,6 +354,12 @@ class duckdb_warehouse final : public warehouse_base {
       result_holder m;
       duckdb_query(con_, fmt::format("SET memory_limit = {}", dialect().literal(limit)).c_str(),
                    &m.r);
+      result_holder v;
+      if (duckdb_query(con_, "SELECT current_setting('memory_limit')", &v.r) == DuckDBSuccess) {
+        char* text = duckdb_value_varchar(&v.r, 0, 0);
+        memory_limit_bytes_ = text ? parse_bytes(text) : 0;
+        duckdb_free(text);
+      }
     }
   }
 
@@ -402,9 +440,17 @@ class duckdb_warehouse final : public warehouse_base {
     load_lock_ = std::shared_lock(gate_->mu);
     try {
       run("BEGIN TRANSACTION");
-    } catch (...) {
-      load_lock_ = {};
-      throw;
+    } catch (const sink_error&) {
+      // A connection whose last transaction could not be rolled back refuses every
+      // statement; start over on a fresh connection once.
+      try {
+        if (!recover())
+          throw;
+        run("BEGIN TRANSACTION");
+      } catch (...) {
+        load_lock_ = {};
+        throw;
+      }
     }
   }
   void commit_transaction() override {
@@ -414,7 +460,8 @@ class duckdb_warehouse final : public warehouse_base {
   }
   void rollback() noexcept override {
     result_holder h;
-    duckdb_query(con_, "ROLLBACK", &h.r);
+    if (duckdb_query(con_, "ROLLBACK", &h.r) == DuckDBError)
+      recover();
     load_lock_ = {};
   }
 
@@ -502,8 +549,45 @@ class duckdb_warehouse final : public warehouse_base {
     return collect(h.r);
   }
 
+  /// After a failed ROLLBACK (DuckDB fails it when out of memory, "Failed to rollback
+  /// transaction. Cannot continue operation."), the connection keeps refusing every
+  /// statement with "Current transaction is aborted", so every later table of this
+  /// connection would fail. Probes the connection and, when it is stuck, replaces it
+  /// with a fresh one on the same database. Returns true when it reconnected.
+  bool recover() noexcept {
+    {
+      result_holder probe;
+      if (duckdb_query(con_, "SELECT 1", &probe.r) == DuckDBSuccess)
+        return false;  // usable: the failure was something else
+    }
+    duckdb_connection fresh = nullptr;
+    if (duckdb_connect(db_, &fresh) == DuckDBError)
+      return false;
+    duckdb_disconnect(&con_);
+    con_ = fresh;
+    result_holder h;
+    duckdb_query(con_, "SET TimeZone = 'UTC'", &h.r);
+    return true;
+  }
+
+  /// Memory DuckDB holds for table data and indexes no checkpoint has written yet (it
+  /// cannot evict them), in bytes; 0 when it cannot tell.
+  std::uint64_t unwritten_table_memory() noexcept {
+    result_holder h;
+    if (duckdb_query(con_,
+                     "SELECT CAST(coalesce(sum(memory_usage_bytes), 0) AS BIGINT) FROM "
+                     "duckdb_memory() WHERE tag IN ('IN_MEMORY_TABLE', 'ART_INDEX')",
+                     &h.r) == DuckDBError)
+      return 0;
+    return static_cast<std::uint64_t>(duckdb_value_int64(&h.r, 0, 0));
+  }
+
   void maybe_checkpoint() noexcept {
-    if (++gate_->commits % checkpoint_every != 0)
+    const std::uint64_t n = ++gate_->commits;
+    bool due = n % checkpoint_every == 0;
+    if (!due && n % memory_check_every == 0 && memory_limit_bytes_ > 0)
+      due = unwritten_table_memory() > memory_limit_bytes_ / 2;
+    if (!due)
       return;
     std::unique_lock lock(gate_->mu);
     result_holder h;
@@ -516,6 +600,7 @@ class duckdb_warehouse final : public warehouse_base {
   duckdb_connection con_ = nullptr;
   std::shared_ptr<checkpoint_gate> gate_;
   std::shared_lock<std::shared_mutex> load_lock_;
+  std::uint64_t memory_limit_bytes_ = 0;  ///< DuckDB's memory_limit as set; 0: unknown
 };
 
 }  // namespace
