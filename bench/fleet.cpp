@@ -8,6 +8,7 @@
 
 #include "bench/datagen.hpp"
 #include "bench/flotilla_cli.hpp"
+#include "bench/pg.hpp"
 #include "bench/scenario.hpp"
 #include "bench/steps.hpp"
 
@@ -22,19 +23,44 @@ struct fleet_dir {
   fs::path config;
   fs::path warehouse;
   fs::path raw_warehouse;
+  std::string pg_dsn;      ///< PostgreSQL target: Flotilla's database
+  std::string raw_pg_dsn;  ///< PostgreSQL target: the raw copy's database
+  bool sqlite_target = false;
   fleet_layout layout;
+
+  /// Arguments of the raw-fleet-copy step for this fleet's target.
+  [[nodiscard]] step_args raw_args() const {
+    if (!raw_pg_dsn.empty())
+      return {{"dir", data.string()}, {"pg", raw_pg_dsn}};
+    if (sqlite_target)
+      return {{"dir", data.string()}, {"sqlite", (root / "raw_target.sqlite").string()}};
+    return {{"dir", data.string()}, {"duckdb", raw_warehouse.string()}};
+  }
 };
 
 /// Writes the fleet's SQLite files and its flotilla.toml (one source per client, tagged
-/// client = <name>, into one DuckDB warehouse, schema per client).
+/// client = <name>, into one warehouse, schema per client). A PostgreSQL target needs
+/// `dbs`: each fleet gets two databases of its own (Flotilla's and the raw copy's).
 fleet_dir prepare_fleet(const fs::path& root, std::size_t clients, std::size_t tables,
-                        std::uint64_t rows, double skew) {
+                        std::uint64_t rows, double skew, const std::string& target = "duckdb",
+                        pg_databases* dbs = nullptr) {
   fleet_dir d;
   d.root = root;
   d.data = root / "data";
   d.config = root / "flotilla.toml";
   d.warehouse = root / "warehouse.duckdb";
   d.raw_warehouse = root / "raw.duckdb";
+  if (target == "postgres") {
+    if (dbs == nullptr)
+      throw std::runtime_error("a PostgreSQL fleet target needs FLOTILLA_PG_DSN");
+    const auto name = fmt::format("fleet_{}x{}", clients, tables);
+    d.pg_dsn = dbs->create(name);
+    d.raw_pg_dsn = dbs->create(name + "_raw");
+  } else if (target == "sqlite") {
+    d.sqlite_target = true;
+  } else if (target != "duckdb") {
+    throw std::runtime_error("fleet target must be duckdb, postgres or sqlite, not " + target);
+  }
   fs::remove_all(root);
   fs::create_directories(d.data);
   d.layout = make_fleet(clients, tables, rows, skew);
@@ -44,8 +70,14 @@ fleet_dir prepare_fleet(const fs::path& root, std::size_t clients, std::size_t t
     write_sqlite_client(path, c);
     sources.push_back({c.name, "sqlite", path, "", {}, {{"client", c.name}}, true});
   }
-  write_config(d.config.string(), toml_target{"duckdb", d.warehouse.string(), "", "{source}"},
-               sources);
+  if (d.sqlite_target)
+    write_config(d.config.string(),
+                 toml_target{"sqlite", (root / "warehouse.sqlite").string(), "", "{source}"}, sources);
+  else if (d.pg_dsn.empty())
+    write_config(d.config.string(), toml_target{"duckdb", d.warehouse.string(), "", "{source}"},
+                 sources);
+  else
+    write_config(d.config.string(), toml_target{"postgres", "", d.pg_dsn, "{source}"}, sources);
   return d;
 }
 
@@ -93,13 +125,22 @@ scenario_result run_fleet_scale(bench_context& ctx) {
     const auto [c, t] = parse_grid(ctx.opt.fleet_grid);
     points.push_back({fmt::format("{}x{} tables", c, t), c, t, {}});
   }
+  const std::string& target = ctx.opt.fleet_target;
   r.sizes = fmt::format("{} rows in total per point, Zipf skew {} over clients and tables; SQLite "
-                        "-> DuckDB; {}",
-                        grouped(ctx.opt.fleet_rows), ctx.opt.skew, ctx.runs_text());
+                        "-> {}; {}",
+                        grouped(ctx.opt.fleet_rows), ctx.opt.skew,
+                        target == "postgres" ? "PostgreSQL" : target == "sqlite" ? "SQLite" : "DuckDB",
+                        ctx.runs_text());
+  std::optional<pg_databases> dbs;
+  if (target == "postgres") {
+    if (!ctx.pg_dsn)
+      throw std::runtime_error("--fleet-target postgres needs FLOTILLA_PG_DSN");
+    dbs.emplace(*ctx.pg_dsn, ctx.db_prefix);
+  }
   const fs::path base = fs::path(ctx.scratch) / "fleet-scale";
   for (auto& p : points) {
     p.dir = prepare_fleet(base / fmt::format("{}x{}", p.clients, p.tables), p.clients, p.tables,
-                          ctx.opt.fleet_rows, ctx.opt.skew);
+                          ctx.opt.fleet_rows, ctx.opt.skew, target, dbs ? &*dbs : nullptr);
     const bool grid = p.clients > 1;
     const std::string fl = grid ? "flotilla run (clients)" : "flotilla run";
     const std::string raw = grid ? "raw copy (clients)" : "raw copy";
@@ -111,8 +152,7 @@ scenario_result run_fleet_scale(bench_context& ctx) {
   for (auto& p : points) {
     const auto tables = p.dir.layout.tables();
     bodies.emplace_back(p.raw, [&p, tables] {
-      auto m = measure_step("raw-fleet-copy", {{"dir", p.dir.data.string()},
-                                               {"duckdb", p.dir.raw_warehouse.string()}});
+      auto m = measure_step("raw-fleet-copy", p.dir.raw_args());
       if (m.detail.value("tables", std::size_t{0}) != tables)
         throw std::runtime_error("raw fleet copy: wrong table count");
       return m;

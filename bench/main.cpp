@@ -42,6 +42,7 @@ nlohmann::json options_json(const bench_options& o) {
           {"fleet_rows", o.fleet_rows},
           {"fleet_tables", o.fleet_tables},
           {"fleet_grid", o.fleet_grid},
+          {"fleet_target", o.fleet_target},
           {"skew", o.skew},
           {"prune_grid", o.prune_grid},
           {"prune_rows", o.prune_rows},
@@ -79,6 +80,8 @@ int main(int argc, char** argv) {
       ->delimiter(',')->capture_default_str();
   app.add_option("--fleet-grid", o.fleet_grid, "fleet-scale: also CLIENTSxTABLES ('' for none)")
       ->capture_default_str();
+  app.add_option("--fleet-target", o.fleet_target, "fleet-scale: warehouse, duckdb, postgres or sqlite")
+      ->check(CLI::IsMember({"duckdb", "postgres", "sqlite"}))->capture_default_str();
   app.add_option("--skew", o.skew, "Zipf exponent of client and table sizes (0: even)")
       ->capture_default_str();
   app.add_option("--prune-grid", o.prune_grid, "prune: CLIENTSxTABLES")->capture_default_str();

@@ -67,6 +67,20 @@ struct duckdb_handle {
     duckdb_disconnect(&con);
     duckdb_close(&db);
   }
+  /// Memory of table data and indexes no checkpoint has written yet, in bytes.
+  [[nodiscard]] std::uint64_t unwritten_memory() const {
+    duckdb_result r;
+    if (duckdb_query(con,
+                     "SELECT CAST(coalesce(sum(memory_usage_bytes), 0) AS BIGINT) FROM "
+                     "duckdb_memory() WHERE tag IN ('IN_MEMORY_TABLE', 'ART_INDEX')",
+                     &r) == DuckDBError) {
+      duckdb_destroy_result(&r);
+      return 0;
+    }
+    const auto v = static_cast<std::uint64_t>(duckdb_value_int64(&r, 0, 0));
+    duckdb_destroy_result(&r);
+    return v;
+  }
   void exec(const std::string& sql) const {
     duckdb_result r;
     if (duckdb_query(con, sql.c_str(), &r) == DuckDBError) {
@@ -369,8 +383,151 @@ raw_result raw_copy_sqlite_fleet_to_duckdb(const std::vector<std::string>& sqlit
       }
       h.exec("COMMIT");
       ++out.tables;
+      // The same memory budget as the sink, so the same checkpoint rule: DuckDB keeps
+      // every table's primary-key index and data in memory until a checkpoint (its own
+      // automatic checkpoint counts WAL bytes only), and fails commits at the limit.
+      if (out.tables % 32 == 0 && h.unwritten_memory() > 512ULL * 1024 * 1024)
+        h.exec("CHECKPOINT");
     }
   }
+  return out;
+}
+
+raw_result raw_copy_sqlite_fleet_to_pg(const std::vector<std::string>& sqlite_files,
+                                       const std::string& dsn) {
+  pg_connection pg(dsn);
+  raw_result out;
+  auto escape_into = [](std::string& buf, std::string_view v) {
+    for (char c : v) {
+      switch (c) {
+        case '\\': buf += "\\\\"; break;
+        case '\t': buf += "\\t"; break;
+        case '\n': buf += "\\n"; break;
+        case '\r': buf += "\\r"; break;
+        default: buf += c;
+      }
+    }
+  };
+  for (const auto& file : sqlite_files) {
+    const std::string client = std::filesystem::path(file).stem().string();
+    pg.exec("CREATE SCHEMA IF NOT EXISTS \"" + client + "\"");
+    sqlite_db db(file);
+    std::vector<std::string> tables;
+    {
+      sqlite3_stmt* st = db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name");
+      while (sqlite3_step(st) == SQLITE_ROW)
+        tables.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)));
+      sqlite3_finalize(st);
+    }
+    for (const auto& t : tables) {
+      const std::string q = "\"" + client + "\".\"" + t + "\"";
+      std::vector<std::string> chunks(1);
+      sqlite3_stmt* st = db.prepare(select_wide(t));
+      const int cols = sqlite3_column_count(st);
+      while (sqlite3_step(st) == SQLITE_ROW) {
+        std::string& buf = chunks.back();
+        for (int c = 0; c < cols; ++c) {
+          if (c > 0)
+            buf += '\t';
+          const int type = sqlite3_column_type(st, c);
+          if (type == SQLITE_NULL) {
+            buf += "\\N";
+          } else if (c == 10 || c == 11) {  // decimal(12,2): REAL or INTEGER in SQLite
+            buf += decimal_text(type == SQLITE_INTEGER ? sqlite3_column_int64(st, c) * 100
+                                                       : std::llround(sqlite3_column_double(st, c) * 100.0));
+          } else if (c == 14) {
+            buf += sqlite3_column_int(st, c) ? 't' : 'f';
+          } else if (type == SQLITE_INTEGER) {
+            buf += std::to_string(sqlite3_column_int64(st, c));
+          } else if (type == SQLITE_FLOAT) {
+            buf += double_text(sqlite3_column_double(st, c));
+          } else {
+            escape_into(buf, std::string_view(reinterpret_cast<const char*>(sqlite3_column_text(st, c)),
+                                              static_cast<std::size_t>(sqlite3_column_bytes(st, c))));
+          }
+        }
+        buf += '\n';
+        ++out.rows;
+        if (buf.size() > (1 << 20))
+          chunks.emplace_back();
+      }
+      sqlite3_finalize(st);
+      pg.exec("BEGIN");
+      pg.exec("DROP TABLE IF EXISTS " + q);
+      pg.exec(create_table_sql(engine_kind::postgres, q));
+      pg.copy_in("COPY " + q + " FROM STDIN", chunks);
+      pg.exec("COMMIT");
+      ++out.tables;
+    }
+  }
+  return out;
+}
+
+raw_result raw_copy_sqlite_fleet_to_sqlite(const std::vector<std::string>& sqlite_files,
+                                           const std::string& target_path) {
+  sqlite3* out_db = nullptr;
+  if (sqlite3_open(target_path.c_str(), &out_db) != SQLITE_OK) {
+    sqlite3_close(out_db);
+    throw std::runtime_error("cannot open " + target_path);
+  }
+  auto exec = [&](const std::string& sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(out_db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string msg = err ? err : "error";
+      sqlite3_free(err);
+      throw std::runtime_error("SQLite: " + msg + " (in: " + sql.substr(0, 200) + ")");
+    }
+  };
+  raw_result out;
+  try {
+    exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA cache_size = -65536");
+    std::string insert_tail = " VALUES (?";
+    for (std::size_t i = 1; i < wide_columns.size(); ++i)
+      insert_tail += ",?";
+    insert_tail += ")";
+    for (const auto& file : sqlite_files) {
+      const std::string client = std::filesystem::path(file).stem().string();
+      sqlite_db db(file);
+      std::vector<std::string> tables;
+      {
+        sqlite3_stmt* st = db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name");
+        while (sqlite3_step(st) == SQLITE_ROW)
+          tables.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)));
+        sqlite3_finalize(st);
+      }
+      for (const auto& t : tables) {
+        const std::string q = "\"" + client + "__" + t + "\"";
+        exec("BEGIN");
+        exec("DROP TABLE IF EXISTS " + q);
+        exec(create_table_sql(engine_kind::sqlite, q));
+        sqlite3_stmt* ins = nullptr;
+        if (sqlite3_prepare_v2(out_db, ("INSERT INTO " + q + insert_tail).c_str(), -1, &ins, nullptr) !=
+            SQLITE_OK)
+          throw std::runtime_error(std::string("SQLite: ") + sqlite3_errmsg(out_db));
+        sqlite3_stmt* st = db.prepare(select_wide(t));
+        const int cols = sqlite3_column_count(st);
+        while (sqlite3_step(st) == SQLITE_ROW) {
+          for (int c = 0; c < cols; ++c)
+            sqlite3_bind_value(ins, c + 1, sqlite3_column_value(st, c));
+          if (sqlite3_step(ins) != SQLITE_DONE) {
+            sqlite3_finalize(ins);
+            sqlite3_finalize(st);
+            throw std::runtime_error(std::string("SQLite insert: ") + sqlite3_errmsg(out_db));
+          }
+          sqlite3_reset(ins);
+          ++out.rows;
+        }
+        sqlite3_finalize(st);
+        sqlite3_finalize(ins);
+        exec("COMMIT");
+        ++out.tables;
+      }
+    }
+  } catch (...) {
+    sqlite3_close(out_db);
+    throw;
+  }
+  sqlite3_close(out_db);
   return out;
 }
 

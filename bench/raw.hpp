@@ -46,6 +46,17 @@ raw_result raw_write_pg(const std::string& dsn, const std::string& schema, const
 raw_result raw_copy_sqlite_fleet_to_duckdb(const std::vector<std::string>& sqlite_files,
                                            const std::string& duckdb_path);
 
+/// The same into PostgreSQL: schema <client>, one transaction per table (DROP, CREATE,
+/// COPY FROM STDIN of text built from the SQLite values, COMMIT), single-threaded.
+raw_result raw_copy_sqlite_fleet_to_pg(const std::vector<std::string>& sqlite_files,
+                                       const std::string& dsn);
+
+/// The same into one SQLite file (tables "<client>__<table>", as Flotilla names them
+/// there), with the sink's pragmas (WAL, synchronous = NORMAL): one transaction per table
+/// (DROP, CREATE, one prepared INSERT bound per value), single-threaded, no rename.
+raw_result raw_copy_sqlite_fleet_to_sqlite(const std::vector<std::string>& sqlite_files,
+                                           const std::string& target_path);
+
 /// Reads every file's catalog (tables and columns) with one query per file, and stats
 /// the file: what any prune check has to do at least.
 [[nodiscard]] raw_result raw_catalog_sqlite(const std::vector<std::string>& sqlite_files);

@@ -23,6 +23,8 @@ struct bench_options {
   std::vector<std::uint64_t> fleet_tables{1, 100, 1000, 10000};
   /// fleet-scale: also this many clients x tables ("100x100"; empty: none). Default: 100x100
   std::string fleet_grid = "100x100";
+  /// fleet-scale: the warehouse, duckdb, postgres or sqlite. Default: duckdb
+  std::string fleet_target = "duckdb";
   /// Zipf exponent of client and table sizes (0: even split). Default: 0.8
   double skew = 0.8;
   std::string prune_grid = "100x100";     ///< prune: clients x tables. Default: 100x100

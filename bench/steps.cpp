@@ -163,7 +163,9 @@ int run_step(const std::string& name, const step_args& a) {
     if (name == "raw-fleet-copy") {
       const auto files = db_files(need(a, "dir"));
       stopwatch sw;
-      const auto r = raw_copy_sqlite_fleet_to_duckdb(files, need(a, "duckdb"));
+      const auto r = a.contains("pg")       ? raw_copy_sqlite_fleet_to_pg(files, need(a, "pg"))
+                     : a.contains("sqlite") ? raw_copy_sqlite_fleet_to_sqlite(files, need(a, "sqlite"))
+                                            : raw_copy_sqlite_fleet_to_duckdb(files, need(a, "duckdb"));
       print_result(sw, static_cast<double>(r.rows), {{"rows", r.rows}, {"tables", r.tables}});
       return 0;
     }
