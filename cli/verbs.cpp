@@ -6,10 +6,8 @@
 #include <fmt/core.h>
 
 namespace flotilla::cli {
-namespace {
 
-/// A verb whose issue has not landed: listed in --help, says so and exits 2.
-verb pending(std::string name, std::string help) {
+verb pending_verb(std::string name, std::string help) {
   auto sub = std::make_shared<CLI::App*>(nullptr);
   return verb{
       [=](CLI::App& app, global_options&) {
@@ -23,18 +21,16 @@ verb pending(std::string name, std::string help) {
       }};
 }
 
-}  // namespace
-
 std::vector<verb> all_verbs() {
   return {
       plan_verb(),
       run_verb(),
-      pending("stream", "change-data capture; runs until stopped"),
+      stream_verb(),
       contract_verb(),
       schema_verb(),
-      pending("retry", "re-run the failed tables of the latest run"),
-      pending("review", "review list | show | apply | edit | resync | remove (held changes)"),
-      pending("bench", "run the benchmark harness"),
+      retry_verb(),
+      review_verb(),
+      bench_verb(),
   };
 }
 

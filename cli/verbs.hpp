@@ -27,5 +27,12 @@ verb plan_verb();
 verb run_verb();
 verb contract_verb();
 verb schema_verb();
+verb retry_verb();
+verb stream_verb();
+verb review_verb();
+verb bench_verb();
+
+/// A verb whose work has not landed: listed in --help, says so and exits 2.
+verb pending_verb(std::string name, std::string help);
 
 }  // namespace flotilla::cli
