@@ -170,6 +170,8 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
               report->outcome = engine::copy_table(*src, *st.warehouse, job);
               if (report->outcome.status == engine::table_status::copied && spec->on_committed)
                 spec->on_committed(t, *report);
+              else if (report->outcome.status == engine::table_status::failed && spec->on_failed)
+                spec->on_failed(t, *report);
             }
           }
         } catch (const std::exception& e) {

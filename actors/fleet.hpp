@@ -27,6 +27,9 @@ struct table_spec {
   bool prune = false;
   /// The marker recorded at the last successful copy.
   std::optional<std::string> last_marker;
+  /// Staged data an earlier run kept for this table (StagedEntry.location); the file is
+  /// removed once the table commits. Empty: none.
+  std::string staged_path;
 };
 
 struct pipeline_spec {
@@ -69,6 +72,9 @@ struct fleet_spec {
   /// Called in the I/O actor right after a table's target commit, before the table is
   /// reported: writes watermark, marker and result to local state in one batch.
   std::function<void(const table_spec&, table_report&)> on_committed;
+  /// Called in the I/O actor when a table's copy failed, before it is reported (keeps
+  /// the staged data of a table the drift gate failed).
+  std::function<void(const table_spec&, table_report&)> on_failed;
   progress* progress_counters = nullptr;
   const std::atomic<bool>* cancel = nullptr;
   /// Detached actors reading source catalogs. Default: 2

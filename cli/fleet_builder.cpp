@@ -1,6 +1,8 @@
 #include "cli/fleet_builder.hpp"
 
+#include <any>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -15,6 +17,7 @@
 #include "config/errc.hpp"
 #include "config/load.hpp"
 #include "config/policy.hpp"
+#include "events/source_drift.hpp"
 #include "storage/state_store.hpp"
 
 namespace flotilla::cli {
@@ -86,7 +89,76 @@ std::int64_t now_us() {
       .count();
 }
 
+/// Removes a staged file, and its run's directory once that is empty.
+void remove_staged_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  std::filesystem::remove(path.parent_path(), ec);  // only succeeds when empty
+}
+
+/// A file name for a dataset's staged data: readable, and safe whatever the names hold.
+std::string staged_file_name(const std::string& key) {
+  std::string out;
+  for (unsigned char c : key)
+    out += std::isalnum(c) || c == '.' || c == '_' || c == '-' ? static_cast<char>(c) : '_';
+  if (out.size() > 100)
+    out.resize(100);
+  return fmt::format("{}-{:016x}.rows", out, std::hash<std::string>{}(key));
+}
+
+/// The source-drift gate of one table (seed 004): reads the baseline, evaluates the
+/// staged data against it, prints the warning, and hands the verdict back through the
+/// table's outcome for the state commit, the run record and the events.
+engine::drift_gate make_drift_gate(storage::state_store* store, config::drift_policy policy,
+                                   std::string source, std::string table, std::string run_id,
+                                   std::string hints) {
+  return [=](const schema::table_schema& staged, bool reused) {
+    engine::drift_gate_result r;
+    // Seed 004: a retry that reuses staged data does not run the gate again under warn
+    // (the run that staged it already reported); under fail it re-checks the staged
+    // data's recorded schema, so drifted data never loads unaccepted.
+    if (reused && policy != config::drift_policy::fail)
+      return r;
+    events::drift_input in;
+    in.policy = policy;
+    in.source = source;
+    in.table = table;
+    in.run_id = run_id;
+    in.hints_hash = hints;
+    in.now_us = now_us();
+    events::observed_columns recorded;
+    if (reused) {
+      recorded = events::to_observed(staged);
+      in.recorded = &recorded;
+    } else {
+      in.observed = &staged;
+    }
+    auto baseline = store->get<storage::pb::SchemaBaseline>(events::dataset_name(source, table));
+    if (!baseline)
+      throw std::runtime_error(baseline.error().message);
+    if (*baseline)
+      in.baseline = &**baseline;
+    auto verdict = std::make_shared<events::drift_verdict>(events::evaluate_source_drift(in));
+    if (verdict->decision == events::drift_decision::warn)
+      fmt::print(stderr, "{}\n", verdict->warning);
+    if (verdict->decision == events::drift_decision::fail) {
+      r.proceed = false;
+      r.error_code = verdict->error_code;
+      r.error = verdict->error;
+    }
+    r.detail = std::shared_ptr<const events::drift_verdict>(verdict);
+    return r;
+  };
+}
+
 }  // namespace
+
+const events::drift_verdict* drift_verdict_of(const engine::table_outcome& o) {
+  if (!o.gate_detail.has_value())
+    return nullptr;
+  const auto* v = std::any_cast<std::shared_ptr<const events::drift_verdict>>(&o.gate_detail);
+  return v != nullptr ? v->get() : nullptr;
+}
 
 actors::fleet_spec build_fleet(const config::project& p, const std::vector<config::filter>& filters,
                                storage::state_store* store, const fleet_options& options) {
@@ -125,8 +197,12 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     const config::source_config* src = &s;
     const bool no_prune = options.no_prune;
     const bool allow_rebuild = options.allow_type_change_rebuild;
-    ps.select = [project, src, target, target_index, filters, store, no_prune,
-                 allow_rebuild](const sources::catalog& cat) {
+    const auto only = options.only;
+    const bool reuse_staged = options.reuse_staged;
+    const std::string run_id = options.run_id;
+    const bool plan_only = options.plan_only;
+    ps.select = [project, src, target, target_index, filters, store, no_prune, allow_rebuild,
+                 only, reuse_staged, run_id, plan_only](const sources::catalog& cat) {
       std::vector<std::string> names;
       names.reserve(cat.tables.size());
       std::unordered_map<std::string, const sources::source_table*> by_name;
@@ -142,6 +218,9 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         const sources::source_table* table =
             found != by_name.end() ? found->second : cat.find(name);
         if (table == nullptr)
+          continue;
+        const std::string key = table_key(src->name, name);
+        if (!only.empty() && !only.contains(key) && !only.contains(src->name + ".*"))
           continue;
         const config::table_config* section = config::find_table(*src, name);
         auto policy = config::effective_policy(*project, *src, section);
@@ -180,8 +259,23 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         st.auto_widen_from = std::string(config::to_string(policy.from.auto_widen));
         ts.job.batch_rows = src->batch_rows;
         ts.prune = policy.prune_unchanged && !no_prune;
+        const bool declared = section != nullptr && !section->columns.empty();
+        const bool gated = store != nullptr && !plan_only &&
+                           events::drift_gate_applies(policy.on_source_drift, declared);
+        if (gated) {
+          // The read shape: every column (none listed), and the cursor filter's shape
+          // without its value, so an incremental table's watermark never reseeds.
+          std::vector<std::string> filters_shape;
+          if (!ts.job.settings.cursor_column.empty())
+            filters_shape.push_back(ts.job.settings.cursor_column + " > ?");
+          ts.job.gate = make_drift_gate(store, policy.on_source_drift, src->name, name, run_id,
+                                        events::hints_hash({}, filters_shape));
+          ts.job.staging_path = (std::filesystem::path(project->state_dir) / "staged" / run_id /
+                                 staged_file_name(key))
+                                    .string();
+        }
         if (store) {
-          auto state = store->read_table(table_key(src->name, name));
+          auto state = store->read_table(key);
           if (!state)
             throw std::runtime_error(state.error().message);
           if (state->watermark && !ts.job.settings.cursor_column.empty() &&
@@ -189,6 +283,26 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
             ts.job.watermark = state->watermark->value();
           if (state->marker)
             ts.last_marker = state->marker->marker();
+          if (state->staged) {
+            ts.staged_path = state->staged->location();
+            if (reuse_staged && state->staged->target() == target->name &&
+                std::filesystem::exists(ts.staged_path)) {
+              engine::staged_input in;
+              in.path = ts.staged_path;
+              if (!state->staged->watermark_value().empty())
+                in.watermark = state->staged->watermark_value();
+              ts.job.reuse = in;
+              ts.prune = false;
+            }
+          }
+          // Under warn the warning repeats every run until accepted: a table whose last
+          // observed schema differs from its baseline is never pruned.
+          if (gated && ts.prune && state->result && state->result->has_observed_schema() &&
+              state->baseline &&
+              !events::compare_columns(state->baseline->columns(),
+                                       state->result->observed_schema())
+                   .empty())
+            ts.prune = false;
         }
         out.push_back(std::move(ts));
       }
@@ -241,13 +355,50 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       c.result.set_rows(r.outcome.rows);
       c.result.set_run_id(run_id);
       c.result.set_finished_at_us(now_us());
+      c.result.set_reused_staged(r.outcome.reused_staged);
+      if (const auto* v = drift_verdict_of(r.outcome)) {
+        if (v->new_baseline)
+          c.baseline = *v->new_baseline;
+        if (!r.outcome.reused_staged)
+          events::record_observation(c.result, *v);
+      }
       auto st = store->commit_table(key, c);
       if (!st)
         throw std::runtime_error(st.error().message);
+      if (!t.staged_path.empty())  // the staged data an earlier run kept is in the target now
+        remove_staged_file(t.staged_path);
       if (crash_at > 0 && n == crash_at && !crash_before_state)
         std::raise(SIGKILL);
       if (interrupt_at > 0 && n == interrupt_at)
         std::raise(SIGINT);
+    };
+    // A table the drift gate failed keeps its staged data for `flotilla retry`.
+    spec.on_failed = [store, run_id](const actors::table_spec& t, actors::table_report& r) {
+      if (!r.outcome.staged)
+        return;
+      const auto& staged = *r.outcome.staged;
+      storage::pb::StagedEntry e;
+      e.set_run_id(run_id);
+      e.set_target(t.job.target_name);
+      e.set_location(staged.path);
+      e.set_rows(staged.rows);
+      if (staged.watermark)
+        e.set_watermark_value(*staged.watermark);
+      *e.mutable_observed_schema() = events::to_observed(staged.columns);
+      if (const auto* v = drift_verdict_of(r.outcome))
+        e.set_hints_hash(v->hints_hash);
+      e.set_created_at_us(now_us());
+      if (r.marker)
+        e.set_marker(*r.marker);
+      if (r.outcome.reused_staged) {
+        // Failed again on retry: the entry it came from stays as it was.
+        return;
+      }
+      auto st = store->put(table_key(t.job.source_name, r.table), e);
+      if (!st)
+        throw std::runtime_error(st.error().message);
+      if (!t.staged_path.empty() && t.staged_path != staged.path)
+        remove_staged_file(t.staged_path);  // an older run's staged data, now replaced
     };
   }
   return spec;

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,9 @@
 
 namespace flotilla::storage {
 class state_store;
+}
+namespace flotilla::events {
+struct drift_verdict;
 }
 
 namespace flotilla::cli {
@@ -32,6 +36,10 @@ struct fleet_options {
   bool no_prune = false;
   bool allow_type_change_rebuild = false;  ///< --allow-type-change-rebuild
   std::string run_id;
+  /// `retry`: only these tables ("<source>.<table>"; "<source>.*" for every table of a
+  /// source), each loading its staged data when an earlier run kept some. Empty: all.
+  std::set<std::string> only;
+  bool reuse_staged = false;
 };
 
 /// Builds the fleet. `store` may be null (plan reads no state when none exists yet).
@@ -39,6 +47,9 @@ struct fleet_options {
                                              const std::vector<config::filter>& filters,
                                              storage::state_store* store,
                                              const fleet_options& options);
+
+/// The source-drift gate's verdict of a table, when the gate ran for it.
+[[nodiscard]] const events::drift_verdict* drift_verdict_of(const engine::table_outcome& o);
 
 /// "staging__us_west__shop.orders": the target table as users see it.
 [[nodiscard]] std::string display_name(const dialects::table_ref& t);

@@ -1,7 +1,77 @@
+// `flotilla retry`: re-runs the failed tables of the latest run, loading the data they
+// staged instead of extracting again (seed 004; docs/events.md, "Retry").
+#include <memory>
+#include <set>
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include "cli/fleet_builder.hpp"
+#include "cli/run_exec.hpp"
 #include "cli/verbs.hpp"
+#include "storage/state_store.hpp"
 
 namespace flotilla::cli {
+namespace {
 
-verb retry_verb() { return pending_verb("retry", "re-run the failed tables of the latest run"); }
+int do_retry(const global_options& g, run_request req) {
+  std::vector<config::filter> none;
+  auto project = load_or_report(g, {}, none);
+  if (!project)
+    return 2;
+  std::string latest_id;
+  {
+    auto store = open_state(*project, false);
+    if (!store) {
+      fmt::print("nothing to retry: no run has been recorded yet\n");
+      return 0;
+    }
+    auto latest = store->latest_run();
+    if (!latest) {
+      fmt::print(stderr, "{}\n", latest.error().message);
+      return 2;
+    }
+    if (!*latest) {
+      fmt::print("nothing to retry: no run has been recorded yet\n");
+      return 0;
+    }
+    const auto& run = **latest;
+    latest_id = run.run_id();
+    for (const auto& t : run.tables())
+      if (t.status() == "failed" || t.status() == "skipped")
+        req.only.insert(t.source() + "." + t.source_table());
+    for (const auto& s : run.failed_sources())
+      req.only.insert(s + ".*");
+  }  // the store is closed here: the run opens it again
+  if (req.only.empty()) {
+    fmt::print("nothing to retry: the latest run ({}) has no failed table\n", latest_id);
+    return 0;
+  }
+  req.command = "retry";
+  req.retry_of = latest_id;
+  req.reuse_staged = true;
+  return execute_run(g, req);
+}
+
+}  // namespace
+
+verb retry_verb() {
+  auto args = std::make_shared<run_request>();
+  auto sub = std::make_shared<CLI::App*>(nullptr);
+  auto glob = std::make_shared<global_options*>(nullptr);
+  return verb{
+      [=](CLI::App& app, global_options& g) {
+        *glob = &g;
+        auto* s = app.add_subcommand(
+            "retry", "re-run the failed tables of the latest run, loading their staged data");
+        s->add_option("--output", args->output, "text or json")
+            ->check(CLI::IsMember({"text", "json"}));
+        s->add_flag("--allow-type-change-rebuild", args->allow_rebuild,
+                    "confirm type changes that rebuild a table");
+        *sub = s;
+      },
+      [=] { return *sub && (*sub)->parsed(); },
+      [=] { return do_retry(**glob, *args); }};
+}
 
 }  // namespace flotilla::cli

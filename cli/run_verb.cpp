@@ -15,9 +15,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/fleet_builder.hpp"
+#include "cli/run_exec.hpp"
 #include "cli/verbs.hpp"
 #include "events/event.hpp"
 #include "events/run_events.hpp"
+#include "events/source_drift.hpp"
 #include "storage/state_store.hpp"
 
 namespace flotilla::cli {
@@ -30,13 +32,6 @@ extern "C" void on_interrupt(int) {
   std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
   std::signal(SIGTERM, SIG_DFL);
 }
-
-struct run_args {
-  std::vector<std::string> filters;
-  std::string output = "text";
-  bool no_prune = false;
-  bool allow_rebuild = false;
-};
 
 std::int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -79,6 +74,7 @@ nlohmann::json run_json(const std::string& run_id, const std::vector<actors::pip
   nlohmann::json actions = nlohmann::json::array();
   nlohmann::json errors = nlohmann::json::array();
   std::size_t checked = 0, drifted = 0, failed = 0, ok = 0;
+  std::size_t source_checked = 0, source_drifted = 0;
   for (const auto& p : reports) {
     if (p.error) {
       ++failed;
@@ -94,6 +90,23 @@ nlohmann::json run_json(const std::string& run_id, const std::vector<actors::pip
                          {"error", o.error ? nlohmann::json(*o.error) : nlohmann::json(nullptr)}};
       if (!o.error_code.empty())
         row["error_code"] = o.error_code;
+      if (o.reused_staged)
+        row["reused_staged"] = true;
+      if (const auto* v = drift_verdict_of(o)) {
+        ++source_checked;
+        source_drifted += v->drifted() ? 1 : 0;
+        nlohmann::json changes = nlohmann::json::array();
+        for (const auto& c : v->changes)
+          changes.push_back({{"kind", events::to_string(c.kind)},
+                             {"column", c.column},
+                             {"from", c.from},
+                             {"to", c.to}});
+        row["source_drift"] = {{"decision", events::to_string(v->decision)},
+                               {"policy", v->policy == config::drift_policy::fail ? "fail" : "warn"},
+                               {"changes", changes},
+                               {"hints_hash", v->hints_hash},
+                               {"baseline_run_id", v->baseline_run_id}};
+      }
       if (o.plan) {
         row["load"] = engine::to_string(o.plan->load);
         if (o.plan->drift_checked)
@@ -124,6 +137,7 @@ nlohmann::json run_json(const std::string& run_id, const std::vector<actors::pip
                     {{"tables_checked", checked},
                      {"tables_drifted", drifted},
                      {"actions_taken", actions}}}};
+  j["source_drift"] = {{"tables_checked", source_checked}, {"tables_drifted", source_drifted}};
   if (!errors.empty())
     j["errors"] = errors;
   return j;
@@ -144,7 +158,8 @@ void print_run_text(const nlohmann::json& j) {
                a["reason"].get<std::string>());
   for (const auto& t : j["tables"])
     if (t["status"] == "failed")
-      fmt::print("failed  {}  {}\n", t["table"].get<std::string>(),
+      fmt::print("failed  {}  {}{}\n", t["table"].get<std::string>(),
+                 t.contains("error_code") ? t["error_code"].get<std::string>() + ": " : "",
                  t["error"].is_null() ? "" : t["error"].get<std::string>());
   if (j.contains("errors"))
     for (const auto& e : j["errors"])
@@ -160,28 +175,42 @@ void print_run_text(const nlohmann::json& j) {
              j["drift"]["tables_drifted"].get<std::size_t>());
 }
 
-void record_run(storage::state_store& store, const std::string& run_id, std::int64_t started,
-                const nlohmann::json& j, const std::vector<std::string>& filters) {
+void record_run(storage::state_store& store, const run_request& req, const std::string& run_id,
+                std::int64_t started, const nlohmann::json& j,
+                const std::vector<actors::pipeline_report>& reports) {
   storage::pb::RunRecord r;
   r.set_run_id(run_id);
   r.set_status(j["status"].get<std::string>());
   r.set_started_at_us(started);
   r.set_finished_at_us(now_us());
-  r.set_command("run");
-  for (const auto& f : filters)
+  r.set_command(req.command);
+  r.set_retry_of(req.retry_of);
+  for (const auto& f : req.filters)
     r.add_filters(f);
-  for (const auto& t : j["tables"]) {
-    auto* tr = r.add_tables();
-    tr->set_table(t["table"].get<std::string>());
-    tr->set_source(t["source"].get<std::string>());
-    tr->set_source_table(t["source_table"].get<std::string>());
-    tr->set_status(t["status"].get<std::string>());
-    tr->set_rows(t["rows"].get<std::uint64_t>());
-    if (!t["error"].is_null())
-      tr->set_error(t["error"].get<std::string>());
-    if (t.contains("error_code"))
-      tr->set_error_code(t["error_code"].get<std::string>());
-    tr->set_run_id(run_id);
+  for (const auto& p : reports) {
+    if (p.error)
+      r.add_failed_sources(p.source);
+    for (const auto& t : p.tables) {
+      const auto& o = t.outcome;
+      auto* tr = r.add_tables();
+      tr->set_table(display_name(t.target));
+      tr->set_source(t.source);
+      tr->set_source_table(t.table);
+      tr->set_status(std::string(engine::to_string(o.status)));
+      tr->set_rows(o.rows);
+      if (o.error)
+        tr->set_error(*o.error);
+      tr->set_error_code(o.error_code);
+      tr->set_run_id(run_id);
+      tr->set_reused_staged(o.reused_staged);
+      if (o.plan)
+        tr->set_drifted(o.plan->drift.drifted());
+      // What the drift gate saw, for `schema accept`. A retry that reused staged data
+      // records nothing, unless the gate failed it again (seed 004, docs/events.md).
+      if (const auto* v = drift_verdict_of(o))
+        if (!o.reused_staged || v->decision == events::drift_decision::fail)
+          events::record_observation(*tr, *v);
+    }
   }
   r.mutable_drift()->set_tables_checked(j["drift"]["tables_checked"].get<std::uint64_t>());
   r.mutable_drift()->set_tables_drifted(j["drift"]["tables_drifted"].get<std::uint64_t>());
@@ -194,8 +223,7 @@ void record_run(storage::state_store& store, const std::string& run_id, std::int
 /// outbox) and waits for their delivery; the outcome goes into the run JSON. Table events
 /// are emitted in each table's order once the fleet has reported.
 bool publish_events(storage::state_store& store, const config::project& project,
-                    const std::string& run_id, std::int64_t started,
-                    const std::vector<std::string>& filters,
+                    const run_request& req, const std::string& run_id, std::int64_t started,
                     const std::vector<actors::pipeline_report>& reports, nlohmann::json& j) {
   auto ev = events::run_events::open(&store, project, run_id);
   if (!ev) {
@@ -206,14 +234,15 @@ bool publish_events(storage::state_store& store, const config::project& project,
   std::uint64_t selected = 0;
   for (const auto& p : reports)
     selected += p.tables.size();
-  (void)log.emit(events::run_started({"run", filters, selected, ""}));
+  (void)log.emit(events::run_started({req.command, req.filters, selected, req.retry_of}));
   events::run_totals totals;
   for (const auto& p : reports)
     for (const auto& t : p.tables) {
       const auto& o = t.outcome;
       const std::string target = display_name(t.target);
       (void)log.emit(events::table_started(
-          t.source, t.table, target, o.plan ? engine::to_string(o.plan->load) : "none"));
+          t.source, t.table, target,
+          o.reused_staged ? "retry" : o.plan ? engine::to_string(o.plan->load) : "none"));
       if (o.plan && o.status == engine::table_status::copied)
         for (const auto& step : o.plan->drift.steps)
           (void)log.emit(events::schema_action(
@@ -221,6 +250,8 @@ bool publish_events(storage::state_store& store, const config::project& project,
               {std::string(schema::to_string(step.action)), step.column,
                step.from ? schema::to_string(*step.from) : "", schema::to_string(step.to),
                step.reason, ""}));
+      if (const auto* v = drift_verdict_of(o); v && v->drifted())
+        (void)log.emit(events::source_drift_detected(*v));
       if (o.plan && o.plan->error && o.plan->error->code == "FLT-S008")
         (void)log.emit(events::review_required(
             t.source, t.table, {"", "schema_change", "", o.plan->error->reason, "", "", false, ""}));
@@ -256,7 +287,9 @@ bool publish_events(storage::state_store& store, const config::project& project,
   return report.ok();
 }
 
-int do_run(const global_options& g, const run_args& a) {
+}  // namespace
+
+int execute_run(const global_options& g, const run_request& a) {
   std::vector<config::filter> filters;
   auto project = load_or_report(g, a.filters, filters);
   if (!project)
@@ -270,6 +303,8 @@ int do_run(const global_options& g, const run_args& a) {
   fo.no_prune = a.no_prune;
   fo.allow_type_change_rebuild = a.allow_rebuild;
   fo.run_id = run_id;
+  fo.only = a.only;
+  fo.reuse_staged = a.reuse_staged;
   auto spec = build_fleet(*project, filters, store.get(), fo);
   actors::progress counters;
   spec.progress_counters = &counters;
@@ -284,8 +319,10 @@ int do_run(const global_options& g, const run_args& a) {
   std::string status;
   std::size_t failed = 0;
   auto j = run_json(run_id, reports, status, failed);
-  const bool events_ok = publish_events(*store, *project, run_id, started, a.filters, reports, j);
-  record_run(*store, run_id, started, j, a.filters);
+  if (a.command == "retry")
+    j["retry_of"] = a.retry_of;
+  const bool events_ok = publish_events(*store, *project, a, run_id, started, reports, j);
+  record_run(*store, a, run_id, started, j, reports);
   std::filesystem::path dir = std::filesystem::path(project->state_dir) / "runs" / run_id;
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "run.json") << j.dump(2) << "\n";
@@ -298,10 +335,8 @@ int do_run(const global_options& g, const run_args& a) {
   return failed == 0 && events_ok ? 0 : 1;
 }
 
-}  // namespace
-
 verb run_verb() {
-  auto args = std::make_shared<run_args>();
+  auto args = std::make_shared<run_request>();
   auto sub = std::make_shared<CLI::App*>(nullptr);
   auto glob = std::make_shared<global_options*>(nullptr);
   return verb{
@@ -318,7 +353,7 @@ verb run_verb() {
         *sub = s;
       },
       [=] { return *sub && (*sub)->parsed(); },
-      [=] { return do_run(**glob, *args); }};
+      [=] { return execute_run(**glob, *args); }};
 }
 
 }  // namespace flotilla::cli

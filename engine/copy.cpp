@@ -1,6 +1,7 @@
 #include "engine/copy.hpp"
 
 #include <exception>
+#include <filesystem>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -9,6 +10,7 @@
 
 #include "engine/change_queue.hpp"
 #include "engine/coerce.hpp"
+#include "engine/staging.hpp"
 
 namespace flotilla::engine {
 
@@ -95,7 +97,12 @@ table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table
     }
     ensure_schema_once(wh, job);
     auto d = describe_target(wh, job.target);
-    out.plan = plan_table(job.table.columns, d.live, d.state, wh.dialect(), job.target, settings);
+    // A retry plans against the staged data's columns: they are what will load.
+    std::optional<schema::table_schema> staged_cols;
+    if (job.reuse)
+      staged_cols = staged_columns(job.reuse->path);
+    out.plan = plan_table(staged_cols ? *staged_cols : job.table.columns, d.live, d.state,
+                          wh.dialect(), job.target, settings);
     const table_plan& plan = *out.plan;
     if (plan.error) {
       // Decided before anything touched the target.
@@ -114,6 +121,56 @@ table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table
           "[sources.{}.tables.\"{}\"]",
           settings.cursor_column, job.table.qualified(), job.source_name, job.table.qualified()));
 
+    // Staged path (seed 004): land the rows locally, let the drift gate look at them,
+    // and only then touch the target.
+    std::optional<std::filesystem::path> load_from;
+    std::optional<std::string> staged_watermark;
+    if (job.reuse) {
+      load_from = job.reuse->path;
+      staged_watermark = job.reuse->watermark;
+      out.reused_staged = true;
+      if (job.gate) {
+        auto verdict = job.gate(*staged_cols, true);
+        out.gate_detail = std::move(verdict.detail);
+        if (!verdict.proceed) {
+          out.status = table_status::failed;
+          out.error_code = verdict.error_code;
+          out.error = verdict.error;
+          out.staged = staged_output{job.reuse->path, 0, job.reuse->watermark, *staged_cols};
+          return out;
+        }
+      }
+    } else if (job.gate) {
+      staged_writer staged(job.staging_path, plan.read_columns);
+      sources::read_request rr;
+      rr.table = &job.table;
+      rr.columns = plan.read_columns;
+      if (incremental) {
+        rr.cursor_column = settings.cursor_column;
+        rr.after = watermark;
+      }
+      rr.batch_rows = job.batch_rows;
+      auto rres = src.read(rr, [&](schema::row_batch&& b) {
+        staged.write(b);
+        return !(job.cancel && job.cancel->load(std::memory_order_relaxed));
+      });
+      if (job.cancel && job.cancel->load(std::memory_order_relaxed))
+        throw std::runtime_error("stopped by the user before commit; the target is unchanged");
+      staged.finish();
+      staged_watermark = incremental && rres.max_cursor ? rres.max_cursor : watermark;
+      load_from = staged.path();
+      auto verdict = job.gate(plan.read_columns, false);
+      out.gate_detail = std::move(verdict.detail);
+      if (!verdict.proceed) {
+        out.status = table_status::failed;
+        out.error_code = verdict.error_code;
+        out.error = verdict.error;
+        out.staged = staged_output{staged.path().string(), staged.rows(), staged_watermark,
+                                   plan.read_columns};
+        return out;
+      }
+    }
+
     if (!plan.ddl.empty())
       wh.execute(plan.ddl);
 
@@ -125,6 +182,36 @@ table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table
     if (incremental)
       req.commit_token = watermark.value_or("");
     auto writer = wh.begin_load(req);
+
+    const auto coerced = columns_to_coerce(plan.read_columns, plan.load_columns);
+    if (load_from) {
+      // Load the staged rows; nothing is read from the source again.
+      read_staged(*load_from, job.batch_rows, [&](schema::row_batch&& batch) {
+        if (job.cancel && job.cancel->load(std::memory_order_relaxed))
+          throw std::runtime_error("stopped by the user before commit; the target is unchanged");
+        if (!coerced.empty())
+          coerce_batch(batch, plan.read_columns, plan.load_columns, coerced);
+        writer->write(batch);
+        if (job.rows_progress)
+          job.rows_progress->fetch_add(batch.rows(), std::memory_order_relaxed);
+        return true;
+      });
+      if (incremental && staged_watermark)
+        writer->set_commit_token(*staged_watermark);
+      writer->commit();
+      out.rows = writer->rows();
+      out.status = table_status::copied;
+      if (incremental)
+        out.new_watermark = staged_watermark;
+      // This run's own staged file is spent; a reused one is removed by the caller
+      // after the state commit (its StagedEntry points at it until then).
+      if (!job.reuse) {
+        std::error_code ec;
+        std::filesystem::remove(*load_from, ec);
+        std::filesystem::remove(load_from->parent_path(), ec);  // the run's directory, if empty
+      }
+      return out;
+    }
 
     change_queue queue(job.queue_batches);
     sources::read_result read_result;
@@ -148,7 +235,6 @@ table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table
     });
 
     std::optional<std::string> max_cursor = watermark;
-    const auto coerced = columns_to_coerce(plan.read_columns, plan.load_columns);
     try {
       while (auto batch = queue.pop()) {
         if (job.cancel && job.cancel->load(std::memory_order_relaxed))
@@ -177,6 +263,10 @@ table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table
     out.status = table_status::copied;
     if (incremental)
       out.new_watermark = max_cursor;
+  } catch (const staging_error& e) {
+    out.status = table_status::failed;
+    out.error_code = "FLT-R004";
+    out.error = e.what();
   } catch (const sources::source_error& e) {
     out.status = table_status::failed;
     out.error_code = "FLT-R002";

@@ -2,8 +2,10 @@
 /// The copy of one table: describe the target, plan, run the DDL, stream the rows
 /// through the table's change queue, commit. Blocking: runs only in I/O actors.
 
+#include <any>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +15,32 @@
 #include "sources/source.hpp"
 
 namespace flotilla::engine {
+
+/// The source-drift gate's answer for one table (seed 004), given the staged data.
+struct drift_gate_result {
+  bool proceed = true;     ///< false: the table fails before any target is written
+  std::string error_code;  ///< when !proceed: "FLT-D001"
+  std::string error;
+  std::any detail;  ///< the caller's own verdict, handed back in table_outcome::gate_detail
+};
+
+/// Called once a table's rows are staged, before its target is touched. `staged` is the
+/// schema of the staged data; `reused` says it was staged by an earlier run (retry).
+using drift_gate = std::function<drift_gate_result(const schema::table_schema& staged, bool reused)>;
+
+/// Staged data an earlier run kept (StagedEntry), for `flotilla retry`.
+struct staged_input {
+  std::string path;                      ///< engine/staging.hpp file
+  std::optional<std::string> watermark;  ///< the cursor value the staged rows reach
+};
+
+/// Staged data kept because the gate failed the table.
+struct staged_output {
+  std::string path;
+  std::uint64_t rows = 0;
+  std::optional<std::string> watermark;
+  schema::table_schema columns;
+};
 
 struct table_job {
   std::string source_name;
@@ -27,6 +55,13 @@ struct table_job {
   std::atomic<std::uint64_t>* rows_progress = nullptr;
   /// Set by Ctrl-C: the copy stops before its commit and rolls back. May be null.
   const std::atomic<bool>* cancel = nullptr;
+  /// Set: the rows are staged in `staging_path` first and the gate decides whether they
+  /// load (on_source_drift = warn | fail). Unset: rows stream straight to the target.
+  drift_gate gate;
+  std::string staging_path;
+  /// Set (retry): load this staged data instead of extracting; `gate` is then asked with
+  /// reused = true.
+  std::optional<staged_input> reuse;
 };
 
 enum class table_status { copied, pruned, failed, skipped, held };
@@ -39,6 +74,9 @@ struct table_outcome {
   std::string error_code;
   std::optional<table_plan> plan;
   std::optional<std::string> new_watermark;  ///< to record after the target commit
+  std::any gate_detail;                  ///< what the drift gate returned, when it ran
+  std::optional<staged_output> staged;   ///< the gate failed the table: its data is kept here
+  bool reused_staged = false;            ///< the rows came from an earlier run's staged data
 };
 
 /// Plans the table against the live target, without changing anything.

@@ -1,0 +1,282 @@
+// Seed 004 end to end: `on_source_drift` in real runs (SQLite and CSV sources into
+// DuckDB), `flotilla schema accept` and `flotilla retry` reusing staged data.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/core.h>
+
+#include "tests/cli/harness.hpp"
+
+using namespace flotilla::test;
+
+namespace {
+
+struct shop {
+  workdir w;
+
+  explicit shop(const std::string& policy, const std::string& extra = "") {
+    sqlite_exec(w.file("shop.db"),
+                "CREATE TABLE orders (id INTEGER PRIMARY KEY, amount BIGINT);"
+                "INSERT INTO orders VALUES (1, 10), (2, 20);"
+                "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT);"
+                "INSERT INTO customers VALUES (1, 'Ada');");
+    config(policy, extra);
+  }
+  void config(const std::string& policy, const std::string& extra = "") const {
+    w.write("flotilla.toml",
+            fmt::format("[project]\nname = \"acme\"\non_source_drift = \"{}\"\n\n"
+                        "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\nschema = \"raw\"\n\n"
+                        "[sources.shop]\nadapter = \"sqlite\"\npath = \"shop.db\"\ntarget = \"wh\"\n"
+                        "include = [\"*\"]\n{}\n",
+                        policy, extra));
+  }
+  void source(const std::string& sql) const { sqlite_exec(w.file("shop.db"), sql); }
+  std::vector<std::vector<std::string>> target(const std::string& sql) const {
+    return duckdb_query(w.file("wh.duckdb"), sql);
+  }
+  std::size_t staged_files() const {
+    std::size_t n = 0;
+    auto dir = w.path() / ".flotilla" / "staged";
+    if (std::filesystem::exists(dir))
+      for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+        n += e.is_regular_file() ? 1 : 0;
+    return n;
+  }
+  /// Every event of every run, in file order per run.
+  std::vector<nlohmann::json> events_of(const std::string& run_id) const {
+    std::vector<nlohmann::json> out;
+    std::ifstream in(w.path() / ".flotilla" / "runs" / run_id / "events.ndjson");
+    for (std::string line; std::getline(in, line);)
+      out.push_back(nlohmann::json::parse(line));
+    return out;
+  }
+};
+
+std::size_t count_type(const std::vector<nlohmann::json>& events, const std::string& type) {
+  std::size_t n = 0;
+  for (const auto& e : events)
+    n += e["type"] == type ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("on_source_drift = ignore is a true no-op: no staging, no baseline, no event") {
+  shop s("ignore");
+  auto run = flotilla_json(s.w, {"run"});
+  REQUIRE(run["status"] == "success");
+  s.source("ALTER TABLE orders ADD COLUMN note TEXT");
+  run = flotilla_json(s.w, {"run"});
+  REQUIRE(run["status"] == "success");
+  CHECK(run["source_drift"]["tables_checked"] == 0);
+  CHECK_FALSE(find_table(run, "raw.orders")->contains("source_drift"));
+  CHECK_FALSE(std::filesystem::exists(s.w.path() / ".flotilla" / "staged"));
+  CHECK(count_type(s.events_of(run["run_id"]), "source_drift_detected") == 0);
+  auto accept = run_flotilla(s.w, {"schema", "accept"});
+  CHECK(accept.exit_code == 0);
+  CHECK(accept.out == "nothing to accept\n");
+}
+
+TEST_CASE("warn: the first run seeds silently; a change warns every run until accepted") {
+  shop s("warn", "prune_unchanged = true");
+  auto first = run_flotilla(s.w, {"run", "--output", "json"});
+  REQUIRE(first.exit_code == 0);
+  CHECK(first.err.find("source drift") == std::string::npos);
+  auto j1 = nlohmann::json::parse(first.out);
+  CHECK((*find_table(j1, "raw.orders"))["source_drift"]["decision"] == "seed");
+  CHECK(count_type(s.events_of(j1["run_id"]), "source_drift_detected") == 0);
+
+  s.source("ALTER TABLE orders ADD COLUMN note TEXT; INSERT INTO orders VALUES (3, 30, 'x')");
+  for (int round = 0; round < 2; ++round) {
+    auto r = run_flotilla(s.w, {"run", "--output", "json"});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);  // warn never fails a run
+    CHECK(r.err.find("warning: source drift on shop.orders: column 'note' added TEXT") !=
+          std::string::npos);
+    CHECK(r.err.find("flotilla schema accept shop.orders") != std::string::npos);
+    auto j = nlohmann::json::parse(r.out);
+    const auto& orders = *find_table(j, "raw.orders");
+    CHECK(orders["status"] == "copied");  // not pruned: the warning repeats
+    CHECK(orders["source_drift"]["decision"] == "warn");
+    CHECK(orders["source_drift"]["changes"][0]["kind"] == "added");
+    CHECK(orders["source_drift"]["changes"][0]["column"] == "note");
+    if (round == 1)  // unchanged since the previous run
+      CHECK((*find_table(j, "raw.customers"))["status"] == "pruned");
+    auto events = s.events_of(j["run_id"]);
+    REQUIRE(count_type(events, "source_drift_detected") == 1);
+    for (const auto& e : events)
+      if (e["type"] == "source_drift_detected") {
+        CHECK(e["source"] == "shop");
+        CHECK(e["table"] == "orders");
+        CHECK(e["source_drift_detected"]["policy"] == "warn");
+        CHECK(e["source_drift_detected"]["observed"].size() == 3);
+        CHECK(e["source_drift_detected"]["baseline_run_id"] == j1["run_id"]);
+      }
+  }
+  CHECK(s.target("SELECT count(*) FROM raw.orders")[0][0] == "3");
+
+  auto accept = run_flotilla(s.w, {"schema", "accept"});
+  CHECK(accept.exit_code == 0);
+  CHECK(accept.out == "shop.orders: column 'note' added TEXT\naccepted 1 schema change(s)\n");
+
+  auto after = run_flotilla(s.w, {"run", "--output", "json"});
+  REQUIRE(after.exit_code == 0);
+  CHECK(after.err.find("source drift") == std::string::npos);
+  auto ja = nlohmann::json::parse(after.out);
+  CHECK((*find_table(ja, "raw.orders"))["status"] == "pruned");
+  CHECK(run_flotilla(s.w, {"schema", "accept"}).out == "nothing to accept\n");
+}
+
+TEST_CASE("fail -> schema accept -> retry loads the staged data without extracting again") {
+  shop s("fail");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
+  s.source("ALTER TABLE orders ADD COLUMN amount_text VARCHAR(20);"
+           "INSERT INTO orders VALUES (3, 30, 'thirty')");
+
+  int code = 0;
+  auto failed = flotilla_json(s.w, {"run"}, &code);
+  CHECK(code == 1);
+  CHECK(failed["status"] == "partial");
+  const auto& orders = *find_table(failed, "raw.orders");
+  CHECK(orders["status"] == "failed");
+  CHECK(orders["error_code"] == "FLT-D001");
+  const std::string error = orders["error"];
+  CHECK(error.find("shop.orders") != std::string::npos);
+  CHECK(error.find("column 'amount_text' added VARCHAR(20)") != std::string::npos);
+  CHECK(error.find("flotilla schema accept shop.orders") != std::string::npos);
+  CHECK((*find_table(failed, "raw.customers"))["status"] == "copied");
+  // Nothing reached the target: old shape, old rows. The staged data is kept.
+  CHECK(s.target("SELECT count(*) FROM raw.orders")[0][0] == "2");
+  CHECK(s.target("SELECT count(*) FROM information_schema.columns WHERE table_schema = 'raw' "
+                 "AND table_name = 'orders'")[0][0] == "2");
+  CHECK(s.staged_files() == 1);
+  CHECK(count_type(s.events_of(failed["run_id"]), "source_drift_detected") == 1);
+
+  // Retrying before accepting fails again, and loads nothing.
+  auto again = flotilla_json(s.w, {"retry"}, &code);
+  CHECK(code == 1);
+  CHECK((*find_table(again, "raw.orders"))["error_code"] == "FLT-D001");
+  CHECK(again["retry_of"] == failed["run_id"]);
+  CHECK(again["tables"].size() == 1);  // only the failed table
+  CHECK(s.target("SELECT count(*) FROM raw.orders")[0][0] == "2");
+
+  auto accept = run_flotilla(s.w, {"schema", "accept", "shop.orders"});
+  CHECK(accept.exit_code == 0);
+  CHECK(accept.out ==
+        "shop.orders: column 'amount_text' added VARCHAR(20)\naccepted 1 schema change(s)\n");
+
+  // The source moves on; the retry must load what was staged, not this.
+  s.source("INSERT INTO orders VALUES (4, 40, 'forty')");
+  auto retry = flotilla_json(s.w, {"retry"}, &code);
+  CHECK(code == 0);
+  CHECK(retry["status"] == "success");
+  REQUIRE(retry["tables"].size() == 1);
+  const auto& r = retry["tables"][0];
+  CHECK(r["status"] == "copied");
+  CHECK(r["reused_staged"] == true);
+  CHECK(r["rows"] == 3);
+  CHECK(s.target("SELECT count(*), max(amount_text) FROM raw.orders")[0] ==
+        std::vector<std::string>{"3", "thirty"});
+  CHECK(s.staged_files() == 0);
+  auto events = s.events_of(retry["run_id"]);
+  REQUIRE_FALSE(events.empty());
+  CHECK(events.front()["run_started"]["command"] == "retry");
+  CHECK(events.front()["run_started"]["retry_of"] == again["run_id"]);
+
+  // Nothing is left to retry; the next run picks up the newer row.
+  auto none = run_flotilla(s.w, {"retry"});
+  CHECK(none.exit_code == 0);
+  CHECK(none.out.find("nothing to retry") != std::string::npos);
+  auto next = flotilla_json(s.w, {"run"});
+  CHECK(next["status"] == "success");
+  CHECK(s.target("SELECT count(*) FROM raw.orders")[0][0] == "4");
+}
+
+TEST_CASE("seed 004 edge case: a warn retry reusing staged data leaves accept nothing to read") {
+  shop s("fail");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
+  s.source("ALTER TABLE orders ADD COLUMN note TEXT");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "partial");
+  s.config("warn");
+  auto retry = flotilla_json(s.w, {"retry"});
+  CHECK(retry["status"] == "success");
+  CHECK(retry["tables"][0]["reused_staged"] == true);
+  CHECK_FALSE(retry["tables"][0].contains("source_drift"));
+  auto accept = run_flotilla(s.w, {"schema", "accept", "shop.orders"});
+  CHECK(accept.exit_code == 2);
+  CHECK(accept.err.find("FLT-D002") != std::string::npos);
+  // A fresh run observes again, and accept then has something to promote.
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
+  CHECK(run_flotilla(s.w, {"schema", "accept", "shop.orders"}).out ==
+        "shop.orders: column 'note' added TEXT\naccepted 1 schema change(s)\n");
+}
+
+TEST_CASE("a changed read shape reseeds silently; an incremental watermark does not") {
+  shop s("warn");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
+  // A cursor column changes the pushed-down filter: the read changed, not the source.
+  s.config("warn", "[sources.shop.tables.orders]\ncursor_column = \"id\"\n");
+  s.source("ALTER TABLE orders ADD COLUMN note TEXT; INSERT INTO orders VALUES (3, 30, 'x')");
+  auto r = run_flotilla(s.w, {"run", "--output", "json"});
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.find("source drift") == std::string::npos);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK((*find_table(j, "raw.orders"))["source_drift"]["decision"] == "reseed");
+  // Incremental runs with a new watermark each time keep the same hash.
+  s.source("INSERT INTO orders VALUES (4, 40, 'y')");
+  j = flotilla_json(s.w, {"run"});
+  CHECK((*find_table(j, "raw.orders"))["source_drift"]["decision"] == "unchanged");
+  CHECK(s.target("SELECT count(*) FROM raw.orders")[0][0] == "4");
+}
+
+TEST_CASE("fail on an incremental table: retry commits the staged rows and their watermark") {
+  shop s("fail", "[sources.shop.tables.orders]\ncursor_column = \"id\"\nunique_key = [\"id\"]\n");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
+  s.source("ALTER TABLE orders ADD COLUMN note TEXT; INSERT INTO orders VALUES (3, 30, 'x')");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "partial");
+  REQUIRE(run_flotilla(s.w, {"schema", "accept"}).exit_code == 0);
+  auto retry = flotilla_json(s.w, {"retry"});
+  CHECK(retry["status"] == "success");
+  CHECK(retry["tables"][0]["rows"] == 1);  // only the row past the watermark was staged
+  CHECK(s.target("SELECT count(*) FROM raw.orders")[0][0] == "3");
+  // The watermark moved with the staged rows: the next run reads nothing twice.
+  s.source("INSERT INTO orders VALUES (4, 40, 'y')");
+  auto next = flotilla_json(s.w, {"run"});
+  CHECK((*find_table(next, "raw.orders"))["rows"] == 1);
+  CHECK(s.target("SELECT count(*), count(DISTINCT id) FROM raw.orders")[0] ==
+        std::vector<std::string>{"4", "4"});
+}
+
+TEST_CASE("CSV datasets: the inferred schema is the observed schema") {
+  workdir w;
+  std::filesystem::create_directories(w.path() / "files");
+  w.write("files/leads.csv", "id,email\n1,a@example.com\n2,b@example.com\n");
+  w.write("flotilla.toml",
+          "[project]\non_source_drift = \"fail\"\n\n[targets.wh]\ndialect = \"duckdb\"\n"
+          "path = \"wh.duckdb\"\nschema = \"raw\"\n\n[sources.crm]\nadapter = \"csv\"\n"
+          "path = \"files\"\ntarget = \"wh\"\ninclude = [\"*\"]\n");
+  REQUIRE(flotilla_json(w, {"run"})["status"] == "success");
+  w.write("files/leads.csv", "id,email,score\n1,a@example.com,0.5\n2,b@example.com,1.5\n");
+  int code = 0;
+  auto j = flotilla_json(w, {"run"}, &code);
+  CHECK(code == 1);
+  const auto& leads = *find_table(j, "raw.leads");
+  CHECK(leads["error_code"] == "FLT-D001");
+  CHECK(leads["source_drift"]["changes"][0]["column"] == "score");
+  CHECK(leads["source_drift"]["changes"][0]["kind"] == "added");
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM information_schema.columns WHERE "
+                                          "table_name = 'leads'")[0][0] == "2");
+}
+
+TEST_CASE("a dataset with declared columns is skipped by the gate") {
+  shop s("fail", "[sources.shop.tables.orders]\ncolumns = { id = \"bigint\", amount = \"bigint\" }\n");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
+  s.source("ALTER TABLE orders ADD COLUMN note TEXT");
+  auto j = flotilla_json(s.w, {"run"});
+  CHECK(j["status"] == "success");
+  CHECK_FALSE(find_table(j, "raw.orders")->contains("source_drift"));
+  CHECK(find_table(j, "raw.customers")->contains("source_drift"));
+}
