@@ -773,6 +773,39 @@ status state_store::remove_hold(std::string_view target, std::string_view table)
   return {};
 }
 
+namespace {
+
+/// 'v' target NUL table: a hold's review note (put_hold_review).
+std::string hold_review_key(std::string_view target, std::string_view table) {
+  std::string key(1, 'v');
+  key.append(target);
+  key.push_back('\0');
+  key.append(table);
+  return key;
+}
+
+}  // namespace
+
+status state_store::put_hold_review(std::string_view target, std::string_view table,
+                                    const pb::HoldRecord& hold, std::string_view note) {
+  if (auto ok = check_hold_names(target, table); !ok)
+    return ok;
+  auto& st = *impl_;
+  std::lock_guard lock(st.holds_mu);
+  rocksdb::WriteBatch batch;
+  auto record_key = keys::hold_record(target, table);
+  (void)batch.Put(st.handle(family::holds), record_key, hold.SerializeAsString());
+  (void)batch.Put(st.handle(family::holds), hold_review_key(target, table), slice(note));
+  return st.write(batch, "write", family::holds, record_key);
+}
+
+result<std::optional<std::string>> state_store::get_hold_review(std::string_view target,
+                                                                std::string_view table) const {
+  if (auto ok = check_hold_names(target, table); !ok)
+    return std::unexpected(std::move(ok.error()));
+  return impl_->get(family::holds, hold_review_key(target, table), nullptr);
+}
+
 result<std::uint64_t> state_store::append_held_changes(std::string_view target,
                                                        std::string_view table,
                                                        std::span<const pb::HeldChange> changes) {

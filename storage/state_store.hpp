@@ -267,6 +267,16 @@ class state_store {
   [[nodiscard]] result<std::uint64_t> held_change_count(std::string_view target,
                                                         std::string_view table) const;
 
+  /// Writes the hold record and, in the same batch, its review note: the bookkeeping of
+  /// the review's decisions (cdc/review.hpp), opaque bytes kept under
+  /// 'v' target NUL table in the `holds` family. remove_hold leaves the note; a note
+  /// names the hold it belongs to, so a later hold never reads a stale one as its own.
+  [[nodiscard]] status put_hold_review(std::string_view target, std::string_view table,
+                                       const pb::HoldRecord& hold, std::string_view note);
+  /// The review note last written with put_hold_review; nullopt when none was.
+  [[nodiscard]] result<std::optional<std::string>> get_hold_review(std::string_view target,
+                                                                   std::string_view table) const;
+
  private:
   struct impl;
   explicit state_store(std::unique_ptr<impl> p);
