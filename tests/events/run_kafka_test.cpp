@@ -96,3 +96,47 @@ TEST_CASE("a run whose broker is down reports it, keeps the events, and the next
   REQUIRE(runs.size() == 2);
   CHECK(runs[0] == first_run);  // the backlog went out first
 }
+
+TEST_CASE("drift events reach Kafka in order per table, with the table's other events") {
+  temp_dir dir;
+  mock_kafka kafka("flotilla.events", 3);
+  const auto db = dir.path() / "app.db";
+  auto sql = [&](const std::string& s) {
+    REQUIRE(std::system(fmt::format("sqlite3 '{}' \"{}\"", db.string(), s).c_str()) == 0);
+  };
+  sql("CREATE TABLE orders (id INTEGER PRIMARY KEY, total BIGINT); INSERT INTO orders VALUES (1, 2);"
+      "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO customers VALUES (1, 'Ada');");
+  std::ofstream(dir.path() / "flotilla.toml")
+      << fmt::format("[project]\non_source_drift = \"warn\"\n"
+                     "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                     "[sources.app]\nadapter = \"sqlite\"\npath = \"app.db\"\n"
+                     "[events.kafka]\nbrokers = \"{}\"\ntopic = \"flotilla.events\"\nformat = \"json\"\n",
+                     kafka.bootstraps());
+  REQUIRE(run_in(dir.path(), "run") == 0);  // seeds the baselines: no drift event
+  sql("ALTER TABLE orders ADD COLUMN note TEXT; INSERT INTO orders VALUES (2, 3, 'x');");
+  REQUIRE(run_in(dir.path(), "run") == 0);  // warn: the run succeeds
+
+  // run 1: 6 events; run 2: run_started, orders x 4, customers x 2, run_finished
+  auto messages = consume(kafka.bootstraps(), "flotilla.events", 3, 14);
+  REQUIRE(messages.size() == 14);
+  std::map<std::string, std::vector<std::string>> by_key;
+  nlohmann::json drift;
+  for (const auto& m : messages) {
+    auto e = nlohmann::json::parse(m.value);
+    by_key[m.key].push_back(e["type"].get<std::string>());
+    if (e["type"] == "source_drift_detected")
+      drift = e;
+  }
+  CHECK(by_key["app.orders"] ==
+        std::vector<std::string>{"table_started", "table_finished", "table_started", "schema_action",
+                                 "source_drift_detected", "table_finished"});
+  CHECK(by_key["app.customers"] == std::vector<std::string>{"table_started", "table_finished",
+                                                            "table_started", "table_finished"});
+  REQUIRE(drift.is_object());
+  const auto& d = drift["source_drift_detected"];
+  CHECK(d["policy"] == "warn");
+  CHECK(d["changes"].size() == 1);
+  CHECK(d["changes"][0] == nlohmann::json{{"kind", "added"}, {"column", "note"}, {"from", ""}, {"to", "text"}});
+  CHECK(d["observed"].size() == 3);
+  CHECK(d["hints_hash"].get<std::string>().size() == 16);
+}
