@@ -1,7 +1,163 @@
+// `flotilla stream`: change-data capture until Ctrl-C or SIGTERM (docs/cdc.md).
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <thread>
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "cdc/stream.hpp"
+#include "cli/fleet_builder.hpp"
 #include "cli/verbs.hpp"
+#include "storage/state_store.hpp"
 
 namespace flotilla::cli {
+namespace {
 
-verb stream_verb() { return pending_verb("stream", "change-data capture; runs until stopped"); }
+std::atomic<bool> g_stop{false};
+
+extern "C" void on_stop_signal(int) {
+  g_stop.store(true);
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+}
+
+struct stream_args {
+  std::vector<std::string> filters;
+  std::string output = "text";
+  bool reload = false;
+};
+
+/// Tables, held tables and changes/s on a terminal; quiet when piped.
+class stream_progress_line {
+ public:
+  explicit stream_progress_line(cdc::stream_progress& p) : p_(p) {
+    if (!isatty(STDERR_FILENO))
+      return;
+    thread_ = std::thread([this] {
+      std::uint64_t last = 0;
+      auto last_at = std::chrono::steady_clock::now();
+      double rate = 0;
+      while (!stop_.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        auto now = std::chrono::steady_clock::now();
+        const std::uint64_t c = p_.changes.load();
+        const double secs = std::chrono::duration<double>(now - last_at).count();
+        rate = secs > 0 ? static_cast<double>(c - last) / secs : 0;
+        last = c;
+        last_at = now;
+        fmt::print(stderr, "\r\x1b[Ktables {} ({} held)  copied {} rows  changes {}  {:.0f}/s",
+                   p_.tables.load(), p_.tables_held.load(), p_.copied_rows.load(), c, rate);
+      }
+      fmt::print(stderr, "\r\x1b[K");
+    });
+  }
+  ~stream_progress_line() {
+    stop_ = true;
+    if (thread_.joinable())
+      thread_.join();
+  }
+
+ private:
+  cdc::stream_progress& p_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+int do_stream(const global_options& g, const stream_args& a) {
+  std::vector<config::filter> filters;
+  auto project = load_or_report(g, a.filters, filters);
+  if (!project)
+    return 2;
+  auto store = open_state(*project, true);
+  if (!store)
+    return 2;
+  cdc::stream_progress progress;
+  cdc::stream_options o;
+  o.project = project;
+  o.filters = filters;
+  o.store = store.get();
+  o.run_id = new_run_id();
+  o.reload = a.reload;
+  o.cancel = &g_stop;
+  o.progress = &progress;
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  const auto started = std::chrono::steady_clock::now();
+  cdc::stream_summary summary;
+  {
+    stream_progress_line line(progress);
+    summary = cdc::run_stream(o);
+  }
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (a.output == "json") {
+    nlohmann::json j{{"run_id", o.run_id},
+                     {"status", summary.exit_code == 0 ? "stopped" : "failed"},
+                     {"changes", progress.changes.load()},
+                     {"transactions", progress.transactions.load()},
+                     {"copied_rows", progress.copied_rows.load()},
+                     {"seconds", secs}};
+    nlohmann::json sources = nlohmann::json::array();
+    for (const auto& s : summary.sources) {
+      nlohmann::json tables = nlohmann::json::array();
+      for (const auto& t : s.tables)
+        tables.push_back({{"table", t.target},
+                          {"source_table", t.table},
+                          {"state", t.state},
+                          {"changes", t.changes},
+                          {"copied_rows", t.copied_rows}});
+      sources.push_back({{"source", s.source},
+                         {"slot", s.slot},
+                         {"position", s.position},
+                         {"status", s.status},
+                         {"error", s.error ? nlohmann::json(*s.error) : nlohmann::json(nullptr)},
+                         {"tables", tables}});
+    }
+    j["sources"] = sources;
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    for (const auto& s : summary.sources) {
+      if (s.error)
+        fmt::print(stderr, "{}\n", *s.error);
+      if (!s.source.empty())
+        fmt::print("source {}  slot {}  position {}  {}\n", s.source, s.slot, s.position,
+                   s.status);
+      for (const auto& t : s.tables)
+        if (t.state != "streaming")
+          fmt::print("  {}  {}\n", t.state, t.target);
+    }
+    fmt::print("Stream {}: {} changes in {} transactions, {} rows copied, {:.1f} s\n", o.run_id,
+               progress.changes.load(), progress.transactions.load(), progress.copied_rows.load(),
+               secs);
+  }
+  return summary.exit_code;
+}
+
+}  // namespace
+
+verb stream_verb() {
+  auto args = std::make_shared<stream_args>();
+  auto sub = std::make_shared<CLI::App*>(nullptr);
+  auto glob = std::make_shared<global_options*>(nullptr);
+  return verb{
+      [=](CLI::App& app, global_options& g) {
+        *glob = &g;
+        auto* s = app.add_subcommand("stream", "change-data capture; runs until stopped");
+        s->add_option("--filter", args->filters, "select tables: tag=value, source=..., table=...");
+        s->add_option("--output", args->output, "text or json (final summary)")
+            ->check(CLI::IsMember({"text", "json"}));
+        s->add_flag("--reload", args->reload,
+                    "clear every hold and copy every table again from a fresh snapshot");
+        *sub = s;
+      },
+      [=] { return *sub && (*sub)->parsed(); },
+      [=] { return do_stream(**glob, *args); }};
+}
 
 }  // namespace flotilla::cli

@@ -1,0 +1,288 @@
+#include "cdc/apply.hpp"
+
+#include <fmt/format.h>
+
+#include "sources/copy_text.hpp"
+#include "sources/values.hpp"
+
+namespace flotilla::cdc {
+namespace {
+
+using schema::type_kind;
+
+std::string key_text(const row_layout& l, const tuple& row) {
+  std::string k;
+  for (std::size_t i : l.key) {
+    const auto& v = i < row.size() ? row[i] : tuple_value{};
+    if (v.type == tuple_value::kind::text) {
+      k += fmt::format("{}:", v.text.size());
+      k += v.text;
+    } else {
+      k += "N";
+    }
+    k += '\x1f';
+  }
+  return k;
+}
+
+bool has_unchanged(const tuple& row) {
+  for (const auto& v : row)
+    if (v.type == tuple_value::kind::unchanged)
+      return true;
+  return false;
+}
+
+// Fills `row`'s unchanged values from `base`; true when none is left unchanged.
+bool fill_unchanged(tuple& row, const tuple& base) {
+  bool complete = true;
+  for (std::size_t i = 0; i < row.size(); ++i)
+    if (row[i].type == tuple_value::kind::unchanged) {
+      if (i < base.size() && base[i].type != tuple_value::kind::unchanged)
+        row[i] = base[i];
+      else
+        complete = false;
+    }
+  return complete;
+}
+
+std::string hex_of(std::string_view raw) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(raw.size() * 2);
+  for (unsigned char c : raw) {
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
+
+std::string key_condition(const dialects::dialect& d, const row_layout& l,
+                          const std::vector<const tuple*>& rows) {
+  if (l.key.size() == 1) {
+    std::string in;
+    for (const tuple* r : rows) {
+      if (!in.empty())
+        in += ", ";
+      in += value_sql(d, l.types[l.key[0]], (*r)[l.key[0]]);
+    }
+    return fmt::format("{} IN ({})", d.quote(l.names[l.key[0]]), in);
+  }
+  std::string out;
+  for (const tuple* r : rows) {
+    if (!out.empty())
+      out += " OR ";
+    out += "(";
+    for (std::size_t j = 0; j < l.key.size(); ++j) {
+      std::size_t i = l.key[j];
+      out += fmt::format("{}{} = {}", j ? " AND " : "", d.quote(l.names[i]),
+                         value_sql(d, l.types[i], (*r)[i]));
+    }
+    out += ")";
+  }
+  return out;
+}
+
+constexpr std::size_t rows_per_statement = 500;
+
+}  // namespace
+
+// ---- net changes -------------------------------------------------------------------------
+
+void net_changes::insert(const tuple& row) {
+  ++changes;
+  rows[key_text(layout, row)] = entry{state::upsert, row};
+}
+
+void net_changes::update(const std::optional<tuple>& old_row, const tuple& row) {
+  ++changes;
+  const std::string key = key_text(layout, row);
+  if (old_row) {
+    const std::string old_key = key_text(layout, *old_row);
+    if (old_key != key)
+      rows[old_key] = entry{state::removed, *old_row};
+  }
+  if (!has_unchanged(row)) {
+    rows[key] = entry{state::upsert, row};
+    return;
+  }
+  auto it = rows.find(key);
+  tuple merged = row;
+  if (it != rows.end() && it->second.what != state::removed) {
+    const bool complete = fill_unchanged(merged, it->second.row);
+    it->second = entry{it->second.what == state::upsert && complete ? state::upsert : state::partial,
+                       std::move(merged)};
+    return;
+  }
+  if (old_row && fill_unchanged(merged, *old_row)) {
+    rows[key] = entry{state::upsert, std::move(merged)};
+    return;
+  }
+  rows[key] = entry{state::partial, std::move(merged)};
+}
+
+void net_changes::remove(const tuple& old_row) {
+  ++changes;
+  rows[key_text(layout, old_row)] = entry{state::removed, old_row};
+}
+
+// ---- SQL ---------------------------------------------------------------------------------
+
+std::optional<schema::value> text_value(std::string_view text, const schema::portable_type& t) {
+  using schema::value;
+  switch (t.kind) {
+    case type_kind::boolean:
+      if (text == "t" || text == "f")
+        return value::of_bool(text == "t");
+      return std::nullopt;
+    case type_kind::smallint:
+    case type_kind::int32:
+    case type_kind::bigint:
+      if (auto v = sources::parse_int64(text))
+        return value::of_int(*v);
+      return std::nullopt;
+    case type_kind::float32:
+    case type_kind::float64:
+      if (auto v = sources::parse_double(text))
+        return value::of_real(t.kind == type_kind::float32
+                                  ? static_cast<double>(static_cast<float>(*v))
+                                  : *v);
+      return std::nullopt;
+    case type_kind::decimal:
+      if (text.empty() || text[0] == 'N' || text[0] == 'I' || text.starts_with("-I"))
+        return std::nullopt;
+      return value::of_text(std::string(text));
+    case type_kind::bytes:
+      if (auto raw = sources::decode_bytea_hex(text))
+        return value::of_text(std::move(*raw));
+      return std::nullopt;
+    default: return value::of_text(std::string(text));
+  }
+}
+
+std::string value_sql(const dialects::dialect& d, const schema::portable_type& t,
+                      const tuple_value& v) {
+  if (v.type != tuple_value::kind::text)
+    return "NULL";
+  switch (t.kind) {
+    case type_kind::boolean: return v.text == "t" ? "TRUE" : "FALSE";
+    case type_kind::smallint:
+    case type_kind::int32:
+    case type_kind::bigint:
+      if (sources::parse_int64(v.text))
+        return v.text;
+      break;
+    case type_kind::bytes:
+      if (d.name() == "duckdb") {
+        if (auto raw = sources::decode_bytea_hex(v.text))
+          return fmt::format("from_hex({})", d.literal(hex_of(*raw)));
+      }
+      break;
+    default: break;
+  }
+  return fmt::format("CAST({} AS {})", d.literal(v.text), d.physical_type(t));
+}
+
+std::vector<std::string> step_sql(const dialects::dialect& d, const dialects::table_ref& table,
+                                  const table_step& step) {
+  std::vector<std::string> out;
+  const std::string qt = d.qualified(table);
+  if (std::holds_alternative<truncate_step>(step)) {
+    out.push_back("DELETE FROM " + qt);
+    return out;
+  }
+  if (const auto* ddl = std::get_if<ddl_step>(&step))
+    return ddl->statements;
+  const auto& net = std::get<net_changes>(step);
+  const row_layout& l = net.layout;
+  std::vector<const tuple*> removed, upserts, partials;
+  for (const auto& [k, e] : net.rows) {
+    switch (e.what) {
+      case net_changes::state::removed: removed.push_back(&e.row); break;
+      case net_changes::state::upsert: upserts.push_back(&e.row); break;
+      case net_changes::state::partial: partials.push_back(&e.row); break;
+    }
+  }
+  for (std::size_t i = 0; i < removed.size(); i += rows_per_statement) {
+    std::vector<const tuple*> chunk(removed.begin() + static_cast<std::ptrdiff_t>(i),
+                                    removed.begin() + static_cast<std::ptrdiff_t>(
+                                        std::min(removed.size(), i + rows_per_statement)));
+    out.push_back(fmt::format("DELETE FROM {} WHERE {}", qt, key_condition(d, l, chunk)));
+  }
+  if (!upserts.empty()) {
+    std::string cols, keys, sets;
+    for (std::size_t c = 0; c < l.names.size(); ++c)
+      cols += (c ? ", " : "") + d.quote(l.names[c]);
+    for (std::size_t j = 0; j < l.key.size(); ++j)
+      keys += (j ? ", " : "") + d.quote(l.names[l.key[j]]);
+    for (std::size_t c = 0; c < l.names.size(); ++c) {
+      if (std::find(l.key.begin(), l.key.end(), c) != l.key.end())
+        continue;
+      sets += fmt::format("{}{} = excluded.{}", sets.empty() ? "" : ", ", d.quote(l.names[c]),
+                          d.quote(l.names[c]));
+    }
+    const std::string conflict = sets.empty() ? fmt::format("ON CONFLICT ({}) DO NOTHING", keys)
+                                              : fmt::format("ON CONFLICT ({}) DO UPDATE SET {}",
+                                                            keys, sets);
+    for (std::size_t i = 0; i < upserts.size(); i += rows_per_statement) {
+      std::string values;
+      for (std::size_t r = i; r < std::min(upserts.size(), i + rows_per_statement); ++r) {
+        values += r == i ? "(" : ", (";
+        for (std::size_t c = 0; c < l.names.size(); ++c)
+          values += (c ? ", " : "") + value_sql(d, l.types[c], (*upserts[r])[c]);
+        values += ")";
+      }
+      out.push_back(fmt::format("INSERT INTO {} ({}) VALUES {} {}", qt, cols, values, conflict));
+    }
+  }
+  for (const tuple* r : partials) {
+    std::string sets;
+    for (std::size_t c = 0; c < l.names.size(); ++c) {
+      if ((*r)[c].type == tuple_value::kind::unchanged ||
+          std::find(l.key.begin(), l.key.end(), c) != l.key.end())
+        continue;
+      sets += fmt::format("{}{} = {}", sets.empty() ? "" : ", ", d.quote(l.names[c]),
+                          value_sql(d, l.types[c], (*r)[c]));
+    }
+    if (!sets.empty())
+      out.push_back(
+          fmt::format("UPDATE {} SET {} WHERE {}", qt, sets, key_condition(d, l, {r})));
+  }
+  return out;
+}
+
+// ---- positions ---------------------------------------------------------------------------
+
+dialects::table_ref positions_table() { return {"", "_flotilla", "cdc_positions"}; }
+
+std::vector<std::string> positions_table_ddl(const dialects::dialect& d) {
+  return {d.create_schema("_flotilla"),
+          fmt::format("CREATE TABLE IF NOT EXISTS {} ({} VARCHAR NOT NULL, {} VARCHAR NOT NULL, "
+                      "{} VARCHAR NOT NULL, {} VARCHAR NOT NULL, {} VARCHAR)",
+                      d.qualified(positions_table()), d.quote("slot"), d.quote("source_table"),
+                      d.quote("lsn"), d.quote("lsn_text"), d.quote("columns"))};
+}
+
+std::vector<std::string> positions_sql(const dialects::dialect& d, const std::string& slot,
+                                       const std::map<std::string, applied_position>& tables) {
+  if (tables.empty())
+    return {};
+  std::string names, values;
+  for (const auto& [t, at] : tables) {
+    names += (names.empty() ? "" : ", ") + d.literal(t);
+    values += fmt::format("{}({}, {}, {}, {}, {})", values.empty() ? "" : ", ", d.literal(slot),
+                          d.literal(t), d.literal(std::to_string(at.lsn)),
+                          d.literal(format_lsn(at.lsn)), d.literal(at.columns));
+  }
+  const std::string qt = d.qualified(positions_table());
+  return {fmt::format("DELETE FROM {} WHERE {} = {} AND {} IN ({})", qt, d.quote("slot"),
+                      d.literal(slot), d.quote("source_table"), names),
+          fmt::format("INSERT INTO {} VALUES {}", qt, values)};
+}
+
+std::string positions_query(const dialects::dialect& d, const std::string& slot) {
+  return fmt::format("SELECT {}, {}, {} FROM {} WHERE {} = {}", d.quote("source_table"),
+                     d.quote("lsn"), d.quote("columns"), d.qualified(positions_table()), d.quote("slot"),
+                     d.literal(slot));
+}
+
+}  // namespace flotilla::cdc

@@ -1,0 +1,246 @@
+#include "cdc/ddl_capture.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace flotilla::cdc {
+namespace {
+
+// The column list the trigger and the catalog query both produce, for the relation `rel`.
+constexpr const char* columns_expr = R"sql(
+  (SELECT jsonb_agg(jsonb_build_object(
+            'name', a.attname, 'attnum', a.attnum,
+            'type', pg_catalog.format_type(a.atttypid, a.atttypmod),
+            'not_null', a.attnotnull,
+            'key', coalesce(a.attnum = ANY (i.indkey), false),
+            'default', pg_catalog.pg_get_expr(d.adbin, d.adrelid),
+            'has_missing', a.atthasmissing,
+            'missing', CASE WHEN a.atthasmissing THEN a.attmissingval::text END)
+          ORDER BY a.attnum)
+     FROM pg_catalog.pg_attribute a
+     LEFT JOIN pg_catalog.pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
+     LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+    WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped))sql";
+
+}  // namespace
+
+std::vector<std::string> install_ddl_capture_sql() {
+  std::vector<std::string> out;
+  out.push_back("CREATE SCHEMA IF NOT EXISTS _flotilla");
+  out.push_back(R"sql(CREATE TABLE IF NOT EXISTS _flotilla.ddl_log (
+    id bigserial PRIMARY KEY,
+    logged_at timestamptz NOT NULL DEFAULT now(),
+    command_tag text NOT NULL,
+    object_type text,
+    object_identity text,
+    relid oid,
+    schema_name text,
+    table_name text,
+    ddl text,
+    dropped boolean NOT NULL DEFAULT false,
+    columns jsonb))sql");
+  out.push_back(fmt::format(R"sql(CREATE OR REPLACE FUNCTION _flotilla.capture_ddl()
+RETURNS event_trigger LANGUAGE plpgsql AS $fn$
+DECLARE
+  r record;
+  rel oid;
+BEGIN
+  IF TG_EVENT = 'sql_drop' THEN
+    FOR r IN SELECT * FROM pg_catalog.pg_event_trigger_dropped_objects()
+              WHERE object_type = 'table' AND original AND schema_name <> '_flotilla' LOOP
+      INSERT INTO _flotilla.ddl_log (command_tag, object_type, object_identity, relid,
+                                     schema_name, table_name, ddl, dropped)
+      VALUES (TG_TAG, r.object_type, r.object_identity, r.objid, r.schema_name,
+              r.object_name, current_query(), true);
+    END LOOP;
+    RETURN;
+  END IF;
+  FOR r IN SELECT * FROM pg_catalog.pg_event_trigger_ddl_commands()
+            WHERE object_type IN ('table', 'table column', 'index') LOOP
+    IF r.object_type = 'index' THEN
+      SELECT indrelid INTO rel FROM pg_catalog.pg_index WHERE indexrelid = r.objid;
+    ELSE
+      rel := r.objid;
+    END IF;
+    IF rel IS NULL OR r.schema_name = '_flotilla' THEN
+      CONTINUE;
+    END IF;
+    INSERT INTO _flotilla.ddl_log (command_tag, object_type, object_identity, relid,
+                                   schema_name, table_name, ddl, dropped, columns)
+    SELECT TG_TAG, r.object_type, r.object_identity, c.oid, n.nspname, c.relname,
+           current_query(), false, {}
+      FROM pg_catalog.pg_class c
+      JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+     WHERE c.oid = rel AND c.relkind IN ('r', 'p');
+  END LOOP;
+END
+$fn$)sql",
+                            columns_expr));
+  out.push_back(R"sql(DO $do$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_event_trigger WHERE evtname = 'flotilla_ddl_end') THEN
+    CREATE EVENT TRIGGER flotilla_ddl_end ON ddl_command_end
+      EXECUTE FUNCTION _flotilla.capture_ddl();
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_event_trigger WHERE evtname = 'flotilla_ddl_drop') THEN
+    CREATE EVENT TRIGGER flotilla_ddl_drop ON sql_drop
+      EXECUTE FUNCTION _flotilla.capture_ddl();
+  END IF;
+END
+$do$)sql");
+  return out;
+}
+
+std::string catalog_columns_sql(const std::vector<std::string>& qualified_names) {
+  std::string list;
+  for (const auto& q : qualified_names) {
+    if (!list.empty())
+      list += ", ";
+    std::string lit = "'";
+    for (char ch : q) {
+      if (ch == '\'')
+        lit += '\'';
+      lit += ch;
+    }
+    list += lit + "'";
+  }
+  return fmt::format(
+      "SELECT c.oid::text, n.nspname, c.relname, {}::text FROM pg_catalog.pg_class c "
+      "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+      "WHERE c.relkind IN ('r', 'p') AND (n.nspname || '.' || c.relname) IN ({})",
+      columns_expr, list.empty() ? "NULL" : list);
+}
+
+std::vector<source_column> parse_columns_json(std::string_view json) {
+  std::vector<source_column> out;
+  auto j = nlohmann::json::parse(json, nullptr, false);
+  if (!j.is_array())
+    return out;
+  for (const auto& c : j) {
+    source_column s;
+    s.name = c.value("name", "");
+    s.attnum = c.value("attnum", 0);
+    s.type = c.value("type", "");
+    s.not_null = c.value("not_null", false);
+    s.key = c.value("key", false);
+    if (c.contains("default") && c["default"].is_string())
+      s.default_expr = c["default"].get<std::string>();
+    s.has_missing = c.value("has_missing", false);
+    if (c.contains("missing") && c["missing"].is_string()) {
+      // attmissingval is a one-element array: "{5}" or "{\"a b\"}".
+      std::string m = c["missing"].get<std::string>();
+      if (m.size() >= 2 && m.front() == '{' && m.back() == '}')
+        m = m.substr(1, m.size() - 2);
+      if (m == "NULL") {
+        s.missing_value.reset();
+      } else {
+        if (m.size() >= 2 && m.front() == '"' && m.back() == '"') {
+          std::string u;
+          for (std::size_t i = 1; i + 1 < m.size(); ++i) {
+            if (m[i] == '\\' && i + 2 < m.size())
+              ++i;
+            u += m[i];
+          }
+          m = u;
+        }
+        s.missing_value = m;
+      }
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string columns_json(const std::vector<source_column>& columns) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& c : columns) {
+    nlohmann::json o{{"name", c.name},       {"attnum", c.attnum},
+                     {"type", c.type},       {"not_null", c.not_null},
+                     {"key", c.key},         {"has_missing", c.has_missing}};
+    o["default"] = c.default_expr ? nlohmann::json(*c.default_expr) : nlohmann::json(nullptr);
+    o["missing"] = c.missing_value ? nlohmann::json("{" + *c.missing_value + "}")
+                                   : nlohmann::json(nullptr);
+    j.push_back(std::move(o));
+  }
+  return j.dump();
+}
+
+ddl_event parse_ddl_event(
+    const std::vector<std::pair<std::string, std::optional<std::string>>>& fields) {
+  ddl_event e;
+  for (const auto& [name, v] : fields) {
+    if (!v)
+      continue;
+    if (name == "id")
+      e.id = std::stoll(*v);
+    else if (name == "command_tag")
+      e.command_tag = *v;
+    else if (name == "object_type")
+      e.object_type = *v;
+    else if (name == "object_identity")
+      e.object_identity = *v;
+    else if (name == "relid")
+      e.relid = static_cast<std::uint32_t>(std::stoul(*v));
+    else if (name == "schema_name")
+      e.schema = *v;
+    else if (name == "table_name")
+      e.table = *v;
+    else if (name == "ddl")
+      e.ddl = *v;
+    else if (name == "dropped")
+      e.dropped = *v == "t";
+    else if (name == "columns")
+      e.columns = parse_columns_json(*v);
+  }
+  return e;
+}
+
+std::vector<column_diff> diff_columns(const std::vector<source_column>& before,
+                                      const std::vector<source_column>& after) {
+  std::vector<column_diff> out;
+  auto by_attnum = [](const std::vector<source_column>& cols, int attnum) -> const source_column* {
+    for (const auto& c : cols)
+      if (c.attnum == attnum)
+        return &c;
+    return nullptr;
+  };
+  bool key_dropped = false;
+  for (const auto& b : before)
+    if (!by_attnum(after, b.attnum)) {
+      out.push_back({column_diff::kind::dropped, b.name, "", &b, nullptr});
+      key_dropped = key_dropped || b.key;
+    }
+  for (const auto& b : before) {
+    const source_column* a = by_attnum(after, b.attnum);
+    if (!a)
+      continue;
+    if (a->name != b.name)
+      out.push_back({column_diff::kind::renamed, b.name, a->name, &b, a});
+    if (a->type != b.type)
+      out.push_back({column_diff::kind::retyped, a->name, a->type, &b, a});
+    if (a->not_null != b.not_null && !(a->key && !b.key))
+      out.push_back({column_diff::kind::nullability, a->name, "", &b, a});
+    if (a->default_expr != b.default_expr)
+      out.push_back({column_diff::kind::default_changed, a->name, "", &b, a});
+  }
+  for (const auto& a : after)
+    if (!by_attnum(before, a.attnum))
+      out.push_back({column_diff::kind::added, a.name, "", nullptr, &a});
+  // A key change: the key columns differ for another reason than a dropped key column.
+  std::vector<int> kb, ka;
+  for (const auto& b : before)
+    if (b.key && by_attnum(after, b.attnum))
+      kb.push_back(b.attnum);
+  for (const auto& a : after)
+    if (a.key)
+      ka.push_back(a.attnum);
+  // Dropping a key column drops the key with it: that is the drop, not a second change.
+  if (!key_dropped && kb != ka)
+    out.push_back({column_diff::kind::key_changed, "", "", nullptr, nullptr});
+  return out;
+}
+
+}  // namespace flotilla::cdc

@@ -1,0 +1,1068 @@
+#include "cdc/stream.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cdc/apply.hpp"
+#include "cdc/ddl_capture.hpp"
+#include "cdc/pg_logical.hpp"
+#include "config/selection.hpp"
+#include "sinks/warehouse.hpp"
+#include "sources/copy_text.hpp"
+#include "sources/type_mapping.hpp"
+#include "storage/state_store.hpp"
+
+namespace flotilla::cdc {
+namespace {
+
+namespace pb = storage::pb;
+using clock_type = std::chrono::steady_clock;
+
+std::int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+/// The stream stops before a change it cannot carry (seed 002 "stop").
+struct stop_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::string sanitize(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    const char l = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    out += (std::isalnum(static_cast<unsigned char>(l)) ? l : '_');
+  }
+  return out;
+}
+
+/// Slot and publication name: "flotilla_<project>_<source>", at most 63 bytes.
+std::string slot_name(const config::project& p, const config::source_config& s) {
+  std::string n = "flotilla_" + sanitize(p.name) + "_" + sanitize(s.name);
+  if (n.size() > 63) {
+    std::uint32_t h = 2166136261u;
+    for (char c : n)
+      h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
+    n = n.substr(0, 54) + fmt::format("_{:08x}", h);
+  }
+  return n;
+}
+
+row_layout layout_of(const std::vector<source_column>& cols) {
+  row_layout l;
+  for (std::size_t i = 0; i < cols.size(); ++i) {
+    l.names.push_back(cols[i].name);
+    l.types.push_back(sources::map_postgres_type(cols[i].type));
+    if (cols[i].key)
+      l.key.push_back(i);
+  }
+  return l;
+}
+
+schema::table_schema portable_of(const std::vector<source_column>& cols) {
+  schema::table_schema s;
+  for (const auto& c : cols)
+    s.columns.push_back(
+        schema::column{c.name, sources::map_postgres_type(c.type), !c.not_null, c.key});
+  return s;
+}
+
+nlohmann::json tuple_json(const tuple& t) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& v : t) {
+    if (v.type == tuple_value::kind::text)
+      a.push_back(v.text);
+    else if (v.type == tuple_value::kind::unchanged)
+      a.push_back(nlohmann::json{{"u", true}});
+    else
+      a.push_back(nullptr);
+  }
+  return a;
+}
+
+tuple json_tuple(const nlohmann::json& a) {
+  tuple t;
+  for (const auto& v : a) {
+    tuple_value x;
+    if (v.is_string()) {
+      x.type = tuple_value::kind::text;
+      x.text = v.get<std::string>();
+    } else if (v.is_object()) {
+      x.type = tuple_value::kind::unchanged;
+    }
+    t.push_back(std::move(x));
+  }
+  return t;
+}
+
+/// One captured table: its shape, where its target rows are, and whether it is held.
+/// Owned by its source's thread.
+struct table_state {
+  std::string name;  ///< "public.orders"
+  std::string key;   ///< "<source>.public.orders": store key
+  std::uint32_t relid = 0;
+  dialects::table_ref target;
+  std::vector<source_column> columns;  ///< shape as of the last change handled
+  row_layout layout;
+  lsn_t applied = 0;  ///< last source transaction applied on the target
+  enum class mode : std::uint8_t { streaming, held, removed } state = mode::streaming;
+  lsn_t hold_position = 0;  ///< held: changes at or after it are kept
+  lsn_t kept_through = 0;   ///< held: position of the last kept change
+  std::vector<std::size_t> map;  ///< relation column i -> layout index
+  std::uint64_t changes = 0;
+  std::uint64_t copied = 0;
+};
+
+/// Changes of one batch, per table, in order; committed in one target transaction.
+struct batch {
+  std::map<std::string, std::vector<table_step>> steps;  ///< by table key
+  std::map<std::string, applied_position> positions;
+  lsn_t end_lsn = 0;
+  std::uint64_t changes = 0;
+  std::uint64_t transactions = 0;
+  [[nodiscard]] bool empty() const { return transactions == 0 && steps.empty() && positions.empty(); }
+};
+
+class source_stream {
+ public:
+  source_stream(const stream_options& o, const config::source_config& s,
+                const config::target_config& t)
+      : o_(o), src_(s), tgt_(t) {
+    slot_ = slot_name(*o.project, s);
+    publication_ = slot_;
+    summary_.source = s.name;
+    summary_.slot = slot_;
+  }
+
+  source_summary run() {
+    try {
+      start();
+      loop();
+      summary_.status = "stopped";
+    } catch (const stop_error& e) {
+      summary_.status = "failed";
+      summary_.error = e.what();
+    } catch (const std::exception& e) {
+      summary_.status = "failed";
+      summary_.error = e.what();
+    }
+    summary_.position = format_lsn(confirmed_);
+    for (const auto& t : tables_) {
+      summary_.tables.push_back(
+          {src_.name, t.name, display(t.target),
+           t.state == table_state::mode::held      ? "held"
+           : t.state == table_state::mode::removed ? "removed"
+                                                   : "streaming",
+           t.changes, t.copied});
+    }
+    return std::move(summary_);
+  }
+
+ private:
+  static std::string display(const dialects::table_ref& t) {
+    return t.schema.empty() ? t.name : t.schema + "." + t.name;
+  }
+
+  [[nodiscard]] bool cancelled() const { return o_.cancel && o_.cancel->load(); }
+
+  // ---- setup ------------------------------------------------------------------------
+
+  void start() {
+    source_ = std::make_unique<pg_connection>(src_.dsn, src_.name);
+    sinks::warehouse_options wo{tgt_.name, tgt_.dialect, tgt_.path, tgt_.dsn};
+    if (tgt_.dialect != "duckdb" && tgt_.dialect != "postgres")
+      throw std::runtime_error(fmt::format(
+          "source '{}': target '{}' is {}; flotilla stream applies changes to duckdb and "
+          "postgres targets only",
+          src_.name, tgt_.name, tgt_.dialect));
+    target_ = sinks::open_warehouse(wo);
+    target_->execute(positions_table_ddl(target_->dialect()));
+    select_tables();
+
+    auto saved = o_.store->get<pb::CdcPosition>(src_.name);
+    if (!saved)
+      throw std::runtime_error(saved.error().message);
+    bool fresh = o_.reload || !*saved || (*saved)->slot() != slot_;
+    if (!fresh) {
+      auto rows = source_->query(fmt::format(
+          "SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = {}", pg_literal(slot_)));
+      if (rows.empty())
+        throw std::runtime_error(fmt::format(
+            "source '{}': replication slot '{}' no longer exists on the source, so changes "
+            "since {} are lost; run `flotilla stream --reload` to copy every table again",
+            src_.name, slot_, (*saved)->position()));
+      for (const auto& t : tables_) {
+        auto p = o_.store->get<pb::CdcPosition>(t.key);
+        if (!p)
+          throw std::runtime_error(p.error().message);
+        if (!*p)
+          throw std::runtime_error(fmt::format(
+              "source '{}': table '{}' was not captured when the stream started; the "
+              "selected tables changed, so run `flotilla stream --reload` to copy every "
+              "table again",
+              src_.name, t.name));
+      }
+    }
+    lsn_t start_at = 0;
+    replication_ = std::make_unique<replication_connection>(src_.dsn, src_.name);
+    if (fresh) {
+      start_at = setup();
+    } else {
+      start_at = parse_lsn((*saved)->position()).value_or(0);
+      load_positions();
+      load_holds();
+    }
+    confirmed_ = start_at;
+    received_ = start_at;
+    if (o_.progress)
+      o_.progress->tables += tables_.size();
+    replication_->start(slot_, start_at, publication_);
+  }
+
+  void select_tables() {
+    auto names_rows = source_->query(
+        "SELECT n.nspname || '.' || c.relname FROM pg_catalog.pg_class c JOIN "
+        "pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind IN ('r', 'p') "
+        "AND NOT c.relispartition AND n.nspname NOT IN ('information_schema', '_flotilla') "
+        "AND n.nspname NOT LIKE 'pg\\_%' ORDER BY 1");
+    std::vector<std::string> names;
+    for (auto& r : names_rows)
+      names.push_back(*r[0]);
+    auto selected = config::select_tables(src_, names, o_.filters);
+    if (selected.empty())
+      throw std::runtime_error(fmt::format(
+          "source '{}': no table is selected (check include/exclude and --filter)", src_.name));
+    for (const auto& name : selected) {
+      table_state t;
+      t.name = name;
+      t.key = src_.name + "." + name;
+      auto where = config::target_table(tgt_, src_, name);
+      t.target = dialects::table_ref{where.catalog, where.schema, where.name};
+      tables_.push_back(std::move(t));
+    }
+    read_catalog_shapes();
+  }
+
+  void read_catalog_shapes() {
+    std::vector<std::string> names;
+    for (const auto& t : tables_)
+      names.push_back(t.name);
+    for (auto& row : source_->query(catalog_columns_sql(names))) {
+      const std::string q = *row[1] + "." + *row[2];
+      for (auto& t : tables_)
+        if (t.name == q) {
+          t.relid = static_cast<std::uint32_t>(std::stoul(*row[0]));
+          t.columns = parse_columns_json(row[3].value_or("[]"));
+          t.layout = layout_of(t.columns);
+        }
+    }
+    for (auto& t : tables_)
+      if (t.relid != 0)
+        by_relid_[t.relid] = &t;
+  }
+
+  void require_keys() const {
+    for (const auto& t : tables_)
+      if (t.layout.key.empty())
+        throw std::runtime_error(fmt::format(
+            "source '{}': table '{}' has no primary key; the change stream applies every "
+            "change by the row key, so add a primary key on the source or exclude the table",
+            src_.name, t.name));
+  }
+
+  /// A new slot, its snapshot copied into every table's target, and the positions saved.
+  lsn_t setup() {
+    for (const auto& sql : install_ddl_capture_sql())
+      source_->exec(sql);
+    std::string list;
+    for (const auto& t : tables_) {
+      auto dot = t.name.find('.');
+      list += pg_ident(t.name.substr(0, dot)) + "." + pg_ident(t.name.substr(dot + 1)) + ", ";
+    }
+    list += "_flotilla.ddl_log";
+    auto pub = source_->query(fmt::format(
+        "SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = {}", pg_literal(publication_)));
+    source_->exec(fmt::format(fmt::runtime(pub.empty() ? "CREATE PUBLICATION {} FOR TABLE {}"
+                                                       : "ALTER PUBLICATION {} SET TABLE {}"),
+                              pg_ident(publication_), list));
+    source_->exec(fmt::format(
+        "SELECT pg_catalog.pg_drop_replication_slot(slot_name) FROM "
+        "pg_catalog.pg_replication_slots WHERE slot_name = {}",
+        pg_literal(slot_)));
+    if (o_.reload)
+      clear_holds();
+    created_slot slot = replication_->create_slot(slot_);
+    // Copy every table from the snapshot the slot starts at: no gap, no duplicate.
+    pg_connection copy(src_.dsn, src_.name);
+    copy.exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    copy.exec(fmt::format("SET TRANSACTION SNAPSHOT {}", pg_literal(slot.snapshot)));
+    // The shapes as of the snapshot (a DDL between the catalog read and now counts).
+    {
+      std::vector<std::string> names;
+      for (const auto& t : tables_)
+        names.push_back(t.name);
+      for (auto& row : copy.query(catalog_columns_sql(names)))
+        for (auto& t : tables_)
+          if (t.name == *row[1] + "." + *row[2]) {
+            t.columns = parse_columns_json(row[3].value_or("[]"));
+            t.layout = layout_of(t.columns);
+          }
+    }
+    require_keys();
+    for (auto& t : tables_) {
+      if (cancelled())
+        throw std::runtime_error(
+            fmt::format("source '{}': stopped during the initial copy; the next start copies "
+                        "every table again",
+                        src_.name));
+      copy_table(copy, t, slot.consistent_point);
+    }
+    copy.exec("COMMIT");
+    for (const auto& t : tables_) {
+      pb::CdcPosition p;
+      p.set_position(format_lsn(slot.consistent_point));
+      p.set_slot(slot_);
+      p.set_run_id(o_.run_id);
+      p.set_updated_at_us(now_us());
+      check(o_.store->put(t.key, p));
+    }
+    save_position(slot.consistent_point);
+    return slot.consistent_point;
+  }
+
+  void copy_table(pg_connection& copy, table_state& t, lsn_t at) {
+    const auto& d = target_->dialect();
+    sinks::load_request req;
+    req.target = t.target;
+    req.columns = portable_of(t.columns);
+    req.mode = sinks::load_mode::replace;
+    auto writer = target_->begin_load(req);
+    std::string select;
+    for (const auto& c : t.columns)
+      select += (select.empty() ? "" : ", ") + pg_ident(c.name);
+    auto dot = t.name.find('.');
+    const std::string qualified =
+        pg_ident(t.name.substr(0, dot)) + "." + pg_ident(t.name.substr(dot + 1));
+    schema::row_batch rows;
+    rows.width = t.columns.size();
+    std::string scratch;
+    std::uint64_t n = 0;
+    copy.copy_out(
+        fmt::format("COPY (SELECT {} FROM {}) TO STDOUT", select, qualified),
+        [&](std::string_view line) {
+          sources::split_copy_row(line, [&](std::size_t i, std::string_view text, bool is_null) {
+            if (i >= t.layout.types.size())
+              return;
+            if (is_null) {
+              rows.cells.push_back(schema::value::null());
+              return;
+            }
+            if (text.find('\\') != std::string_view::npos) {
+              sources::unescape_copy(text, scratch);
+              text = scratch;
+            }
+            auto v = text_value(text, t.layout.types[i]);
+            if (!v)
+              throw std::runtime_error(fmt::format(
+                  "source '{}': table '{}' column '{}': value '{}' has no {} representation",
+                  src_.name, t.name, t.layout.names[i], text,
+                  schema::to_string(t.layout.types[i])));
+            rows.cells.push_back(std::move(*v));
+          });
+          ++n;
+          if (rows.rows() >= 8192) {
+            writer->write(rows);
+            rows.cells.clear();
+          }
+        });
+    if (!rows.cells.empty())
+      writer->write(rows);
+    writer->commit();
+    writer.reset();
+    t.applied = at;
+    t.copied = n;
+    if (o_.progress)
+      o_.progress->copied_rows += n;
+    target_->execute(positions_sql(d, slot_, {{t.name, {at, columns_json(t.columns)}}}));
+    (void)d;
+  }
+
+  void clear_holds() {
+    for (const auto& t : tables_) {
+      auto st = o_.store->remove_hold(tgt_.name, t.key);
+      if (!st)
+        throw std::runtime_error(st.error().message);
+    }
+  }
+
+  void load_positions() {
+    auto rows = target_->query(positions_query(target_->dialect(), slot_));
+    for (auto& r : rows) {
+      if (!r[0] || !r[1])
+        continue;
+      for (auto& t : tables_)
+        if (t.name == *r[0]) {
+          t.applied = std::stoull(*r[1]);
+          if (r[2]) {
+            t.columns = parse_columns_json(*r[2]);
+            t.layout = layout_of(t.columns);
+          }
+        }
+    }
+  }
+
+  void load_holds() {
+    auto holds = o_.store->list_holds(tgt_.name);
+    if (!holds)
+      throw std::runtime_error(holds.error().message);
+    for (const auto& h : *holds) {
+      table_state* t = find_key(h.table);
+      if (!t)
+        continue;
+      const auto& rec = h.record;
+      switch (rec.state()) {
+        case pb::HOLD_STATE_REMOVED: t->state = table_state::mode::removed; break;
+        case pb::HOLD_STATE_RESUMED: break;
+        case pb::HOLD_STATE_APPLYING: resume(*t, rec); break;
+        default: hold_from_record(*t, rec); break;
+      }
+    }
+  }
+
+  void hold_from_record(table_state& t, const pb::HoldRecord& rec) {
+    t.state = table_state::mode::held;
+    t.hold_position = parse_lsn(rec.position()).value_or(0);
+    t.kept_through = t.hold_position;
+    auto kept = o_.store->scan_held_changes(tgt_.name, t.key);
+    if (!kept)
+      throw std::runtime_error(kept.error().message);
+    for (const auto& c : *kept)
+      t.kept_through = std::max(t.kept_through, parse_lsn(c.position()).value_or(0));
+    auto detail = nlohmann::json::parse(rec.detail(), nullptr, false);
+    if (detail.is_object() && detail.contains("columns_after")) {
+      t.columns = parse_columns_json(detail["columns_after"].get<std::string>());
+      t.layout = layout_of(t.columns);
+    }
+    if (o_.progress)
+      ++o_.progress->tables_held;
+  }
+
+  /// A hold whose review ran its DDL (state applying): replay the kept changes under the
+  /// new shape in one target transaction with the table's position, then mark it resumed.
+  void resume(table_state& t, const pb::HoldRecord& rec) {
+    hold_from_record(t, rec);
+    if (o_.progress)
+      --o_.progress->tables_held;
+    auto kept = o_.store->scan_held_changes(tgt_.name, t.key);
+    if (!kept)
+      throw std::runtime_error(kept.error().message);
+    batch b;
+    std::uint64_t last_seq = 0;
+    lsn_t last = t.applied;
+    for (const auto& c : *kept) {
+      last_seq = c.sequence();
+      const lsn_t at = parse_lsn(c.position()).value_or(0);
+      if (at <= t.applied)
+        continue;  // applied before a crash: never twice
+      auto j = nlohmann::json::parse(c.payload(), nullptr, false);
+      if (!j.is_object())
+        continue;
+      replay_change(b, t, j);
+      last = std::max(last, at);
+    }
+    b.positions[t.name] = {last, columns_json(t.columns)};
+    commit_batch(b);
+    t.applied = last;
+    t.state = table_state::mode::streaming;
+    pb::HoldRecord done = rec;
+    done.set_state(pb::HOLD_STATE_RESUMED);
+    done.set_updated_at_us(now_us());
+    auto st = o_.store->put_hold(tgt_.name, t.key, done);
+    if (!st)
+      throw std::runtime_error(st.error().message);
+    check(o_.store->remove_held_changes_through(tgt_.name, t.key, last_seq));
+  }
+
+  /// A kept change, whose tuples name their columns, under the table's current shape.
+  void replay_change(batch& b, table_state& t, const nlohmann::json& j) {
+    const std::string op = j.value("op", "");
+    if (op == "truncate") {
+      b.steps[t.key].push_back(truncate_step{});
+      return;
+    }
+    std::vector<std::string> names = j.value("columns", std::vector<std::string>{});
+    auto remap = [&](const nlohmann::json& a) {
+      tuple in = json_tuple(a);
+      tuple out(t.layout.names.size());
+      for (std::size_t i = 0; i < names.size() && i < in.size(); ++i)
+        for (std::size_t k = 0; k < t.layout.names.size(); ++k)
+          if (t.layout.names[k] == names[i])
+            out[k] = in[i];
+      return out;
+    };
+    net_changes& net = current_net(b, t);
+    if (op == "insert")
+      net.insert(remap(j["row"]));
+    else if (op == "update")
+      net.update(j.contains("old") ? std::optional<tuple>(remap(j["old"])) : std::nullopt,
+                 remap(j["row"]));
+    else if (op == "delete")
+      net.remove(remap(j["old"]));
+    ++b.changes;
+    ++t.changes;
+  }
+
+  table_state* find_key(const std::string& key) {
+    for (auto& t : tables_)
+      if (t.key == key)
+        return &t;
+    return nullptr;
+  }
+
+  void save_position(lsn_t at) {
+    pb::CdcPosition p;
+    p.set_position(format_lsn(at));
+    p.set_slot(slot_);
+    p.set_run_id(o_.run_id);
+    p.set_updated_at_us(now_us());
+    check(o_.store->put(src_.name, p));
+  }
+
+  static void check(const storage::status& st) {
+    if (!st)
+      throw std::runtime_error(st.error().message);
+  }
+
+  // ---- streaming --------------------------------------------------------------------
+
+  void loop() {
+    auto last_status = clock_type::now();
+    auto batch_started = clock_type::now();
+    std::vector<pgoutput_message> txn;
+    bool in_txn = false;
+    bool txn_has_ddl = false;
+    while (!cancelled()) {
+      const bool pending = !batch_.empty();
+      int wait = pending ? 0 : 100;
+      if (pending) {
+        auto age = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() -
+                                                                         batch_started);
+        wait = static_cast<int>(std::max<long>(0, o_.batch_ms - age.count()));
+      }
+      auto msg = replication_->next(in_txn ? 1000 : wait);
+      if (!msg) {
+        if (!in_txn && !batch_.empty())
+          flush();
+        if (!in_txn && batch_.empty() && o_.between_batches)
+          o_.between_batches();
+      } else if (msg->type == stream_message::kind::keepalive) {
+        received_ = std::max(received_, msg->wal_end);
+        // Nothing in flight: everything up to the server's end is accounted for.
+        if (!in_txn && batch_.empty() && msg->wal_end > confirmed_) {
+          confirmed_ = msg->wal_end;
+        }
+        if (msg->reply_requested)
+          send_status();
+      } else {
+        received_ = std::max(received_, msg->wal_end);
+        auto m = decode_pgoutput(msg->body);
+        if (std::holds_alternative<begin_message>(m)) {
+          in_txn = true;
+          txn_has_ddl = false;
+          txn.clear();
+        } else if (auto* c = std::get_if<commit_message>(&m)) {
+          in_txn = false;
+          if (batch_.empty())
+            batch_started = clock_type::now();
+          if (txn_has_ddl && !batch_.empty())
+            flush();  // a DDL transaction is decided and committed on its own
+          handle_transaction(txn, *c);
+          if (txn_has_ddl || batch_.changes >= o_.batch_changes)
+            flush();
+          txn.clear();
+        } else {
+          if (auto* ins = std::get_if<insert_message>(&m))
+            if (ins->relation == ddl_log_relid_ && ddl_log_relid_ != 0)
+              txn_has_ddl = true;
+          if (auto* rel = std::get_if<relation_message>(&m))
+            if (rel->schema == capture_schema && rel->name == ddl_log_table) {
+              ddl_log_relid_ = rel->oid;
+              ddl_log_columns_.clear();
+              for (const auto& c : rel->columns)
+                ddl_log_columns_.push_back(c.name);
+            }
+          txn.push_back(std::move(m));
+        }
+      }
+      if (clock_type::now() - last_status > std::chrono::seconds(5)) {
+        send_status();
+        last_status = clock_type::now();
+      }
+    }
+    if (!batch_.empty())
+      flush();
+    send_status();
+  }
+
+  void send_status() { replication_->send_status(std::max(received_, confirmed_), confirmed_); }
+
+  net_changes& current_net(batch& b, table_state& t) {
+    auto& steps = b.steps[t.key];
+    if (steps.empty() || !std::holds_alternative<net_changes>(steps.back()) ||
+        std::get<net_changes>(steps.back()).layout != t.layout) {
+      net_changes n;
+      n.layout = t.layout;
+      steps.emplace_back(std::move(n));
+    }
+    return std::get<net_changes>(steps.back());
+  }
+
+  tuple to_layout(const table_state& t, const tuple& in) {
+    tuple out(t.layout.names.size());
+    for (std::size_t i = 0; i < in.size() && i < t.map.size(); ++i)
+      if (t.map[i] < out.size())
+        out[t.map[i]] = in[i];
+    return out;
+  }
+
+  void on_relation(const relation_message& rel) {
+    auto it = by_relid_.find(rel.oid);
+    if (it == by_relid_.end())
+      return;
+    table_state& t = *it->second;
+    t.map.assign(rel.columns.size(), static_cast<std::size_t>(-1));
+    for (std::size_t i = 0; i < rel.columns.size(); ++i) {
+      for (std::size_t k = 0; k < t.layout.names.size(); ++k)
+        if (t.layout.names[k] == rel.columns[i].name)
+          t.map[i] = k;
+      if (t.map[i] == static_cast<std::size_t>(-1) && t.state == table_state::mode::streaming)
+        throw stop_error(fmt::format(
+            "source '{}': table '{}' has column '{}' in the change stream that no captured "
+            "DDL added (was the event trigger flotilla_ddl_end disabled?); run `flotilla "
+            "stream --reload` to copy every table again",
+            src_.name, t.name, rel.columns[i].name));
+    }
+  }
+
+  void keep(table_state& t, std::vector<pb::HeldChange>& kept, const char* op, lsn_t at,
+            const std::optional<tuple>& old_row, const std::optional<tuple>& row) {
+    nlohmann::json j{{"op", op}, {"columns", t.layout.names}};
+    if (old_row)
+      j["old"] = tuple_json(*old_row);
+    if (row)
+      j["row"] = tuple_json(*row);
+    pb::HeldChange c;
+    c.set_position(format_lsn(at));
+    c.set_payload(j.dump());
+    kept.push_back(std::move(c));
+  }
+
+  void handle_transaction(const std::vector<pgoutput_message>& txn, const commit_message& commit) {
+    const lsn_t at = commit.end_lsn;
+    std::map<std::string, std::vector<pb::HeldChange>> kept;  // by table key
+    std::uint64_t applied = 0;
+    for (const auto& m : txn) {
+      if (auto* rel = std::get_if<relation_message>(&m)) {
+        on_relation(*rel);
+        continue;
+      }
+      std::uint32_t relid = 0;
+      if (auto* i = std::get_if<insert_message>(&m))
+        relid = i->relation;
+      else if (auto* u = std::get_if<update_message>(&m))
+        relid = u->relation;
+      else if (auto* d = std::get_if<delete_message>(&m))
+        relid = d->relation;
+      if (auto* tr = std::get_if<truncate_message>(&m)) {
+        for (auto r : tr->relations) {
+          auto it = by_relid_.find(r);
+          if (it == by_relid_.end())
+            continue;
+          table_state& t = *it->second;
+          if (at <= t.applied || t.state == table_state::mode::removed)
+            continue;
+          if (t.state == table_state::mode::held && at >= t.hold_position) {
+            if (at > t.kept_through)
+              keep(t, kept[t.key], "truncate", at, std::nullopt, std::nullopt);
+            continue;
+          }
+          batch_.steps[t.key].push_back(truncate_step{});
+          batch_.positions[t.name] = {at, columns_json(t.columns)};
+          ++applied;
+          ++t.changes;
+        }
+        continue;
+      }
+      if (relid == 0)
+        continue;
+      if (relid == ddl_log_relid_) {
+        auto* ins = std::get_if<insert_message>(&m);
+        if (!ins)
+          continue;
+        std::vector<std::pair<std::string, std::optional<std::string>>> fields;
+        for (std::size_t i = 0; i < ins->row.size() && i < ddl_log_columns_.size(); ++i)
+          fields.emplace_back(ddl_log_columns_[i],
+                              ins->row[i].type == tuple_value::kind::text
+                                  ? std::optional<std::string>(ins->row[i].text)
+                                  : std::nullopt);
+        handle_ddl(parse_ddl_event(fields), at, kept);
+        continue;
+      }
+      auto it = by_relid_.find(relid);
+      if (it == by_relid_.end())
+        continue;
+      table_state& t = *it->second;
+      if (at <= t.applied || t.state == table_state::mode::removed)
+        continue;
+      const bool held = t.state == table_state::mode::held && at >= t.hold_position;
+      if (held && at <= t.kept_through)
+        continue;  // kept before a restart
+      if (auto* i = std::get_if<insert_message>(&m)) {
+        tuple row = to_layout(t, i->row);
+        if (held)
+          keep(t, kept[t.key], "insert", at, std::nullopt, row);
+        else
+          current_net(batch_, t).insert(row);
+      } else if (auto* u = std::get_if<update_message>(&m)) {
+        tuple row = to_layout(t, u->row);
+        std::optional<tuple> old;
+        if (u->old_row)
+          old = to_layout(t, *u->old_row);
+        if (held)
+          keep(t, kept[t.key], "update", at, old, row);
+        else
+          current_net(batch_, t).update(old, row);
+      } else if (auto* d = std::get_if<delete_message>(&m)) {
+        tuple old = to_layout(t, d->old_row);
+        if (held)
+          keep(t, kept[t.key], "delete", at, old, std::nullopt);
+        else
+          current_net(batch_, t).remove(old);
+      }
+      if (!held) {
+        batch_.positions[t.name] = {at, columns_json(t.columns)};
+        ++applied;
+        ++t.changes;
+      }
+    }
+    for (auto& [key, changes] : kept) {
+      if (changes.empty())
+        continue;
+      auto r = o_.store->append_held_changes(tgt_.name, key, changes);
+      if (!r)
+        throw std::runtime_error(r.error().message);
+      if (table_state* t = find_key(key))
+        t->kept_through = at;
+    }
+    batch_.changes += applied;
+    ++batch_.transactions;
+    batch_.end_lsn = at;
+  }
+
+  // ---- DDL --------------------------------------------------------------------------
+
+  struct decision {
+    enum class kind : std::uint8_t { applied, held, stop } what = kind::applied;
+    std::vector<std::string> statements;
+    std::string change_kind;  ///< held: "drop column", "rename column", "key change"
+    std::string change;       ///< in words
+    std::string reason;
+    std::string proposed;
+    std::string consequence;
+    bool resync = false;
+  };
+
+  [[nodiscard]] std::string stop_text(const table_state& t, const std::string& reason) const {
+    return fmt::format(
+        "PostgreSQL logical schema history gap for '{}': {}. No successor plan, row output, or "
+        "checkpoint was published.",
+        t.name, reason);
+  }
+
+  decision decide(const table_state& t, const ddl_event& e) {
+    const auto& d = target_->dialect();
+    decision out;
+    auto worst = [&](decision::kind k) {
+      if (static_cast<int>(k) > static_cast<int>(out.what))
+        out.what = k;
+    };
+    if (e.dropped) {
+      out.what = decision::kind::stop;
+      out.reason = "the table was dropped on the source (DROP TABLE); remove it from the "
+                   "pipeline before dropping it, or reload";
+      return out;
+    }
+    if (e.schema + "." + e.table != t.name) {
+      out.what = decision::kind::stop;
+      out.reason = fmt::format("the table was renamed on the source to '{}.{}'; replace the "
+                               "old name in flotilla.toml and run `flotilla stream --reload`",
+                               e.schema, e.table);
+      return out;
+    }
+    for (const auto& c : diff_columns(t.columns, e.columns)) {
+      switch (c.what) {
+        case column_diff::kind::added: {
+          const auto& a = *c.after;
+          if (a.default_expr && !a.has_missing) {
+            worst(decision::kind::stop);
+            out.reason = fmt::format(
+                "column '{}' was added with the default {}, which is not a constant: its "
+                "per-row values exist only in the physical rewrite. Use a constant literal "
+                "default, or re-seed the table",
+                a.name, *a.default_expr);
+            break;
+          }
+          schema::column col{a.name, sources::map_postgres_type(a.type), true, false};
+          out.statements.push_back(d.add_column(t.target, col));
+          if (a.has_missing && a.missing_value)
+            out.statements.push_back(fmt::format(
+                "UPDATE {} SET {} = {}", d.qualified(t.target), d.quote(a.name),
+                value_sql(d, col.type, tuple_value{tuple_value::kind::text, *a.missing_value})));
+          break;
+        }
+        case column_diff::kind::dropped:
+          if (c.before->key) {
+            worst(decision::kind::held);
+            out.change_kind = "drop column";
+            out.change = fmt::format("{}: key column {} dropped", t.name, c.column);
+            out.reason = "every change is applied by the row key, and the dropped column is "
+                         "part of it";
+            out.proposed = fmt::format(
+                "-- drop and create the key constraint again first\nALTER TABLE {} DROP "
+                "COLUMN {};",
+                d.qualified(t.target), d.quote(c.column));
+            out.consequence = "Values in the dropped column are discarded on the target.";
+          } else {
+            out.statements.push_back(fmt::format("ALTER TABLE {} DROP COLUMN {}",
+                                                 d.qualified(t.target), d.quote(c.column)));
+          }
+          break;
+        case column_diff::kind::renamed:
+          if (c.before->key) {
+            worst(decision::kind::held);
+            out.change_kind = "rename column";
+            out.change = fmt::format("{}: column {} renamed to {}", t.name, c.column, c.to);
+            out.reason = "the column is part of the row key";
+            out.proposed = fmt::format("ALTER TABLE {} RENAME COLUMN {} TO {};",
+                                       d.qualified(t.target), d.quote(c.column), d.quote(c.to));
+            out.consequence = "The table resumes exactly at the change.";
+          } else {
+            out.statements.push_back(fmt::format("ALTER TABLE {} RENAME COLUMN {} TO {}",
+                                                 d.qualified(t.target), d.quote(c.column),
+                                                 d.quote(c.to)));
+          }
+          break;
+        case column_diff::kind::retyped:
+          worst(decision::kind::stop);
+          out.reason = fmt::format("column '{}' changed type from {} to {}", c.column,
+                                   c.before->type, c.after->type);
+          break;
+        case column_diff::kind::nullability:
+          out.statements.push_back(fmt::format(
+              "ALTER TABLE {} ALTER COLUMN {} {} NOT NULL", d.qualified(t.target),
+              d.quote(c.column), c.after->not_null ? "SET" : "DROP"));
+          break;
+        case column_diff::kind::default_changed: break;  // target columns carry no defaults
+        case column_diff::kind::key_changed:
+          worst(decision::kind::held);
+          out.change_kind = "key change";
+          out.change = fmt::format("{}: row key changed", t.name);
+          out.reason = fmt::format("the row key changed. {}",
+                                   "Restore the row key on the source, then reload the table.");
+          out.proposed = "-- write the matching target key change by hand";
+          out.consequence = "Requires table resync. The table needs a fresh copy.";
+          out.resync = true;
+          break;
+      }
+    }
+    return out;
+  }
+
+  void handle_ddl(const ddl_event& e, lsn_t at,
+                  std::map<std::string, std::vector<pb::HeldChange>>& kept) {
+    auto it = by_relid_.find(e.relid);
+    if (it == by_relid_.end())
+      return;  // a table the stream does not capture (seed 002: not captured until added)
+    table_state& t = *it->second;
+    if (at <= t.applied || t.state == table_state::mode::removed)
+      return;
+    if (t.state == table_state::mode::held) {
+      if (at > t.kept_through && !e.dropped) {
+        // A later change of a held table is reviewed after the earlier one; its rows are
+        // kept under the shape they arrive in.
+        t.columns = e.columns;
+        t.layout = layout_of(t.columns);
+      }
+      return;
+    }
+    decision dec = decide(t, e);
+    switch (dec.what) {
+      case decision::kind::stop: throw stop_error(stop_text(t, dec.reason));
+      case decision::kind::applied:
+        if (!dec.statements.empty())
+          batch_.steps[t.key].push_back(ddl_step{dec.statements});
+        t.columns = e.columns;
+        t.layout = layout_of(t.columns);
+        batch_.positions[t.name] = {at, columns_json(t.columns)};
+        break;
+      case decision::kind::held: {
+        pb::HoldRecord h;
+        h.set_target(tgt_.name);
+        h.set_table(t.key);
+        h.set_state(pb::HOLD_STATE_AWAITING_REVIEW);
+        h.set_kind(dec.change_kind);
+        h.set_source_change(fmt::format("{} (source LSN {})", dec.change, format_lsn(at)));
+        h.set_reason(dec.reason);
+        h.set_proposed_ddl(dec.proposed);
+        h.set_data_consequence(dec.consequence);
+        h.set_requires_resync(dec.resync);
+        h.set_position(format_lsn(at));
+        h.set_created_at_us(now_us());
+        h.set_updated_at_us(now_us());
+        nlohmann::json detail{{"columns_before", columns_json(t.columns)},
+                              {"columns_after", columns_json(e.columns)},
+                              {"ddl", e.ddl}};
+        h.set_detail(detail.dump());
+        auto r = o_.store->put_hold(tgt_.name, t.key, h);
+        if (!r)
+          throw std::runtime_error(r.error().message);
+        t.state = table_state::mode::held;
+        t.hold_position = at;
+        t.kept_through = at;
+        t.columns = e.columns;
+        t.layout = layout_of(t.columns);
+        (void)kept;
+        if (o_.progress)
+          ++o_.progress->tables_held;
+        break;
+      }
+    }
+  }
+
+  // ---- commit -----------------------------------------------------------------------
+
+  void commit_batch(batch& b) {
+    const auto& d = target_->dialect();
+    std::vector<std::string> sql;
+    for (const auto& [key, steps] : b.steps) {
+      table_state* t = find_key(key);
+      if (!t)
+        continue;
+      for (const auto& s : steps) {
+        auto part = step_sql(d, t->target, s);
+        sql.insert(sql.end(), std::make_move_iterator(part.begin()),
+                   std::make_move_iterator(part.end()));
+      }
+    }
+    auto pos = positions_sql(d, slot_, b.positions);
+    sql.insert(sql.end(), pos.begin(), pos.end());
+    if (sql.empty())
+      return;
+    try {
+      target_->execute(sql);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(fmt::format(
+          "source '{}': target '{}' refused the changes up to source position {}: {}; nothing "
+          "of them was applied, and the next start retries them",
+          src_.name, tgt_.name, format_lsn(b.end_lsn), e.what()));
+    }
+  }
+
+  void flush() {
+    if (batch_.empty())
+      return;
+    commit_batch(batch_);
+    for (const auto& [name, p] : batch_.positions)
+      for (auto& t : tables_)
+        if (t.name == name)
+          t.applied = std::max(t.applied, p.lsn);
+    if (batch_.end_lsn > confirmed_)
+      confirmed_ = batch_.end_lsn;
+    save_position(confirmed_);
+    if (o_.progress) {
+      o_.progress->changes += batch_.changes;
+      o_.progress->transactions += batch_.transactions;
+    }
+    batch_ = batch{};
+    send_status();
+    if (o_.between_batches)
+      o_.between_batches();
+  }
+
+  const stream_options& o_;
+  const config::source_config& src_;
+  const config::target_config& tgt_;
+  std::string slot_;
+  std::string publication_;
+  source_summary summary_;
+  std::unique_ptr<pg_connection> source_;
+  std::unique_ptr<replication_connection> replication_;
+  std::unique_ptr<sinks::warehouse> target_;
+  std::vector<table_state> tables_;
+  std::unordered_map<std::uint32_t, table_state*> by_relid_;
+  std::uint32_t ddl_log_relid_ = 0;
+  std::vector<std::string> ddl_log_columns_;
+  batch batch_;
+  lsn_t confirmed_ = 0;
+  lsn_t received_ = 0;
+};
+
+}  // namespace
+
+stream_summary run_stream(const stream_options& o) {
+  stream_summary out;
+  std::vector<const config::source_config*> sources;
+  for (const auto& s : o.project->sources)
+    if (s.capture == "logical" && config::source_may_match(s, o.filters))
+      sources.push_back(&s);
+  if (sources.empty()) {
+    out.exit_code = 2;
+    out.sources.push_back({"", "", "", "failed",
+                           "no selected source has capture = \"logical\"; set it on a postgres "
+                           "source in flotilla.toml",
+                           {}});
+    return out;
+  }
+  // A source that fails or stops at a change stops the whole stream, so every other
+  // source saves its position and the command ends with the failure.
+  std::atomic<bool> stop_all{false};
+  stream_options local = o;
+  std::atomic<bool> combined{false};
+  local.cancel = &combined;
+  std::vector<source_summary> results(sources.size());
+  std::vector<std::thread> threads;
+  std::atomic<std::size_t> finished{0};
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    threads.emplace_back([&, i] {
+      const config::target_config* t = o.project->target_of(*sources[i]);
+      source_stream s(local, *sources[i], *t);
+      results[i] = s.run();
+      if (results[i].status == "failed")
+        stop_all = true;
+      ++finished;
+    });
+  }
+  while (finished.load() < sources.size()) {
+    if (o.cancel->load() || stop_all.load())
+      combined = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (auto& th : threads)
+    th.join();
+  out.sources = std::move(results);
+  for (const auto& s : out.sources)
+    if (s.status == "failed")
+      out.exit_code = 1;
+  return out;
+}
+
+}  // namespace flotilla::cdc
