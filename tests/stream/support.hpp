@@ -1,0 +1,70 @@
+#pragma once
+// Helpers for the change-stream tests: a source and a target database per test on the
+// test server, `flotilla stream` as a child process, and bounded waits.
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <sys/types.h>
+
+namespace flotilla::stream_test {
+
+using rows = std::vector<std::vector<std::string>>;
+
+/// FLOTILLA_PG_DSN with its database replaced by `db`.
+std::string dsn_for(const std::string& db);
+rows pg_query(const std::string& dsn, const std::string& sql);
+void pg_exec(const std::string& dsn, const std::string& sql);
+/// Runs `sql` without test assertions (for writer threads); returns the error or "".
+std::string pg_try(const std::string& dsn, const std::string& sql);
+/// The rows of a query, or nullopt when it fails (a table not created yet); no assertions.
+std::optional<rows> pg_try_rows(const std::string& dsn, const std::string& sql);
+rows duckdb_query(const std::string& file, const std::string& sql);
+
+/// A fresh directory, a source and a target database, and a flotilla.toml capturing the
+/// source into the target (postgres, or duckdb when `duckdb_target`). Drops the
+/// databases and the slot at the end.
+class fixture {
+ public:
+  explicit fixture(bool duckdb_target = false, const std::string& extra_toml = "");
+  ~fixture();
+  fixture(const fixture&) = delete;
+  fixture& operator=(const fixture&) = delete;
+
+  [[nodiscard]] const std::string& dir() const { return dir_; }
+  [[nodiscard]] const std::string& source() const { return source_dsn_; }
+  [[nodiscard]] const std::string& target() const { return target_dsn_; }
+  [[nodiscard]] std::string duckdb_file() const { return dir_ + "/wh.duckdb"; }
+  [[nodiscard]] std::string slot() const { return "flotilla_" + project_ + "_shop"; }
+
+ private:
+  std::string dir_, project_, source_db_, target_db_, source_dsn_, target_dsn_;
+};
+
+/// `flotilla stream` running in the fixture's directory.
+class stream_process {
+ public:
+  stream_process(const fixture& f, std::vector<std::string> args = {});
+  ~stream_process();  ///< kills it when still running
+  /// SIGTERM, then waits (at most 30 s); returns the exit code.
+  int stop();
+  void kill9();
+  /// Waits for it to exit by itself (at most `timeout`); -1 on timeout.
+  int wait(std::chrono::seconds timeout);
+  [[nodiscard]] std::string out() const;
+  [[nodiscard]] std::string err() const;
+
+ private:
+  pid_t pid_ = -1;
+  std::string dir_;
+  int status_ = -1;
+};
+
+/// Polls `done` every 100 ms until it is true or `timeout` passed; returns its last value.
+bool eventually(const std::function<bool()>& done,
+                std::chrono::seconds timeout = std::chrono::seconds(30));
+
+}  // namespace flotilla::stream_test
