@@ -67,7 +67,9 @@ class reader {
       if (!type)
         corrupt("a column type is unknown");
       c.type = *type;
-      c.nullable = num<std::uint8_t>() != 0;
+      const auto flags = num<std::uint8_t>();
+      c.nullable = (flags & 1) != 0;
+      c.key = (flags & 2) != 0;
       s.columns.push_back(std::move(c));
     }
     return s;
@@ -105,8 +107,8 @@ staged_writer::staged_writer(std::filesystem::path path, const schema::table_sch
     };
     put_str(c.name);
     put_str(schema::to_string(c.type));
-    std::uint8_t nullable = c.nullable ? 1 : 0;
-    put(&nullable, 1);
+    std::uint8_t flags = (c.nullable ? 1 : 0) | (c.key ? 2 : 0);
+    put(&flags, 1);
   }
 }
 

@@ -5,7 +5,7 @@
 /// `flotilla retry` loads it instead of extracting again (docs/events.md, "Retry").
 ///
 /// Format (little-endian, one file per table and run): "FLTSTG1\n", the column count
-/// and each column (name, portable type text, nullable), then batches (row count, then
+/// and each column (name, portable type text, flags: nullable, key), then batches (row count, then
 /// each cell as a tag byte and its payload), then an end mark with the row total. A
 /// file without its end mark is incomplete (a crash while staging) and is refused.
 /// Files are written under a temporary name, fsync'ed and renamed: a staged file that
