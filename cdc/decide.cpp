@@ -63,10 +63,18 @@ dialects::table_ref bookkeeping_ref() {
 
 void ensure_bookkeeping(sinks::warehouse& wh) {
   const auto& d = wh.dialect();
-  wh.execute({d.create_schema(decisions_schema),
-              fmt::format("CREATE TABLE IF NOT EXISTS {} (decision_id VARCHAR PRIMARY KEY, "
-                          "review VARCHAR, ddl VARCHAR)",
-                          d.qualified(bookkeeping_ref()))});
+  const std::vector<std::string> ddl{
+      d.create_schema(decisions_schema),
+      fmt::format("CREATE TABLE IF NOT EXISTS {} (decision_id VARCHAR PRIMARY KEY, "
+                  "review VARCHAR, ddl VARCHAR)",
+                  d.qualified(bookkeeping_ref()))};
+  // Two connections creating it at once: PostgreSQL lets one of them fail on the
+  // catalog's unique index; the second attempt finds it.
+  try {
+    wh.execute(ddl);
+  } catch (const sinks::sink_error&) {
+    wh.execute(ddl);
+  }
 }
 
 /// True when the target recorded the decision: its DDL committed.

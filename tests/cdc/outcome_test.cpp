@@ -1,0 +1,476 @@
+// Seed 002, row by row: what the stream does with each source schema change on each
+// kind of target. Pure: no database. Each row names the change, the target and the
+// expected outcome with its exact statements (or hold kind, or stop code).
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "cdc/outcome.hpp"
+
+using namespace flotilla;
+using namespace flotilla::cdc;
+
+namespace {
+
+const std::string lsn = "0/16B3748";
+
+schema::portable_type ty(const std::string& s) {
+  auto t = schema::parse_type(s);
+  REQUIRE(t.has_value());
+  return *t;
+}
+
+captured_column column(std::string name, const std::string& type, bool nullable = true,
+                       bool key = false) {
+  captured_column c;
+  c.name = std::move(name);
+  c.type = ty(type);
+  c.nullable = nullable;
+  c.key = key;
+  return c;
+}
+
+/// public.orders (id int key, note varchar(100), total decimal(10,2) NOT NULL, qty int,
+/// code text).
+captured_table orders() {
+  return captured_table{"shop",
+                        "public.orders",
+                        {column("id", "int", false, true), column("note", "varchar(100)"),
+                         column("total", "decimal(10,2)", false), column("qty", "int"),
+                         column("code", "text")}};
+}
+
+/// public.events: no key.
+captured_table events_table() {
+  return captured_table{"shop", "public.events", {column("at", "timestamp_tz"), column("what", "text")}};
+}
+
+target_info target(target_kind k) {
+  return target_info{"wh", k, dialects::table_ref{"", "s", "orders"}, std::nullopt};
+}
+
+outcome decide(const change_kind& c, target_kind k, const captured_table& t = orders()) {
+  return decide_outcome(t, source_change{c, lsn}, target(k));
+}
+
+applied as_applied(const outcome& o) {
+  INFO("outcome index " << o.index()
+                        << (std::holds_alternative<stopped>(o) ? " stop: " + std::get<stopped>(o).message
+                            : std::holds_alternative<held>(o) ? " held: " + std::get<held>(o).hold.reason()
+                                                              : std::string()));
+  REQUIRE(std::holds_alternative<applied>(o));
+  return std::get<applied>(o);
+}
+storage::pb::HoldRecord as_held(const outcome& o) {
+  INFO("outcome index " << o.index()
+                        << (std::holds_alternative<stopped>(o) ? " stop: " + std::get<stopped>(o).message
+                                                               : std::string()));
+  REQUIRE(std::holds_alternative<held>(o));
+  return std::get<held>(o).hold;
+}
+stopped as_stopped(const outcome& o) {
+  INFO("outcome index " << o.index());
+  REQUIRE(std::holds_alternative<stopped>(o));
+  return std::get<stopped>(o);
+}
+
+std::string stop_shape(const std::string& reason) {
+  return "PostgreSQL logical schema history gap for 'public.orders': " + reason +
+         ". No successor plan, row output, or checkpoint was published.";
+}
+
+constexpr auto pg = target_kind::postgres;
+constexpr auto duck = target_kind::duckdb;
+constexpr auto kafka = target_kind::kafka;
+constexpr auto pubsub = target_kind::pubsub;
+
+}  // namespace
+
+// ---- applied: statements per target ------------------------------------------------------
+
+TEST_CASE("seed 002 rows applied on the target, with the exact statements per target") {
+  struct row {
+    std::string what;
+    change_kind change;
+    target_kind target;
+    std::vector<std::string> statements;
+  };
+  captured_column memo = column("memo", "text");
+  captured_column flag = column("flag", "int", false);
+  flag.default_expr = "0";
+  flag.default_value = "0";
+  captured_column label = column("label", "varchar(20)");
+  label.default_expr = "'n/a'::character varying";
+  label.default_value = "n/a";
+  const std::vector<row> rows{
+      {"ADD COLUMN nullable", add_column{memo}, pg,
+       {R"(ALTER TABLE "s"."orders" ADD COLUMN "memo" TEXT)"}},
+      {"ADD COLUMN nullable", add_column{memo}, duck,
+       {R"(ALTER TABLE "s"."orders" ADD COLUMN "memo" VARCHAR)"}},
+      {"ADD COLUMN nullable", add_column{memo}, kafka, {}},
+      {"ADD COLUMN NOT NULL with a constant default", add_column{flag}, pg,
+       {R"(ALTER TABLE "s"."orders" ADD COLUMN "flag" INTEGER NOT NULL DEFAULT CAST('0' AS INTEGER))",
+        R"(ALTER TABLE "s"."orders" ALTER COLUMN "flag" DROP DEFAULT)"}},
+      {"ADD COLUMN NOT NULL with a constant default", add_column{flag}, duck,
+       {R"(ALTER TABLE "s"."orders" ADD COLUMN "flag" INTEGER DEFAULT CAST('0' AS INTEGER))",
+        R"(ALTER TABLE "s"."orders" ALTER COLUMN "flag" DROP DEFAULT)",
+        R"(ALTER TABLE "s"."orders" ALTER COLUMN "flag" SET NOT NULL)"}},
+      {"ADD COLUMN NOT NULL with a constant default", add_column{flag}, pubsub, {}},
+      {"ADD COLUMN nullable with a constant default: existing rows get it", add_column{label}, pg,
+       {R"(ALTER TABLE "s"."orders" ADD COLUMN "label" VARCHAR(20) DEFAULT CAST('n/a' AS VARCHAR(20)))",
+        R"(ALTER TABLE "s"."orders" ALTER COLUMN "label" DROP DEFAULT)"}},
+      {"DROP COLUMN outside the key", drop_column{"note"}, pg,
+       {R"(ALTER TABLE "s"."orders" DROP COLUMN "note")"}},
+      {"DROP COLUMN outside the key", drop_column{"note"}, duck,
+       {R"(ALTER TABLE "s"."orders" DROP COLUMN "note")"}},
+      {"DROP COLUMN outside the key", drop_column{"note"}, kafka, {}},
+      {"rename outside the key", rename_column{"note", "notes"}, pg,
+       {R"(ALTER TABLE "s"."orders" RENAME COLUMN "note" TO "notes")"}},
+      {"rename outside the key", rename_column{"note", "notes"}, duck,
+       {R"(ALTER TABLE "s"."orders" RENAME COLUMN "note" TO "notes")"}},
+      {"rename outside the key", rename_column{"note", "notes"}, kafka, {}},
+      {"rename to another case: PostgreSQL names are case-sensitive", rename_column{"note", "Qty"},
+       pg, {R"(ALTER TABLE "s"."orders" RENAME COLUMN "note" TO "Qty")"}},
+      {"larger integer type", alter_type{"qty", ty("bigint")}, pg,
+       {R"(ALTER TABLE "s"."orders" ALTER COLUMN "qty" TYPE BIGINT USING "qty"::BIGINT)"}},
+      {"larger integer type", alter_type{"qty", ty("bigint")}, duck,
+       {R"(ALTER TABLE "s"."orders" ALTER COLUMN "qty" TYPE BIGINT)"}},
+      {"larger integer type", alter_type{"qty", ty("bigint")}, kafka, {}},
+      {"larger integer type of a key column", alter_type{"id", ty("bigint")}, pg,
+       {R"(ALTER TABLE "s"."orders" ALTER COLUMN "id" TYPE BIGINT USING "id"::BIGINT)"}},
+      {"longer varchar", alter_type{"note", ty("varchar(200)")}, pg,
+       {R"(ALTER TABLE "s"."orders" ALTER COLUMN "note" TYPE VARCHAR(200) USING "note"::VARCHAR(200))"}},
+      {"longer varchar: DuckDB keeps VARCHAR, nothing to apply", alter_type{"note", ty("varchar(200)")},
+       duck, {}},
+      {"shorter varchar: no cast, so a value that does not fit fails the change",
+       alter_type{"note", ty("varchar(50)")}, pg,
+       {R"(ALTER TABLE "s"."orders" ALTER COLUMN "note" TYPE VARCHAR(50))"}},
+      {"shorter varchar: DuckDB keeps VARCHAR, nothing to apply", alter_type{"note", ty("varchar(50)")},
+       duck, {}},
+      {"shorter variable-length: text to varchar", alter_type{"code", ty("varchar(10)")}, pg,
+       {R"(ALTER TABLE "s"."orders" ALTER COLUMN "code" TYPE VARCHAR(10))"}},
+      {"more decimal precision", alter_type{"total", ty("decimal(12,2)")}, pg,
+       {R"(ALTER TABLE "s"."orders" ALTER COLUMN "total" TYPE NUMERIC(12,2))"}},
+      {"more decimal precision", alter_type{"total", ty("decimal(12,2)")}, duck,
+       {R"(ALTER TABLE "s"."orders" ALTER COLUMN "total" TYPE DECIMAL(12,2))"}},
+      {"smaller decimal scale: values that would round fail the change",
+       alter_type{"total", ty("decimal(10,1)")}, pg,
+       {R"(DO $flotilla$ BEGIN IF EXISTS (SELECT 1 FROM "s"."orders" WHERE "total" <> round("total", 1)) THEN RAISE EXCEPTION '%', 'column total holds a value with more than 1 decimal places; it does not fit NUMERIC(10,1)'; END IF; END $flotilla$)",
+        R"(ALTER TABLE "s"."orders" ALTER COLUMN "total" TYPE NUMERIC(10,1))"}},
+      {"smaller decimal scale: values that would round fail the change",
+       alter_type{"total", ty("decimal(10,1)")}, duck,
+       {R"(SELECT error('column total holds a value with more than 1 decimal places; it does not fit DECIMAL(10,1)') WHERE EXISTS (SELECT 1 FROM "s"."orders" WHERE "total" <> round("total", 1)))",
+        R"(ALTER TABLE "s"."orders" ALTER COLUMN "total" TYPE DECIMAL(10,1))"}},
+      {"NULL to NOT NULL", set_nullability{"note", false}, pg,
+       {R"(ALTER TABLE "s"."orders" ALTER COLUMN "note" SET NOT NULL)"}},
+      {"NULL to NOT NULL", set_nullability{"note", false}, duck,
+       {R"(ALTER TABLE "s"."orders" ALTER COLUMN "note" SET NOT NULL)"}},
+      {"NOT NULL to NULL", set_nullability{"total", true}, pg,
+       {R"(ALTER TABLE "s"."orders" ALTER COLUMN "total" DROP NOT NULL)"}},
+      {"NOT NULL to NULL", set_nullability{"total", true}, duck,
+       {R"(ALTER TABLE "s"."orders" ALTER COLUMN "total" DROP NOT NULL)"}},
+      {"nullability on an event target", set_nullability{"note", false}, kafka, {}},
+      {"default added", set_default{"qty", "1"}, pg, {}},
+      {"default changed", set_default{"qty", "2"}, duck, {}},
+      {"default dropped", set_default{"qty", ""}, kafka, {}},
+      {"index created, row key unchanged", index_change{"orders_note_idx", false, ""}, pg, {}},
+      {"index dropped, row key unchanged", index_change{"orders_note_idx", false, ""}, duck, {}},
+      {"new table on the source", new_table{"public.refunds"}, pg, {}},
+      {"TRUNCATE on a relational target", truncate_table{}, pg,
+       {R"(TRUNCATE TABLE "s"."orders")"}},
+      {"TRUNCATE on a relational target", truncate_table{}, duck,
+       {R"(TRUNCATE TABLE "s"."orders")"}},
+  };
+  for (const auto& r : rows) {
+    SECTION(r.what + " on " + std::string(to_string(r.target))) {
+      const auto& a = as_applied(decide(r.change, r.target));
+      CHECK(a.statements == r.statements);
+      CHECK_FALSE(a.truncate_event_key.has_value());
+    }
+  }
+}
+
+TEST_CASE("an applied change with nothing to apply says why") {
+  CHECK(as_applied(decide(set_default{"qty", "1"}, pg)).note ==
+        "nothing to apply: target columns carry no defaults");
+  CHECK(as_applied(decide(index_change{"i", false, ""}, duck)).note ==
+        "nothing to apply: the row key stays the same");
+  CHECK_THAT(as_applied(decide(new_table{"public.refunds"}, pg)).note,
+             Catch::Contains("public.refunds is not captured until it is added"));
+  CHECK_THAT(as_applied(decide(alter_type{"note", ty("varchar(200)")}, duck)).note,
+             Catch::Contains("as VARCHAR"));
+}
+
+TEST_CASE("TRUNCATE of a keyless table on Kafka or Pub/Sub is a truncate event keyed by the table name") {
+  for (auto k : {kafka, pubsub}) {
+    const auto& a = as_applied(decide(truncate_table{}, k, events_table()));
+    CHECK(a.statements.empty());
+    REQUIRE(a.truncate_event_key.has_value());
+    CHECK(*a.truncate_event_key == "public.events");
+  }
+}
+
+// ---- stops -------------------------------------------------------------------------------
+
+TEST_CASE("seed 002 rows that stop the pipeline before the change, with the seed's message shape") {
+  struct row {
+    std::string what;
+    change_kind change;
+    std::string_view code;
+    std::string reason_part;
+  };
+  captured_column created = column("created", "timestamp_tz");
+  created.default_expr = "now()";
+  created.default_constant = false;
+  captured_column uid = column("uid", "uuid", false);
+  uid.default_expr = "gen_random_uuid()";
+  uid.default_constant = false;
+  captured_column seq = column("seq", "bigint", false);
+  seq.identity = true;
+  const std::vector<row> rows{
+      {"ADD COLUMN with a default that isn't a constant", add_column{created},
+       code_volatile_default,
+       "column 'created' was added with default now(), which is not a constant: its per-row "
+       "values exist only in the physical rewrite. Use a constant literal default"},
+      {"ADD COLUMN NOT NULL with a volatile default", add_column{uid}, code_volatile_default,
+       "its per-row values exist only in the physical rewrite"},
+      {"ADD COLUMN as an identity column", add_column{seq}, code_volatile_default,
+       "column 'seq' was added as an identity column"},
+      {"int to varchar", alter_type{"qty", ty("varchar(10)")}, code_type_change,
+       "column 'qty' changed type int -> varchar(10), which the stream cannot carry"},
+      {"bigint to int (smaller integer)", alter_type{"id", ty("smallint")}, code_type_change,
+       "column 'id' changed type int -> smallint"},
+      {"timestamp to date", alter_type{"code", ty("date")}, code_type_change, "text -> date"},
+      {"collation change", column_property_change{"code", "collation", "\"C\" -> \"de_DE\""},
+       code_column_property, "the collation of column 'code' changed"},
+      {"identity change", column_property_change{"id", "identity", ""}, code_column_property,
+       "the identity of column 'id' changed"},
+      {"computed column change", column_property_change{"qty", "generated", ""},
+       code_column_property, "the generated of column 'qty' changed"},
+      {"DROP TABLE of a captured table", drop_table{}, code_table_dropped,
+       "captured table public.orders was dropped"},
+      {"rename of a captured table", rename_table{"public.orders_old"}, code_table_renamed,
+       "captured table public.orders was renamed to public.orders_old"},
+      {"partition attached", partition_change{"ATTACH PARTITION orders_2026"}, code_partition,
+       "a partition was attached to or detached from public.orders"},
+  };
+  for (const auto& r : rows) {
+    for (auto k : {pg, duck, kafka}) {
+      SECTION(r.what + " on " + std::string(to_string(k))) {
+        const auto& s = as_stopped(decide(r.change, k));
+        CHECK(s.code == r.code);
+        CHECK_THAT(s.reason, Catch::Contains(r.reason_part));
+        CHECK(s.message == stop_shape(s.reason));
+        CHECK_FALSE(s.remedy.empty());
+      }
+    }
+  }
+}
+
+TEST_CASE("a precision or scale change of a decimal key column stops the pipeline") {
+  captured_table t{"shop", "public.orders", {column("ref", "decimal(10,2)", false, true), column("v", "int")}};
+  for (auto k : {pg, duck, kafka}) {
+    const auto& s = as_stopped(decide(alter_type{"ref", ty("decimal(12,2)")}, k, t));
+    CHECK(s.code == code_key_decimal);
+  }
+}
+
+TEST_CASE("TRUNCATE of a keyed table stops on Kafka and Pub/Sub") {
+  for (auto k : {kafka, pubsub}) {
+    const auto& s = as_stopped(decide(truncate_table{}, k));
+    CHECK(s.code == code_truncate_keyed_event);
+    CHECK_THAT(s.reason, Catch::Contains("has a row key"));
+  }
+}
+
+TEST_CASE("a target table altered by hand stops at the change") {
+  const auto base = orders();
+  auto pg_shape = [&] {
+    schema::table_schema s;
+    for (const auto& c : base.columns)
+      s.columns.push_back(schema::column{c.name, c.type, c.nullable, c.key});
+    return s;
+  };
+  auto with_actual = [&](schema::table_schema actual) {
+    auto t = target(pg);
+    t.actual = std::move(actual);
+    return decide_outcome(base, source_change{drop_column{"note"}, lsn}, t);
+  };
+  SECTION("the expected shape applies") {
+    CHECK(std::holds_alternative<applied>(with_actual(pg_shape())));
+  }
+  SECTION("a column added in advance") {
+    auto s = pg_shape();
+    s.columns.push_back(schema::column{"memo", ty("text"), true, false});
+    const auto& st = as_stopped(with_actual(s));
+    CHECK(st.code == code_target_shape);
+    CHECK_THAT(st.reason, Catch::Contains("column \"memo\" is not expected"));
+    CHECK(st.remedy == "Undo the manual change on the target table, then start the stream again");
+  }
+  SECTION("a column retyped by hand") {
+    auto s = pg_shape();
+    s.columns[3].type = ty("bigint");
+    CHECK_THAT(as_stopped(with_actual(s)).reason,
+               Catch::Contains("column \"qty\" is BIGINT, expected INTEGER"));
+  }
+  SECTION("a column dropped by hand") {
+    auto s = pg_shape();
+    s.columns.erase(s.columns.begin() + 4);
+    CHECK_THAT(as_stopped(with_actual(s)).reason, Catch::Contains("column \"code\" is missing"));
+  }
+  SECTION("the stream's own bookkeeping columns are not a difference") {
+    auto s = pg_shape();
+    s.columns.push_back(schema::column{"__flotilla_lsn", ty("text"), true, false});
+    CHECK(std::holds_alternative<applied>(with_actual(s)));
+  }
+  SECTION("the new column added in advance, before its ADD COLUMN") {
+    auto s = pg_shape();
+    s.columns.push_back(schema::column{"memo", ty("text"), true, false});
+    auto t = target(pg);
+    t.actual = s;
+    const auto o = decide_outcome(base, source_change{add_column{column("memo", "text")}, lsn}, t);
+    CHECK(as_stopped(o).code == code_target_shape);
+  }
+}
+
+// ---- held for review -----------------------------------------------------------------------
+
+TEST_CASE("DROP COLUMN of a key column is held: drop with a comment that the key must be recreated first") {
+  captured_table t{"shop", "public.orders",
+                   {column("id", "int", false, true), column("line", "int", false, true),
+                    column("v", "text")}};
+  SECTION("postgres") {
+    const auto& h = as_held(decide(drop_column{"line"}, pg, t));
+    CHECK(h.kind() == "drop_column");
+    CHECK(h.state() == storage::pb::HOLD_STATE_AWAITING_REVIEW);
+    CHECK(h.target() == "wh");
+    CHECK(h.table() == "shop.public.orders");
+    CHECK(h.position() == lsn);
+    CHECK(h.source_change() == "public.orders: column line dropped (source LSN 0/16B3748)");
+    CHECK(h.proposed_ddl() ==
+          "-- \"line\" is part of the row key: the key constraint must be dropped and created "
+          "again first.\n"
+          "-- PostgreSQL drops the primary key with its column; create it again over the "
+          "remaining key columns.\n"
+          "ALTER TABLE \"s\".\"orders\" DROP COLUMN \"line\";\n"
+          "ALTER TABLE \"s\".\"orders\" ADD PRIMARY KEY (\"id\");");
+    CHECK_FALSE(needs_edit(h.proposed_ddl()));
+    CHECK(h.requires_resync());
+    CHECK_THAT(h.data_consequence(), Catch::StartsWith("Requires table resync."));
+    CHECK_THAT(h.data_consequence(),
+               Catch::Contains("Values in the dropped column are discarded on the target."));
+  }
+  SECTION("duckdb rebuilds the table without the column") {
+    const auto& h = as_held(decide(drop_column{"line"}, duck, t));
+    CHECK(h.kind() == "drop_column");
+    CHECK_THAT(h.proposed_ddl(), Catch::StartsWith("-- \"line\" is part of the row key: the key "
+                                                   "constraint must be dropped and created again first."));
+    CHECK_THAT(h.proposed_ddl(), Catch::Contains("PRIMARY KEY (\"id\")"));
+    CHECK_THAT(h.proposed_ddl(), Catch::Contains("DROP TABLE \"s\".\"orders\";"));
+  }
+  SECTION("kafka") {
+    const auto& h = as_held(decide(drop_column{"line"}, kafka, t));
+    CHECK(h.proposed_ddl() == no_target_ddl);
+    CHECK(h.requires_resync());
+  }
+}
+
+TEST_CASE("a rename of a key column is always held for review") {
+  for (auto k : {pg, duck}) {
+    const auto& h = as_held(decide(rename_column{"id", "order_id"}, k));
+    CHECK(h.kind() == "rename_column");
+    CHECK(h.source_change() == "public.orders: column id renamed to order_id (source LSN 0/16B3748)");
+    CHECK(h.proposed_ddl() == R"(ALTER TABLE "s"."orders" RENAME COLUMN "id" TO "order_id";)");
+    CHECK_FALSE(h.requires_resync());
+    CHECK_THAT(h.data_consequence(), Catch::Contains("resumes exactly at the change"));
+    CHECK_THAT(h.reason(), Catch::Contains("part of the row key"));
+  }
+  const auto& h = as_held(decide(rename_column{"id", "order_id"}, kafka));
+  CHECK(h.proposed_ddl() == no_target_ddl);
+  CHECK_FALSE(needs_edit(h.proposed_ddl()));
+}
+
+TEST_CASE("a type change DuckDB cannot make exactly (key column) is held with a rebuild proposal") {
+  const auto& h = as_held(decide(alter_type{"id", ty("bigint")}, duck));
+  CHECK(h.kind() == "alter_type");
+  CHECK_THAT(h.reason(), Catch::Contains("refuses ALTER COLUMN ... TYPE on a column of the primary key"));
+  CHECK_THAT(h.proposed_ddl(), Catch::Contains("\"id\" BIGINT NOT NULL"));
+  CHECK_FALSE(h.requires_resync());
+  CHECK_FALSE(needs_edit(h.proposed_ddl()));
+}
+
+TEST_CASE("a column name that collides on the target is held with a proposal that needs an edit") {
+  SECTION("rename") {
+    const auto& h = as_held(decide(rename_column{"note", "Qty"}, duck));
+    CHECK(h.kind() == "rename_column");
+    CHECK_THAT(h.reason(), Catch::Contains("collides with column 'qty'"));
+    CHECK(needs_edit(h.proposed_ddl()));
+  }
+  SECTION("added column") {
+    const auto& h = as_held(decide(add_column{column("QTY", "int")}, duck));
+    CHECK(h.kind() == "add_column");
+    CHECK(needs_edit(h.proposed_ddl()));
+    CHECK(h.requires_resync());
+  }
+}
+
+TEST_CASE("an added column in a collation the target does not support is held") {
+  auto c = column("title", "text");
+  c.collation = "de_DE";
+  const auto& h = as_held(decide(add_column{c}, duck));
+  CHECK(h.kind() == "add_column");
+  CHECK_THAT(h.proposed_ddl(), Catch::StartsWith("-- The source column is in collation \"de_DE\""));
+  CHECK(needs_edit(h.proposed_ddl()));
+  CHECK_FALSE(h.requires_resync());
+  // PostgreSQL keeps the collation.
+  CHECK(as_applied(decide(add_column{c}, pg)).statements ==
+        std::vector<std::string>{R"(ALTER TABLE "s"."orders" ADD COLUMN "title" TEXT COLLATE "de_DE")"});
+}
+
+TEST_CASE("a primary key change is held, needs a fresh copy, and asks for the target key change by hand") {
+  for (auto k : {pg, duck, kafka}) {
+    const auto& h = as_held(decide(key_change{{"id", "code"}, "primary key orders_pkey redefined"}, k));
+    CHECK(h.kind() == "key_change");
+    CHECK_THAT(h.reason(), Catch::EndsWith("Restore the row key on the source, then reload the table."));
+    CHECK(h.requires_resync());
+    CHECK_THAT(h.data_consequence(), Catch::StartsWith("Requires table resync."));
+    CHECK(comment_only(h.proposed_ddl()));
+    if (k != kafka) {
+      CHECK(needs_edit(h.proposed_ddl()));
+      CHECK_THAT(h.proposed_ddl(), Catch::Contains("Write the matching target key change by hand"));
+      CHECK_THAT(h.proposed_ddl(), Catch::Contains(R"(-- ALTER TABLE "s"."orders" ADD PRIMARY KEY ("id", "code");)"));
+    }
+  }
+  // A change to the index serving as the row key is a key change.
+  CHECK(as_held(decide(index_change{"orders_pkey", true, ""}, pg)).kind() == "key_change");
+  CHECK(as_held(decide(key_change{{}, ""}, pg)).source_change() ==
+        "public.orders: row key dropped (source LSN 0/16B3748)");
+}
+
+// ---- helpers -------------------------------------------------------------------------------
+
+TEST_CASE("comment-only DDL and proposals that need an edit") {
+  CHECK(comment_only("-- a\n-- b\n"));
+  CHECK(comment_only(" ;\n-- only\n;"));
+  CHECK(comment_only(""));
+  CHECK_FALSE(comment_only("-- a\nALTER TABLE t ADD COLUMN c INT"));
+  CHECK(needs_edit("-- The source column is NOT NULL: add a DEFAULT, or add it NULL, before applying."));
+  CHECK_FALSE(needs_edit(no_target_ddl));
+  CHECK_FALSE(needs_edit("-- why\n-- no target DDL needed\n"));
+  CHECK_FALSE(needs_edit("ALTER TABLE t DROP COLUMN c;"));
+}
+
+TEST_CASE("apply_change gives the shape after the change") {
+  auto t = apply_change(orders(), rename_column{"note", "notes"});
+  REQUIRE(t.find("notes"));
+  CHECK_FALSE(t.find("note"));
+  t = apply_change(t, alter_type{"qty", ty("bigint")});
+  CHECK(t.find("qty")->type == ty("bigint"));
+  t = apply_change(t, key_change{{"code"}, ""});
+  CHECK(t.to_schema().key() == std::vector<std::string>{"code"});
+  t = apply_change(t, drop_column{"total"});
+  CHECK(t.columns.size() == 4);
+  CHECK(parse_target_kind("postgresql") == pg);
+  CHECK_FALSE(parse_target_kind("sqlite").has_value());
+}
