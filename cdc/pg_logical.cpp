@@ -287,9 +287,9 @@ replication_connection::replication_connection(const std::string& dsn, std::stri
 
 replication_connection::~replication_connection() = default;
 
-created_slot replication_connection::create_slot(const std::string& slot) {
-  const std::string sql =
-      fmt::format("CREATE_REPLICATION_SLOT {} LOGICAL pgoutput EXPORT_SNAPSHOT", pg_ident(slot));
+created_slot replication_connection::create_slot(const std::string& slot, bool temporary) {
+  const std::string sql = fmt::format("CREATE_REPLICATION_SLOT {}{} LOGICAL pgoutput EXPORT_SNAPSHOT",
+                                      pg_ident(slot), temporary ? " TEMPORARY" : "");
   result_guard r(PQexec(impl_->conn, sql.c_str()));
   if (PQresultStatus(r.r) != PGRES_TUPLES_OK || PQntuples(r.r) != 1)
     throw pg_error(fmt::format(

@@ -79,8 +79,9 @@ class replication_connection {
   replication_connection& operator=(const replication_connection&) = delete;
 
   /// CREATE_REPLICATION_SLOT ... LOGICAL pgoutput EXPORT_SNAPSHOT. The snapshot stays
-  /// valid until this connection runs its next command.
-  [[nodiscard]] created_slot create_slot(const std::string& slot);
+  /// valid until this connection runs its next command. A temporary slot goes away with
+  /// the connection.
+  [[nodiscard]] created_slot create_slot(const std::string& slot, bool temporary = false);
   /// START_REPLICATION SLOT ... LOGICAL <from> (proto_version '1', publication_names ...).
   void start(const std::string& slot, lsn_t from, const std::string& publication);
   /// The next message, waiting at most `timeout_ms`; nullopt on timeout. Throws pg_error

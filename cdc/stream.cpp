@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -12,6 +13,11 @@
 
 #include "cdc/apply.hpp"
 #include "cdc/ddl_capture.hpp"
+#include "cdc/ddl_changes.hpp"
+#include "cdc/decide.hpp"
+#include "cdc/review.hpp"
+#include "cdc/review_store.hpp"
+#include "cdc/target_link.hpp"
 #include "cdc/pg_logical.hpp"
 #include "config/selection.hpp"
 #include "sinks/warehouse.hpp"
@@ -396,11 +402,17 @@ class source_stream {
     (void)d;
   }
 
+  /// A reload copies every table again: every open review closes, every kept change goes.
   void clear_holds() {
-    for (const auto& t : tables_) {
-      auto st = o_.store->remove_hold(tgt_.name, t.key);
-      if (!st)
-        throw std::runtime_error(st.error().message);
+    auto reviews = list_reviews(*o_.store, tgt_.name);
+    if (!reviews)
+      throw std::runtime_error(reviews.error().message);
+    for (const auto& r : *reviews) {
+      if (!find_key(r.hold.table()))
+        continue;
+      if (is_open(r.hold.state()))
+        check(save_review(*o_.store, closed_by_reload(r, now_us())));
+      check(o_.store->clear_held_changes(tgt_.name, r.hold.table()));
     }
   }
 
@@ -420,21 +432,51 @@ class source_stream {
     }
   }
 
+  target_opener opener() {
+    sinks::warehouse* w = target_.get();
+    const std::string name = tgt_.name;
+    return [w, name](const std::string& target) -> std::unique_ptr<sinks::warehouse> {
+      if (target != name)
+        throw sinks::sink_error(fmt::format(
+            "target '{}': this stream applies to target '{}' only; decide the review while "
+            "the stream of that target runs, or stop the streams",
+            target, name));
+      return borrow(*w);
+    };
+  }
+
+  /// Holds at start: interrupted decisions resolved from the target first, then each
+  /// review of a captured table acted on.
   void load_holds() {
-    auto holds = o_.store->list_holds(tgt_.name);
-    if (!holds)
-      throw std::runtime_error(holds.error().message);
-    for (const auto& h : *holds) {
-      table_state* t = find_key(h.table);
+    (void)recover_interrupted(*o_.store, opener(), now_us());
+    act_on_reviews();
+  }
+
+  /// Brings every table in line with its review: held while the review holds it,
+  /// replayed once its DDL ran, copied again when a resync was asked for, left alone
+  /// once removed from the pipeline.
+  void act_on_reviews() {
+    auto reviews = list_reviews(*o_.store, tgt_.name);
+    if (!reviews)
+      throw std::runtime_error(reviews.error().message);
+    for (const auto& r : *reviews) {
+      table_state* t = find_key(r.hold.table());
       if (!t)
         continue;
-      const auto& rec = h.record;
-      switch (rec.state()) {
-        case pb::HOLD_STATE_REMOVED: t->state = table_state::mode::removed; break;
-        case pb::HOLD_STATE_RESUMED: break;
-        case pb::HOLD_STATE_APPLYING: resume(*t, rec); break;
-        default: hold_from_record(*t, rec); break;
+      const bool was_held = t->state == table_state::mode::held;
+      if (r.hold.state() == pb::HOLD_STATE_REMOVED) {
+        t->state = table_state::mode::removed;
+      } else if (ready_to_replay(r)) {
+        replay(*t, r);
+      } else if (resync_requested(r)) {
+        resync(*t, r);
+      } else if (holds_table(r)) {
+        if (!was_held)
+          hold_from_record(*t, r.hold);
+        continue;
       }
+      if (was_held && o_.progress)
+        --o_.progress->tables_held;
     }
   }
 
@@ -456,40 +498,86 @@ class source_stream {
       ++o_.progress->tables_held;
   }
 
-  /// A hold whose review ran its DDL (state applying): replay the kept changes under the
-  /// new shape in one target transaction with the table's position, then mark it resumed.
-  void resume(table_state& t, const pb::HoldRecord& rec) {
-    hold_from_record(t, rec);
-    if (o_.progress)
-      --o_.progress->tables_held;
+  /// The review's DDL ran: replay the kept changes under the new shape, in one target
+  /// transaction with the table's position, then close the review (resumed). A change
+  /// at or before the table's applied position ran before a crash and is skipped.
+  void replay(table_state& t, const review& r) {
+    if (t.state != table_state::mode::held)
+      hold_from_record(t, r.hold);
     auto kept = o_.store->scan_held_changes(tgt_.name, t.key);
     if (!kept)
       throw std::runtime_error(kept.error().message);
     batch b;
     std::uint64_t last_seq = 0;
-    lsn_t last = t.applied;
+    lsn_t last = std::max(t.applied, t.kept_through);
     for (const auto& c : *kept) {
       last_seq = c.sequence();
       const lsn_t at = parse_lsn(c.position()).value_or(0);
       if (at <= t.applied)
-        continue;  // applied before a crash: never twice
-      auto j = nlohmann::json::parse(c.payload(), nullptr, false);
-      if (!j.is_object())
         continue;
-      replay_change(b, t, j);
-      last = std::max(last, at);
+      auto j = nlohmann::json::parse(c.payload(), nullptr, false);
+      if (j.is_object())
+        replay_change(b, t, j);
     }
     b.positions[t.name] = {last, columns_json(t.columns)};
     commit_batch(b);
     t.applied = last;
     t.state = table_state::mode::streaming;
-    pb::HoldRecord done = rec;
-    done.set_state(pb::HOLD_STATE_RESUMED);
-    done.set_updated_at_us(now_us());
-    auto st = o_.store->put_hold(tgt_.name, t.key, done);
-    if (!st)
-      throw std::runtime_error(st.error().message);
-    check(o_.store->remove_held_changes_through(tgt_.name, t.key, last_seq));
+    check(finish_replay(*o_.store, r, last_seq, now_us()));
+    if (o_.progress)
+      o_.progress->changes += b.changes;
+  }
+
+  /// Copies the table again while the other tables wait for this batch boundary: a
+  /// temporary slot's snapshot gives the copy and the position the table rejoins at.
+  void resync(table_state& t, const review& r) {
+    const std::string operation = fmt::format("resync-{}", now_us());
+    check(save_review(*o_.store, resync_started(r, operation, now_us())));
+    auto current = load_review(*o_.store, tgt_.name, t.key);
+    if (!current || !*current)
+      throw std::runtime_error(fmt::format("source '{}': the review of '{}' vanished during its "
+                                           "resync", src_.name, t.name));
+    try {
+      replication_connection temp(src_.dsn, src_.name);
+      const std::string temp_slot = slot_.substr(0, 40) + "_resync";
+      created_slot snap = temp.create_slot(temp_slot, true);
+      pg_connection copy(src_.dsn, src_.name);
+      copy.exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+      copy.exec(fmt::format("SET TRANSACTION SNAPSHOT {}", pg_literal(snap.snapshot)));
+      for (auto& row : copy.query(catalog_columns_sql({t.name}))) {
+        t.columns = parse_columns_json(row[3].value_or("[]"));
+        t.layout = layout_of(t.columns);
+      }
+      copy_table(copy, t, snap.consistent_point);
+      copy.exec("COMMIT");
+      check(o_.store->clear_held_changes(tgt_.name, t.key));
+      check(finish_resync(*o_.store, **current, true, "", now_us()));
+      t.state = table_state::mode::streaming;
+    } catch (const std::exception& e) {
+      check(finish_resync(*o_.store, **current, false, e.what(), now_us()));
+      if (t.state != table_state::mode::held)
+        hold_from_record(t, r.hold);
+    }
+  }
+
+  /// Decisions `flotilla review` left in the inbox, carried out on this stream's target
+  /// connection, then acted on.
+  void between_batches() {
+    if (o_.between_batches)
+      o_.between_batches();
+    const std::filesystem::path state_dir = o_.project->state_dir;
+    if (!std::filesystem::exists(inbox_dir(state_dir)))
+      return;
+    bool any = false;
+    for (auto it : std::filesystem::directory_iterator(inbox_dir(state_dir))) {
+      (void)it;
+      any = true;
+      break;
+    }
+    if (!any)
+      return;
+    (void)process_inbox(*o_.store, opener(), state_dir, [] { return now_us(); });
+    act_on_reviews();
   }
 
   /// A kept change, whose tuples name their columns, under the table's current shape.
@@ -562,8 +650,8 @@ class source_stream {
       if (!msg) {
         if (!in_txn && !batch_.empty())
           flush();
-        if (!in_txn && batch_.empty() && o_.between_batches)
-          o_.between_batches();
+        if (!in_txn && batch_.empty())
+          between_batches();
       } else if (msg->type == stream_message::kind::keepalive) {
         received_ = std::max(received_, msg->wal_end);
         // Nothing in flight: everything up to the server's end is accounted for.
@@ -770,123 +858,6 @@ class source_stream {
 
   // ---- DDL --------------------------------------------------------------------------
 
-  struct decision {
-    enum class kind : std::uint8_t { applied, held, stop } what = kind::applied;
-    std::vector<std::string> statements;
-    std::string change_kind;  ///< held: "drop column", "rename column", "key change"
-    std::string change;       ///< in words
-    std::string reason;
-    std::string proposed;
-    std::string consequence;
-    bool resync = false;
-  };
-
-  [[nodiscard]] std::string stop_text(const table_state& t, const std::string& reason) const {
-    return fmt::format(
-        "PostgreSQL logical schema history gap for '{}': {}. No successor plan, row output, or "
-        "checkpoint was published.",
-        t.name, reason);
-  }
-
-  decision decide(const table_state& t, const ddl_event& e) {
-    const auto& d = target_->dialect();
-    decision out;
-    auto worst = [&](decision::kind k) {
-      if (static_cast<int>(k) > static_cast<int>(out.what))
-        out.what = k;
-    };
-    if (e.dropped) {
-      out.what = decision::kind::stop;
-      out.reason = "the table was dropped on the source (DROP TABLE); remove it from the "
-                   "pipeline before dropping it, or reload";
-      return out;
-    }
-    if (e.schema + "." + e.table != t.name) {
-      out.what = decision::kind::stop;
-      out.reason = fmt::format("the table was renamed on the source to '{}.{}'; replace the "
-                               "old name in flotilla.toml and run `flotilla stream --reload`",
-                               e.schema, e.table);
-      return out;
-    }
-    for (const auto& c : diff_columns(t.columns, e.columns)) {
-      switch (c.what) {
-        case column_diff::kind::added: {
-          const auto& a = *c.after;
-          if (a.default_expr && !a.has_missing) {
-            worst(decision::kind::stop);
-            out.reason = fmt::format(
-                "column '{}' was added with the default {}, which is not a constant: its "
-                "per-row values exist only in the physical rewrite. Use a constant literal "
-                "default, or re-seed the table",
-                a.name, *a.default_expr);
-            break;
-          }
-          schema::column col{a.name, sources::map_postgres_type(a.type), true, false};
-          out.statements.push_back(d.add_column(t.target, col));
-          if (a.has_missing && a.missing_value)
-            out.statements.push_back(fmt::format(
-                "UPDATE {} SET {} = {}", d.qualified(t.target), d.quote(a.name),
-                value_sql(d, col.type, tuple_value{tuple_value::kind::text, *a.missing_value})));
-          break;
-        }
-        case column_diff::kind::dropped:
-          if (c.before->key) {
-            worst(decision::kind::held);
-            out.change_kind = "drop column";
-            out.change = fmt::format("{}: key column {} dropped", t.name, c.column);
-            out.reason = "every change is applied by the row key, and the dropped column is "
-                         "part of it";
-            out.proposed = fmt::format(
-                "-- drop and create the key constraint again first\nALTER TABLE {} DROP "
-                "COLUMN {};",
-                d.qualified(t.target), d.quote(c.column));
-            out.consequence = "Values in the dropped column are discarded on the target.";
-          } else {
-            out.statements.push_back(fmt::format("ALTER TABLE {} DROP COLUMN {}",
-                                                 d.qualified(t.target), d.quote(c.column)));
-          }
-          break;
-        case column_diff::kind::renamed:
-          if (c.before->key) {
-            worst(decision::kind::held);
-            out.change_kind = "rename column";
-            out.change = fmt::format("{}: column {} renamed to {}", t.name, c.column, c.to);
-            out.reason = "the column is part of the row key";
-            out.proposed = fmt::format("ALTER TABLE {} RENAME COLUMN {} TO {};",
-                                       d.qualified(t.target), d.quote(c.column), d.quote(c.to));
-            out.consequence = "The table resumes exactly at the change.";
-          } else {
-            out.statements.push_back(fmt::format("ALTER TABLE {} RENAME COLUMN {} TO {}",
-                                                 d.qualified(t.target), d.quote(c.column),
-                                                 d.quote(c.to)));
-          }
-          break;
-        case column_diff::kind::retyped:
-          worst(decision::kind::stop);
-          out.reason = fmt::format("column '{}' changed type from {} to {}", c.column,
-                                   c.before->type, c.after->type);
-          break;
-        case column_diff::kind::nullability:
-          out.statements.push_back(fmt::format(
-              "ALTER TABLE {} ALTER COLUMN {} {} NOT NULL", d.qualified(t.target),
-              d.quote(c.column), c.after->not_null ? "SET" : "DROP"));
-          break;
-        case column_diff::kind::default_changed: break;  // target columns carry no defaults
-        case column_diff::kind::key_changed:
-          worst(decision::kind::held);
-          out.change_kind = "key change";
-          out.change = fmt::format("{}: row key changed", t.name);
-          out.reason = fmt::format("the row key changed. {}",
-                                   "Restore the row key on the source, then reload the table.");
-          out.proposed = "-- write the matching target key change by hand";
-          out.consequence = "Requires table resync. The table needs a fresh copy.";
-          out.resync = true;
-          break;
-      }
-    }
-    return out;
-  }
-
   void handle_ddl(const ddl_event& e, lsn_t at,
                   std::map<std::string, std::vector<pb::HeldChange>>& kept) {
     auto it = by_relid_.find(e.relid);
@@ -904,48 +875,40 @@ class source_stream {
       }
       return;
     }
-    decision dec = decide(t, e);
-    switch (dec.what) {
-      case decision::kind::stop: throw stop_error(stop_text(t, dec.reason));
-      case decision::kind::applied:
-        if (!dec.statements.empty())
-          batch_.steps[t.key].push_back(ddl_step{dec.statements});
-        t.columns = e.columns;
-        t.layout = layout_of(t.columns);
-        batch_.positions[t.name] = {at, columns_json(t.columns)};
-        break;
-      case decision::kind::held: {
-        pb::HoldRecord h;
-        h.set_target(tgt_.name);
-        h.set_table(t.key);
-        h.set_state(pb::HOLD_STATE_AWAITING_REVIEW);
-        h.set_kind(dec.change_kind);
-        h.set_source_change(fmt::format("{} (source LSN {})", dec.change, format_lsn(at)));
-        h.set_reason(dec.reason);
-        h.set_proposed_ddl(dec.proposed);
-        h.set_data_consequence(dec.consequence);
-        h.set_requires_resync(dec.resync);
-        h.set_position(format_lsn(at));
-        h.set_created_at_us(now_us());
-        h.set_updated_at_us(now_us());
-        nlohmann::json detail{{"columns_before", columns_json(t.columns)},
-                              {"columns_after", columns_json(e.columns)},
-                              {"ddl", e.ddl}};
-        h.set_detail(detail.dump());
-        auto r = o_.store->put_hold(tgt_.name, t.key, h);
-        if (!r)
-          throw std::runtime_error(r.error().message);
-        t.state = table_state::mode::held;
-        t.hold_position = at;
-        t.kept_through = at;
-        t.columns = e.columns;
-        t.layout = layout_of(t.columns);
-        (void)kept;
-        if (o_.progress)
-          ++o_.progress->tables_held;
-        break;
-      }
+    target_info info;
+    info.name = tgt_.name;
+    info.kind = tgt_.dialect == "duckdb" ? target_kind::duckdb : target_kind::postgres;
+    info.table = t.target;
+    outcome o = decide_ddl(src_.name, t.name, t.columns, e, format_lsn(at), info);
+    if (auto* st = std::get_if<stopped>(&o))
+      throw stop_error(fmt::format("{} [{}] {}", st->message, st->code, st->remedy));
+    if (auto* a = std::get_if<applied>(&o)) {
+      if (!a->statements.empty())
+        batch_.steps[t.key].push_back(ddl_step{a->statements});
+      t.columns = e.columns;
+      t.layout = layout_of(t.columns);
+      batch_.positions[t.name] = {at, columns_json(t.columns)};
+      return;
     }
+    pb::HoldRecord h = std::get<held>(o).hold;
+    h.set_target(tgt_.name);
+    h.set_table(t.key);
+    h.set_position(format_lsn(at));
+    nlohmann::json detail{{"columns_before", columns_json(t.columns)},
+                          {"columns_after", columns_json(e.columns)},
+                          {"ddl", e.ddl}};
+    h.set_detail(detail.dump());
+    auto r = create_review(*o_.store, h, {}, now_us());
+    if (!r)
+      throw std::runtime_error(r.error().message);
+    t.state = table_state::mode::held;
+    t.hold_position = at;
+    t.kept_through = at;
+    t.columns = e.columns;
+    t.layout = layout_of(t.columns);
+    (void)kept;
+    if (o_.progress)
+      ++o_.progress->tables_held;
   }
 
   // ---- commit -----------------------------------------------------------------------
@@ -994,8 +957,7 @@ class source_stream {
     }
     batch_ = batch{};
     send_status();
-    if (o_.between_batches)
-      o_.between_batches();
+    between_batches();
   }
 
   const stream_options& o_;

@@ -5,6 +5,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+
+#include "cdc/decide.hpp"
 #include "storage/state_store.hpp"
 #include "tests/stream/support.hpp"
 
@@ -181,7 +184,7 @@ TEST_CASE("a held change pauses only its table, and the hold survives a kill -9"
   REQUIRE(hold);
   REQUIRE(*hold);
   CHECK((*hold)->state() == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW);
-  CHECK((*hold)->kind() == "drop column");
+  CHECK((*hold)->kind() == "drop_column");
   auto kept = store->held_change_count("wh", "shop.public.orders");
   REQUIRE(kept);
   CHECK(*kept == 2);  // both inserts, once each across the kill
@@ -241,4 +244,84 @@ TEST_CASE("changes reach a DuckDB target", "[stream]") {
                   {"5", "note 5", "6.25", "NULL"},
                   {"6", "six", "6.50", "NULL"},
                   {"7", "seven", "7.00", "true"}});
+}
+
+namespace {
+
+std::string submit(const fixture& f, flotilla::cdc::decision_kind kind, std::string ddl = "") {
+  return flotilla::cdc::submit_request(std::filesystem::path(f.dir()) / ".flotilla",
+                                       {"", "wh", "shop.public.orders", {kind, std::move(ddl)}});
+}
+
+flotilla::storage::pb::HoldRecord hold_of(const fixture& f) {
+  auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
+                                                    {.read_only = true});
+  REQUIRE(store);
+  auto hold = store->get_hold("wh", "shop.public.orders");
+  REQUIRE(hold);
+  REQUIRE(*hold);
+  return **hold;
+}
+
+}  // namespace
+
+TEST_CASE("an applied review replays the kept changes under the new shape, once",
+          "[stream]") {
+  fixture f;
+  make_orders(f, "orders", 3);
+  make_orders(f, "items", 1);
+  stream_process p(f);
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "3"; }));
+  pg_exec(f.source(), "ALTER TABLE orders RENAME COLUMN id TO order_id");
+  pg_exec(f.source(), "INSERT INTO orders VALUES (4, 'kept', 1)");
+  pg_exec(f.source(), "UPDATE orders SET note = 'kept update' WHERE order_id = 1");
+  pg_exec(f.source(), "INSERT INTO items VALUES (2, 'streams', 1)");
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.items") == "2"; }));
+  CHECK(count(f.target(), "st_shop.orders") == "3");
+  const std::string id = submit(f, flotilla::cdc::decision_kind::apply_proposed);
+  CHECK(eventually([&] {
+    auto r = pg_try_rows(f.target(), "SELECT order_id, note FROM st_shop.orders ORDER BY 1");
+    return r && *r == rows{{"1", "kept update"}, {"2", "note 2"}, {"3", "note 3"}, {"4", "kept"}};
+  }));
+  // Back in the stream: later changes apply directly.
+  pg_exec(f.source(), "INSERT INTO orders VALUES (5, 'live', 1)");
+  CHECK(eventually([&] { return count(f.target(), "st_shop.orders") == "5"; }));
+  CHECK(p.stop() == 0);
+  INFO(p.err());
+  CHECK(hold_of(f).state() == flotilla::storage::pb::HOLD_STATE_RESUMED);
+  // A restart applies nothing twice.
+  stream_process again(f);
+  pg_exec(f.source(), "INSERT INTO orders VALUES (6, 'after restart', 1)");
+  CHECK(eventually([&] { return count(f.target(), "st_shop.orders") == "6"; }));
+  CHECK(pg_query(f.target(), "SELECT count(DISTINCT order_id) FROM st_shop.orders") ==
+        rows{{"6"}});
+  CHECK(again.stop() == 0);
+}
+
+TEST_CASE("a key change is held until a resync copies the table again", "[stream]") {
+  fixture f;
+  make_orders(f, "orders", 3);
+  make_orders(f, "items", 1);
+  stream_process p(f);
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "3"; }));
+  pg_exec(f.source(), "ALTER TABLE orders DROP CONSTRAINT orders_pkey, ADD PRIMARY KEY (id, note)");
+  pg_exec(f.source(), "INSERT INTO orders VALUES (4, 'kept', 1)");
+  pg_exec(f.source(), "INSERT INTO items VALUES (2, 'after the key change', 1)");
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.items") == "2"; }));
+  CHECK(count(f.target(), "st_shop.orders") == "3");
+  // The proposal of a key change is a comment asking for the target key by hand.
+  const std::string id = submit(f, flotilla::cdc::decision_kind::resync_edited,
+                                "-- the target table is copied again with its new key");
+  REQUIRE(eventually([&] {
+    return flotilla::cdc::read_result(std::filesystem::path(f.dir()) / ".flotilla", id)
+        .has_value();
+  }));
+  auto result = flotilla::cdc::read_result(std::filesystem::path(f.dir()) / ".flotilla", id);
+  INFO(result->message);
+  CHECK(result->exit_code() == 0);
+  CHECK(eventually([&] { return count(f.target(), "st_shop.orders") == "4"; }));
+  pg_exec(f.source(), "INSERT INTO orders VALUES (5, 'live', 1)");
+  CHECK(eventually([&] { return same_orders(f); }));
+  CHECK(p.stop() == 0);
+  CHECK(hold_of(f).state() == flotilla::storage::pb::HOLD_STATE_RESUMED);
 }

@@ -1,0 +1,105 @@
+#include "cdc/ddl_changes.hpp"
+
+#include <optional>
+
+#include "sources/type_mapping.hpp"
+
+namespace flotilla::cdc {
+namespace {
+
+captured_column to_column(const source_column& c) {
+  captured_column out;
+  out.name = c.name;
+  out.type = sources::map_postgres_type(c.type);
+  out.nullable = !c.not_null;
+  out.key = c.key;
+  if (c.default_expr) {
+    out.default_expr = *c.default_expr;
+    // ADD COLUMN ... DEFAULT stores a constant as metadata (atthasmissing); a volatile
+    // default rewrites the table instead, and its per-row values are not in the stream.
+    out.default_constant = c.has_missing;
+    out.default_value = c.missing_value;
+  }
+  return out;
+}
+
+}  // namespace
+
+captured_table to_captured(const std::string& source, const std::string& table,
+                           const std::vector<source_column>& columns) {
+  captured_table t;
+  t.source = source;
+  t.name = table;
+  for (const auto& c : columns)
+    t.columns.push_back(to_column(c));
+  return t;
+}
+
+std::vector<source_change> to_source_changes(const std::string& table,
+                                             const std::vector<source_column>& before,
+                                             const ddl_event& event, const std::string& position) {
+  std::vector<source_change> out;
+  auto add = [&](change_kind k) { out.push_back(source_change{std::move(k), position}); };
+  if (event.dropped) {
+    add(drop_table{});
+    return out;
+  }
+  if (event.schema + "." + event.table != table) {
+    add(rename_table{event.schema + "." + event.table});
+    return out;
+  }
+  for (const auto& d : diff_columns(before, event.columns)) {
+    switch (d.what) {
+      case column_diff::kind::added: add(add_column{to_column(*d.after)}); break;
+      case column_diff::kind::dropped: add(drop_column{d.column}); break;
+      case column_diff::kind::renamed: add(rename_column{d.column, d.to}); break;
+      case column_diff::kind::retyped:
+        add(alter_type{d.column, sources::map_postgres_type(d.after->type)});
+        break;
+      case column_diff::kind::nullability:
+        add(set_nullability{d.column, !d.after->not_null});
+        break;
+      case column_diff::kind::default_changed:
+        add(set_default{d.column, d.after->default_expr.value_or("")});
+        break;
+      case column_diff::kind::key_changed: {
+        key_change k;
+        for (const auto& c : event.columns)
+          if (c.key)
+            k.new_key.push_back(c.name);
+        k.detail = k.new_key.empty() ? "primary key dropped" : "primary key redefined";
+        add(std::move(k));
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+outcome decide_ddl(const std::string& source, const std::string& table,
+                   const std::vector<source_column>& before, const ddl_event& event,
+                   const std::string& position, const target_info& target) {
+  captured_table current = to_captured(source, table, before);
+  applied all;
+  std::optional<held> first_hold;
+  for (const auto& change : to_source_changes(table, before, event, position)) {
+    outcome o = decide_outcome(current, change, target);
+    if (std::holds_alternative<stopped>(o))
+      return o;
+    if (auto* h = std::get_if<held>(&o)) {
+      if (!first_hold)
+        first_hold = *h;
+    } else {
+      auto& a = std::get<applied>(o);
+      all.statements.insert(all.statements.end(), a.statements.begin(), a.statements.end());
+      if (!a.note.empty())
+        all.note += (all.note.empty() ? "" : "; ") + a.note;
+    }
+    current = apply_change(current, change.change);
+  }
+  if (first_hold)
+    return *first_hold;
+  return all;
+}
+
+}  // namespace flotilla::cdc
