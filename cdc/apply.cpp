@@ -177,6 +177,15 @@ std::string value_sql(const dialects::dialect& d, const schema::portable_type& t
           return fmt::format("from_hex({})", d.literal(hex_of(*raw)));
       }
       break;
+    case type_kind::decimal:
+    case type_kind::varchar:
+    case type_kind::text:
+    case type_kind::date:
+    case type_kind::time:
+    case type_kind::timestamp_ntz:
+    case type_kind::timestamp_tz:
+      // A string literal takes the column's type on both engines: no cast to parse.
+      return d.literal(v.text);
     default: break;
   }
   return fmt::format("CAST({} AS {})", d.literal(v.text), d.physical_type(t));

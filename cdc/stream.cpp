@@ -703,6 +703,14 @@ class source_stream {
 
   void send_status() { replication_->send_status(std::max(received_, confirmed_), confirmed_); }
 
+  /// The table's position in this batch; its shape is serialized once per batch.
+  void note_position(table_state& t, lsn_t at) {
+    auto [it, inserted] = batch_.positions.try_emplace(t.name);
+    it->second.lsn = at;
+    if (inserted || it->second.columns.empty())
+      it->second.columns = columns_json(t.columns);
+  }
+
   net_changes& current_net(batch& b, table_state& t) {
     auto& steps = b.steps[t.key];
     if (steps.empty() || !std::holds_alternative<net_changes>(steps.back()) ||
@@ -784,7 +792,7 @@ class source_stream {
             continue;
           }
           batch_.steps[t.key].push_back(truncate_step{});
-          batch_.positions[t.name] = {at, columns_json(t.columns)};
+          note_position(t, at);
           ++applied;
           ++t.changes;
         }
@@ -837,7 +845,7 @@ class source_stream {
           current_net(batch_, t).remove(old);
       }
       if (!held) {
-        batch_.positions[t.name] = {at, columns_json(t.columns)};
+        note_position(t, at);
         ++applied;
         ++t.changes;
       }
