@@ -384,8 +384,9 @@ review decision_succeeded(const review& r, const decision_plan& p, std::int64_t 
   review out = r;
   out.hold.set_updated_at_us(now_us);
   out.hold.clear_error();
-  if (p.run_ddl)
-    out.note.ddl_ran = true;
+  // The review's DDL is applied (a comment-only one ran nothing): a later resync must
+  // use it as it is, and it never runs again.
+  out.note.ddl_ran = true;
   out.note.phase.clear();
   if (p.resync) {
     out.hold.set_state(pb::HOLD_STATE_AWAITING_RESYNC);

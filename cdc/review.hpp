@@ -63,7 +63,7 @@ struct review_note {
   /// stream replays the kept changes.
   std::string phase;
   std::int64_t decided_at_us = 0;  ///< when the last decision began: part of its id
-  bool ddl_ran = false;    ///< applied_ddl ran on the target (never run it again)
+  bool ddl_ran = false;  ///< applied_ddl was applied (ran, or held only comments): never again
   resync_state resync = resync_state::none;
   std::string resync_operation;  ///< the stream's name for the copy ("resync-<n>")
   std::string resync_error;

@@ -1,7 +1,452 @@
+// `flotilla review list | show | apply | edit | resync | remove`: the reviews of held
+// changes (seed 003, docs/cdc-reviews.md).
+//
+// The state store admits one writer process. When no stream runs, a decision is carried
+// out here, directly on the target. While `flotilla stream` holds the store, list and show
+// read it read-only, and a decision is checked against the read-only view, written to
+// <state dir>/reviews/inbox and carried out by the stream (cdc::process_inbox); this
+// command waits for its result (--wait seconds) and reports it.
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "cdc/decide.hpp"
+#include "cdc/outcome.hpp"
+#include "cdc/review.hpp"
+#include "cdc/review_store.hpp"
+#include "cli/fleet_builder.hpp"
 #include "cli/verbs.hpp"
+#include "storage/state_store.hpp"
 
 namespace flotilla::cli {
+namespace {
 
-verb review_verb() { return pending_verb("review", "review list | show | apply | edit | resync | remove (held changes)"); }
+namespace fs = std::filesystem;
+using cdc::decision_kind;
+using cdc::review;
+
+struct review_args {
+  std::string action;  ///< list, show, apply, edit, resync, remove
+  std::vector<std::string> which;  ///< <target> <source>.<table>, or an id
+  std::string output = "text";
+  std::string target;  ///< list: one target only
+  std::string ddl;
+  std::string ddl_file;
+  bool edit_apply = false;
+  bool edit_resync = false;
+  double wait_seconds = 60;
+};
+
+std::int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+/// A usage or lookup problem: printed, exit 2.
+int usage(const review_args& a, std::string_view code, const std::string& message,
+          const std::string& hint = {}) {
+  if (a.output == "json") {
+    nlohmann::json j{{"status", "refused"}, {"code", code}, {"message", message}, {"hint", hint}};
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    fmt::print(stderr, "error {}: {}\n", code, message);
+    if (!hint.empty())
+      fmt::print(stderr, "hint: {}\n", hint);
+  }
+  return 2;
+}
+
+struct opened_store {
+  std::unique_ptr<storage::state_store> store;
+  bool read_only = false;  ///< another process (the stream) holds the lock
+};
+
+/// Opens the project's store for writing, or read-only while another process holds it.
+/// nullopt store when none exists yet.
+std::optional<opened_store> open_store(const config::project& p, std::string& problem) {
+  const fs::path dir = fs::path(p.state_dir) / "state";
+  opened_store out;
+  if (!fs::exists(dir))
+    return out;
+  storage::store_options o;
+  o.create_if_missing = false;
+  o.sync_writes = true;  // a decision is rare and must survive a power loss
+  auto s = storage::state_store::open(dir, o);
+  if (!s && s.error().code == storage::errc::locked) {
+    o.read_only = true;
+    s = storage::state_store::open(dir, o);
+    out.read_only = true;
+  }
+  if (!s) {
+    problem = s.error().message;
+    return std::nullopt;
+  }
+  out.store = std::make_unique<storage::state_store>(std::move(*s));
+  return out;
+}
+
+std::uint64_t kept_count(const storage::state_store& store, const review& r) {
+  auto n = store.held_change_count(r.hold.target(), r.hold.table());
+  return n ? *n : 0;
+}
+
+nlohmann::json review_json(const review& r, std::uint64_t kept) {
+  const auto& h = r.hold;
+  const bool tried = r.ddl_was_tried();
+  return nlohmann::json{
+      {"id", r.short_id()},
+      {"target", h.target()},
+      {"table", h.table()},
+      {"state", cdc::state_name(h.state())},
+      {"state_label", cdc::state_label(h.state())},
+      {"open", cdc::is_open(h.state())},
+      {"kind", h.kind()},
+      {"source_change", h.source_change()},
+      {"position", h.position()},
+      {"reason", h.reason()},
+      {"proposed_ddl", h.proposed_ddl()},
+      {"proposal_needs_edit", cdc::needs_edit(h.proposed_ddl())},
+      {"data_consequence", h.data_consequence()},
+      {"requires_resync", h.requires_resync()},
+      {"applied_ddl", tried ? std::string() : h.applied_ddl()},
+      {"tried_ddl", tried ? h.applied_ddl() : std::string()},
+      {"error", h.error()},
+      {"resync_status", r.resync_status()},
+      {"kept_changes", kept},
+      {"created_at_us", h.created_at_us()},
+      {"updated_at_us", h.updated_at_us()},
+  };
+}
+
+void print_block(std::string_view title, const std::string& text) {
+  fmt::print("{}:\n", title);
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    fmt::print("  {}\n", line);
+}
+
+void print_card(const review& r, std::uint64_t kept) {
+  const auto& h = r.hold;
+  fmt::print("Review {}: {} on target {}\n", r.short_id(), h.table(), h.target());
+  fmt::print("Table:  {}\n", h.table());
+  fmt::print("State:  {}\n", cdc::state_label(h.state()));
+  fmt::print("Kind:   {}\n", cdc::kind_label(h.kind()));
+  fmt::print("Source change: {}\n", h.source_change());
+  print_block("Why it was not applied automatically", h.reason());
+  print_block("Proposed DDL", h.proposed_ddl().empty() ? std::string(cdc::no_target_ddl)
+                                                        : h.proposed_ddl());
+  if (cdc::is_open(h.state()) && cdc::needs_edit(h.proposed_ddl()))
+    fmt::print("  ({} Apply proposed DDL is disabled; use `flotilla review edit`.)\n",
+               cdc::needs_edit_hint);
+  print_block("Data consequence", h.data_consequence());
+  if (!h.applied_ddl().empty())
+    print_block(r.ddl_was_tried() ? "Tried DDL" : "Applied DDL", h.applied_ddl());
+  if (!h.error().empty())
+    fmt::print("Error: {}\n", h.error());
+  if (auto s = r.resync_status(); !s.empty())
+    fmt::print("Resync status: {}\n", s);
+  fmt::print("Kept changes: {}\n", kept);
+}
+
+/// The review named by `which`: "<target> <source>.<table>", an id from `list`, or a
+/// "<source>.<table>" held on one target only.
+std::optional<review> find_review(const std::vector<review>& all, const std::vector<std::string>& which,
+                                  std::string& problem) {
+  std::vector<const review*> hits;
+  for (const auto& r : all) {
+    if (which.size() == 2 && r.hold.target() == which[0] && r.hold.table() == which[1])
+      hits.push_back(&r);
+    else if (which.size() == 1 && (r.short_id() == which[0] || r.hold.table() == which[0]))
+      hits.push_back(&r);
+  }
+  if (hits.size() == 1)
+    return *hits.front();
+  std::string named;
+  for (const auto& w : which)
+    named += (named.empty() ? "" : " ") + w;
+  problem = hits.empty()
+                ? fmt::format("No review matches '{}'; `flotilla review list` shows the reviews "
+                              "with their ids.",
+                              named)
+                : fmt::format("'{}' names the table on {} targets; name it as <target> "
+                              "<source>.<table> or by its id.",
+                              named, hits.size());
+  return std::nullopt;
+}
+
+cdc::target_opener project_opener(const config::project& p) {
+  std::vector<sinks::warehouse_options> targets;
+  for (const auto& t : p.targets)
+    targets.push_back(sinks::warehouse_options{t.name, t.dialect, t.path, t.dsn});
+  return cdc::opener_for(std::move(targets));
+}
+
+std::string outcome_line(const review& r) {
+  const auto& h = r.hold;
+  std::string what;
+  switch (h.state()) {
+    case cdc::pb::HOLD_STATE_APPLYING:
+      what = "the DDL ran; the stream replays the kept changes, then the table resumes";
+      break;
+    case cdc::pb::HOLD_STATE_AWAITING_RESYNC:
+      what = r.note.resync == cdc::resync_state::requested
+                 ? "the stream copies the table again, then it resumes"
+                 : "the table needs a fresh copy: run `flotilla review resync`";
+      break;
+    case cdc::pb::HOLD_STATE_REMOVED: what = "the table is no longer applied on this target"; break;
+    case cdc::pb::HOLD_STATE_LAST_DECISION_FAILED: what = h.error(); break;
+    default: break;
+  }
+  return fmt::format("{} {}: {}{}", h.target(), h.table(), cdc::state_label(h.state()),
+                     what.empty() ? "" : " (" + what + ")");
+}
+
+int report_result(const review_args& a, const cdc::decision_result& r, const storage::state_store* store) {
+  const int code = r.exit_code();
+  if (a.output == "json") {
+    nlohmann::json j{{"status", r.queued ? "queued"
+                                : r.status == cdc::decision_result::outcome::done    ? "done"
+                                : r.status == cdc::decision_result::outcome::refused ? "refused"
+                                                                                     : "failed"},
+                     {"code", r.code},
+                     {"message", r.message},
+                     {"hint", r.hint}};
+    if (r.after)
+      j["review"] = review_json(*r.after, store ? kept_count(*store, *r.after) : 0);
+    fmt::print("{}\n", j.dump(2));
+    return code;
+  }
+  if (r.queued) {
+    fmt::print("{}\n", r.message);
+    return 0;
+  }
+  if (code == 0) {
+    if (r.after)
+      fmt::print("{}\n", outcome_line(*r.after));
+    return 0;
+  }
+  fmt::print(stderr, "error {}: {}\n", r.code, r.message);
+  if (!r.hint.empty())
+    fmt::print(stderr, "hint: {}\n", r.hint);
+  return code;
+}
+
+int do_list(const review_args& a, const storage::state_store* store) {
+  std::vector<review> all;
+  if (store) {
+    auto listed = cdc::list_reviews(*store, a.target);
+    if (!listed) {
+      fmt::print(stderr, "{}\n", listed.error().message);
+      return 2;
+    }
+    all = std::move(*listed);
+  }
+  if (a.output == "json") {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& r : all)
+      arr.push_back(review_json(r, kept_count(*store, r)));
+    fmt::print("{}\n", nlohmann::json{{"reviews", arr}}.dump(2));
+    return 0;
+  }
+  if (all.empty()) {
+    fmt::print("no held tables\n");
+    return 0;
+  }
+  std::size_t wt = 5, wg = 6, ws = 5;
+  for (const auto& r : all) {
+    wt = std::max(wt, r.hold.table().size());
+    wg = std::max(wg, r.hold.target().size());
+    ws = std::max(ws, cdc::state_label(r.hold.state()).size());
+  }
+  fmt::print("{:<8}  {:<{}}  {:<{}}  {:<{}}  {}\n", "ID", "TABLE", wt, "TARGET", wg, "STATE", ws,
+             "KIND");
+  for (const auto& r : all)
+    fmt::print("{:<8}  {:<{}}  {:<{}}  {:<{}}  {}\n", r.short_id(), r.hold.table(), wt,
+               r.hold.target(), wg, cdc::state_label(r.hold.state()), ws,
+               cdc::kind_label(r.hold.kind()));
+  return 0;
+}
+
+int do_review(const global_options& g, const review_args& a) {
+  std::vector<config::filter> filters;
+  auto project = load_or_report(g, {}, filters);
+  if (!project)
+    return 2;
+  std::string problem;
+  auto opened = open_store(*project, problem);
+  if (!opened) {
+    fmt::print(stderr, "{}\n", problem);
+    return 2;
+  }
+  auto* store = opened->store.get();
+  if (a.action == "list")
+    return do_list(a, store);
+
+  if (a.which.empty() || a.which.size() > 2)
+    return usage(a, cdc::code_unknown_review,
+                 "Name the review as <target> <source>.<table>, or by its id from `flotilla "
+                 "review list`.");
+  std::vector<review> all;
+  if (store) {
+    auto listed = cdc::list_reviews(*store);
+    if (!listed) {
+      fmt::print(stderr, "{}\n", listed.error().message);
+      return 2;
+    }
+    all = std::move(*listed);
+  }
+  auto found = find_review(all, a.which, problem);
+  if (!found)
+    return usage(a, cdc::code_unknown_review, problem);
+
+  if (a.action == "show") {
+    const auto kept = kept_count(*store, *found);
+    if (a.output == "json")
+      fmt::print("{}\n", review_json(*found, kept).dump(2));
+    else
+      print_card(*found, kept);
+    return 0;
+  }
+
+  cdc::decision d;
+  if (a.action == "apply") {
+    d.kind = decision_kind::apply_proposed;
+  } else if (a.action == "resync") {
+    d.kind = decision_kind::resync;
+  } else if (a.action == "remove") {
+    d.kind = decision_kind::remove;
+  } else {  // edit
+    if (a.edit_apply == a.edit_resync)
+      return usage(a, cdc::code_no_ddl, "`review edit` needs exactly one of --apply or --resync.");
+    if (a.ddl.empty() == a.ddl_file.empty())
+      return usage(a, cdc::code_no_ddl,
+                   "`review edit` needs the edited DDL: exactly one of --ddl '...' or "
+                   "--ddl-file <path>.");
+    d.kind = a.edit_apply ? decision_kind::apply_edited : decision_kind::resync_edited;
+    if (!a.ddl_file.empty()) {
+      std::ifstream in(a.ddl_file, std::ios::binary);
+      if (!in)
+        return usage(a, cdc::code_no_ddl, fmt::format("cannot read --ddl-file {}", a.ddl_file));
+      std::ostringstream s;
+      s << in.rdbuf();
+      d.ddl = s.str();
+    } else {
+      d.ddl = a.ddl;
+    }
+  }
+
+  const std::string target = found->hold.target();
+  const std::string table = found->hold.table();
+  if (!opened->read_only) {
+    auto result = cdc::carry_out(*store, project_opener(*project), target, table, d, now_us());
+    return report_result(a, result, store);
+  }
+
+  // The stream holds the store: check now, so a refusal is immediate, then hand the
+  // decision to the stream.
+  const review same[] = {*found};
+  if (auto p = cdc::check_decision(*found, d, same); !p)
+    return report_result(a,
+                         cdc::decision_result{cdc::decision_result::outcome::refused, p.error().code,
+                                              p.error().message, p.error().hint, *found, false},
+                         store);
+  std::string id;
+  try {
+    id = cdc::submit_request(project->state_dir, {"", target, table, d});
+  } catch (const std::exception& e) {
+    return usage(a, cdc::code_decision_failed, e.what());
+  }
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<long>(a.wait_seconds * 1000));
+  for (;;) {
+    if (auto r = cdc::read_result(project->state_dir, id)) {
+      std::error_code ec;
+      fs::remove(cdc::results_dir(project->state_dir) / (id + ".result"), ec);
+      // The stream wrote the review; a fresh read-only open sees it.
+      if (auto again = open_store(*project, problem); again && again->store)
+        if (auto now = cdc::load_review(*again->store, target, table); now && *now)
+          r->after = **now;
+      return report_result(a, *r, nullptr);
+    }
+    if (std::chrono::steady_clock::now() >= deadline)
+      break;
+    // Polls a file the stream writes; a decision is a rare, interactive event.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  cdc::decision_result queued;
+  queued.queued = true;
+  queued.after = *found;
+  queued.message = fmt::format(
+      "{} {}: decision queued for the running stream (request {}); `flotilla review show {} {}` "
+      "shows its outcome",
+      target, table, id, target, table);
+  return report_result(a, queued, store);
+}
+
+}  // namespace
+
+verb review_verb() {
+  auto args = std::make_shared<review_args>();
+  auto subs = std::make_shared<std::vector<std::pair<std::string, CLI::App*>>>();
+  auto glob = std::make_shared<global_options*>(nullptr);
+  return verb{
+      [=](CLI::App& app, global_options& g) {
+        *glob = &g;
+        auto* r = app.add_subcommand("review", "held changes: list, show and decide reviews");
+        r->require_subcommand(1);
+        auto add = [&](const std::string& name, const std::string& help, bool named) {
+          auto* s = r->add_subcommand(name, help);
+          s->add_option("--output", args->output, "text or json")
+              ->check(CLI::IsMember({"text", "json"}));
+          if (named)
+            s->add_option("review", args->which,
+                          "<target> <source>.<table>, or the id `review list` prints")
+                ->expected(1, 2);
+          subs->emplace_back(name, s);
+          return s;
+        };
+        auto* list = add("list", "list the reviews: table, target, state, kind", false);
+        list->add_option("--target", args->target, "only this target's reviews");
+        add("show", "show a review: source change, reason, proposed DDL, data consequence, ...",
+            true);
+        for (const auto& [name, help] :
+             std::vector<std::pair<std::string, std::string>>{
+                 {"apply", "apply the proposed DDL"},
+                 {"resync", "run the review's DDL and copy the table again"},
+                 {"remove", "stop applying the table on this target"}}) {
+          auto* s = add(name, help, true);
+          s->add_option("--wait", args->wait_seconds,
+                        "while a stream runs: seconds to wait for it to carry the decision out");
+        }
+        auto* edit = add("edit", "apply or resync with edited DDL", true);
+        edit->add_option("--ddl", args->ddl, "the edited DDL");
+        edit->add_option("--ddl-file", args->ddl_file, "a file holding the edited DDL");
+        edit->add_flag("--apply", args->edit_apply, "apply the edited DDL");
+        edit->add_flag("--resync", args->edit_resync, "resync with the edited DDL");
+        edit->add_option("--wait", args->wait_seconds,
+                         "while a stream runs: seconds to wait for it to carry the decision out");
+      },
+      [=] {
+        for (const auto& [name, s] : *subs)
+          if (s->parsed()) {
+            args->action = name;
+            return true;
+          }
+        return false;
+      },
+      [=] { return do_review(**glob, *args); }};
+}
 
 }  // namespace flotilla::cli

@@ -1,0 +1,255 @@
+// `flotilla review` end to end: the real binary (FLOTILLA_BIN) on a project whose state
+// store holds reviews, with and without a running writer holding the store.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cdc/decide.hpp"
+#include "cdc/review_store.hpp"
+#include "tests/cdc/support.hpp"
+
+using namespace flotilla;
+using namespace flotilla::cdc;
+using flotilla::test::held_draft;
+using flotilla::test::kept;
+using flotilla::test::now_us;
+using flotilla::test::temp_dir;
+
+namespace {
+
+struct run_result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
+  }
+  return out + "'";
+}
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+run_result run_cli(const temp_dir& dir, const std::vector<std::string>& args) {
+  const char* bin = std::getenv("FLOTILLA_BIN");
+  if (bin == nullptr || *bin == '\0')
+    FAIL("FLOTILLA_BIN is not set: run the suite through ctest");
+  std::string cmd = "cd " + shell_quote(dir.path().string()) + " && " + shell_quote(bin);
+  for (const auto& a : args)
+    cmd += " " + shell_quote(a);
+  const auto err_file = dir.path() / "stderr.txt";
+  cmd += " 2>" + shell_quote(err_file.string());
+  run_result r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  std::size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
+    r.out.append(buf, n);
+  const int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.err = slurp(err_file);
+  return r;
+}
+
+/// A project with one DuckDB target `wh` holding <schema>.orders, and a state store with
+/// a review of a renamed key column (two kept changes) and one of a key change.
+struct project {
+  temp_dir dir;
+  sinks::warehouse_options wh;
+  dialects::table_ref table{"", "s", "orders"};
+  std::string rename_table = "shop.public.orders";
+  std::string key_table = "shop.public.lines";
+
+  project() {
+    {
+      std::ofstream toml(dir.path() / "flotilla.toml");
+      toml << "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+              "[sources.shop]\nadapter = \"sqlite\"\npath = \"shop.db\"\n";
+    }
+    wh.name = "wh";
+    wh.dialect = "duckdb";
+    wh.path = (dir.path() / "wh.duckdb").string();
+    {
+      auto w = sinks::open_warehouse(wh);
+      const auto q = w->dialect().qualified(table);
+      w->execute({"CREATE SCHEMA s", "CREATE TABLE " + q +
+                                         " (id INTEGER NOT NULL PRIMARY KEY, note VARCHAR, code VARCHAR)"});
+    }  // closed: the command opens the file itself
+    auto store = storage::state_store::open(dir.path() / ".flotilla" / "state");
+    REQUIRE(store.has_value());
+    const target_info info{"wh", target_kind::duckdb, table, std::nullopt};
+    REQUIRE(create_review(*store, held_draft(test::orders(), rename_column{"id", "order_id"}, info),
+                          std::vector{kept("0/1", "a"), kept("0/2", "b")}, now_us()));
+    REQUIRE(create_review(*store,
+                          held_draft(test::orders("public.lines"), key_change{{"id", "code"}, ""}, info),
+                          {}, now_us()));
+  }
+
+  [[nodiscard]] std::vector<std::string> columns() const {
+    auto w = sinks::open_warehouse(wh);
+    std::vector<std::string> out;
+    const auto live = w->describe(table);
+    REQUIRE(live.has_value());
+    for (const auto& c : live->columns)
+      out.push_back(c.name);
+    return out;
+  }
+
+  [[nodiscard]] storage::state_store store() const {
+    auto s = storage::state_store::open(dir.path() / ".flotilla" / "state");
+    REQUIRE(s.has_value());
+    return std::move(*s);
+  }
+};
+
+nlohmann::json parse(const run_result& r) {
+  INFO(r.out << r.err);
+  return nlohmann::json::parse(r.out);
+}
+
+}  // namespace
+
+TEST_CASE("review list and show print every part of the review, in text and JSON") {
+  project p;
+  auto list = run_cli(p.dir, {"review", "list", "--output", "json"});
+  REQUIRE(list.exit_code == 0);
+  auto j = parse(list);
+  REQUIRE(j["reviews"].size() == 2);
+  const auto& lines = j["reviews"][0];  // ordered by (target, table)
+  const auto& orders = j["reviews"][1];
+  CHECK(lines["table"] == p.key_table);
+  CHECK(lines["kind"] == "key_change");
+  CHECK(lines["requires_resync"] == true);
+  CHECK(lines["proposal_needs_edit"] == true);
+  CHECK(orders["table"] == p.rename_table);
+  CHECK(orders["target"] == "wh");
+  CHECK(orders["state"] == "awaiting_review");
+  CHECK(orders["state_label"] == "paused: awaiting review");
+  CHECK(orders["kind"] == "rename_column");
+  CHECK(orders["source_change"] == "public.orders: column id renamed to order_id (source LSN 0/16B3748)");
+  CHECK(orders["position"] == "0/16B3748");
+  CHECK(orders["kept_changes"] == 2);
+  CHECK(orders["id"].get<std::string>().size() == 8);
+
+  auto text = run_cli(p.dir, {"review", "list"});
+  REQUIRE(text.exit_code == 0);
+  CHECK_THAT(text.out, Catch::Contains("paused: awaiting review"));
+  CHECK_THAT(text.out, Catch::Contains("rename column"));
+  CHECK_THAT(text.out, Catch::Contains("key change"));
+
+  auto show = run_cli(p.dir, {"review", "show", orders["id"].get<std::string>()});
+  REQUIRE(show.exit_code == 0);
+  CHECK_THAT(show.out, Catch::Contains("Table:  shop.public.orders"));
+  CHECK_THAT(show.out, Catch::Contains("State:  paused: awaiting review"));
+  CHECK_THAT(show.out, Catch::Contains("Kind:   rename column"));
+  CHECK_THAT(show.out, Catch::Contains(
+                           "Source change: public.orders: column id renamed to order_id (source LSN 0/16B3748)"));
+  CHECK_THAT(show.out, Catch::Contains("Why it was not applied automatically:\n  column 'id' is part of the row key"));
+  CHECK_THAT(show.out, Catch::Contains("Proposed DDL:\n  ALTER TABLE \"s\".\"orders\" RENAME COLUMN \"id\" TO \"order_id\";"));
+  CHECK_THAT(show.out, Catch::Contains("Data consequence:\n  The column keeps its values"));
+  CHECK_THAT(show.out, Catch::Contains("Kept changes: 2"));
+
+  auto key = run_cli(p.dir, {"review", "show", "wh", p.key_table});
+  REQUIRE(key.exit_code == 0);
+  CHECK_THAT(key.out, Catch::Contains("The proposal needs an edit first (see its comments)."));
+  CHECK_THAT(key.out, Catch::Contains("Data consequence:\n  Requires table resync."));
+
+  auto missing = run_cli(p.dir, {"review", "show", "wh", "shop.public.nope"});
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.err, Catch::Contains("FLT-V011"));
+}
+
+TEST_CASE("review apply carries the decision out on the target when no stream runs") {
+  project p;
+  auto res = run_cli(p.dir, {"review", "apply", "wh", p.rename_table, "--output", "json"});
+  REQUIRE(res.exit_code == 0);
+  auto j = parse(res);
+  CHECK(j["status"] == "done");
+  CHECK(j["review"]["state_label"] == "applying");
+  CHECK(j["review"]["applied_ddl"] == "ALTER TABLE \"s\".\"orders\" RENAME COLUMN \"id\" TO \"order_id\";");
+  auto cols = p.columns();
+  CHECK(std::find(cols.begin(), cols.end(), "order_id") != cols.end());
+
+  auto again = run_cli(p.dir, {"review", "apply", "wh", p.rename_table});
+  CHECK(again.exit_code == 2);
+  CHECK_THAT(again.err, Catch::Contains("This review is applying; it does not accept a decision."));
+
+  SECTION("a comment-only proposal is refused with the seed's hint; edit it, then it applies") {
+    auto refused = run_cli(p.dir, {"review", "apply", "wh", p.key_table});
+    CHECK(refused.exit_code == 2);
+    CHECK_THAT(refused.err, Catch::Contains("The proposed DDL needs an edit before it can be applied"));
+    CHECK_THAT(refused.err, Catch::Contains("The proposal needs an edit first (see its comments)."));
+    auto resync = run_cli(p.dir, {"review", "resync", "wh", p.key_table});
+    CHECK(resync.exit_code == 2);
+    CHECK_THAT(resync.err, Catch::Contains("Edit the target DDL before resync."));
+    auto usage = run_cli(p.dir, {"review", "edit", "wh", p.key_table, "--ddl", "-- x"});
+    CHECK(usage.exit_code == 2);
+    std::ofstream(p.dir.path() / "fix.sql") << "-- the target key is rebuilt by the resync copy\n";
+    auto edited = run_cli(p.dir, {"review", "edit", "wh", p.key_table, "--ddl-file",
+                                   (p.dir.path() / "fix.sql").string(), "--apply", "--output", "json"});
+    REQUIRE(edited.exit_code == 0);
+    CHECK(parse(edited)["review"]["state_label"] == "paused: awaiting resync");
+    auto bound = run_cli(p.dir, {"review", "edit", "wh", p.key_table, "--ddl", "ALTER TABLE t ADD c INT",
+                                  "--resync"});
+    CHECK(bound.exit_code == 2);
+    CHECK_THAT(bound.err, Catch::Contains("This review already applied target DDL; resync must use that exact DDL."));
+  }
+
+  SECTION("a failing edited DDL exits 1 and the card shows the tried DDL and the error") {
+    auto bad = run_cli(p.dir, {"review", "edit", "wh", p.key_table, "--ddl",
+                                "ALTER TABLE \"s\".\"orders\" ADD COLUMN note VARCHAR", "--apply"});
+    CHECK(bad.exit_code == 1);
+    CHECK_THAT(bad.err, Catch::Contains("apply DDL failed: "));
+    auto show = run_cli(p.dir, {"review", "show", "wh", p.key_table});
+    CHECK_THAT(show.out, Catch::Contains("State:  paused: last decision failed"));
+    CHECK_THAT(show.out, Catch::Contains("Tried DDL:\n  ALTER TABLE \"s\".\"orders\" ADD COLUMN note VARCHAR"));
+    CHECK_THAT(show.out, Catch::Contains("Error: apply DDL failed: "));
+  }
+}
+
+TEST_CASE("while another process holds the store, review reads it read-only and queues decisions") {
+  project p;
+  auto store = p.store();  // the running stream, as far as the command can tell
+  auto list = run_cli(p.dir, {"review", "list", "--output", "json"});
+  REQUIRE(list.exit_code == 0);
+  CHECK(parse(list)["reviews"].size() == 2);
+
+  // A refusal is immediate, from the read-only view.
+  auto refused = run_cli(p.dir, {"review", "apply", "wh", p.key_table, "--wait", "0"});
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Catch::Contains("The proposal needs an edit first (see its comments)."));
+  const auto inbox = inbox_dir(p.dir.path() / ".flotilla");
+  CHECK((!std::filesystem::exists(inbox) || std::filesystem::is_empty(inbox)));
+
+  auto queued = run_cli(p.dir, {"review", "apply", "wh", p.rename_table, "--wait", "0", "--output", "json"});
+  REQUIRE(queued.exit_code == 0);
+  CHECK(parse(queued)["status"] == "queued");
+  // The stream picks the request up.
+  auto results = process_inbox(store, opener_for({p.wh}), p.dir.path() / ".flotilla", [] { return now_us(); });
+  REQUIRE(results.size() == 1);
+  CHECK(results[0].exit_code() == 0);
+  auto r = load_review(store, "wh", p.rename_table);
+  REQUIRE(r.has_value());
+  REQUIRE(r->has_value());
+  CHECK((*r)->hold.state() == pb::HOLD_STATE_APPLYING);
+  auto cols = p.columns();
+  CHECK(std::find(cols.begin(), cols.end(), "order_id") != cols.end());
+}
