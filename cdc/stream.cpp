@@ -350,6 +350,16 @@ class source_stream {
     sinks::load_request req;
     req.target = t.target;
     req.columns = portable_of(t.columns);
+    // A full refresh keeps live columns the load lacks; a copy of another shape (reload
+    // or resync after a rename or a key change) starts from a new table instead.
+    if (auto live = target_->describe(t.target)) {
+      bool same = live->columns.size() == req.columns.columns.size();
+      for (std::size_t i = 0; same && i < live->columns.size(); ++i)
+        same = live->columns[i].name == req.columns.columns[i].name &&
+               live->columns[i].key == req.columns.columns[i].key;
+      if (!same)
+        target_->execute({d.drop_table(t.target)});
+    }
     req.mode = sinks::load_mode::replace;
     auto writer = target_->begin_load(req);
     std::string select;

@@ -325,3 +325,31 @@ TEST_CASE("a key change is held until a resync copies the table again", "[stream
   CHECK(p.stop() == 0);
   CHECK(hold_of(f).state() == flotilla::storage::pb::HOLD_STATE_RESUMED);
 }
+
+TEST_CASE("--reload closes every review and copies every table again", "[stream]") {
+  fixture f;
+  make_orders(f, "orders", 3);
+  {
+    stream_process p(f);
+    REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "3"; }));
+    pg_exec(f.source(), "ALTER TABLE orders RENAME COLUMN id TO order_id");
+    pg_exec(f.source(), "INSERT INTO orders VALUES (4, 'kept', 1)");
+    std::this_thread::sleep_for(1s);
+    CHECK(p.stop() == 0);
+    CHECK(p.out().find("held  st_shop.orders") != std::string::npos);
+  }
+  CHECK(hold_of(f).state() == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW);
+  stream_process p(f, {"--reload"});
+  CHECK(eventually([&] {
+    auto r = pg_try_rows(f.target(), "SELECT count(DISTINCT order_id) FROM st_shop.orders");
+    return r && *r == rows{{"4"}};
+  }));
+  pg_exec(f.source(), "INSERT INTO orders VALUES (5, 'live', 1)");
+  CHECK(eventually([&] { return count(f.target(), "st_shop.orders") == "5"; }));
+  CHECK(p.stop() == 0);
+  CHECK(hold_of(f).state() == flotilla::storage::pb::HOLD_STATE_RESUMED);
+  auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
+                                                    {.read_only = true});
+  REQUIRE(store);
+  CHECK(store->held_change_count("wh", "shop.public.orders").value_or(99) == 0);
+}
