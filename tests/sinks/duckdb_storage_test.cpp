@@ -1,0 +1,95 @@
+// The storage format of DuckDB warehouse files: new files use a format whose checkpoints
+// do not re-encode every column's statistics (docs/performance.md, fleet-scale), and a file
+// created in DuckDB's older default format keeps it.
+
+#include "tests/sinks/sink_fixture.hpp"
+
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+
+using namespace flotilla;
+using namespace flotilla::sinks;
+using namespace flotilla::sinks::testing;
+
+namespace {
+
+/// The storage version number in a DuckDB file's main header (after the 8-byte checksum
+/// and the "DUCK" magic): 64 for DuckDB's default (v0.10.2) format, 65 and up for v1.2+.
+std::uint64_t storage_version_of(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  char header[20] = {};
+  in.read(header, sizeof header);
+  REQUIRE(in.gcount() == static_cast<std::streamsize>(sizeof header));
+  REQUIRE(std::string(header + 8, 4) == "DUCK");
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i)
+    v = (v << 8) | static_cast<unsigned char>(header[12 + i]);
+  return v;
+}
+
+struct env_override {
+  explicit env_override(const char* value) {
+    ::setenv("FLOTILLA_DUCKDB_STORAGE_VERSION", value, 1);
+  }
+  ~env_override() { ::unsetenv("FLOTILLA_DUCKDB_STORAGE_VERSION"); }
+};
+
+schema::table_schema pairs() { return cols({col("id", "bigint", true), col("v", "text")}); }
+
+void load_and_close(const std::filesystem::path& file, const std::string& table, int rows) {
+  warehouse_options o;
+  o.name = "storage";
+  o.dialect = "duckdb";
+  o.path = file.string();
+  auto wh = open_warehouse(o);
+  std::vector<std::vector<value>> data;
+  for (int i = 1; i <= rows; ++i)
+    data.push_back({I(i), T("v" + std::to_string(i))});
+  load(*wh, dialects::table_ref{"", "main", table}, pairs(), load_mode::replace, data);
+  wh->execute({"CHECKPOINT"});
+}
+
+}  // namespace
+
+TEST_CASE("a new DuckDB warehouse file is created in the v1.2 storage format") {
+  const auto dir = std::filesystem::temp_directory_path() / ("flotilla_storage_" + unique_suffix());
+  std::filesystem::create_directories(dir);
+  load_and_close(dir / "w.duckdb", "t", 3);
+  CHECK(storage_version_of(dir / "w.duckdb") >= 65);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a DuckDB file in the older default format keeps it and stays readable") {
+  const auto dir = std::filesystem::temp_directory_path() / ("flotilla_storage_" + unique_suffix());
+  std::filesystem::create_directories(dir);
+  const auto file = dir / "w.duckdb";
+  {
+    env_override old("v0.10.2");
+    load_and_close(file, "t1", 2);
+  }
+  REQUIRE(storage_version_of(file) == 64);
+  load_and_close(file, "t2", 5);  // opened with the new default
+  CHECK(storage_version_of(file) == 64);
+  warehouse_options o;
+  o.name = "storage";
+  o.dialect = "duckdb";
+  o.path = file.string();
+  auto wh = open_warehouse(o);
+  CHECK(column_of(wh->query("SELECT count(*) FROM main.t1")) == std::vector<std::string>{"2"});
+  CHECK(column_of(wh->query("SELECT count(*) FROM main.t2")) == std::vector<std::string>{"5"});
+  wh.reset();
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("an unknown DuckDB storage version is refused naming it") {
+  const auto dir = std::filesystem::temp_directory_path() / ("flotilla_storage_" + unique_suffix());
+  std::filesystem::create_directories(dir);
+  env_override bad("v9.9.9-nonsense");
+  warehouse_options o;
+  o.name = "storage";
+  o.dialect = "duckdb";
+  o.path = (dir / "w.duckdb").string();
+  CHECK_THROWS_WITH(open_warehouse(o), Catch::Contains("v9.9.9-nonsense"));
+  std::filesystem::remove_all(dir);
+}
