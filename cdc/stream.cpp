@@ -442,16 +442,19 @@ class source_stream {
     }
   }
 
+  /// Decisions may name any target: this stream's own connection for its target, a
+  /// new connection for another (DuckDB files share one instance per process).
   target_opener opener() {
     sinks::warehouse* w = target_.get();
     const std::string name = tgt_.name;
-    return [w, name](const std::string& target) -> std::unique_ptr<sinks::warehouse> {
-      if (target != name)
-        throw sinks::sink_error(fmt::format(
-            "target '{}': this stream applies to target '{}' only; decide the review while "
-            "the stream of that target runs, or stop the streams",
-            target, name));
-      return borrow(*w);
+    std::vector<sinks::warehouse_options> all;
+    for (const auto& t : o_.project->targets)
+      all.push_back({t.name, t.dialect, t.path, t.dsn});
+    target_opener others = opener_for(all);
+    return [w, name, others](const std::string& target) -> std::unique_ptr<sinks::warehouse> {
+      if (target == name)
+        return borrow(*w);
+      return others(target);
     };
   }
 
@@ -570,23 +573,25 @@ class source_stream {
     }
   }
 
-  /// Decisions `flotilla review` left in the inbox, carried out on this stream's target
-  /// connection, then acted on.
+  /// Decisions `flotilla review` left in the inbox, carried out, then acted on.
   void between_batches() {
     if (o_.between_batches)
       o_.between_batches();
-    const std::filesystem::path state_dir = o_.project->state_dir;
-    if (!std::filesystem::exists(inbox_dir(state_dir)))
-      return;
-    bool any = false;
-    for (auto it : std::filesystem::directory_iterator(inbox_dir(state_dir))) {
-      (void)it;
-      any = true;
-      break;
+    // Another source's stream may have carried out a decision about one of our tables.
+    if (clock_type::now() - last_review_check_ > std::chrono::seconds(1)) {
+      last_review_check_ = clock_type::now();
+      act_on_reviews();
     }
-    if (!any)
+    const std::filesystem::path state_dir = o_.project->state_dir;
+    std::error_code ec;
+    if (std::filesystem::is_empty(inbox_dir(state_dir), ec) || ec)
       return;
-    (void)process_inbox(*o_.store, opener(), state_dir, [] { return now_us(); });
+    {
+      // One inbox for every source's thread: one of them carries each request out.
+      static std::mutex inbox_mutex;
+      std::lock_guard lock(inbox_mutex);
+      (void)process_inbox(*o_.store, opener(), state_dir, [] { return now_us(); });
+    }
     act_on_reviews();
   }
 
@@ -994,6 +999,7 @@ class source_stream {
   batch batch_;
   lsn_t confirmed_ = 0;
   lsn_t received_ = 0;
+  clock_type::time_point last_review_check_ = clock_type::now();
 };
 
 }  // namespace
