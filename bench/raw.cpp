@@ -51,8 +51,10 @@ struct duckdb_handle {
     char* err = nullptr;
     duckdb_config cfg = nullptr;
     duckdb_create_config(&cfg);
-    // The same memory limit the DuckDB sink sets, so both run under one budget.
+    // The same memory limit and storage format the DuckDB sink sets, so both run under one
+    // budget and checkpoint alike.
     duckdb_set_config(cfg, "memory_limit", "1GB");
+    duckdb_set_config(cfg, "storage_compatibility_version", "v1.2.0");
     const auto st = duckdb_open_ext(path.c_str(), &db, cfg, &err);
     duckdb_destroy_config(&cfg);
     if (st == DuckDBError) {
