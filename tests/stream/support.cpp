@@ -173,8 +173,16 @@ fixture::fixture(bool duckdb_target, const std::string& extra_toml) {
 
 fixture::~fixture() {
   const std::string admin = base_dsn();
-  (void)pg_try(admin, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                      "WHERE slot_name = '" + slot() + "' AND NOT active");
+  // A killed stream's walsender lets go of the slot a moment later: retry for a while.
+  for (int i = 0; i < 50; ++i) {
+    auto left = pg_try_rows(admin, "SELECT active FROM pg_replication_slots WHERE slot_name "
+                                   "LIKE '" + slot() + "%'");
+    if (left && left->empty())
+      break;
+    (void)pg_try(admin, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                        "WHERE slot_name LIKE '" + slot() + "%' AND NOT active");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   (void)pg_try(admin, "DROP DATABASE IF EXISTS " + source_db_ + " WITH (FORCE)");
   (void)pg_try(admin, "DROP DATABASE IF EXISTS " + target_db_ + " WITH (FORCE)");
   std::error_code ec;
