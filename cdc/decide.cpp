@@ -365,21 +365,58 @@ std::string submit_request(const fs::path& state_dir, decision_request request) 
   return request.id;
 }
 
+namespace {
+
+void write_result(const fs::path& state_dir, const std::string& id, const decision_result& r) {
+  std::string content = fmt::format("status={}\ncode={}\nmessage={}\nhint={}\n",
+                                    status_word(r.status), escape(r.code), escape(r.message),
+                                    escape(r.hint));
+  if (r.after)
+    content += fmt::format("state={}\nerror={}\n", state_name(r.after->hold.state()),
+                           escape(r.after->hold.error()));
+  try {
+    write_atomically(results_dir(state_dir), id + ".result", content);
+  } catch (const std::exception&) {
+    // nop: the review's state in the store tells the outcome as well
+  }
+}
+
+std::vector<fs::path> inbox_files(const fs::path& state_dir, std::string_view extension) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(inbox_dir(state_dir), ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().extension() == extension)
+      out.push_back(it->path());
+  std::sort(out.begin(), out.end());  // ids begin with the submission time
+  return out;
+}
+
+}  // namespace
+
 std::vector<decision_result> process_inbox(storage::state_store& store, const target_opener& open,
                                            const fs::path& state_dir,
                                            const std::function<std::int64_t()>& now_us) {
   std::vector<decision_result> out;
-  std::vector<fs::path> pending;
   std::error_code ec;
-  for (fs::directory_iterator it(inbox_dir(state_dir), ec), end; !ec && it != end; it.increment(ec))
-    if (it->path().extension() == ".req")
-      pending.push_back(it->path());
-  std::sort(pending.begin(), pending.end());  // ids begin with the submission time
-  for (const auto& path : pending) {
+  // Claimed by a stream that stopped before it finished them.
+  for (const auto& path : inbox_files(state_dir, ".taken")) {
+    auto r = failed(
+        "The stream stopped while carrying out this decision; `flotilla review show` tells "
+        "whether its DDL ran. Decide again if the review still accepts a decision.");
+    write_result(state_dir, path.stem().string(), r);
+    fs::remove(path, ec);
+    out.push_back(std::move(r));
+  }
+  for (const auto& path : inbox_files(state_dir, ".req")) {
+    fs::path taken = path;
+    taken.replace_extension(".taken");
+    fs::rename(path, taken, ec);
+    if (ec)
+      continue;  // withdrawn meanwhile
     decision_request req;
     req.id = path.stem().string();
     std::string kind;
-    if (auto text = read_file(path))
+    if (auto text = read_file(taken))
       for (auto& [k, v] : parse_lines(*text)) {
         if (k == "target")
           req.target = v;
@@ -398,21 +435,22 @@ std::vector<decision_result> process_inbox(storage::state_store& store, const ta
       r = refused(code_unknown_review,
                   fmt::format("The decision request {} cannot be read; decide again.", path.string()));
     }
-    std::string content = fmt::format("status={}\ncode={}\nmessage={}\nhint={}\n",
-                                      status_word(r.status), escape(r.code), escape(r.message),
-                                      escape(r.hint));
-    if (r.after)
-      content += fmt::format("state={}\nerror={}\n", state_name(r.after->hold.state()),
-                             escape(r.after->hold.error()));
-    try {
-      write_atomically(results_dir(state_dir), req.id + ".result", content);
-    } catch (const std::exception&) {
-      // nop: the review's state in the store tells the outcome as well
-    }
-    fs::remove(path, ec);
+    write_result(state_dir, req.id, r);
+    fs::remove(taken, ec);
     out.push_back(std::move(r));
   }
   return out;
+}
+
+bool withdraw_request(const fs::path& state_dir, std::string_view id) {
+  const auto path = inbox_dir(state_dir) / (std::string(id) + ".req");
+  const auto gone = inbox_dir(state_dir) / (std::string(id) + ".withdrawn");
+  std::error_code ec;
+  fs::rename(path, gone, ec);
+  if (ec)
+    return false;
+  fs::remove(gone, ec);
+  return true;
 }
 
 std::optional<decision_result> read_result(const fs::path& state_dir, std::string_view id) {

@@ -105,9 +105,18 @@ std::string submit_request(const std::filesystem::path& state_dir, decision_requ
 /// removes the request. The running stream calls this whenever it has a moment
 /// (between batches), from the thread that owns the store's writes. `now_us` gives the
 /// time of each decision.
+///
+/// A request is claimed (renamed from <id>.req to <id>.taken) before it is read, so a
+/// request is either carried out or withdrawn (withdraw_request), never both. A claimed
+/// request found at the start belongs to a stream that stopped while carrying it out:
+/// its result says so (the review itself is settled by recover_interrupted).
 std::vector<decision_result> process_inbox(storage::state_store& store, const target_opener& open,
                                            const std::filesystem::path& state_dir,
                                            const std::function<std::int64_t()>& now_us);
+
+/// Withdraws a request the stream has not claimed yet. True when withdrawn; false when
+/// the stream already took it (its result will follow) or it does not exist.
+[[nodiscard]] bool withdraw_request(const std::filesystem::path& state_dir, std::string_view id);
 
 /// The result of a request, once the stream carried it out.
 [[nodiscard]] std::optional<decision_result> read_result(const std::filesystem::path& state_dir,

@@ -115,6 +115,9 @@ inline constexpr std::string_view code_no_ddl = "FLT-V009";
 inline constexpr std::string_view code_transaction_control = "FLT-V010";
 inline constexpr std::string_view code_unknown_review = "FLT-V011";
 inline constexpr std::string_view code_event_target_ddl = "FLT-V012";
+/// The running stream did not take a queued decision in time (seed 003's "agent is not
+/// online").
+inline constexpr std::string_view code_stream_not_taking = "FLT-V013";
 /// A decision that ran and failed (exit 1): "apply DDL failed: <reason>".
 inline constexpr std::string_view code_decision_failed = "FLT-V020";
 

@@ -44,7 +44,7 @@ struct review_args {
   std::string ddl_file;
   bool edit_apply = false;
   bool edit_resync = false;
-  double wait_seconds = 60;
+  double wait_seconds = 30;
 };
 
 std::int64_t now_us() {
@@ -368,29 +368,47 @@ int do_review(const global_options& g, const review_args& a) {
   } catch (const std::exception& e) {
     return usage(a, cdc::code_decision_failed, e.what());
   }
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<long>(a.wait_seconds * 1000));
-  for (;;) {
-    if (auto r = cdc::read_result(project->state_dir, id)) {
-      std::error_code ec;
-      fs::remove(cdc::results_dir(project->state_dir) / (id + ".result"), ec);
-      // The stream wrote the review; a fresh read-only open sees it.
-      if (auto again = open_store(*project, problem); again && again->store)
-        if (auto now = cdc::load_review(*again->store, target, table); now && *now)
-          r->after = **now;
-      return report_result(a, *r, nullptr);
+  auto wait_for = [&](std::chrono::steady_clock::duration how_long) -> std::optional<int> {
+    const auto deadline = std::chrono::steady_clock::now() + how_long;
+    for (;;) {
+      if (auto r = cdc::read_result(project->state_dir, id)) {
+        std::error_code ec;
+        fs::remove(cdc::results_dir(project->state_dir) / (id + ".result"), ec);
+        // The stream wrote the review; a fresh read-only open sees it.
+        if (auto again = open_store(*project, problem); again && again->store)
+          if (auto now = cdc::load_review(*again->store, target, table); now && *now)
+            r->after = **now;
+        return report_result(a, *r, nullptr);
+      }
+      if (std::chrono::steady_clock::now() >= deadline)
+        return std::nullopt;
+      // Polls a file the stream writes; a decision is a rare, interactive event.
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    if (std::chrono::steady_clock::now() >= deadline)
-      break;
-    // Polls a file the stream writes; a decision is a rare, interactive event.
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  };
+  if (auto rc = wait_for(std::chrono::milliseconds(static_cast<long>(a.wait_seconds * 1000))))
+    return *rc;
+  if (cdc::withdraw_request(project->state_dir, id))
+    return report_result(
+        a,
+        cdc::decision_result{
+            cdc::decision_result::outcome::refused, std::string(cdc::code_stream_not_taking),
+            fmt::format("The stream holding this review did not take the decision within {} s; "
+                        "it was withdrawn and nothing ran.",
+                        a.wait_seconds),
+            "Check that `flotilla stream` is running (it holds the state store), then decide "
+            "again; or stop it and decide while no stream runs.",
+            *found, false},
+        store);
+  // The stream took it: its result follows within the decision's timeout.
+  if (auto rc = wait_for(std::chrono::minutes(11)))
+    return *rc;
   cdc::decision_result queued;
   queued.queued = true;
   queued.after = *found;
   queued.message = fmt::format(
-      "{} {}: decision queued for the running stream (request {}); `flotilla review show {} {}` "
-      "shows its outcome",
+      "{} {}: the running stream is carrying the decision out (request {}); `flotilla review "
+      "show {} {}` shows its outcome",
       target, table, id, target, table);
   return report_result(a, queued, store);
 }

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <chrono>
 
 #include <nlohmann/json.hpp>
 
@@ -47,26 +48,48 @@ std::string slurp(const std::filesystem::path& p) {
   return s.str();
 }
 
+/// The command running in the background; finish() waits for it.
+class running_cli {
+ public:
+  running_cli(const temp_dir& dir, const std::vector<std::string>& args)
+      : err_file_(dir.path() / ("stderr_" + test::unique_suffix() + ".txt")) {
+    const char* bin = std::getenv("FLOTILLA_BIN");
+    if (bin == nullptr || *bin == '\0')
+      FAIL("FLOTILLA_BIN is not set: run the suite through ctest");
+    std::string cmd = "cd " + shell_quote(dir.path().string()) + " && " + shell_quote(bin);
+    for (const auto& a : args)
+      cmd += " " + shell_quote(a);
+    cmd += " 2>" + shell_quote(err_file_.string());
+    pipe_ = ::popen(cmd.c_str(), "r");
+    REQUIRE(pipe_ != nullptr);
+  }
+  ~running_cli() {
+    if (pipe_ != nullptr)
+      ::pclose(pipe_);
+  }
+  running_cli(const running_cli&) = delete;
+  running_cli& operator=(const running_cli&) = delete;
+
+  run_result finish() {
+    run_result r;
+    char buf[4096];
+    std::size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof buf, pipe_)) > 0)
+      r.out.append(buf, n);
+    const int status = ::pclose(pipe_);
+    pipe_ = nullptr;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.err = slurp(err_file_);
+    return r;
+  }
+
+ private:
+  std::filesystem::path err_file_;
+  FILE* pipe_ = nullptr;
+};
+
 run_result run_cli(const temp_dir& dir, const std::vector<std::string>& args) {
-  const char* bin = std::getenv("FLOTILLA_BIN");
-  if (bin == nullptr || *bin == '\0')
-    FAIL("FLOTILLA_BIN is not set: run the suite through ctest");
-  std::string cmd = "cd " + shell_quote(dir.path().string()) + " && " + shell_quote(bin);
-  for (const auto& a : args)
-    cmd += " " + shell_quote(a);
-  const auto err_file = dir.path() / "stderr.txt";
-  cmd += " 2>" + shell_quote(err_file.string());
-  run_result r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
-    r.out.append(buf, n);
-  const int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = slurp(err_file);
-  return r;
+  return running_cli(dir, args).finish();
 }
 
 /// A project with one DuckDB target `wh` holding <schema>.orders, and a state store with
@@ -239,13 +262,30 @@ TEST_CASE("while another process holds the store, review reads it read-only and 
   const auto inbox = inbox_dir(p.dir.path() / ".flotilla");
   CHECK((!std::filesystem::exists(inbox) || std::filesystem::is_empty(inbox)));
 
-  auto queued = run_cli(p.dir, {"review", "apply", "wh", p.rename_table, "--wait", "0", "--output", "json"});
-  REQUIRE(queued.exit_code == 0);
-  CHECK(parse(queued)["status"] == "queued");
-  // The stream picks the request up.
-  auto results = process_inbox(store, opener_for({p.wh}), p.dir.path() / ".flotilla", [] { return now_us(); });
+  // Nobody takes the decision: it is withdrawn, like a decision for an offline agent.
+  auto untaken = run_cli(p.dir, {"review", "apply", "wh", p.rename_table, "--wait", "0"});
+  CHECK(untaken.exit_code == 2);
+  CHECK_THAT(untaken.err, Catch::Contains("FLT-V013"));
+  CHECK_THAT(untaken.err, Catch::Contains("did not take the decision"));
+  CHECK(std::filesystem::is_empty(inbox));
+  auto still = load_review(store, "wh", p.rename_table);
+  REQUIRE(still.has_value());
+  CHECK((*still)->hold.state() == pb::HOLD_STATE_AWAITING_REVIEW);
+
+  // The stream takes the request while the command waits for its result.
+  running_cli cli(p.dir, {"review", "apply", "wh", p.rename_table, "--wait", "120", "--output", "json"});
+  std::vector<decision_result> results;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (results.empty() && std::chrono::steady_clock::now() < give_up)
+    results = process_inbox(store, opener_for({p.wh}), p.dir.path() / ".flotilla", [] { return now_us(); });
   REQUIRE(results.size() == 1);
   CHECK(results[0].exit_code() == 0);
+  auto done = cli.finish();
+  INFO(done.out << done.err);
+  REQUIRE(done.exit_code == 0);
+  auto j = parse(done);
+  CHECK(j["status"] == "done");
+  CHECK(j["review"]["state_label"] == "applying");
   auto r = load_review(store, "wh", p.rename_table);
   REQUIRE(r.has_value());
   REQUIRE(r->has_value());

@@ -350,3 +350,26 @@ TEST_CASE("the inbox: a running stream carries out queued decisions in order and
   CHECK(has(t.columns(), "order_id"));
   CHECK(process_inbox(store, t.opener(), dir.path(), [] { return now_us(); }).empty());
 }
+
+TEST_CASE("the inbox: a withdrawn request is never carried out; one a stopped stream had taken says so") {
+  temp_dir dir;
+  test_target t("duckdb");
+  t.exec("CREATE TABLE " + t.qualified() + " (id INTEGER NOT NULL PRIMARY KEY, note VARCHAR, code VARCHAR)");
+  auto store = test::open_store(dir.path());
+  auto r = create(store, held_draft(test::orders(), rename_column{"id", "order_id"}, t.info()));
+  const auto id = submit_request(dir.path(), {"", "wh", r.hold.table(), {decision_kind::apply_proposed, ""}});
+  CHECK(withdraw_request(dir.path(), id));
+  CHECK_FALSE(withdraw_request(dir.path(), id));
+  CHECK(process_inbox(store, t.opener(), dir.path(), [] { return now_us(); }).empty());
+  CHECK(load(store, r).hold.state() == pb::HOLD_STATE_AWAITING_REVIEW);
+  CHECK(has(t.columns(), "id"));
+
+  std::ofstream(inbox_dir(dir.path()) / "00000000000000000001-1-0.taken") << "target=wh\n";
+  auto results = process_inbox(store, t.opener(), dir.path(), [] { return now_us(); });
+  REQUIRE(results.size() == 1);
+  CHECK(results[0].exit_code() == 1);
+  auto written = read_result(dir.path(), "00000000000000000001-1-0");
+  REQUIRE(written.has_value());
+  CHECK_THAT(written->message, Catch::Contains("The stream stopped while carrying out this decision"));
+  CHECK(std::filesystem::is_empty(inbox_dir(dir.path())));
+}
