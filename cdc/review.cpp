@@ -275,9 +275,14 @@ std::expected<decision_plan, refusal> check_decision(const review& r, const deci
   if (!is_open(state) || state == pb::HOLD_STATE_APPLYING)
     return std::unexpected(refuse(code_wrong_state, wrong_state_message(state)));
 
+  // While the table is being copied again the review takes no decision, not even
+  // remove: the copy's result decides.
+  if (r.note.resync == resync_state::requested || r.note.resync == resync_state::running)
+    return std::unexpected(refuse(code_resync_bound, std::string(resync_bound_message)));
+
   decision_plan p;
   p.kind = d.kind;
-  if (d.kind == decision_kind::remove) {  // allowed at any time while open
+  if (d.kind == decision_kind::remove) {  // otherwise allowed at any time while open
     p.remove = true;
     return p;
   }
@@ -293,8 +298,6 @@ std::expected<decision_plan, refusal> check_decision(const review& r, const deci
                     o.hold.source_change(), state_label(o.hold.state()))));
   }
 
-  if (r.note.resync == resync_state::requested || r.note.resync == resync_state::running)
-    return std::unexpected(refuse(code_resync_bound, std::string(resync_bound_message)));
   if (r.note.resync == resync_state::failed)
     return std::unexpected(refuse(code_resync_failed, std::string(resync_failed_message)));
 

@@ -218,6 +218,8 @@ TEST_CASE("a change that requires a resync: apply moves to awaiting resync, then
     CHECK_FALSE(resync_requested(running));
     CHECK(running.resync_status() == "Resync resync-7: running");
     CHECK(refuse(running, {decision_kind::resync, ""}).code == code_resync_bound);
+    CHECK(refuse(running, {decision_kind::remove, ""}).message ==
+          "This review already has a bound resync operation; wait for its result.");
     auto done = resync_finished(running, true, "", 500);
     CHECK(done.hold.state() == pb::HOLD_STATE_RESUMED);
     CHECK(done.resync_status() == "Resync resync-7: done");
