@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cdc/apply.hpp"
+#include "cdc/change_publisher.hpp"
 #include "cdc/ddl_capture.hpp"
 #include "cdc/ddl_changes.hpp"
 #include "cdc/decide.hpp"
@@ -132,6 +133,8 @@ struct table_state {
 struct batch {
   std::map<std::string, std::vector<table_step>> steps;  ///< by table key
   std::map<std::string, applied_position> positions;
+  /// Change events for [events.kafka], in source order, delivered before the target commit.
+  std::vector<std::pair<std::string, std::string>> events;  ///< (key, JSON)
   lsn_t end_lsn = 0;
   std::uint64_t changes = 0;
   std::uint64_t transactions = 0;
@@ -192,6 +195,8 @@ class source_stream {
           src_.name, tgt_.name, tgt_.dialect));
     target_ = sinks::open_warehouse(wo);
     target_->execute(positions_table_ddl(target_->dialect()));
+    if (o_.project->events.kafka)
+      kafka_ = std::make_unique<change_publisher>(*o_.project->events.kafka);
     select_tables();
 
     auto saved = o_.store->get<pb::CdcPosition>(src_.name);
@@ -777,6 +782,44 @@ class source_stream {
     kept.push_back(std::move(c));
   }
 
+  /// A change event for [events.kafka]: JSON, keyed by the table and the row key so one
+  /// row's changes stay in order on one partition.
+  void add_event(table_state& t, const char* op, lsn_t at, const tuple* key_row,
+                 const tuple* row, nlohmann::json extra = {}) {
+    if (!kafka_)
+      return;
+    nlohmann::json j{{"type", op[0] == 's' ? "schema_change" : "row_change"},
+                     {"source", src_.name},
+                     {"table", t.name},
+                     {"target_table", display(t.target)},
+                     {"position", format_lsn(at)}};
+    if (op[0] != 's')
+      j["op"] = op;
+    std::string key = t.key;
+    if (key_row) {
+      nlohmann::json k = nlohmann::json::object();
+      for (std::size_t i : t.layout.key)
+        if (i < key_row->size())
+          k[t.layout.names[i]] = (*key_row)[i].type == tuple_value::kind::text
+                                     ? nlohmann::json((*key_row)[i].text)
+                                     : nlohmann::json(nullptr);
+      j["key"] = k;
+      key += ":" + k.dump();
+    }
+    if (row) {
+      nlohmann::json r = nlohmann::json::object();
+      for (std::size_t i = 0; i < t.layout.names.size() && i < row->size(); ++i)
+        if ((*row)[i].type != tuple_value::kind::unchanged)
+          r[t.layout.names[i]] = (*row)[i].type == tuple_value::kind::text
+                                     ? nlohmann::json((*row)[i].text)
+                                     : nlohmann::json(nullptr);
+      j["row"] = r;
+    }
+    for (auto& [k, v] : extra.items())
+      j[k] = v;
+    batch_.events.emplace_back(std::move(key), j.dump());
+  }
+
   void handle_transaction(const std::vector<pgoutput_message>& txn, const commit_message& commit) {
     const lsn_t at = commit.end_lsn;
     std::map<std::string, std::vector<pb::HeldChange>> kept;  // by table key
@@ -807,6 +850,7 @@ class source_stream {
             continue;
           }
           batch_.steps[t.key].push_back(truncate_step{});
+          add_event(t, "truncate", at, nullptr, nullptr);
           note_position(t, at);
           ++applied;
           ++t.changes;
@@ -839,25 +883,40 @@ class source_stream {
         continue;  // kept before a restart
       if (auto* i = std::get_if<insert_message>(&m)) {
         tuple row = to_layout(t, i->row);
-        if (held)
+        if (held) {
           keep(t, kept[t.key], "insert", at, std::nullopt, row);
-        else
+        } else {
           current_net(batch_, t).insert(row);
+          add_event(t, "insert", at, &row, &row);
+        }
       } else if (auto* u = std::get_if<update_message>(&m)) {
         tuple row = to_layout(t, u->row);
         std::optional<tuple> old;
         if (u->old_row)
           old = to_layout(t, *u->old_row);
-        if (held)
+        if (held) {
           keep(t, kept[t.key], "update", at, old, row);
-        else
+        } else {
           current_net(batch_, t).update(old, row);
+          nlohmann::json extra = nlohmann::json::object();
+          if (old) {
+            nlohmann::json k = nlohmann::json::object();
+            for (std::size_t i : t.layout.key)
+              k[t.layout.names[i]] = (*old)[i].type == tuple_value::kind::text
+                                         ? nlohmann::json((*old)[i].text)
+                                         : nlohmann::json(nullptr);
+            extra["old_key"] = k;
+          }
+          add_event(t, "update", at, &row, &row, extra);
+        }
       } else if (auto* d = std::get_if<delete_message>(&m)) {
         tuple old = to_layout(t, d->old_row);
-        if (held)
+        if (held) {
           keep(t, kept[t.key], "delete", at, old, std::nullopt);
-        else
+        } else {
           current_net(batch_, t).remove(old);
+          add_event(t, "delete", at, &old, nullptr);
+        }
       }
       if (!held) {
         note_position(t, at);
@@ -908,6 +967,8 @@ class source_stream {
     if (auto* a = std::get_if<applied>(&o)) {
       if (!a->statements.empty())
         batch_.steps[t.key].push_back(ddl_step{a->statements});
+      add_event(t, "schema_change", at, nullptr, nullptr,
+                {{"ddl", e.ddl}, {"outcome", "applied"}, {"statements", a->statements}});
       t.columns = e.columns;
       t.layout = layout_of(t.columns);
       batch_.positions[t.name] = {at, columns_json(t.columns)};
@@ -947,6 +1008,18 @@ class source_stream {
         auto part = step_sql(d, t->target, s);
         sql.insert(sql.end(), std::make_move_iterator(part.begin()),
                    std::make_move_iterator(part.end()));
+      }
+    }
+    if (kafka_ && !b.events.empty()) {
+      // Before the target commit: a crash in between delivers them again (at least once),
+      // never loses them.
+      try {
+        kafka_->publish(b.events);
+      } catch (const std::exception& e) {
+        throw std::runtime_error(fmt::format(
+            "source '{}': change events up to source position {} were not published: {}; "
+            "nothing of them was applied, and the next start sends them again",
+            src_.name, format_lsn(b.end_lsn), e.what()));
       }
     }
     auto pos = positions_sql(d, slot_, b.positions);
@@ -992,6 +1065,7 @@ class source_stream {
   std::unique_ptr<pg_connection> source_;
   std::unique_ptr<replication_connection> replication_;
   std::unique_ptr<sinks::warehouse> target_;
+  std::unique_ptr<change_publisher> kafka_;
   std::vector<table_state> tables_;
   std::unordered_map<std::uint32_t, table_state*> by_relid_;
   std::uint32_t ddl_log_relid_ = 0;
