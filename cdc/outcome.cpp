@@ -48,6 +48,15 @@ std::string join_ddl(const std::vector<std::string>& lines) {
   return out;
 }
 
+/// `DO $tag$ <body> $tag$` with a tag that does not occur in the body, so no name inside
+/// can end the block early.
+std::string do_block(const std::string& body) {
+  std::string tag = "$flotilla$";
+  for (int i = 1; body.find(tag) != std::string::npos; ++i)
+    tag = fmt::format("$flotilla{}$", i);
+  return fmt::format("DO {0} {1} {0}", tag, body);
+}
+
 /// A statement line of a proposal: every statement ends with ';'.
 std::string stmt(std::string s) { return s + ";"; }
 
@@ -477,10 +486,9 @@ outcome decider::on(const alter_type& c) const {
     const std::string cond = fmt::format("SELECT 1 FROM {} WHERE {} <> round({}, {})", table(), q,
                                          q, to_t.scale);
     if (target_.kind == target_kind::postgres)
-      out.push_back(fmt::format(
-          "DO $flotilla$ BEGIN IF EXISTS ({}) THEN RAISE EXCEPTION '%', {}; END IF; END "
-          "$flotilla$",
-          cond, d_->literal(msg)));
+      out.push_back(do_block(fmt::format("BEGIN IF EXISTS ({}) THEN RAISE EXCEPTION '%', {}; END "
+                                         "IF; END",
+                                         cond, d_->literal(msg))));
     else
       out.push_back(fmt::format("SELECT error({}) WHERE EXISTS ({})", d_->literal(msg), cond));
   }

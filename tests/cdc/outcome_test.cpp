@@ -191,6 +191,15 @@ TEST_CASE("seed 002 rows applied on the target, with the exact statements per ta
   }
 }
 
+TEST_CASE("a column name cannot end the scale check's DO block early") {
+  captured_table t{"shop", "public.orders",
+                   {column("id", "int", false, true), column("a$flotilla$b", "decimal(10,2)")}};
+  const auto a = as_applied(decide(alter_type{"a$flotilla$b", ty("decimal(10,1)")}, pg, t));
+  REQUIRE(a.statements.size() == 2);
+  CHECK_THAT(a.statements[0], Catch::StartsWith("DO $flotilla1$ BEGIN IF EXISTS"));
+  CHECK_THAT(a.statements[0], Catch::EndsWith("END IF; END $flotilla1$"));
+}
+
 TEST_CASE("an applied change with nothing to apply says why") {
   CHECK(as_applied(decide(set_default{"qty", "1"}, pg)).note ==
         "nothing to apply: target columns carry no defaults");
