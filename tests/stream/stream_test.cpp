@@ -376,3 +376,23 @@ TEST_CASE("an update that leaves a TOASTed value unchanged keeps it on the targe
   }));
   CHECK(p.stop() == 0);
 }
+
+TEST_CASE("dropping or renaming a captured table stops the stream before it", "[stream]") {
+  fixture f;
+  make_orders(f, "orders", 2);
+  make_orders(f, "items", 2);
+  {
+    stream_process p(f);
+    REQUIRE(eventually([&] { return count(f.target(), "st_shop.items") == "2"; }));
+    pg_exec(f.source(), "INSERT INTO orders VALUES (3, 'before', 1)");
+    pg_exec(f.source(), "ALTER TABLE items RENAME TO goods");
+    CHECK(p.wait(30s) == 1);
+    CHECK(p.err().find("schema history gap for 'public.items'") != std::string::npos);
+    CHECK(count(f.target(), "st_shop.orders") == "3");
+  }
+  pg_exec(f.source(), "ALTER TABLE goods RENAME TO items");
+  pg_exec(f.source(), "DROP TABLE orders");
+  stream_process p(f);
+  CHECK(p.wait(30s) == 1);  // still at the rename: restarting cannot get past it
+  CHECK(p.err().find("schema history gap for 'public.items'") != std::string::npos);
+}
