@@ -961,6 +961,16 @@ class source_stream {
     info.name = tgt_.name;
     info.kind = tgt_.dialect == "duckdb" ? target_kind::duckdb : target_kind::postgres;
     info.table = t.target;
+    // The live target shape: a table altered by hand stops at the change (seed 002). The
+    // batch before this DDL is committed already, so the live shape is the stream's.
+    // An earlier DDL of the same transaction is in the batch, not yet on the target: the
+    // live shape would differ by that change alone, so it is not checked then.
+    bool pending_ddl = false;
+    if (auto it = batch_.steps.find(t.key); it != batch_.steps.end())
+      for (const auto& step : it->second)
+        pending_ddl = pending_ddl || std::holds_alternative<ddl_step>(step);
+    if (!pending_ddl)
+      info.actual = target_->describe(t.target);
     outcome o = decide_ddl(src_.name, t.name, t.columns, e, format_lsn(at), info);
     if (auto* st = std::get_if<stopped>(&o))
       throw stop_error(fmt::format("{} [{}] {}", st->message, st->code, st->remedy));

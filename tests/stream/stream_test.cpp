@@ -139,8 +139,9 @@ TEST_CASE("an added nullable column reaches the target in order with the rows", 
                       "ADD COLUMN status text; INSERT INTO orders VALUES (5, 'after', 1, "
                       "'shipped'); COMMIT");
   pg_exec(f.source(), "UPDATE orders SET status = 'open' WHERE id = 1");
-  pg_exec(f.source(), "ALTER TABLE orders ADD COLUMN qty int DEFAULT 7");
-  pg_exec(f.source(), "INSERT INTO orders VALUES (6, 'later', 1, 'new', 3)");
+  pg_exec(f.source(), "BEGIN; ALTER TABLE orders ADD COLUMN qty int DEFAULT 7; ALTER TABLE "
+                      "orders ADD COLUMN flag boolean; COMMIT");
+  pg_exec(f.source(), "INSERT INTO orders VALUES (6, 'later', 1, 'new', 3, true)");
   CHECK(eventually([&] {
     auto r = pg_try_rows(f.target(), "SELECT id, coalesce(status, 'NULL'), coalesce(qty::text, "
                                      "'NULL') FROM st_shop.orders ORDER BY id");
@@ -395,4 +396,15 @@ TEST_CASE("dropping or renaming a captured table stops the stream before it", "[
   stream_process p(f);
   CHECK(p.wait(30s) == 1);  // still at the rename: restarting cannot get past it
   CHECK(p.err().find("schema history gap for 'public.items'") != std::string::npos);
+}
+
+TEST_CASE("a target table altered by hand stops the stream at the next change", "[stream]") {
+  fixture f;
+  make_orders(f, "orders", 2);
+  stream_process p(f);
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "2"; }));
+  pg_exec(f.target(), "ALTER TABLE st_shop.orders ADD COLUMN status text");
+  pg_exec(f.source(), "ALTER TABLE orders ADD COLUMN status text");
+  CHECK(p.wait(30s) == 1);
+  CHECK(p.err().find("FLT-H008") != std::string::npos);
 }
