@@ -96,6 +96,12 @@ int do_stream(const global_options& g, const stream_args& a) {
   }
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (summary.exit_code == 2) {  // nothing was streamed
+    for (const auto& s : summary.sources)
+      if (s.error)
+        fmt::print(stderr, "{}\n", *s.error);
+    return 2;
+  }
   if (a.output == "json") {
     nlohmann::json j{{"run_id", o.run_id},
                      {"status", summary.exit_code == 0 ? "stopped" : "failed"},
