@@ -44,7 +44,7 @@ const keys resilience_keys{"auto_apply_additive_drift"};
 const keys governance_keys{"grants"};
 const keys events_keys{"kafka", "pubsub"};
 const keys kafka_keys{"brokers", "topic", "format", "settings"};
-const keys pubsub_keys{"project", "topic", "emulator_host"};
+const keys pubsub_keys{"project", "topic", "emulator_host", "format"};
 const keys io_keys{"max_connections_per_endpoint"};
 
 const keys known_grants{"schema_change.additive"};
@@ -772,6 +772,8 @@ class loader {
       required_string(*ps, "topic", path, po.topic, "Pub/Sub needs a topic");
       if (auto h = string(*ps, "emulator_host", path))
         po.emulator_host = *h;
+      if (auto f = choice(*ps, "format", path, format_names, "event format"))
+        po.format = *f;
       p_.events.pubsub = std::move(po);
     }
   }

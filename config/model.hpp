@@ -162,6 +162,7 @@ struct pubsub_options {
   std::string project;        ///< Google Cloud project. Required
   std::string topic;          ///< Required
   std::string emulator_host;  ///< "host:port" of the Pub/Sub emulator. Default: "" (real service)
+  event_format format = event_format::json;  ///< Default: json
 };
 
 struct events_options {

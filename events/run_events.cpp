@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "events/kafka_sink.hpp"
+#include "events/pubsub_sink.hpp"
 
 namespace flotilla::events {
 namespace {
@@ -25,6 +26,13 @@ std::vector<std::unique_ptr<event_sink>> make_sinks(const config::events_options
     else
       errors.push_back(std::move(k.error()));
   }
+  if (options.pubsub) {
+    auto ps = pubsub_sink::create(*options.pubsub);
+    if (ps)
+      out.push_back(std::move(*ps));
+    else
+      errors.push_back(std::move(ps.error()));
+  }
   return out;
 }
 
@@ -34,7 +42,7 @@ result<std::unique_ptr<run_events>> run_events::open(storage::state_store* store
                                                      run_events_options options) {
   std::vector<error> setup;
   auto sinks = make_sinks(project.events, setup);
-  const bool configured = project.events.kafka.has_value();
+  const bool configured = project.events.kafka.has_value() || project.events.pubsub.has_value();
   const auto file = event_log::path_for(project.state_dir, run_id);
   return open(store, file, std::move(run_id), project.name, std::move(sinks), configured, options,
               std::move(setup));
