@@ -1,7 +1,10 @@
 #include "events/pubsub_sink.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <mutex>
+#include <thread>
 
 #include <curl/curl.h>
 #include <fmt/format.h>
@@ -57,7 +60,10 @@ std::string api_message(const std::string& body) {
   if (j.is_object() && j.contains("error") && j["error"].is_object() &&
       j["error"].contains("message") && j["error"]["message"].is_string())
     return j["error"]["message"].get<std::string>();
-  return body.size() > 300 ? body.substr(0, 300) + "..." : body;
+  std::string text = body.size() > 300 ? body.substr(0, 300) + "..." : body;
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
+    text.pop_back();
+  return text.empty() ? std::string("(no message)") : text;
 }
 
 }  // namespace
@@ -86,39 +92,48 @@ result<std::unique_ptr<pubsub_client>> pubsub_client::create(pubsub_target targe
                                  fmt::format("[events.pubsub] {}; fix flotilla.toml", why)});
   };
   if (target.project.empty())
-    return config_error("needs a project");
+    return config_error("needs a project (the Google Cloud project id)");
   if (target.topic.empty())
     return config_error("needs a topic");
+  if (target.timeout.count() <= 0)
+    target.timeout = std::chrono::milliseconds(30000);
   if (target.emulator_host.empty())
     if (const char* env = std::getenv("PUBSUB_EMULATOR_HOST"); env && *env)
       target.emulator_host = env;
   std::string base, token;
   if (!target.emulator_host.empty()) {
-    base = "http://" + target.emulator_host;
+    base = target.emulator_host.starts_with("http://") ? target.emulator_host
+                                                       : "http://" + target.emulator_host;
   } else {
-    base = "https://pubsub.googleapis.com";
-    const char* t = std::getenv("GOOGLE_OAUTH_ACCESS_TOKEN");
-    if (t == nullptr || *t == '\0')
-      return config_error(
-          "publishes to the real Pub/Sub service, which needs an OAuth access token in "
-          "GOOGLE_OAUTH_ACCESS_TOKEN (e.g. from `gcloud auth print-access-token`); or set "
-          "emulator_host (or PUBSUB_EMULATOR_HOST) to use the emulator");
-    token = t;
+    base = target.endpoint.empty() ? "https://pubsub.googleapis.com" : target.endpoint;
+    while (base.ends_with('/'))
+      base.pop_back();
+    token = target.access_token;
+    if (token.empty())
+      if (const char* t = std::getenv("GOOGLE_OAUTH_ACCESS_TOKEN"); t != nullptr)
+        token = t;
+    if (token.empty())
+      return config_error(fmt::format(
+          "(project {}, topic {}) publishes to the real Pub/Sub service, which needs an OAuth "
+          "access token in the environment variable GOOGLE_OAUTH_ACCESS_TOKEN (e.g. "
+          "`export GOOGLE_OAUTH_ACCESS_TOKEN=$(gcloud auth print-access-token)`); or set "
+          "events.pubsub.emulator_host (or PUBSUB_EMULATOR_HOST) to use the emulator",
+          target.project, target.topic));
   }
   return std::unique_ptr<pubsub_client>(
       new pubsub_client(std::move(target), std::move(base), std::move(token)));
 }
 
 std::string pubsub_client::destination() const {
-  return fmt::format("{} {}, project {}, topic {}",
-                     target_.emulator_host.empty() ? "service" : "emulator",
-                     target_.emulator_host.empty() ? base_url_ : target_.emulator_host,
+  return fmt::format("{}, topic projects/{}/topics/{}",
+                     emulator() ? "emulator " + target_.emulator_host : base_url_,
                      target_.project, target_.topic);
 }
 
 pubsub_client::http_result pubsub_client::request(const std::string& method,
                                                   const std::string& url,
-                                                  const std::string& body) {
+                                                  const std::string& body,
+                                                  std::chrono::milliseconds timeout) {
   http_result r;
   auto* c = static_cast<CURL*>(curl_);
   if (c == nullptr) {
@@ -126,7 +141,7 @@ pubsub_client::http_result pubsub_client::request(const std::string& method,
     r.transport_error = "libcurl could not be initialised";
     return r;
   }
-  curl_easy_reset(c);
+  curl_easy_reset(c);  // keeps the live connection
   char errbuf[CURL_ERROR_SIZE] = {0};
   curl_slist* headers = nullptr;
   headers = curl_slist_append(headers, "Content-Type: application/json");
@@ -135,18 +150,22 @@ pubsub_client::http_result pubsub_client::request(const std::string& method,
     auth = "Authorization: Bearer " + token_;
     headers = curl_slist_append(headers, auth.c_str());
   }
+  const long ms = std::max<long>(1, static_cast<long>(timeout.count()));
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
   curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
-  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+  if (method != "GET") {
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+  }
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &r.body);
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(target_.timeout.count()));
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(std::min<std::int64_t>(target_.timeout.count(), 10000)));
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, ms);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, std::min<long>(ms, 10000));
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  if (emulator())
+    curl_easy_setopt(c, CURLOPT_NOPROXY, "*");  // the emulator is spoken to directly
   r.transport = curl_easy_perform(c);
   if (r.transport != CURLE_OK)
     r.transport_error = errbuf[0] ? errbuf : curl_easy_strerror(r.transport);
@@ -156,30 +175,73 @@ pubsub_client::http_result pubsub_client::request(const std::string& method,
   return r;
 }
 
+error pubsub_client::failure(const http_result& r, std::string_view doing) const {
+  const std::string where = destination();
+  if (r.transport != CURLE_OK)
+    return error{errc::broker_unreachable,
+                 fmt::format("Pub/Sub ({}) did not answer when {}: {}. {}", where, doing,
+                             r.transport_error,
+                             emulator()
+                                 ? fmt::format("Check that the emulator runs and listens on {} "
+                                               "(events.pubsub.emulator_host in flotilla.toml, "
+                                               "or PUBSUB_EMULATOR_HOST)",
+                                               target_.emulator_host)
+                                 : std::string("Check that this machine reaches the service "
+                                               "(network, proxy, DNS)"))};
+  const std::string said = api_message(r.body);
+  if (r.status == 429 || r.status >= 500)
+    return error{errc::broker_unreachable,
+                 fmt::format("Pub/Sub ({}) could not take the events when {}: HTTP {}: {}. The "
+                             "service is overloaded or unavailable for now; nothing to change",
+                             where, doing, r.status, said)};
+  std::string todo;
+  if (r.status == 401)
+    todo = "The access token is missing, invalid or expired (they last an hour): renew "
+           "GOOGLE_OAUTH_ACCESS_TOKEN, e.g. with `gcloud auth print-access-token`";
+  else if (r.status == 403)
+    todo = fmt::format("Grant the account behind GOOGLE_OAUTH_ACCESS_TOKEN the Pub/Sub Publisher "
+                       "role on the topic (roles/pubsub.publisher), and check that the Pub/Sub "
+                       "API is enabled in project {}",
+                       target_.project);
+  else if (r.status == 404)
+    todo = emulator() ? fmt::format("Check events.pubsub.project ({}) against the projects the "
+                                    "emulator accepts (its --projects option)",
+                                    target_.project)
+                      : fmt::format("Create the topic (`gcloud pubsub topics create {} --project "
+                                    "{}`), or fix events.pubsub.project and topic",
+                                    target_.topic, target_.project);
+  else
+    todo = "Check events.pubsub.project and topic in flotilla.toml (Pub/Sub names: letters, "
+           "digits, - _ . ~ + %, 3 to 255 characters, starting with a letter)";
+  return error{errc::broker_refused, fmt::format("Pub/Sub ({}) refused {}: HTTP {}: {}. {}", where,
+                                                 doing, r.status, said, todo)};
+}
+
 status pubsub_client::ensure_topic() {
   const std::string url =
       fmt::format("{}/v1/projects/{}/topics/{}", base_url_, target_.project, target_.topic);
-  auto r = request(target_.emulator_host.empty() ? "GET" : "PUT", url, "");
-  if (r.transport != CURLE_OK)
-    return std::unexpected(error{
-        errc::broker_unreachable,
-        fmt::format("Pub/Sub ({}) did not answer: {}. Check that it is up and reachable "
-                    "(events.pubsub in flotilla.toml)",
-                    destination(), r.transport_error)});
+  auto r = request(emulator() ? "PUT" : "GET", url, emulator() ? "{}" : "", target_.timeout);
   // 409: it exists already.
-  if (r.status / 100 != 2 && r.status != 409)
-    return std::unexpected(error{
-        errc::broker_refused,
-        fmt::format("Pub/Sub ({}) refused the topic: HTTP {}: {}. Create the topic or grant "
-                    "this client access to it",
-                    destination(), r.status, api_message(r.body))});
+  if (r.transport != CURLE_OK || (r.status / 100 != 2 && r.status != 409))
+    return std::unexpected(
+        failure(r, emulator() ? "creating the topic" : "looking up the topic"));
   topic_checked_ = true;
   return {};
 }
 
-pubsub_client::outcome pubsub_client::publish(std::span<const pubsub_message> messages) {
+pubsub_client::outcome pubsub_client::publish(std::span<const pubsub_message> messages,
+                                              std::optional<std::chrono::milliseconds> timeout) {
+  using clock = std::chrono::steady_clock;
+  using std::chrono::milliseconds;
+  const auto deadline = clock::now() + timeout.value_or(target_.timeout);
+  auto left = [&] {
+    return std::min(target_.timeout,
+                    std::max(milliseconds(1), std::chrono::ceil<milliseconds>(deadline - clock::now())));
+  };
   outcome out;
-  if (!topic_checked_ && !target_.emulator_host.empty())
+  if (messages.empty())
+    return out;
+  if (!topic_checked_ && emulator())
     if (auto st = ensure_topic(); !st) {
       out.failure = st.error();
       return out;
@@ -187,9 +249,11 @@ pubsub_client::outcome pubsub_client::publish(std::span<const pubsub_message> me
   const std::string url = fmt::format("{}/v1/projects/{}/topics/{}:publish", base_url_,
                                       target_.project, target_.topic);
   std::size_t next = 0;
+  std::string body;
   while (next < messages.size()) {
-    nlohmann::json body{{"messages", nlohmann::json::array()}};
-    std::size_t bytes = 0, n = 0;
+    // One request: as many messages as the API takes, in order.
+    body = R"({"messages":[)";
+    std::size_t n = 0;
     while (next + n < messages.size() && n < max_messages_per_request) {
       const auto& m = messages[next + n];
       nlohmann::json jm{{"data", base64(m.data)}};
@@ -197,31 +261,44 @@ pubsub_client::outcome pubsub_client::publish(std::span<const pubsub_message> me
         jm["orderingKey"] = m.ordering_key;
       if (!m.attributes.empty())
         jm["attributes"] = m.attributes;
-      const auto size = m.data.size() * 4 / 3 + 256;
-      if (n > 0 && bytes + size > max_bytes_per_request)
+      // Invalid UTF-8 in a key or attribute must not throw: it becomes U+FFFD.
+      const std::string text = jm.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      if (n > 0 && body.size() + text.size() + 3 > max_bytes_per_request)
         break;
-      bytes += size;
-      body["messages"].push_back(std::move(jm));
+      if (n > 0)
+        body += ',';
+      body += text;
       ++n;
     }
-    auto r = request("POST", url, body.dump());
-    if (r.transport != CURLE_OK) {
-      out.failure = error{errc::broker_unreachable,
-                          fmt::format("Pub/Sub ({}) did not acknowledge the events: {}. Check "
-                                      "that it is up and reachable (events.pubsub in "
-                                      "flotilla.toml)",
-                                      destination(), r.transport_error)};
-      return out;
+    body += "]}";
+    // Transient answers (429, 5xx) are retried with a short back-off while time is left;
+    // a transport failure (refused, timed out) is not: the relay tries again next run.
+    http_result r;
+    for (int attempt = 0;; ++attempt) {
+      r = request("POST", url, body, left());
+      const bool transient = r.transport == CURLE_OK && (r.status == 429 || r.status >= 500);
+      if (!transient || attempt == 2)
+        break;
+      const auto pause = milliseconds(attempt == 0 ? 200 : 1000);
+      if (clock::now() + pause >= deadline)
+        break;
+      std::this_thread::sleep_for(pause);
     }
-    if (r.status / 100 != 2) {
-      out.failure = error{r.status >= 500 || r.status == 429 ? errc::broker_unreachable
-                                                             : errc::broker_refused,
-                          fmt::format("Pub/Sub ({}) refused the events: HTTP {}: {}",
-                                      destination(), r.status, api_message(r.body))};
+    if (r.transport != CURLE_OK || r.status / 100 != 2) {
+      out.failure = failure(r, "the events");
       return out;
     }
     next += n;
     out.acknowledged = next;
+    if (next < messages.size() && clock::now() >= deadline) {
+      out.failure = error{errc::broker_unreachable,
+                          fmt::format("Pub/Sub ({}) did not take all the events within {} ms "
+                                      "({} of {} acknowledged); the rest go out next time",
+                                      destination(),
+                                      timeout.value_or(target_.timeout).count(), next,
+                                      messages.size())};
+      return out;
+    }
   }
   return out;
 }
@@ -236,10 +313,15 @@ result<std::unique_ptr<pubsub_sink>> pubsub_sink::create(const config::pubsub_op
   t.emulator_host = options.emulator_host;
   t.project = options.project;
   t.topic = options.topic;
-  auto c = pubsub_client::create(std::move(t));
+  return create(std::move(t), options.format);
+}
+
+result<std::unique_ptr<pubsub_sink>> pubsub_sink::create(pubsub_target target,
+                                                         config::event_format format) {
+  auto c = pubsub_client::create(std::move(target));
   if (!c)
     return std::unexpected(std::move(c.error()));
-  return std::unique_ptr<pubsub_sink>(new pubsub_sink(std::move(*c), options.format));
+  return std::unique_ptr<pubsub_sink>(new pubsub_sink(std::move(*c), format));
 }
 
 std::string pubsub_sink::destination() const { return client_->destination(); }
@@ -249,7 +331,7 @@ std::chrono::milliseconds pubsub_sink::delivery_timeout() const {
 }
 
 delivery pubsub_sink::deliver(std::span<const storage::pb::OutboxEntry> batch,
-                              std::chrono::milliseconds /*timeout*/) {
+                              std::chrono::milliseconds timeout) {
   const bool want_json = format_ == config::event_format::json;
   std::vector<pubsub_message> messages;
   messages.reserve(batch.size());
@@ -268,7 +350,7 @@ delivery pubsub_sink::deliver(std::span<const storage::pb::OutboxEntry> batch,
     }
     messages.push_back(std::move(m));
   }
-  auto o = client_->publish(messages);
+  auto o = client_->publish(messages, timeout);
   delivery d;
   d.delivered = o.acknowledged;
   if (d.delivered > 0)

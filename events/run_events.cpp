@@ -1,5 +1,8 @@
 #include "events/run_events.hpp"
 
+#include <tuple>
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "events/kafka_sink.hpp"
@@ -12,6 +15,23 @@ std::int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+/// Which sink an error is about, and its destination: (kind, destination).
+std::pair<std::string, std::string> sink_of(const error& e, const outbox_relay* relay) {
+  // A delivery error names its sink's destination; a settings error (the sink was never
+  // built) names its section.
+  if (relay != nullptr)
+    for (const auto& s : relay->sinks())
+      if (e.message.find(s->destination()) != std::string::npos)
+        return {std::string(s->kind()), s->destination()};
+  if (e.message.find("events.pubsub") != std::string::npos)
+    return {"pubsub", ""};
+  if (e.message.find("events.kafka") != std::string::npos)
+    return {"kafka", ""};
+  if (relay != nullptr && relay->sinks().size() == 1)
+    return {std::string(relay->sinks().front()->kind()), relay->sinks().front()->destination()};
+  return {e.code == errc::outbox ? "outbox" : "", ""};
 }
 
 }  // namespace
@@ -166,12 +186,14 @@ events_report run_events::finish(std::optional<std::chrono::milliseconds> timeou
     failures = errors_;
   }
   // Tell the file (and, through the outbox, the next delivery) what went wrong.
-  const std::string destination =
-      relay_ && !relay_->sinks().empty() ? relay_->sinks().front()->destination() : std::string();
   for (const auto& f : failures) {
     undelivered_info info;
-    info.sink = f.code == errc::event_log ? "ndjson" : "kafka";
-    info.destination = f.code == errc::event_log ? log_.path().string() : destination;
+    if (f.code == errc::event_log) {
+      info.sink = "ndjson";
+      info.destination = log_.path().string();
+    } else {
+      std::tie(info.sink, info.destination) = sink_of(f, relay_.get());
+    }
     info.error = f.message;
     info.error_code = code_name(f.code);
     info.pending = d.pending;
