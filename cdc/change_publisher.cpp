@@ -6,101 +6,209 @@
 
 #include <fmt/format.h>
 
+#include "events/pubsub_sink.hpp"
+
 namespace flotilla::cdc {
-
-struct change_publisher::impl {
-  rd_kafka_t* rk = nullptr;
-  std::string brokers;
-  std::string topic;
-  int timeout_ms = 30000;
-  // Delivery reports of the current publish (librdkafka calls back from poll/flush on
-  // the publishing thread).
-  std::size_t failed = 0;
-  std::string first_error;
-
-  ~impl() {
-    if (rk)
-      rd_kafka_destroy(rk);
-  }
-};
-
 namespace {
 
-void on_delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
-  auto* p = static_cast<change_publisher::impl*>(opaque);
-  if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    if (p->failed++ == 0)
-      p->first_error = rd_kafka_err2str(m->err);
-  }
+std::string_view content_type(config::event_format f) {
+  return f == config::event_format::json ? "application/json" : "application/x-protobuf";
 }
 
-void quiet_log(const rd_kafka_t*, int, const char*, const char*) {}
+// ---- Kafka ---------------------------------------------------------------------------
+
+class kafka_out final : public change_publisher {
+ public:
+  kafka_out(const config::kafka_options& o, std::string what)
+      : brokers_(o.brokers), topic_(o.topic), format_(o.format), what_(std::move(what)) {
+    char err[512];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    auto set = [&](const std::string& k, const std::string& v) {
+      if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
+        rd_kafka_conf_destroy(conf);
+        throw std::runtime_error(fmt::format("{} setting '{}' = '{}' is refused by librdkafka: {}",
+                                             what_, k, v, err));
+      }
+    };
+    set("message.timeout.ms", "30000");
+    for (const auto& [k, v] : o.settings) {
+      set(k, v);
+      if (k == "message.timeout.ms")
+        timeout_ms_ = std::stoi(v);
+    }
+    set("bootstrap.servers", o.brokers);
+    set("enable.idempotence", "true");
+    rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
+    rd_kafka_conf_set_log_cb(conf, [](const rd_kafka_t*, int, const char*, const char*) {});
+    rd_kafka_conf_set_opaque(conf, this);
+    rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    if (rk_ == nullptr)
+      throw std::runtime_error(fmt::format("{}: cannot create the producer: {}", what_, err));
+  }
+  ~kafka_out() override {
+    if (rkt_)
+      rd_kafka_topic_destroy(rkt_);
+    if (rk_)
+      rd_kafka_destroy(rk_);
+  }
+  kafka_out(const kafka_out&) = delete;
+  kafka_out& operator=(const kafka_out&) = delete;
+
+  [[nodiscard]] std::string destination() const override {
+    return fmt::format("Kafka (brokers {}, topic {})", brokers_, topic_);
+  }
+  [[nodiscard]] config::event_format format() const override { return format_; }
+
+  void publish(const std::vector<change_message>& messages) override {
+    if (messages.empty())
+      return;
+    ensure_partitions();
+    failed_ = 0;
+    first_error_.clear();
+    const auto ct = content_type(format_);
+    for (const auto& m : messages) {
+      // One partition per table: its row and schema change events stay in order.
+      std::uint32_t h = 2166136261u;
+      for (char c : m.table)
+        h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
+      const auto partition = static_cast<std::int32_t>(h % partitions_);
+      while (true) {
+        auto e = rd_kafka_producev(
+            rk_, RD_KAFKA_V_TOPIC(topic_.c_str()), RD_KAFKA_V_PARTITION(partition),
+            RD_KAFKA_V_KEY(m.key.data(), m.key.size()),
+            RD_KAFKA_V_VALUE(const_cast<char*>(m.value.data()), m.value.size()),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_HEADER("content-type", ct.data(), static_cast<ssize_t>(ct.size())),
+            RD_KAFKA_V_HEADER("flotilla-event-type", m.type.data(),
+                              static_cast<ssize_t>(m.type.size())),
+            RD_KAFKA_V_END);
+        if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+          break;
+        if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+          rd_kafka_poll(rk_, 50);
+          continue;
+        }
+        throw std::runtime_error(fmt::format("{}: a change event was refused: {}", destination(),
+                                             rd_kafka_err2str(e)));
+      }
+      rd_kafka_poll(rk_, 0);
+    }
+    const auto flushed = rd_kafka_flush(rk_, timeout_ms_ + 1000);
+    if (flushed != RD_KAFKA_RESP_ERR_NO_ERROR)
+      throw std::runtime_error(fmt::format(
+          "{}: change events were not acknowledged in time ({}); check that the brokers are "
+          "reachable",
+          destination(), rd_kafka_err2str(flushed)));
+    if (failed_ > 0)
+      throw std::runtime_error(fmt::format("{}: {} change event(s) were not delivered: {}",
+                                           destination(), failed_, first_error_));
+  }
+
+ private:
+  static void on_delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
+    auto* self = static_cast<kafka_out*>(opaque);
+    if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR && self->failed_++ == 0)
+      self->first_error_ = rd_kafka_err2str(m->err);
+  }
+
+  /// The topic's partition count, read once (the topic is created by the broker's
+  /// auto-creation or beforehand).
+  void ensure_partitions() {
+    if (partitions_ > 0)
+      return;
+    rkt_ = rd_kafka_topic_new(rk_, topic_.c_str(), nullptr);
+    const rd_kafka_metadata_t* md = nullptr;
+    auto e = rd_kafka_metadata(rk_, 0, rkt_, &md, timeout_ms_);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+      throw std::runtime_error(fmt::format(
+          "{}: cannot read the topic's partitions ({}); check that the brokers are reachable",
+          destination(), rd_kafka_err2str(e)));
+    int n = 0;
+    for (int i = 0; i < md->topic_cnt; ++i)
+      if (topic_ == md->topics[i].topic && md->topics[i].err == RD_KAFKA_RESP_ERR_NO_ERROR)
+        n = md->topics[i].partition_cnt;
+    rd_kafka_metadata_destroy(md);
+    if (n <= 0)
+      throw std::runtime_error(fmt::format(
+          "{}: the topic does not exist and was not created; create it (or enable "
+          "auto.create.topics.enable on the brokers)",
+          destination()));
+    partitions_ = static_cast<std::uint32_t>(n);
+  }
+
+  rd_kafka_t* rk_ = nullptr;
+  rd_kafka_topic_t* rkt_ = nullptr;
+  std::string brokers_;
+  std::string topic_;
+  config::event_format format_;
+  std::string what_;
+  int timeout_ms_ = 30000;
+  std::uint32_t partitions_ = 0;
+  std::size_t failed_ = 0;
+  std::string first_error_;
+};
+
+// ---- Pub/Sub -------------------------------------------------------------------------
+
+class pubsub_out final : public change_publisher {
+ public:
+  pubsub_out(const config::pubsub_options& o, std::string what) : format_(o.format) {
+    events::pubsub_target t;
+    t.emulator_host = o.emulator_host;
+    t.project = o.project;
+    t.topic = o.topic;
+    auto c = events::pubsub_client::create(t);
+    if (!c)
+      throw std::runtime_error(
+          fmt::format("{}: {} [{}]", what, c.error().message, events::code_name(c.error().code)));
+    client_ = std::move(*c);
+  }
+
+  [[nodiscard]] std::string destination() const override {
+    return "Pub/Sub (" + client_->destination() + ")";
+  }
+  [[nodiscard]] config::event_format format() const override { return format_; }
+
+  void publish(const std::vector<change_message>& messages) override {
+    if (messages.empty())
+      return;
+    if (!topic_ready_) {
+      if (auto st = client_->ensure_topic(); !st)
+        throw std::runtime_error(fmt::format("{}: {} [{}]", destination(), st.error().message,
+                                             events::code_name(st.error().code)));
+      topic_ready_ = true;
+    }
+    std::vector<events::pubsub_message> out;
+    out.reserve(messages.size());
+    const std::string ct{content_type(format_)};
+    for (const auto& m : messages) {
+      events::pubsub_message x{m.value, m.table, {{"content-type", ct}, {"flotilla-event-type", m.type}}};
+      if (m.key.size() <= 1024)  // the service's limit for an attribute value
+        x.attributes.emplace("flotilla-key", m.key);
+      out.push_back(std::move(x));
+    }
+    auto r = client_->publish(out);
+    if (r.failure)
+      throw std::runtime_error(fmt::format("{}: {} of {} change event(s) acknowledged: {} [{}]",
+                                           destination(), r.acknowledged, out.size(),
+                                           r.failure->message, events::code_name(r.failure->code)));
+  }
+
+ private:
+  std::unique_ptr<events::pubsub_client> client_;
+  config::event_format format_;
+  bool topic_ready_ = false;
+};
 
 }  // namespace
 
-change_publisher::change_publisher(const config::kafka_options& options)
-    : impl_(std::make_unique<impl>()) {
-  impl_->brokers = options.brokers;
-  impl_->topic = options.topic;
-  char err[512];
-  rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  auto set = [&](const std::string& k, const std::string& v) {
-    if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
-      rd_kafka_conf_destroy(conf);
-      throw std::runtime_error(fmt::format(
-          "[events.kafka] setting '{}' = '{}' is refused by librdkafka: {}", k, v, err));
-    }
-  };
-  set("message.timeout.ms", "30000");
-  for (const auto& [k, v] : options.settings) {
-    set(k, v);
-    if (k == "message.timeout.ms")
-      impl_->timeout_ms = std::stoi(v);
-  }
-  set("bootstrap.servers", options.brokers);
-  set("enable.idempotence", "true");
-  rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
-  rd_kafka_conf_set_log_cb(conf, quiet_log);
-  rd_kafka_conf_set_opaque(conf, impl_.get());
-  impl_->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
-  if (impl_->rk == nullptr)
-    throw std::runtime_error(fmt::format("[events.kafka]: cannot create the producer: {}", err));
+std::unique_ptr<change_publisher> kafka_publisher(const config::kafka_options& o, std::string what) {
+  return std::make_unique<kafka_out>(o, std::move(what));
 }
 
-change_publisher::~change_publisher() = default;
-
-std::string change_publisher::destination() const {
-  return fmt::format("Kafka (brokers {}, topic {})", impl_->brokers, impl_->topic);
-}
-
-void change_publisher::publish(const std::vector<std::pair<std::string, std::string>>& messages) {
-  impl_->failed = 0;
-  impl_->first_error.clear();
-  for (const auto& [key, value] : messages) {
-    while (true) {
-      auto e = rd_kafka_producev(
-          impl_->rk, RD_KAFKA_V_TOPIC(impl_->topic.c_str()),
-          RD_KAFKA_V_KEY(key.data(), key.size()), RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
-          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-          RD_KAFKA_V_HEADER("content-type", "application/json", -1), RD_KAFKA_V_END);
-      if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
-        break;
-      if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-        rd_kafka_poll(impl_->rk, 50);
-        continue;
-      }
-      throw std::runtime_error(fmt::format("{}: a change event was refused: {}", destination(),
-                                           rd_kafka_err2str(e)));
-    }
-    rd_kafka_poll(impl_->rk, 0);
-  }
-  const auto flushed = rd_kafka_flush(impl_->rk, impl_->timeout_ms + 1000);
-  if (flushed != RD_KAFKA_RESP_ERR_NO_ERROR)
-    throw std::runtime_error(fmt::format("{}: change events were not acknowledged in time: {}",
-                                         destination(), rd_kafka_err2str(flushed)));
-  if (impl_->failed > 0)
-    throw std::runtime_error(fmt::format("{}: {} change event(s) were not delivered: {}",
-                                         destination(), impl_->failed, impl_->first_error));
+std::unique_ptr<change_publisher> pubsub_publisher(const config::pubsub_options& o,
+                                                   std::string what) {
+  return std::make_unique<pubsub_out>(o, std::move(what));
 }
 
 }  // namespace flotilla::cdc

@@ -1,9 +1,15 @@
 #pragma once
-/// Publishes the stream's change events to the project's `[events.kafka]` topic: one
-/// JSON message per applied row change, truncate and schema change, keyed by
-/// "<source>.<table>" (plus the row key for row changes) so one row's changes stay in
-/// order on one partition. Idempotent producer; `publish` returns once every message is
-/// acknowledged, and throws otherwise. librdkafka stays in change_publisher.cpp.
+/// Where the stream publishes change events: a Kafka topic or a Google Pub/Sub topic,
+/// either as a stream target of its own (`[targets.NAME] dialect = "kafka" | "pubsub"`)
+/// or beside a relational target (`[events.kafka]`). docs/cdc.md describes the events.
+///
+/// Ordering: every event of one table goes out in source order. On Kafka the message
+/// key is the row key ("<source>.<table>:{...}", the table name for keyless tables and
+/// table-level events) and the partition is chosen by the table, so a table's row and
+/// schema change events share one partition and stay in order. On Pub/Sub the ordering
+/// key is "<source>.<table>" (subscribe with message ordering).
+///
+/// librdkafka and libcurl stay in change_publisher.cpp and events/pubsub_sink.cpp.
 ///
 /// Ownership and threads: owned by one source stream and used from its thread only.
 /// Shutdown: the destructor drops what was not acknowledged (the stream sends it again
@@ -11,31 +17,36 @@
 
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "config/model.hpp"
 
 namespace flotilla::cdc {
 
+struct change_message {
+  std::string key;    ///< Kafka message key
+  std::string table;  ///< "<source>.<table>": Pub/Sub ordering key, Kafka partition choice
+  std::string type;   ///< row_change | truncate | schema_change (an attribute / header)
+  std::string value;  ///< the encoded event (JSON or protobuf)
+};
+
 class change_publisher {
  public:
-  /// Throws std::runtime_error naming the setting librdkafka refused.
-  explicit change_publisher(const config::kafka_options& options);
-  ~change_publisher();
-  change_publisher(const change_publisher&) = delete;
-  change_publisher& operator=(const change_publisher&) = delete;
-
-  /// (key, value) messages in order. Throws std::runtime_error with librdkafka's reason
-  /// when one is not acknowledged within `message.timeout.ms` (default 30 s).
-  void publish(const std::vector<std::pair<std::string, std::string>>& messages);
-  [[nodiscard]] std::string destination() const;
-
-  /// The producer and the current publish's delivery reports (its callback reaches it).
-  struct impl;
-
- private:
-  std::unique_ptr<impl> impl_;
+  virtual ~change_publisher() = default;
+  /// Sends `messages` in order and returns once every one is acknowledged. Throws
+  /// std::runtime_error naming the destination and the reason otherwise.
+  virtual void publish(const std::vector<change_message>& messages) = 0;
+  /// "Kafka (brokers 127.0.0.1:9092, topic changes)".
+  [[nodiscard]] virtual std::string destination() const = 0;
+  [[nodiscard]] virtual config::event_format format() const = 0;
 };
+
+/// Throws std::runtime_error naming the setting librdkafka refused.
+[[nodiscard]] std::unique_ptr<change_publisher> kafka_publisher(const config::kafka_options& o,
+                                                                std::string what);
+/// Throws std::runtime_error (FLT-E00x text) when the settings are incomplete or the
+/// topic cannot be created on the emulator.
+[[nodiscard]] std::unique_ptr<change_publisher> pubsub_publisher(const config::pubsub_options& o,
+                                                                 std::string what);
 
 }  // namespace flotilla::cdc

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cdc/apply.hpp"
+#include "cdc/change_event.hpp"
 #include "cdc/change_publisher.hpp"
 #include "cdc/ddl_capture.hpp"
 #include "cdc/ddl_changes.hpp"
@@ -52,9 +53,13 @@ std::string sanitize(std::string_view s) {
   return out;
 }
 
-/// Slot and publication name: "flotilla_<project>_<source>", at most 63 bytes.
-std::string slot_name(const config::project& p, const config::source_config& s) {
+/// Slot and publication name: "flotilla_<project>_<source>" (a source's second and later
+/// targets: "..._<target>"), at most 63 bytes.
+std::string slot_name(const config::project& p, const config::source_config& s,
+                      const std::string& target) {
   std::string n = "flotilla_" + sanitize(p.name) + "_" + sanitize(s.name);
+  if (!target.empty())
+    n += "_" + sanitize(target);
   if (n.size() > 63) {
     std::uint32_t h = 2166136261u;
     for (char c : n)
@@ -133,8 +138,9 @@ struct table_state {
 struct batch {
   std::map<std::string, std::vector<table_step>> steps;  ///< by table key
   std::map<std::string, applied_position> positions;
-  /// Change events for [events.kafka], in source order, delivered before the target commit.
-  std::vector<std::pair<std::string, std::string>> events;  ///< (key, JSON)
+  /// Change events (event targets, or [events.kafka] beside a relational target), in
+  /// source order, delivered before the target commit.
+  std::vector<change_message> events;
   lsn_t end_lsn = 0;
   std::uint64_t changes = 0;
   std::uint64_t transactions = 0;
@@ -143,12 +149,20 @@ struct batch {
 
 class source_stream {
  public:
-  source_stream(const stream_options& o, const config::source_config& s,
-                const config::target_config& t)
-      : o_(o), src_(s), tgt_(t) {
-    slot_ = slot_name(*o.project, s);
+  /// `target` is the source's `index`-th stream target (config::stream_targets_of): the
+  /// first keeps the source's own slot and position keys, the others get their own.
+  source_stream(const stream_options& o, const config::source_config& s, std::string target,
+                std::size_t index)
+      : o_(o), src_(s), tgt_name_(std::move(target)) {
+    wh_ = o.project->find_target(tgt_name_);
+    ev_ = o.project->find_event_target(tgt_name_);
+    slot_ = slot_name(*o.project, s, index == 0 ? "" : tgt_name_);
     publication_ = slot_;
+    if (index > 0)
+      pos_prefix_ = tgt_name_ + "|";
+    side_events_ = index == 0;
     summary_.source = s.name;
+    summary_.target = tgt_name_;
     summary_.slot = slot_;
   }
 
@@ -187,19 +201,28 @@ class source_stream {
 
   void start() {
     source_ = std::make_unique<pg_connection>(src_.dsn, src_.name);
-    sinks::warehouse_options wo{tgt_.name, tgt_.dialect, tgt_.path, tgt_.dsn};
-    if (tgt_.dialect != "duckdb" && tgt_.dialect != "postgres")
-      throw std::runtime_error(fmt::format(
-          "source '{}': target '{}' is {}; flotilla stream applies changes to duckdb and "
-          "postgres targets only",
-          src_.name, tgt_.name, tgt_.dialect));
-    target_ = sinks::open_warehouse(wo);
-    target_->execute(positions_table_ddl(target_->dialect()));
-    if (o_.project->events.kafka)
-      kafka_ = std::make_unique<change_publisher>(*o_.project->events.kafka);
+    const std::string what = fmt::format("target '{}'", tgt_name_);
+    if (ev_) {
+      events_ = ev_->kind == "kafka" ? kafka_publisher(*ev_->kafka, what)
+                                     : pubsub_publisher(*ev_->pubsub, what);
+    } else if (wh_) {
+      if (wh_->dialect != "duckdb" && wh_->dialect != "postgres")
+        throw std::runtime_error(fmt::format(
+            "source '{}': target '{}' is {}; flotilla stream applies changes to duckdb and "
+            "postgres targets and publishes them to kafka and pubsub targets",
+            src_.name, tgt_name_, wh_->dialect));
+      sinks::warehouse_options wo{wh_->name, wh_->dialect, wh_->path, wh_->dsn};
+      target_ = sinks::open_warehouse(wo);
+      target_->execute(positions_table_ddl(target_->dialect()));
+      if (o_.project->events.kafka && side_events_)
+        events_ = kafka_publisher(*o_.project->events.kafka, "[events.kafka]");
+    } else {
+      throw std::runtime_error(fmt::format("source '{}': target '{}' is not defined",
+                                           src_.name, tgt_name_));
+    }
     select_tables();
 
-    auto saved = o_.store->get<pb::CdcPosition>(src_.name);
+    auto saved = o_.store->get<pb::CdcPosition>(pos_prefix_ + src_.name);
     if (!saved)
       throw std::runtime_error(saved.error().message);
     bool fresh = o_.reload || !*saved || (*saved)->slot() != slot_;
@@ -212,7 +235,7 @@ class source_stream {
             "since {} are lost; run `flotilla stream --reload` to copy every table again",
             src_.name, slot_, (*saved)->position()));
       for (const auto& t : tables_) {
-        auto p = o_.store->get<pb::CdcPosition>(t.key);
+        auto p = o_.store->get<pb::CdcPosition>(pos_prefix_ + t.key);
         if (!p)
           throw std::runtime_error(p.error().message);
         if (!*p)
@@ -256,8 +279,13 @@ class source_stream {
       table_state t;
       t.name = name;
       t.key = src_.name + "." + name;
-      auto where = config::target_table(tgt_, src_, name);
-      t.target = dialects::table_ref{where.catalog, where.schema, where.name};
+      if (wh_) {
+        auto where = config::target_table(*wh_, src_, name);
+        t.target = dialects::table_ref{where.catalog, where.schema, where.name};
+      } else {
+        const auto dot = name.find('.');
+        t.target = dialects::table_ref{"", name.substr(0, dot), name.substr(dot + 1)};
+      }
       tables_.push_back(std::move(t));
     }
     read_catalog_shapes();
@@ -282,6 +310,8 @@ class source_stream {
   }
 
   void require_keys() const {
+    if (!target_)
+      return;  // event targets key a keyless table's events by the table name
     for (const auto& t : tables_)
       if (t.layout.key.empty())
         throw std::runtime_error(fmt::format(
@@ -290,10 +320,35 @@ class source_stream {
             src_.name, t.name));
   }
 
+  /// Event targets publish a keyless table's updates and deletes with the whole old row:
+  /// the table gets REPLICA IDENTITY FULL (else the source would refuse them once the
+  /// table is in a publication).
+  void identify_keyless_rows() {
+    for (const auto& t : tables_) {
+      if (!t.layout.key.empty())
+        continue;
+      auto dot = t.name.find('.');
+      const std::string qualified =
+          pg_ident(t.name.substr(0, dot)) + "." + pg_ident(t.name.substr(dot + 1));
+      auto r = source_->query(fmt::format(
+          "SELECT relreplident FROM pg_catalog.pg_class WHERE oid = {}::regclass",
+          pg_literal(qualified)));
+      if (!r.empty() && r[0][0] && (*r[0][0] == "d" || *r[0][0] == "n"))
+        source_->exec(fmt::format("ALTER TABLE {} REPLICA IDENTITY FULL", qualified));
+    }
+  }
+
   /// A new slot, its snapshot copied into every table's target, and the positions saved.
   lsn_t setup() {
-    for (const auto& sql : install_ddl_capture_sql())
-      source_->exec(sql);
+    {
+      // A source's targets set up concurrently: one at a time installs the capture.
+      static std::mutex setup_mutex;
+      std::lock_guard lock(setup_mutex);
+      for (const auto& sql : install_ddl_capture_sql())
+        source_->exec(sql);
+    }
+    if (!target_)
+      identify_keyless_rows();
     std::string list;
     for (const auto& t : tables_) {
       auto dot = t.name.find('.');
@@ -344,13 +399,72 @@ class source_stream {
       p.set_slot(slot_);
       p.set_run_id(o_.run_id);
       p.set_updated_at_us(now_us());
-      check(o_.store->put(t.key, p));
+      p.set_columns(columns_json(t.columns));
+      check(o_.store->put(pos_prefix_ + t.key, p));
     }
     save_position(slot.consistent_point);
     return slot.consistent_point;
   }
 
+  /// Event targets: the snapshot's rows published as "read" row change events, in
+  /// batches, then the table's position.
+  void publish_snapshot(pg_connection& copy, table_state& t, lsn_t at) {
+    std::string select;
+    for (const auto& c : t.columns)
+      select += (select.empty() ? "" : ", ") + pg_ident(c.name);
+    auto dot = t.name.find('.');
+    const std::string qualified =
+        pg_ident(t.name.substr(0, dot)) + "." + pg_ident(t.name.substr(dot + 1));
+    batch b;
+    std::string scratch;
+    std::uint64_t n = 0;
+    tuple row;
+    auto send = [&] {
+      try {
+        events_->publish(b.events);
+      } catch (const std::exception& e) {
+        throw std::runtime_error(fmt::format(
+            "source '{}': the initial copy of '{}' to target '{}' failed: {}; the next start "
+            "copies it again",
+            src_.name, t.name, tgt_name_, e.what()));
+      }
+      b.events.clear();
+    };
+    copy.copy_out(
+        fmt::format("COPY (SELECT {} FROM {}) TO STDOUT", select, qualified),
+        [&](std::string_view line) {
+          row.assign(t.layout.names.size(), tuple_value{});
+          sources::split_copy_row(line, [&](std::size_t i, std::string_view text, bool is_null) {
+            if (i >= row.size() || is_null)
+              return;
+            if (text.find('\\') != std::string_view::npos) {
+              sources::unescape_copy(text, scratch);
+              text = scratch;
+            }
+            row[i].type = tuple_value::kind::text;
+            row[i].text = std::string(text);
+          });
+          add_row_event(b, t, "read", at, &row, &row, nullptr);
+          ++n;
+          if (b.events.size() >= 5000)
+            send();
+        });
+    if (!b.events.empty())
+      send();
+    t.applied = at;
+    t.copied = n;
+    if (o_.progress)
+      o_.progress->copied_rows += n;
+    batch pos;
+    pos.positions[t.name] = {at, columns_json(t.columns)};
+    save_event_positions(pos);
+  }
+
   void copy_table(pg_connection& copy, table_state& t, lsn_t at) {
+    if (!target_) {
+      publish_snapshot(copy, t, at);
+      return;
+    }
     const auto& d = target_->dialect();
     sinks::load_request req;
     req.target = t.target;
@@ -419,7 +533,7 @@ class source_stream {
 
   /// A reload copies every table again: every open review closes, every kept change goes.
   void clear_holds() {
-    auto reviews = list_reviews(*o_.store, tgt_.name);
+    auto reviews = list_reviews(*o_.store, tgt_name_);
     if (!reviews)
       throw std::runtime_error(reviews.error().message);
     for (const auto& r : *reviews) {
@@ -427,11 +541,26 @@ class source_stream {
         continue;
       if (is_open(r.hold.state()))
         check(save_review(*o_.store, closed_by_reload(r, now_us())));
-      check(o_.store->clear_held_changes(tgt_.name, r.hold.table()));
+      check(o_.store->clear_held_changes(tgt_name_, r.hold.table()));
     }
   }
 
   void load_positions() {
+    if (!target_) {
+      for (auto& t : tables_) {
+        auto p = o_.store->get<pb::CdcPosition>(pos_prefix_ + t.key);
+        if (!p)
+          throw std::runtime_error(p.error().message);
+        if (!*p)
+          continue;
+        t.applied = parse_lsn((*p)->position()).value_or(0);
+        if (!(*p)->columns().empty()) {
+          t.columns = parse_columns_json((*p)->columns());
+          t.layout = layout_of(t.columns);
+        }
+      }
+      return;
+    }
     auto rows = target_->query(positions_query(target_->dialect(), slot_));
     for (auto& r : rows) {
       if (!r[0] || !r[1])
@@ -451,13 +580,15 @@ class source_stream {
   /// new connection for another (DuckDB files share one instance per process).
   target_opener opener() {
     sinks::warehouse* w = target_.get();
-    const std::string name = tgt_.name;
+    const std::string name = tgt_name_;
     std::vector<sinks::warehouse_options> all;
     for (const auto& t : o_.project->targets)
       all.push_back({t.name, t.dialect, t.path, t.dsn});
+    for (const auto& t : o_.project->event_targets)
+      all.push_back({t.name, t.kind, "", ""});
     target_opener others = opener_for(all);
     return [w, name, others](const std::string& target) -> std::unique_ptr<sinks::warehouse> {
-      if (target == name)
+      if (target == name && w)
         return borrow(*w);
       return others(target);
     };
@@ -474,7 +605,7 @@ class source_stream {
   /// replayed once its DDL ran, copied again when a resync was asked for, left alone
   /// once removed from the pipeline.
   void act_on_reviews() {
-    auto reviews = list_reviews(*o_.store, tgt_.name);
+    auto reviews = list_reviews(*o_.store, tgt_name_);
     if (!reviews)
       throw std::runtime_error(reviews.error().message);
     for (const auto& r : *reviews) {
@@ -502,7 +633,7 @@ class source_stream {
     t.state = table_state::mode::held;
     t.hold_position = parse_lsn(rec.position()).value_or(0);
     t.kept_through = t.hold_position;
-    auto kept = o_.store->scan_held_changes(tgt_.name, t.key);
+    auto kept = o_.store->scan_held_changes(tgt_name_, t.key);
     if (!kept)
       throw std::runtime_error(kept.error().message);
     for (const auto& c : *kept)
@@ -522,7 +653,7 @@ class source_stream {
   void replay(table_state& t, const review& r) {
     if (t.state != table_state::mode::held)
       hold_from_record(t, r.hold);
-    auto kept = o_.store->scan_held_changes(tgt_.name, t.key);
+    auto kept = o_.store->scan_held_changes(tgt_name_, t.key);
     if (!kept)
       throw std::runtime_error(kept.error().message);
     batch b;
@@ -551,7 +682,7 @@ class source_stream {
   void resync(table_state& t, const review& r) {
     const std::string operation = fmt::format("resync-{}", now_us());
     check(save_review(*o_.store, resync_started(r, operation, now_us())));
-    auto current = load_review(*o_.store, tgt_.name, t.key);
+    auto current = load_review(*o_.store, tgt_name_, t.key);
     if (!current || !*current)
       throw std::runtime_error(fmt::format("source '{}': the review of '{}' vanished during its "
                                            "resync", src_.name, t.name));
@@ -568,7 +699,7 @@ class source_stream {
       }
       copy_table(copy, t, snap.consistent_point);
       copy.exec("COMMIT");
-      check(o_.store->clear_held_changes(tgt_.name, t.key));
+      check(o_.store->clear_held_changes(tgt_name_, t.key));
       check(finish_resync(*o_.store, **current, true, "", now_us()));
       t.state = table_state::mode::streaming;
     } catch (const std::exception& e) {
@@ -603,8 +734,13 @@ class source_stream {
   /// A kept change, whose tuples name their columns, under the table's current shape.
   void replay_change(batch& b, table_state& t, const nlohmann::json& j) {
     const std::string op = j.value("op", "");
+    const lsn_t at = parse_lsn(j.value("position", std::string{})).value_or(t.kept_through);
     if (op == "truncate") {
-      b.steps[t.key].push_back(truncate_step{});
+      if (target_)
+        b.steps[t.key].emplace_back(std::in_place_type<truncate_step>);
+      else if (!t.layout.key.empty())
+        truncate_stop(t);
+      add_table_event(b, t, "truncate", at);
       return;
     }
     std::vector<std::string> names = j.value("columns", std::vector<std::string>{});
@@ -617,14 +753,25 @@ class source_stream {
             out[k] = in[i];
       return out;
     };
-    net_changes& net = current_net(b, t);
-    if (op == "insert")
-      net.insert(remap(j["row"]));
-    else if (op == "update")
-      net.update(j.contains("old") ? std::optional<tuple>(remap(j["old"])) : std::nullopt,
-                 remap(j["row"]));
-    else if (op == "delete")
-      net.remove(remap(j["old"]));
+    std::optional<tuple> row;
+    std::optional<tuple> old;
+    if (j.contains("row"))
+      row = remap(j["row"]);
+    if (j.contains("old"))
+      old = remap(j["old"]);
+    if (op == "insert" && row) {
+      if (target_)
+        current_net(b, t).insert(*row);
+      add_row_event(b, t, op, at, &*row, &*row, nullptr);
+    } else if (op == "update" && row) {
+      if (target_)
+        current_net(b, t).update(old, *row);
+      add_row_event(b, t, op, at, &*row, &*row, old ? &*old : nullptr);
+    } else if (op == "delete" && old) {
+      if (target_)
+        current_net(b, t).remove(*old);
+      add_row_event(b, t, op, at, &*old, nullptr, nullptr);
+    }
     ++b.changes;
     ++t.changes;
   }
@@ -642,7 +789,7 @@ class source_stream {
     p.set_slot(slot_);
     p.set_run_id(o_.run_id);
     p.set_updated_at_us(now_us());
-    check(o_.store->put(src_.name, p));
+    check(o_.store->put(pos_prefix_ + src_.name, p));
   }
 
   static void check(const storage::status& st) {
@@ -771,7 +918,7 @@ class source_stream {
 
   void keep(table_state& t, std::vector<pb::HeldChange>& kept, const char* op, lsn_t at,
             const std::optional<tuple>& old_row, const std::optional<tuple>& row) {
-    nlohmann::json j{{"op", op}, {"columns", t.layout.names}};
+    nlohmann::json j{{"op", op}, {"columns", t.layout.names}, {"position", format_lsn(at)}};
     if (old_row)
       j["old"] = tuple_json(*old_row);
     if (row)
@@ -782,42 +929,93 @@ class source_stream {
     kept.push_back(std::move(c));
   }
 
-  /// A change event for [events.kafka]: JSON, keyed by the table and the row key so one
-  /// row's changes stay in order on one partition.
-  void add_event(table_state& t, const char* op, lsn_t at, const tuple* key_row,
-                 const tuple* row, nlohmann::json extra = {}) {
-    if (!kafka_)
-      return;
-    nlohmann::json j{{"type", op[0] == 's' ? "schema_change" : "row_change"},
-                     {"source", src_.name},
-                     {"table", t.name},
-                     {"target_table", display(t.target)},
-                     {"position", format_lsn(at)}};
-    if (op[0] != 's')
-      j["op"] = op;
-    std::string key = t.key;
-    if (key_row) {
-      nlohmann::json k = nlohmann::json::object();
+  [[nodiscard]] target_kind kind() const {
+    if (ev_)
+      return ev_->kind == "kafka" ? target_kind::kafka : target_kind::pubsub;
+    return wh_ && wh_->dialect == "duckdb" ? target_kind::duckdb : target_kind::postgres;
+  }
+
+  std::vector<change_value> values_of(const table_state& t, const tuple& row, bool key_only) const {
+    std::vector<change_value> out;
+    auto one = [&](std::size_t i) {
+      if (i >= row.size() || i >= t.layout.names.size())
+        return;
+      change_value v;
+      v.column = t.layout.names[i];
+      v.unchanged = row[i].type == tuple_value::kind::unchanged;
+      if (row[i].type == tuple_value::kind::text)
+        v.text = row[i].text;
+      out.push_back(std::move(v));
+    };
+    if (key_only)
       for (std::size_t i : t.layout.key)
-        if (i < key_row->size())
-          k[t.layout.names[i]] = (*key_row)[i].type == tuple_value::kind::text
-                                     ? nlohmann::json((*key_row)[i].text)
-                                     : nlohmann::json(nullptr);
-      j["key"] = k;
+        one(i);
+    else
+      for (std::size_t i = 0; i < t.layout.names.size(); ++i)
+        one(i);
+    return out;
+  }
+
+  change_event event_base(const table_state& t, std::string type, lsn_t at) const {
+    change_event e;
+    e.type = std::move(type);
+    e.project = o_.project->name;
+    e.source = src_.name;
+    e.table = t.name;
+    e.target = ev_ ? tgt_name_ : display(t.target);
+    e.position = format_lsn(at);
+    return e;
+  }
+
+  void push_event(batch& b, const table_state& t, const change_event& e, std::string key) {
+    b.events.push_back({std::move(key), t.key, e.type, encode(e, events_->format())});
+  }
+
+  /// A row change event, keyed by the table and the row key (the table alone for a
+  /// keyless table) so one row's changes stay in order.
+  void add_row_event(batch& b, const table_state& t, std::string op, lsn_t at,
+                     const tuple* key_row, const tuple* row, const tuple* old_row) {
+    if (!events_)
+      return;
+    change_event e = event_base(t, "row_change", at);
+    e.op = std::move(op);
+    std::string key = t.key;
+    if (key_row && !t.layout.key.empty()) {
+      e.key = values_of(t, *key_row, true);
+      nlohmann::json k = nlohmann::json::object();
+      for (const auto& v : e.key)
+        k[v.column] = v.text ? nlohmann::json(*v.text) : nlohmann::json(nullptr);
       key += ":" + k.dump();
     }
-    if (row) {
-      nlohmann::json r = nlohmann::json::object();
-      for (std::size_t i = 0; i < t.layout.names.size() && i < row->size(); ++i)
-        if ((*row)[i].type != tuple_value::kind::unchanged)
-          r[t.layout.names[i]] = (*row)[i].type == tuple_value::kind::text
-                                     ? nlohmann::json((*row)[i].text)
-                                     : nlohmann::json(nullptr);
-      j["row"] = r;
-    }
-    for (auto& [k, v] : extra.items())
-      j[k] = v;
-    batch_.events.emplace_back(std::move(key), j.dump());
+    if (row)
+      e.row = values_of(t, *row, false);
+    if (old_row && !t.layout.key.empty())
+      e.old_key = values_of(t, *old_row, true);
+    push_event(b, t, e, std::move(key));
+  }
+
+  /// A truncate or schema change event, keyed by the table name.
+  void add_table_event(batch& b, const table_state& t, std::string type, lsn_t at,
+                       std::string ddl = {}, std::string outcome = {}) {
+    if (!events_)
+      return;
+    change_event e = event_base(t, std::move(type), at);
+    e.ddl = std::move(ddl);
+    e.outcome = std::move(outcome);
+    if (e.type == "schema_change")
+      e.columns = t.layout.names;
+    push_event(b, t, e, t.key);
+  }
+
+  /// Seed 002: an event target cannot express a truncate of a keyed table as keyed events.
+  [[noreturn]] void truncate_stop(const table_state& t) const {
+    throw stop_error(fmt::format(
+        "{} [{}] Reload the stream (flotilla stream --reload), which publishes every row "
+        "again",
+        stop_message(t.name, fmt::format("TRUNCATE of {}, which has a row key, cannot be "
+                                         "published as keyed events on {} target '{}'",
+                                         t.name, to_string(kind()), tgt_name_)),
+        code_truncate_keyed_event));
   }
 
   void handle_transaction(const std::vector<pgoutput_message>& txn, const commit_message& commit) {
@@ -849,8 +1047,12 @@ class source_stream {
               keep(t, kept[t.key], "truncate", at, std::nullopt, std::nullopt);
             continue;
           }
-          batch_.steps[t.key].push_back(truncate_step{});
-          add_event(t, "truncate", at, nullptr, nullptr);
+          if (target_) {
+            batch_.steps[t.key].emplace_back(std::in_place_type<truncate_step>);
+          } else if (!t.layout.key.empty()) {
+            truncate_stop(t);
+          }
+          add_table_event(batch_, t, "truncate", at);
           note_position(t, at);
           ++applied;
           ++t.changes;
@@ -886,8 +1088,9 @@ class source_stream {
         if (held) {
           keep(t, kept[t.key], "insert", at, std::nullopt, row);
         } else {
-          current_net(batch_, t).insert(row);
-          add_event(t, "insert", at, &row, &row);
+          if (target_)
+            current_net(batch_, t).insert(row);
+          add_row_event(batch_, t, "insert", at, &row, &row, nullptr);
         }
       } else if (auto* u = std::get_if<update_message>(&m)) {
         tuple row = to_layout(t, u->row);
@@ -897,25 +1100,18 @@ class source_stream {
         if (held) {
           keep(t, kept[t.key], "update", at, old, row);
         } else {
-          current_net(batch_, t).update(old, row);
-          nlohmann::json extra = nlohmann::json::object();
-          if (old) {
-            nlohmann::json k = nlohmann::json::object();
-            for (std::size_t i : t.layout.key)
-              k[t.layout.names[i]] = (*old)[i].type == tuple_value::kind::text
-                                         ? nlohmann::json((*old)[i].text)
-                                         : nlohmann::json(nullptr);
-            extra["old_key"] = k;
-          }
-          add_event(t, "update", at, &row, &row, extra);
+          if (target_)
+            current_net(batch_, t).update(old, row);
+          add_row_event(batch_, t, "update", at, &row, &row, old ? &*old : nullptr);
         }
       } else if (auto* d = std::get_if<delete_message>(&m)) {
         tuple old = to_layout(t, d->old_row);
         if (held) {
           keep(t, kept[t.key], "delete", at, old, std::nullopt);
         } else {
-          current_net(batch_, t).remove(old);
-          add_event(t, "delete", at, &old, nullptr);
+          if (target_)
+            current_net(batch_, t).remove(old);
+          add_row_event(batch_, t, "delete", at, &old, nullptr, nullptr);
         }
       }
       if (!held) {
@@ -927,7 +1123,7 @@ class source_stream {
     for (auto& [key, changes] : kept) {
       if (changes.empty())
         continue;
-      auto r = o_.store->append_held_changes(tgt_.name, key, changes);
+      auto r = o_.store->append_held_changes(tgt_name_, key, changes);
       if (!r)
         throw std::runtime_error(r.error().message);
       if (table_state* t = find_key(key))
@@ -958,8 +1154,8 @@ class source_stream {
       return;
     }
     target_info info;
-    info.name = tgt_.name;
-    info.kind = tgt_.dialect == "duckdb" ? target_kind::duckdb : target_kind::postgres;
+    info.name = tgt_name_;
+    info.kind = kind();
     info.table = t.target;
     // The live target shape: a table altered by hand stops at the change (seed 002). The
     // batch before this DDL is committed already, so the live shape is the stream's.
@@ -969,23 +1165,22 @@ class source_stream {
     if (auto it = batch_.steps.find(t.key); it != batch_.steps.end())
       for (const auto& step : it->second)
         pending_ddl = pending_ddl || std::holds_alternative<ddl_step>(step);
-    if (!pending_ddl)
+    if (!pending_ddl && target_)
       info.actual = target_->describe(t.target);
     outcome o = decide_ddl(src_.name, t.name, t.columns, e, format_lsn(at), info);
     if (auto* st = std::get_if<stopped>(&o))
       throw stop_error(fmt::format("{} [{}] {}", st->message, st->code, st->remedy));
     if (auto* a = std::get_if<applied>(&o)) {
-      if (!a->statements.empty())
-        batch_.steps[t.key].push_back(ddl_step{a->statements});
-      add_event(t, "schema_change", at, nullptr, nullptr,
-                {{"ddl", e.ddl}, {"outcome", "applied"}, {"statements", a->statements}});
+      if (!a->statements.empty() && target_)
+        batch_.steps[t.key].emplace_back(std::in_place_type<ddl_step>, ddl_step{a->statements});
       t.columns = e.columns;
       t.layout = layout_of(t.columns);
+      add_table_event(batch_, t, "schema_change", at, e.ddl, "applied");
       batch_.positions[t.name] = {at, columns_json(t.columns)};
       return;
     }
     pb::HoldRecord h = std::get<held>(o).hold;
-    h.set_target(tgt_.name);
+    h.set_target(tgt_name_);
     h.set_table(t.key);
     h.set_position(format_lsn(at));
     nlohmann::json detail{{"columns_before", columns_json(t.columns)},
@@ -1007,7 +1202,35 @@ class source_stream {
 
   // ---- commit -----------------------------------------------------------------------
 
+  /// Event targets: each table's position (and shape) in RocksDB, after its events were
+  /// acknowledged.
+  void save_event_positions(const batch& b) {
+    for (const auto& [name, at] : b.positions) {
+      pb::CdcPosition p;
+      p.set_position(format_lsn(at.lsn));
+      p.set_slot(slot_);
+      p.set_run_id(o_.run_id);
+      p.set_updated_at_us(now_us());
+      p.set_columns(at.columns);
+      check(o_.store->put(pos_prefix_ + src_.name + "." + name, p));
+    }
+  }
+
   void commit_batch(batch& b) {
+    if (!target_) {
+      if (!b.events.empty()) {
+        try {
+          events_->publish(b.events);
+        } catch (const std::exception& e) {
+          throw std::runtime_error(fmt::format(
+              "source '{}': change events up to source position {} were not published to "
+              "target '{}': {}; the next start sends them again",
+              src_.name, format_lsn(b.end_lsn), tgt_name_, e.what()));
+        }
+      }
+      save_event_positions(b);
+      return;
+    }
     const auto& d = target_->dialect();
     std::vector<std::string> sql;
     for (const auto& [key, steps] : b.steps) {
@@ -1020,17 +1243,21 @@ class source_stream {
                    std::make_move_iterator(part.end()));
       }
     }
-    if (kafka_ && !b.events.empty()) {
+    if (events_ && !b.events.empty()) {
       // Before the target commit: a crash in between delivers them again (at least once),
       // never loses them.
       try {
-        kafka_->publish(b.events);
+        events_->publish(b.events);
       } catch (const std::exception& e) {
         throw std::runtime_error(fmt::format(
             "source '{}': change events up to source position {} were not published: {}; "
             "nothing of them was applied, and the next start sends them again",
             src_.name, format_lsn(b.end_lsn), e.what()));
       }
+    }
+    if (!target_) {
+      save_event_positions(b);
+      return;
     }
     auto pos = positions_sql(d, slot_, b.positions);
     sql.insert(sql.end(), pos.begin(), pos.end());
@@ -1042,7 +1269,7 @@ class source_stream {
       throw std::runtime_error(fmt::format(
           "source '{}': target '{}' refused the changes up to source position {}: {}; nothing "
           "of them was applied, and the next start retries them",
-          src_.name, tgt_.name, format_lsn(b.end_lsn), e.what()));
+          src_.name, tgt_name_, format_lsn(b.end_lsn), e.what()));
     }
   }
 
@@ -1068,14 +1295,19 @@ class source_stream {
 
   const stream_options& o_;
   const config::source_config& src_;
-  const config::target_config& tgt_;
+  const std::string tgt_name_;
+  const config::target_config* wh_ = nullptr;        ///< a warehouse target, or
+  const config::event_target_config* ev_ = nullptr;  ///< an event stream target
+  std::string pos_prefix_;    ///< position keys: "" for the source's first target
+  bool side_events_ = false;  ///< [events.kafka] beside the first (relational) target
   std::string slot_;
   std::string publication_;
   source_summary summary_;
   std::unique_ptr<pg_connection> source_;
   std::unique_ptr<replication_connection> replication_;
   std::unique_ptr<sinks::warehouse> target_;
-  std::unique_ptr<change_publisher> kafka_;
+  /// The event target itself, or [events.kafka] beside a relational target.
+  std::unique_ptr<change_publisher> events_;
   std::vector<table_state> tables_;
   std::unordered_map<std::uint32_t, table_state*> by_relid_;
   std::uint32_t ddl_log_relid_ = 0;
@@ -1099,7 +1331,8 @@ stream_summary run_stream(const stream_options& o) {
     out.sources.push_back({"", "", "", "failed",
                            "no selected source has capture = \"logical\"; set it on a postgres "
                            "source in flotilla.toml",
-                           {}});
+                           {},
+                           ""});
     return out;
   }
   // A source that fails or stops at a change stops the whole stream, so every other
@@ -1108,20 +1341,31 @@ stream_summary run_stream(const stream_options& o) {
   stream_options local = o;
   std::atomic<bool> combined{false};
   local.cancel = &combined;
-  std::vector<source_summary> results(sources.size());
+  // One stream per (source, target): each with its own slot, positions and holds.
+  struct pair {
+    const config::source_config* source;
+    std::string target;
+    std::size_t index;
+  };
+  std::vector<pair> pairs;
+  for (const auto* s : sources) {
+    auto names = o.project->stream_targets_of(*s);
+    for (std::size_t k = 0; k < names.size(); ++k)
+      pairs.push_back({s, names[k], k});
+  }
+  std::vector<source_summary> results(pairs.size());
   std::vector<std::thread> threads;
   std::atomic<std::size_t> finished{0};
-  for (std::size_t i = 0; i < sources.size(); ++i) {
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
     threads.emplace_back([&, i] {
-      const config::target_config* t = o.project->target_of(*sources[i]);
-      source_stream s(local, *sources[i], *t);
+      source_stream s(local, *pairs[i].source, pairs[i].target, pairs[i].index);
       results[i] = s.run();
       if (results[i].status == "failed")
         stop_all = true;
       ++finished;
     });
   }
-  while (finished.load() < sources.size()) {
+  while (finished.load() < pairs.size()) {
     if (o.cancel->load() || stop_all.load())
       combined = true;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

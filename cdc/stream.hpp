@@ -2,9 +2,11 @@
 /// `flotilla stream`: change-data capture from every selected PostgreSQL source with
 /// `capture = "logical"` into its target, until stopped. docs/cdc.md describes it.
 ///
-/// Ownership and threads: run_stream owns everything it opens. Each source streams on
-/// its own thread with its own connections (source, replication, target); its tables
-/// are plain state objects (drift state, change queue, hold) owned by that thread.
+/// Ownership and threads: run_stream owns everything it opens. Each (source, target)
+/// pair streams on its own thread with its own slot and connections (source,
+/// replication, target); its tables are plain state objects (drift state, change queue,
+/// hold) owned by that thread. A source's targets are independent: one holding a table
+/// (or failing) does not pause the others' copies of it.
 /// Shutdown: when `cancel` becomes true every source finishes the batch it is applying,
 /// saves its position and closes its connections; run_stream then returns.
 
@@ -68,6 +70,7 @@ struct source_summary {
   std::string status;    ///< stopped | failed
   std::optional<std::string> error;
   std::vector<table_summary> tables;
+  std::string target;  ///< the [targets] name this stream applies to
 };
 
 struct stream_summary {

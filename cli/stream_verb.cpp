@@ -119,6 +119,7 @@ int do_stream(const global_options& g, const stream_args& a) {
                           {"changes", t.changes},
                           {"copied_rows", t.copied_rows}});
       sources.push_back({{"source", s.source},
+                         {"target", s.target},
                          {"slot", s.slot},
                          {"position", s.position},
                          {"status", s.status},
@@ -132,8 +133,8 @@ int do_stream(const global_options& g, const stream_args& a) {
       if (s.error)
         fmt::print(stderr, "{}\n", *s.error);
       if (!s.source.empty())
-        fmt::print("source {}  slot {}  position {}  {}\n", s.source, s.slot, s.position,
-                   s.status);
+        fmt::print("source {}  target {}  slot {}  position {}  {}\n", s.source, s.target, s.slot,
+                   s.position, s.status);
       for (const auto& t : s.tables)
         if (t.state != "streaming")
           fmt::print("  {}  {}\n", t.state, t.target);

@@ -32,7 +32,7 @@ const keys project_keys{"name", "state_dir", "contract", "on_schema_change", "ty
                         "auto_widen", "on_source_drift", "prune_unchanged"};
 const keys target_keys{"dialect", "path", "dsn", "database", "catalog", "schema"};
 const keys source_keys{"adapter",         "path",       "dsn",          "capture",
-                       "target",          "tags",       "include",      "exclude",
+                       "target",          "stream_to",  "tags",         "include",      "exclude",
                        "batch_rows",      "tables",     "contract",     "on_schema_change",
                        "type_change_rebuild", "auto_widen", "on_source_drift", "prune_unchanged"};
 const keys table_keys{"description",         "cursor_column", "unique_key",
@@ -45,6 +45,8 @@ const keys governance_keys{"grants"};
 const keys events_keys{"kafka", "pubsub"};
 const keys kafka_keys{"brokers", "topic", "format", "settings"};
 const keys pubsub_keys{"project", "topic", "emulator_host", "format"};
+const keys kafka_target_keys{"dialect", "brokers", "topic", "format", "settings"};
+const keys pubsub_target_keys{"dialect", "project", "topic", "emulator_host", "format"};
 const keys io_keys{"max_connections_per_endpoint"};
 
 const keys known_grants{"schema_change.additive"};
@@ -416,6 +418,13 @@ class loader {
 
   void load_target(std::string_view name, const toml::table& t) {
     const std::string path = key_path({"targets", name});
+    if (const auto* d = t.get_as<std::string>("dialect")) {
+      const std::string kind = d->get() == "pub/sub" ? "pubsub" : d->get();
+      if (kind == "kafka" || kind == "pubsub") {
+        load_event_target(name, t, kind, path);
+        return;
+      }
+    }
     check_keys(t, path, target_keys);
     target_config tc;
     tc.name = std::string{name};
@@ -477,6 +486,23 @@ class loader {
     p_.targets.push_back(std::move(tc));
   }
 
+  /// `[targets.NAME]` with dialect kafka or pubsub: an event stream for `flotilla stream`.
+  void load_event_target(std::string_view name, const toml::table& t, const std::string& kind,
+                         const std::string& path) {
+    event_target_config ec;
+    ec.name = std::string{name};
+    ec.kind = kind;
+    ec.at = pos_of(t.source());
+    if (kind == "kafka") {
+      check_keys(t, path, kafka_target_keys);
+      ec.kafka = kafka_of(t, path);
+    } else {
+      check_keys(t, path, pubsub_target_keys);
+      ec.pubsub = pubsub_of(t, path);
+    }
+    p_.event_targets.push_back(std::move(ec));
+  }
+
   void load_source(std::string_view name, const toml::table& t) {
     const std::string path = key_path({"sources", name});
     check_keys(t, path, source_keys, &table_only_keys,
@@ -530,6 +556,8 @@ class loader {
     }
     if (auto tg = string(t, "target", path))
       sc.target = *tg;
+    if (auto more = strings(t, "stream_to", path, false))
+      sc.stream_to = std::move(*more);
     if (const auto* tags = section(t, "tags", path))
       load_tags(sc, *tags, key_path_append(path, "tags"));
     if (auto inc = strings(t, "include", path, true))
@@ -672,8 +700,10 @@ class loader {
     keys names;
     for (const auto& t : p_.targets)
       names.push_back(t.name);
+    for (const auto& t : p_.event_targets)
+      names.push_back(t.name);
     const toml::table* sources = root.get_as<toml::table>("sources");
-    if (p_.targets.empty()) {
+    if (names.empty()) {
       const toml::node* at = root.get("targets");
       report(errc::missing_key, at ? at->source() : sources->source(), "targets", "",
              "[targets.NAME] with a dialect",
@@ -683,21 +713,29 @@ class loader {
     for (auto& s : p_.sources) {
       const toml::table* st = sources->get_as<toml::table>(s.name);
       const std::string path = key_path({"sources", s.name, "target"});
+      check_stream_to(s, st, names);
       if (s.target.empty()) {
         if (st && st->contains("target"))
           continue;  // wrong type, already reported
         if (p_.targets.size() == 1) {
           s.target = p_.targets.front().name;
+        } else if (p_.targets.empty() && p_.event_targets.size() == 1) {
+          s.target = p_.event_targets.front().name;
+          check_event_target(s, st, path, s.target, "target");
         } else {
           report(errc::unknown_target, st ? st->source() : toml::source_region{}, path, "",
                  join(names),
                  fmt::format("source '{}' names no target and {} targets are defined; set target",
-                             s.name, p_.targets.size()));
+                             s.name, names.size()));
         }
         continue;
       }
       if (p_.find_target(s.target))
         continue;
+      if (p_.find_event_target(s.target)) {
+        check_event_target(s, st, path, s.target, "target");
+        continue;
+      }
       auto near = nearest(s.target, names);
       report(errc::unknown_target, st->get("target")->source(), path, s.target, join(names),
              near.empty() ? fmt::format("source '{}' names target '{}', which is not defined",
@@ -705,6 +743,50 @@ class loader {
                           : fmt::format("source '{}' names target '{}', which is not defined; did "
                                         "you mean '{}'?",
                                         s.name, s.target, near));
+    }
+  }
+
+  /// An event stream receives changes only from `flotilla stream`.
+  void check_event_target(const source_config& s, const toml::table* st, const std::string& path,
+                          const std::string& target, std::string_view key) {
+    if (s.capture == "logical")
+      return;
+    const auto* et = p_.find_event_target(target);
+    const toml::node* at = st ? st->get(key) : nullptr;
+    report(errc::not_applicable, at ? at->source() : st ? st->source() : toml::source_region{},
+           path, target, "a source with capture = \"logical\"",
+           fmt::format("source '{}' names target '{}', a {} event stream; only a source with "
+                       "capture = \"logical\" publishes to it (flotilla stream). Set capture "
+                       "or name a warehouse target",
+                       s.name, target, et ? et->kind : "kafka"));
+  }
+
+  void check_stream_to(const source_config& s, const toml::table* st, const keys& names) {
+    if (s.stream_to.empty())
+      return;
+    const std::string path = key_path({"sources", s.name, "stream_to"});
+    const toml::array* a = st ? st->get_as<toml::array>("stream_to") : nullptr;
+    if (s.capture != "logical") {
+      report(errc::not_applicable, a ? a->source() : toml::source_region{}, path, "",
+             "a source with capture = \"logical\"",
+             fmt::format("stream_to applies to sources with capture = \"logical\" only "
+                         "(flotilla stream); source '{}' has none",
+                         s.name));
+      return;
+    }
+    for (std::size_t i = 0; i < s.stream_to.size(); ++i) {
+      const auto& n = s.stream_to[i];
+      if (p_.find_target(n) || p_.find_event_target(n))
+        continue;
+      auto near = nearest(n, names);
+      const toml::node* at = a ? a->get(i) : nullptr;
+      report(errc::unknown_target, at ? at->source() : toml::source_region{},
+             fmt::format("{}[{}]", path, i), n, join(names),
+             near.empty() ? fmt::format("source '{}' streams to target '{}', which is not defined",
+                                        s.name, n)
+                          : fmt::format("source '{}' streams to target '{}', which is not "
+                                        "defined; did you mean '{}'?",
+                                        s.name, n, near));
     }
   }
 
@@ -731,51 +813,57 @@ class loader {
   void load_events(const toml::table& e) {
     check_keys(e, "events", events_keys);
     if (const auto* k = section(e, "kafka", "events")) {
-      const std::string path = "events.kafka";
-      check_keys(*k, path, kafka_keys);
-      kafka_options ko;
-      if (const auto* b = k->get("brokers")) {
-        if (b->is_array()) {
-          if (auto list = strings(*k, "brokers", path, false)) {
-            for (const auto& x : *list)
-              ko.brokers += (ko.brokers.empty() ? "" : ",") + x;
-            if (ko.brokers.empty())
-              report(errc::out_of_range, b->source(), key_path_append(path, "brokers"), "[]",
-                     "host:port, ...", "brokers must not be empty");
-          }
-        } else if (auto s = string(*k, "brokers", path)) {
-          ko.brokers = *s;
-        }
-      } else {
-        report(errc::missing_key, k->source(), key_path_append(path, "brokers"), "",
-               "\"host:port,host:port\" or an array of them", "Kafka needs brokers");
-      }
-      required_string(*k, "topic", path, ko.topic, "Kafka needs a topic");
-      if (auto f = choice(*k, "format", path, format_names, "event format"))
-        ko.format = *f;
-      if (const auto* s = section(*k, "settings", path)) {
-        const std::string sp = key_path_append(path, "settings");
-        for (auto&& [sk, sv] : *s) {
-          if (sv.is_table() || sv.is_array())
-            wrong_type(sv, key_path_append(sp, sk.str()), "a string, number or boolean");
-          else
-            ko.settings.emplace(std::string{sk.str()}, render(sv));
-        }
-      }
-      p_.events.kafka = std::move(ko);
+      check_keys(*k, "events.kafka", kafka_keys);
+      p_.events.kafka = kafka_of(*k, "events.kafka");
     }
     if (const auto* ps = section(e, "pubsub", "events")) {
-      const std::string path = "events.pubsub";
-      check_keys(*ps, path, pubsub_keys);
-      pubsub_options po;
-      required_string(*ps, "project", path, po.project, "Pub/Sub needs a project");
-      required_string(*ps, "topic", path, po.topic, "Pub/Sub needs a topic");
-      if (auto h = string(*ps, "emulator_host", path))
-        po.emulator_host = *h;
-      if (auto f = choice(*ps, "format", path, format_names, "event format"))
-        po.format = *f;
-      p_.events.pubsub = std::move(po);
+      check_keys(*ps, "events.pubsub", pubsub_keys);
+      p_.events.pubsub = pubsub_of(*ps, "events.pubsub");
     }
+  }
+
+  kafka_options kafka_of(const toml::table& k, const std::string& path) {
+    kafka_options ko;
+    if (const auto* b = k.get("brokers")) {
+      if (b->is_array()) {
+        if (auto list = strings(k, "brokers", path, false)) {
+          for (const auto& x : *list)
+            ko.brokers += (ko.brokers.empty() ? "" : ",") + x;
+          if (ko.brokers.empty())
+            report(errc::out_of_range, b->source(), key_path_append(path, "brokers"), "[]",
+                   "host:port, ...", "brokers must not be empty");
+        }
+      } else if (auto s = string(k, "brokers", path)) {
+        ko.brokers = *s;
+      }
+    } else {
+      report(errc::missing_key, k.source(), key_path_append(path, "brokers"), "",
+             "\"host:port,host:port\" or an array of them", "Kafka needs brokers");
+    }
+    required_string(k, "topic", path, ko.topic, "Kafka needs a topic");
+    if (auto f = choice(k, "format", path, format_names, "event format"))
+      ko.format = *f;
+    if (const auto* s = section(k, "settings", path)) {
+      const std::string sp = key_path_append(path, "settings");
+      for (auto&& [sk, sv] : *s) {
+        if (sv.is_table() || sv.is_array())
+          wrong_type(sv, key_path_append(sp, sk.str()), "a string, number or boolean");
+        else
+          ko.settings.emplace(std::string{sk.str()}, render(sv));
+      }
+    }
+    return ko;
+  }
+
+  pubsub_options pubsub_of(const toml::table& ps, const std::string& path) {
+    pubsub_options po;
+    required_string(ps, "project", path, po.project, "Pub/Sub needs a project");
+    required_string(ps, "topic", path, po.topic, "Pub/Sub needs a topic");
+    if (auto h = string(ps, "emulator_host", path))
+      po.emulator_host = *h;
+    if (auto f = choice(ps, "format", path, format_names, "event format"))
+      po.format = *f;
+    return po;
   }
 
   void required_string(const toml::table& t, std::string_view key, const std::string& path,

@@ -98,6 +98,23 @@ const source_config* project::find_source(std::string_view n) const {
   return nullptr;
 }
 
+const event_target_config* project::find_event_target(std::string_view n) const {
+  for (const auto& t : event_targets)
+    if (t.name == n)
+      return &t;
+  return nullptr;
+}
+
+std::vector<std::string> project::stream_targets_of(const source_config& s) const {
+  std::vector<std::string> out;
+  if (!s.target.empty())
+    out.push_back(s.target);
+  for (const auto& t : s.stream_to)
+    if (std::find(out.begin(), out.end(), t) == out.end())
+      out.push_back(t);
+  return out;
+}
+
 const target_config* project::target_of(const source_config& s) const {
   return find_target(s.target);
 }

@@ -135,6 +135,9 @@ struct source_config {
   std::string dsn;      ///< postgres. Default: ""
   std::string capture;  ///< "logical" (postgres only): change-data capture. Default: "" (none)
   std::string target;   ///< name of a [targets] section. Default: the only target
+  /// More targets `flotilla stream` applies the changes to (warehouses or event streams),
+  /// each independently: its own slot, positions and holds. Default: none
+  std::vector<std::string> stream_to;
   std::map<std::string, std::string> tags;  ///< Default: none
   std::vector<std::string> include{"*"};    ///< names or `*` globs. Default: ["*"]
   std::vector<std::string> exclude;         ///< names or `*` globs. Default: none
@@ -163,6 +166,16 @@ struct pubsub_options {
   std::string topic;          ///< Required
   std::string emulator_host;  ///< "host:port" of the Pub/Sub emulator. Default: "" (real service)
   event_format format = event_format::json;  ///< Default: json
+};
+
+/// `[targets.NAME]` with `dialect = "kafka"` or `"pubsub"`: an event stream that
+/// `flotilla stream` publishes row and schema change events to (docs/cdc.md).
+struct event_target_config {
+  std::string name;
+  std::string kind;  ///< "kafka" | "pubsub"
+  std::optional<kafka_options> kafka;    ///< kind kafka
+  std::optional<pubsub_options> pubsub;  ///< kind pubsub
+  position at;
 };
 
 struct events_options {
@@ -195,12 +208,17 @@ struct project {
   policy_overrides policy;
   std::vector<target_config> targets;  ///< in file order
   std::vector<source_config> sources;  ///< in file order
+  std::vector<event_target_config> event_targets;  ///< in file order
   governance_options governance;
   events_options events;
   io_options io;
 
   [[nodiscard]] const target_config* find_target(std::string_view name) const;
   [[nodiscard]] const source_config* find_source(std::string_view name) const;
+  [[nodiscard]] const event_target_config* find_event_target(std::string_view name) const;
+  /// Every target `flotilla stream` applies a capture source's changes to: `target`
+  /// first, then `stream_to`, without repeats.
+  [[nodiscard]] std::vector<std::string> stream_targets_of(const source_config& s) const;
   /// The target a source writes to (never null once the project loaded without errors).
   [[nodiscard]] const target_config* target_of(const source_config& s) const;
 };
