@@ -848,6 +848,9 @@ class source_stream {
           if (auto* ins = std::get_if<insert_message>(&m))
             if (ins->relation == ddl_log_relid_ && ddl_log_relid_ != 0)
               txn_has_ddl = true;
+          // A truncate may stop an event target: what came before it is committed first.
+          if (std::holds_alternative<truncate_message>(m))
+            txn_has_ddl = true;
           if (auto* rel = std::get_if<relation_message>(&m))
             if (rel->schema == capture_schema && rel->name == ddl_log_table) {
               ddl_log_relid_ = rel->oid;

@@ -143,7 +143,8 @@ rows duckdb_query(const std::string& file, const std::string& sql) {
   return out;
 }
 
-fixture::fixture(bool duckdb_target, const std::string& extra_toml) {
+fixture::fixture(bool duckdb_target, const std::string& extra_toml,
+                 const std::string& source_target) {
   const std::string u = unique();
   project_ = "st" + u;
   source_db_ = "flt_stream_src_" + u;
@@ -167,7 +168,8 @@ fixture::fixture(bool duckdb_target, const std::string& extra_toml) {
   std::ofstream(dir_ + "/flotilla.toml")
       << "[project]\nname = \"" << project_ << "\"\n\n[targets.wh]\n"
       << target << "schema = \"st_{source}\"\n\n[sources.shop]\nadapter = \"postgres\"\ndsn = \""
-      << source_dsn_ << "\"\ncapture = \"logical\"\ntarget = \"wh\"\n"
+      << source_dsn_ << "\"\ncapture = \"logical\"\ntarget = \""
+      << source_target << "\"\n"
       << extra_toml;
 }
 

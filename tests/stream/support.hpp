@@ -26,10 +26,13 @@ rows duckdb_query(const std::string& file, const std::string& sql);
 
 /// A fresh directory, a source and a target database, and a flotilla.toml capturing the
 /// source into the target (postgres, or duckdb when `duckdb_target`). Drops the
-/// databases and the slot at the end.
+/// databases and the slot at the end. `extra_toml` goes at the end of the source's
+/// section; `source_target` is the source's `target` (another target is defined in
+/// `extra_toml`).
 class fixture {
  public:
-  explicit fixture(bool duckdb_target = false, const std::string& extra_toml = "");
+  explicit fixture(bool duckdb_target = false, const std::string& extra_toml = "",
+                   const std::string& source_target = "wh");
   ~fixture();
   fixture(const fixture&) = delete;
   fixture& operator=(const fixture&) = delete;

@@ -1,0 +1,244 @@
+// Kafka and Pub/Sub as stream targets of their own (`[targets.NAME] dialect = "kafka" |
+// "pubsub"`): the snapshot as "read" events, then every change in source order per table,
+// keyed by row key (the table name for keyless tables and table-level events); seed
+// 002's truncate rule; positions that survive a kill -9. Kafka is librdkafka's mock
+// cluster read back by a real consumer; Pub/Sub is the real emulator.
+#include <chrono>
+#include <map>
+#include <set>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "proto/changes.pb.h"
+#include "tests/events/pubsub_emulator.hpp"
+#include "tests/stream/kafka_support.hpp"
+#include "tests/stream/support.hpp"
+
+using namespace flotilla::stream_test;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string kafka_target(const mock_cluster& k, const std::string& format = "json") {
+  return "\n[targets.bus]\ndialect = \"kafka\"\nbrokers = \"" + k.bootstraps() +
+         "\"\ntopic = \"bus\"\nformat = \"" + format + "\"\n";
+}
+
+std::string what(const nlohmann::json& e) {
+  return e.contains("op") ? e["op"].get<std::string>() : e["type"].get<std::string>();
+}
+
+}  // namespace
+
+TEST_CASE("a Kafka target gets the snapshot, then every change in order on one partition per "
+          "table",
+          "[stream][event-target]") {
+  mock_cluster kafka("bus", 3);
+  fixture f(false, kafka_target(kafka), "bus");
+  pg_exec(f.source(), "CREATE TABLE orders (id int PRIMARY KEY, note text)");
+  pg_exec(f.source(), "INSERT INTO orders VALUES (1, 'a'), (2, 'b')");
+  pg_exec(f.source(), "CREATE TABLE logs (msg text, n int)");  // no key
+  pg_exec(f.source(), "INSERT INTO logs VALUES ('boot', 1)");
+  stream_process p(f);
+  // The snapshot: 3 read events.
+  auto snap = read_topic(kafka.bootstraps(), "bus", 3, 3);
+  INFO(p.err());
+  REQUIRE(snap.size() == 3);
+  pg_exec(f.source(), "INSERT INTO orders VALUES (3, 'c')");
+  pg_exec(f.source(), "UPDATE orders SET note = 'x' WHERE id = 1");
+  pg_exec(f.source(), "DELETE FROM orders WHERE id = 2");
+  pg_exec(f.source(), "ALTER TABLE orders ADD COLUMN qty int");
+  pg_exec(f.source(), "INSERT INTO orders VALUES (4, 'd', 5)");
+  pg_exec(f.source(), "INSERT INTO logs VALUES ('tick', 2)");
+  pg_exec(f.source(), "UPDATE logs SET n = 3 WHERE msg = 'tick'");
+  pg_exec(f.source(), "DELETE FROM logs WHERE msg = 'boot'");
+  pg_exec(f.source(), "TRUNCATE logs");
+  auto all = read_topic(kafka.bootstraps(), "bus", 3, 12);
+  CHECK(p.stop() == 0);
+  INFO(p.err());
+  REQUIRE(all.size() == 12);
+
+  std::map<std::string, std::vector<std::string>> ops;  // per table, in partition order
+  std::map<std::string, std::set<int>> partitions;
+  std::map<std::string, std::vector<std::string>> keys;
+  nlohmann::json last_order;
+  for (const auto& r : all) {
+    CHECK(r.content_type == "application/json");
+    auto e = nlohmann::json::parse(r.value);
+    const std::string table = e["table"];
+    ops[table].push_back(what(e));
+    partitions[table].insert(r.partition);
+    keys[table].push_back(r.key);
+    CHECK(e["source"] == "shop");
+    CHECK(e["target"] == "bus");
+    if (table == "public.orders")
+      last_order = e;
+  }
+  CHECK(ops["public.orders"] == std::vector<std::string>{"read", "read", "insert", "update",
+                                                          "delete", "schema_change", "insert"});
+  CHECK(ops["public.logs"] ==
+        std::vector<std::string>{"read", "insert", "update", "delete", "truncate"});
+  // One partition per table: a table's row and schema change events stay in order.
+  CHECK(partitions["public.orders"].size() == 1);
+  CHECK(partitions["public.logs"].size() == 1);
+  // Row events keyed by row key; table-level events and keyless tables by the table name.
+  CHECK(keys["public.orders"][0] == "shop.public.orders:{\"id\":\"1\"}");
+  CHECK(keys["public.orders"][5] == "shop.public.orders");
+  for (const auto& k : keys["public.logs"])
+    CHECK(k == "shop.public.logs");
+  // Rows after the added column carry it.
+  CHECK(last_order["row"]["qty"] == "5");
+  CHECK(last_order["key"]["id"] == "4");
+}
+
+TEST_CASE("a Kafka target stops at a truncate of a keyed table (seed 002)",
+          "[stream][event-target]") {
+  mock_cluster kafka("bus", 1);
+  fixture f(false, kafka_target(kafka), "bus");
+  pg_exec(f.source(), "CREATE TABLE orders (id int PRIMARY KEY, note text)");
+  pg_exec(f.source(), "INSERT INTO orders VALUES (1, 'a')");
+  stream_process p(f);
+  REQUIRE(read_topic(kafka.bootstraps(), "bus", 1, 1).size() == 1);
+  pg_exec(f.source(), "INSERT INTO orders VALUES (2, 'b')");
+  pg_exec(f.source(), "TRUNCATE orders");
+  CHECK(p.wait(60s) == 1);
+  const std::string err = p.err();
+  INFO(err);
+  CHECK(err.find("FLT-H007") != std::string::npos);
+  CHECK(err.find("TRUNCATE of public.orders, which has a row key, cannot be published as keyed "
+                 "events on kafka target 'bus'") != std::string::npos);
+  CHECK(err.find("No successor plan, row output, or checkpoint was published.") !=
+        std::string::npos);
+  // Nothing of the truncate went out; the insert before it did.
+  auto all = read_topic(kafka.bootstraps(), "bus", 1, 3, 3s);
+  REQUIRE(all.size() == 2);
+  CHECK(nlohmann::json::parse(all[1].value)["op"] == "insert");
+}
+
+TEST_CASE("a Kafka target in protobuf format sends ChangeEvent messages",
+          "[stream][event-target]") {
+  mock_cluster kafka("bus", 1);
+  fixture f(false, kafka_target(kafka, "protobuf"), "bus");
+  pg_exec(f.source(), "CREATE TABLE orders (id int PRIMARY KEY, note text)");
+  stream_process p(f);
+  // Wait for the stream to be set up (the slot exists), then change.
+  REQUIRE(eventually([&] {
+    auto r = pg_try_rows(f.source(), "SELECT 1 FROM pg_replication_slots WHERE slot_name = '" +
+                                         f.slot() + "'");
+    return r && !r->empty();
+  }));
+  pg_exec(f.source(), "INSERT INTO orders VALUES (7, NULL)");
+  auto all = read_topic(kafka.bootstraps(), "bus", 1, 1);
+  CHECK(p.stop() == 0);
+  REQUIRE(all.size() == 1);
+  CHECK(all[0].content_type == "application/x-protobuf");
+  flotilla::changes::v1::ChangeEvent e;
+  REQUIRE(e.ParseFromString(all[0].value));
+  CHECK(e.type() == "row_change");
+  CHECK(e.op() == "insert");
+  CHECK(e.table() == "public.orders");
+  REQUIRE(e.row_size() == 2);
+  CHECK(e.row(0).column() == "id");
+  CHECK(e.row(0).text() == "7");
+  CHECK(e.row(1).column() == "note");
+  CHECK(e.row(1).is_null());
+  REQUIRE(e.key_size() == 1);
+  CHECK(e.key(0).text() == "7");
+}
+
+TEST_CASE("a Kafka target resumes after kill -9 without losing a change or copying again",
+          "[stream][event-target]") {
+  mock_cluster kafka("bus", 1);
+  fixture f(false, kafka_target(kafka), "bus");
+  pg_exec(f.source(), "CREATE TABLE orders (id int PRIMARY KEY)");
+  pg_exec(f.source(), "INSERT INTO orders SELECT g FROM generate_series(1, 100) g");
+  {
+    stream_process p(f);
+    REQUIRE(read_topic(kafka.bootstraps(), "bus", 1, 100).size() == 100);
+    pg_exec(f.source(), "INSERT INTO orders SELECT g FROM generate_series(101, 150) g");
+    REQUIRE(read_topic(kafka.bootstraps(), "bus", 1, 150).size() == 150);
+    p.kill9();
+  }
+  pg_exec(f.source(), "INSERT INTO orders SELECT g FROM generate_series(151, 200) g");
+  stream_process p(f);
+  std::set<int> ids;
+  std::size_t reads = 0;
+  REQUIRE(eventually([&] {
+    ids.clear();
+    reads = 0;
+    for (const auto& r : read_topic(kafka.bootstraps(), "bus", 1, 1000, 2s)) {
+      auto e = nlohmann::json::parse(r.value);
+      ids.insert(std::stoi(e["row"]["id"].get<std::string>()));
+      reads += e["op"] == "read";
+    }
+    return ids.size() == 200;
+  }));
+  CHECK(p.stop() == 0);
+  CHECK(reads == 100);  // the restart did not copy the table again
+  CHECK(*ids.begin() == 1);
+  CHECK(*ids.rbegin() == 200);
+}
+
+TEST_CASE("a source streams to a warehouse and a Kafka target independently",
+          "[stream][event-target]") {
+  mock_cluster kafka("bus", 1);
+  fixture f(false, "stream_to = [\"bus\"]\n" + kafka_target(kafka));
+  pg_exec(f.source(), "CREATE TABLE orders (id int PRIMARY KEY, note text)");
+  pg_exec(f.source(), "INSERT INTO orders VALUES (1, 'a')");
+  stream_process p(f);
+  REQUIRE(eventually([&] {
+    auto r = pg_try_rows(f.target(), "SELECT count(*) FROM st_shop.orders");
+    return r && (*r)[0][0] == "1";
+  }));
+  pg_exec(f.source(), "INSERT INTO orders VALUES (2, 'b')");
+  REQUIRE(eventually([&] {
+    auto r = pg_try_rows(f.target(), "SELECT count(*) FROM st_shop.orders");
+    return r && (*r)[0][0] == "2";
+  }));
+  auto all = read_topic(kafka.bootstraps(), "bus", 1, 2);
+  REQUIRE(all.size() == 2);
+  CHECK(what(nlohmann::json::parse(all[0].value)) == "read");
+  CHECK(what(nlohmann::json::parse(all[1].value)) == "insert");
+  // Each target has its own slot.
+  auto slots = pg_query(f.source(), "SELECT slot_name FROM pg_replication_slots WHERE slot_name "
+                                    "LIKE '" + f.slot() + "%' ORDER BY 1");
+  REQUIRE(slots.size() == 2);
+  CHECK(slots[0][0] == f.slot());
+  CHECK(slots[1][0] == f.slot() + "_bus");
+  CHECK(p.stop() == 0);
+}
+
+TEST_CASE("a Pub/Sub target publishes every change with the table as ordering key",
+          "[stream][event-target][pubsub]") {
+  flotilla::test::pubsub_emulator emu;
+  const std::string project = "flotilla-test";
+  emu.create_subscription(project, "changes", "changes-sub", true);
+  fixture f(false,
+            "\n[targets.ps]\ndialect = \"pubsub\"\nproject = \"" + project +
+                "\"\ntopic = \"changes\"\nemulator_host = \"" + emu.host() + "\"\n",
+            "ps");
+  pg_exec(f.source(), "CREATE TABLE orders (id int PRIMARY KEY, note text)");
+  pg_exec(f.source(), "INSERT INTO orders VALUES (1, 'a')");
+  pg_exec(f.source(), "CREATE TABLE logs (msg text)");
+  stream_process p(f);
+  auto first = emu.pull(project, "changes-sub", 1, 60s);
+  INFO(p.err());
+  REQUIRE(first.size() == 1);
+  pg_exec(f.source(), "UPDATE orders SET note = 'b' WHERE id = 1");
+  pg_exec(f.source(), "INSERT INTO orders VALUES (2, 'c')");
+  pg_exec(f.source(), "INSERT INTO logs VALUES ('x')");
+  pg_exec(f.source(), "TRUNCATE logs");
+  auto rest = emu.pull(project, "changes-sub", 4, 30s);
+  CHECK(p.stop() == 0);
+  REQUIRE(rest.size() == 4);
+  std::map<std::string, std::vector<std::string>> by_key;
+  for (const auto& m : first)
+    by_key[m.ordering_key].push_back(what(nlohmann::json::parse(m.data)));
+  for (const auto& m : rest) {
+    CHECK(m.attributes.at("content-type") == "application/json");
+    by_key[m.ordering_key].push_back(what(nlohmann::json::parse(m.data)));
+  }
+  CHECK(by_key["shop.public.orders"] == std::vector<std::string>{"read", "update", "insert"});
+  CHECK(by_key["shop.public.logs"] == std::vector<std::string>{"insert", "truncate"});
+}
