@@ -58,8 +58,12 @@ void global_init() {
 std::string api_message(const std::string& body) {
   auto j = nlohmann::json::parse(body, nullptr, false);
   if (j.is_object() && j.contains("error") && j["error"].is_object() &&
-      j["error"].contains("message") && j["error"]["message"].is_string())
-    return j["error"]["message"].get<std::string>();
+      j["error"].contains("message") && j["error"]["message"].is_string()) {
+    auto m = j["error"]["message"].get<std::string>();
+    while (!m.empty() && (m.back() == '.' || std::isspace(static_cast<unsigned char>(m.back()))))
+      m.pop_back();  // the caller's sentence goes on after it
+    return m;
+  }
   std::string text = body.size() > 300 ? body.substr(0, 300) + "..." : body;
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
     text.pop_back();
@@ -113,12 +117,14 @@ result<std::unique_ptr<pubsub_client>> pubsub_client::create(pubsub_target targe
       if (const char* t = std::getenv("GOOGLE_OAUTH_ACCESS_TOKEN"); t != nullptr)
         token = t;
     if (token.empty())
-      return config_error(fmt::format(
-          "(project {}, topic {}) publishes to the real Pub/Sub service, which needs an OAuth "
+      return std::unexpected(error{errc::sink_config, fmt::format(
+          "[events.pubsub] (project {}, topic {}) publishes to the real Pub/Sub service, which "
+          "needs an OAuth "
           "access token in the environment variable GOOGLE_OAUTH_ACCESS_TOKEN (e.g. "
           "`export GOOGLE_OAUTH_ACCESS_TOKEN=$(gcloud auth print-access-token)`); or set "
-          "events.pubsub.emulator_host (or PUBSUB_EMULATOR_HOST) to use the emulator",
-          target.project, target.topic));
+          "events.pubsub.emulator_host (or PUBSUB_EMULATOR_HOST) to use the emulator. The "
+          "events wait in the outbox until then",
+          target.project, target.topic)});
   }
   return std::unique_ptr<pubsub_client>(
       new pubsub_client(std::move(target), std::move(base), std::move(token)));
