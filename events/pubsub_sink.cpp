@@ -49,6 +49,16 @@ std::size_t collect(char* data, std::size_t size, std::size_t n, void* out) {
   return size * n;
 }
 
+/// A URL path segment: topic names may hold `%` and `+`.
+std::string segment(const std::string& name) {
+  char* e = curl_easy_escape(nullptr, name.c_str(), static_cast<int>(name.size()));
+  if (e == nullptr)
+    return name;
+  std::string out(e);
+  curl_free(e);
+  return out;
+}
+
 void global_init() {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
@@ -181,7 +191,8 @@ pubsub_client::http_result pubsub_client::request(const std::string& method,
   return r;
 }
 
-error pubsub_client::failure(const http_result& r, std::string_view doing) const {
+error pubsub_client::failure(const http_result& r, std::string_view doing,
+                             std::string_view object) const {
   const std::string where = destination();
   if (r.transport != CURLE_OK)
     return error{errc::broker_unreachable,
@@ -197,9 +208,9 @@ error pubsub_client::failure(const http_result& r, std::string_view doing) const
   const std::string said = api_message(r.body);
   if (r.status == 429 || r.status >= 500)
     return error{errc::broker_unreachable,
-                 fmt::format("Pub/Sub ({}) could not take the events when {}: HTTP {}: {}. The "
-                             "service is overloaded or unavailable for now; nothing to change",
-                             where, doing, r.status, said)};
+                 fmt::format("Pub/Sub ({}) could not take {} for now: HTTP {}: {}. The service "
+                             "is overloaded or unavailable; nothing to change",
+                             where, object, r.status, said)};
   std::string todo;
   if (r.status == 401)
     todo = "The access token is missing, invalid or expired (they last an hour): renew "
@@ -217,20 +228,23 @@ error pubsub_client::failure(const http_result& r, std::string_view doing) const
                                     "{}`), or fix events.pubsub.project and topic",
                                     target_.topic, target_.project);
   else
-    todo = "Check events.pubsub.project and topic in flotilla.toml (Pub/Sub names: letters, "
-           "digits, - _ . ~ + %, 3 to 255 characters, starting with a letter)";
+    todo = "Check events.pubsub.project and topic in flotilla.toml (topic names: letters, "
+           "digits, - _ . ~ + %, 3 to 255 characters, starting with a letter); a message "
+           "over 10 MB is refused too";
   return error{errc::broker_refused, fmt::format("Pub/Sub ({}) refused {}: HTTP {}: {}. {}", where,
-                                                 doing, r.status, said, todo)};
+                                                 object, r.status, said, todo)};
 }
 
 status pubsub_client::ensure_topic() {
   const std::string url =
-      fmt::format("{}/v1/projects/{}/topics/{}", base_url_, target_.project, target_.topic);
+      fmt::format("{}/v1/projects/{}/topics/{}", base_url_, segment(target_.project),
+                  segment(target_.topic));
   auto r = request(emulator() ? "PUT" : "GET", url, emulator() ? "{}" : "", target_.timeout);
   // 409: it exists already.
   if (r.transport != CURLE_OK || (r.status / 100 != 2 && r.status != 409))
     return std::unexpected(
-        failure(r, emulator() ? "creating the topic" : "looking up the topic"));
+        emulator() ? failure(r, "creating the topic", "to create the topic")
+                   : failure(r, "looking up the topic", "the topic lookup"));
   topic_checked_ = true;
   return {};
 }
@@ -253,7 +267,7 @@ pubsub_client::outcome pubsub_client::publish(std::span<const pubsub_message> me
       return out;
     }
   const std::string url = fmt::format("{}/v1/projects/{}/topics/{}:publish", base_url_,
-                                      target_.project, target_.topic);
+                                      segment(target_.project), segment(target_.topic));
   std::size_t next = 0;
   std::string body;
   while (next < messages.size()) {
@@ -291,7 +305,7 @@ pubsub_client::outcome pubsub_client::publish(std::span<const pubsub_message> me
       std::this_thread::sleep_for(pause);
     }
     if (r.transport != CURLE_OK || r.status / 100 != 2) {
-      out.failure = failure(r, "the events");
+      out.failure = failure(r, "sending the events", "the events");
       return out;
     }
     next += n;

@@ -97,7 +97,10 @@ class pubsub_client {
   struct http_result;
   http_result request(const std::string& method, const std::string& url, const std::string& body,
                       std::chrono::milliseconds timeout);
-  [[nodiscard]] error failure(const http_result& r, std::string_view doing) const;
+  /// The error for a failed request: `doing` ("sending the events") for no answer,
+  /// `object` ("the events") for an error answer.
+  [[nodiscard]] error failure(const http_result& r, std::string_view doing,
+                              std::string_view object) const;
 
   pubsub_target target_;
   std::string base_url_;

@@ -11,7 +11,9 @@
 ///   binary, an early exit or a missed deadline throws std::runtime_error with the
 ///   reason and the log's tail, so the test fails (it never skips silently).
 /// - The destructor kills the whole process group (the launcher script and its JVM) and
-///   reaps it. The JVM also dies with the test process (PR_SET_PDEATHSIG).
+///   reaps it. The JVM also dies with the test process (PR_SET_PDEATHSIG: strictly, with
+///   the thread that constructed the fixture, so construct it on a thread that lives as
+///   long as it, e.g. the test's main thread).
 /// - HTTP through libcurl (link CURL::libcurl), JSON through nlohmann_json. Header-only
 ///   and self-contained: no Catch2, no flotilla headers.
 /// - Override the binary with FLOTILLA_PUBSUB_EMULATOR (a path).

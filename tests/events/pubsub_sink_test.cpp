@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
 #include <fstream>
 #include <map>
 #include <set>
@@ -12,6 +13,11 @@
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "events/pubsub_sink.hpp"
 #include "events/run_events.hpp"
@@ -113,6 +119,116 @@ std::unique_ptr<pubsub_client> client_for(pubsub_target t) {
   INFO((c ? std::string() : c.error().text()));
   REQUIRE(c.has_value());
   return std::move(*c);
+}
+
+
+/// A loopback HTTP server giving each request the next canned answer (the last one
+/// repeats); a `silent` answer keeps the connection open and says nothing, so the
+/// client times out. Records each request's head and body. Serves on its own thread.
+class canned_server {
+ public:
+  struct answer {
+    int status = 200;
+    std::string body;
+    bool silent = false;
+  };
+
+  explicit canned_server(std::vector<answer> answers) : answers_(std::move(answers)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd_ >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    REQUIRE(::listen(fd_, 16) == 0);
+    REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+
+  ~canned_server() {
+    stop_ = true;
+    thread_.join();
+    for (int c : held_)
+      ::close(c);
+    ::close(fd_);
+  }
+
+  [[nodiscard]] std::string host() const { return "127.0.0.1:" + std::to_string(port_); }
+  [[nodiscard]] std::vector<std::string> requests() const {
+    std::lock_guard lock(mu_);
+    return requests_;
+  }
+
+ private:
+  void serve() {
+    while (!stop_) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0)
+        continue;  // look at stop_ again
+      const int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0)
+        continue;
+      std::string in;
+      char buf[4096];
+      std::size_t need = std::string::npos;
+      while (need == std::string::npos || in.size() < need) {
+        pollfd q{c, POLLIN, 0};
+        if (::poll(&q, 1, 2000) <= 0)
+          break;
+        const auto n = ::read(c, buf, sizeof buf);
+        if (n <= 0)
+          break;
+        in.append(buf, static_cast<std::size_t>(n));
+        if (const auto end = in.find("\r\n\r\n"); end != std::string::npos && need == std::string::npos) {
+          std::size_t length = 0;
+          if (auto at = in.find("Content-Length: "); at != std::string::npos && at < end)
+            length = std::stoul(in.substr(at + 16));
+          need = end + 4 + length;
+        }
+      }
+      answer a;
+      {
+        std::lock_guard lock(mu_);
+        a = answers_[std::min(requests_.size(), answers_.size() - 1)];
+        requests_.push_back(in);
+      }
+      if (a.silent) {
+        held_.push_back(c);
+        continue;
+      }
+      const std::string out = fmt::format(
+          "HTTP/1.1 {} Canned\r\nContent-Type: application/json\r\nContent-Length: {}\r\n"
+          "Connection: close\r\n\r\n{}",
+          a.status, a.body.size(), a.body);
+      (void)!::write(c, out.data(), out.size());
+      ::close(c);
+    }
+  }
+
+  std::vector<answer> answers_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  mutable std::mutex mu_;
+  std::vector<std::string> requests_;
+  std::vector<int> held_;
+};
+
+pubsub_target service_target(const std::string& host) {
+  pubsub_target t;  // the real service's code path, against a local server
+  t.endpoint = "http://" + host;
+  t.access_token = "test-token";
+  t.project = project_id;
+  t.topic = "events-1";
+  return t;
+}
+
+std::string google_error(int code, const std::string& message, const std::string& status) {
+  return nlohmann::json{{"error", {{"code", code}, {"message", message}, {"status", status}}}}
+      .dump();
 }
 
 }  // namespace
@@ -368,7 +484,7 @@ TEST_CASE("an error answer is FLT-E002 with the service's message; the events st
     CHECK_FALSE(out.failure->transient());
     CHECK_THAT(out.failure->text(),
                Catch::StartsWith(fmt::format("FLT-E002: Pub/Sub (emulator {}, topic projects/{}/"
-                                             "topics/ab) refused creating the topic: HTTP 400: ",
+                                             "topics/ab) refused to create the topic: HTTP 400: ",
                                              emu.host(), project_id)));
     CHECK_THAT(out.failure->message, Catch::Contains("Invalid [topics] name"));
     CHECK_THAT(out.failure->message, Catch::Contains("Check events.pubsub.project and topic"));
@@ -400,7 +516,7 @@ TEST_CASE("an error answer is FLT-E002 with the service's message; the events st
     auto st = client->ensure_topic();
     REQUIRE_FALSE(st.has_value());
     CHECK(st.error().code == errc::broker_refused);
-    CHECK_THAT(st.error().message, Catch::Contains("refused looking up the topic: HTTP 404"));
+    CHECK_THAT(st.error().message, Catch::Contains("refused the topic lookup: HTTP 404: Topic not found"));
     // Once it exists, the same client publishes.
     emu.create_topic(project_id, topic);
     out = client->publish(msgs);
@@ -425,7 +541,7 @@ TEST_CASE("an error answer is FLT-E002 with the service's message; the events st
     CHECK(e.code == errc::broker_refused);
     CHECK_THAT(e.text(), Catch::StartsWith(fmt::format(
                              "FLT-E002: Pub/Sub (emulator {}, topic "
-                             "projects/other-project/topics/events-1) refused creating the topic: "
+                             "projects/other-project/topics/events-1) refused to create the topic: "
                              "HTTP 404: Invalid (project=other-project) out of valid projects",
                              strict.host())));
     CHECK_THAT(e.message, Catch::Contains("Check events.pubsub.project (other-project)"));
@@ -439,6 +555,100 @@ TEST_CASE("an error answer is FLT-E002 with the service's message; the events st
     CHECK(last->events_undelivered().error_code() == "FLT-E002");
     CHECK(last->events_undelivered().sink() == "pubsub");
   }
+}
+
+TEST_CASE("the service path: bearer token, 429/5xx retried, then FLT-E001; 401/403 are FLT-E002",
+          "[pubsub]") {
+  std::vector<pubsub_message> msgs(2);
+  msgs[0].data = "one";
+  msgs[0].ordering_key = "shop.orders";
+  msgs[1].data = "two";
+  msgs[1].ordering_key = "shop.orders";
+  const auto unavailable = google_error(503, "The service is currently unavailable.", "UNAVAILABLE");
+
+  SECTION("a 503 then success: retried, acknowledged once") {
+    canned_server server({{503, unavailable}, {200, R"({"messageIds":["1","2"]})"}});
+    auto client = client_for(service_target(server.host()));
+    auto out = client->publish(msgs);
+    INFO((out.failure ? out.failure->text() : ""));
+    CHECK_FALSE(out.failure.has_value());
+    CHECK(out.acknowledged == 2);
+    auto reqs = server.requests();
+    REQUIRE(reqs.size() == 2);
+    CHECK(reqs[0] == reqs[1]);  // the same request again
+    CHECK_THAT(reqs[0], Catch::StartsWith(
+                            "POST /v1/projects/flotilla-test/topics/events-1:publish HTTP/1.1\r\n"));
+    CHECK_THAT(reqs[0], Catch::Contains("\r\nAuthorization: Bearer test-token\r\n"));
+    CHECK_THAT(reqs[0], Catch::Contains("\r\nContent-Type: application/json\r\n"));
+    auto body = nlohmann::json::parse(reqs[0].substr(reqs[0].find("\r\n\r\n") + 4));
+    CHECK(body == nlohmann::json::parse(
+                      R"({"messages":[{"data":"b25l","orderingKey":"shop.orders"},)"
+                      R"({"data":"dHdv","orderingKey":"shop.orders"}]})"));
+  }
+
+  SECTION("503 every time: three attempts, then FLT-E001 with the service's message") {
+    canned_server server({{503, unavailable}});
+    auto client = client_for(service_target(server.host()));
+    auto out = client->publish(msgs);
+    CHECK(out.acknowledged == 0);
+    REQUIRE(out.failure.has_value());
+    INFO(out.failure->text());
+    CHECK(out.failure->code == errc::broker_unreachable);
+    CHECK_THAT(out.failure->text(),
+               Catch::StartsWith(fmt::format(
+                   "FLT-E001: Pub/Sub (http://{}, topic projects/flotilla-test/topics/events-1) "
+                   "could not take the events for now: HTTP 503: The service is currently "
+                   "unavailable. The service is overloaded or unavailable",
+                   server.host())));
+    CHECK(server.requests().size() == 3);
+  }
+
+  SECTION("401: no retry, FLT-E002 saying to renew the token") {
+    canned_server server(
+        {{401, google_error(401, "Request had invalid authentication credentials.", "UNAUTHENTICATED")}});
+    auto client = client_for(service_target(server.host()));
+    auto out = client->publish(msgs);
+    REQUIRE(out.failure.has_value());
+    INFO(out.failure->text());
+    CHECK(out.failure->code == errc::broker_refused);
+    CHECK_THAT(out.failure->message,
+               Catch::Contains("HTTP 401: Request had invalid authentication credentials. The "
+                               "access token is missing, invalid or expired"));
+    CHECK_THAT(out.failure->message, Catch::Contains("renew GOOGLE_OAUTH_ACCESS_TOKEN"));
+    CHECK(server.requests().size() == 1);
+  }
+
+  SECTION("403: FLT-E002 naming the role to grant") {
+    canned_server server({{403, google_error(403, "User not authorized to perform this action.",
+                                             "PERMISSION_DENIED")}});
+    auto client = client_for(service_target(server.host()));
+    auto out = client->publish(msgs);
+    REQUIRE(out.failure.has_value());
+    INFO(out.failure->text());
+    CHECK(out.failure->code == errc::broker_refused);
+    CHECK_THAT(out.failure->message, Catch::Contains("HTTP 403: User not authorized"));
+    CHECK_THAT(out.failure->message, Catch::Contains("roles/pubsub.publisher"));
+    CHECK(server.requests().size() == 1);
+  }
+}
+
+TEST_CASE("a service that never answers is FLT-E001 within the delivery timeout", "[pubsub]") {
+  canned_server server({{200, "", true}});
+  auto client = client_for(service_target(server.host()));
+  std::vector<pubsub_message> msgs(1);
+  msgs[0].data = "x";
+  const auto start = std::chrono::steady_clock::now();
+  auto out = client->publish(msgs, 700ms);
+  const auto took = std::chrono::steady_clock::now() - start;
+  CHECK(took >= 600ms);
+  CHECK(took < 5s);
+  CHECK(out.acknowledged == 0);
+  REQUIRE(out.failure.has_value());
+  INFO(out.failure->text());
+  CHECK(out.failure->code == errc::broker_unreachable);
+  CHECK_THAT(out.failure->message, Catch::Contains("did not answer when sending the events"));
+  CHECK_THAT(out.failure->message, Catch::Contains("timed out"));
+  CHECK_THAT(out.failure->message, Catch::Contains("Check that this machine reaches the service"));
 }
 
 TEST_CASE("Pub/Sub settings: project and topic required, a token for the real service",
