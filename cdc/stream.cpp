@@ -88,6 +88,28 @@ schema::table_schema portable_of(const std::vector<source_column>& cols) {
   return s;
 }
 
+/// A DDL log row kept for a held table: (column, text or null) pairs.
+nlohmann::json fields_json(
+    const std::vector<std::pair<std::string, std::optional<std::string>>>& fields) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& [name, value] : fields)
+    a.push_back({name, value ? nlohmann::json(*value) : nlohmann::json(nullptr)});
+  return a;
+}
+
+std::vector<std::pair<std::string, std::optional<std::string>>> json_fields(
+    const nlohmann::json& a) {
+  std::vector<std::pair<std::string, std::optional<std::string>>> out;
+  if (!a.is_array())
+    return out;
+  for (const auto& f : a)
+    if (f.is_array() && f.size() == 2 && f[0].is_string())
+      out.emplace_back(f[0].get<std::string>(), f[1].is_string()
+                                                    ? std::optional<std::string>(f[1].get<std::string>())
+                                                    : std::nullopt);
+  return out;
+}
+
 nlohmann::json tuple_json(const tuple& t) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& v : t) {
@@ -643,6 +665,17 @@ class source_stream {
       t.columns = parse_columns_json(detail["columns_after"].get<std::string>());
       t.layout = layout_of(t.columns);
     }
+    // Later kept DDL: the stream resumes under the newest shape.
+    for (const auto& c : *kept) {
+      auto j = nlohmann::json::parse(c.payload(), nullptr, false);
+      if (!j.is_object() || j.value("op", "") != "ddl")
+        continue;
+      ddl_event e = parse_ddl_event(json_fields(j["event"]));
+      if (!e.dropped) {
+        t.columns = e.columns;
+        t.layout = layout_of(t.columns);
+      }
+    }
     if (o_.progress)
       ++o_.progress->tables_held;
   }
@@ -656,18 +689,68 @@ class source_stream {
     auto kept = o_.store->scan_held_changes(tgt_name_, t.key);
     if (!kept)
       throw std::runtime_error(kept.error().message);
+    // The kept changes run under the shape the review's DDL gave; a later kept DDL is
+    // decided when the replay reaches it, earliest first.
+    auto detail = nlohmann::json::parse(r.hold.detail(), nullptr, false);
+    if (detail.is_object() && detail.contains("columns_after")) {
+      t.columns = parse_columns_json(detail["columns_after"].get<std::string>());
+      t.layout = layout_of(t.columns);
+    }
     batch b;
     std::uint64_t last_seq = 0;
-    lsn_t last = std::max(t.applied, t.kept_through);
+    lsn_t last = std::max(t.applied, t.hold_position);
     for (const auto& c : *kept) {
-      last_seq = c.sequence();
       const lsn_t at = parse_lsn(c.position()).value_or(0);
+      auto j = nlohmann::json::parse(c.payload(), nullptr, false);
+      if (j.is_object() && j.value("op", "") == "ddl" && at > t.applied) {
+        ddl_event e = parse_ddl_event(json_fields(j["event"]));
+        target_info info;
+        info.name = tgt_name_;
+        info.kind = kind();
+        info.table = t.target;
+        outcome o = decide_ddl(src_.name, t.name, t.columns, e, format_lsn(at), info);
+        if (auto* st = std::get_if<stopped>(&o))
+          throw stop_error(fmt::format("{} [{}] {}", st->message, st->code, st->remedy));
+        if (auto* a = std::get_if<applied>(&o)) {
+          if (!a->statements.empty() && target_)
+            b.steps[t.key].emplace_back(std::in_place_type<ddl_step>, ddl_step{a->statements});
+          t.columns = e.columns;
+          t.layout = layout_of(t.columns);
+          add_table_event(b, t, "schema_change", at, e.ddl, "applied");
+          last_seq = c.sequence();
+          last = std::max(last, at);
+          continue;
+        }
+        // Held again: what came before commits and this review closes; the table stays
+        // held at the later change under a new review, with the rest still kept.
+        b.positions[t.name] = {last, columns_json(t.columns)};
+        commit_batch(b);
+        t.applied = last;
+        // The change itself lives on in the new review, not in the kept queue.
+        check(finish_replay(*o_.store, r, c.sequence(), now_us()));
+        open_hold(t, std::get<held>(o).hold, e, at);
+        for (const auto& later : *kept) {
+          auto lj = nlohmann::json::parse(later.payload(), nullptr, false);
+          if (later.sequence() > c.sequence() && lj.is_object() && lj.value("op", "") == "ddl") {
+            ddl_event le = parse_ddl_event(json_fields(lj["event"]));
+            if (!le.dropped) {
+              t.columns = le.columns;
+              t.layout = layout_of(t.columns);
+            }
+          }
+        }
+        if (o_.progress)
+          o_.progress->changes += b.changes;
+        return;
+      }
+      last_seq = c.sequence();
       if (at <= t.applied)
         continue;
-      auto j = nlohmann::json::parse(c.payload(), nullptr, false);
+      last = std::max(last, at);
       if (j.is_object())
         replay_change(b, t, j);
     }
+    last = std::max(last, t.kept_through);
     b.positions[t.name] = {last, columns_json(t.columns)};
     commit_batch(b);
     t.applied = last;
@@ -1074,7 +1157,7 @@ class source_stream {
                               ins->row[i].type == tuple_value::kind::text
                                   ? std::optional<std::string>(ins->row[i].text)
                                   : std::nullopt);
-        handle_ddl(parse_ddl_event(fields), at, kept);
+        handle_ddl(parse_ddl_event(fields), at, kept, fields_json(fields));
         continue;
       }
       auto it = by_relid_.find(relid);
@@ -1140,7 +1223,8 @@ class source_stream {
   // ---- DDL --------------------------------------------------------------------------
 
   void handle_ddl(const ddl_event& e, lsn_t at,
-                  std::map<std::string, std::vector<pb::HeldChange>>& kept) {
+                  std::map<std::string, std::vector<pb::HeldChange>>& kept,
+                  const nlohmann::json& fields) {
     auto it = by_relid_.find(e.relid);
     if (it == by_relid_.end())
       return;  // a table the stream does not capture (seed 002: not captured until added)
@@ -1148,11 +1232,22 @@ class source_stream {
     if (at <= t.applied || t.state == table_state::mode::removed)
       return;
     if (t.state == table_state::mode::held) {
-      if (at > t.kept_through && !e.dropped) {
-        // A later change of a held table is reviewed after the earlier one; its rows are
-        // kept under the shape they arrive in.
-        t.columns = e.columns;
-        t.layout = layout_of(t.columns);
+      if (at > t.kept_through) {
+        // A later change of a held table is kept in order with its rows and decided when
+        // the replay reaches it (earliest first); the rows after it are kept under the
+        // shape they arrive in.
+        nlohmann::json j{{"op", "ddl"},
+                         {"position", format_lsn(at)},
+                         {"columns", t.layout.names},
+                         {"event", fields}};
+        pb::HeldChange c;
+        c.set_position(format_lsn(at));
+        c.set_payload(j.dump());
+        kept[t.key].push_back(std::move(c));
+        if (!e.dropped) {
+          t.columns = e.columns;
+          t.layout = layout_of(t.columns);
+        }
       }
       return;
     }
@@ -1182,7 +1277,15 @@ class source_stream {
       batch_.positions[t.name] = {at, columns_json(t.columns)};
       return;
     }
-    pb::HoldRecord h = std::get<held>(o).hold;
+    open_hold(t, std::get<held>(o).hold, e, at);
+    (void)kept;
+    t.kept_through = at;
+    if (o_.progress)
+      ++o_.progress->tables_held;
+  }
+
+  /// Holds the table at the change `e` (seed 003): a review awaiting a decision.
+  void open_hold(table_state& t, pb::HoldRecord h, const ddl_event& e, lsn_t at) {
     h.set_target(tgt_name_);
     h.set_table(t.key);
     h.set_position(format_lsn(at));
@@ -1195,12 +1298,8 @@ class source_stream {
       throw std::runtime_error(r.error().message);
     t.state = table_state::mode::held;
     t.hold_position = at;
-    t.kept_through = at;
     t.columns = e.columns;
     t.layout = layout_of(t.columns);
-    (void)kept;
-    if (o_.progress)
-      ++o_.progress->tables_held;
   }
 
   // ---- commit -----------------------------------------------------------------------

@@ -254,6 +254,18 @@ std::string submit(const fixture& f, flotilla::cdc::decision_kind kind, std::str
                                        {"", "wh", "shop.public.orders", {kind, std::move(ddl)}});
 }
 
+/// The hold's state, or UNSPECIFIED while there is none (no assertions: for polling).
+flotilla::storage::pb::HoldState hold_state(const fixture& f) {
+  auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
+                                                    {.read_only = true});
+  if (!store)
+    return flotilla::storage::pb::HOLD_STATE_UNSPECIFIED;
+  auto hold = store->get_hold("wh", "shop.public.orders");
+  if (!hold || !*hold)
+    return flotilla::storage::pb::HOLD_STATE_UNSPECIFIED;
+  return (*hold)->state();
+}
+
 flotilla::storage::pb::HoldRecord hold_of(const fixture& f) {
   auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
                                                     {.read_only = true});
@@ -297,6 +309,47 @@ TEST_CASE("an applied review replays the kept changes under the new shape, once"
   CHECK(pg_query(f.target(), "SELECT count(DISTINCT order_id) FROM st_shop.orders") ==
         rows{{"6"}});
   CHECK(again.stop() == 0);
+}
+
+TEST_CASE("changes made while a table is held are decided in order after its review",
+          "[stream]") {
+  fixture f;
+  make_orders(f, "orders", 3);
+  stream_process p(f);
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "3"; }));
+  pg_exec(f.source(), "ALTER TABLE orders RENAME COLUMN id TO order_id");  // held
+  pg_exec(f.source(), "INSERT INTO orders VALUES (4, 'kept', 1)");
+  pg_exec(f.source(), "ALTER TABLE orders ADD COLUMN qty int");  // applied on replay
+  pg_exec(f.source(), "INSERT INTO orders VALUES (5, 'with qty', 1, 7)");
+  pg_exec(f.source(), "ALTER TABLE orders RENAME COLUMN order_id TO oid");  // held again
+  pg_exec(f.source(), "INSERT INTO orders VALUES (6, 'after the second', 1, 8)");
+  REQUIRE(eventually([&] {
+    return hold_state(f) == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW;
+  }));
+  // A restart while held: the later changes stay kept, nothing is applied.
+  p.kill9();
+  stream_process p2(f);
+  CHECK(count(f.target(), "st_shop.orders") == "3");
+  (void)submit(f, flotilla::cdc::decision_kind::apply_proposed);
+  // The first review's replay applies the rows and the added column, then stops at the
+  // second rename, which opens the next review.
+  REQUIRE(eventually([&] {
+    auto r = pg_try_rows(f.target(), "SELECT order_id, qty FROM st_shop.orders ORDER BY 1");
+    return r && *r == rows{{"1", "NULL"}, {"2", "NULL"}, {"3", "NULL"}, {"4", "NULL"}, {"5", "7"}};
+  }));
+  auto second = hold_of(f);
+  CHECK(second.state() == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW);
+  CHECK(second.source_change().find("oid") != std::string::npos);
+  (void)submit(f, flotilla::cdc::decision_kind::apply_proposed);
+  REQUIRE(eventually([&] {
+    auto r = pg_try_rows(f.target(), "SELECT oid, note, qty FROM st_shop.orders WHERE oid = 6");
+    return r && *r == rows{{"6", "after the second", "8"}};
+  }));
+  pg_exec(f.source(), "INSERT INTO orders VALUES (7, 'live', 1, 9)");
+  CHECK(eventually([&] { return count(f.target(), "st_shop.orders") == "7"; }));
+  CHECK(hold_of(f).state() == flotilla::storage::pb::HOLD_STATE_RESUMED);
+  CHECK(p2.stop() == 0);
+  INFO(p2.err());
 }
 
 TEST_CASE("a key change is held until a resync copies the table again", "[stream]") {
