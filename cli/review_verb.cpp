@@ -190,6 +190,9 @@ cdc::target_opener project_opener(const config::project& p) {
   std::vector<sinks::warehouse_options> targets;
   for (const auto& t : p.targets)
     targets.push_back(sinks::warehouse_options{t.name, t.dialect, t.path, t.dsn});
+  // Event streams run no DDL: the opener answers null for them (cdc/decide.hpp).
+  for (const auto& t : p.event_targets)
+    targets.push_back(sinks::warehouse_options{t.name, t.kind, "", ""});
   return cdc::opener_for(std::move(targets));
 }
 
