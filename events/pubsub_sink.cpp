@@ -293,9 +293,20 @@ pubsub_client::outcome pubsub_client::publish(std::span<const pubsub_message> me
     body += "]}";
     // Transient answers (429, 5xx) are retried with a short back-off while time is left;
     // a transport failure (refused, timed out) is not: the relay tries again next run.
+    // On the emulator a 404 means the topic is gone (the emulator restarted and forgot
+    // it): it is created again, once, and the request repeated.
     http_result r;
+    bool recreated = false;
     for (int attempt = 0;; ++attempt) {
       r = request("POST", url, body, left());
+      if (emulator() && r.transport == CURLE_OK && r.status == 404 && !recreated) {
+        recreated = true;
+        if (auto st = ensure_topic(); !st) {
+          out.failure = st.error();
+          return out;
+        }
+        r = request("POST", url, body, left());
+      }
       const bool transient = r.transport == CURLE_OK && (r.status == 429 || r.status >= 500);
       if (!transient || attempt == 2)
         break;

@@ -305,6 +305,31 @@ TEST_CASE("the client publishes in order with ordering keys, data and attributes
   CHECK(last_index.size() == 3);
 }
 
+TEST_CASE("an emulator that lost the topic (restarted) gets it created again", "[pubsub]") {
+  auto& emu = emulator();
+  const auto topic = unique("lost");
+  pubsub_target t;
+  t.emulator_host = emu.host();
+  t.project = project_id;
+  t.topic = topic;
+  auto client = client_for(t);
+  std::vector<pubsub_message> msgs(1);
+  msgs[0].data = "before";
+  auto out = client->publish(msgs);  // creates the topic
+  REQUIRE_FALSE(out.failure.has_value());
+  REQUIRE(emu.http("DELETE", fmt::format("/v1/projects/{}/topics/{}", project_id, topic)).status ==
+          200);
+  REQUIRE(emu.http("GET", fmt::format("/v1/projects/{}/topics/{}", project_id, topic)).status ==
+          404);
+  // The same client (which created the topic once already) creates it again.
+  msgs[0].data = "after";
+  out = client->publish(msgs);
+  INFO((out.failure ? out.failure->text() : ""));
+  CHECK_FALSE(out.failure.has_value());
+  CHECK(out.acknowledged == 1);
+  CHECK(emu.http("GET", fmt::format("/v1/projects/{}/topics/{}", project_id, topic)).status == 200);
+}
+
 TEST_CASE("the sink delivers a run's events as NDJSON lines, in order per table, and empties "
           "the outbox",
           "[pubsub]") {
