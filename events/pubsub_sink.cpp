@@ -255,8 +255,8 @@ pubsub_client::outcome pubsub_client::publish(std::span<const pubsub_message> me
   using std::chrono::milliseconds;
   const auto deadline = clock::now() + timeout.value_or(target_.timeout);
   auto left = [&] {
-    return std::min(target_.timeout,
-                    std::max(milliseconds(1), std::chrono::ceil<milliseconds>(deadline - clock::now())));
+    const auto remaining = std::chrono::ceil<milliseconds>(deadline - clock::now());
+    return std::min(target_.timeout, std::max(milliseconds(1), remaining));
   };
   outcome out;
   if (messages.empty())
@@ -367,8 +367,9 @@ delivery pubsub_sink::deliver(std::span<const storage::pb::OutboxEntry> batch,
   std::vector<pubsub_message> messages;
   messages.reserve(batch.size());
   for (const auto& entry : batch) {
-    auto event = entry.format() == storage::pb::PAYLOAD_FORMAT_JSON ? from_json(entry.payload())
-                                                                     : from_protobuf(entry.payload());
+    auto event = entry.format() == storage::pb::PAYLOAD_FORMAT_JSON
+                     ? from_json(entry.payload())
+                     : from_protobuf(entry.payload());
     pubsub_message m;
     m.ordering_key = entry.key();
     if (event) {

@@ -181,7 +181,8 @@ class canned_server {
         if (n <= 0)
           break;
         in.append(buf, static_cast<std::size_t>(n));
-        if (const auto end = in.find("\r\n\r\n"); end != std::string::npos && need == std::string::npos) {
+        const auto end = in.find("\r\n\r\n");
+        if (end != std::string::npos && need == std::string::npos) {
           std::size_t length = 0;
           if (auto at = in.find("Content-Length: "); at != std::string::npos && at < end)
             length = std::stoul(in.substr(at + 16));
@@ -239,8 +240,9 @@ TEST_CASE("the emulator fixture starts, answers and reads back what was publishe
   CHECK(emu.host().starts_with("127.0.0.1:"));
   const auto topic = unique("fixture"), sub = topic + "-sub";
   emu.create_subscription(project_id, topic, sub);
-  auto a = emu.http("POST", fmt::format("/v1/projects/{}/topics/{}:publish", project_id, topic),
-                    R"({"messages":[{"data":"aGVsbG8=","orderingKey":"k","attributes":{"a":"b"}}]})");
+  auto a = emu.http(
+      "POST", fmt::format("/v1/projects/{}/topics/{}:publish", project_id, topic),
+      R"({"messages":[{"data":"aGVsbG8=","orderingKey":"k","attributes":{"a":"b"}}]})");
   REQUIRE(a.status == 200);
   auto got = emu.pull(project_id, sub, 1, 20s);
   REQUIRE(got.size() == 1);
@@ -541,7 +543,8 @@ TEST_CASE("an error answer is FLT-E002 with the service's message; the events st
     auto st = client->ensure_topic();
     REQUIRE_FALSE(st.has_value());
     CHECK(st.error().code == errc::broker_refused);
-    CHECK_THAT(st.error().message, Catch::Contains("refused the topic lookup: HTTP 404: Topic not found"));
+    CHECK_THAT(st.error().message,
+               Catch::Contains("refused the topic lookup: HTTP 404: Topic not found"));
     // Once it exists, the same client publishes.
     emu.create_topic(project_id, topic);
     out = client->publish(msgs);
@@ -589,7 +592,8 @@ TEST_CASE("the service path: bearer token, 429/5xx retried, then FLT-E001; 401/4
   msgs[0].ordering_key = "shop.orders";
   msgs[1].data = "two";
   msgs[1].ordering_key = "shop.orders";
-  const auto unavailable = google_error(503, "The service is currently unavailable.", "UNAVAILABLE");
+  const auto unavailable =
+      google_error(503, "The service is currently unavailable.", "UNAVAILABLE");
 
   SECTION("a 503 then success: retried, acknowledged once") {
     canned_server server({{503, unavailable}, {200, R"({"messageIds":["1","2"]})"}});
@@ -601,8 +605,9 @@ TEST_CASE("the service path: bearer token, 429/5xx retried, then FLT-E001; 401/4
     auto reqs = server.requests();
     REQUIRE(reqs.size() == 2);
     CHECK(reqs[0] == reqs[1]);  // the same request again
-    CHECK_THAT(reqs[0], Catch::StartsWith(
-                            "POST /v1/projects/flotilla-test/topics/events-1:publish HTTP/1.1\r\n"));
+    CHECK_THAT(reqs[0],
+               Catch::StartsWith(
+                   "POST /v1/projects/flotilla-test/topics/events-1:publish HTTP/1.1\r\n"));
     CHECK_THAT(reqs[0], Catch::Contains("\r\nAuthorization: Bearer test-token\r\n"));
     CHECK_THAT(reqs[0], Catch::Contains("\r\nContent-Type: application/json\r\n"));
     auto body = nlohmann::json::parse(reqs[0].substr(reqs[0].find("\r\n\r\n") + 4));
@@ -630,7 +635,8 @@ TEST_CASE("the service path: bearer token, 429/5xx retried, then FLT-E001; 401/4
 
   SECTION("401: no retry, FLT-E002 saying to renew the token") {
     canned_server server(
-        {{401, google_error(401, "Request had invalid authentication credentials.", "UNAUTHENTICATED")}});
+        {{401, google_error(401, "Request had invalid authentication credentials.",
+                            "UNAUTHENTICATED")}});
     auto client = client_for(service_target(server.host()));
     auto out = client->publish(msgs);
     REQUIRE(out.failure.has_value());
@@ -718,7 +724,8 @@ TEST_CASE("Pub/Sub settings: project and topic required, a token for the real se
   c = pubsub_client::create(t);
   REQUIRE(c.has_value());
   CHECK((*c)->emulator());
-  CHECK((*c)->destination() == "emulator 127.0.0.1:8681, topic projects/flotilla-test/topics/events-1");
+  CHECK((*c)->destination() ==
+        "emulator 127.0.0.1:8681, topic projects/flotilla-test/topics/events-1");
 
   if (saved_host)
     ::setenv("PUBSUB_EMULATOR_HOST", host_value.c_str(), 1);
