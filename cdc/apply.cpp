@@ -84,6 +84,57 @@ std::string key_condition(const dialects::dialect& d, const row_layout& l,
 
 constexpr std::size_t rows_per_statement = 500;
 
+/// One row of a keyless table removed: the first row equal in every column sent (NULLs
+/// equal), by its physical row id (PostgreSQL ctid, DuckDB rowid).
+std::string remove_one_sql(const dialects::dialect& d, const std::string& qt, const row_layout& l,
+                           const tuple& old_row) {
+  std::string cond;
+  for (std::size_t c = 0; c < l.names.size() && c < old_row.size(); ++c) {
+    if (old_row[c].type == tuple_value::kind::unchanged)
+      continue;
+    cond += fmt::format("{}{} IS NOT DISTINCT FROM {}", cond.empty() ? "" : " AND ",
+                        d.quote(l.names[c]), value_sql(d, l.types[c], old_row[c]));
+  }
+  const char* id = d.name() == "postgres" ? "ctid" : "rowid";
+  return fmt::format("DELETE FROM {0} WHERE {1} IN (SELECT {1} FROM {0} WHERE {2} LIMIT 1)", qt,
+                     id, cond.empty() ? "TRUE" : cond);
+}
+
+std::vector<std::string> keyless_sql(const dialects::dialect& d, const std::string& qt,
+                                     const keyless_changes& k) {
+  std::vector<std::string> out;
+  const row_layout& l = k.layout;
+  std::string cols;
+  for (std::size_t c = 0; c < l.names.size(); ++c)
+    cols += (c ? ", " : "") + d.quote(l.names[c]);
+  std::string values;
+  std::size_t pending = 0;
+  auto flush = [&] {
+    if (pending == 0)
+      return;
+    out.push_back(fmt::format("INSERT INTO {} ({}) VALUES {}", qt, cols, values));
+    values.clear();
+    pending = 0;
+  };
+  for (const auto& op : k.ops) {
+    if (op.remove) {
+      flush();
+      out.push_back(remove_one_sql(d, qt, l, *op.remove));
+    }
+    if (op.add) {
+      values += pending == 0 ? "(" : ", (";
+      for (std::size_t c = 0; c < l.names.size(); ++c)
+        values += (c ? ", " : "") + value_sql(d, l.types[c], c < op.add->size() ? (*op.add)[c]
+                                                                               : tuple_value{});
+      values += ")";
+      if (++pending == rows_per_statement)
+        flush();
+    }
+  }
+  flush();
+  return out;
+}
+
 }  // namespace
 
 // ---- net changes -------------------------------------------------------------------------
@@ -123,6 +174,13 @@ void net_changes::update(const std::optional<tuple>& old_row, const tuple& row) 
 void net_changes::remove(const tuple& old_row) {
   ++changes;
   rows[key_text(layout, old_row)] = entry{state::removed, old_row};
+}
+
+void keyless_changes::update(const std::optional<tuple>& old_row, const tuple& row) {
+  tuple next = row;
+  if (old_row)
+    (void)fill_unchanged(next, *old_row);
+  ops.push_back({old_row, std::move(next)});
 }
 
 // ---- SQL ---------------------------------------------------------------------------------
@@ -201,6 +259,8 @@ std::vector<std::string> step_sql(const dialects::dialect& d, const dialects::ta
   }
   if (const auto* ddl = std::get_if<ddl_step>(&step))
     return ddl->statements;
+  if (const auto* keyless = std::get_if<keyless_changes>(&step))
+    return keyless_sql(d, qt, *keyless);
   const auto& net = std::get<net_changes>(step);
   const row_layout& l = net.layout;
   std::vector<const tuple*> removed, upserts, partials;

@@ -49,12 +49,28 @@ struct net_changes {
   void remove(const tuple& old_row);
 };
 
+/// Changes of a table without a row key (REPLICA IDENTITY FULL on the source), in order:
+/// no net reduction is possible. An insert adds the row; a delete removes one target row
+/// equal to the old row in every column; an update is both.
+struct keyless_changes {
+  row_layout layout;
+  struct op {
+    std::optional<tuple> remove;  ///< the old row
+    std::optional<tuple> add;     ///< the new row (unchanged values filled from the old)
+  };
+  std::vector<op> ops;
+
+  void insert(const tuple& row) { ops.push_back({std::nullopt, row}); }
+  void update(const std::optional<tuple>& old_row, const tuple& row);
+  void remove(const tuple& old_row) { ops.push_back({old_row, std::nullopt}); }
+};
+
 /// One step of a table's batch: net row changes, a truncate, or DDL statements.
 struct truncate_step {};
 struct ddl_step {
   std::vector<std::string> statements;
 };
-using table_step = std::variant<net_changes, truncate_step, ddl_step>;
+using table_step = std::variant<net_changes, truncate_step, ddl_step, keyless_changes>;
 
 /// The statements that apply `step` to `table`.
 [[nodiscard]] std::vector<std::string> step_sql(const dialects::dialect& d,

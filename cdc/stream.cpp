@@ -331,20 +331,10 @@ class source_stream {
         by_relid_[t.relid] = &t;
   }
 
-  void require_keys() const {
-    if (!target_)
-      return;  // event targets key a keyless table's events by the table name
-    for (const auto& t : tables_)
-      if (t.layout.key.empty())
-        throw std::runtime_error(fmt::format(
-            "source '{}': table '{}' has no primary key; the change stream applies every "
-            "change by the row key, so add a primary key on the source or exclude the table",
-            src_.name, t.name));
-  }
 
-  /// Event targets publish a keyless table's updates and deletes with the whole old row:
-  /// the table gets REPLICA IDENTITY FULL (else the source would refuse them once the
-  /// table is in a publication).
+  /// A table without a primary key streams with its whole old row in updates and deletes:
+  /// it gets REPLICA IDENTITY FULL (else the source would refuse them once the table is in
+  /// a publication, or send only a unique index's columns).
   void identify_keyless_rows() {
     for (const auto& t : tables_) {
       if (!t.layout.key.empty())
@@ -355,7 +345,7 @@ class source_stream {
       auto r = source_->query(fmt::format(
           "SELECT relreplident FROM pg_catalog.pg_class WHERE oid = {}::regclass",
           pg_literal(qualified)));
-      if (!r.empty() && r[0][0] && (*r[0][0] == "d" || *r[0][0] == "n"))
+      if (!r.empty() && r[0][0] && *r[0][0] != "f")
         source_->exec(fmt::format("ALTER TABLE {} REPLICA IDENTITY FULL", qualified));
     }
   }
@@ -369,8 +359,7 @@ class source_stream {
       for (const auto& sql : install_ddl_capture_sql())
         source_->exec(sql);
     }
-    if (!target_)
-      identify_keyless_rows();
+    identify_keyless_rows();
     std::string list;
     for (const auto& t : tables_) {
       auto dot = t.name.find('.');
@@ -405,7 +394,6 @@ class source_stream {
             t.layout = layout_of(t.columns);
           }
     }
-    require_keys();
     for (auto& t : tables_) {
       if (cancelled())
         throw std::runtime_error(
@@ -843,16 +831,13 @@ class source_stream {
     if (j.contains("old"))
       old = remap(j["old"]);
     if (op == "insert" && row) {
-      if (target_)
-        current_net(b, t).insert(*row);
+      apply_insert(b, t, *row);
       add_row_event(b, t, op, at, &*row, &*row, nullptr);
     } else if (op == "update" && row) {
-      if (target_)
-        current_net(b, t).update(old, *row);
+      apply_update(b, t, old, *row);
       add_row_event(b, t, op, at, &*row, &*row, old ? &*old : nullptr);
     } else if (op == "delete" && old) {
-      if (target_)
-        current_net(b, t).remove(*old);
+      apply_remove(b, t, *old);
       add_row_event(b, t, op, at, &*old, nullptr, nullptr);
     }
     ++b.changes;
@@ -973,6 +958,44 @@ class source_stream {
       steps.emplace_back(std::move(n));
     }
     return std::get<net_changes>(steps.back());
+  }
+
+  keyless_changes& current_keyless(batch& b, table_state& t) {
+    auto& steps = b.steps[t.key];
+    if (steps.empty() || !std::holds_alternative<keyless_changes>(steps.back()) ||
+        std::get<keyless_changes>(steps.back()).layout != t.layout) {
+      keyless_changes k;
+      k.layout = t.layout;
+      steps.emplace_back(std::move(k));
+    }
+    return std::get<keyless_changes>(steps.back());
+  }
+
+  // Row changes onto a relational target: by key, or in order for a keyless table.
+  void apply_insert(batch& b, table_state& t, const tuple& row) {
+    if (!target_)
+      return;
+    if (t.layout.key.empty())
+      current_keyless(b, t).insert(row);
+    else
+      current_net(b, t).insert(row);
+  }
+  void apply_update(batch& b, table_state& t, const std::optional<tuple>& old,
+                    const tuple& row) {
+    if (!target_)
+      return;
+    if (t.layout.key.empty())
+      current_keyless(b, t).update(old, row);
+    else
+      current_net(b, t).update(old, row);
+  }
+  void apply_remove(batch& b, table_state& t, const tuple& old) {
+    if (!target_)
+      return;
+    if (t.layout.key.empty())
+      current_keyless(b, t).remove(old);
+    else
+      current_net(b, t).remove(old);
   }
 
   tuple to_layout(const table_state& t, const tuple& in) {
@@ -1174,8 +1197,7 @@ class source_stream {
         if (held) {
           keep(t, kept[t.key], "insert", at, std::nullopt, row);
         } else {
-          if (target_)
-            current_net(batch_, t).insert(row);
+          apply_insert(batch_, t, row);
           add_row_event(batch_, t, "insert", at, &row, &row, nullptr);
         }
       } else if (auto* u = std::get_if<update_message>(&m)) {
@@ -1186,8 +1208,7 @@ class source_stream {
         if (held) {
           keep(t, kept[t.key], "update", at, old, row);
         } else {
-          if (target_)
-            current_net(batch_, t).update(old, row);
+          apply_update(batch_, t, old, row);
           add_row_event(batch_, t, "update", at, &row, &row, old ? &*old : nullptr);
         }
       } else if (auto* d = std::get_if<delete_message>(&m)) {
@@ -1195,8 +1216,7 @@ class source_stream {
         if (held) {
           keep(t, kept[t.key], "delete", at, old, std::nullopt);
         } else {
-          if (target_)
-            current_net(batch_, t).remove(old);
+          apply_remove(batch_, t, old);
           add_row_event(batch_, t, "delete", at, &old, nullptr, nullptr);
         }
       }

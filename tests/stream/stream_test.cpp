@@ -3,6 +3,7 @@
 #include <atomic>
 #include <thread>
 
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -460,4 +461,68 @@ TEST_CASE("a target table altered by hand stops the stream at the next change", 
   pg_exec(f.source(), "ALTER TABLE orders ADD COLUMN status text");
   CHECK(p.wait(30s) == 1);
   CHECK(p.err().find("FLT-H008") != std::string::npos);
+}
+
+namespace {
+
+const char* logs_multiset =
+    "SELECT coalesce(msg, '~') || '|' || coalesce(n::text, '~') || 'x' || count(*)::text AS r "
+    "FROM {} GROUP BY msg, n ORDER BY r";
+
+rows keyless_changes_on(const fixture& f) {
+  pg_exec(f.source(), "INSERT INTO logs VALUES ('a', 1), ('a', 1)");
+  // One of two equal rows goes: one stays on the target too.
+  pg_exec(f.source(),
+          "DELETE FROM logs WHERE ctid = (SELECT ctid FROM logs WHERE msg = 'a' LIMIT 1)");
+  pg_exec(f.source(), "UPDATE logs SET n = 3 WHERE msg = 'b'");
+  pg_exec(f.source(), "INSERT INTO logs VALUES ('c', NULL), (NULL, 4)");
+  pg_exec(f.source(), "DELETE FROM logs WHERE msg IS NULL");
+  pg_exec(f.source(), "UPDATE logs SET msg = 'cc' WHERE msg = 'c'");
+  return pg_query(f.source(), fmt::format(fmt::runtime(logs_multiset), "public.logs"));
+}
+
+void wait_confirmed(const fixture& f) {
+  auto lsn = pg_query(f.source(), "SELECT pg_current_wal_insert_lsn()::text")[0][0];
+  REQUIRE(eventually([&] {
+    auto r = pg_try_rows(f.source(), "SELECT confirmed_flush_lsn >= '" + lsn +
+                                         "'::pg_lsn FROM pg_replication_slots WHERE slot_name = '" +
+                                         f.slot() + "'");
+    return r && !r->empty() && (*r)[0][0] == "t";
+  }));
+}
+
+}  // namespace
+
+TEST_CASE("a table without a key streams to PostgreSQL and DuckDB targets row by row",
+          "[stream]") {
+  for (bool duck : {false, true}) {
+    INFO((duck ? "duckdb" : "postgres"));
+    fixture f(duck);
+    pg_exec(f.source(), "CREATE TABLE logs (msg text, n int)");
+    pg_exec(f.source(), "INSERT INTO logs VALUES ('b', 2), ('a', 1)");
+    stream_process p(f);
+    REQUIRE(eventually([&] {
+      auto r = pg_try_rows(f.source(), "SELECT 1 FROM pg_replication_slots WHERE slot_name = '" +
+                                           f.slot() + "'");
+      return r && !r->empty();
+    }));
+    // The source table now sends whole old rows.
+    CHECK(pg_query(f.source(), "SELECT relreplident FROM pg_class WHERE relname = 'logs'") ==
+          rows{{"f"}});
+    const rows expected = keyless_changes_on(f);
+    CHECK(expected == rows{{"a|1x2"}, {"b|3x1"}, {"cc|~x1"}});
+    wait_confirmed(f);
+    if (duck) {
+      CHECK(p.stop() == 0);
+      CHECK(duckdb_query(f.duckdb_file(),
+                         fmt::format(fmt::runtime(logs_multiset), "st_shop.logs")) == expected);
+    } else {
+      CHECK(pg_query(f.target(), fmt::format(fmt::runtime(logs_multiset), "st_shop.logs")) ==
+            expected);
+      pg_exec(f.source(), "TRUNCATE logs");
+      CHECK(eventually([&] { return count(f.target(), "st_shop.logs") == "0"; }));
+      CHECK(p.stop() == 0);
+    }
+    INFO(p.err());
+  }
 }
