@@ -1,7 +1,10 @@
 #include "events/kafka_sink.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <cstdint>
+#include <optional>
 #include <mutex>
 #include <regex>
 #include <string>
@@ -48,6 +51,307 @@ bool purged(rd_kafka_resp_err_t err) {
 
 bool setting_is(const std::map<std::string, std::string>& s, std::string_view key) {
   return s.contains(std::string(key));
+}
+
+// ---- the message headers of a JSON line, without decoding it ------------------------
+//
+// An outbox entry already in the sink's format goes out as it is; only the headers
+// (event type, run id, timestamp) are read from it. For a JSON line that takes a single
+// pass that also checks the whole line is well-formed JSON (UTF-8 included), as the full
+// decode would: anything this scanner does not accept plainly (escapes in the header
+// fields, a non-integer timestamp, deep nesting, a malformed line) takes the full decode.
+
+struct json_headers {
+  std::string_view type, run_id;
+  std::int64_t timestamp_us = 0;
+};
+
+class json_scanner {
+ public:
+  explicit json_scanner(std::string_view s) : s_(s) {}
+
+  /// The headers of a well-formed top-level JSON object; nullopt: take the full decode.
+  std::optional<json_headers> headers() {
+    json_headers h;
+    ws();
+    if (!eat('{'))
+      return std::nullopt;
+    ws();
+    if (!eat('}')) {
+      for (;;) {
+        ws();
+        std::string_view key;
+        bool plain = false;
+        if (!string(key, plain))
+          return std::nullopt;
+        ws();
+        if (!eat(':'))
+          return std::nullopt;
+        ws();
+        const bool is_type = key == "type", is_run = key == "run_id", is_ts = key == "timestamp_us";
+        if ((is_type || is_run) && peek() == '"') {
+          std::string_view v;
+          if (!string(v, plain) || !plain)
+            return std::nullopt;
+          (is_type ? h.type : h.run_id) = v;
+        } else if (is_ts && peek() != 'n') {
+          if (!integer(h.timestamp_us))
+            return std::nullopt;
+        } else if (is_type || is_run || is_ts) {
+          // null leaves the field empty, as the decode does; other types it refuses
+          if (!literal("null"))
+            return std::nullopt;
+          if (is_type)
+            h.type = {};
+          else if (is_run)
+            h.run_id = {};
+          else
+            h.timestamp_us = 0;
+        } else if (!value(0)) {
+          return std::nullopt;
+        }
+        ws();
+        if (eat('}'))
+          break;
+        if (!eat(','))
+          return std::nullopt;
+      }
+    }
+    ws();
+    if (at_ != s_.size())
+      return std::nullopt;
+    return h;
+  }
+
+ private:
+  char peek() const { return at_ < s_.size() ? s_[at_] : '\0'; }
+  bool eat(char c) {
+    if (peek() != c)
+      return false;
+    ++at_;
+    return true;
+  }
+  void ws() {
+    while (at_ < s_.size() && (s_[at_] == ' ' || s_[at_] == '\t' || s_[at_] == '\n' || s_[at_] == '\r'))
+      ++at_;
+  }
+  bool literal(std::string_view word) {
+    if (s_.substr(at_, word.size()) != word)
+      return false;
+    at_ += word.size();
+    return true;
+  }
+  bool digits() {
+    const std::size_t from = at_;
+    while (at_ < s_.size() && s_[at_] >= '0' && s_[at_] <= '9')
+      ++at_;
+    return at_ > from;
+  }
+  bool number() {
+    eat('-');
+    if (!eat('0') && !digits())
+      return false;
+    if (eat('.') && !digits())
+      return false;
+    if (peek() == 'e' || peek() == 'E') {
+      ++at_;
+      if (!eat('+'))
+        eat('-');
+      if (!digits())
+        return false;
+    }
+    return true;
+  }
+  bool integer(std::int64_t& out) {
+    const std::size_t from = at_;
+    if (!number())
+      return false;
+    const std::string_view text = s_.substr(from, at_ - from);
+    if (text.find_first_of(".eE") != std::string_view::npos)
+      return false;  // a fraction or exponent: let the full decode judge it
+    const auto r = std::from_chars(text.data(), text.data() + text.size(), out);
+    return r.ec == std::errc() && r.ptr == text.data() + text.size();
+  }
+  /// A JSON string; `plain`: no escapes, so `out` is its exact value.
+  bool string(std::string_view& out, bool& plain) {
+    if (!eat('"'))
+      return false;
+    const std::size_t from = at_;
+    plain = true;
+    while (at_ < s_.size()) {
+      const auto c = static_cast<unsigned char>(s_[at_]);
+      if (c == '"') {
+        out = s_.substr(from, at_ - from);
+        ++at_;
+        return true;
+      }
+      if (c < 0x20)
+        return false;
+      if (c == '\\') {
+        plain = false;
+        ++at_;
+        const char e = peek();
+        if (e == 'u') {
+          for (int i = 1; i <= 4; ++i)
+            if (at_ + i >= s_.size() || !std::isxdigit(static_cast<unsigned char>(s_[at_ + i])))
+              return false;
+          at_ += 5;
+        } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' ||
+                   e == 'r' || e == 't') {
+          ++at_;
+        } else {
+          return false;
+        }
+        continue;
+      }
+      if (c < 0x80) {
+        ++at_;
+        continue;
+      }
+      if (!utf8())
+        return false;
+    }
+    return false;
+  }
+  /// One multi-byte UTF-8 sequence (RFC 3629: no overlongs, no surrogates, <= U+10FFFF).
+  bool utf8() {
+    const auto b = [&](std::size_t i) {
+      return at_ + i < s_.size() ? static_cast<unsigned char>(s_[at_ + i]) : 0u;
+    };
+    const unsigned c = b(0);
+    std::size_t n = 0;
+    unsigned lo = 0x80, hi = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf) {
+      n = 1;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      n = 2;
+      if (c == 0xe0)
+        lo = 0xa0;
+      else if (c == 0xed)
+        hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      n = 3;
+      if (c == 0xf0)
+        lo = 0x90;
+      else if (c == 0xf4)
+        hi = 0x8f;
+    } else {
+      return false;
+    }
+    if (b(1) < lo || b(1) > hi)
+      return false;
+    for (std::size_t i = 2; i <= n; ++i)
+      if (b(i) < 0x80 || b(i) > 0xbf)
+        return false;
+    at_ += n + 1;
+    return true;
+  }
+  bool value(int depth) {
+    if (depth > 32)
+      return false;
+    switch (peek()) {
+      case '"': {
+        std::string_view v;
+        bool plain = false;
+        return string(v, plain);
+      }
+      case '{': {
+        ++at_;
+        ws();
+        if (eat('}'))
+          return true;
+        for (;;) {
+          ws();
+          std::string_view k;
+          bool plain = false;
+          if (!string(k, plain))
+            return false;
+          ws();
+          if (!eat(':'))
+            return false;
+          ws();
+          if (!value(depth + 1))
+            return false;
+          ws();
+          if (eat('}'))
+            return true;
+          if (!eat(','))
+            return false;
+        }
+      }
+      case '[': {
+        ++at_;
+        ws();
+        if (eat(']'))
+          return true;
+        for (;;) {
+          ws();
+          if (!value(depth + 1))
+            return false;
+          ws();
+          if (eat(']'))
+            return true;
+          if (!eat(','))
+            return false;
+        }
+      }
+      case 't': return literal("true");
+      case 'f': return literal("false");
+      case 'n': return literal("null");
+      default: return number();
+    }
+  }
+
+  std::string_view s_;
+  std::size_t at_ = 0;
+};
+
+/// One outbox entry as it goes to Kafka: the value and its headers.
+struct message {
+  std::string_view value;
+  std::string_view content_type = "application/octet-stream";
+  std::string_view type, run_id;
+  std::int64_t timestamp_ms = 0;
+  std::string encoded;  ///< holds the value (and the header strings) when re-encoded
+  std::string type_buf, run_id_buf;
+};
+
+/// Builds the message of `entry` for a sink writing `want_json` (else protobuf). An entry
+/// already in that form goes out as it is; otherwise it is decoded and encoded once.
+void build_message(const storage::pb::OutboxEntry& entry, bool want_json, message& m) {
+  const std::string& payload = entry.payload();
+  const bool is_json = entry.format() == storage::pb::PAYLOAD_FORMAT_JSON;
+  if (want_json && is_json) {
+    if (auto h = json_scanner(payload).headers()) {
+      m.value = payload;
+      m.content_type = "application/json";
+      m.type = h->type;
+      m.run_id = h->run_id;
+      m.timestamp_ms = h->timestamp_us / 1000;
+      return;
+    }
+  }
+  std::expected<pb::Event, std::string> event =
+      is_json ? from_json(payload) : from_protobuf(payload);
+  if (!event) {
+    m.value = payload;  // unreadable here: pass it on untouched
+    m.content_type = "application/octet-stream";
+    m.type = m.run_id = {};
+    m.timestamp_ms = 0;
+    return;
+  }
+  if (!want_json && !is_json) {
+    m.value = payload;  // already the serialized Event
+  } else {
+    m.encoded = want_json ? to_json(*event) : to_protobuf(*event);
+    m.value = m.encoded;
+  }
+  m.content_type = want_json ? "application/json" : "application/x-protobuf";
+  m.timestamp_ms = event->timestamp_us() / 1000;
+  m.type_buf = event->type();
+  m.run_id_buf = event->run_id();
+  m.type = m.type_buf;
+  m.run_id = m.run_id_buf;
 }
 
 }  // namespace
@@ -234,32 +538,25 @@ delivery kafka_sink::deliver(std::span<const storage::pb::OutboxEntry> batch,
   const bool want_json = p.options.format == config::event_format::json;
 
   std::size_t produced = 0;
-  std::string payload;
+  message m;
   for (; produced < batch.size(); ++produced) {
     const auto& entry = batch[produced];
-    // Encode in the sink's format, whatever form the outbox holds the event in.
-    std::expected<pb::Event, std::string> event = entry.format() == storage::pb::PAYLOAD_FORMAT_JSON
-                                                      ? from_json(entry.payload())
-                                                      : from_protobuf(entry.payload());
-    std::string_view content_type = "application/octet-stream";
-    std::int64_t timestamp_ms = 0;
-    std::string type, run_id;
-    if (event) {
-      payload = want_json ? to_json(*event) : to_protobuf(*event);
-      content_type = want_json ? "application/json" : "application/x-protobuf";
-      timestamp_ms = event->timestamp_us() / 1000;
-      type = event->type();
-      run_id = event->run_id();
-    } else {
-      payload = entry.payload();  // unreadable here: pass it on untouched
-    }
+    // In the sink's format, whatever form the outbox holds the event in: as it is when
+    // the outbox already holds that form, else decoded and encoded once.
+    build_message(entry, want_json, m);
+    const std::string_view content_type = m.content_type;
+    // Never a null pointer: librdkafka would send a null header, not an empty one.
+    const std::string_view type = m.type.empty() ? std::string_view("") : m.type;
+    const std::string_view run_id = m.run_id.empty() ? std::string_view("") : m.run_id;
+    const std::int64_t timestamp_ms = m.timestamp_ms;
+    const std::string_view payload = m.value;
     const std::string& topic = entry.topic().empty() ? p.options.topic : entry.topic();
     const auto tag = (static_cast<std::uintptr_t>(p.generation) << 32) | produced;
     for (;;) {
       rd_kafka_resp_err_t err = rd_kafka_producev(
           p.rk, RD_KAFKA_V_TOPIC(topic.c_str()),
           RD_KAFKA_V_KEY(entry.key().data(), entry.key().size()),
-          RD_KAFKA_V_VALUE(payload.data(), payload.size()),
+          RD_KAFKA_V_VALUE(const_cast<char*>(payload.data()), payload.size()),
           RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_TIMESTAMP(timestamp_ms),
           RD_KAFKA_V_HEADER("content-type", content_type.data(),
                             static_cast<ssize_t>(content_type.size())),
