@@ -122,7 +122,7 @@ struct worker_state {
 };
 
 caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet_spec* spec,
-                            std::size_t target_index) {
+                            std::size_t target_index, engine::target_catalog* target_tables) {
   return {
       [=](copy_task& task) {
         auto dispatcher_handle = caf::actor_cast<caf::actor>(self->current_sender());
@@ -154,7 +154,9 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
             if (!st.warehouse)
               st.warehouse = sinks::open_warehouse(target_options);
             if (spec->plan_only) {
-              report->outcome.plan = engine::plan_against_target(*st.warehouse, t.job);
+              engine::table_job job = t.job;
+              job.target_tables = target_tables;
+              report->outcome.plan = engine::plan_against_target(*st.warehouse, job);
               report->outcome.status = engine::table_status::copied;
             } else {
               auto& src = st.sources[t.job.source_name];
@@ -164,6 +166,7 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
                     src = sources::open_source(p.source);
               }
               engine::table_job job = t.job;
+              job.target_tables = target_tables;
               job.cancel = spec->cancel;
               if (spec->progress_counters)
                 job.rows_progress = &spec->progress_counters->rows;
@@ -226,6 +229,7 @@ struct pipeline_state {
 caf::behavior pipeline_actor(caf::stateful_actor<pipeline_state>* self, std::size_t index,
                              std::shared_ptr<const pipeline_spec> spec, const fleet_spec* fleet,
                              caf::actor catalogs, std::vector<caf::actor> targets,
+                             std::vector<engine::target_catalog*> target_tables,
                              caf::actor supervisor) {
   self->state.report = std::make_shared<pipeline_report>();
   self->state.report->source = spec->source.name;
@@ -252,6 +256,11 @@ caf::behavior pipeline_actor(caf::stateful_actor<pipeline_state>* self, std::siz
           return;
         }
         st.report->tables.reserve(st.expected);
+        // Every target table this source's tables will describe, before the first of
+        // them is asked for: each target schema is then read with one query.
+        for (const auto& t : *reply.tables)
+          if (t.target_index < target_tables.size())
+            target_tables[t.target_index]->expect(t.job.target);
         for (auto& t : *reply.tables) {
           auto shared = std::make_shared<const table_spec>(std::move(t));
           auto a = self->spawn(table_actor, shared, targets.at(shared->target_index),
@@ -280,6 +289,15 @@ std::vector<pipeline_report> run_fleet(const fleet_spec& spec) {
   cfg.set("scheduler.max-threads", static_cast<int64_t>(threads));
   cfg.set("logger.verbosity", caf::atom("quiet"));
   std::vector<pipeline_report> reports(spec.pipelines.size());
+  // One read-ahead of target table schemas per target for this run
+  // (engine/target_catalog.hpp); declared before the actor system, whose destructor
+  // waits for every actor, so it outlives the workers using it.
+  std::vector<std::unique_ptr<engine::target_catalog>> target_tables;
+  std::vector<engine::target_catalog*> target_table_ptrs;
+  for (std::size_t ti = 0; ti < spec.targets.size(); ++ti) {
+    target_tables.push_back(std::make_unique<engine::target_catalog>());
+    target_table_ptrs.push_back(target_tables.back().get());
+  }
   {
     caf::actor_system sys{cfg};
     caf::scoped_actor self{sys};
@@ -293,7 +311,7 @@ std::vector<pipeline_report> run_fleet(const fleet_spec& spec) {
     for (std::size_t ti = 0; ti < spec.targets.size(); ++ti) {
       std::vector<caf::actor> workers;
       for (std::size_t w = 0; w < std::max<std::size_t>(1, spec.targets[ti].workers); ++w)
-        workers.push_back(sys.spawn<caf::detached>(target_worker, &spec, ti));
+        workers.push_back(sys.spawn<caf::detached>(target_worker, &spec, ti, target_tables[ti].get()));
       target_dispatchers.push_back(sys.spawn(dispatcher<copy_task>, workers));
     }
 
@@ -301,7 +319,7 @@ std::vector<pipeline_report> run_fleet(const fleet_spec& spec) {
     for (std::size_t i = 0; i < spec.pipelines.size(); ++i) {
       auto p = std::make_shared<const pipeline_spec>(spec.pipelines[i]);
       auto a = sys.spawn(pipeline_actor, i, p, &spec, catalogs, target_dispatchers,
-                         supervisor);
+                         target_table_ptrs, supervisor);
       self->send(a, start_atom::value);
     }
     std::size_t remaining = spec.pipelines.size();

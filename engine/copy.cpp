@@ -32,10 +32,11 @@ struct described {
   target_state state = target_state::absent;
 };
 
-described describe_target(sinks::warehouse& wh, const dialects::table_ref& t) {
+described describe_target(sinks::warehouse& wh, const table_job& job) {
+  const dialects::table_ref& t = job.target;
   described d;
   try {
-    d.live = wh.describe(t);
+    d.live = job.target_tables ? job.target_tables->describe(wh, t) : wh.describe(t);
     d.state = d.live ? target_state::present : target_state::absent;
   } catch (const std::exception&) {
     // Seed 001: an unreadable target is treated as absent and rebuilt.
@@ -75,7 +76,7 @@ void ensure_schema_once(sinks::warehouse& wh, const table_job& job) {
 }  // namespace
 
 table_plan plan_against_target(sinks::warehouse& wh, const table_job& job) {
-  auto d = describe_target(wh, job.target);
+  auto d = describe_target(wh, job);
   auto settings = job.settings;
   settings.inferred = job.table.inferred;
   return plan_table(job.table.columns, d.live, d.state, wh.dialect(), job.target, settings);
@@ -96,7 +97,7 @@ table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table
       settings.has_watermark = watermark.has_value();
     }
     ensure_schema_once(wh, job);
-    auto d = describe_target(wh, job.target);
+    auto d = describe_target(wh, job);
     // A retry plans against the staged data's columns: they are what will load.
     std::optional<schema::table_schema> staged_cols;
     if (job.reuse)

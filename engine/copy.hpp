@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/planner.hpp"
+#include "engine/target_catalog.hpp"
 #include "sinks/warehouse.hpp"
 #include "sources/source.hpp"
 
@@ -62,6 +63,9 @@ struct table_job {
   /// Set (retry): load this staged data instead of extracting; `gate` is then asked with
   /// reused = true.
   std::optional<staged_input> reuse;
+  /// The run's read-ahead of the target's table schemas (the table registered with
+  /// expect()). Null: the target table is described alone.
+  target_catalog* target_tables = nullptr;
 };
 
 enum class table_status { copied, pruned, failed, skipped, held };

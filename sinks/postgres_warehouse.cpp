@@ -262,16 +262,72 @@ class postgres_warehouse final : public warehouse_base {
     if (rows.empty())
       return std::nullopt;
     schema::table_schema out;
+    for (const auto& r : rows)
+      if (auto problem = add_column(out, table, r[0], r[1], r[2], r[3]); !problem.empty())
+        throw error(problem);
+    return out;
+  }
+
+  std::optional<described_tables> describe_tables(const std::string&, const std::string& schema,
+                                                  const std::vector<std::string>& names) override {
+    // The same catalog join as describe(), for every named table of the schema at once:
+    // one round trip and one execution instead of one per table (a drift check or a plan
+    // of a fleet describes thousands of tables of a few schemas).
+    static const char* sql =
+        "SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), "
+        "CASE WHEN a.attnotnull THEN 'false' ELSE 'true' END, "
+        "CASE WHEN a.attnum = ANY(coalesce(i.indkey::int2[], '{}')) THEN 'true' ELSE 'false' END "
+        "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "JOIN pg_attribute a ON a.attrelid = c.oid "
+        "LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary "
+        "WHERE n.nspname = coalesce($1::name, current_schema()) AND c.relname = ANY($2::name[]) "
+        "AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND a.attnum > 0 AND NOT a.attisdropped "
+        "ORDER BY c.relname, a.attnum";
+    std::string array = "{";
+    for (const auto& n : names) {
+      array += array.size() > 1 ? ",\"" : "\"";
+      for (char ch : n) {
+        if (ch == '"' || ch == '\\')
+          array += '\\';
+        array += ch;
+      }
+      array += '"';
+    }
+    array += '}';
+    const char* params[2] = {schema.empty() ? nullptr : schema.c_str(), array.c_str()};
+    result_holder h(PQexecParams(conn_, sql, 2, nullptr, params, nullptr, nullptr, 0));
+    if (PQresultStatus(h.r) != PGRES_TUPLES_OK)
+      throw error(fmt::format("cannot read the columns of the tables of schema {}: {}",
+                              schema.empty() ? std::string("(current)") : schema,
+                              trimmed(PQresultErrorMessage(h.r))));
+    described_tables out;
+    const text_rows rows = collect(h.r);
     for (const auto& r : rows) {
-      const std::string type = r[1].value_or("");
-      auto t = dialect().parse_physical(type);
-      if (!t)
-        throw error(fmt::format("{}: column '{}' has type {} that Flotilla cannot map: {}",
-                                dialect().qualified(table), r[0].value_or(""), type,
-                                t.error().message));
-      out.columns.push_back(schema::column{r[0].value_or(""), *t, r[2] == "true", r[3] == "true"});
+      const std::string name = r[0].value_or("");
+      auto [it, fresh] = out.try_emplace(name, schema::table_schema{});
+      if (!it->second)
+        continue;  // already unmappable: describe() reports its first bad column
+      const table_ref ref{"", schema, name};
+      if (auto problem = add_column(*it->second, ref, r[1], r[2], r[3], r[4]); !problem.empty())
+        it->second = std::unexpected(error(problem).what());
     }
     return out;
+  }
+
+  /// Appends one catalog row (name, format_type, nullable, primary key) to `out`; the
+  /// message describe() throws when the type cannot be mapped, else empty.
+  std::string add_column(schema::table_schema& out, const table_ref& table,
+                         const std::optional<std::string>& name,
+                         const std::optional<std::string>& type_text,
+                         const std::optional<std::string>& nullable,
+                         const std::optional<std::string>& key) const {
+    const std::string type = type_text.value_or("");
+    auto t = dialect().parse_physical(type);
+    if (!t)
+      return fmt::format("{}: column '{}' has type {} that Flotilla cannot map: {}",
+                         dialect().qualified(table), name.value_or(""), type, t.error().message);
+    out.columns.push_back(schema::column{name.value_or(""), *t, nullable == "true", key == "true"});
+    return {};
   }
 
   text_rows query(const std::string& sql) override {

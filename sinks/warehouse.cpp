@@ -14,6 +14,11 @@ std::vector<std::vector<std::optional<std::string>>> warehouse::query(const std:
   throw sink_error(fmt::format("dialect '{}' offers no query path", dialect().name()));
 }
 
+std::optional<warehouse::described_tables> warehouse::describe_tables(
+    const std::string&, const std::string&, const std::vector<std::string>&) {
+  return std::nullopt;
+}
+
 std::unique_ptr<warehouse> open_warehouse(const warehouse_options& options) {
   const std::string& wanted = options.dialect.empty() ? std::string("duckdb") : options.dialect;
   auto d = dialects::make_dialect(wanted);

@@ -4,6 +4,8 @@
 /// sink_error and become the table's failure at the actor boundary.
 
 #include <cstdint>
+#include <expected>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -57,6 +59,14 @@ class warehouse {
   /// when the table does not exist. Throws sink_error when it cannot be read.
   [[nodiscard]] virtual std::optional<schema::table_schema> describe(
       const dialects::table_ref& table) = 0;
+  /// Several tables of one schema described by one catalog query: for each table of
+  /// `names` that exists, its schema as describe() returns it, or the message describe()
+  /// would have thrown for it (a column type Flotilla cannot map); a table absent from
+  /// the answer does not exist. nullopt: the engine has no such query (default), describe
+  /// each table instead. Throws sink_error when the query fails.
+  using described_tables = std::map<std::string, std::expected<schema::table_schema, std::string>>;
+  [[nodiscard]] virtual std::optional<described_tables> describe_tables(
+      const std::string& catalog, const std::string& schema, const std::vector<std::string>& names);
   /// Runs statements in order, in one transaction where the engine allows.
   virtual void execute(const std::vector<std::string>& statements) = 0;
   [[nodiscard]] virtual std::unique_ptr<table_writer> begin_load(const load_request& request) = 0;

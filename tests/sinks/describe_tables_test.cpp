@@ -1,0 +1,75 @@
+// warehouse::describe_tables: several tables of a schema in one catalog query, each
+// exactly as describe() reads it.
+
+#include "tests/sinks/sink_fixture.hpp"
+
+using namespace flotilla;
+using namespace flotilla::sinks;
+using namespace flotilla::sinks::testing;
+
+TEST_CASE("describe_tables reads each table of a schema as describe does") {
+  test_target target(GENERATE(from_range(engines())));
+  CAPTURE(target.engine());
+  auto wh = target.open();
+  const auto& d = wh->dialect();
+  const std::vector<std::string> names{"orders", "t\"; DROP TABLE x; --'\xc3\xbc", "back\\slash",
+                                       "view_of_orders", "missing"};
+  const auto orders = target.table(names[0]);
+  auto keyed = cols({col("id", "bigint"), col("amount", "decimal(12,2)"), col("note", "text")});
+  keyed.columns[0].key = true;
+  keyed.columns[0].nullable = false;
+  load(*wh, orders, keyed, load_mode::replace, {{I(1), T("1.50"), T("a")}});
+  load(*wh, target.table(names[1]), cols({col("it's", "int"), col("ts", "timestamp_ntz")}),
+       load_mode::replace, {{I(1), N()}});
+  load(*wh, target.table(names[2]), cols({col("b", "bool")}), load_mode::replace, {{B(true)}});
+  wh->execute({d.add_column(orders, col("later", "double"))});
+  if (target.engine() == "postgres")
+    wh->execute({"CREATE VIEW " + d.qualified(target.table(names[3])) + " AS SELECT id, note FROM " +
+                 d.qualified(orders)});
+
+  const auto all = wh->describe_tables("", target.table(names[0]).schema, names);
+  if (target.engine() != "postgres") {
+    CHECK_FALSE(all.has_value());  // no schema-wide query: describe per table
+    return;
+  }
+  REQUIRE(all.has_value());
+  for (const auto& n : names) {
+    CAPTURE(n);
+    const auto one = wh->describe(target.table(n));
+    const auto it = all->find(n);
+    CHECK(one.has_value() == (it != all->end()));
+    if (one && it != all->end()) {
+      REQUIRE(it->second.has_value());
+      CHECK(*it->second == *one);
+    }
+  }
+  REQUIRE(all->contains(names[0]));
+  CHECK((*all->at(names[0])).columns.at(0).key);
+  CHECK_FALSE((*all->at(names[0])).columns.at(0).nullable);
+  CHECK((*all->at(names[0])).columns.size() == 4);
+  CHECK_FALSE(all->contains("missing"));
+  CHECK(wh->describe_tables("", target.table(names[0]).schema, {})->empty());
+}
+
+TEST_CASE("describe_tables keeps a table with an unmappable column apart from the others") {
+  test_target target("postgres");
+  auto wh = target.open();
+  const auto& d = wh->dialect();
+  const auto good = target.table("good");
+  const auto odd = target.table("odd");
+  load(*wh, good, cols({col("id", "int")}), load_mode::replace, {{I(1)}});
+  load(*wh, odd, cols({col("id", "int")}), load_mode::replace, {{I(1)}});
+  wh->execute({"ALTER TABLE " + d.qualified(odd) + " ADD COLUMN p point"});
+  std::string expected;
+  try {
+    (void)wh->describe(odd);
+  } catch (const sink_error& e) {
+    expected = e.what();
+  }
+  REQUIRE_FALSE(expected.empty());
+  const auto all = wh->describe_tables("", good.schema, {"good", "odd"});
+  REQUIRE(all.has_value());
+  REQUIRE(all->at("good").has_value());
+  REQUIRE_FALSE(all->at("odd").has_value());
+  CHECK(all->at("odd").error() == expected);
+}
