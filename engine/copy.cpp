@@ -73,6 +73,35 @@ void ensure_schema_once(sinks::warehouse& wh, const table_job& job) {
   done.insert(key);
 }
 
+/// The rows of one table on their way into the target: both load paths (staged data and
+/// the change queue) write each batch through it.
+class batch_loader {
+ public:
+  batch_loader(sinks::table_writer& writer, const table_job& job, const table_plan& plan)
+      : writer_(writer),
+        job_(job),
+        plan_(plan),
+        coerced_(columns_to_coerce(plan.read_columns, plan.load_columns)) {}
+
+  /// Converts the batch to the load columns' representation where they are wider, writes
+  /// it and counts its rows. Throws when the user stopped the run (nothing is committed).
+  void write(schema::row_batch& batch) {
+    if (job_.cancel && job_.cancel->load(std::memory_order_relaxed))
+      throw std::runtime_error("stopped by the user before commit; the target is unchanged");
+    if (!coerced_.empty())
+      coerce_batch(batch, plan_.read_columns, plan_.load_columns, coerced_);
+    writer_.write(batch);
+    if (job_.rows_progress)
+      job_.rows_progress->fetch_add(batch.rows(), std::memory_order_relaxed);
+  }
+
+ private:
+  sinks::table_writer& writer_;
+  const table_job& job_;
+  const table_plan& plan_;
+  const std::vector<std::size_t> coerced_;
+};
+
 }  // namespace
 
 table_plan plan_against_target(sinks::warehouse& wh, const table_job& job) {
@@ -184,17 +213,11 @@ table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table
       req.commit_token = watermark.value_or("");
     auto writer = wh.begin_load(req);
 
-    const auto coerced = columns_to_coerce(plan.read_columns, plan.load_columns);
+    batch_loader loader(*writer, job, plan);
     if (load_from) {
       // Load the staged rows; nothing is read from the source again.
       read_staged(*load_from, job.batch_rows, [&](schema::row_batch&& batch) {
-        if (job.cancel && job.cancel->load(std::memory_order_relaxed))
-          throw std::runtime_error("stopped by the user before commit; the target is unchanged");
-        if (!coerced.empty())
-          coerce_batch(batch, plan.read_columns, plan.load_columns, coerced);
-        writer->write(batch);
-        if (job.rows_progress)
-          job.rows_progress->fetch_add(batch.rows(), std::memory_order_relaxed);
+        loader.write(batch);
         return true;
       });
       if (incremental && staged_watermark)
@@ -237,15 +260,8 @@ table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table
 
     std::optional<std::string> max_cursor = watermark;
     try {
-      while (auto batch = queue.pop()) {
-        if (job.cancel && job.cancel->load(std::memory_order_relaxed))
-          throw std::runtime_error("stopped by the user before commit; the target is unchanged");
-        if (!coerced.empty())
-          coerce_batch(*batch, plan.read_columns, plan.load_columns, coerced);
-        writer->write(*batch);
-        if (job.rows_progress)
-          job.rows_progress->fetch_add(batch->rows(), std::memory_order_relaxed);
-      }
+      while (auto batch = queue.pop())
+        loader.write(*batch);
     } catch (...) {
       queue.fail("the target write failed");
       reader.join();
