@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cdc/pg_logical.hpp"
+
 namespace flotilla::cdc {
 namespace {
 
@@ -43,7 +45,8 @@ std::vector<std::string> install_ddl_capture_sql() {
     dropped boolean NOT NULL DEFAULT false,
     columns jsonb))sql");
   out.push_back(fmt::format(R"sql(CREATE OR REPLACE FUNCTION _flotilla.capture_ddl()
-RETURNS event_trigger LANGUAGE plpgsql AS $fn$
+RETURNS event_trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $fn$
 DECLARE
   r record;
   rel oid;
@@ -79,6 +82,9 @@ BEGIN
 END
 $fn$)sql",
                             columns_expr));
+  // The version stamp tells a current capture from an older one (ddl_capture_state_sql).
+  out.push_back(fmt::format("COMMENT ON FUNCTION _flotilla.capture_ddl() IS '{}'",
+                            capture_version));
   out.push_back(R"sql(DO $do$
 BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_event_trigger WHERE evtname = 'flotilla_ddl_end') THEN
@@ -91,6 +97,32 @@ BEGIN
   END IF;
 END
 $do$)sql");
+  return out;
+}
+
+std::string ddl_capture_state_sql() {
+  return fmt::format(
+      "SELECT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = "
+      "current_user), false), "
+      "coalesce((SELECT pg_catalog.obj_description(p.oid, 'pg_proc') = '{}' FROM "
+      "pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace WHERE "
+      "n.nspname = '_flotilla' AND p.proname = 'capture_ddl'), false) AND (SELECT count(*) "
+      "FROM pg_catalog.pg_event_trigger e WHERE e.evtname IN ('flotilla_ddl_end', "
+      "'flotilla_ddl_drop') AND e.evtenabled <> 'D' AND e.evtfoid = "
+      "pg_catalog.to_regprocedure('_flotilla.capture_ddl()')) = 2, "
+      "current_user, current_database()",
+      capture_version);
+}
+
+std::vector<std::string> ddl_capture_setup_sql(std::string_view role, std::string_view database) {
+  auto out = install_ddl_capture_sql();
+  const std::string r = pg_ident(role);
+  // The stream's user owns the log table (a publication lists only tables its creator
+  // owns) and needs the REPLICATION attribute and CREATE on the database (publication).
+  out.push_back(fmt::format("GRANT USAGE ON SCHEMA _flotilla TO {}", r));
+  out.push_back(fmt::format("ALTER TABLE _flotilla.ddl_log OWNER TO {}", r));
+  out.push_back(fmt::format("ALTER ROLE {} WITH REPLICATION", r));
+  out.push_back(fmt::format("GRANT CREATE ON DATABASE {} TO {}", pg_ident(database), r));
   return out;
 }
 

@@ -19,9 +19,26 @@ namespace flotilla::cdc {
 inline constexpr std::string_view capture_schema = "_flotilla";
 inline constexpr std::string_view ddl_log_table = "ddl_log";
 
+/// Stamped on the trigger function (COMMENT ON FUNCTION): a capture installed by another
+/// version is installed again.
+inline constexpr std::string_view capture_version = "flotilla ddl capture 2";
+
 /// Statements that create (or refresh) the log table, the trigger function and the two
-/// event triggers (ddl_command_end and sql_drop). Needs a superuser on the source.
+/// event triggers (ddl_command_end and sql_drop). Needs a superuser on the source. The
+/// function is SECURITY DEFINER, so DDL run by any role is logged without that role
+/// being granted anything on `_flotilla`.
 [[nodiscard]] std::vector<std::string> install_ddl_capture_sql();
+
+/// One row: (current user is a superuser, a current capture is installed and enabled,
+/// current_user, current_database()). A stream whose user is not a superuser starts only
+/// when the capture is installed already.
+[[nodiscard]] std::string ddl_capture_state_sql();
+
+/// What a superuser runs once so that `role` streams `database` without being a
+/// superuser: install_ddl_capture_sql(), then `role` gets the log table (a publication
+/// lists only tables its creator owns), REPLICATION and CREATE on the database.
+[[nodiscard]] std::vector<std::string> ddl_capture_setup_sql(std::string_view role,
+                                                             std::string_view database);
 
 /// A column of a source table as the catalog and the DDL log describe it.
 struct source_column {

@@ -350,15 +350,34 @@ class source_stream {
     }
   }
 
-  /// A new slot, its snapshot copied into every table's target, and the positions saved.
-  lsn_t setup() {
-    {
-      // A source's targets set up concurrently: one at a time installs the capture.
-      static std::mutex setup_mutex;
-      std::lock_guard lock(setup_mutex);
+  /// The DDL capture: a superuser installs (or refreshes) it; a user that is not one
+  /// needs it installed already (`flotilla stream --setup-sql`).
+  void ensure_ddl_capture() {
+    // A source's targets set up concurrently: one at a time installs the capture.
+    static std::mutex setup_mutex;
+    std::lock_guard lock(setup_mutex);
+    auto r = source_->query(ddl_capture_state_sql());
+    auto is_true = [&](std::size_t i) { return !r.empty() && r[0][i] && *r[0][i] == "t"; };
+    if (is_true(0)) {
       for (const auto& sql : install_ddl_capture_sql())
         source_->exec(sql);
+      return;
     }
+    if (is_true(1))
+      return;
+    const auto text = [&](std::size_t i) { return r.empty() ? "" : r[0][i].value_or(""); };
+    throw std::runtime_error(fmt::format(
+        "source '{}': the DDL capture (function _flotilla.capture_ddl, event triggers "
+        "flotilla_ddl_end and flotilla_ddl_drop) is not installed in database '{}', or is "
+        "disabled or from another version, and user '{}' cannot install it: event triggers "
+        "need a superuser. Have a superuser run the SQL that `flotilla stream --setup-sql` "
+        "prints for this source, then start the stream again",
+        src_.name, text(3), text(2)));
+  }
+
+  /// A new slot, its snapshot copied into every table's target, and the positions saved.
+  lsn_t setup() {
+    ensure_ddl_capture();
     identify_keyless_rows();
     std::string list;
     for (const auto& t : tables_) {
@@ -1441,6 +1460,27 @@ class source_stream {
 };
 
 }  // namespace
+
+std::string capture_setup_sql(const config::project& p,
+                              const std::vector<config::filter>& filters) {
+  std::string out;
+  for (const auto& s : p.sources) {
+    if (s.capture != "logical" || !config::source_may_match(s, filters))
+      continue;
+    pg_connection c(s.dsn, s.name);
+    auto r = c.query("SELECT current_user, current_database()");
+    const std::string user = r.empty() ? "" : r[0][0].value_or("");
+    const std::string database = r.empty() ? "" : r[0][1].value_or("");
+    out += fmt::format(
+        "-- source '{}': run once as a superuser in database {}, so that user {} streams it "
+        "without being a superuser\n",
+        s.name, pg_ident(database), pg_ident(user));
+    for (const auto& sql : ddl_capture_setup_sql(user, database))
+      out += sql + ";\n";
+    out += "\n";
+  }
+  return out;
+}
 
 stream_summary run_stream(const stream_options& o) {
   stream_summary out;

@@ -80,6 +80,13 @@ struct stream_summary {
   int exit_code = 0;
 };
 
+/// `flotilla stream --setup-sql`: for each selected source with capture = "logical", the
+/// SQL a superuser runs once so that the source's user streams it without being a
+/// superuser (ddl_capture_setup_sql), after a comment naming the source. Connects to each
+/// source to learn its user and database; throws when one is unreachable.
+[[nodiscard]] std::string capture_setup_sql(const config::project& p,
+                                            const std::vector<config::filter>& filters);
+
 [[nodiscard]] stream_summary run_stream(const stream_options& options);
 
 }  // namespace flotilla::cdc

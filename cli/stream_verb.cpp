@@ -31,6 +31,7 @@ struct stream_args {
   std::vector<std::string> filters;
   std::string output = "text";
   bool reload = false;
+  bool setup_sql = false;
 };
 
 /// Tables, held tables and changes/s on a terminal; quiet when piped.
@@ -74,6 +75,21 @@ int do_stream(const global_options& g, const stream_args& a) {
   auto project = load_or_report(g, a.filters, filters);
   if (!project)
     return 2;
+  if (a.setup_sql) {
+    try {
+      const std::string sql = cdc::capture_setup_sql(*project, filters);
+      if (sql.empty()) {
+        fmt::print(stderr, "no selected source has capture = \"logical\"; set it on a postgres "
+                           "source in flotilla.toml\n");
+        return 2;
+      }
+      fmt::print("{}", sql);
+      return 0;
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "{}\n", e.what());
+      return 1;
+    }
+  }
   auto store = open_state(*project, true);
   if (!store)
     return 2;
@@ -161,6 +177,9 @@ verb stream_verb() {
             ->check(CLI::IsMember({"text", "json"}));
         s->add_flag("--reload", args->reload,
                     "clear every hold and copy every table again from a fresh snapshot");
+        s->add_flag("--setup-sql", args->setup_sql,
+                    "print the SQL a superuser runs once so that a user that is not one can "
+                    "stream each selected source, then exit");
         *sub = s;
       },
       [=] { return *sub && (*sub)->parsed(); },

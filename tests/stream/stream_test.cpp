@@ -1,7 +1,11 @@
 // `flotilla stream` end to end against a real PostgreSQL source (wal_level = logical):
 // snapshot copy and stream, row changes, crash and restart, DDL applied, held, stopped.
 #include <atomic>
+#include <fstream>
+#include <sstream>
 #include <thread>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
@@ -525,4 +529,94 @@ TEST_CASE("a table without a key streams to PostgreSQL and DuckDB targets row by
     }
     INFO(p.err());
   }
+}
+
+namespace {
+
+// `dsn` with its user replaced by `user`.
+std::string as_user(const std::string& dsn, const std::string& user) {
+  const auto scheme = dsn.find("://");
+  const auto at = dsn.find('@', scheme);
+  REQUIRE((scheme != std::string::npos && at != std::string::npos));
+  return dsn.substr(0, scheme + 3) + user + dsn.substr(at);
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("a source user that is not a superuser streams once a superuser ran --setup-sql",
+          "[stream]") {
+  const std::string app = "flt_app_" + std::to_string(getpid());
+  const std::string dev = "flt_dev_" + std::to_string(getpid());
+  const char* admin_dsn = std::getenv("FLOTILLA_PG_DSN");
+  REQUIRE(admin_dsn != nullptr);
+  const std::string admin = admin_dsn;
+  pg_exec(admin, "DROP ROLE IF EXISTS " + app);
+  pg_exec(admin, "DROP ROLE IF EXISTS " + dev);
+  pg_exec(admin, "CREATE ROLE " + app + " LOGIN REPLICATION");
+  pg_exec(admin, "CREATE ROLE " + dev + " LOGIN");
+  {
+    fixture f;
+    const std::string app_dsn = as_user(f.source(), app);
+    pg_exec(f.source(), "ALTER SCHEMA public OWNER TO " + app);
+    pg_exec(f.source(), "GRANT CREATE ON SCHEMA public TO " + dev);
+    pg_exec(app_dsn, "CREATE TABLE orders (id bigint PRIMARY KEY, note text, amount "
+                     "numeric(12,2)); INSERT INTO orders SELECT g, 'n' || g, g FROM "
+                     "generate_series(1, 5) g");
+    // The stream connects as the application's user, which is not a superuser.
+    const std::string toml_path = f.dir() + "/flotilla.toml";
+    std::string toml = slurp(toml_path);
+    const auto at = toml.find(f.source());
+    REQUIRE(at != std::string::npos);
+    toml.replace(at, f.source().size(), app_dsn);
+    std::ofstream(toml_path) << toml;
+
+    {
+      stream_process first(f);
+      CHECK(first.wait(60s) == 1);
+      INFO(first.err());
+      CHECK(first.err().find("source 'shop': the DDL capture") != std::string::npos);
+      CHECK(first.err().find("user '" + app + "' cannot install it") != std::string::npos);
+      CHECK(first.err().find("flotilla stream --setup-sql") != std::string::npos);
+    }
+    CHECK(pg_query(f.source(), "SELECT count(*) FROM pg_event_trigger WHERE evtname LIKE "
+                               "'flotilla%'") == rows{{"0"}});
+
+    std::filesystem::remove(f.dir() + "/.stream.out");
+    std::string sql;
+    {
+      stream_process setup(f, {"--setup-sql"});
+      REQUIRE(setup.wait(60s) == 0);
+      sql = setup.out();
+    }
+    INFO(sql);
+    CHECK(sql.find("-- source 'shop'") != std::string::npos);
+    CHECK(sql.find("ALTER TABLE _flotilla.ddl_log OWNER TO \"" + app + "\"") != std::string::npos);
+    pg_exec(f.source(), sql);  // the superuser runs it
+
+    stream_process p(f);
+    REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "5"; }, 60s));
+    pg_exec(app_dsn, "INSERT INTO orders VALUES (6, 'six', 6)");
+    pg_exec(app_dsn, "ALTER TABLE orders ADD COLUMN channel text");
+    pg_exec(app_dsn, "INSERT INTO orders VALUES (7, 'seven', 7, 'web')");
+    // DDL by another role that was granted nothing on _flotilla is logged too (the trigger
+    // function runs as its owner), and does not fail.
+    CHECK(pg_try(as_user(f.source(), dev), "CREATE TABLE dev_notes (id int)").empty());
+    CHECK(pg_query(f.source(), "SELECT count(*) FROM _flotilla.ddl_log WHERE table_name = "
+                               "'dev_notes'") == rows{{"1"}});
+    CHECK(eventually([&] {
+      auto r = pg_try_rows(f.target(), "SELECT channel FROM st_shop.orders WHERE id = 7");
+      return r && *r == rows{{"web"}};
+    }));
+    CHECK(same_orders(f));
+    CHECK(p.stop() == 0);
+  }
+  pg_exec(admin, "DROP ROLE IF EXISTS " + dev);
+  pg_exec(admin, "DROP ROLE IF EXISTS " + app);
 }
