@@ -711,19 +711,8 @@ class source_stream {
       auto j = nlohmann::json::parse(c.payload(), nullptr, false);
       if (j.is_object() && j.value("op", "") == "ddl" && at > t.applied) {
         ddl_event e = parse_ddl_event(json_fields(j["event"]));
-        target_info info;
-        info.name = tgt_name_;
-        info.kind = kind();
-        info.table = t.target;
-        outcome o = decide_ddl(src_.name, t.name, t.columns, e, format_lsn(at), info);
-        if (auto* st = std::get_if<stopped>(&o))
-          throw stop_error(fmt::format("{} [{}] {}", st->message, st->code, st->remedy));
-        if (auto* a = std::get_if<applied>(&o)) {
-          if (!a->statements.empty() && target_)
-            b.steps[t.key].emplace_back(std::in_place_type<ddl_step>, ddl_step{a->statements});
-          t.columns = e.columns;
-          t.layout = layout_of(t.columns);
-          add_table_event(b, t, "schema_change", at, e.ddl, "applied");
+        outcome o = decide_into(b, t, e, at, false);
+        if (std::holds_alternative<applied>(o)) {
           last_seq = c.sequence();
           last = std::max(last, at);
           continue;
@@ -1290,10 +1279,6 @@ class source_stream {
       }
       return;
     }
-    target_info info;
-    info.name = tgt_name_;
-    info.kind = kind();
-    info.table = t.target;
     // The live target shape: a table altered by hand stops at the change (seed 002). The
     // batch before this DDL is committed already, so the live shape is the stream's.
     // An earlier DDL of the same transaction is in the batch, not yet on the target: the
@@ -1302,17 +1287,8 @@ class source_stream {
     if (auto it = batch_.steps.find(t.key); it != batch_.steps.end())
       for (const auto& step : it->second)
         pending_ddl = pending_ddl || std::holds_alternative<ddl_step>(step);
-    if (!pending_ddl && target_)
-      info.actual = target_->describe(t.target);
-    outcome o = decide_ddl(src_.name, t.name, t.columns, e, format_lsn(at), info);
-    if (auto* st = std::get_if<stopped>(&o))
-      throw stop_error(fmt::format("{} [{}] {}", st->message, st->code, st->remedy));
-    if (auto* a = std::get_if<applied>(&o)) {
-      if (!a->statements.empty() && target_)
-        batch_.steps[t.key].emplace_back(std::in_place_type<ddl_step>, ddl_step{a->statements});
-      t.columns = e.columns;
-      t.layout = layout_of(t.columns);
-      add_table_event(batch_, t, "schema_change", at, e.ddl, "applied");
+    outcome o = decide_into(batch_, t, e, at, !pending_ddl);
+    if (std::holds_alternative<applied>(o)) {
       batch_.positions[t.name] = {at, columns_json(t.columns)};
       return;
     }
@@ -1321,6 +1297,29 @@ class source_stream {
     t.kept_through = at;
     if (o_.progress)
       ++o_.progress->tables_held;
+  }
+
+  /// Seed 002's decision on the DDL `e` of `t` at `at`, against the target's live shape
+  /// when `read_live`. A stop throws; an applied change adds its statements and schema
+  /// change event to `b` and gives `t` the new shape; a held one is returned as it is.
+  outcome decide_into(batch& b, table_state& t, const ddl_event& e, lsn_t at, bool read_live) {
+    target_info info;
+    info.name = tgt_name_;
+    info.kind = kind();
+    info.table = t.target;
+    if (read_live && target_)
+      info.actual = target_->describe(t.target);
+    outcome o = decide_ddl(src_.name, t.name, t.columns, e, format_lsn(at), info);
+    if (auto* st = std::get_if<stopped>(&o))
+      throw stop_error(fmt::format("{} [{}] {}", st->message, st->code, st->remedy));
+    if (auto* a = std::get_if<applied>(&o)) {
+      if (!a->statements.empty() && target_)
+        b.steps[t.key].emplace_back(std::in_place_type<ddl_step>, ddl_step{a->statements});
+      t.columns = e.columns;
+      t.layout = layout_of(t.columns);
+      add_table_event(b, t, "schema_change", at, e.ddl, "applied");
+    }
+    return o;
   }
 
   /// Holds the table at the change `e` (seed 003): a review awaiting a decision.
