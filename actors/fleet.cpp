@@ -96,17 +96,30 @@ caf::behavior dispatcher(caf::stateful_actor<dispatcher_state<Task>>* self,
 }
 
 // ---- detached I/O actors ----------------------------------------------------------
-caf::behavior catalog_reader(caf::event_based_actor* self) {
+caf::behavior catalog_reader(caf::event_based_actor* self, bool trace) {
   return {
       [=](catalog_task& task) {
         // The task came from the dispatcher: tell it when this reader is idle again.
         auto dispatcher_handle = caf::actor_cast<caf::actor>(self->current_sender());
         catalog_reply reply;
         try {
-          auto src = sources::open_source(task.pipeline->source);
-          reply.catalog = std::make_shared<sources::catalog>(src->read_catalog());
-          reply.tables = std::make_shared<std::vector<table_spec>>(
-              task.pipeline->select(*reply.catalog));
+          const pipeline_spec& p = *task.pipeline;
+          auto src = sources::open_source(p.source);
+          if (p.kept_catalog) {
+            // An unchanged whole-source marker: the catalog read at it still holds.
+            if (auto marker = src->file_marker())
+              if (auto kept = p.kept_catalog(*marker, src->catalog_version()))
+                reply.catalog = std::make_shared<sources::catalog>(std::move(*kept));
+          }
+          if (trace)
+            fmt::print(stderr, "catalog {}: {}\n", p.source.name,
+                       reply.catalog ? "kept (source marker unchanged)" : "read from the source");
+          if (!reply.catalog) {
+            reply.catalog = std::make_shared<sources::catalog>(src->read_catalog());
+            if (p.keep_catalog && reply.catalog->file_marker)
+              p.keep_catalog(*reply.catalog, src->catalog_version());
+          }
+          reply.tables = std::make_shared<std::vector<table_spec>>(p.select(*reply.catalog));
         } catch (const std::exception& e) {
           reply.error = e.what();
         }
@@ -191,25 +204,27 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
   };
 }
 
-// ---- table actor: prune check, then hand the copy to its target's I/O actors -------
+// ---- prune check: an unchanged table is reported at once -----------------------------
+bool unchanged(const table_spec& t) {
+  return t.prune && t.job.table.marker && t.last_marker && *t.job.table.marker == *t.last_marker &&
+         (t.job.settings.cursor_column.empty() || t.job.watermark);
+}
+
+table_report pruned_report(table_spec& t) {
+  table_report report;
+  report.source = std::move(t.job.source_name);
+  report.table = t.job.table.qualified();
+  report.target = std::move(t.job.target);
+  report.marker = std::move(t.job.table.marker);
+  report.outcome.status = engine::table_status::pruned;
+  return report;
+}
+
+// ---- table actor: hands the copy to its target's I/O actors -----------------------
 caf::behavior table_actor(caf::event_based_actor* self, std::shared_ptr<const table_spec> t,
                           caf::actor target_dispatcher, caf::actor pipeline) {
   return {
       [=](start_atom) {
-        const bool unchanged = t->prune && t->job.table.marker && t->last_marker &&
-                               *t->job.table.marker == *t->last_marker &&
-                               (t->job.settings.cursor_column.empty() || t->job.watermark);
-        if (unchanged) {
-          auto report = std::make_shared<table_report>();
-          report->source = t->job.source_name;
-          report->table = t->job.table.qualified();
-          report->target = t->job.target;
-          report->marker = t->job.table.marker;
-          report->outcome.status = engine::table_status::pruned;
-          self->send(pipeline, table_done{report});
-          self->quit();
-          return;
-        }
         self->send(target_dispatcher, copy_task{t, caf::actor_cast<caf::actor>(self)});
       },
       [=](table_done& done) {
@@ -261,7 +276,23 @@ caf::behavior pipeline_actor(caf::stateful_actor<pipeline_state>* self, std::siz
         for (const auto& t : *reply.tables)
           if (t.target_index < target_tables.size())
             target_tables[t.target_index]->expect(t.job.target);
+        // Unchanged tables are decided here, with no table actor: their reports go
+        // first, in catalog order, then every other table's as its copy finishes.
+        std::vector<table_spec*> to_copy;
         for (auto& t : *reply.tables) {
+          if (unchanged(t))
+            st.report->tables.push_back(pruned_report(t));
+          else
+            to_copy.push_back(&t);
+        }
+        if (fleet->progress_counters)
+          fleet->progress_counters->tables_done += st.report->tables.size();
+        if (to_copy.empty()) {
+          finish();
+          return;
+        }
+        for (auto* copy : to_copy) {
+          auto& t = *copy;
           auto shared = std::make_shared<const table_spec>(std::move(t));
           auto a = self->spawn(table_actor, shared, targets.at(shared->target_index),
                                caf::actor_cast<caf::actor>(self));
@@ -304,7 +335,7 @@ std::vector<pipeline_report> run_fleet(const fleet_spec& spec) {
 
     std::vector<caf::actor> readers;
     for (std::size_t i = 0; i < std::max<std::size_t>(1, spec.catalog_readers); ++i)
-      readers.push_back(sys.spawn<caf::detached>(catalog_reader));
+      readers.push_back(sys.spawn<caf::detached>(catalog_reader, spec.trace_catalogs));
     auto catalogs = sys.spawn(dispatcher<catalog_task>, readers);
 
     std::vector<caf::actor> target_dispatchers;

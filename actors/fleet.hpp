@@ -11,6 +11,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/copy.hpp"
@@ -37,6 +38,15 @@ struct pipeline_spec {
   /// Selects the tables of the catalog and builds their specs. Runs in an I/O actor,
   /// so it may read local state. Throwing fails the whole source.
   std::function<std::vector<table_spec>(const sources::catalog&)> select;
+  /// Kept catalogs, for sources that offer a whole-source marker
+  /// (sources::source::file_marker). `kept_catalog(marker, version)` returns the catalog
+  /// kept for this source when it was read at that marker by that adapter version;
+  /// otherwise the source's catalog is read and, when it carries a file marker, handed
+  /// to `keep_catalog(catalog, version)`. Both run in the catalog reader; either may be
+  /// empty (plan and --no-prune always read the source).
+  std::function<std::optional<sources::catalog>(const std::string& marker, std::string_view version)>
+      kept_catalog;
+  std::function<void(const sources::catalog&, std::string_view version)> keep_catalog;
 };
 
 struct target_spec {
@@ -81,6 +91,9 @@ struct fleet_spec {
   std::size_t catalog_readers = 2;
   /// Scheduler threads. Default: the number of cores
   std::size_t scheduler_threads = 0;
+  /// Print to stderr, per source, whether its catalog was read from the source or a
+  /// kept one was used (FLOTILLA_TRACE_CATALOG=1). Default: false
+  bool trace_catalogs = false;
 };
 
 /// Runs the fleet and returns one report per pipeline, in the spec's order.

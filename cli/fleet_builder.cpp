@@ -14,6 +14,7 @@
 #include <fmt/chrono.h>
 #include <fmt/core.h>
 
+#include "cli/catalog_cache.hpp"
 #include "config/errc.hpp"
 #include "config/load.hpp"
 #include "config/policy.hpp"
@@ -211,17 +212,40 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         names.push_back(t.qualified());
         by_name.emplace(names.back(), &t);
       }
-      std::vector<actors::table_spec> out;
-      out.reserve(names.size());
-      for (const auto& name : config::select_tables(*src, names, filters)) {
+      // The selected tables first, then their state in one batched read.
+      struct chosen {
+        std::string name;
+        const sources::source_table* table;
+      };
+      std::vector<chosen> selected;
+      std::vector<std::string> keys;
+      selected.reserve(names.size());
+      keys.reserve(names.size());
+      for (auto& name : config::select_tables(*src, names, filters)) {
         auto found = by_name.find(name);
         const sources::source_table* table =
             found != by_name.end() ? found->second : cat.find(name);
         if (table == nullptr)
           continue;
-        const std::string key = table_key(src->name, name);
+        std::string key = table_key(src->name, name);
         if (!only.empty() && !only.contains(key) && !only.contains(src->name + ".*"))
           continue;
+        selected.push_back({std::move(name), table});
+        keys.push_back(std::move(key));
+      }
+      std::vector<storage::table_state> states;
+      if (store) {
+        auto read = store->read_tables(keys);
+        if (!read)
+          throw std::runtime_error(read.error().message);
+        states = std::move(*read);
+      }
+      std::vector<actors::table_spec> out;
+      out.reserve(selected.size());
+      for (std::size_t i = 0; i < selected.size(); ++i) {
+        const std::string& name = selected[i].name;
+        const sources::source_table* table = selected[i].table;
+        const std::string& key = keys[i];
         const config::table_config* section = config::find_table(*src, name);
         auto policy = config::effective_policy(*project, *src, section);
         actors::table_spec ts;
@@ -275,9 +299,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                                     .string();
         }
         if (store) {
-          auto state = store->read_table(key);
-          if (!state)
-            throw std::runtime_error(state.error().message);
+          const storage::table_state* state = &states[i];
           if (state->watermark && !ts.job.settings.cursor_column.empty() &&
               state->watermark->cursor_column() == ts.job.settings.cursor_column)
             ts.job.watermark = state->watermark->value();
@@ -308,8 +330,32 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       }
       return out;
     };
+    if (store != nullptr && !plan_only) {
+      // Kept catalogs: a run reads a file source's catalog only when its file marker
+      // changed. Used only when a table of the source may be pruned (a run that copies
+      // every table reads the source anyway); kept by every run that read it.
+      bool may_prune = !no_prune && config::effective_policy(p, s, nullptr).prune_unchanged;
+      for (const auto& section : s.tables)
+        may_prune = may_prune || (!no_prune && config::effective_policy(p, s, &section).prune_unchanged);
+      const sources::source_options source = ps.source;
+      if (may_prune)
+        ps.kept_catalog = [store, source](const std::string& marker, std::string_view version)
+            -> std::optional<sources::catalog> {
+          auto record = store->get<storage::pb::SourceCatalog>(source.name);
+          if (!record || !*record)
+            return std::nullopt;  // a cache: an unreadable record only costs the read
+          return kept_catalog(**record, source, version, marker);
+        };
+      ps.keep_catalog = [store, source, run_id](const sources::catalog& cat, std::string_view version) {
+        // A failed write only costs the next run a catalog read.
+        (void)store->put(source.name, catalog_record(cat, source, version, run_id, now_us()));
+      };
+    }
     spec.pipelines.push_back(std::move(ps));
   }
+  if (const char* t = std::getenv("FLOTILLA_TRACE_CATALOG"); t != nullptr && *t != '\0' &&
+                                                             std::string_view(t) != "0")
+    spec.trace_catalogs = true;
 
   if (store && !options.plan_only) {
     const std::string run_id = options.run_id;

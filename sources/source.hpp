@@ -12,6 +12,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "schema/rows.hpp"
@@ -40,6 +41,9 @@ struct source_table {
 
 struct catalog {
   std::vector<source_table> tables;
+  /// The whole-source marker the catalog was read at (source::file_marker), when the
+  /// adapter offers one; every table marker then begins with it.
+  std::optional<std::string> file_marker;
   /// Matches "name" or "schema.name" (exactly, then case-insensitively).
   [[nodiscard]] const source_table* find(std::string_view name) const;
 };
@@ -51,6 +55,10 @@ struct read_request {
   std::string cursor_column;
   std::optional<std::string> after;
   std::size_t batch_rows = 8192;
+  /// A PostgreSQL source passes rows through as COPY text batches
+  /// (schema::row_batch::copy_text) when the read has no cursor; other sources ignore
+  /// it. Set only when a PostgreSQL sink takes the rows as they are. Default: false
+  bool copy_text = false;
 };
 
 struct read_result {
@@ -70,6 +78,16 @@ class source {
   /// Reads the catalog of every table with one query (tables the source has; the
   /// caller selects). Throws source_error when the source is unreachable.
   [[nodiscard]] virtual catalog read_catalog() = 0;
+  /// A marker of the whole source, taken without reading its catalog, that changes
+  /// whenever anything in it may have changed, schema or data (SQLite: the file's
+  /// identity and state, its change counter, the -wal and -shm headers; the schema lives
+  /// in the file). When offered, read_catalog() at an equal marker returns the same
+  /// catalog, table markers included, so a caller may keep a catalog and reuse it for as
+  /// long as the marker stays equal (and catalog_version() too). nullopt: not offered.
+  [[nodiscard]] virtual std::optional<std::string> file_marker() const { return std::nullopt; }
+  /// Version of the adapter's catalog read (type mapping, marker format): a kept catalog
+  /// is reused only by a build whose adapter reports the same version.
+  [[nodiscard]] virtual std::string_view catalog_version() const { return {}; }
   /// Reads rows; values follow schema/rows.hpp for each column's portable type.
   virtual read_result read(const read_request& request, const batch_consumer& consume) = 0;
 };

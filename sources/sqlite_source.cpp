@@ -227,6 +227,15 @@ class sqlite_source final : public source {
 
   [[nodiscard]] std::string_view adapter() const override { return "sqlite"; }
 
+  // SQLite keeps its schema in the database file, so the file marker covers the
+  // catalog as well as the rows.
+  [[nodiscard]] std::optional<std::string> file_marker() const override {
+    return sqlite_file_marker(options_.path);
+  }
+  // Bump whenever read_catalog's result for the same file can change: the query, the
+  // type mapping (map_sqlite_type), nullability or key rules, the table marker format.
+  [[nodiscard]] std::string_view catalog_version() const override { return "sqlite-catalog/1"; }
+
   [[nodiscard]] catalog read_catalog() override {
     // The marker first: a write that lands after this point changes the next marker.
     const std::optional<std::string> file = sqlite_file_marker(options_.path);
@@ -245,6 +254,7 @@ class sqlite_source final : public source {
       throw error::catalog_failed(options_.name, where(), sqlite3_errmsg(db.get()),
                                   "check that the file is a SQLite database");
     catalog out;
+    out.file_marker = file;
     shape_hash shape;
     auto finish = [&] {
       if (!out.tables.empty() && file)

@@ -15,6 +15,7 @@ namespace flotilla::sources {
 /// containing INT is bigint (SQLite integers are 64-bit), CHAR/CLOB/TEXT is text, BLOB is
 /// bytes, REAL/FLOA/DOUB is double. The rest (NUMERIC affinity under an unknown name, and
 /// no declared type at all) is text, the one type every stored value converts to exactly.
+/// Changing the mapping needs a new sqlite catalog_version() (kept catalogs).
 [[nodiscard]] schema::portable_type map_sqlite_type(std::string_view declared);
 
 /// A DuckDB type as duckdb_columns().data_type spells it ("DECIMAL(18,3)",

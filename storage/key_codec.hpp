@@ -9,6 +9,7 @@
 ///   tables      "<source>.<table>"                               TableResult
 ///   staged      "<source>.<table>"                               StagedEntry
 ///   positions   "<source>" or "<source>.<table>"                 CdcPosition
+///   catalogs    "<source>"                                       SourceCatalog
 ///   runs        'r' run_id                                       RunRecord
 ///               'l'                                              latest run id (text)
 ///               't' be64(started_at_us) run_id                   empty (recency index)

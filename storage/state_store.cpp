@@ -28,7 +28,7 @@ constexpr std::string_view outbox_removed_key = "outbox_removed_through";
 
 constexpr std::array<std::string_view, family_count> family_names = {
     "watermarks", "markers", "schemas", "runs", "tables",
-    "holds",      "outbox",  "staged",  "positions",
+    "holds",      "outbox",  "staged",  "positions", "catalogs",
 };
 
 rocksdb::Slice slice(std::string_view s) { return {s.data(), s.size()}; }
@@ -450,6 +450,56 @@ result<table_state> state_store::read_table(std::string_view key) const {
   if (auto r = fill(out.result); !r)
     return std::unexpected(r.error());
   if (auto r = fill(out.staged); !r)
+    return std::unexpected(r.error());
+  return out;
+}
+
+result<std::vector<table_state>> state_store::read_tables(
+    std::span<const std::string> table_keys) const {
+  for (const auto& key : table_keys)
+    if (!keys::valid_name(key))
+      return std::unexpected(error::invalid_key("key", key));
+  const std::size_t n = table_keys.size();
+  std::vector<table_state> out(n);
+  if (n == 0)
+    return out;
+  rocksdb::ManagedSnapshot snap(impl_->db);
+  rocksdb::ReadOptions ro;
+  ro.snapshot = snap.snapshot();
+  std::vector<rocksdb::Slice> slices;
+  slices.reserve(n);
+  for (const auto& key : table_keys)
+    slices.emplace_back(slice(key));
+  std::vector<rocksdb::PinnableSlice> values(n);
+  std::vector<rocksdb::Status> statuses(n);
+  auto fill = [&]<class Record>(std::optional<Record> table_state::*slot) -> status {
+    const family f = record_family<Record>::value;
+    auto* h = impl_->handle(f);
+    if (!h)
+      return {};  // a read-only store opened before this family existed
+    impl_->db->MultiGet(ro, h, n, slices.data(), values.data(), statuses.data());
+    for (std::size_t i = 0; i < n; ++i) {
+      if (statuses[i].IsNotFound())
+        continue;
+      if (!statuses[i].ok())
+        return std::unexpected(failed(statuses[i], "read", f, table_keys[i]));
+      Record record;
+      if (!record.ParseFromArray(values[i].data(), static_cast<int>(values[i].size())))
+        return std::unexpected(error::invalid_record(f, table_keys[i]));
+      out[i].*slot = std::move(record);
+      values[i].Reset();
+    }
+    return {};
+  };
+  if (auto r = fill(&table_state::watermark); !r)
+    return std::unexpected(r.error());
+  if (auto r = fill(&table_state::marker); !r)
+    return std::unexpected(r.error());
+  if (auto r = fill(&table_state::baseline); !r)
+    return std::unexpected(r.error());
+  if (auto r = fill(&table_state::result); !r)
+    return std::unexpected(r.error());
+  if (auto r = fill(&table_state::staged); !r)
     return std::unexpected(r.error());
   return out;
 }

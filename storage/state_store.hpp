@@ -46,9 +46,10 @@ enum class family : std::uint8_t {
   outbox,
   staged,
   positions,
+  catalogs,
 };
 
-inline constexpr std::size_t family_count = 9;
+inline constexpr std::size_t family_count = 10;
 
 [[nodiscard]] std::string_view to_string(family f);
 
@@ -122,6 +123,9 @@ template <>
 struct record_family<pb::StagedEntry> : std::integral_constant<family, family::staged> {};
 template <>
 struct record_family<pb::CdcPosition> : std::integral_constant<family, family::positions> {};
+/// Keyed by "<source>" alone: one kept catalog per source.
+template <>
+struct record_family<pb::SourceCatalog> : std::integral_constant<family, family::catalogs> {};
 
 template <class Record>
 concept table_record = requires { record_family<Record>::value; };
@@ -148,7 +152,8 @@ class state_store {
   [[nodiscard]] const std::filesystem::path& path() const;
 
   // ---- records kept per "<source>.<table>" ----------------------------------------
-  // Watermark, ChangeMarker, SchemaBaseline, TableResult, StagedEntry, CdcPosition:
+  // Watermark, ChangeMarker, SchemaBaseline, TableResult, StagedEntry, CdcPosition
+  // (and SourceCatalog, keyed by "<source>"):
   //   store.get<pb::Watermark>("shop.orders"), store.put(key, marker), ...
 
   template <table_record Record>
@@ -194,6 +199,10 @@ class state_store {
   /// The table's watermark, marker, baseline, last result and staged entry, all read
   /// from one snapshot, so a concurrent commit_table is seen entirely or not at all.
   [[nodiscard]] result<table_state> read_table(std::string_view key) const;
+  /// read_table of every key, in order, all from one snapshot (one batched read per
+  /// family rather than one read per record).
+  [[nodiscard]] result<std::vector<table_state>> read_tables(
+      std::span<const std::string> table_keys) const;
 
   /// The durable point after the target commit: writes the watermark, marker and
   /// baseline (each when set), the table result, removes the staged entry (when asked)

@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <fstream>
+
 #include "sources/source.hpp"
 #include "tests/sources/support.hpp"
 
@@ -298,6 +300,44 @@ TEST_CASE("the sqlite marker follows commits in WAL mode") {
   CHECK(m3.first != m2.first);
   CHECK(m3.second == 2);
   sqlite3_close(writer);
+}
+
+TEST_CASE("the sqlite file marker is the catalog's and begins every table marker") {
+  temp_dir dir;
+  const auto db = dir.file("file.db");
+  sqlite_exec(db, "CREATE TABLE a (x INTEGER); CREATE TABLE b (y TEXT); INSERT INTO a VALUES (1);");
+  auto src = open_sqlite(db);
+  CHECK_FALSE(src->catalog_version().empty());
+  const auto before = src->file_marker();
+  REQUIRE(before.has_value());
+  const catalog cat = src->read_catalog();
+  CHECK(cat.file_marker == before);
+  CHECK(src->file_marker() == before);  // reading the catalog changes nothing
+  for (const auto& t : cat.tables) {
+    REQUIRE(t.marker.has_value());
+    CHECK(t.marker->rfind(*before + ";s:", 0) == 0);
+  }
+  sqlite_exec(db, "ALTER TABLE b ADD COLUMN z TEXT;");
+  CHECK(src->file_marker() != before);
+  sqlite_exec(db, "INSERT INTO a VALUES (2);");
+  const auto after = src->file_marker();
+  CHECK(after != before);
+  CHECK(src->read_catalog().file_marker == after);
+}
+
+TEST_CASE("adapters whose catalog is not one file offer no file marker") {
+  temp_dir dir;
+  const auto csv = dir.file("orders.csv");
+  {
+    std::ofstream(csv) << "id,name\n1,a\n";
+  }
+  source_options o;
+  o.name = "files";
+  o.adapter = "csv";
+  o.path = csv;
+  auto src = open_source(o);
+  CHECK_FALSE(src->file_marker().has_value());
+  CHECK_FALSE(src->read_catalog().file_marker.has_value());
 }
 
 TEST_CASE("hostile sqlite table and column names are quoted") {

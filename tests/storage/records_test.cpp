@@ -105,6 +105,67 @@ TEST_CASE("every per-table record kind reads back as it was written") {
   check_round_trip(store, sample_position());
 }
 
+TEST_CASE("a kept source catalog reads back as it was written, under the source's name") {
+  temp_dir dir;
+  auto store = open_store(dir);
+  pb::SourceCatalog c;
+  c.set_file_marker("sqlite:1:2:3:4;c:00");
+  c.set_adapter("sqlite");
+  c.set_location("/data/shop.db");
+  c.set_reader("sqlite-catalog/1");
+  auto* t = c.add_tables();
+  t->set_name("orders");
+  t->set_marker("sqlite:1:2:3:4;c:00;s:01");
+  t->set_has_marker(true);
+  auto* col = t->add_columns();
+  col->set_name("id");
+  col->set_type("bigint");
+  col->set_key(true);
+  REQUIRE(store.put("shop", c));
+  auto back = store.get<pb::SourceCatalog>("shop");
+  REQUIRE(back.has_value());
+  REQUIRE(back->has_value());
+  CHECK((*back)->SerializeAsString() == c.SerializeAsString());
+  CHECK_FALSE(store.get<pb::CdcPosition>("shop")->has_value());  // its own family
+}
+
+TEST_CASE("reading many tables at once gives each key what read_table gives it") {
+  temp_dir dir;
+  auto store = open_store(dir);
+  REQUIRE(store.put("shop.orders", sample_watermark()));
+  REQUIRE(store.put("shop.orders", sample_marker()));
+  REQUIRE(store.put("shop.orders", sample_result()));
+  REQUIRE(store.put("shop.customers", sample_marker()));
+  REQUIRE(store.put("shop.customers", sample_baseline()));
+  REQUIRE(store.put("shop.customers", sample_staged()));
+  const std::vector<std::string> keys = {"shop.orders", "shop.missing", "shop.customers"};
+  auto many = store.read_tables(keys);
+  REQUIRE(many.has_value());
+  REQUIRE(many->size() == 3);
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    auto one = store.read_table(keys[i]);
+    REQUIRE(one.has_value());
+    const auto& m = (*many)[i];
+    auto same = [](const auto& a, const auto& b) {
+      return a.has_value() == b.has_value() &&
+             (!a || a->SerializeAsString() == b->SerializeAsString());
+    };
+    CHECK(same(m.watermark, one->watermark));
+    CHECK(same(m.marker, one->marker));
+    CHECK(same(m.baseline, one->baseline));
+    CHECK(same(m.result, one->result));
+    CHECK(same(m.staged, one->staged));
+  }
+  CHECK((*many)[0].marker.has_value());
+  CHECK_FALSE((*many)[1].marker.has_value());
+  CHECK((*many)[2].staged.has_value());
+  CHECK(store.read_tables({})->empty());
+  const std::vector<std::string> bad = {"shop.orders", ""};
+  auto refused = store.read_tables(bad);
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().code == errc::invalid_key);
+}
+
 TEST_CASE("a record never written reads as absent") {
   temp_dir dir;
   auto store = open_store(dir);
