@@ -236,29 +236,33 @@ bool publish_events(storage::state_store& store, const config::project& project,
     selected += p.tables.size();
   (void)log.emit(events::run_started({req.command, req.filters, selected, req.retry_of}));
   events::run_totals totals;
+  // The table events in one batch: one write to events.ndjson (and one outbox append)
+  // for the whole fleet rather than one per event.
+  std::vector<events::pb::Event> table_events;
+  table_events.reserve(2 * selected);
   for (const auto& p : reports)
     for (const auto& t : p.tables) {
       const auto& o = t.outcome;
       const std::string target = display_name(t.target);
-      (void)log.emit(events::table_started(
+      table_events.push_back(events::table_started(
           t.source, t.table, target,
           o.reused_staged ? "retry" : o.plan ? engine::to_string(o.plan->load) : "none"));
       if (o.plan && o.status == engine::table_status::copied)
         for (const auto& step : o.plan->drift.steps)
-          (void)log.emit(events::schema_action(
+          table_events.push_back(events::schema_action(
               t.source, t.table,
               {std::string(schema::to_string(step.action)), step.column,
                step.from ? schema::to_string(*step.from) : "", schema::to_string(step.to),
                step.reason, ""}));
       if (const auto* v = drift_verdict_of(o); v && v->drifted())
-        (void)log.emit(events::source_drift_detected(*v));
+        table_events.push_back(events::source_drift_detected(*v));
       if (o.plan && o.plan->error && o.plan->error->code == "FLT-S008")
-        (void)log.emit(events::review_required(
+        table_events.push_back(events::review_required(
             t.source, t.table, {"", "schema_change", "", o.plan->error->reason, "", "", false, ""}));
       else if (o.plan && o.plan->error)
-        (void)log.emit(events::contract_violation(
+        table_events.push_back(events::contract_violation(
             t.source, t.table, {"", "", "", o.plan->error->reason, o.plan->error->code}));
-      (void)log.emit(events::table_finished(
+      table_events.push_back(events::table_finished(
           t.source, t.table,
           {std::string(engine::to_string(o.status)), o.rows, o.error.value_or(""), o.error_code, 0,
            target}));
@@ -270,6 +274,7 @@ bool publish_events(storage::state_store& store, const config::project& project,
         case engine::table_status::held: ++totals.tables_held; break;
       }
     }
+  (void)log.emit_all(std::move(table_events));
   totals.status = j["status"].get<std::string>();
   totals.tables_checked = j["drift"]["tables_checked"].get<std::uint64_t>();
   totals.tables_drifted = j["drift"]["tables_drifted"].get<std::uint64_t>();

@@ -282,7 +282,133 @@ std::string_view payload_name(const pb::Event& e) {
   return f == nullptr ? std::string_view{} : std::string_view(f->name());
 }
 
+namespace {
+
+// ---- JSON written directly: byte for byte what to_value(e).dump(...) gives ---------
+// The NDJSON line of every event (two or more per table and run) is written without
+// building a JSON tree; only values whose text needs nlohmann's own rules (strings
+// with escapes or non-ASCII bytes, floating point) go through nlohmann, one value at a
+// time.
+
+template <class Value>
+void append_dumped(std::string& out, const Value& v) {
+  out += ojson(v).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void append_string(std::string& out, const std::string& s) {
+  for (unsigned char c : s)
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
+      append_dumped(out, s);
+      return;
+    }
+  out += '"';
+  out += s;
+  out += '"';
+}
+
+void append_message(std::string& out, const gp::Message& m);
+
+void append_scalar(std::string& out, const gp::Message& m, const gp::FieldDescriptor* f,
+                   int index) {
+  const gp::Reflection* r = m.GetReflection();
+  const bool rep = f->is_repeated();
+  switch (f->cpp_type()) {
+    case gp::FieldDescriptor::CPPTYPE_STRING:
+      if (f->type() == gp::FieldDescriptor::TYPE_BYTES) {
+        const std::string& s = rep ? r->GetRepeatedStringReference(m, f, index, nullptr)
+                                   : r->GetStringReference(m, f, nullptr);
+        out += '[';
+        for (std::size_t i = 0; i < s.size(); ++i) {
+          if (i)
+            out += ',';
+          out += std::to_string(static_cast<unsigned>(static_cast<unsigned char>(s[i])));
+        }
+        out += ']';
+        return;
+      }
+      {
+        std::string scratch;
+        append_string(out, rep ? r->GetRepeatedStringReference(m, f, index, &scratch)
+                               : r->GetStringReference(m, f, &scratch));
+      }
+      return;
+    case gp::FieldDescriptor::CPPTYPE_BOOL:
+      out += (rep ? r->GetRepeatedBool(m, f, index) : r->GetBool(m, f)) ? "true" : "false";
+      return;
+    case gp::FieldDescriptor::CPPTYPE_INT32:
+      out += std::to_string(rep ? r->GetRepeatedInt32(m, f, index) : r->GetInt32(m, f));
+      return;
+    case gp::FieldDescriptor::CPPTYPE_INT64:
+      out += std::to_string(rep ? r->GetRepeatedInt64(m, f, index) : r->GetInt64(m, f));
+      return;
+    case gp::FieldDescriptor::CPPTYPE_UINT32:
+      out += std::to_string(rep ? r->GetRepeatedUInt32(m, f, index) : r->GetUInt32(m, f));
+      return;
+    case gp::FieldDescriptor::CPPTYPE_UINT64:
+      out += std::to_string(rep ? r->GetRepeatedUInt64(m, f, index) : r->GetUInt64(m, f));
+      return;
+    case gp::FieldDescriptor::CPPTYPE_DOUBLE:
+      append_dumped(out, rep ? r->GetRepeatedDouble(m, f, index) : r->GetDouble(m, f));
+      return;
+    case gp::FieldDescriptor::CPPTYPE_FLOAT:
+      append_dumped(out, rep ? r->GetRepeatedFloat(m, f, index) : r->GetFloat(m, f));
+      return;
+    case gp::FieldDescriptor::CPPTYPE_ENUM:
+      append_string(out, rep ? r->GetRepeatedEnum(m, f, index)->name() : r->GetEnum(m, f)->name());
+      return;
+    case gp::FieldDescriptor::CPPTYPE_MESSAGE:
+      append_message(out, rep ? r->GetRepeatedMessage(m, f, index) : r->GetMessage(m, f));
+      return;
+  }
+  out += "null";
+}
+
+void append_message(std::string& out, const gp::Message& m) {
+  const gp::Descriptor* d = m.GetDescriptor();
+  const gp::Reflection* r = m.GetReflection();
+  out += '{';
+  bool first = true;
+  auto key = [&](const gp::FieldDescriptor* f) {
+    if (!first)
+      out += ',';
+    first = false;
+    append_string(out, f->name());
+    out += ':';
+  };
+  for (int i = 0; i < d->field_count(); ++i) {
+    const gp::FieldDescriptor* f = d->field(i);
+    if (f->is_repeated()) {
+      key(f);
+      out += '[';
+      for (int k = 0; k < r->FieldSize(m, f); ++k) {
+        if (k)
+          out += ',';
+        append_scalar(out, m, f, k);
+      }
+      out += ']';
+    } else if (f->real_containing_oneof() != nullptr) {
+      if (r->HasField(m, f)) {  // only the payload that is set
+        key(f);
+        append_scalar(out, m, f, 0);
+      }
+    } else {
+      key(f);
+      append_scalar(out, m, f, 0);
+    }
+  }
+  out += '}';
+}
+
+}  // namespace
+
 std::string to_json(const pb::Event& e) {
+  std::string out;
+  out.reserve(512);
+  append_message(out, e);
+  return out;
+}
+
+std::string to_json_tree(const pb::Event& e) {
   return to_value(e).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

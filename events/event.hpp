@@ -115,6 +115,9 @@ struct undelivered_info {
 /// One NDJSON line (no newline): every envelope field and the set payload under its
 /// field name, with proto field names; numbers as JSON numbers; fields always present.
 [[nodiscard]] std::string to_json(const pb::Event& e);
+/// The same line built as a JSON tree and dumped by nlohmann: slower, kept as the
+/// reference to_json's output is checked against.
+[[nodiscard]] std::string to_json_tree(const pb::Event& e);
 /// Reads a line written by to_json (unknown fields are ignored, so newer lines parse).
 [[nodiscard]] std::expected<pb::Event, std::string> from_json(std::string_view line);
 

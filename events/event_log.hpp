@@ -3,9 +3,10 @@
 /// object per line (event.hpp's to_json), in the order the events were emitted.
 ///
 /// Ownership and threads: one event_log per run, owned by run_events (or a test);
-/// append() may be called from any thread. Each line goes to the file in one write(2)
-/// on an O_APPEND descriptor, so a line is on disk (in the page cache) when append
-/// returns and a crash never leaves a half line followed by a whole one.
+/// append() may be called from any thread. Each append (one line, or several joined by
+/// newlines) goes to the file in one write(2) on an O_APPEND descriptor, so its lines
+/// are on disk (in the page cache) when append returns and a crash never leaves a half
+/// line followed by a whole one.
 /// Shutdown: the destructor closes the file.
 
 #include <filesystem>

@@ -117,20 +117,66 @@ void run_events::keep(const error& e) {
   errors_.push_back(e);
 }
 
-result<storage::pb::OutboxEntry> run_events::record(pb::Event& e) {
+storage::pb::OutboxEntry run_events::stamp(pb::Event& e, std::string& lines) {
   e.set_run_id(run_id_);
   e.set_project(project_);
   e.set_sequence(++sequence_);
   e.set_timestamp_us(now_us());
   if (e.type().empty())
     e.set_type(std::string(payload_name(e)));
-  if (auto st = log_.append(to_json(e)); !st)
-    keep(st.error());  // the outbox still gets the event
+  lines += to_json(e);
+  lines += '\n';
   storage::pb::OutboxEntry entry;
-  entry.set_key(event_key(e));
-  entry.set_payload(to_protobuf(e));
-  entry.set_format(storage::pb::PAYLOAD_FORMAT_PROTOBUF);
+  if (outbox_) {
+    entry.set_key(event_key(e));
+    entry.set_payload(to_protobuf(e));
+    entry.set_format(storage::pb::PAYLOAD_FORMAT_PROTOBUF);
+  }
   return entry;
+}
+
+result<storage::pb::OutboxEntry> run_events::record(pb::Event& e) {
+  std::string line;
+  auto entry = stamp(e, line);
+  line.pop_back();  // append() adds the newline
+  if (auto st = log_.append(line); !st)
+    keep(st.error());  // the outbox still gets the event
+  return entry;
+}
+
+result<std::size_t> run_events::emit_all(std::vector<pb::Event> events) {
+  if (events.empty())
+    return 0;
+  {
+    std::lock_guard lock(mu_);
+    std::string lines;
+    lines.reserve(events.size() * 400);
+    std::vector<storage::pb::OutboxEntry> entries;
+    if (outbox_)
+      entries.reserve(events.size());
+    for (auto& e : events) {
+      auto entry = stamp(e, lines);
+      if (outbox_)
+        entries.push_back(std::move(entry));
+    }
+    lines.pop_back();  // append() adds the last newline
+    if (auto st = log_.append(lines); !st)
+      keep(st.error());  // the outbox still gets the events
+    if (outbox_) {
+      if (auto st = store_->append_outbox(entries); !st) {
+        error err{errc::outbox,
+                  fmt::format("events {} to {} of run {} could not be added to the outbox, so no "
+                              "event sink will receive them (they are in {}): {}",
+                              events.front().sequence(), events.back().sequence(), run_id_,
+                              log_.path().string(), st.error().message)};
+        keep(err);
+        return std::unexpected(std::move(err));
+      }
+    }
+  }
+  if (relay_)
+    relay_->notify();
+  return events.size();
 }
 
 result<pb::Event> run_events::emit(pb::Event e) {

@@ -2,8 +2,8 @@
 /// The events of one run, end to end: every event emitted is stamped (run id, project,
 /// per-run sequence from 1, timestamp), written as one line to the run's
 /// `events.ndjson`, and — when an event sink is configured — appended to the outbox in
-/// the state store, from where the outbox relay delivers it to Kafka while the run goes
-/// on. finish() waits for delivery: the run reports success only after it returns.
+/// the state store, from where the outbox relay delivers it to every sink (Kafka,
+/// Pub/Sub) while the run goes on. finish() waits for delivery: the run reports success only after it returns.
 ///
 ///   auto ev = events::run_events::open(store, project, run_id);    // at run start
 ///   ev->emit(events::run_started({...}));
@@ -58,8 +58,9 @@ struct events_report {
   [[nodiscard]] bool ok() const { return errors.empty(); }
 };
 
-/// Builds the sinks [events] configures (Kafka; Pub/Sub is not built here yet). A sink
-/// whose settings are rejected is left out and its error returned in `errors`.
+/// Builds the sinks [events] configures: Kafka ([events.kafka]) and Pub/Sub
+/// ([events.pubsub]). A sink whose settings are rejected is left out and its error
+/// returned in `errors`.
 [[nodiscard]] std::vector<std::unique_ptr<event_sink>> make_sinks(
     const config::events_options& options, std::vector<error>& errors);
 
@@ -90,7 +91,12 @@ class run_events {
   /// stamped event. Errors (FLT-E004, FLT-E005) are also kept for finish()'s report.
   [[nodiscard]] result<pb::Event> emit(pb::Event e);
 
-  /// Same, but the outbox entry is added to `commit.events`, so commit_table writes it in
+  /// emit() of each event in order, with one write to events.ndjson and one outbox
+  /// append for all of them. Returns the number emitted; on an outbox failure none of
+  /// them reaches the outbox (all are in the file) and the error is returned (and kept).
+  [[nodiscard]] result<std::size_t> emit_all(std::vector<pb::Event> events);
+
+  /// Same as emit, but the outbox entry is added to `commit.events`, so commit_table writes it in
   /// the same batch as the table's state (the event exists exactly when the state does).
   [[nodiscard]] result<pb::Event> emit_with(storage::table_commit& commit, pb::Event e);
 
@@ -111,8 +117,11 @@ class run_events {
   run_events(storage::state_store* store, event_log log, std::string run_id, std::string project,
              std::unique_ptr<outbox_relay> relay, bool outbox, std::vector<error> setup_errors);
 
-  /// Stamps and logs under the lock; returns the outbox entry to write.
+  /// Stamps and logs under the lock; returns the outbox entry to write (empty when the
+  /// run has no outbox).
   result<storage::pb::OutboxEntry> record(pb::Event& e);
+  /// Stamps `e` and appends its NDJSON line to `lines`; the outbox entry as record().
+  storage::pb::OutboxEntry stamp(pb::Event& e, std::string& lines);
   void keep(const error& e);
 
   storage::state_store* store_;

@@ -1,5 +1,6 @@
 #pragma once
-/// An event sink: somewhere the run's events are delivered (Kafka; Pub/Sub later). The
+/// An event sink: somewhere the run's events are delivered (kafka_sink.hpp,
+/// pubsub_sink.hpp). The
 /// outbox relay (outbox_relay.hpp) hands each sink the outbox's entries in sequence
 /// order and removes an entry once every sink has acknowledged it.
 
@@ -33,7 +34,7 @@ class event_sink {
  public:
   virtual ~event_sink() = default;
 
-  /// "kafka".
+  /// "kafka", "pubsub".
   [[nodiscard]] virtual std::string_view kind() const = 0;
   /// Where the events go, for messages: "brokers 127.0.0.1:9092, topic flotilla.events".
   [[nodiscard]] virtual std::string destination() const = 0;

@@ -257,3 +257,76 @@ TEST_CASE("without an event sink the outbox stays empty") {
   CHECK(store.outbox_size().value() == 0);
   CHECK(read_lines(dir.path() / ".flotilla" / "runs" / "run-1" / "events.ndjson").size() == 2);
 }
+
+TEST_CASE("the JSON line is byte for byte the JSON tree's dump, whatever the text holds") {
+  auto events = one_of_each();
+  const std::vector<std::string> awkward = {
+      "",       "plain",         "quote \" and backslash \\", "new\nline\ttab\r",
+      "\x01\x1f control", "del \x7f", "caf\xc3\xa9 \xe2\x82\xac",  "bad \xff\xfe utf-8",
+      "\xc3",  "emoji \xf0\x9f\x9a\x80"};
+  for (const auto& text : awkward) {
+    events.push_back(table_finished(text, text,
+                                    {.status = text, .rows = 18446744073709551615ull,
+                                     .error = text, .error_code = text, .target_table = text}));
+    events.push_back(run_started({.command = text, .filters = {text, text}, .retry_of = text}));
+  }
+  std::int64_t ts = -5;
+  for (auto& e : events) {
+    e.set_run_id("run-\"1\"");
+    e.set_project("acme");
+    e.set_sequence(static_cast<std::uint64_t>(ts + 10));
+    e.set_timestamp_us(ts);
+    ts *= -7;
+    INFO(to_json_tree(e));
+    CHECK(to_json(e) == to_json_tree(e));
+    CHECK(from_json(to_json(e)).has_value());
+  }
+  CHECK(to_json(pb::Event{}) == to_json_tree(pb::Event{}));
+}
+
+TEST_CASE("emit_all writes the lines emit would, in one append, and fills the outbox in order") {
+  temp_dir dir;
+  auto store = flotilla::events::test::open_store(dir.path() / "state");
+  auto one_by_one = dir.path() / "a" / "events.ndjson";
+  auto batched = dir.path() / "b" / "events.ndjson";
+  {
+    auto ev = run_events::open(nullptr, one_by_one, "r", "acme", {}, false);
+    REQUIRE(ev.has_value());
+    for (auto& e : one_of_each())
+      REQUIRE((*ev)->emit(std::move(e)));
+    CHECK((*ev)->finish().emitted == one_of_each().size());
+  }
+  {
+    auto ev = run_events::open(&store, batched, "r", "acme", {}, true);
+    REQUIRE(ev.has_value());
+    REQUIRE((*ev)->emit(run_started({})));
+    auto n = (*ev)->emit_all(one_of_each());
+    REQUIRE(n.has_value());
+    CHECK(*n == one_of_each().size());
+    CHECK((*ev)->emit_all({}).value() == 0);
+    CHECK((*ev)->emitted() == one_of_each().size() + 1);
+  }
+  auto a = read_lines(one_by_one);
+  auto b = read_lines(batched);
+  REQUIRE(b.size() == a.size() + 1);
+  auto outbox = store.scan_outbox();
+  REQUIRE(outbox.has_value());
+  REQUIRE(outbox->size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    auto x = from_json(a[i]);
+    auto y = from_json(b[i + 1]);
+    REQUIRE(x.has_value());
+    REQUIRE(y.has_value());
+    CHECK(y->sequence() == x->sequence() + 1);
+    x->set_sequence(0);
+    y->set_sequence(0);
+    x->set_timestamp_us(0);
+    y->set_timestamp_us(0);
+    CHECK(to_json(*x) == to_json(*y));
+    const auto& entry = (*outbox)[i + 1];
+    auto z = from_protobuf(entry.payload());
+    REQUIRE(z.has_value());
+    CHECK(to_json(*z) == b[i + 1]);
+    CHECK(entry.key() == event_key(*z));
+  }
+}
