@@ -85,6 +85,11 @@ class batch_loader {
 
   /// Converts the batch to the load columns' representation where they are wider, writes
   /// it and counts its rows. Throws when the user stopped the run (nothing is committed).
+  /// The read columns load as they are: a batch may keep its source's own text.
+  [[nodiscard]] bool passes_through() const {
+    return coerced_.empty() && plan_.read_columns.columns.size() == plan_.load_columns.columns.size();
+  }
+
   void write(schema::row_batch& batch) {
     if (job_.cancel && job_.cancel->load(std::memory_order_relaxed))
       throw std::runtime_error("stopped by the user before commit; the target is unchanged");
@@ -250,6 +255,9 @@ table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table
           rr.after = watermark;
         }
         rr.batch_rows = job.batch_rows;
+        // PostgreSQL into PostgreSQL with nothing to convert: the rows stay COPY text.
+        rr.copy_text = !incremental && wh.dialect().name() == "postgres" &&
+                       loader.passes_through();
         read_result = src.read(rr, [&](schema::row_batch&& b) { return queue.push(std::move(b)); });
         queue.close();
       } catch (const std::exception& e) {

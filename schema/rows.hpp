@@ -43,8 +43,17 @@ struct value {
 struct row_batch {
   std::size_t width = 0;
   std::vector<value> cells;
+  /// Instead of `cells`, from a PostgreSQL source asked for it
+  /// (sources::read_request::copy_text): `text_rows` lines of PostgreSQL COPY text, each
+  /// ending in '\n', `width` fields each, every field the server's text of its column's
+  /// requested type. Only a PostgreSQL sink takes such a batch.
+  std::string copy_text;
+  std::size_t text_rows = 0;
 
-  [[nodiscard]] std::size_t rows() const { return width == 0 ? 0 : cells.size() / width; }
+  [[nodiscard]] bool is_copy_text() const { return text_rows > 0; }
+  [[nodiscard]] std::size_t rows() const {
+    return width == 0 ? 0 : is_copy_text() ? text_rows : cells.size() / width;
+  }
   [[nodiscard]] const value& at(std::size_t row, std::size_t col) const {
     return cells[row * width + col];
   }

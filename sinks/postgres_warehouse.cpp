@@ -116,6 +116,10 @@ class pg_inserter final : public row_inserter {
   void append(const schema::row_batch& batch, std::uint64_t first_seq) override {
     if (!copying_)
       start();
+    if (batch.is_copy_text()) {
+      append_copy_lines(batch, first_seq);
+      return;
+    }
     const std::size_t width = batch.width;
     const std::size_t n = batch.rows();
     for (std::size_t r = 0; r < n; ++r) {
@@ -175,6 +179,27 @@ class pg_inserter final : public row_inserter {
   }
 
  private:
+  /// A PostgreSQL source's COPY text, as it is: the same types' text in the same order.
+  void append_copy_lines(const schema::row_batch& batch, std::uint64_t first_seq) {
+    if (!with_seq_) {
+      buf_ += batch.copy_text;
+    } else {
+      std::string_view text = batch.copy_text;
+      std::uint64_t seq = first_seq;
+      while (!text.empty()) {
+        const auto end = text.find('\n');
+        const auto line = text.substr(0, end);
+        buf_.append(line);
+        buf_ += '\t';
+        append_int(buf_, static_cast<std::int64_t>(seq++));
+        buf_ += '\n';
+        text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
+      }
+    }
+    if (buf_.size() >= copy_chunk)
+      send();
+  }
+
   void start() {
     result_holder h(PQexec(conn_, copy_sql_.c_str()));
     if (PQresultStatus(h.r) != PGRES_COPY_IN)

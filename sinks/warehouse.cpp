@@ -103,6 +103,10 @@ class loader final : public table_writer {
                                    wh_.target_name(), wh_.dialect().qualified(request_.target)));
     if (batch.rows() == 0)
       return;
+    if (batch.is_copy_text() && wh_.dialect().name() != "postgres")
+      throw sink_error(fmt::format("target '{}': the load of {} got PostgreSQL COPY text, which "
+                                   "only a postgres target takes",
+                                   wh_.target_name(), wh_.dialect().qualified(request_.target)));
     if (batch.width != request_.columns.columns.size())
       throw sink_error(fmt::format("target '{}': batch has {} columns, the load of {} has {}",
                                    wh_.target_name(), batch.width,

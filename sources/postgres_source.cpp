@@ -283,6 +283,8 @@ class postgres_source final : public source {
     }
 
     const std::size_t batch_rows = request.batch_rows ? request.batch_rows : 8192;
+    if (request.copy_text && cursor.empty())
+      return pass_through(conn, qualified, names, types, batch_rows, consume);
     read_result out;
     schema::row_batch batch;
     batch.width = width;
@@ -362,6 +364,81 @@ class postgres_source final : public source {
   }
 
  private:
+  /// The COPY text as the server sent it, in batches of whole lines: what a PostgreSQL
+  /// target's COPY FROM takes. Each row is still split to check its field count and
+  /// that every decimal has a decimal representation (as the value path does).
+  read_result pass_through(lease& conn, const std::string& qualified,
+                           const std::vector<std::string>& names,
+                           const std::vector<portable_type>& types, std::size_t batch_rows,
+                           const batch_consumer& consume) {
+    constexpr std::string_view fix =
+        "check that the table and its columns still exist and that the user may read them";
+    read_result out;
+    schema::row_batch batch;
+    batch.width = names.size();
+    std::vector<bool> decimal(names.size());
+    bool any_decimal = false;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      decimal[i] = types[i].kind == type_kind::decimal;
+      any_decimal = any_decimal || decimal[i];
+    }
+    char* buf = nullptr;
+    int len = 0;
+    while ((len = PQgetCopyData(conn.get(), &buf, 0)) > 0) {
+      std::string_view row(buf, static_cast<std::size_t>(len));
+      if (!row.empty() && row.back() == '\n')
+        row.remove_suffix(1);
+      ++out.rows;
+      std::size_t fields = 0;
+      try {
+        split_copy_row(row, [&](std::size_t i, std::string_view text, bool is_null) {
+          ++fields;
+          if (any_decimal && i < names.size() && decimal[i] && !is_null && special_number(text))
+            throw error::bad_value(options_.name, qualified, names[i], text, types[i], out.rows);
+        });
+      } catch (...) {
+        PQfreemem(buf);
+        conn.discard();
+        throw;
+      }
+      if (fields != names.size()) {
+        PQfreemem(buf);
+        conn.discard();
+        throw error::read_failed(options_.name, qualified, "",
+                                 fmt::format("COPY row {} has {} fields, expected {}", out.rows,
+                                             fields, names.size()),
+                                 fix);
+      }
+      batch.copy_text.append(row);
+      batch.copy_text.push_back('\n');
+      ++batch.text_rows;
+      PQfreemem(buf);
+      if (batch.text_rows >= batch_rows) {
+        if (!consume(std::move(batch))) {
+          conn.discard();
+          return out;
+        }
+        batch = schema::row_batch{};
+        batch.width = names.size();
+      }
+    }
+    if (len == -2) {
+      conn.discard();
+      throw error::read_failed(options_.name, qualified, "", last_error(conn.get()), fix);
+    }
+    std::string reason;
+    while (PGresult* r = PQgetResult(conn.get())) {
+      if (PQresultStatus(r) != PGRES_COMMAND_OK && reason.empty())
+        reason = PQresultErrorMessage(r);
+      PQclear(r);
+    }
+    if (!reason.empty())
+      throw error::read_failed(options_.name, qualified, "", reason, fix);
+    if (batch.is_copy_text())
+      consume(std::move(batch));
+    return out;
+  }
+
   // Converts the server's text for one field; false when it has no such representation.
   static bool convert(std::string_view text, const portable_type& type, value& cell) {
     switch (type.kind) {
