@@ -400,35 +400,57 @@ class postgres_warehouse final : public warehouse_base {
   }
 
   std::size_t max_identifier_bytes() const override { return max_identifier; }
+  bool key_after_load() const override { return true; }
 
   /// The swapped-in table keeps the index names PostgreSQL gave the staging table
   /// ("orders__flotilla_staging_pkey"); the next staging table would collide with them,
-  /// so they take the live table's name instead.
+  /// so they take the live table's name instead. One DO block, run with the commit: the
+  /// server finds and renames them (a name over 63 bytes is cut at a character boundary
+  /// by the server, as Flotilla cut the staging name).
   std::vector<std::string> after_swap(const table_ref& staging, const table_ref& target) override {
-    static const char* sql =
-        "SELECT ic.relname FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid "
-        "JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE n.nspname = coalesce($1::name, current_schema()) AND c.relname = $2::name "
-        "ORDER BY ic.relname";
-    const char* params[2] = {target.schema.empty() ? nullptr : target.schema.c_str(),
-                             target.name.c_str()};
-    result_holder h(PQexecParams(conn_, sql, 2, nullptr, params, nullptr, nullptr, 0));
-    if (PQresultStatus(h.r) != PGRES_TUPLES_OK)
-      throw error(fmt::format("cannot read the indexes of {}: {}", dialect().qualified(target),
-                              trimmed(PQresultErrorMessage(h.r))));
-    std::vector<std::string> out;
+    const auto& d = dialect();
     const std::string prefix = truncated(staging.name);
-    for (const auto& row : collect(h.r)) {
-      const std::string& index = *row[0];
-      if (!index.starts_with(prefix))
-        continue;
-      table_ref from = target;
-      from.name = index;
-      const std::string renamed = truncated(target.name + index.substr(prefix.size()));
-      out.push_back(fmt::format("ALTER INDEX {} RENAME TO {}", dialect().qualified(from),
-                                dialect().quote(renamed)));
-    }
-    return out;
+    const std::string schema =
+        target.schema.empty() ? "pg_catalog.current_schema()" : d.literal(target.schema);
+    std::string body = fmt::format(
+        "DECLARE\n"
+        "  r record;\n"
+        "BEGIN\n"
+        "  FOR r IN\n"
+        "    SELECT ic.relname::text AS name FROM pg_catalog.pg_index i\n"
+        "    JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid\n"
+        "    JOIN pg_catalog.pg_class c ON c.oid = i.indrelid\n"
+        "    JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace\n"
+        "    WHERE n.nspname = {0} AND c.relname = {1}\n"
+        "      AND pg_catalog.left(ic.relname::text, pg_catalog.length({2})) = {2}\n"
+        "    ORDER BY 1\n"
+        "  LOOP\n"
+        "    EXECUTE pg_catalog.format('ALTER INDEX %I.%I RENAME TO %I', {0}, r.name,\n"
+        "      {3} || pg_catalog.substr(r.name, pg_catalog.length({2}) + 1));\n"
+        "  END LOOP;\n"
+        "END;",
+        schema, d.literal(target.name), d.literal(prefix), d.literal(target.name));
+    std::string tag = "$flotilla$";
+    for (int k = 1; body.find(tag) != std::string::npos; ++k)
+      tag = fmt::format("$flotilla{}$", k);
+    return {fmt::format("DO {0}\n{1}\n{0}", tag, body)};
+  }
+
+  /// BEGIN and the load's first statements in one round trip (a simple query runs them
+  /// in order and stops at the first error).
+  void begin_with(const std::vector<std::string>& statements) override {
+    std::string sql = "BEGIN";
+    for (const auto& s : statements)
+      sql += ";\n" + s;
+    run(sql);
+  }
+
+  /// The load's last statements and COMMIT in one round trip.
+  void run_and_commit(const std::vector<std::string>& statements) override {
+    std::string sql;
+    for (const auto& s : statements)
+      sql += s + ";\n";
+    run(sql + "COMMIT");
   }
 
  private:

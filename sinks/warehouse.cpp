@@ -55,40 +55,51 @@ class loader final : public table_writer {
          const std::optional<schema::table_schema>& live)
       : wh_(wh), request_(request) {
     const auto& d = wh_.dialect();
-    wh_.begin();
-    open_ = true;
-    try {
-      const table_ref& target = request_.target;
-      switch (request_.mode) {
-        case load_mode::replace:
-          into_ = sibling(target, staging_suffix, wh_.max_identifier_bytes());
-          wh_.run(d.drop_table(into_));  // a leftover of an earlier crash
-          wh_.run(d.create_table(into_, staging_columns(live, request_.columns, d.names())));
-          inserter_ = wh_.open_inserter(into_, request_.columns, false);
-          break;
-        case load_mode::append:
-          if (!live)
-            wh_.run(d.create_table(target, request_.columns));
-          into_ = target;
-          inserter_ = wh_.open_inserter(into_, request_.columns, false);
-          break;
-        case load_mode::merge: {
-          if (!live)
-            wh_.run(d.create_table(target, request_.columns));
-          into_ = sibling(target, merge_suffix, wh_.max_identifier_bytes());
-          schema::table_schema stage = request_.columns;
+    const table_ref& target = request_.target;
+    // The statements that open the load, sent with BEGIN where the engine allows.
+    std::vector<std::string> first;
+    switch (request_.mode) {
+      case load_mode::replace: {
+        into_ = sibling(target, staging_suffix, wh_.max_identifier_bytes());
+        first.push_back(d.drop_table(into_));  // a leftover of an earlier crash
+        schema::table_schema stage = staging_columns(live, request_.columns, d.names());
+        if (wh_.key_after_load()) {
           for (auto& c : stage.columns) {
-            c.nullable = true;
+            if (!c.key)
+              continue;
+            key_after_ += (key_after_.empty() ? "" : ", ") + d.quote(c.name);
             c.key = false;
+            c.nullable = false;
           }
-          stage.columns.push_back(
-              schema::column{std::string(seq_column), schema::portable_type::of(schema::type_kind::bigint)});
-          wh_.run(d.drop_table(into_));
-          wh_.run(d.create_table(into_, stage));
-          inserter_ = wh_.open_inserter(into_, request_.columns, true);
-          break;
         }
+        first.push_back(d.create_table(into_, stage));
+        break;
       }
+      case load_mode::append:
+        if (!live)
+          first.push_back(d.create_table(target, request_.columns));
+        into_ = target;
+        break;
+      case load_mode::merge: {
+        if (!live)
+          first.push_back(d.create_table(target, request_.columns));
+        into_ = sibling(target, merge_suffix, wh_.max_identifier_bytes());
+        schema::table_schema stage = request_.columns;
+        for (auto& c : stage.columns) {
+          c.nullable = true;
+          c.key = false;
+        }
+        stage.columns.push_back(
+            schema::column{std::string(seq_column), schema::portable_type::of(schema::type_kind::bigint)});
+        first.push_back(d.drop_table(into_));
+        first.push_back(d.create_table(into_, stage));
+        break;
+      }
+    }
+    open_ = true;  // from here on a failure rolls back
+    try {
+      wh_.begin_with(first);
+      inserter_ = wh_.open_inserter(into_, request_.columns, request_.mode == load_mode::merge);
     } catch (...) {
       abandon();
       throw;
@@ -136,24 +147,28 @@ class loader final : public table_writer {
     try {
       inserter_->finish();
       inserter_.reset();
+      // The statements that finish the load, sent with COMMIT where the engine allows.
+      std::vector<std::string> last;
       switch (request_.mode) {
         case load_mode::replace:
-          for (const auto& s : d.swap_in(into_, request_.target))
-            wh_.run(s);
-          for (const auto& s : wh_.after_swap(into_, request_.target))
-            wh_.run(s);
+          if (!key_after_.empty())
+            last.push_back(fmt::format("ALTER TABLE {} ADD PRIMARY KEY ({})", d.qualified(into_),
+                                       key_after_));
+          for (auto& s : d.swap_in(into_, request_.target))
+            last.push_back(std::move(s));
+          for (auto& s : wh_.after_swap(into_, request_.target))
+            last.push_back(std::move(s));
           break;
         case load_mode::append:
           break;
         case load_mode::merge:
-          for (const auto& s : merge_statements())
-            wh_.run(s);
-          wh_.run(d.drop_table(into_));
+          last = merge_statements();
+          last.push_back(d.drop_table(into_));
           break;
       }
       if (request_.commit_token)
-        wh_.run(token_statement());
-      wh_.commit_transaction();
+        last.push_back(token_statement());
+      wh_.run_and_commit(last);
       open_ = false;
       wh_.writer_closed();
     } catch (...) {
@@ -227,6 +242,7 @@ class loader final : public table_writer {
   warehouse_base& wh_;
   load_request request_;
   table_ref into_;
+  std::string key_after_;  ///< key columns added after the load (key_after_load)
   std::unique_ptr<row_inserter> inserter_;
   std::uint64_t rows_ = 0;
   bool open_ = false;
@@ -252,6 +268,18 @@ warehouse_base::~warehouse_base() = default;
 
 sink_error warehouse_base::error(std::string_view what) const {
   return sink_error(fmt::format("target '{}': {}", target_name_, what));
+}
+
+void warehouse_base::begin_with(const std::vector<std::string>& statements) {
+  begin();
+  for (const auto& s : statements)
+    run(s);
+}
+
+void warehouse_base::run_and_commit(const std::vector<std::string>& statements) {
+  for (const auto& s : statements)
+    run(s);
+  commit_transaction();
 }
 
 std::vector<std::string> warehouse_base::after_swap(const table_ref&, const table_ref&) {

@@ -64,6 +64,12 @@ class warehouse_base : public warehouse {
   virtual void run(const std::string& sql) = 0;
   virtual void begin() = 0;
   virtual void commit_transaction() = 0;
+  /// Begins a transaction and runs `statements` in it; an engine may send them together
+  /// (PostgreSQL: one round trip). Default: begin(), then run() each.
+  virtual void begin_with(const std::vector<std::string>& statements);
+  /// Runs `statements` in the open transaction, then commits it; an engine may send them
+  /// together. Default: run() each, then commit_transaction().
+  virtual void run_and_commit(const std::vector<std::string>& statements);
   /// Never throws: used on error paths and in destructors.
   virtual void rollback() noexcept = 0;
   /// Opens a bulk inserter into `table` for `columns` (in this order), plus the
@@ -79,6 +85,10 @@ class warehouse_base : public warehouse {
   /// Longest identifier the engine keeps, in bytes (longer ones are truncated by the
   /// engine, which could make a staging name collide with the live table); 0: no limit.
   [[nodiscard]] virtual std::size_t max_identifier_bytes() const { return 0; }
+  /// A full refresh creates its staging table without the primary key and adds it after
+  /// the rows are in (one sorted index build instead of one insert per row), as
+  /// pg_dump's output does. Default: false
+  [[nodiscard]] virtual bool key_after_load() const { return false; }
   /// Statements to run after a full refresh swapped the staging table in (PostgreSQL
   /// renames the swapped table's indexes so the next staging table can reuse theirs).
   [[nodiscard]] virtual std::vector<std::string> after_swap(const dialects::table_ref& staging,
