@@ -35,9 +35,10 @@ struct table_spec {
 
 struct pipeline_spec {
   sources::source_options source;
-  /// Selects the tables of the catalog and builds their specs. Runs in an I/O actor,
-  /// so it may read local state. Throwing fails the whole source.
-  std::function<std::vector<table_spec>(const sources::catalog&)> select;
+  /// Selects the tables of the catalog and builds their specs; the catalog is not used
+  /// afterwards, so it may move tables out of it. Runs in an I/O actor, so it may read
+  /// local state. Throwing fails the whole source.
+  std::function<std::vector<table_spec>(sources::catalog&)> select;
   /// Kept catalogs, for sources that offer a whole-source marker
   /// (sources::source::file_marker). `kept_catalog(marker, version)` returns the catalog
   /// kept for this source when it was read at that marker by that adapter version;

@@ -13,12 +13,11 @@
 
 namespace flotilla::cli {
 
-/// The record of a catalog just read at `catalog.file_marker` (which must be set).
-[[nodiscard]] storage::pb::SourceCatalog catalog_record(const sources::catalog& catalog,
-                                                       const sources::source_options& source,
-                                                       std::string_view reader,
-                                                       const std::string& run_id,
-                                                       std::int64_t now_us);
+/// The record of a catalog just read at `catalog.file_marker` (which must be set);
+/// nullopt when a column name holds a NUL byte (such a catalog is not kept).
+[[nodiscard]] std::optional<storage::pb::SourceCatalog> catalog_record(
+    const sources::catalog& catalog, const sources::source_options& source,
+    std::string_view reader, const std::string& run_id, std::int64_t now_us);
 
 /// The kept catalog, when `record` was read from this source (adapter and location), by
 /// this adapter version (`reader`), at `file_marker`; nullopt otherwise, or when the

@@ -203,7 +203,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     const std::string run_id = options.run_id;
     const bool plan_only = options.plan_only;
     ps.select = [project, src, target, target_index, filters, store, no_prune, allow_rebuild,
-                 only, reuse_staged, run_id, plan_only](const sources::catalog& cat) {
+                 only, reuse_staged, run_id, plan_only](sources::catalog& cat) {
       std::vector<std::string> names;
       names.reserve(cat.tables.size());
       std::unordered_map<std::string, const sources::source_table*> by_name;
@@ -221,6 +221,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       std::vector<std::string> keys;
       selected.reserve(names.size());
       keys.reserve(names.size());
+      // How many selected names take each catalog table: its last one takes it over.
+      std::vector<std::uint32_t> uses(cat.tables.size(), 0);
       for (auto& name : config::select_tables(*src, names, filters)) {
         auto found = by_name.find(name);
         const sources::source_table* table =
@@ -230,6 +232,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         std::string key = table_key(src->name, name);
         if (!only.empty() && !only.contains(key) && !only.contains(src->name + ".*"))
           continue;
+        ++uses[static_cast<std::size_t>(table - cat.tables.data())];
         selected.push_back({std::move(name), table});
         keys.push_back(std::move(key));
       }
@@ -252,7 +255,12 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         ts.target_index = target_index;
         ts.job.source_name = src->name;
         ts.job.target_name = target->name;
-        ts.job.table = *table;
+        // The catalog is this call's to use up: a table selected once is moved.
+        const auto index = static_cast<std::size_t>(table - cat.tables.data());
+        if (--uses[index] == 0)
+          ts.job.table = std::move(cat.tables[index]);
+        else
+          ts.job.table = *table;
         auto where = config::target_table(*target, *src, name);
         ts.job.target = dialects::table_ref{where.catalog, where.schema, where.name};
         auto& st = ts.job.settings;
@@ -348,7 +356,10 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         };
       ps.keep_catalog = [store, source, run_id](const sources::catalog& cat, std::string_view version) {
         // A failed write only costs the next run a catalog read.
-        (void)store->put(source.name, catalog_record(cat, source, version, run_id, now_us()));
+        if (auto record = catalog_record(cat, source, version, run_id, now_us()))
+          (void)store->put(source.name, *record);
+        else
+          (void)store->remove<storage::pb::SourceCatalog>(source.name);
       };
     }
     spec.pipelines.push_back(std::move(ps));

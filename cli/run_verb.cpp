@@ -330,9 +330,10 @@ int execute_run(const global_options& g, const run_request& a) {
   record_run(*store, a, run_id, started, j, reports);
   std::filesystem::path dir = std::filesystem::path(project->state_dir) / "runs" / run_id;
   std::filesystem::create_directories(dir);
-  std::ofstream(dir / "run.json") << j.dump(2) << "\n";
+  const std::string text = j.dump(2);
+  std::ofstream(dir / "run.json") << text << "\n";
   if (a.output == "json")
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", text);
   else
     print_run_text(j);
   if (g_cancel.load())

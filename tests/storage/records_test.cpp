@@ -117,10 +117,7 @@ TEST_CASE("a kept source catalog reads back as it was written, under the source'
   t->set_name("orders");
   t->set_marker("sqlite:1:2:3:4;c:00;s:01");
   t->set_has_marker(true);
-  auto* col = t->add_columns();
-  col->set_name("id");
-  col->set_type("bigint");
-  col->set_key(true);
+  t->set_columns(std::string("id\0bigint\0" "2", 11));
   REQUIRE(store.put("shop", c));
   auto back = store.get<pb::SourceCatalog>("shop");
   REQUIRE(back.has_value());
