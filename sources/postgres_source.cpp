@@ -161,6 +161,10 @@ std::string select_expr(const std::string& q, const portable_type& want, type_ki
   return q + "::text";
 }
 
+// What to do when a table's COPY fails.
+constexpr std::string_view fix =
+    "check that the table and its columns still exist and that the user may read them";
+
 bool special_number(std::string_view s) {
   return !s.empty() && (s[0] == 'N' || s[0] == 'I' || s[0] == 'i' || (s[0] == '-' && s.size() > 1 && s[1] == 'I'));
 }
@@ -272,8 +276,6 @@ class postgres_source final : public source {
     }
     const std::string sql = "COPY (" + select + ") TO STDOUT";
 
-    constexpr std::string_view fix =
-        "check that the table and its columns still exist and that the user may read them";
     lease conn = connect();
     {
       result_guard res;
@@ -343,12 +345,22 @@ class postgres_source final : public source {
         batch.cells.reserve(batch_rows * width);
       }
     }
+    end_copy(conn, len, qualified);
+    if (!batch.cells.empty())
+      consume(std::move(batch));
+    return out;
+  }
+
+ private:
+  /// After the last PQgetCopyData (`len`, -1 at the end, -2 on a lost connection): the
+  /// COPY's own result; throws read_failed when the COPY failed.
+  void end_copy(lease& conn, int len, const std::string& qualified) {
     if (len == -2) {
       conn.discard();
       throw error::read_failed(options_.name, qualified, "", last_error(conn.get()), fix);
     }
-    bool failed = false;
     std::string reason;
+    bool failed = false;
     while (PGresult* r = PQgetResult(conn.get())) {
       if (PQresultStatus(r) != PGRES_COMMAND_OK) {
         failed = true;
@@ -358,12 +370,8 @@ class postgres_source final : public source {
     }
     if (failed)
       throw error::read_failed(options_.name, qualified, "", reason, fix);
-    if (!batch.cells.empty())
-      consume(std::move(batch));
-    return out;
   }
 
- private:
   /// The COPY text as the server sent it, in batches of whole lines: what a PostgreSQL
   /// target's COPY FROM takes. Each row is still split to check its field count and
   /// that every decimal has a decimal representation (as the value path does).
@@ -371,8 +379,6 @@ class postgres_source final : public source {
                            const std::vector<std::string>& names,
                            const std::vector<portable_type>& types, std::size_t batch_rows,
                            const batch_consumer& consume) {
-    constexpr std::string_view fix =
-        "check that the table and its columns still exist and that the user may read them";
     read_result out;
     schema::row_batch batch;
     batch.width = names.size();
@@ -422,18 +428,7 @@ class postgres_source final : public source {
         batch.width = names.size();
       }
     }
-    if (len == -2) {
-      conn.discard();
-      throw error::read_failed(options_.name, qualified, "", last_error(conn.get()), fix);
-    }
-    std::string reason;
-    while (PGresult* r = PQgetResult(conn.get())) {
-      if (PQresultStatus(r) != PGRES_COMMAND_OK && reason.empty())
-        reason = PQresultErrorMessage(r);
-      PQclear(r);
-    }
-    if (!reason.empty())
-      throw error::read_failed(options_.name, qualified, "", reason, fix);
+    end_copy(conn, len, qualified);
     if (batch.is_copy_text())
       consume(std::move(batch));
     return out;
