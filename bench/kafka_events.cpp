@@ -92,9 +92,9 @@ kafka_produce_result flotilla_kafka_deliver(const std::string& bootstraps, const
                                             std::uint64_t count, std::size_t batch,
                                             bool protobuf_outbox) {
 #if FLOTILLA_BENCH_HAVE_EVENTS
-  // The outbox holds each event as its JSON line, the sink's format: the sink sends it as
-  // it is (a run's outbox holds protobuf, which a JSON sink encodes once; see
-  // docs/performance.md).
+  // The outbox holds each event as its JSON line, the sink's format, as a run's outbox
+  // does when every sink wants JSON: the sink sends it as it is. With a protobuf outbox
+  // (a run with a protobuf sink beside it) a JSON sink encodes each event once.
   std::vector<storage::pb::OutboxEntry> entries;
   entries.reserve(count);
   for (const auto& e : flotilla_events(count)) {
@@ -204,8 +204,9 @@ scenario_result run_kafka_events(bench_context& ctx) {
                                 "time, each call waiting for its acknowledgements; the raw "
                                 "producer flushes once at the end",
                                 batch));
-  r.notes.push_back(fmt::format("with the outbox a run writes (serialized Events, encoded to JSON "
-                                "by the sink once each): {} of raw librdkafka",
+  r.notes.push_back(fmt::format("with a protobuf outbox (what a run writes when a protobuf sink "
+                                "is configured beside the JSON one; serialized Events, encoded to "
+                                "JSON by this sink once each): {} of raw librdkafka",
                                 ratio_text(ratio_pb)));
   return r;
 }

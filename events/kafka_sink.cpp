@@ -521,6 +521,8 @@ result<std::unique_ptr<kafka_sink>> kafka_sink::create(const config::kafka_optio
 
 std::string kafka_sink::destination() const { return impl_->where(); }
 
+bool kafka_sink::wants_json() const { return impl_->options.format == config::event_format::json; }
+
 milliseconds kafka_sink::delivery_timeout() const { return impl_->timeout; }
 
 delivery kafka_sink::deliver(std::span<const storage::pb::OutboxEntry> batch,

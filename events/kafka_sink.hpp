@@ -41,6 +41,7 @@ class kafka_sink final : public event_sink {
   kafka_sink& operator=(const kafka_sink&) = delete;
 
   [[nodiscard]] std::string_view kind() const override { return "kafka"; }
+  [[nodiscard]] bool wants_json() const override;
   [[nodiscard]] std::string destination() const override;
   [[nodiscard]] std::chrono::milliseconds delivery_timeout() const override;
   /// Failures: FLT-E001 when no broker acknowledged in time (down, unreachable: the

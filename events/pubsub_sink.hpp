@@ -119,6 +119,7 @@ class pubsub_sink final : public event_sink {
                                                                    config::event_format format);
 
   [[nodiscard]] std::string_view kind() const override { return "pubsub"; }
+  [[nodiscard]] bool wants_json() const override { return format_ == config::event_format::json; }
   [[nodiscard]] std::string destination() const override;
   [[nodiscard]] std::chrono::milliseconds delivery_timeout() const override;
   [[nodiscard]] delivery deliver(std::span<const storage::pb::OutboxEntry> batch,

@@ -1,5 +1,6 @@
 #include "events/run_events.hpp"
 
+#include <algorithm>
 #include <tuple>
 #include <utility>
 
@@ -78,6 +79,11 @@ result<std::unique_ptr<run_events>> run_events::open(storage::state_store* store
   if (!log)
     return std::unexpected(std::move(log.error()));
   outbox = store != nullptr && (outbox || !sinks.empty());
+  // Every sink sends NDJSON: the outbox keeps the line each event already has, so the
+  // sinks send it as it is instead of decoding and encoding it again.
+  const bool json_payload =
+      !sinks.empty() && std::all_of(sinks.begin(), sinks.end(),
+                                    [](const auto& s) { return s->wants_json(); });
   std::unique_ptr<outbox_relay> relay;
   if (store != nullptr && !sinks.empty()) {
     relay = std::make_unique<outbox_relay>(*store, std::move(sinks), options.relay);
@@ -86,18 +92,19 @@ result<std::unique_ptr<run_events>> run_events::open(storage::state_store* store
   }
   return std::unique_ptr<run_events>(new run_events(store, std::move(*log), std::move(run_id),
                                                     std::move(project), std::move(relay), outbox,
-                                                    std::move(setup_errors)));
+                                                    json_payload, std::move(setup_errors)));
 }
 
 run_events::run_events(storage::state_store* store, event_log log, std::string run_id,
                        std::string project, std::unique_ptr<outbox_relay> relay, bool outbox,
-                       std::vector<error> setup_errors)
+                       bool json_payload, std::vector<error> setup_errors)
     : store_(store),
       log_(std::move(log)),
       run_id_(std::move(run_id)),
       project_(std::move(project)),
       relay_(std::move(relay)),
       outbox_(outbox),
+      json_payload_(json_payload),
       errors_(std::move(setup_errors)) {}
 
 run_events::~run_events() = default;
@@ -124,14 +131,20 @@ storage::pb::OutboxEntry run_events::stamp(pb::Event& e, std::string& lines) {
   e.set_timestamp_us(now_us());
   if (e.type().empty())
     e.set_type(std::string(payload_name(e)));
+  const std::size_t start = lines.size();
   lines += to_json(e);
-  lines += '\n';
   storage::pb::OutboxEntry entry;
   if (outbox_) {
     entry.set_key(event_key(e));
-    entry.set_payload(to_protobuf(e));
-    entry.set_format(storage::pb::PAYLOAD_FORMAT_PROTOBUF);
+    if (json_payload_) {
+      entry.set_payload(lines.substr(start));
+      entry.set_format(storage::pb::PAYLOAD_FORMAT_JSON);
+    } else {
+      entry.set_payload(to_protobuf(e));
+      entry.set_format(storage::pb::PAYLOAD_FORMAT_PROTOBUF);
+    }
   }
+  lines += '\n';
   return entry;
 }
 

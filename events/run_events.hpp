@@ -115,7 +115,8 @@ class run_events {
 
  private:
   run_events(storage::state_store* store, event_log log, std::string run_id, std::string project,
-             std::unique_ptr<outbox_relay> relay, bool outbox, std::vector<error> setup_errors);
+             std::unique_ptr<outbox_relay> relay, bool outbox, bool json_payload,
+             std::vector<error> setup_errors);
 
   /// Stamps and logs under the lock; returns the outbox entry to write (empty when the
   /// run has no outbox).
@@ -130,6 +131,7 @@ class run_events {
   std::string project_;
   std::unique_ptr<outbox_relay> relay_;
   bool outbox_;
+  bool json_payload_;  ///< outbox entries hold the NDJSON line (every sink wants JSON)
   bool finished_ = false;
 
   mutable std::mutex mu_;  // sequence order = file order = outbox order

@@ -38,6 +38,10 @@ class event_sink {
   [[nodiscard]] virtual std::string_view kind() const = 0;
   /// Where the events go, for messages: "brokers 127.0.0.1:9092, topic flotilla.events".
   [[nodiscard]] virtual std::string destination() const = 0;
+  /// True when the sink sends events as NDJSON lines (format = json): an outbox whose
+  /// sinks all want JSON stores the line itself, which such a sink sends as it is.
+  /// Default: false
+  [[nodiscard]] virtual bool wants_json() const { return false; }
   /// How long one deliver() waits for acknowledgements by default.
   [[nodiscard]] virtual std::chrono::milliseconds delivery_timeout() const = 0;
   /// Sends `batch` (ascending sequences) in order and waits until every entry is

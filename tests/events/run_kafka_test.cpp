@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -80,6 +81,23 @@ TEST_CASE("a run whose broker is down reports it, keeps the events, and the next
   CHECK(run["events"]["errors"][0].get<std::string>().find("FLT-E001") != std::string::npos);
   CHECK(run["events"]["pending"].get<int>() >= 4);
   const std::string first_run = run["run_id"];
+  {
+    // The only sink wants JSON: the outbox keeps each event's NDJSON line, byte for byte
+    // the line of the run's event log, for the sink to send as it is.
+    auto store = open_store(dir.path() / ".flotilla" / "state");
+    auto pending = store.scan_outbox();
+    REQUIRE(pending.has_value());
+    REQUIRE(pending->size() >= 4);
+    std::set<std::string> log_lines;
+    for (const auto& f : std::filesystem::recursive_directory_iterator(dir.path() / ".flotilla" / "runs"))
+      if (f.path().extension() == ".ndjson")
+        for (auto& line : read_lines(f.path()))
+          log_lines.insert(line);
+    for (const auto& e : *pending) {
+      CHECK(e.format() == flotilla::storage::pb::PAYLOAD_FORMAT_JSON);
+      CHECK(log_lines.contains(e.payload()));
+    }
+  }
 
   mock_kafka kafka("flotilla.events", 1);
   write_config(kafka.bootstraps());
