@@ -87,7 +87,7 @@ class warehouse_base : public warehouse {
   [[nodiscard]] virtual std::size_t max_identifier_bytes() const { return 0; }
   /// A full refresh creates its staging table without the primary key and adds it after
   /// the rows are in (one sorted index build instead of one insert per row), as
-  /// pg_dump's output does. Default: false
+  /// pg_dump's output does (PostgreSQL, DuckDB). Default: false
   [[nodiscard]] virtual bool key_after_load() const { return false; }
   /// Statements to run after a full refresh swapped the staging table in (PostgreSQL
   /// renames the swapped table's indexes so the next staging table can reuse theirs).
