@@ -11,6 +11,7 @@
 #include <libpq-fe.h>
 
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -293,22 +294,15 @@ class postgres_source final : public source {
     batch.cells.reserve(batch_rows * width);
     std::string scratch;
     value cursor_cell;
-    char* buf = nullptr;
-    int len = 0;
-    while ((len = PQgetCopyData(conn.get(), &buf, 0)) > 0) {
-      std::string_view row(buf, static_cast<std::size_t>(len));
-      if (!row.empty() && row.back() == '\n')
-        row.remove_suffix(1);
-      ++out.rows;
-      const std::size_t base = batch.cells.size();
-      batch.cells.resize(base + width);
-      std::size_t fields = 0;
-      try {
-        split_copy_row(row, [&](std::size_t i, std::string_view text, bool is_null) {
-          ++fields;
+    bool stopped = false;  // the consumer asked for no more rows
+    out.rows = copy_rows(
+        conn, qualified, names.size(),
+        [&](std::size_t i, std::string_view text, bool is_null, std::uint64_t at) {
+          if (i == 0)
+            batch.cells.resize(batch.cells.size() + width);
           if (i >= names.size())
             return;
-          value& cell = i < width ? batch.cells[base + i] : cursor_cell;
+          value& cell = i < width ? batch.cells[batch.cells.size() - width + i] : cursor_cell;
           if (is_null) {
             cell = value::null();
           } else {
@@ -317,41 +311,71 @@ class postgres_source final : public source {
               text = scratch;
             }
             if (!convert(text, types[i], cell))
-              throw error::bad_value(options_.name, qualified, names[i], text, types[i], out.rows);
+              throw error::bad_value(options_.name, qualified, names[i], text, types[i], at);
           }
           if (i == cursor_index && !cell.is_null())
             out.max_cursor = cursor_text(cell);
+        },
+        [&](std::string_view) {
+          if (batch.rows() < batch_rows)
+            return true;
+          if (!consume(std::move(batch))) {
+            stopped = true;
+            return false;
+          }
+          batch = schema::row_batch{};
+          batch.width = width;
+          batch.cells.reserve(batch_rows * width);
+          return true;
         });
-      } catch (...) {
-        PQfreemem(buf);
-        conn.discard();
-        throw;
-      }
-      PQfreemem(buf);
-      if (fields != names.size()) {
-        conn.discard();
-        throw error::read_failed(options_.name, qualified, "",
-                                 fmt::format("COPY row {} has {} fields, expected {}", out.rows,
-                                             fields, names.size()),
-                                 fix);
-      }
-      if (batch.rows() >= batch_rows) {
-        if (!consume(std::move(batch))) {
-          conn.discard();  // abandoning the COPY: closing the connection stops it
-          return out;
-        }
-        batch = schema::row_batch{};
-        batch.width = width;
-        batch.cells.reserve(batch_rows * width);
-      }
-    }
-    end_copy(conn, len, qualified);
-    if (!batch.cells.empty())
+    if (!stopped && !batch.cells.empty())
       consume(std::move(batch));
     return out;
   }
 
  private:
+  /// Reads the rows of the COPY started on `conn`: splits each one, handing every field
+  /// to `field(index, text, is_null, row_number)` (text still COPY-escaped), checks that
+  /// it had `expected` fields, then calls `row_done(row)` (the line without its newline);
+  /// false from it abandons the COPY. Returns the rows read.
+  template <class Field, class RowDone>
+  std::uint64_t copy_rows(lease& conn, const std::string& qualified, std::size_t expected,
+                          Field&& field, RowDone&& row_done) {
+    std::uint64_t rows = 0;
+    char* buf = nullptr;
+    int len = 0;
+    while ((len = PQgetCopyData(conn.get(), &buf, 0)) > 0) {
+      const std::unique_ptr<char, void (*)(void*)> held(buf, PQfreemem);
+      std::string_view row(buf, static_cast<std::size_t>(len));
+      if (!row.empty() && row.back() == '\n')
+        row.remove_suffix(1);
+      ++rows;
+      std::size_t fields = 0;
+      try {
+        split_copy_row(row, [&](std::size_t i, std::string_view text, bool is_null) {
+          ++fields;
+          field(i, text, is_null, rows);
+        });
+      } catch (...) {
+        conn.discard();
+        throw;
+      }
+      if (fields != expected) {
+        conn.discard();
+        throw error::read_failed(options_.name, qualified, "",
+                                 fmt::format("COPY row {} has {} fields, expected {}", rows,
+                                             fields, expected),
+                                 fix);
+      }
+      if (!row_done(row)) {
+        conn.discard();  // abandoning the COPY: closing the connection stops it
+        return rows;
+      }
+    }
+    end_copy(conn, len, qualified);
+    return rows;
+  }
+
   /// After the last PQgetCopyData (`len`, -1 at the end, -2 on a lost connection): the
   /// COPY's own result; throws read_failed when the COPY failed.
   void end_copy(lease& conn, int len, const std::string& qualified) {
@@ -388,48 +412,27 @@ class postgres_source final : public source {
       decimal[i] = types[i].kind == type_kind::decimal;
       any_decimal = any_decimal || decimal[i];
     }
-    char* buf = nullptr;
-    int len = 0;
-    while ((len = PQgetCopyData(conn.get(), &buf, 0)) > 0) {
-      std::string_view row(buf, static_cast<std::size_t>(len));
-      if (!row.empty() && row.back() == '\n')
-        row.remove_suffix(1);
-      ++out.rows;
-      std::size_t fields = 0;
-      try {
-        split_copy_row(row, [&](std::size_t i, std::string_view text, bool is_null) {
-          ++fields;
+    bool stopped = false;  // the consumer asked for no more rows
+    out.rows = copy_rows(
+        conn, qualified, names.size(),
+        [&](std::size_t i, std::string_view text, bool is_null, std::uint64_t at) {
           if (any_decimal && i < names.size() && decimal[i] && !is_null && special_number(text))
-            throw error::bad_value(options_.name, qualified, names[i], text, types[i], out.rows);
+            throw error::bad_value(options_.name, qualified, names[i], text, types[i], at);
+        },
+        [&](std::string_view row) {
+          batch.copy_text.append(row);
+          batch.copy_text.push_back('\n');
+          if (++batch.text_rows < batch_rows)
+            return true;
+          if (!consume(std::move(batch))) {
+            stopped = true;
+            return false;
+          }
+          batch = schema::row_batch{};
+          batch.width = names.size();
+          return true;
         });
-      } catch (...) {
-        PQfreemem(buf);
-        conn.discard();
-        throw;
-      }
-      if (fields != names.size()) {
-        PQfreemem(buf);
-        conn.discard();
-        throw error::read_failed(options_.name, qualified, "",
-                                 fmt::format("COPY row {} has {} fields, expected {}", out.rows,
-                                             fields, names.size()),
-                                 fix);
-      }
-      batch.copy_text.append(row);
-      batch.copy_text.push_back('\n');
-      ++batch.text_rows;
-      PQfreemem(buf);
-      if (batch.text_rows >= batch_rows) {
-        if (!consume(std::move(batch))) {
-          conn.discard();
-          return out;
-        }
-        batch = schema::row_batch{};
-        batch.width = names.size();
-      }
-    }
-    end_copy(conn, len, qualified);
-    if (batch.is_copy_text())
+    if (!stopped && batch.is_copy_text())
       consume(std::move(batch));
     return out;
   }

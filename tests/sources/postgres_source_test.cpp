@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 
 #include "sources/source.hpp"
@@ -240,6 +241,24 @@ TEST_CASE("postgres rows arrive in batches of batch_rows and reading stops when 
   src->read(req, [&](flotilla::schema::row_batch&&) { return ++calls < 2; });
   CHECK(calls == 2);
   // The source is still usable after an abandoned read.
+  CHECK(read_all(*src, t).rows.size() == 1000);
+
+  // COPY text batches: whole lines, batch_rows of them, and the same early stop.
+  req.copy_text = true;
+  std::vector<std::size_t> sizes;
+  std::string text;
+  src->read(req, [&](flotilla::schema::row_batch&& b) {
+    CHECK(b.cells.empty());
+    sizes.push_back(b.rows());
+    text += b.copy_text;
+    return true;
+  });
+  CHECK(sizes == std::vector<std::size_t>{300, 300, 300, 100});
+  CHECK(std::count(text.begin(), text.end(), '\n') == 1000);
+  CHECK(("\n" + text).find("\n1000\t1000\n") != std::string::npos);
+  calls = 0;
+  src->read(req, [&](flotilla::schema::row_batch&&) { return ++calls < 2; });
+  CHECK(calls == 2);
   CHECK(read_all(*src, t).rows.size() == 1000);
 }
 
