@@ -4,10 +4,12 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
 
+#include <caf/all.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -156,17 +158,576 @@ struct table_state {
   std::uint64_t copied = 0;
 };
 
-/// Changes of one batch, per table, in order; committed in one target transaction.
+/// Changes of one batch, per table, in order; committed in one target transaction. Each
+/// table actor fills its own part; the stream merges the parts of the tables a batch
+/// touched.
 struct batch {
   std::map<std::string, std::vector<table_step>> steps;  ///< by table key
   std::map<std::string, applied_position> positions;
   /// Change events (event targets, or [events.kafka] beside a relational target), in
   /// source order, delivered before the target commit.
   std::vector<change_message> events;
+  /// The source order of each event (its change's place in the stream), parallel to
+  /// `events`: the parts of several tables merge back into one order.
+  std::vector<std::uint64_t> event_order;
+  std::uint64_t order = 0;  ///< the change being handled
+  /// Changes of held tables, kept in RocksDB before the batch commits (by table key).
+  std::map<std::string, std::vector<pb::HeldChange>> kept;
+  /// Holds opened by this batch's DDL: their reviews are written before it commits.
+  std::vector<pb::HoldRecord> holds;
+  /// A change the stream cannot carry (seed 002 "stop"): the batch does not commit.
+  std::string stop;
+  std::uint64_t stop_order = 0;
   lsn_t end_lsn = 0;
   std::uint64_t changes = 0;
   std::uint64_t transactions = 0;
   [[nodiscard]] bool empty() const { return transactions == 0 && steps.empty() && positions.empty(); }
+
+  /// Adds another table's part; the events are put back in source order by sort_events().
+  void merge(batch&& part) {
+    for (auto& [key, s] : part.steps)
+      steps[key] = std::move(s);
+    for (auto& [name, p] : part.positions)
+      positions[name] = std::move(p);
+    for (std::size_t i = 0; i < part.events.size(); ++i) {
+      events.push_back(std::move(part.events[i]));
+      event_order.push_back(part.event_order[i]);
+    }
+    for (auto& [key, k] : part.kept)
+      kept[key] = std::move(k);
+    for (auto& h : part.holds)
+      holds.push_back(std::move(h));
+    if (!part.stop.empty() && (stop.empty() || part.stop_order < stop_order)) {
+      stop = std::move(part.stop);
+      stop_order = part.stop_order;
+    }
+    changes += part.changes;
+  }
+
+  void sort_events() {
+    std::vector<std::size_t> idx(events.size());
+    for (std::size_t i = 0; i < idx.size(); ++i)
+      idx[i] = i;
+    std::stable_sort(idx.begin(), idx.end(),
+                     [&](std::size_t a, std::size_t b) { return event_order[a] < event_order[b]; });
+    std::vector<change_message> sorted;
+    sorted.reserve(events.size());
+    for (std::size_t i : idx)
+      sorted.push_back(std::move(events[i]));
+    events = std::move(sorted);
+    std::sort(event_order.begin(), event_order.end());
+  }
+};
+
+/// A DDL log row about a captured table, routed to that table with the target's live
+/// shape of it (read by the stream, which owns the target connection) when the batch
+/// has no earlier DDL of the table.
+struct ddl_change {
+  ddl_event event;
+  nlohmann::json fields;  ///< the log row, kept as it is while the table is held
+  std::optional<schema::table_schema> live;
+};
+
+/// One change of a table's transaction, as the table actor receives it.
+using table_change = std::variant<relation_message, insert_message, update_message,
+                                  delete_message, truncate_message, ddl_change>;
+struct ordered_change {
+  std::uint64_t order;  ///< place in the stream: events merge back in this order
+  table_change change;
+};
+
+/// What every table of one (source, target) stream shares: set once the target and the
+/// publisher are open, then only read (by every table actor at once).
+struct stream_context {
+  std::string project;
+  std::string source;
+  std::string target;          ///< the target's name
+  bool event_target = false;   ///< the target is a Kafka or Pub/Sub target
+  bool relational = false;     ///< rows are applied to a DuckDB or PostgreSQL target
+  bool events = false;         ///< change events are published (event target or [events.kafka])
+  config::event_format format = config::event_format::json;
+  target_kind kind = target_kind::postgres;
+};
+
+std::string display(const dialects::table_ref& t) {
+  return t.schema.empty() ? t.name : t.schema + "." + t.name;
+}
+
+/// Seed 002 and 003 for one table: what each source change does to its target rows, its
+/// events, its shape and its hold. Pure: no connection and no store; what must be written
+/// (kept changes, new holds) goes into the batch for the stream to write before commit.
+class table_logic {
+ public:
+  explicit table_logic(stream_context cx) : cx_(std::move(cx)) {}
+  [[nodiscard]] const stream_context& context() const { return cx_; }
+
+  /// One change of the transaction ending at `at`. `kept_any` becomes true when the
+  /// change was kept for the table's review.
+  void handle(table_state& t, batch& b, lsn_t at, const table_change& c, bool& kept_any) const {
+    if (auto* rel = std::get_if<relation_message>(&c)) {
+      on_relation(t, *rel);
+      return;
+    }
+    if (auto* d = std::get_if<ddl_change>(&c)) {
+      on_ddl(t, b, *d, at, kept_any);
+      return;
+    }
+    if (at <= t.applied || t.state == table_state::mode::removed)
+      return;
+    const bool held = t.state == table_state::mode::held && at >= t.hold_position;
+    if (held && at <= t.kept_through)
+      return;  // kept before a restart
+    if (std::holds_alternative<truncate_message>(c)) {
+      if (held) {
+        keep(t, b, "truncate", at, std::nullopt, std::nullopt);
+        kept_any = true;
+        return;
+      }
+      if (cx_.relational)
+        b.steps[t.key].emplace_back(std::in_place_type<truncate_step>);
+      else if (!t.layout.key.empty())
+        truncate_stop(t);
+      add_table_event(b, t, "truncate", at);
+    } else if (auto* i = std::get_if<insert_message>(&c)) {
+      tuple row = to_layout(t, i->row);
+      if (held) {
+        keep(t, b, "insert", at, std::nullopt, row);
+      } else {
+        apply_insert(b, t, row);
+        add_row_event(b, t, "insert", at, &row, &row, nullptr);
+      }
+    } else if (auto* u = std::get_if<update_message>(&c)) {
+      tuple row = to_layout(t, u->row);
+      std::optional<tuple> old;
+      if (u->old_row)
+        old = to_layout(t, *u->old_row);
+      if (held) {
+        keep(t, b, "update", at, old, row);
+      } else {
+        apply_update(b, t, old, row);
+        add_row_event(b, t, "update", at, &row, &row, old ? &*old : nullptr);
+      }
+    } else if (auto* d = std::get_if<delete_message>(&c)) {
+      tuple old = to_layout(t, d->old_row);
+      if (held) {
+        keep(t, b, "delete", at, old, std::nullopt);
+      } else {
+        apply_remove(b, t, old);
+        add_row_event(b, t, "delete", at, &old, nullptr, nullptr);
+      }
+    }
+    if (held) {
+      kept_any = true;
+    } else {
+      note_position(b, t, at);
+      ++b.changes;
+      ++t.changes;
+    }
+  }
+
+  /// Seed 002's decision on the DDL `e` of `t` at `at`, against the target's live shape
+  /// `live` when `read_live`. A stop throws; an applied change adds its statements and
+  /// schema change event to `b` and gives `t` the new shape; a held one is returned as
+  /// it is.
+  outcome decide_into(batch& b, table_state& t, const ddl_event& e, lsn_t at,
+                      const std::optional<schema::table_schema>& live, bool read_live) const {
+    target_info info;
+    info.name = cx_.target;
+    info.kind = cx_.kind;
+    info.table = t.target;
+    if (read_live && cx_.relational)
+      info.actual = live;
+    outcome o = decide_ddl(cx_.source, t.name, t.columns, e, format_lsn(at), info);
+    if (auto* st = std::get_if<stopped>(&o))
+      throw stop_error(fmt::format("{} [{}] {}", st->message, st->code, st->remedy));
+    if (auto* a = std::get_if<applied>(&o)) {
+      if (!a->statements.empty() && cx_.relational)
+        b.steps[t.key].emplace_back(std::in_place_type<ddl_step>, ddl_step{a->statements});
+      t.columns = e.columns;
+      t.layout = layout_of(t.columns);
+      add_table_event(b, t, "schema_change", at, e.ddl, "applied");
+    }
+    return o;
+  }
+
+  /// Holds the table at the change `e` (seed 003): a review awaiting a decision, added
+  /// to `b.holds` for the stream to write.
+  void open_hold(batch& b, table_state& t, pb::HoldRecord h, const ddl_event& e, lsn_t at) const {
+    h.set_target(cx_.target);
+    h.set_table(t.key);
+    h.set_position(format_lsn(at));
+    nlohmann::json detail{{"columns_before", columns_json(t.columns)},
+                          {"columns_after", columns_json(e.columns)},
+                          {"ddl", e.ddl}};
+    h.set_detail(detail.dump());
+    b.holds.push_back(std::move(h));
+    t.state = table_state::mode::held;
+    t.hold_position = at;
+    t.columns = e.columns;
+    t.layout = layout_of(t.columns);
+  }
+
+  /// A kept change, whose tuples name their columns, under the table's current shape.
+  void replay_change(batch& b, table_state& t, const nlohmann::json& j) const {
+    const std::string op = j.value("op", "");
+    const lsn_t at = parse_lsn(j.value("position", std::string{})).value_or(t.kept_through);
+    if (op == "truncate") {
+      if (cx_.relational)
+        b.steps[t.key].emplace_back(std::in_place_type<truncate_step>);
+      else if (!t.layout.key.empty())
+        truncate_stop(t);
+      add_table_event(b, t, "truncate", at);
+      return;
+    }
+    std::vector<std::string> names = j.value("columns", std::vector<std::string>{});
+    auto remap = [&](const nlohmann::json& a) {
+      tuple in = json_tuple(a);
+      tuple out(t.layout.names.size());
+      for (std::size_t i = 0; i < names.size() && i < in.size(); ++i)
+        for (std::size_t k = 0; k < t.layout.names.size(); ++k)
+          if (t.layout.names[k] == names[i])
+            out[k] = in[i];
+      return out;
+    };
+    std::optional<tuple> row;
+    std::optional<tuple> old;
+    if (j.contains("row"))
+      row = remap(j["row"]);
+    if (j.contains("old"))
+      old = remap(j["old"]);
+    if (op == "insert" && row) {
+      apply_insert(b, t, *row);
+      add_row_event(b, t, op, at, &*row, &*row, nullptr);
+    } else if (op == "update" && row) {
+      apply_update(b, t, old, *row);
+      add_row_event(b, t, op, at, &*row, &*row, old ? &*old : nullptr);
+    } else if (op == "delete" && old) {
+      apply_remove(b, t, *old);
+      add_row_event(b, t, op, at, &*old, nullptr, nullptr);
+    }
+    ++b.changes;
+    ++t.changes;
+  }
+
+  /// A row change event, keyed by the table and the row key (the table alone for a
+  /// keyless table) so one row's changes stay in order.
+  void add_row_event(batch& b, const table_state& t, std::string op, lsn_t at,
+                     const tuple* key_row, const tuple* row, const tuple* old_row) const {
+    if (!cx_.events)
+      return;
+    change_event e = event_base(t, "row_change", at);
+    e.op = std::move(op);
+    std::string key = t.key;
+    if (key_row && !t.layout.key.empty()) {
+      e.key = values_of(t, *key_row, true);
+      nlohmann::json k = nlohmann::json::object();
+      for (const auto& v : e.key)
+        k[v.column] = v.text ? nlohmann::json(*v.text) : nlohmann::json(nullptr);
+      key += ":" + k.dump();
+    }
+    if (row)
+      e.row = values_of(t, *row, false);
+    if (old_row && !t.layout.key.empty())
+      e.old_key = values_of(t, *old_row, true);
+    push_event(b, t, e, std::move(key));
+  }
+
+ private:
+  void on_relation(table_state& t, const relation_message& rel) const {
+    t.map.assign(rel.columns.size(), static_cast<std::size_t>(-1));
+    for (std::size_t i = 0; i < rel.columns.size(); ++i) {
+      for (std::size_t k = 0; k < t.layout.names.size(); ++k)
+        if (t.layout.names[k] == rel.columns[i].name)
+          t.map[i] = k;
+      if (t.map[i] == static_cast<std::size_t>(-1) && t.state == table_state::mode::streaming)
+        throw stop_error(fmt::format(
+            "source '{}': table '{}' has column '{}' in the change stream that no captured "
+            "DDL added (was the event trigger flotilla_ddl_end disabled?); run `flotilla "
+            "stream --reload` to copy every table again",
+            cx_.source, t.name, rel.columns[i].name));
+    }
+  }
+
+  void on_ddl(table_state& t, batch& b, const ddl_change& d, lsn_t at, bool& kept_any) const {
+    const ddl_event& e = d.event;
+    if (at <= t.applied || t.state == table_state::mode::removed)
+      return;
+    if (t.state == table_state::mode::held) {
+      if (at > t.kept_through) {
+        // A later change of a held table is kept in order with its rows and decided when
+        // the replay reaches it (earliest first); the rows after it are kept under the
+        // shape they arrive in.
+        nlohmann::json j{{"op", "ddl"},
+                         {"position", format_lsn(at)},
+                         {"columns", t.layout.names},
+                         {"event", d.fields}};
+        pb::HeldChange c;
+        c.set_position(format_lsn(at));
+        c.set_payload(j.dump());
+        b.kept[t.key].push_back(std::move(c));
+        kept_any = true;
+        if (!e.dropped) {
+          t.columns = e.columns;
+          t.layout = layout_of(t.columns);
+        }
+      }
+      return;
+    }
+    // The live target shape: a table altered by hand stops at the change (seed 002). The
+    // batch before this DDL is committed already, so the live shape is the stream's.
+    // An earlier DDL of the same transaction is in the batch, not yet on the target: the
+    // live shape would differ by that change alone, so it is not checked then.
+    bool pending_ddl = false;
+    if (auto it = b.steps.find(t.key); it != b.steps.end())
+      for (const auto& step : it->second)
+        pending_ddl = pending_ddl || std::holds_alternative<ddl_step>(step);
+    outcome o = decide_into(b, t, e, at, d.live, !pending_ddl);
+    if (std::holds_alternative<applied>(o)) {
+      b.positions[t.name] = {at, columns_json(t.columns)};
+      return;
+    }
+    open_hold(b, t, std::get<held>(o).hold, e, at);
+    t.kept_through = at;
+  }
+
+  /// The table's position in this batch; its shape is serialized once per batch.
+  static void note_position(batch& b, const table_state& t, lsn_t at) {
+    auto [it, inserted] = b.positions.try_emplace(t.name);
+    it->second.lsn = at;
+    if (inserted || it->second.columns.empty())
+      it->second.columns = columns_json(t.columns);
+  }
+
+  static net_changes& current_net(batch& b, const table_state& t) {
+    auto& steps = b.steps[t.key];
+    if (steps.empty() || !std::holds_alternative<net_changes>(steps.back()) ||
+        std::get<net_changes>(steps.back()).layout != t.layout) {
+      net_changes n;
+      n.layout = t.layout;
+      steps.emplace_back(std::move(n));
+    }
+    return std::get<net_changes>(steps.back());
+  }
+
+  static keyless_changes& current_keyless(batch& b, const table_state& t) {
+    auto& steps = b.steps[t.key];
+    if (steps.empty() || !std::holds_alternative<keyless_changes>(steps.back()) ||
+        std::get<keyless_changes>(steps.back()).layout != t.layout) {
+      keyless_changes k;
+      k.layout = t.layout;
+      steps.emplace_back(std::move(k));
+    }
+    return std::get<keyless_changes>(steps.back());
+  }
+
+  // Row changes onto a relational target: by key, or in order for a keyless table.
+  void apply_insert(batch& b, const table_state& t, const tuple& row) const {
+    if (!cx_.relational)
+      return;
+    if (t.layout.key.empty())
+      current_keyless(b, t).insert(row);
+    else
+      current_net(b, t).insert(row);
+  }
+  void apply_update(batch& b, const table_state& t, const std::optional<tuple>& old,
+                    const tuple& row) const {
+    if (!cx_.relational)
+      return;
+    if (t.layout.key.empty())
+      current_keyless(b, t).update(old, row);
+    else
+      current_net(b, t).update(old, row);
+  }
+  void apply_remove(batch& b, const table_state& t, const tuple& old) const {
+    if (!cx_.relational)
+      return;
+    if (t.layout.key.empty())
+      current_keyless(b, t).remove(old);
+    else
+      current_net(b, t).remove(old);
+  }
+
+  static tuple to_layout(const table_state& t, const tuple& in) {
+    tuple out(t.layout.names.size());
+    for (std::size_t i = 0; i < in.size() && i < t.map.size(); ++i)
+      if (t.map[i] < out.size())
+        out[t.map[i]] = in[i];
+    return out;
+  }
+
+  static void keep(const table_state& t, batch& b, const char* op, lsn_t at,
+                   const std::optional<tuple>& old_row, const std::optional<tuple>& row) {
+    nlohmann::json j{{"op", op}, {"columns", t.layout.names}, {"position", format_lsn(at)}};
+    if (old_row)
+      j["old"] = tuple_json(*old_row);
+    if (row)
+      j["row"] = tuple_json(*row);
+    pb::HeldChange c;
+    c.set_position(format_lsn(at));
+    c.set_payload(j.dump());
+    b.kept[t.key].push_back(std::move(c));
+  }
+
+  static std::vector<change_value> values_of(const table_state& t, const tuple& row,
+                                             bool key_only) {
+    std::vector<change_value> out;
+    auto one = [&](std::size_t i) {
+      if (i >= row.size() || i >= t.layout.names.size())
+        return;
+      change_value v;
+      v.column = t.layout.names[i];
+      v.unchanged = row[i].type == tuple_value::kind::unchanged;
+      if (row[i].type == tuple_value::kind::text)
+        v.text = row[i].text;
+      out.push_back(std::move(v));
+    };
+    if (key_only)
+      for (std::size_t i : t.layout.key)
+        one(i);
+    else
+      for (std::size_t i = 0; i < t.layout.names.size(); ++i)
+        one(i);
+    return out;
+  }
+
+  change_event event_base(const table_state& t, std::string type, lsn_t at) const {
+    change_event e;
+    e.type = std::move(type);
+    e.project = cx_.project;
+    e.source = cx_.source;
+    e.table = t.name;
+    e.target = cx_.event_target ? cx_.target : display(t.target);
+    e.position = format_lsn(at);
+    return e;
+  }
+
+  void push_event(batch& b, const table_state& t, const change_event& e, std::string key) const {
+    b.events.push_back({std::move(key), t.key, e.type, encode(e, cx_.format)});
+    b.event_order.push_back(b.order);
+  }
+
+  /// A truncate or schema change event, keyed by the table name.
+  void add_table_event(batch& b, const table_state& t, std::string type, lsn_t at,
+                       std::string ddl = {}, std::string outcome = {}) const {
+    if (!cx_.events)
+      return;
+    change_event e = event_base(t, std::move(type), at);
+    e.ddl = std::move(ddl);
+    e.outcome = std::move(outcome);
+    if (e.type == "schema_change")
+      e.columns = t.layout.names;
+    push_event(b, t, e, t.key);
+  }
+
+  /// Seed 002: an event target cannot express a truncate of a keyed table as keyed events.
+  [[noreturn]] void truncate_stop(const table_state& t) const {
+    throw stop_error(fmt::format(
+        "{} [{}] Reload the stream (flotilla stream --reload), which publishes every row "
+        "again",
+        stop_message(t.name, fmt::format("TRUNCATE of {}, which has a row key, cannot be "
+                                         "published as keyed events on {} target '{}'",
+                                         t.name, to_string(cx_.kind), cx_.target)),
+        code_truncate_keyed_event));
+  }
+
+  stream_context cx_;
+};
+
+// ---- table actors ------------------------------------------------------------------
+// Each captured table is an actor owning its state: shape, applied position, hold, and
+// the queue of its changes not yet committed. The source's stream thread reads the
+// replication connection, routes each transaction's changes to the tables they touch,
+// and at a batch boundary takes every touched table's part, writes what the parts keep
+// and hold, and commits them in one target transaction. The table actors never block:
+// every connection and the state store belong to the stream thread.
+
+/// A transaction's changes of one table, in source order.
+struct table_changes {
+  lsn_t at = 0;
+  std::shared_ptr<std::vector<ordered_change>> changes;
+};
+/// A table's part of the batch, taken by the stream at a batch boundary.
+struct table_part {
+  std::size_t index = 0;
+  std::shared_ptr<batch> part;
+};
+/// The table's whole state: lent to the stream thread for a review decision (a replay,
+/// a resync) at a batch boundary, and given back after it.
+struct table_lent {
+  std::size_t index = 0;
+  std::shared_ptr<table_state> state;
+};
+/// The batch holding the table's changes up to `at` committed.
+struct table_committed {
+  lsn_t at = 0;
+};
+
+}  // namespace
+}  // namespace flotilla::cdc
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(flotilla::cdc::table_changes)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(flotilla::cdc::table_part)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(flotilla::cdc::table_lent)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(flotilla::cdc::table_committed)
+
+namespace flotilla::cdc {
+namespace {
+
+using take_atom = caf::atom_constant<caf::atom("take")>;
+using lend_atom = caf::atom_constant<caf::atom("lend")>;
+
+struct table_actor_state {
+  table_state table;
+  batch pending;  ///< the table's changes since the last batch boundary
+  bool stopped = false;
+};
+
+caf::behavior table_actor(caf::stateful_actor<table_actor_state>* self, std::size_t index,
+                          std::shared_ptr<table_state> initial, const table_logic* logic) {
+  self->state.table = std::move(*initial);
+  return {
+      [=](table_changes& m) {
+        auto& st = self->state;
+        if (st.stopped)
+          return;  // the batch will not commit: the stream stops at the first stop
+        try {
+          bool kept_any = false;
+          for (const auto& c : *m.changes) {
+            st.pending.order = c.order;
+            logic->handle(st.table, st.pending, m.at, c.change, kept_any);
+          }
+          // Changes of this transaction are kept in RocksDB before the batch commits.
+          if (kept_any)
+            st.table.kept_through = m.at;
+        } catch (const std::exception& e) {
+          st.stopped = true;
+          st.pending.stop = e.what();
+          st.pending.stop_order = st.pending.order;
+        }
+      },
+      [=](take_atom, const caf::actor& reply_to) {
+        auto part = std::make_shared<batch>(std::move(self->state.pending));
+        self->state.pending = batch{};
+        self->send(reply_to, table_part{index, std::move(part)});
+      },
+      [=](table_committed& m) {
+        self->state.table.applied = std::max(self->state.table.applied, m.at);
+      },
+      [=](lend_atom, const caf::actor& reply_to) {
+        self->send(reply_to,
+                   table_lent{index, std::make_shared<table_state>(self->state.table)});
+      },
+      [=](table_lent& m) { self->state.table = std::move(*m.state); },
+  };
+}
+
+/// A table as the stream thread knows it once its actor owns its state: what never
+/// changes, and the actor.
+struct table_slot {
+  std::string name;
+  std::string key;
+  dialects::table_ref target;
+  caf::actor actor;
 };
 
 class source_stream {
@@ -174,8 +735,8 @@ class source_stream {
   /// `target` is the source's `index`-th stream target (config::stream_targets_of): the
   /// first keeps the source's own slot and position keys, the others get their own.
   source_stream(const stream_options& o, const config::source_config& s, std::string target,
-                std::size_t index)
-      : o_(o), src_(s), tgt_name_(std::move(target)) {
+                std::size_t index, caf::actor_system& system)
+      : o_(o), src_(s), tgt_name_(std::move(target)), system_(system) {
     wh_ = o.project->find_target(tgt_name_);
     ev_ = o.project->find_event_target(tgt_name_);
     slot_ = slot_name(*o.project, s, index == 0 ? "" : tgt_name_);
@@ -188,9 +749,13 @@ class source_stream {
     summary_.slot = slot_;
   }
 
+  ~source_stream() { stop_tables(); }
+
   source_summary run() {
+    self_ = std::make_unique<caf::scoped_actor>(system_);
     try {
       start();
+      spawn_tables();
       loop();
       summary_.status = "stopped";
     } catch (const stop_error& e) {
@@ -201,6 +766,14 @@ class source_stream {
       summary_.error = e.what();
     }
     summary_.position = format_lsn(confirmed_);
+    try {
+      take_back_tables();
+    } catch (const std::exception& e) {
+      if (!summary_.error)
+        summary_.error = e.what();
+      summary_.status = "failed";
+    }
+    stop_tables();
     for (const auto& t : tables_) {
       summary_.tables.push_back(
           {src_.name, t.name, display(t.target),
@@ -213,10 +786,6 @@ class source_stream {
   }
 
  private:
-  static std::string display(const dialects::table_ref& t) {
-    return t.schema.empty() ? t.name : t.schema + "." + t.name;
-  }
-
   [[nodiscard]] bool cancelled() const { return o_.cancel && o_.cancel->load(); }
 
   // ---- setup ------------------------------------------------------------------------
@@ -242,6 +811,7 @@ class source_stream {
       throw std::runtime_error(fmt::format("source '{}': target '{}' is not defined",
                                            src_.name, tgt_name_));
     }
+    make_logic();
     select_tables();
 
     auto saved = o_.store->get<pb::CdcPosition>(pos_prefix_ + src_.name);
@@ -308,6 +878,9 @@ class source_stream {
         const auto dot = name.find('.');
         t.target = dialects::table_ref{"", name.substr(0, dot), name.substr(dot + 1)};
       }
+      by_name_[t.name] = tables_.size();
+      by_key_[t.key] = tables_.size();
+      slots_.push_back({t.name, t.key, t.target, nullptr});
       tables_.push_back(std::move(t));
     }
     read_catalog_shapes();
@@ -326,9 +899,9 @@ class source_stream {
           t.layout = layout_of(t.columns);
         }
     }
-    for (auto& t : tables_)
-      if (t.relid != 0)
-        by_relid_[t.relid] = &t;
+    for (std::size_t i = 0; i < tables_.size(); ++i)
+      if (tables_[i].relid != 0)
+        by_relid_[tables_[i].relid] = i;
   }
 
 
@@ -473,7 +1046,7 @@ class source_stream {
             row[i].type = tuple_value::kind::text;
             row[i].text = std::string(text);
           });
-          add_row_event(b, t, "read", at, &row, &row, nullptr);
+          logic_->add_row_event(b, t, "read", at, &row, &row, nullptr);
           ++n;
           if (b.events.size() >= 5000)
             send();
@@ -638,23 +1211,26 @@ class source_stream {
     if (!reviews)
       throw std::runtime_error(reviews.error().message);
     for (const auto& r : *reviews) {
-      table_state* t = find_key(r.hold.table());
-      if (!t)
+      auto it = by_key_.find(r.hold.table());
+      if (it == by_key_.end())
         continue;
-      const bool was_held = t->state == table_state::mode::held;
-      if (r.hold.state() == pb::HOLD_STATE_REMOVED) {
-        t->state = table_state::mode::removed;
-      } else if (ready_to_replay(r)) {
-        replay(*t, r);
-      } else if (resync_requested(r)) {
-        resync(*t, r);
-      } else if (holds_table(r)) {
-        if (!was_held)
-          hold_from_record(*t, r.hold);
-        continue;
-      }
-      if (was_held && o_.progress)
-        --o_.progress->tables_held;
+      // The table's actor lends its state for the decision, at this batch boundary.
+      with_table(it->second, [&](table_state& t) {
+        const bool was_held = t.state == table_state::mode::held;
+        if (r.hold.state() == pb::HOLD_STATE_REMOVED) {
+          t.state = table_state::mode::removed;
+        } else if (ready_to_replay(r)) {
+          replay(t, r);
+        } else if (resync_requested(r)) {
+          resync(t, r);
+        } else if (holds_table(r)) {
+          if (!was_held)
+            hold_from_record(t, r.hold);
+          return;
+        }
+        if (was_held && o_.progress)
+          --o_.progress->tables_held;
+      });
     }
   }
 
@@ -711,7 +1287,7 @@ class source_stream {
       auto j = nlohmann::json::parse(c.payload(), nullptr, false);
       if (j.is_object() && j.value("op", "") == "ddl" && at > t.applied) {
         ddl_event e = parse_ddl_event(json_fields(j["event"]));
-        outcome o = decide_into(b, t, e, at, false);
+        outcome o = logic_->decide_into(b, t, e, at, std::nullopt, false);
         if (std::holds_alternative<applied>(o)) {
           last_seq = c.sequence();
           last = std::max(last, at);
@@ -724,7 +1300,9 @@ class source_stream {
         t.applied = last;
         // The change itself lives on in the new review, not in the kept queue.
         check(finish_replay(*o_.store, r, c.sequence(), now_us()));
-        open_hold(t, std::get<held>(o).hold, e, at);
+        batch hold;
+        logic_->open_hold(hold, t, std::get<held>(o).hold, e, at);
+        write_holds(hold, false);
         for (const auto& later : *kept) {
           auto lj = nlohmann::json::parse(later.payload(), nullptr, false);
           if (later.sequence() > c.sequence() && lj.is_object() && lj.value("op", "") == "ddl") {
@@ -744,7 +1322,7 @@ class source_stream {
         continue;
       last = std::max(last, at);
       if (j.is_object())
-        replay_change(b, t, j);
+        logic_->replay_change(b, t, j);
     }
     last = std::max(last, t.kept_through);
     b.positions[t.name] = {last, columns_json(t.columns)};
@@ -810,53 +1388,9 @@ class source_stream {
     act_on_reviews();
   }
 
-  /// A kept change, whose tuples name their columns, under the table's current shape.
-  void replay_change(batch& b, table_state& t, const nlohmann::json& j) {
-    const std::string op = j.value("op", "");
-    const lsn_t at = parse_lsn(j.value("position", std::string{})).value_or(t.kept_through);
-    if (op == "truncate") {
-      if (target_)
-        b.steps[t.key].emplace_back(std::in_place_type<truncate_step>);
-      else if (!t.layout.key.empty())
-        truncate_stop(t);
-      add_table_event(b, t, "truncate", at);
-      return;
-    }
-    std::vector<std::string> names = j.value("columns", std::vector<std::string>{});
-    auto remap = [&](const nlohmann::json& a) {
-      tuple in = json_tuple(a);
-      tuple out(t.layout.names.size());
-      for (std::size_t i = 0; i < names.size() && i < in.size(); ++i)
-        for (std::size_t k = 0; k < t.layout.names.size(); ++k)
-          if (t.layout.names[k] == names[i])
-            out[k] = in[i];
-      return out;
-    };
-    std::optional<tuple> row;
-    std::optional<tuple> old;
-    if (j.contains("row"))
-      row = remap(j["row"]);
-    if (j.contains("old"))
-      old = remap(j["old"]);
-    if (op == "insert" && row) {
-      apply_insert(b, t, *row);
-      add_row_event(b, t, op, at, &*row, &*row, nullptr);
-    } else if (op == "update" && row) {
-      apply_update(b, t, old, *row);
-      add_row_event(b, t, op, at, &*row, &*row, old ? &*old : nullptr);
-    } else if (op == "delete" && old) {
-      apply_remove(b, t, *old);
-      add_row_event(b, t, op, at, &*old, nullptr, nullptr);
-    }
-    ++b.changes;
-    ++t.changes;
-  }
-
-  table_state* find_key(const std::string& key) {
-    for (auto& t : tables_)
-      if (t.key == key)
-        return &t;
-    return nullptr;
+  const table_slot* find_key(const std::string& key) const {
+    auto it = by_key_.find(key);
+    return it == by_key_.end() ? nullptr : &slots_[it->second];
   }
 
   void save_position(lsn_t at) {
@@ -882,23 +1416,23 @@ class source_stream {
     bool in_txn = false;
     bool txn_has_ddl = false;
     while (!cancelled()) {
-      const bool pending = !batch_.empty();
-      int wait = pending ? 0 : 100;
-      if (pending) {
+      const bool has_pending = pending();
+      int wait = has_pending ? 0 : 100;
+      if (has_pending) {
         auto age = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() -
                                                                          batch_started);
         wait = static_cast<int>(std::max<long>(0, o_.batch_ms - age.count()));
       }
       auto msg = replication_->next(in_txn ? 1000 : wait);
       if (!msg) {
-        if (!in_txn && !batch_.empty())
+        if (!in_txn && pending())
           flush();
-        if (!in_txn && batch_.empty())
+        if (!in_txn && !pending())
           between_batches();
       } else if (msg->type == stream_message::kind::keepalive) {
         received_ = std::max(received_, msg->wal_end);
         // Nothing in flight: everything up to the server's end is accounted for.
-        if (!in_txn && batch_.empty() && msg->wal_end > confirmed_) {
+        if (!in_txn && !pending() && msg->wal_end > confirmed_) {
           confirmed_ = msg->wal_end;
         }
         if (msg->reply_requested)
@@ -912,12 +1446,12 @@ class source_stream {
           txn.clear();
         } else if (auto* c = std::get_if<commit_message>(&m)) {
           in_txn = false;
-          if (batch_.empty())
+          if (!pending())
             batch_started = clock_type::now();
-          if (txn_has_ddl && !batch_.empty())
+          if (txn_has_ddl && pending())
             flush();  // a DDL transaction is decided and committed on its own
           handle_transaction(txn, *c);
-          if (txn_has_ddl || batch_.changes >= o_.batch_changes)
+          if (txn_has_ddl || pending_changes_ >= o_.batch_changes)
             flush();
           txn.clear();
         } else {
@@ -942,206 +1476,38 @@ class source_stream {
         last_status = clock_type::now();
       }
     }
-    if (!batch_.empty())
+    if (pending())
       flush();
     send_status();
   }
 
   void send_status() { replication_->send_status(std::max(received_, confirmed_), confirmed_); }
 
-  /// The table's position in this batch; its shape is serialized once per batch.
-  void note_position(table_state& t, lsn_t at) {
-    auto [it, inserted] = batch_.positions.try_emplace(t.name);
-    it->second.lsn = at;
-    if (inserted || it->second.columns.empty())
-      it->second.columns = columns_json(t.columns);
-  }
-
-  net_changes& current_net(batch& b, table_state& t) {
-    auto& steps = b.steps[t.key];
-    if (steps.empty() || !std::holds_alternative<net_changes>(steps.back()) ||
-        std::get<net_changes>(steps.back()).layout != t.layout) {
-      net_changes n;
-      n.layout = t.layout;
-      steps.emplace_back(std::move(n));
-    }
-    return std::get<net_changes>(steps.back());
-  }
-
-  keyless_changes& current_keyless(batch& b, table_state& t) {
-    auto& steps = b.steps[t.key];
-    if (steps.empty() || !std::holds_alternative<keyless_changes>(steps.back()) ||
-        std::get<keyless_changes>(steps.back()).layout != t.layout) {
-      keyless_changes k;
-      k.layout = t.layout;
-      steps.emplace_back(std::move(k));
-    }
-    return std::get<keyless_changes>(steps.back());
-  }
-
-  // Row changes onto a relational target: by key, or in order for a keyless table.
-  void apply_insert(batch& b, table_state& t, const tuple& row) {
-    if (!target_)
-      return;
-    if (t.layout.key.empty())
-      current_keyless(b, t).insert(row);
-    else
-      current_net(b, t).insert(row);
-  }
-  void apply_update(batch& b, table_state& t, const std::optional<tuple>& old,
-                    const tuple& row) {
-    if (!target_)
-      return;
-    if (t.layout.key.empty())
-      current_keyless(b, t).update(old, row);
-    else
-      current_net(b, t).update(old, row);
-  }
-  void apply_remove(batch& b, table_state& t, const tuple& old) {
-    if (!target_)
-      return;
-    if (t.layout.key.empty())
-      current_keyless(b, t).remove(old);
-    else
-      current_net(b, t).remove(old);
-  }
-
-  tuple to_layout(const table_state& t, const tuple& in) {
-    tuple out(t.layout.names.size());
-    for (std::size_t i = 0; i < in.size() && i < t.map.size(); ++i)
-      if (t.map[i] < out.size())
-        out[t.map[i]] = in[i];
-    return out;
-  }
-
-  void on_relation(const relation_message& rel) {
-    auto it = by_relid_.find(rel.oid);
-    if (it == by_relid_.end())
-      return;
-    table_state& t = *it->second;
-    t.map.assign(rel.columns.size(), static_cast<std::size_t>(-1));
-    for (std::size_t i = 0; i < rel.columns.size(); ++i) {
-      for (std::size_t k = 0; k < t.layout.names.size(); ++k)
-        if (t.layout.names[k] == rel.columns[i].name)
-          t.map[i] = k;
-      if (t.map[i] == static_cast<std::size_t>(-1) && t.state == table_state::mode::streaming)
-        throw stop_error(fmt::format(
-            "source '{}': table '{}' has column '{}' in the change stream that no captured "
-            "DDL added (was the event trigger flotilla_ddl_end disabled?); run `flotilla "
-            "stream --reload` to copy every table again",
-            src_.name, t.name, rel.columns[i].name));
-    }
-  }
-
-  void keep(table_state& t, std::vector<pb::HeldChange>& kept, const char* op, lsn_t at,
-            const std::optional<tuple>& old_row, const std::optional<tuple>& row) {
-    nlohmann::json j{{"op", op}, {"columns", t.layout.names}, {"position", format_lsn(at)}};
-    if (old_row)
-      j["old"] = tuple_json(*old_row);
-    if (row)
-      j["row"] = tuple_json(*row);
-    pb::HeldChange c;
-    c.set_position(format_lsn(at));
-    c.set_payload(j.dump());
-    kept.push_back(std::move(c));
-  }
-
-  [[nodiscard]] target_kind kind() const {
-    if (ev_)
-      return ev_->kind == "kafka" ? target_kind::kafka : target_kind::pubsub;
-    return wh_ && wh_->dialect == "duckdb" ? target_kind::duckdb : target_kind::postgres;
-  }
-
-  std::vector<change_value> values_of(const table_state& t, const tuple& row, bool key_only) const {
-    std::vector<change_value> out;
-    auto one = [&](std::size_t i) {
-      if (i >= row.size() || i >= t.layout.names.size())
-        return;
-      change_value v;
-      v.column = t.layout.names[i];
-      v.unchanged = row[i].type == tuple_value::kind::unchanged;
-      if (row[i].type == tuple_value::kind::text)
-        v.text = row[i].text;
-      out.push_back(std::move(v));
-    };
-    if (key_only)
-      for (std::size_t i : t.layout.key)
-        one(i);
-    else
-      for (std::size_t i = 0; i < t.layout.names.size(); ++i)
-        one(i);
-    return out;
-  }
-
-  change_event event_base(const table_state& t, std::string type, lsn_t at) const {
-    change_event e;
-    e.type = std::move(type);
-    e.project = o_.project->name;
-    e.source = src_.name;
-    e.table = t.name;
-    e.target = ev_ ? tgt_name_ : display(t.target);
-    e.position = format_lsn(at);
-    return e;
-  }
-
-  void push_event(batch& b, const table_state& t, const change_event& e, std::string key) {
-    b.events.push_back({std::move(key), t.key, e.type, encode(e, events_->format())});
-  }
-
-  /// A row change event, keyed by the table and the row key (the table alone for a
-  /// keyless table) so one row's changes stay in order.
-  void add_row_event(batch& b, const table_state& t, std::string op, lsn_t at,
-                     const tuple* key_row, const tuple* row, const tuple* old_row) {
-    if (!events_)
-      return;
-    change_event e = event_base(t, "row_change", at);
-    e.op = std::move(op);
-    std::string key = t.key;
-    if (key_row && !t.layout.key.empty()) {
-      e.key = values_of(t, *key_row, true);
-      nlohmann::json k = nlohmann::json::object();
-      for (const auto& v : e.key)
-        k[v.column] = v.text ? nlohmann::json(*v.text) : nlohmann::json(nullptr);
-      key += ":" + k.dump();
-    }
-    if (row)
-      e.row = values_of(t, *row, false);
-    if (old_row && !t.layout.key.empty())
-      e.old_key = values_of(t, *old_row, true);
-    push_event(b, t, e, std::move(key));
-  }
-
-  /// A truncate or schema change event, keyed by the table name.
-  void add_table_event(batch& b, const table_state& t, std::string type, lsn_t at,
-                       std::string ddl = {}, std::string outcome = {}) {
-    if (!events_)
-      return;
-    change_event e = event_base(t, std::move(type), at);
-    e.ddl = std::move(ddl);
-    e.outcome = std::move(outcome);
-    if (e.type == "schema_change")
-      e.columns = t.layout.names;
-    push_event(b, t, e, t.key);
-  }
-
-  /// Seed 002: an event target cannot express a truncate of a keyed table as keyed events.
-  [[noreturn]] void truncate_stop(const table_state& t) const {
-    throw stop_error(fmt::format(
-        "{} [{}] Reload the stream (flotilla stream --reload), which publishes every row "
-        "again",
-        stop_message(t.name, fmt::format("TRUNCATE of {}, which has a row key, cannot be "
-                                         "published as keyed events on {} target '{}'",
-                                         t.name, to_string(kind()), tgt_name_)),
-        code_truncate_keyed_event));
-  }
-
+  /// Routes a committed transaction's changes to the tables they touch, in order; a
+  /// DDL log row goes to the table it altered, with the target's live shape of it.
   void handle_transaction(const std::vector<pgoutput_message>& txn, const commit_message& commit) {
     const lsn_t at = commit.end_lsn;
-    std::map<std::string, std::vector<pb::HeldChange>> kept;  // by table key
-    std::uint64_t applied = 0;
+    std::map<std::size_t, std::shared_ptr<std::vector<ordered_change>>> parts;
+    auto route = [&](std::size_t index, table_change c) {
+      auto& p = parts[index];
+      if (!p)
+        p = std::make_shared<std::vector<ordered_change>>();
+      p->push_back({++order_, std::move(c)});
+    };
     for (const auto& m : txn) {
       if (auto* rel = std::get_if<relation_message>(&m)) {
-        on_relation(*rel);
+        if (auto it = by_relid_.find(rel->oid); it != by_relid_.end())
+          route(it->second, *rel);
+        continue;
+      }
+      if (auto* tr = std::get_if<truncate_message>(&m)) {
+        for (auto r : tr->relations)
+          if (auto it = by_relid_.find(r); it != by_relid_.end()) {
+            truncate_message one = *tr;
+            one.relations = {r};
+            route(it->second, std::move(one));
+            ++pending_changes_;
+          }
         continue;
       }
       std::uint32_t relid = 0;
@@ -1151,31 +1517,6 @@ class source_stream {
         relid = u->relation;
       else if (auto* d = std::get_if<delete_message>(&m))
         relid = d->relation;
-      if (auto* tr = std::get_if<truncate_message>(&m)) {
-        for (auto r : tr->relations) {
-          auto it = by_relid_.find(r);
-          if (it == by_relid_.end())
-            continue;
-          table_state& t = *it->second;
-          if (at <= t.applied || t.state == table_state::mode::removed)
-            continue;
-          if (t.state == table_state::mode::held && at >= t.hold_position) {
-            if (at > t.kept_through)
-              keep(t, kept[t.key], "truncate", at, std::nullopt, std::nullopt);
-            continue;
-          }
-          if (target_) {
-            batch_.steps[t.key].emplace_back(std::in_place_type<truncate_step>);
-          } else if (!t.layout.key.empty()) {
-            truncate_stop(t);
-          }
-          add_table_event(batch_, t, "truncate", at);
-          note_position(t, at);
-          ++applied;
-          ++t.changes;
-        }
-        continue;
-      }
       if (relid == 0)
         continue;
       if (relid == ddl_log_relid_) {
@@ -1188,156 +1529,161 @@ class source_stream {
                               ins->row[i].type == tuple_value::kind::text
                                   ? std::optional<std::string>(ins->row[i].text)
                                   : std::nullopt);
-        handle_ddl(parse_ddl_event(fields), at, kept, fields_json(fields));
+        ddl_change d{parse_ddl_event(fields), fields_json(fields), std::nullopt};
+        auto it = by_relid_.find(d.event.relid);
+        if (it == by_relid_.end())
+          continue;  // a table the stream does not capture (seed 002: not captured until added)
+        d.live = live_shape(it->second);
+        route(it->second, std::move(d));
         continue;
       }
-      auto it = by_relid_.find(relid);
-      if (it == by_relid_.end())
-        continue;
-      table_state& t = *it->second;
-      if (at <= t.applied || t.state == table_state::mode::removed)
-        continue;
-      const bool held = t.state == table_state::mode::held && at >= t.hold_position;
-      if (held && at <= t.kept_through)
-        continue;  // kept before a restart
-      if (auto* i = std::get_if<insert_message>(&m)) {
-        tuple row = to_layout(t, i->row);
-        if (held) {
-          keep(t, kept[t.key], "insert", at, std::nullopt, row);
-        } else {
-          apply_insert(batch_, t, row);
-          add_row_event(batch_, t, "insert", at, &row, &row, nullptr);
-        }
-      } else if (auto* u = std::get_if<update_message>(&m)) {
-        tuple row = to_layout(t, u->row);
-        std::optional<tuple> old;
-        if (u->old_row)
-          old = to_layout(t, *u->old_row);
-        if (held) {
-          keep(t, kept[t.key], "update", at, old, row);
-        } else {
-          apply_update(batch_, t, old, row);
-          add_row_event(batch_, t, "update", at, &row, &row, old ? &*old : nullptr);
-        }
-      } else if (auto* d = std::get_if<delete_message>(&m)) {
-        tuple old = to_layout(t, d->old_row);
-        if (held) {
-          keep(t, kept[t.key], "delete", at, old, std::nullopt);
-        } else {
-          apply_remove(batch_, t, old);
-          add_row_event(batch_, t, "delete", at, &old, nullptr, nullptr);
-        }
-      }
-      if (!held) {
-        note_position(t, at);
-        ++applied;
-        ++t.changes;
+      if (auto it = by_relid_.find(relid); it != by_relid_.end()) {
+        if (auto* i = std::get_if<insert_message>(&m))
+          route(it->second, *i);
+        else if (auto* u = std::get_if<update_message>(&m))
+          route(it->second, *u);
+        else
+          route(it->second, std::get<delete_message>(m));
+        ++pending_changes_;
       }
     }
-    for (auto& [key, changes] : kept) {
+    for (auto& [index, changes] : parts) {
+      (*self_)->send(slots_[index].actor, table_changes{at, std::move(changes)});
+      touched_.insert(index);
+    }
+    ++pending_transactions_;
+    pending_end_ = at;
+  }
+
+  /// The target's shape of a table about to decide a DDL, read once per batch: a DDL
+  /// transaction commits on its own, so the batches before it are on the target, and a
+  /// later DDL of the same transaction is decided without it (table_logic::on_ddl).
+  std::optional<schema::table_schema> live_shape(std::size_t index) {
+    if (!target_)
+      return std::nullopt;
+    auto it = live_shapes_.find(index);
+    if (it == live_shapes_.end())
+      it = live_shapes_.emplace(index, target_->describe(slots_[index].target)).first;
+    return it->second;
+  }
+
+  // ---- the table actors ---------------------------------------------------------------
+
+  [[nodiscard]] target_kind kind() const {
+    if (ev_)
+      return ev_->kind == "kafka" ? target_kind::kafka : target_kind::pubsub;
+    return wh_ && wh_->dialect == "duckdb" ? target_kind::duckdb : target_kind::postgres;
+  }
+
+  /// The rules every table follows, once the target and the publisher are open.
+  void make_logic() {
+    stream_context cx;
+    cx.project = o_.project->name;
+    cx.source = src_.name;
+    cx.target = tgt_name_;
+    cx.event_target = ev_ != nullptr;
+    cx.relational = target_ != nullptr;
+    cx.events = events_ != nullptr;
+    if (events_)
+      cx.format = events_->format();
+    cx.kind = kind();
+    logic_ = std::make_unique<table_logic>(std::move(cx));
+  }
+
+  void spawn_tables() {
+    for (std::size_t i = 0; i < tables_.size(); ++i)
+      slots_[i].actor = system_.spawn(table_actor, i, std::make_shared<table_state>(tables_[i]),
+                                      logic_.get());
+    spawned_ = true;
+  }
+
+  void stop_tables() {
+    if (!spawned_)
+      return;
+    for (auto& s : slots_)
+      if (s.actor)
+        caf::anon_send_exit(s.actor, caf::exit_reason::user_shutdown);
+    for (auto& s : slots_)
+      s.actor = nullptr;
+    spawned_ = false;
+  }
+
+  /// Waits for `count` messages of type T sent to the stream by its tables.
+  template <class T, class F>
+  void receive_from_tables(std::size_t count, F&& each) {
+    for (std::size_t n = 0; n < count; ++n) {
+      bool timed_out = false;
+      (*self_)->receive([&](T& m) { each(m); },
+                        caf::after(std::chrono::minutes(5)) >> [&] { timed_out = true; });
+      if (timed_out)
+        throw std::runtime_error(fmt::format(
+            "source '{}': a table of target '{}' did not answer for 5 minutes; the stream "
+            "stops, and the next start resumes from the last committed position",
+            src_.name, tgt_name_));
+    }
+  }
+
+  /// The table's state, lent by its actor (or the stream's own before the actors start),
+  /// changed by `fn`, then given back.
+  template <class F>
+  void with_table(std::size_t index, F&& fn) {
+    if (!spawned_) {
+      fn(tables_[index]);
+      return;
+    }
+    (*self_)->send(slots_[index].actor, lend_atom::value, caf::actor_cast<caf::actor>(*self_));
+    std::shared_ptr<table_state> lent;
+    receive_from_tables<table_lent>(1, [&](table_lent& m) { lent = std::move(m.state); });
+    struct give_back {
+      source_stream* s;
+      std::size_t i;
+      std::shared_ptr<table_state>& t;
+      ~give_back() { (*s->self_)->send(s->slots_[i].actor, table_lent{i, t}); }
+    } back{this, index, lent};
+    fn(*lent);
+  }
+
+  /// Every table's state back from its actor, for the summary.
+  void take_back_tables() {
+    if (!spawned_)
+      return;
+    for (auto& s : slots_)
+      (*self_)->send(s.actor, lend_atom::value, caf::actor_cast<caf::actor>(*self_));
+    receive_from_tables<table_lent>(slots_.size(), [&](table_lent& m) {
+      tables_[m.index] = std::move(*m.state);
+    });
+  }
+
+  /// The parts of every table the batch touched, merged in source order.
+  batch take_batch() {
+    batch b;
+    for (std::size_t index : touched_)
+      (*self_)->send(slots_[index].actor, take_atom::value, caf::actor_cast<caf::actor>(*self_));
+    receive_from_tables<table_part>(touched_.size(),
+                                    [&](table_part& m) { b.merge(std::move(*m.part)); });
+    b.sort_events();
+    b.transactions = pending_transactions_;
+    b.end_lsn = pending_end_;
+    return b;
+  }
+
+  /// What the batch keeps for held tables and the reviews of the holds it opened,
+  /// written before it commits.
+  void write_holds(const batch& b, bool count_held) {
+    for (const auto& [key, changes] : b.kept) {
       if (changes.empty())
         continue;
       auto r = o_.store->append_held_changes(tgt_name_, key, changes);
       if (!r)
         throw std::runtime_error(r.error().message);
-      if (table_state* t = find_key(key))
-        t->kept_through = at;
     }
-    batch_.changes += applied;
-    ++batch_.transactions;
-    batch_.end_lsn = at;
-  }
-
-  // ---- DDL --------------------------------------------------------------------------
-
-  void handle_ddl(const ddl_event& e, lsn_t at,
-                  std::map<std::string, std::vector<pb::HeldChange>>& kept,
-                  const nlohmann::json& fields) {
-    auto it = by_relid_.find(e.relid);
-    if (it == by_relid_.end())
-      return;  // a table the stream does not capture (seed 002: not captured until added)
-    table_state& t = *it->second;
-    if (at <= t.applied || t.state == table_state::mode::removed)
-      return;
-    if (t.state == table_state::mode::held) {
-      if (at > t.kept_through) {
-        // A later change of a held table is kept in order with its rows and decided when
-        // the replay reaches it (earliest first); the rows after it are kept under the
-        // shape they arrive in.
-        nlohmann::json j{{"op", "ddl"},
-                         {"position", format_lsn(at)},
-                         {"columns", t.layout.names},
-                         {"event", fields}};
-        pb::HeldChange c;
-        c.set_position(format_lsn(at));
-        c.set_payload(j.dump());
-        kept[t.key].push_back(std::move(c));
-        if (!e.dropped) {
-          t.columns = e.columns;
-          t.layout = layout_of(t.columns);
-        }
-      }
-      return;
+    for (const auto& h : b.holds) {
+      auto r = create_review(*o_.store, h, {}, now_us());
+      if (!r)
+        throw std::runtime_error(r.error().message);
+      if (count_held && o_.progress)
+        ++o_.progress->tables_held;
     }
-    // The live target shape: a table altered by hand stops at the change (seed 002). The
-    // batch before this DDL is committed already, so the live shape is the stream's.
-    // An earlier DDL of the same transaction is in the batch, not yet on the target: the
-    // live shape would differ by that change alone, so it is not checked then.
-    bool pending_ddl = false;
-    if (auto it = batch_.steps.find(t.key); it != batch_.steps.end())
-      for (const auto& step : it->second)
-        pending_ddl = pending_ddl || std::holds_alternative<ddl_step>(step);
-    outcome o = decide_into(batch_, t, e, at, !pending_ddl);
-    if (std::holds_alternative<applied>(o)) {
-      batch_.positions[t.name] = {at, columns_json(t.columns)};
-      return;
-    }
-    open_hold(t, std::get<held>(o).hold, e, at);
-    (void)kept;
-    t.kept_through = at;
-    if (o_.progress)
-      ++o_.progress->tables_held;
-  }
-
-  /// Seed 002's decision on the DDL `e` of `t` at `at`, against the target's live shape
-  /// when `read_live`. A stop throws; an applied change adds its statements and schema
-  /// change event to `b` and gives `t` the new shape; a held one is returned as it is.
-  outcome decide_into(batch& b, table_state& t, const ddl_event& e, lsn_t at, bool read_live) {
-    target_info info;
-    info.name = tgt_name_;
-    info.kind = kind();
-    info.table = t.target;
-    if (read_live && target_)
-      info.actual = target_->describe(t.target);
-    outcome o = decide_ddl(src_.name, t.name, t.columns, e, format_lsn(at), info);
-    if (auto* st = std::get_if<stopped>(&o))
-      throw stop_error(fmt::format("{} [{}] {}", st->message, st->code, st->remedy));
-    if (auto* a = std::get_if<applied>(&o)) {
-      if (!a->statements.empty() && target_)
-        b.steps[t.key].emplace_back(std::in_place_type<ddl_step>, ddl_step{a->statements});
-      t.columns = e.columns;
-      t.layout = layout_of(t.columns);
-      add_table_event(b, t, "schema_change", at, e.ddl, "applied");
-    }
-    return o;
-  }
-
-  /// Holds the table at the change `e` (seed 003): a review awaiting a decision.
-  void open_hold(table_state& t, pb::HoldRecord h, const ddl_event& e, lsn_t at) {
-    h.set_target(tgt_name_);
-    h.set_table(t.key);
-    h.set_position(format_lsn(at));
-    nlohmann::json detail{{"columns_before", columns_json(t.columns)},
-                          {"columns_after", columns_json(e.columns)},
-                          {"ddl", e.ddl}};
-    h.set_detail(detail.dump());
-    auto r = create_review(*o_.store, h, {}, now_us());
-    if (!r)
-      throw std::runtime_error(r.error().message);
-    t.state = table_state::mode::held;
-    t.hold_position = at;
-    t.columns = e.columns;
-    t.layout = layout_of(t.columns);
   }
 
   // ---- commit -----------------------------------------------------------------------
@@ -1374,7 +1720,7 @@ class source_stream {
     const auto& d = target_->dialect();
     std::vector<std::string> sql;
     for (const auto& [key, steps] : b.steps) {
-      table_state* t = find_key(key);
+      const table_slot* t = find_key(key);
       if (!t)
         continue;
       for (const auto& s : steps) {
@@ -1395,10 +1741,6 @@ class source_stream {
             src_.name, format_lsn(b.end_lsn), e.what()));
       }
     }
-    if (!target_) {
-      save_event_positions(b);
-      return;
-    }
     auto pos = positions_sql(d, slot_, b.positions);
     sql.insert(sql.end(), pos.begin(), pos.end());
     if (sql.empty())
@@ -1413,25 +1755,36 @@ class source_stream {
     }
   }
 
+  /// A batch boundary: the touched tables' parts taken, what they keep and hold written,
+  /// then their changes and positions committed in one target transaction.
   void flush() {
-    if (batch_.empty())
+    if (!pending())
       return;
-    commit_batch(batch_);
-    for (const auto& [name, p] : batch_.positions)
-      for (auto& t : tables_)
-        if (t.name == name)
-          t.applied = std::max(t.applied, p.lsn);
-    if (batch_.end_lsn > confirmed_)
-      confirmed_ = batch_.end_lsn;
+    batch b = take_batch();
+    if (!b.stop.empty())
+      throw stop_error(b.stop);
+    write_holds(b, true);
+    commit_batch(b);
+    for (const auto& [name, p] : b.positions)
+      if (auto it = by_name_.find(name); it != by_name_.end())
+        (*self_)->send(slots_[it->second].actor, table_committed{p.lsn});
+    if (b.end_lsn > confirmed_)
+      confirmed_ = b.end_lsn;
     save_position(confirmed_);
     if (o_.progress) {
-      o_.progress->changes += batch_.changes;
-      o_.progress->transactions += batch_.transactions;
+      o_.progress->changes += b.changes;
+      o_.progress->transactions += b.transactions;
     }
-    batch_ = batch{};
+    touched_.clear();
+    live_shapes_.clear();
+    pending_transactions_ = 0;
+    pending_changes_ = 0;
     send_status();
     between_batches();
   }
+
+  /// Transactions routed to the tables since the last batch boundary.
+  [[nodiscard]] bool pending() const { return pending_transactions_ > 0; }
 
   const stream_options& o_;
   const config::source_config& src_;
@@ -1448,11 +1801,26 @@ class source_stream {
   std::unique_ptr<sinks::warehouse> target_;
   /// The event target itself, or [events.kafka] beside a relational target.
   std::unique_ptr<change_publisher> events_;
+  caf::actor_system& system_;
+  std::unique_ptr<caf::scoped_actor> self_;  ///< the stream thread's side of its table actors
+  std::unique_ptr<table_logic> logic_;
+  /// The tables' states: the stream's own until the table actors start (setup, initial
+  /// copy, holds at start), then theirs; back here for the summary.
   std::vector<table_state> tables_;
-  std::unordered_map<std::uint32_t, table_state*> by_relid_;
+  std::vector<table_slot> slots_;  ///< parallel to tables_
+  bool spawned_ = false;
+  std::unordered_map<std::uint32_t, std::size_t> by_relid_;
+  std::unordered_map<std::string, std::size_t> by_name_;
+  std::unordered_map<std::string, std::size_t> by_key_;
   std::uint32_t ddl_log_relid_ = 0;
   std::vector<std::string> ddl_log_columns_;
-  batch batch_;
+  // The batch being gathered in the table actors:
+  std::set<std::size_t> touched_;  ///< tables that received changes
+  std::map<std::size_t, std::optional<schema::table_schema>> live_shapes_;
+  std::uint64_t order_ = 0;  ///< source order of the changes routed so far
+  std::uint64_t pending_transactions_ = 0;
+  std::uint64_t pending_changes_ = 0;
+  lsn_t pending_end_ = 0;
   lsn_t confirmed_ = 0;
   lsn_t received_ = 0;
   clock_type::time_point last_review_check_ = clock_type::now();
@@ -1515,11 +1883,19 @@ stream_summary run_stream(const stream_options& o) {
       pairs.push_back({s, names[k], k});
   }
   std::vector<source_summary> results(pairs.size());
+  // The table actors of every stream; each stream thread talks to its own through a
+  // scoped actor. Idle scheduler threads block instead of polling.
+  caf::actor_system_config cfg;
+  cfg.set("scheduler.max-threads",
+          static_cast<int64_t>(std::max<unsigned>(2, std::thread::hardware_concurrency())));
+  cfg.set("scheduler.policy", caf::atom("sharing"));
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  caf::actor_system system{cfg};
   std::vector<std::thread> threads;
   std::atomic<std::size_t> finished{0};
   for (std::size_t i = 0; i < pairs.size(); ++i) {
     threads.emplace_back([&, i] {
-      source_stream s(local, *pairs[i].source, pairs[i].target, pairs[i].index);
+      source_stream s(local, *pairs[i].source, pairs[i].target, pairs[i].index, system);
       results[i] = s.run();
       if (results[i].status == "failed")
         stop_all = true;
