@@ -2,13 +2,16 @@
 /// A table's change queue: row batches between the source reader and the sink writer.
 /// Bounded, so a slow target slows its reader instead of filling memory. Owned by the
 /// table's copy; the reader thread pushes, the writer pops. close() ends the stream;
-/// fail() ends it with an error that both sides see.
+/// fail() ends it with an error that both sides see. The writer hands each batch it has
+/// written back with release(), and the reader takes it with reuse() to fill again: its
+/// cells and their strings keep their memory, so a long copy stops allocating.
 
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "schema/rows.hpp"
 
@@ -42,6 +45,24 @@ class change_queue {
     return b;
   }
 
+  /// Keeps a batch the writer is done with for reuse(), up to the capacity (more are
+  /// freed). Not after close() or fail(): nothing will reuse it.
+  void release(schema::row_batch&& batch) {
+    std::lock_guard lock(mu_);
+    if (!closed_ && !failed_ && spent_.size() < capacity_)
+      spent_.push_back(std::move(batch));
+  }
+
+  /// A released batch, or an empty one when there is none.
+  schema::row_batch reuse() {
+    std::lock_guard lock(mu_);
+    if (spent_.empty())
+      return {};
+    auto b = std::move(spent_.back());
+    spent_.pop_back();
+    return b;
+  }
+
   void close() {
     std::lock_guard lock(mu_);
     closed_ = true;
@@ -69,6 +90,7 @@ class change_queue {
   std::condition_variable not_full_;
   std::condition_variable not_empty_;
   std::deque<schema::row_batch> items_;
+  std::vector<schema::row_batch> spent_;  ///< written batches, for reuse()
   bool closed_ = false;
   bool failed_ = false;
   std::string error_;

@@ -255,6 +255,7 @@ table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table
           rr.after = watermark;
         }
         rr.batch_rows = job.batch_rows;
+        rr.spent_batch = [&queue] { return queue.reuse(); };
         // PostgreSQL into PostgreSQL with nothing to convert: the rows stay COPY text.
         rr.copy_text = !incremental && wh.dialect().name() == "postgres" &&
                        loader.passes_through();
@@ -268,8 +269,10 @@ table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table
 
     std::optional<std::string> max_cursor = watermark;
     try {
-      while (auto batch = queue.pop())
+      while (auto batch = queue.pop()) {
         loader.write(*batch);
+        queue.release(std::move(*batch));
+      }
     } catch (...) {
       queue.fail("the target write failed");
       reader.join();

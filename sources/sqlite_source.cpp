@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "sources/adapters.hpp"
+#include "sources/batch_builder.hpp"
 #include "sources/errors.hpp"
 #include "sources/marker.hpp"
 #include "sources/sql_text.hpp"
@@ -117,9 +118,10 @@ std::string as_text(sqlite3_stmt* s, int col) {
   }
 }
 
-// Sets `out` to one stored value in the column's representation; false when it has none.
-// Writes into the batch's own cell: a value is 56 bytes with a string, so building one
-// elsewhere and moving it in costs more than converting it.
+// Sets `out`, a null, to one stored value in the column's representation; false when it
+// has none. Writes into the batch's own cell: a value is 56 bytes with a string, so
+// building one elsewhere and moving it in costs more than converting it, and a reused
+// cell's string keeps its memory.
 bool convert(sqlite3_stmt* s, int col, const portable_type& type, value& out) {
   const int storage = sqlite3_column_type(s, col);
   if (storage == SQLITE_NULL) {
@@ -228,7 +230,15 @@ bool convert(sqlite3_stmt* s, int col, const portable_type& type, value& out) {
           return false;
         return set_text(format_timestamp(*us, tz));
       }
-      if (auto t = normalize_timestamp(column_view(s, col), tz))
+      const std::string_view text = column_view(s, col);
+      if (is_canonical_timestamp(text)) {
+        out.kind = value::tag::text;
+        out.s.assign(text.data(), text.size());
+        if (tz)
+          out.s.append("+00");
+        return true;
+      }
+      if (auto t = normalize_timestamp(text, tz))
         return set_text(std::move(*t));
       return false;
     }
@@ -377,15 +387,14 @@ class sqlite_source final : public source {
     const std::size_t width = request.columns.columns.size();
     const std::size_t batch_rows = request.batch_rows ? request.batch_rows : 8192;
     read_result result;
-    schema::row_batch batch;
-    batch.width = width;
-    batch.cells.reserve(batch_rows * width);
+    batch_builder batch(request, width, batch_rows);
     int rc = SQLITE_OK;
     value cursor_cell;  // the cursor column when it is not among the requested ones
     while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
       ++result.rows;
+      cursor_cell.clear();
       for (std::size_t i = 0; i < types.size(); ++i) {
-        value& cell = i < width ? batch.cells.emplace_back() : cursor_cell;
+        value& cell = i < width ? batch.next_cell() : cursor_cell;
         if (!convert(stmt.get(), static_cast<int>(i), types[i], cell)) {
           const std::string& name = i < width ? request.columns.columns[i].name
                                               : request.cursor_column;
@@ -395,19 +404,14 @@ class sqlite_source final : public source {
         if (static_cast<int>(i) == cursor_index && !cell.is_null())
           result.max_cursor = cursor_text(cell);
       }
-      if (batch.rows() >= batch_rows) {
-        if (!consume(std::move(batch)))
-          return result;
-        batch = schema::row_batch{};
-        batch.width = width;
-        batch.cells.reserve(batch_rows * width);
-      }
+      if (batch.full() && !consume(batch.take()))
+        return result;
     }
     if (rc != SQLITE_DONE)
       throw error::read_failed(options_.name, table, options_.path, sqlite3_errmsg(db.get()),
                                "check that the file is readable and not corrupt");
-    if (!batch.cells.empty())
-      consume(std::move(batch));
+    if (batch.rows() > 0)
+      consume(batch.take());
     return result;
   }
 

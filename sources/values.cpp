@@ -554,11 +554,6 @@ std::optional<std::string> normalize_time(std::string_view text) {
   return format_time(*t);
 }
 
-namespace {
-
-// True when `s` is "YYYY-MM-DD HH:MM:SS[.ffffff]" (a valid date and time, a fraction of
-// 1-6 digits without trailing zeros): format_timestamp's own output, which normalizing
-// would give back unchanged.
 bool is_canonical_timestamp(std::string_view s) {
   if (s.size() < 19 || s.size() == 20 || s.size() > 26 || s[4] != '-' || s[7] != '-' ||
       s[10] != ' ' || s[13] != ':' || s[16] != ':')
@@ -581,8 +576,6 @@ bool is_canonical_timestamp(std::string_view s) {
       return false;
   return true;
 }
-
-}  // namespace
 
 std::optional<std::string> normalize_timestamp(std::string_view text, bool tz) {
   if (is_canonical_timestamp(text)) {
