@@ -13,6 +13,7 @@
 #include <shared_mutex>
 #include <filesystem>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include <fmt/format.h>
@@ -438,6 +439,12 @@ class duckdb_inserter final : public row_inserter {
 
   template <class Int, class Bad>
   static void put_int(void* data, idx_t at, const schema::value& v, std::size_t k, Bad& bad) {
+    if constexpr (std::is_same_v<Int, std::int64_t>) {
+      if (v.kind == schema::value::tag::integer) {
+        static_cast<Int*>(data)[at] = v.i;
+        return;
+      }
+    }
     auto i = as_int(v);
     if (!i || *i < std::numeric_limits<Int>::min() || *i > std::numeric_limits<Int>::max())
       throw bad(k, v);
@@ -754,6 +761,10 @@ class duckdb_warehouse final : public warehouse_base {
   /// The staging table's ART index is built once from the loaded rows (ALTER TABLE ... ADD
   /// PRIMARY KEY) instead of one insert per appended row.
   bool key_after_load() const override { return true; }
+
+  /// A row group, DuckDB's default (row_group_size): the appender writes each one to the
+  /// file as it fills, taking ~0.2 s for 16 columns on this project's machines.
+  std::size_t write_burst_rows() const override { return 122'880; }
 
   table_ref bookkeeping_table() const override {
     return table_ref{"", std::string(bookkeeping_schema), std::string(commits_table)};
