@@ -45,11 +45,12 @@ class change_queue {
     return b;
   }
 
-  /// Keeps a batch the writer is done with for reuse(), up to the capacity (more are
-  /// freed). Not after close() or fail(): nothing will reuse it.
+  /// Keeps a batch the writer is done with for reuse(). A reader that reuses takes one
+  /// per batch it pushes, so only a couple wait at a time; more are freed, as are all of
+  /// them for a reader that never reuses, and after close() or fail().
   void release(schema::row_batch&& batch) {
     std::lock_guard lock(mu_);
-    if (!closed_ && !failed_ && spent_.size() < capacity_)
+    if (!closed_ && !failed_ && spent_.size() < max_spent)
       spent_.push_back(std::move(batch));
   }
 
@@ -85,6 +86,7 @@ class change_queue {
   }
 
  private:
+  static constexpr std::size_t max_spent = 2;
   const std::size_t capacity_;
   mutable std::mutex mu_;
   std::condition_variable not_full_;

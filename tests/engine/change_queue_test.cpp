@@ -35,10 +35,12 @@ TEST_CASE("a batch the writer releases comes back to the reader with its memory"
   CHECK(q.reuse().cells.empty());
 }
 
-TEST_CASE("the queue keeps at most its capacity of released batches, and none once closed") {
-  change_queue q(1);
+TEST_CASE("the queue keeps at most two released batches, and none once closed") {
+  change_queue q(8);
   q.release(batch_of(1));
   q.release(batch_of(2));
+  q.release(batch_of(3));
+  CHECK(q.reuse().rows() == 2);
   CHECK(q.reuse().rows() == 1);
   CHECK(q.reuse().rows() == 0);
   q.close();
