@@ -248,9 +248,18 @@ class duckdb_inserter final : public row_inserter {
     std::size_t r = 0;
     while (r < n) {
       const std::size_t take = std::min<std::size_t>(capacity_ - fill_, n - r);
-      std::size_t c = 0;
-      while (c < width_ && fill_column(c, batch, r, take, first_seq))
-        ++c;
+      for (std::size_t c = 0; c < width_; ++c) {
+        vectors_[c] = duckdb_data_chunk_get_vector(chunk_, c);
+        data_[c] = duckdb_vector_get_data(vectors_[c]);
+      }
+      // Row by row, so the batch (row-major, 56 bytes a cell) is read in order.
+      std::size_t c = width_;
+      for (std::size_t k = 0; k < take && c == width_; ++k) {
+        const schema::value* row = &batch.cells[(r + k) * width_];
+        for (c = 0; c < width_; ++c)
+          if (!fill_cell(c, row[c], fill_ + k, first_seq + r + k))
+            break;
+      }
       if (c < width_) {
         // A value the column's binary slot does not take (not in canonical form): the
         // rows before this slice go in as they are, and from here on the column goes in
@@ -319,6 +328,8 @@ class duckdb_inserter final : public row_inserter {
       slots_.push_back(s);
     }
     make_chunk();
+    vectors_.resize(width_);
+    data_.resize(width_);
     capacity_ = duckdb_vector_size();
   }
 
@@ -357,100 +368,93 @@ class duckdb_inserter final : public row_inserter {
     }
   }
 
-  /// Fills column `c` of rows fill_.. from rows r0.. of `batch`. Returns false, leaving
-  /// the slice unfinished, when a value is not in the canonical text its binary slot
-  /// reads (decimal, date, timestamp); throws on a value the column cannot hold.
-  [[nodiscard]] bool fill_column(std::size_t c, const schema::row_batch& batch, std::size_t r0,
-                                 std::size_t take, std::uint64_t first_seq) {
-    duckdb_vector vec = duckdb_data_chunk_get_vector(chunk_, c);
-    void* data = duckdb_vector_get_data(vec);
+  /// Writes `v` into column `c` at chunk row `at`. Returns false when the value is not in
+  /// the canonical text its binary slot reads (decimal, date, timestamp); throws on a value
+  /// the column cannot hold (`row` names it).
+  [[nodiscard]] bool fill_cell(std::size_t c, const schema::value& v, idx_t at, std::uint64_t row) {
+    duckdb_vector vec = vectors_[c];
+    void* data = data_[c];
     const slot& sl = slots_[c];
     const duckdb_type kind = sl.kind;
-    auto bad = [&](std::size_t k, const schema::value& v) {
-      return bad_value(dialect_, table_, names_[c], first_seq + r0 + k, v, type_label(kind));
-    };
-    for (std::size_t k = 0; k < take; ++k) {
-      const schema::value& v = batch.at(r0 + k, c);
-      const idx_t at = fill_ + k;
-      if (v.is_null()) {
-        duckdb_vector_ensure_validity_writable(vec);
-        duckdb_validity_set_row_invalid(duckdb_vector_get_validity(vec), at);
-        continue;
+    auto bad = [&] { return bad_value(dialect_, table_, names_[c], row, v, type_label(kind)); };
+    if (v.is_null()) {
+      duckdb_vector_ensure_validity_writable(vec);
+      duckdb_validity_set_row_invalid(duckdb_vector_get_validity(vec), at);
+      return true;
+    }
+    switch (kind) {
+      case DUCKDB_TYPE_BOOLEAN: {
+        auto b = as_bool(v);
+        if (!b)
+          throw bad();
+        static_cast<bool*>(data)[at] = *b;
+        break;
       }
-      switch (kind) {
-        case DUCKDB_TYPE_BOOLEAN: {
-          auto b = as_bool(v);
-          if (!b)
-            throw bad(k, v);
-          static_cast<bool*>(data)[at] = *b;
-          break;
-        }
-        case DUCKDB_TYPE_TINYINT:
-          put_int<std::int8_t>(data, at, v, k, bad);
-          break;
-        case DUCKDB_TYPE_SMALLINT:
-          put_int<std::int16_t>(data, at, v, k, bad);
-          break;
-        case DUCKDB_TYPE_INTEGER:
-          put_int<std::int32_t>(data, at, v, k, bad);
-          break;
-        case DUCKDB_TYPE_BIGINT:
-          put_int<std::int64_t>(data, at, v, k, bad);
-          break;
-        case DUCKDB_TYPE_FLOAT: {
-          auto d = as_real(v);
-          if (!d)
-            throw bad(k, v);
-          static_cast<float*>(data)[at] = static_cast<float>(*d);
-          break;
-        }
-        case DUCKDB_TYPE_DOUBLE: {
-          auto d = as_real(v);
-          if (!d)
-            throw bad(k, v);
-          static_cast<double*>(data)[at] = *d;
-          break;
-        }
-        case DUCKDB_TYPE_DECIMAL: {
-          __int128 unscaled = 0;
-          if (v.kind != schema::value::tag::text ||
-              !parse_canonical_decimal(v.s, sl.width, sl.scale, unscaled))
-            return false;
-          put_decimal(data, at, sl.storage, unscaled);
-          break;
-        }
-        case DUCKDB_TYPE_DATE: {
-          std::int64_t days = 0;
-          if (v.kind != schema::value::tag::text || v.s.size() != 10 ||
-              !parse_canonical_date(v.s, days))
-            return false;
-          static_cast<std::int32_t*>(data)[at] = static_cast<std::int32_t>(days);
-          break;
-        }
-        case DUCKDB_TYPE_TIMESTAMP:
-        case DUCKDB_TYPE_TIMESTAMP_TZ: {
-          std::int64_t micros = 0;
-          if (v.kind != schema::value::tag::text ||
-              !parse_canonical_timestamp(v.s, kind == DUCKDB_TYPE_TIMESTAMP_TZ, micros))
-            return false;
-          static_cast<std::int64_t*>(data)[at] = micros;
-          break;
-        }
-        default:  // VARCHAR and BLOB slots: text as is (raw bytes for BLOB)
-          if (v.kind == schema::value::tag::text) {
-            duckdb_vector_assign_string_element_len(vec, at, v.s.data(), v.s.size());
-          } else {
-            const std::string s = value_text(v);
-            duckdb_vector_assign_string_element_len(vec, at, s.data(), s.size());
-          }
-          break;
+      case DUCKDB_TYPE_TINYINT:
+        put_int<std::int8_t>(data, at, v, bad);
+        break;
+      case DUCKDB_TYPE_SMALLINT:
+        put_int<std::int16_t>(data, at, v, bad);
+        break;
+      case DUCKDB_TYPE_INTEGER:
+        put_int<std::int32_t>(data, at, v, bad);
+        break;
+      case DUCKDB_TYPE_BIGINT:
+        put_int<std::int64_t>(data, at, v, bad);
+        break;
+      case DUCKDB_TYPE_FLOAT: {
+        auto d = as_real(v);
+        if (!d)
+          throw bad();
+        static_cast<float*>(data)[at] = static_cast<float>(*d);
+        break;
       }
+      case DUCKDB_TYPE_DOUBLE: {
+        auto d = as_real(v);
+        if (!d)
+          throw bad();
+        static_cast<double*>(data)[at] = *d;
+        break;
+      }
+      case DUCKDB_TYPE_DECIMAL: {
+        __int128 unscaled = 0;
+        if (v.kind != schema::value::tag::text ||
+            !parse_canonical_decimal(v.s, sl.width, sl.scale, unscaled))
+          return false;
+        put_decimal(data, at, sl.storage, unscaled);
+        break;
+      }
+      case DUCKDB_TYPE_DATE: {
+        std::int64_t days = 0;
+        if (v.kind != schema::value::tag::text || v.s.size() != 10 ||
+            !parse_canonical_date(v.s, days))
+          return false;
+        static_cast<std::int32_t*>(data)[at] = static_cast<std::int32_t>(days);
+        break;
+      }
+      case DUCKDB_TYPE_TIMESTAMP:
+      case DUCKDB_TYPE_TIMESTAMP_TZ: {
+        std::int64_t micros = 0;
+        if (v.kind != schema::value::tag::text ||
+            !parse_canonical_timestamp(v.s, kind == DUCKDB_TYPE_TIMESTAMP_TZ, micros))
+          return false;
+        static_cast<std::int64_t*>(data)[at] = micros;
+        break;
+      }
+      default:  // VARCHAR and BLOB slots: text as is (raw bytes for BLOB)
+        if (v.kind == schema::value::tag::text) {
+          duckdb_vector_assign_string_element_len(vec, at, v.s.data(), v.s.size());
+        } else {
+          const std::string text = value_text(v);
+          duckdb_vector_assign_string_element_len(vec, at, text.data(), text.size());
+        }
+        break;
     }
     return true;
   }
 
   template <class Int, class Bad>
-  static void put_int(void* data, idx_t at, const schema::value& v, std::size_t k, Bad& bad) {
+  static void put_int(void* data, idx_t at, const schema::value& v, Bad& bad) {
     if constexpr (std::is_same_v<Int, std::int64_t>) {
       if (v.kind == schema::value::tag::integer) {
         static_cast<Int*>(data)[at] = v.i;
@@ -459,7 +463,7 @@ class duckdb_inserter final : public row_inserter {
     }
     auto i = as_int(v);
     if (!i || *i < std::numeric_limits<Int>::min() || *i > std::numeric_limits<Int>::max())
-      throw bad(k, v);
+      throw bad();
     static_cast<Int*>(data)[at] = static_cast<Int>(*i);
   }
 
@@ -490,6 +494,8 @@ class duckdb_inserter final : public row_inserter {
   bool with_seq_;
   std::vector<std::string> names_;
   std::vector<slot> slots_;
+  std::vector<duckdb_vector> vectors_;  ///< the chunk's vectors for the slice being filled
+  std::vector<void*> data_;             ///< and their data
   duckdb_appender app_ = nullptr;
   duckdb_data_chunk chunk_ = nullptr;
   idx_t capacity_ = 0;
