@@ -2,13 +2,16 @@
 /// A table's change queue: row batches between the source reader and the sink writer.
 /// Bounded, so a slow target slows its reader instead of filling memory. Owned by the
 /// table's copy; the reader thread pushes, the writer pops. close() ends the stream;
-/// fail() ends it with an error that both sides see.
+/// fail() ends it with an error that both sides see. The writer hands each batch it has
+/// written back with release(), and the reader takes it with reuse() to fill again: its
+/// cells and their strings keep their memory, so a long copy stops allocating.
 
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "schema/rows.hpp"
 
@@ -42,6 +45,25 @@ class change_queue {
     return b;
   }
 
+  /// Keeps a batch the writer is done with for reuse(). A reader that reuses takes one
+  /// per batch it pushes, so only a couple wait at a time; more are freed, as are all of
+  /// them for a reader that never reuses, and after close() or fail().
+  void release(schema::row_batch&& batch) {
+    std::lock_guard lock(mu_);
+    if (!closed_ && !failed_ && spent_.size() < max_spent)
+      spent_.push_back(std::move(batch));
+  }
+
+  /// A released batch, or an empty one when there is none.
+  schema::row_batch reuse() {
+    std::lock_guard lock(mu_);
+    if (spent_.empty())
+      return {};
+    auto b = std::move(spent_.back());
+    spent_.pop_back();
+    return b;
+  }
+
   void close() {
     std::lock_guard lock(mu_);
     closed_ = true;
@@ -64,11 +86,13 @@ class change_queue {
   }
 
  private:
+  static constexpr std::size_t max_spent = 2;
   const std::size_t capacity_;
   mutable std::mutex mu_;
   std::condition_variable not_full_;
   std::condition_variable not_empty_;
   std::deque<schema::row_batch> items_;
+  std::vector<schema::row_batch> spent_;  ///< written batches, for reuse()
   bool closed_ = false;
   bool failed_ = false;
   std::string error_;

@@ -242,7 +242,10 @@ table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table
       return out;
     }
 
-    change_queue queue(job.queue_batches);
+    // Room for the rows of the target's longest write besides the usual batches, so the
+    // reader keeps reading while the writer is busy with it instead of waiting for room.
+    const std::size_t batch_rows = job.batch_rows > 0 ? job.batch_rows : 8192;  // as sources read
+    change_queue queue(job.queue_batches + (wh.write_burst_rows() + batch_rows - 1) / batch_rows);
     sources::read_result read_result;
     std::string read_error;
     std::thread reader([&] {
@@ -255,6 +258,7 @@ table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table
           rr.after = watermark;
         }
         rr.batch_rows = job.batch_rows;
+        rr.spent_batch = [&queue] { return queue.reuse(); };
         // PostgreSQL into PostgreSQL with nothing to convert: the rows stay COPY text.
         rr.copy_text = !incremental && wh.dialect().name() == "postgres" &&
                        loader.passes_through();
@@ -268,8 +272,10 @@ table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table
 
     std::optional<std::string> max_cursor = watermark;
     try {
-      while (auto batch = queue.pop())
+      while (auto batch = queue.pop()) {
         loader.write(*batch);
+        queue.release(std::move(*batch));
+      }
     } catch (...) {
       queue.fail("the target write failed");
       reader.join();

@@ -35,6 +35,14 @@ struct value {
   static value of_real(double v) { value x; x.kind = tag::real; x.d = v; return x; }
   static value of_text(std::string v) { value x; x.kind = tag::text; x.s = std::move(v); return x; }
   [[nodiscard]] bool is_null() const { return kind == tag::null; }
+  /// Makes this a null, keeping the string's memory for the next value written into it.
+  void clear() {
+    kind = tag::null;
+    b = false;
+    i = 0;
+    d = 0;
+    s.clear();
+  }
 
   friend bool operator==(const value&, const value&) = default;
 };

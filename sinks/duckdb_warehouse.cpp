@@ -1,6 +1,7 @@
-// DuckDB warehouse through the C API: rows go through the appender in data chunks
-// (typed slots for booleans, integers, floats, text and blobs; every other type goes in
-// as text that the appender casts exactly: decimals, dates, times, timestamps, uuids).
+// DuckDB warehouse through the C API: rows go through the appender in data chunks, in
+// typed slots for booleans, integers, floats, text, blobs, decimals, dates and
+// timestamps; every other type goes in as text that the appender casts exactly (times,
+// uuids, intervals).
 
 #include <duckdb.h>
 
@@ -12,6 +13,7 @@
 #include <shared_mutex>
 #include <filesystem>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include <fmt/format.h>
@@ -70,10 +72,137 @@ duckdb_type chunk_type(duckdb_type id) {
     case DUCKDB_TYPE_DOUBLE:
     case DUCKDB_TYPE_VARCHAR:
     case DUCKDB_TYPE_BLOB:
+    case DUCKDB_TYPE_DECIMAL:
+    case DUCKDB_TYPE_DATE:
+    case DUCKDB_TYPE_TIMESTAMP:
+    case DUCKDB_TYPE_TIMESTAMP_TZ:
       return id;
     default:
       return DUCKDB_TYPE_VARCHAR;
   }
+}
+
+// ---- canonical texts to DuckDB's binary forms ----------------------------------------
+// Decimals, dates and timestamps travel as text in their canonical form (schema/rows.hpp).
+// These parse exactly that form and refuse anything else; the inserter then hands the
+// column over as text for DuckDB's own cast, so every text DuckDB accepted before still
+// loads the same.
+
+constexpr std::int64_t micros_per_day = 86'400'000'000;
+
+bool digits_at(std::string_view s, std::size_t pos, std::size_t n, unsigned& out) {
+  if (pos + n > s.size())
+    return false;
+  unsigned v = 0;
+  for (std::size_t i = pos; i < pos + n; ++i) {
+    const char c = s[i];
+    if (c < '0' || c > '9')
+      return false;
+    v = v * 10 + static_cast<unsigned>(c - '0');
+  }
+  out = v;
+  return true;
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) {
+  y -= m <= 2;
+  const std::int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const auto yoe = static_cast<unsigned>(y - era * 400);
+  const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + static_cast<std::int64_t>(doe) - 719468;
+}
+
+/// "YYYY-MM-DD" with a year 0001..9999, at the start of `s`: days since the epoch.
+bool parse_canonical_date(std::string_view s, std::int64_t& days) {
+  unsigned y = 0, m = 0, d = 0;
+  if (s.size() < 10 || !digits_at(s, 0, 4, y) || s[4] != '-' || !digits_at(s, 5, 2, m) ||
+      s[7] != '-' || !digits_at(s, 8, 2, d))
+    return false;
+  static constexpr unsigned month_days[12] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  if (y == 0 || m < 1 || m > 12 || d < 1 || d > month_days[m - 1])
+    return false;
+  if (m == 2 && d == 29 && !((y % 4 == 0 && y % 100 != 0) || y % 400 == 0))
+    return false;
+  days = days_from_civil(y, m, d);
+  return true;
+}
+
+/// "YYYY-MM-DD HH:MM:SS[.f{1,6}]", then "+00" when `utc_suffix` (timestamp_tz):
+/// microseconds since the epoch.
+bool parse_canonical_timestamp(std::string_view s, bool utc_suffix, std::int64_t& micros) {
+  std::int64_t days = 0;
+  unsigned h = 0, mi = 0, sec = 0;
+  if (s.size() < 19 || !parse_canonical_date(s, days) || s[10] != ' ' ||
+      !digits_at(s, 11, 2, h) || s[13] != ':' || !digits_at(s, 14, 2, mi) || s[16] != ':' ||
+      !digits_at(s, 17, 2, sec) || h > 23 || mi > 59 || sec > 59)
+    return false;
+  std::size_t pos = 19;
+  std::int64_t frac = 0;
+  if (pos < s.size() && s[pos] == '.') {
+    ++pos;
+    std::size_t n = 0;
+    while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9' && n < 6) {
+      frac = frac * 10 + (s[pos++] - '0');
+      ++n;
+    }
+    if (n == 0)
+      return false;
+    for (; n < 6; ++n)
+      frac *= 10;
+  }
+  if (utc_suffix) {
+    if (s.substr(pos) != "+00")
+      return false;
+    pos += 3;
+  }
+  if (pos != s.size())
+    return false;
+  micros = days * micros_per_day + ((h * 60 + mi) * 60 + sec) * std::int64_t{1'000'000} + frac;
+  return true;
+}
+
+/// "[-]digits[.digits]" with at most `scale` fractional digits and at most `width`
+/// digits in all once scaled: the unscaled integer (-12.5 at scale 2 -> -1250).
+bool parse_canonical_decimal(std::string_view s, int width, int scale, __int128& out) {
+  std::size_t pos = 0;
+  const bool negative = !s.empty() && s[0] == '-';
+  if (negative)
+    ++pos;
+  __int128 v = 0;
+  int digits = 0;
+  const std::size_t int_start = pos;
+  for (; pos < s.size() && s[pos] >= '0' && s[pos] <= '9'; ++pos) {
+    v = v * 10 + (s[pos] - '0');
+    if (v != 0 && ++digits > width)
+      return false;
+  }
+  if (pos == int_start)
+    return false;
+  int frac = 0;
+  if (pos < s.size() && s[pos] == '.') {
+    ++pos;
+    const std::size_t frac_start = pos;
+    for (; pos < s.size() && s[pos] >= '0' && s[pos] <= '9'; ++pos) {
+      if (++frac > scale)
+        return false;
+      v = v * 10 + (s[pos] - '0');
+      if (v != 0 && ++digits > width)
+        return false;
+    }
+    if (pos == frac_start)
+      return false;
+  }
+  if (pos != s.size())
+    return false;
+  for (; frac < scale; ++frac) {
+    v *= 10;
+    if (v != 0 && ++digits > width)
+      return false;
+  }
+  out = negative ? -v : v;
+  return true;
 }
 
 std::string_view type_label(duckdb_type id) {
@@ -89,6 +218,9 @@ std::string_view type_label(duckdb_type id) {
     default: return "VARCHAR";
   }
 }
+
+/// Rows of a DuckDB row group (its default row_group_size).
+constexpr idx_t row_group_rows = 122'880;
 
 class duckdb_inserter final : public row_inserter {
  public:
@@ -116,8 +248,28 @@ class duckdb_inserter final : public row_inserter {
     std::size_t r = 0;
     while (r < n) {
       const std::size_t take = std::min<std::size_t>(capacity_ - fill_, n - r);
-      for (std::size_t c = 0; c < width_; ++c)
-        fill_column(c, batch, r, take, first_seq);
+      for (std::size_t c = 0; c < width_; ++c) {
+        vectors_[c] = duckdb_data_chunk_get_vector(chunk_, c);
+        data_[c] = duckdb_vector_get_data(vectors_[c]);
+      }
+      // Row by row, so the batch (row-major, 56 bytes a cell) is read in order.
+      std::size_t c = width_;
+      for (std::size_t k = 0; k < take && c == width_; ++k) {
+        const schema::value* row = &batch.cells[(r + k) * width_];
+        for (c = 0; c < width_; ++c)
+          if (!fill_cell(c, row[c], fill_ + k, first_seq + r + k))
+            break;
+      }
+      if (c < width_) {
+        // A value the column's binary slot does not take (not in canonical form): the
+        // rows before this slice go in as they are, and from here on the column goes in
+        // as text for DuckDB to cast; then the slice is filled again.
+        if (fill_ > 0)
+          flush_chunk();
+        slots_[c].kind = DUCKDB_TYPE_VARCHAR;
+        make_chunk();
+        continue;
+      }
       if (with_seq_) {
         auto* seq = static_cast<std::int64_t*>(
             duckdb_vector_get_data(duckdb_data_chunk_get_vector(chunk_, width_)));
@@ -139,6 +291,14 @@ class duckdb_inserter final : public row_inserter {
   }
 
  private:
+  /// What one chunk column holds.
+  struct slot {
+    duckdb_type kind = DUCKDB_TYPE_VARCHAR;
+    duckdb_type storage = DUCKDB_TYPE_INVALID;  ///< DECIMAL: its physical integer type
+    std::uint8_t width = 0;                     ///< DECIMAL: precision
+    std::uint8_t scale = 0;                     ///< DECIMAL: scale
+  };
+
   void open(duckdb_connection con, const schema::table_schema& columns) {
     const table_ref& t = table_;
     if (duckdb_appender_create_ext(con, t.catalog.empty() ? nullptr : t.catalog.c_str(),
@@ -155,17 +315,35 @@ class duckdb_inserter final : public row_inserter {
       fail("cannot append to the sequence column");
 
     const idx_t n = duckdb_appender_column_count(app_);
-    std::vector<duckdb_logical_type> types;
     for (idx_t i = 0; i < n; ++i) {
       duckdb_logical_type lt = duckdb_appender_column_type(app_, i);
-      kinds_.push_back(chunk_type(duckdb_get_type_id(lt)));
+      slot s;
+      s.kind = chunk_type(duckdb_get_type_id(lt));
+      if (s.kind == DUCKDB_TYPE_DECIMAL) {
+        s.storage = duckdb_decimal_internal_type(lt);
+        s.width = duckdb_decimal_width(lt);
+        s.scale = duckdb_decimal_scale(lt);
+      }
       duckdb_destroy_logical_type(&lt);
-      types.push_back(duckdb_create_logical_type(kinds_.back()));
+      slots_.push_back(s);
     }
-    chunk_ = duckdb_create_data_chunk(types.data(), n);
+    make_chunk();
+    vectors_.resize(width_);
+    data_.resize(width_);
+    capacity_ = duckdb_vector_size();
+  }
+
+  /// (Re)creates the chunk with the slots' current types; it must hold no rows.
+  void make_chunk() {
+    if (chunk_)
+      duckdb_destroy_data_chunk(&chunk_);
+    std::vector<duckdb_logical_type> types;
+    for (const slot& s : slots_)
+      types.push_back(s.kind == DUCKDB_TYPE_DECIMAL ? duckdb_create_decimal_type(s.width, s.scale)
+                                                    : duckdb_create_logical_type(s.kind));
+    chunk_ = duckdb_create_data_chunk(types.data(), types.size());
     for (auto& lt : types)
       duckdb_destroy_logical_type(&lt);
-    capacity_ = duckdb_vector_size();
   }
 
   [[noreturn]] void fail(std::string_view what) {
@@ -178,77 +356,136 @@ class duckdb_inserter final : public row_inserter {
     if (duckdb_append_data_chunk(app_, chunk_) == DuckDBError)
       fail("cannot append rows");
     duckdb_data_chunk_reset(chunk_);
+    buffered_ += fill_;
     fill_ = 0;
-  }
-
-  void fill_column(std::size_t c, const schema::row_batch& batch, std::size_t r0,
-                   std::size_t take, std::uint64_t first_seq) {
-    duckdb_vector vec = duckdb_data_chunk_get_vector(chunk_, c);
-    void* data = duckdb_vector_get_data(vec);
-    const duckdb_type kind = kinds_[c];
-    auto bad = [&](std::size_t k, const schema::value& v) {
-      return bad_value(dialect_, table_, names_[c], first_seq + r0 + k, v, type_label(kind));
-    };
-    for (std::size_t k = 0; k < take; ++k) {
-      const schema::value& v = batch.at(r0 + k, c);
-      const idx_t at = fill_ + k;
-      if (v.is_null()) {
-        duckdb_vector_ensure_validity_writable(vec);
-        duckdb_validity_set_row_invalid(duckdb_vector_get_validity(vec), at);
-        continue;
-      }
-      switch (kind) {
-        case DUCKDB_TYPE_BOOLEAN: {
-          auto b = as_bool(v);
-          if (!b)
-            throw bad(k, v);
-          static_cast<bool*>(data)[at] = *b;
-          break;
-        }
-        case DUCKDB_TYPE_TINYINT:
-          put_int<std::int8_t>(data, at, v, k, bad);
-          break;
-        case DUCKDB_TYPE_SMALLINT:
-          put_int<std::int16_t>(data, at, v, k, bad);
-          break;
-        case DUCKDB_TYPE_INTEGER:
-          put_int<std::int32_t>(data, at, v, k, bad);
-          break;
-        case DUCKDB_TYPE_BIGINT:
-          put_int<std::int64_t>(data, at, v, k, bad);
-          break;
-        case DUCKDB_TYPE_FLOAT: {
-          auto d = as_real(v);
-          if (!d)
-            throw bad(k, v);
-          static_cast<float*>(data)[at] = static_cast<float>(*d);
-          break;
-        }
-        case DUCKDB_TYPE_DOUBLE: {
-          auto d = as_real(v);
-          if (!d)
-            throw bad(k, v);
-          static_cast<double*>(data)[at] = *d;
-          break;
-        }
-        default:  // VARCHAR and BLOB slots: text as is (raw bytes for BLOB)
-          if (v.kind == schema::value::tag::text) {
-            duckdb_vector_assign_string_element_len(vec, at, v.s.data(), v.s.size());
-          } else {
-            const std::string s = value_text(v);
-            duckdb_vector_assign_string_element_len(vec, at, s.data(), s.size());
-          }
-          break;
-      }
+    // The appender keeps chunks until it holds ~200k rows; handing them to the table a
+    // row group at a time spreads that work over the load instead of leaving most of it
+    // to finish(), when the source has nothing left to read in parallel.
+    if (buffered_ >= row_group_rows) {
+      if (duckdb_appender_flush(app_) == DuckDBError)
+        fail("cannot append rows");
+      buffered_ = 0;
     }
   }
 
+  /// Writes `v` into column `c` at chunk row `at`. Returns false when the value is not in
+  /// the canonical text its binary slot reads (decimal, date, timestamp); throws on a value
+  /// the column cannot hold (`row` names it).
+  [[nodiscard]] bool fill_cell(std::size_t c, const schema::value& v, idx_t at, std::uint64_t row) {
+    duckdb_vector vec = vectors_[c];
+    void* data = data_[c];
+    const slot& sl = slots_[c];
+    const duckdb_type kind = sl.kind;
+    auto bad = [&] { return bad_value(dialect_, table_, names_[c], row, v, type_label(kind)); };
+    if (v.is_null()) {
+      duckdb_vector_ensure_validity_writable(vec);
+      duckdb_validity_set_row_invalid(duckdb_vector_get_validity(vec), at);
+      return true;
+    }
+    switch (kind) {
+      case DUCKDB_TYPE_BOOLEAN: {
+        auto b = as_bool(v);
+        if (!b)
+          throw bad();
+        static_cast<bool*>(data)[at] = *b;
+        break;
+      }
+      case DUCKDB_TYPE_TINYINT:
+        put_int<std::int8_t>(data, at, v, bad);
+        break;
+      case DUCKDB_TYPE_SMALLINT:
+        put_int<std::int16_t>(data, at, v, bad);
+        break;
+      case DUCKDB_TYPE_INTEGER:
+        put_int<std::int32_t>(data, at, v, bad);
+        break;
+      case DUCKDB_TYPE_BIGINT:
+        put_int<std::int64_t>(data, at, v, bad);
+        break;
+      case DUCKDB_TYPE_FLOAT: {
+        auto d = as_real(v);
+        if (!d)
+          throw bad();
+        static_cast<float*>(data)[at] = static_cast<float>(*d);
+        break;
+      }
+      case DUCKDB_TYPE_DOUBLE: {
+        auto d = as_real(v);
+        if (!d)
+          throw bad();
+        static_cast<double*>(data)[at] = *d;
+        break;
+      }
+      case DUCKDB_TYPE_DECIMAL: {
+        __int128 unscaled = 0;
+        if (v.kind != schema::value::tag::text ||
+            !parse_canonical_decimal(v.s, sl.width, sl.scale, unscaled))
+          return false;
+        put_decimal(data, at, sl.storage, unscaled);
+        break;
+      }
+      case DUCKDB_TYPE_DATE: {
+        std::int64_t days = 0;
+        if (v.kind != schema::value::tag::text || v.s.size() != 10 ||
+            !parse_canonical_date(v.s, days))
+          return false;
+        static_cast<std::int32_t*>(data)[at] = static_cast<std::int32_t>(days);
+        break;
+      }
+      case DUCKDB_TYPE_TIMESTAMP:
+      case DUCKDB_TYPE_TIMESTAMP_TZ: {
+        std::int64_t micros = 0;
+        if (v.kind != schema::value::tag::text ||
+            !parse_canonical_timestamp(v.s, kind == DUCKDB_TYPE_TIMESTAMP_TZ, micros))
+          return false;
+        static_cast<std::int64_t*>(data)[at] = micros;
+        break;
+      }
+      default:  // VARCHAR and BLOB slots: text as is (raw bytes for BLOB)
+        if (v.kind == schema::value::tag::text) {
+          duckdb_vector_assign_string_element_len(vec, at, v.s.data(), v.s.size());
+        } else {
+          const std::string text = value_text(v);
+          duckdb_vector_assign_string_element_len(vec, at, text.data(), text.size());
+        }
+        break;
+    }
+    return true;
+  }
+
   template <class Int, class Bad>
-  static void put_int(void* data, idx_t at, const schema::value& v, std::size_t k, Bad& bad) {
+  static void put_int(void* data, idx_t at, const schema::value& v, Bad& bad) {
+    if constexpr (std::is_same_v<Int, std::int64_t>) {
+      if (v.kind == schema::value::tag::integer) {
+        static_cast<Int*>(data)[at] = v.i;
+        return;
+      }
+    }
     auto i = as_int(v);
     if (!i || *i < std::numeric_limits<Int>::min() || *i > std::numeric_limits<Int>::max())
-      throw bad(k, v);
+      throw bad();
     static_cast<Int*>(data)[at] = static_cast<Int>(*i);
+  }
+
+  /// An unscaled decimal that fits the column's precision, in its physical type.
+  static void put_decimal(void* data, idx_t at, duckdb_type storage, __int128 v) {
+    switch (storage) {
+      case DUCKDB_TYPE_SMALLINT:
+        static_cast<std::int16_t*>(data)[at] = static_cast<std::int16_t>(v);
+        break;
+      case DUCKDB_TYPE_INTEGER:
+        static_cast<std::int32_t*>(data)[at] = static_cast<std::int32_t>(v);
+        break;
+      case DUCKDB_TYPE_BIGINT:
+        static_cast<std::int64_t*>(data)[at] = static_cast<std::int64_t>(v);
+        break;
+      default: {  // HUGEINT
+        const auto u = static_cast<unsigned __int128>(v);
+        static_cast<duckdb_hugeint*>(data)[at] =
+            duckdb_hugeint{static_cast<std::uint64_t>(u), static_cast<std::int64_t>(u >> 64)};
+        break;
+      }
+    }
   }
 
   const dialects::dialect& dialect_;
@@ -256,11 +493,14 @@ class duckdb_inserter final : public row_inserter {
   std::size_t width_;
   bool with_seq_;
   std::vector<std::string> names_;
-  std::vector<duckdb_type> kinds_;
+  std::vector<slot> slots_;
+  std::vector<duckdb_vector> vectors_;  ///< the chunk's vectors for the slice being filled
+  std::vector<void*> data_;             ///< and their data
   duckdb_appender app_ = nullptr;
   duckdb_data_chunk chunk_ = nullptr;
   idx_t capacity_ = 0;
   idx_t fill_ = 0;
+  idx_t buffered_ = 0;  ///< rows appended since the appender last flushed
 };
 
 /// Per database file: DuckDB keeps every table's data committed since the last
@@ -540,6 +780,10 @@ class duckdb_warehouse final : public warehouse_base {
   /// The staging table's ART index is built once from the loaded rows (ALTER TABLE ... ADD
   /// PRIMARY KEY) instead of one insert per appended row.
   bool key_after_load() const override { return true; }
+
+  /// A row group: the appender writes each one to the file as it fills, taking ~0.2 s for
+  /// 16 columns on this project's machines.
+  std::size_t write_burst_rows() const override { return row_group_rows; }
 
   table_ref bookkeeping_table() const override {
     return table_ref{"", std::string(bookkeeping_schema), std::string(commits_table)};

@@ -78,6 +78,11 @@ class warehouse {
   /// Default: throws sink_error (the engine offers no query path).
   [[nodiscard]] virtual std::vector<std::vector<std::optional<std::string>>> query(
       const std::string& sql);
+  /// Rows a load's writer may take in at once before its write returns (DuckDB compresses
+  /// and writes a whole row group inside the append that fills it). A copy queues at
+  /// least this many rows from its reader, so the reader keeps reading meanwhile.
+  /// Default: 0
+  [[nodiscard]] virtual std::size_t write_burst_rows() const { return 0; }
 };
 
 struct warehouse_options {

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "sources/adapters.hpp"
+#include "sources/batch_builder.hpp"
 #include "sources/copy_text.hpp"
 #include "sources/errors.hpp"
 #include "sources/marker.hpp"
@@ -289,23 +290,19 @@ class postgres_source final : public source {
     if (request.copy_text && cursor.empty())
       return pass_through(conn, qualified, names, types, batch_rows, consume);
     read_result out;
-    schema::row_batch batch;
-    batch.width = width;
-    batch.cells.reserve(batch_rows * width);
+    batch_builder batch(request, width, batch_rows);
     std::string scratch;
     value cursor_cell;
     bool stopped = false;  // the consumer asked for no more rows
     out.rows = copy_rows(
         conn, qualified, names.size(),
         [&](std::size_t i, std::string_view text, bool is_null, std::uint64_t at) {
-          if (i == 0)
-            batch.cells.resize(batch.cells.size() + width);
           if (i >= names.size())
-            return;
-          value& cell = i < width ? batch.cells[batch.cells.size() - width + i] : cursor_cell;
-          if (is_null) {
-            cell = value::null();
-          } else {
+            return;  // copy_rows fails the row
+          if (i >= width)
+            cursor_cell.clear();
+          value& cell = i < width ? batch.next_cell() : cursor_cell;
+          if (!is_null) {
             if (text.find('\\') != std::string_view::npos) {
               unescape_copy(text, scratch);
               text = scratch;
@@ -317,19 +314,16 @@ class postgres_source final : public source {
             out.max_cursor = cursor_text(cell);
         },
         [&](std::string_view) {
-          if (batch.rows() < batch_rows)
+          if (!batch.full())
             return true;
-          if (!consume(std::move(batch))) {
+          if (!consume(batch.take())) {
             stopped = true;
             return false;
           }
-          batch = schema::row_batch{};
-          batch.width = width;
-          batch.cells.reserve(batch_rows * width);
           return true;
         });
-    if (!stopped && !batch.cells.empty())
-      consume(std::move(batch));
+    if (!stopped && batch.rows() > 0)
+      consume(batch.take());
     return out;
   }
 

@@ -59,6 +59,10 @@ struct read_request {
   /// (schema::row_batch::copy_text) when the read has no cursor; other sources ignore
   /// it. Set only when a PostgreSQL sink takes the rows as they are. Default: false
   bool copy_text = false;
+  /// Where a reader may take a batch its consumer is done with, to fill again instead of
+  /// a new one: the cells and their strings keep their memory, so a long read stops
+  /// allocating. Returns an empty batch when there is none. Unset: every batch is new.
+  std::function<schema::row_batch()> spent_batch;
 };
 
 struct read_result {

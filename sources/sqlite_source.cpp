@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "sources/adapters.hpp"
+#include "sources/batch_builder.hpp"
 #include "sources/errors.hpp"
 #include "sources/marker.hpp"
 #include "sources/sql_text.hpp"
@@ -93,6 +94,13 @@ std::string column_text(sqlite3_stmt* s, int col) {
   return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(s, col))) : std::string();
 }
 
+// The value's text without a copy; valid until the next step or column call.
+std::string_view column_view(sqlite3_stmt* s, int col) {
+  const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s, col));
+  return p ? std::string_view(p, static_cast<std::size_t>(sqlite3_column_bytes(s, col)))
+           : std::string_view();
+}
+
 std::string column_blob(sqlite3_stmt* s, int col) {
   const void* p = sqlite3_column_blob(s, col);
   return p ? std::string(static_cast<const char*>(p),
@@ -110,35 +118,55 @@ std::string as_text(sqlite3_stmt* s, int col) {
   }
 }
 
-// Converts one stored value to the column's representation; nullopt when it has none.
-std::optional<value> convert(sqlite3_stmt* s, int col, const portable_type& type) {
+// Sets `out`, a null, to one stored value in the column's representation; false when it
+// has none. Writes into the batch's own cell: a value is 56 bytes with a string, so
+// building one elsewhere and moving it in costs more than converting it, and a reused
+// cell's string keeps its memory.
+bool convert(sqlite3_stmt* s, int col, const portable_type& type, value& out) {
   const int storage = sqlite3_column_type(s, col);
-  if (storage == SQLITE_NULL)
-    return value::null();
+  if (storage == SQLITE_NULL) {
+    out.kind = value::tag::null;
+    return true;
+  }
+  auto set_bool = [&](bool v) {
+    out.kind = value::tag::boolean;
+    out.b = v;
+    return true;
+  };
+  auto set_int = [&](std::int64_t v) {
+    out.kind = value::tag::integer;
+    out.i = v;
+    return true;
+  };
+  auto set_text = [&](std::string&& v) {
+    out.kind = value::tag::text;
+    out.s = std::move(v);
+    return true;
+  };
   switch (type.kind) {
     case type_kind::boolean: {
       if (storage == SQLITE_INTEGER)
-        return value::of_bool(sqlite3_column_int64(s, col) != 0);
+        return set_bool(sqlite3_column_int64(s, col) != 0);
       if (storage == SQLITE_FLOAT)
-        return value::of_bool(sqlite3_column_double(s, col) != 0);
-      if (auto b = parse_bool(column_text(s, col)))
-        return value::of_bool(*b);
-      return std::nullopt;
+        return set_bool(sqlite3_column_double(s, col) != 0);
+      if (auto b = parse_bool(column_view(s, col)))
+        return set_bool(*b);
+      return false;
     }
     case type_kind::smallint:
     case type_kind::int32:
     case type_kind::bigint: {
       if (storage == SQLITE_INTEGER)
-        return value::of_int(sqlite3_column_int64(s, col));
+        return set_int(sqlite3_column_int64(s, col));
       if (storage == SQLITE_FLOAT) {
         const double d = sqlite3_column_double(s, col);
         if (std::trunc(d) == d && d >= -9.2233720368547758e18 && d < 9.2233720368547758e18)
-          return value::of_int(static_cast<std::int64_t>(d));
-        return std::nullopt;
+          return set_int(static_cast<std::int64_t>(d));
+        return false;
       }
-      if (auto i = parse_int64(column_text(s, col)))
-        return value::of_int(*i);
-      return std::nullopt;
+      if (auto i = parse_int64(column_view(s, col)))
+        return set_int(*i);
+      return false;
     }
     case type_kind::float32:
     case type_kind::float64: {
@@ -147,14 +175,16 @@ std::optional<value> convert(sqlite3_stmt* s, int col, const portable_type& type
         d = static_cast<double>(sqlite3_column_int64(s, col));
       } else if (storage == SQLITE_FLOAT) {
         d = sqlite3_column_double(s, col);
-      } else if (auto p = parse_double(column_text(s, col))) {
+      } else if (auto p = parse_double(column_view(s, col))) {
         d = *p;
       } else {
-        return std::nullopt;
+        return false;
       }
       if (type.kind == type_kind::float32)
         d = static_cast<double>(static_cast<float>(d));
-      return value::of_real(d);
+      out.kind = value::tag::real;
+      out.d = d;
+      return true;
     }
     case type_kind::decimal: {
       std::optional<std::string> text;
@@ -163,62 +193,77 @@ std::optional<value> convert(sqlite3_stmt* s, int col, const portable_type& type
       else if (storage == SQLITE_FLOAT)
         text = decimal_from_double(sqlite3_column_double(s, col), type.scale);
       else
-        text = normalize_decimal(column_text(s, col), type.scale);
+        text = normalize_decimal(column_view(s, col), type.scale);
       if (!text)
-        return std::nullopt;
-      return value::of_text(std::move(*text));
+        return false;
+      return set_text(std::move(*text));
     }
     case type_kind::date: {
       if (storage == SQLITE_INTEGER)
-        return value::of_text(
+        return set_text(
             format_timestamp(micros_from_unix_seconds(sqlite3_column_int64(s, col)), false)
                 .substr(0, 10));
       if (storage == SQLITE_FLOAT) {
         auto us = micros_from_julian_day(sqlite3_column_double(s, col));
         if (!us)
-          return std::nullopt;
-        return value::of_text(format_timestamp(*us, false).substr(0, 10));
+          return false;
+        return set_text(format_timestamp(*us, false).substr(0, 10));
       }
-      if (auto d = normalize_date(column_text(s, col)))
-        return value::of_text(std::move(*d));
-      return std::nullopt;
+      if (auto d = normalize_date(column_view(s, col)))
+        return set_text(std::move(*d));
+      return false;
     }
     case type_kind::time: {
-      if (auto t = normalize_time(column_text(s, col)))
-        return value::of_text(std::move(*t));
-      return std::nullopt;
+      if (auto t = normalize_time(column_view(s, col)))
+        return set_text(std::move(*t));
+      return false;
     }
     case type_kind::timestamp_ntz:
     case type_kind::timestamp_tz: {
       const bool tz = type.kind == type_kind::timestamp_tz;
       if (storage == SQLITE_INTEGER)
-        return value::of_text(
+        return set_text(
             format_timestamp(micros_from_unix_seconds(sqlite3_column_int64(s, col)), tz));
       if (storage == SQLITE_FLOAT) {
         auto us = micros_from_julian_day(sqlite3_column_double(s, col));
         if (!us)
-          return std::nullopt;
-        return value::of_text(format_timestamp(*us, tz));
+          return false;
+        return set_text(format_timestamp(*us, tz));
       }
-      if (auto t = normalize_timestamp(column_text(s, col), tz))
-        return value::of_text(std::move(*t));
-      return std::nullopt;
+      const std::string_view text = column_view(s, col);
+      if (is_canonical_timestamp(text)) {
+        out.kind = value::tag::text;
+        out.s.assign(text.data(), text.size());
+        if (tz)
+          out.s.append("+00");
+        return true;
+      }
+      if (auto t = normalize_timestamp(text, tz))
+        return set_text(std::move(*t));
+      return false;
     }
     case type_kind::uuid: {
       if (storage == SQLITE_BLOB && sqlite3_column_bytes(s, col) == 16)
-        return value::of_text(
+        return set_text(
             format_uuid(static_cast<const unsigned char*>(sqlite3_column_blob(s, col))));
-      if (auto u = normalize_uuid(column_text(s, col)))
-        return value::of_text(std::move(*u));
-      return std::nullopt;
+      if (auto u = normalize_uuid(column_view(s, col)))
+        return set_text(std::move(*u));
+      return false;
     }
     case type_kind::bytes:
     case type_kind::varchar:
     case type_kind::text:
     case type_kind::json:
-      return value::of_text(as_text(s, col));
+      if (storage == SQLITE_TEXT) {
+        // Straight from SQLite's buffer into the cell's string.
+        const std::string_view text = column_view(s, col);
+        out.kind = value::tag::text;
+        out.s.assign(text.data(), text.size());
+        return true;
+      }
+      return set_text(as_text(s, col));
   }
-  return std::nullopt;
+  return false;
 }
 
 class sqlite_source final : public source {
@@ -342,38 +387,31 @@ class sqlite_source final : public source {
     const std::size_t width = request.columns.columns.size();
     const std::size_t batch_rows = request.batch_rows ? request.batch_rows : 8192;
     read_result result;
-    schema::row_batch batch;
-    batch.width = width;
-    batch.cells.reserve(batch_rows * width);
+    batch_builder batch(request, width, batch_rows);
     int rc = SQLITE_OK;
+    value cursor_cell;  // the cursor column when it is not among the requested ones
     while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
       ++result.rows;
+      cursor_cell.clear();
       for (std::size_t i = 0; i < types.size(); ++i) {
-        auto v = convert(stmt.get(), static_cast<int>(i), types[i]);
-        if (!v) {
+        value& cell = i < width ? batch.next_cell() : cursor_cell;
+        if (!convert(stmt.get(), static_cast<int>(i), types[i], cell)) {
           const std::string& name = i < width ? request.columns.columns[i].name
                                               : request.cursor_column;
           throw error::bad_value(options_.name, table, name, as_text(stmt.get(), static_cast<int>(i)),
                                  types[i], result.rows);
         }
-        if (static_cast<int>(i) == cursor_index && !v->is_null())
-          result.max_cursor = cursor_text(*v);
-        if (i < width)
-          batch.cells.push_back(std::move(*v));
+        if (static_cast<int>(i) == cursor_index && !cell.is_null())
+          result.max_cursor = cursor_text(cell);
       }
-      if (batch.rows() >= batch_rows) {
-        if (!consume(std::move(batch)))
-          return result;
-        batch = schema::row_batch{};
-        batch.width = width;
-        batch.cells.reserve(batch_rows * width);
-      }
+      if (batch.full() && !consume(batch.take()))
+        return result;
     }
     if (rc != SQLITE_DONE)
       throw error::read_failed(options_.name, table, options_.path, sqlite3_errmsg(db.get()),
                                "check that the file is readable and not corrupt");
-    if (!batch.cells.empty())
-      consume(std::move(batch));
+    if (batch.rows() > 0)
+      consume(batch.take());
     return result;
   }
 

@@ -161,7 +161,85 @@ std::string format_scaled(__int128 unscaled, int scale) {
   return std::string(out, len);
 }
 
+namespace {
+
+// normalize_decimal for plain text, "[-+]digits[.digits]" (what std::to_chars and
+// PostgreSQL print), written straight into the result. false: not that form.
+bool normalize_plain_decimal(std::string_view s, int scale, std::string& out) {
+  std::size_t pos = 0;
+  bool negative = false;
+  if (!s.empty() && (s[0] == '-' || s[0] == '+')) {
+    negative = s[0] == '-';
+    ++pos;
+  }
+  const std::size_t int_start = pos;
+  while (pos < s.size() && is_digit(s[pos]))
+    ++pos;
+  if (pos == int_start)
+    return false;
+  std::string_view int_digits = s.substr(int_start, pos - int_start);
+  std::string_view frac;
+  if (pos < s.size() && s[pos] == '.') {
+    const std::size_t frac_start = ++pos;
+    while (pos < s.size() && is_digit(s[pos]))
+      ++pos;
+    frac = s.substr(frac_start, pos - frac_start);
+  }
+  if (pos != s.size())
+    return false;
+  while (int_digits.size() > 1 && int_digits.front() == '0')
+    int_digits.remove_prefix(1);
+  const auto want = static_cast<std::size_t>(scale);
+  // [0]: room for a carry digit; then the integer digits, the point and the fraction.
+  out.assign(1 + int_digits.size() + (want > 0 ? 1 + want : 0), '0');
+  char* const first = out.data() + 1;
+  std::memcpy(first, int_digits.data(), int_digits.size());
+  char* const frac_at = first + int_digits.size() + 1;
+  if (want > 0) {
+    frac_at[-1] = '.';
+    std::memcpy(frac_at, frac.data(), std::min(frac.size(), want));
+  }
+  bool nonzero = false;
+  if (frac.size() > want && frac[want] >= '5') {
+    // Half away from zero: add one unit in the last place, carrying left past the point.
+    char* p = out.data() + out.size();
+    for (;;) {
+      --p;
+      if (*p == '.')
+        continue;
+      if (*p != '9') {
+        ++*p;
+        break;
+      }
+      *p = '0';
+    }
+    nonzero = true;
+  }
+  if (!nonzero)
+    for (const char* p = first; p != out.data() + out.size(); ++p)
+      if (*p != '0' && *p != '.') {
+        nonzero = true;
+        break;
+      }
+  // The carry digit is used when the increment ran into it ("9.99" -> "10.00").
+  std::size_t lead = out[0] == '0' ? 1 : 0;
+  if (negative && nonzero) {
+    if (lead == 1)
+      out[0] = '-';
+    else
+      out.insert(out.begin(), '-');
+    lead = 0;
+  }
+  out.erase(0, lead);
+  return true;
+}
+
+}  // namespace
+
 std::optional<std::string> normalize_decimal(std::string_view text, int scale) {
+  std::string plain;
+  if (normalize_plain_decimal(text, scale, plain))
+    return plain;
   std::string_view s = trim(text);
   bool negative = false;
   if (!s.empty() && (s.front() == '-' || s.front() == '+')) {
@@ -238,6 +316,21 @@ std::optional<std::string> normalize_decimal(std::string_view text, int scale) {
 std::optional<std::string> decimal_from_double(double v, int scale) {
   if (!std::isfinite(v))
     return std::nullopt;
+  // Most stored decimals are the double nearest to some n / 10^scale. When that quotient
+  // reads back as exactly `v` and v's spacing (ulp) is finer than 10^-scale, it is the
+  // only scale-digit decimal that does, so it is also what the shortest round-trip text
+  // rounds to: format n directly. n and 10^scale are exact doubles below 2^53 and
+  // 10^22, so the one division is correctly rounded, as reading the text would be.
+  static constexpr double pow10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+                                     1e11, 1e12, 1e13, 1e14, 1e15};
+  if (scale >= 0 && scale <= 15) {
+    const double scaled = v * pow10[scale];
+    if (std::fabs(scaled) < 0x1p52) {
+      const double n = std::nearbyint(scaled);
+      if (n / pow10[scale] == v)
+        return format_scaled(static_cast<std::int64_t>(n), scale);
+    }
+  }
   char buf[512];
   auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
   if (ec != std::errc{})
@@ -461,7 +554,38 @@ std::optional<std::string> normalize_time(std::string_view text) {
   return format_time(*t);
 }
 
+bool is_canonical_timestamp(std::string_view s) {
+  if (s.size() < 19 || s.size() == 20 || s.size() > 26 || s[4] != '-' || s[7] != '-' ||
+      s[10] != ' ' || s[13] != ':' || s[16] != ':')
+    return false;
+  auto field = [&](std::size_t at, std::size_t n, int& out) { return take_digits(s, at, n, out); };
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0;
+  if (!field(0, 4, y) || !field(5, 2, mo) || !field(8, 2, d) || !field(11, 2, h) ||
+      !field(14, 2, mi) || !field(17, 2, sec))
+    return false;
+  if (mo < 1 || mo > 12 || d < 1 ||
+      static_cast<unsigned>(d) > days_in_month(y, static_cast<unsigned>(mo)) || h > 23 ||
+      mi > 59 || sec > 59)
+    return false;
+  if (s.size() == 19)
+    return true;
+  if (s[19] != '.' || s.back() == '0')
+    return false;
+  for (std::size_t i = 20; i < s.size(); ++i)
+    if (!is_digit(s[i]))
+      return false;
+  return true;
+}
+
 std::optional<std::string> normalize_timestamp(std::string_view text, bool tz) {
+  if (is_canonical_timestamp(text)) {
+    std::string out;
+    out.reserve(text.size() + 3);
+    out.append(text);
+    if (tz)
+      out.append("+00");
+    return out;
+  }
   auto ts = parse_timestamp(text);
   if (!ts)
     return std::nullopt;

@@ -69,6 +69,10 @@ struct parsed_timestamp {
 /// timestamp_ntz drops an offset after shifting to UTC; timestamp_tz reads text without
 /// an offset as UTC.
 [[nodiscard]] std::optional<std::string> normalize_timestamp(std::string_view text, bool tz);
+/// True when `text` is "YYYY-MM-DD HH:MM:SS[.ffffff]" (a valid date and time, a fraction
+/// of 1-6 digits without trailing zeros): normalize_timestamp gives it back unchanged,
+/// with "+00" appended for timestamp_tz.
+[[nodiscard]] bool is_canonical_timestamp(std::string_view text);
 
 /// SQLite's numeric date conventions: unix seconds, and julian day numbers.
 [[nodiscard]] std::int64_t micros_from_unix_seconds(std::int64_t seconds);

@@ -192,3 +192,66 @@ TEST_CASE("a decimal keeps its scale and every digit on SQLite", "[!mayfail]") {
   CHECK(column_of(wh->query("SELECT " + d.quote("d") + " FROM " + d.qualified(t) + " ORDER BY rowid")) ==
         std::vector<std::string>{"-12.5000000000", "1234567890123456789012345678.0123456789"});
 }
+
+TEST_CASE("DuckDB takes decimals, dates and timestamps in binary and other texts through its cast") {
+  // Canonical texts (schema/rows.hpp) go into DuckDB's binary slots; a text in another
+  // form, even in the middle of a chunk, goes in as text for DuckDB's own cast, as before.
+  test_target target("duckdb");
+  auto wh = target.open();
+  const auto t = target.table("binary_slots");
+  const auto s = cols({col("id", "int"), col("d4", "decimal(4,2)"), col("d9", "decimal(9,3)"),
+                       col("d18", "decimal(18,2)"), col("d38", "decimal(38,10)"),
+                       col("day", "date"), col("ts", "timestamp_ntz"),
+                       col("tstz", "timestamp_tz")});
+  std::vector<std::vector<value>> rows;
+  // Over two chunks of canonical rows, so the fallback below starts mid-load.
+  for (int i = 0; i < 2500; ++i)
+    rows.push_back({I(i), T("-99.99"), T("123456.789"), T("-9999999999999999.99"),
+                    T("-1234567890123456789012345678.0123456789"), T("0001-01-01"),
+                    T("9999-12-31 23:59:59.999999"), T("1970-01-01 00:00:00.5+00")});
+  rows.push_back({I(2500), T("1.5e1"), T("-0.0005"), T("+7"), T("12.3"), T("2024-02-29"),
+                  T("2024-01-02T03:04:05"), T("2024-01-02 03:04:05+02")});
+  rows.push_back({I(2501), T("00.10"), T("0"), T("-0.00"), T("1"), T("2000-01-01"),
+                  T("2024-01-02 03:04:05.120"), T("2024-01-02 03:04:05.12+00")});
+  rows.push_back({I(2502), N(), N(), N(), N(), N(), N(), N()});
+  load(*wh, t, s, load_mode::replace, rows);
+
+  const auto& d = wh->dialect();
+  const auto got = wh->query("SELECT * FROM " + d.qualified(t) + " WHERE " + d.quote("id") +
+                             " IN (0, 2499, 2500, 2501, 2502) ORDER BY " + d.quote("id"));
+  REQUIRE(got.size() == 5);
+  const std::vector<std::string> canonical{"-99.99", "123456.789", "-9999999999999999.99",
+                                           "-1234567890123456789012345678.0123456789",
+                                           "0001-01-01", "9999-12-31 23:59:59.999999",
+                                           "1970-01-01 00:00:00.5+00"};
+  for (std::size_t r = 0; r < 2; ++r)
+    for (std::size_t c = 0; c < canonical.size(); ++c) {
+      CAPTURE(r, c);
+      CHECK(got[r][c + 1].value_or("NULL") == canonical[c]);
+    }
+  const std::vector<std::string> cast{"15.00", "-0.001", "7.00", "12.3000000000", "2024-02-29",
+                                      "2024-01-02 03:04:05", "2024-01-02 01:04:05+00"};
+  const std::vector<std::string> plain{"0.10", "0.000", "0.00", "1.0000000000", "2000-01-01",
+                                       "2024-01-02 03:04:05.12", "2024-01-02 03:04:05.12+00"};
+  for (std::size_t c = 0; c < cast.size(); ++c) {
+    CAPTURE(c);
+    CHECK(got[2][c + 1].value_or("NULL") == cast[c]);
+    CHECK(got[3][c + 1].value_or("NULL") == plain[c]);
+    CHECK_FALSE(got[4][c + 1].has_value());
+  }
+  CHECK(count(*wh, t) == 2503);
+}
+
+TEST_CASE("a decimal wider than its DuckDB column fails the load") {
+  test_target target("duckdb");
+  auto wh = target.open();
+  const auto t = target.table("narrow_decimal");
+  auto w = wh->begin_load(
+      load_request{t, cols({col("d", "decimal(4,2)")}), load_mode::replace, {}, std::nullopt});
+  CHECK_THROWS_AS(
+      [&] {
+        w->write(batch({{T("12.34")}, {T("123.45")}}));
+        w->commit();
+      }(),
+      sink_error);
+}

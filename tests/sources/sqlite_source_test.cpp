@@ -150,6 +150,49 @@ TEST_CASE("sqlite values come out exactly as the portable types represent them")
   }
 }
 
+TEST_CASE("a sqlite read into reused batches gives the values a fresh read gives") {
+  // Each batch comes back as the next one to fill, so every cell is written over a cell
+  // of another row: a different kind, a longer or shorter string, or a null.
+  temp_dir dir;
+  const auto db = dir.file("reuse.db");
+  sqlite_exec(db, R"(
+    CREATE TABLE v (id INTEGER PRIMARY KEY, total DECIMAL(12,2), paid BOOLEAN, at DATETIME,
+                    at_tz TIMESTAMPTZ, name TEXT, ratio REAL, anything);
+    INSERT INTO v VALUES
+      (1, 12.5, 1, '2024-01-02 03:04:05.5', '2024-01-02 03:04:05', 'a long name past SSO', 0.1, 'x'),
+      (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+      (3, '-0.5', 0, '2024-01-02T03:04:05Z', '2024-01-02 03:04:05+02:00', '', -2.5, 7),
+      (4, 99999.994, 'true', 1700000000, 1700000000, 'ünïcødé ✓', 1e300, 2.5);
+  )");
+  auto src = open_sqlite(db);
+  const catalog cat = src->read_catalog();
+  const auto& t = find_table(cat, "v");
+  const auto fresh = read_all(*src, t, {}, {}, std::nullopt, 3);
+
+  for (std::size_t batch_rows : {1, 2, 3}) {
+    CAPTURE(batch_rows);
+    read_request req;
+    req.table = &t;
+    req.columns = t.columns;
+    req.batch_rows = batch_rows;
+    std::optional<flotilla::schema::row_batch> spent;
+    req.spent_batch = [&] {
+      auto b = spent ? std::move(*spent) : flotilla::schema::row_batch{};
+      spent.reset();
+      return b;
+    };
+    std::vector<std::vector<value>> rows;
+    src->read(req, [&](flotilla::schema::row_batch&& b) {
+      for (std::size_t r = 0; r < b.rows(); ++r)
+        rows.emplace_back(b.cells.begin() + static_cast<std::ptrdiff_t>(r * b.width),
+                          b.cells.begin() + static_cast<std::ptrdiff_t>((r + 1) * b.width));
+      spent = std::move(b);
+      return true;
+    });
+    CHECK(rows == fresh.rows);
+  }
+}
+
 TEST_CASE("a sqlite read returns the requested columns in the requested order") {
   temp_dir dir;
   const auto db = dir.file("order.db");

@@ -52,6 +52,36 @@ TEST_CASE("a double becomes the decimal its shortest text spells") {
   CHECK_FALSE(decimal_from_double(std::numeric_limits<double>::infinity(), 2).has_value());
 }
 
+TEST_CASE("a double near a decimal of its scale, or too coarse for one, becomes the same decimal") {
+  // The common case (the double nearest to some n / 10^scale) is formatted from n; these
+  // check it agrees with the shortest text everywhere it applies and where it does not.
+  CHECK(decimal_from_double(1.005, 2) == "1.01");  // 1.00499999999999989..., spelled 1.005
+  CHECK(decimal_from_double(0.125, 2) == "0.13");
+  CHECK(decimal_from_double(-0.125, 2) == "-0.13");
+  CHECK(decimal_from_double(-0.001, 2) == "0.00");
+  CHECK(decimal_from_double(-0.0, 2) == "0.00");
+  CHECK(decimal_from_double(99999999.99, 2) == "99999999.99");
+  CHECK(decimal_from_double(-1234567890.12, 2) == "-1234567890.12");
+  CHECK(decimal_from_double(0.1 + 0.2, 2) == "0.30");
+  CHECK(decimal_from_double(45035996273704.96, 2) == "45035996273704.96");
+  CHECK(decimal_from_double(1e17, 2) == "100000000000000000.00");
+  CHECK(decimal_from_double(123456789012345678.0, 0) == "123456789012345680");
+  CHECK(decimal_from_double(5e-324, 3) == "0.000");
+  CHECK(decimal_from_double(2.5, 0) == "3");
+}
+
+TEST_CASE("plain decimal text rounds, pads and drops its leading zeros") {
+  CHECK(normalize_decimal("00012.5", 2) == "12.50");
+  CHECK(normalize_decimal("+0.005", 2) == "0.01");
+  CHECK(normalize_decimal("-0.004", 2) == "0.00");
+  CHECK(normalize_decimal("-0.005", 2) == "-0.01");
+  CHECK(normalize_decimal("-999.999", 2) == "-1000.00");
+  CHECK(normalize_decimal("12.", 1) == "12.0");
+  CHECK(normalize_decimal("7", 0) == "7");
+  CHECK(normalize_decimal(" 7.25 ", 1) == "7.3");
+  CHECK(normalize_decimal("-.5", 0) == "-1");
+}
+
 TEST_CASE("scaled integers format as plain decimals") {
   CHECK(format_scaled(-1250, 2) == "-12.50");
   CHECK(format_scaled(5, 3) == "0.005");
@@ -77,6 +107,17 @@ TEST_CASE("timestamps in the common text forms normalise to one form") {
   CHECK_FALSE(normalize_timestamp("2024-02-30 00:00:00", false).has_value());
   CHECK_FALSE(normalize_timestamp("yesterday", false).has_value());
   CHECK_FALSE(normalize_timestamp("2024-01-02 25:00:00", false).has_value());
+}
+
+TEST_CASE("a timestamp already in the normal form comes back as it is") {
+  CHECK(normalize_timestamp("2024-02-29 23:59:59.999999", false) == "2024-02-29 23:59:59.999999");
+  CHECK(normalize_timestamp("2024-02-29 23:59:59.5", true) == "2024-02-29 23:59:59.5+00");
+  CHECK(normalize_timestamp("0000-01-01 00:00:00", false) == "0000-01-01 00:00:00");
+  CHECK(normalize_timestamp("2024-01-02 03:04:05.50", false) == "2024-01-02 03:04:05.5");
+  CHECK(normalize_timestamp("2024-01-02 03:04:05.", false) == std::nullopt);
+  CHECK(normalize_timestamp("2023-02-29 00:00:00", false) == std::nullopt);
+  CHECK(normalize_timestamp("2024-01-02 23:60:00", false) == std::nullopt);
+  CHECK(normalize_timestamp("2024-01-02 03:04:05.1234560", false) == "2024-01-02 03:04:05.123456");
 }
 
 TEST_CASE("dates and times normalise and format") {
