@@ -261,6 +261,61 @@ class table_logic {
   explicit table_logic(stream_context cx) : cx_(std::move(cx)) {}
   [[nodiscard]] const stream_context& context() const { return cx_; }
 
+  /// The table's changes of the transaction ending at `at`, in order. A hold's position
+  /// is a transaction: a DDL that opens a hold holds the table from the start of its
+  /// transaction, so the rows written before it in that transaction are kept too (under
+  /// the new column names, followed across renames by attnum) and the review's replay
+  /// carries the whole transaction once.
+  void handle_transaction(table_state& t, batch& b, lsn_t at,
+                          const std::vector<ordered_change>& changes) const {
+    const bool has_ddl = std::any_of(changes.begin(), changes.end(), [](const auto& c) {
+      return std::holds_alternative<ddl_change>(c.change);
+    });
+    std::optional<table_state> t0;
+    std::optional<batch> b0;
+    if (has_ddl && t.state == table_state::mode::streaming) {
+      // A DDL transaction commits on its own: the batch before it is empty, so cheap to copy.
+      t0 = t;
+      b0 = b;
+    }
+    bool kept_any = false;
+    std::size_t hold_at = changes.size();  // the change that opened a hold
+    for (std::size_t i = 0; i < changes.size(); ++i) {
+      b.order = changes[i].order;
+      const std::size_t holds = b.holds.size();
+      handle(t, b, at, changes[i].change, kept_any);
+      if (hold_at == changes.size() && b.holds.size() > holds)
+        hold_at = i;
+    }
+    if (kept_any)
+      t.kept_through = at;
+    if (!t0 || hold_at == changes.size() || hold_at == 0)
+      return;
+    // Again from the start of the transaction, held at it.
+    pb::HoldRecord hold = b.holds.back();
+    const ddl_event& e = std::get<ddl_change>(changes[hold_at].change).event;
+    t = std::move(*t0);
+    b = std::move(*b0);
+    const std::vector<source_column> before = t.columns;
+    t.state = table_state::mode::held;
+    t.hold_position = at;
+    kept_any = false;
+    std::size_t kept_before = b.kept[t.key].size();
+    for (std::size_t i = 0; i < changes.size(); ++i) {
+      b.order = changes[i].order;
+      if (i == hold_at) {
+        // The hold's own change lives in its review.
+        renamed_kept(b.kept[t.key], kept_before, before, e.columns);
+        b.holds.push_back(hold);
+        t.columns = e.columns;
+        t.layout = layout_of(t.columns);
+        continue;
+      }
+      handle(t, b, at, changes[i].change, kept_any);
+    }
+    t.kept_through = at;
+  }
+
   /// One change of the transaction ending at `at`. `kept_any` becomes true when the
   /// change was kept for the table's review.
   void handle(table_state& t, batch& b, lsn_t at, const table_change& c, bool& kept_any) const {
@@ -433,6 +488,28 @@ class table_logic {
   }
 
  private:
+  /// Kept changes from `from` on, written under the columns `before`, renamed to the
+  /// names the same columns (by attnum) have in `after`.
+  static void renamed_kept(std::vector<pb::HeldChange>& kept, std::size_t from,
+                           const std::vector<source_column>& before,
+                           const std::vector<source_column>& after) {
+    for (std::size_t i = from; i < kept.size(); ++i) {
+      auto j = nlohmann::json::parse(kept[i].payload(), nullptr, false);
+      if (!j.is_object() || !j.contains("columns"))
+        continue;
+      for (auto& name : j["columns"]) {
+        for (const auto& old : before)
+          if (name.is_string() && old.name == name.get<std::string>()) {
+            for (const auto& now : after)
+              if (now.attnum == old.attnum && old.attnum != 0)
+                name = now.name;
+            break;
+          }
+      }
+      kept[i].set_payload(j.dump());
+    }
+  }
+
   void on_relation(table_state& t, const relation_message& rel) const {
     t.map.assign(rel.columns.size(), static_cast<std::size_t>(-1));
     for (std::size_t i = 0; i < rel.columns.size(); ++i) {
@@ -487,7 +564,7 @@ class table_logic {
       return;
     }
     open_hold(b, t, std::get<held>(o).hold, e, at);
-    t.kept_through = at;
+    kept_any = true;  // the rest of the transaction is kept (handle_transaction)
   }
 
   /// The table's position in this batch; its shape is serialized once per batch.
@@ -691,14 +768,8 @@ caf::behavior table_actor(caf::stateful_actor<table_actor_state>* self, std::siz
         if (st.stopped)
           return;  // the batch will not commit: the stream stops at the first stop
         try {
-          bool kept_any = false;
-          for (const auto& c : *m.changes) {
-            st.pending.order = c.order;
-            logic->handle(st.table, st.pending, m.at, c.change, kept_any);
-          }
-          // Changes of this transaction are kept in RocksDB before the batch commits.
-          if (kept_any)
-            st.table.kept_through = m.at;
+          // What it keeps is written to RocksDB before the batch commits.
+          logic->handle_transaction(st.table, st.pending, m.at, *m.changes);
         } catch (const std::exception& e) {
           st.stopped = true;
           st.pending.stop = e.what();

@@ -316,6 +316,32 @@ TEST_CASE("an applied review replays the kept changes under the new shape, once"
   CHECK(again.stop() == 0);
 }
 
+TEST_CASE("rows written in a held DDL's own transaction are all kept and replayed once",
+          "[stream]") {
+  fixture f;
+  make_orders(f, "orders", 3);
+  stream_process p(f);
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "3"; }));
+  // One migration transaction: a row before the held rename, one after it, and an update
+  // of an existing row under the new name.
+  pg_exec(f.source(), "BEGIN; INSERT INTO orders VALUES (4, 'before', 1); ALTER TABLE orders "
+                      "RENAME COLUMN id TO order_id; INSERT INTO orders VALUES (5, 'after', 1); "
+                      "UPDATE orders SET note = 'backfilled' WHERE order_id = 1; COMMIT");
+  REQUIRE(eventually(
+      [&] { return hold_state(f) == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW; }));
+  // Held from the start of its transaction: nothing of it reached the target.
+  CHECK(count(f.target(), "st_shop.orders") == "3");
+  (void)submit(f, flotilla::cdc::decision_kind::apply_proposed);
+  CHECK(eventually([&] {
+    auto r = pg_try_rows(f.target(), "SELECT order_id, note FROM st_shop.orders ORDER BY 1");
+    return r && *r == rows{{"1", "backfilled"}, {"2", "note 2"}, {"3", "note 3"},
+                           {"4", "before"}, {"5", "after"}};
+  }));
+  CHECK(p.stop() == 0);
+  INFO(p.err());
+  CHECK(hold_of(f).state() == flotilla::storage::pb::HOLD_STATE_RESUMED);
+}
+
 TEST_CASE("changes made while a table is held are decided in order after its review",
           "[stream]") {
   fixture f;
