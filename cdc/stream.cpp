@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <span>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -1741,19 +1742,27 @@ class source_stream {
   /// What the batch keeps for held tables and the reviews of the holds it opened,
   /// written before it commits.
   void write_holds(const batch& b, bool count_held) {
+    // A new hold and the changes its transaction kept go in one RocksDB batch: a crash
+    // leaves both or neither, so the source sending the transaction again neither loses
+    // nor doubles them.
+    std::set<std::string> opened;
+    for (const auto& h : b.holds) {
+      std::span<const pb::HeldChange> kept;
+      if (auto it = b.kept.find(h.table()); it != b.kept.end())
+        kept = it->second;
+      auto r = create_review(*o_.store, h, kept, now_us());
+      if (!r)
+        throw std::runtime_error(r.error().message);
+      opened.insert(h.table());
+      if (count_held && o_.progress)
+        ++o_.progress->tables_held;
+    }
     for (const auto& [key, changes] : b.kept) {
-      if (changes.empty())
+      if (changes.empty() || opened.contains(key))
         continue;
       auto r = o_.store->append_held_changes(tgt_name_, key, changes);
       if (!r)
         throw std::runtime_error(r.error().message);
-    }
-    for (const auto& h : b.holds) {
-      auto r = create_review(*o_.store, h, {}, now_us());
-      if (!r)
-        throw std::runtime_error(r.error().message);
-      if (count_held && o_.progress)
-        ++o_.progress->tables_held;
     }
   }
 
