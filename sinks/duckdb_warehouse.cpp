@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "schema/calendar.hpp"
 #include "sinks/warehouse_internal.hpp"
 
 namespace flotilla::sinks::detail {
@@ -104,16 +105,6 @@ bool digits_at(std::string_view s, std::size_t pos, std::size_t n, unsigned& out
   return true;
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) {
-  y -= m <= 2;
-  const std::int64_t era = (y >= 0 ? y : y - 399) / 400;
-  const auto yoe = static_cast<unsigned>(y - era * 400);
-  const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + static_cast<std::int64_t>(doe) - 719468;
-}
-
 /// "YYYY-MM-DD" with a year 0001..9999, at the start of `s`: days since the epoch.
 bool parse_canonical_date(std::string_view s, std::int64_t& days) {
   unsigned y = 0, m = 0, d = 0;
@@ -125,7 +116,7 @@ bool parse_canonical_date(std::string_view s, std::int64_t& days) {
     return false;
   if (m == 2 && d == 29 && !((y % 4 == 0 && y % 100 != 0) || y % 400 == 0))
     return false;
-  days = days_from_civil(y, m, d);
+  days = schema::days_from_civil(y, m, d);
   return true;
 }
 

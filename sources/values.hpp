@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "schema/calendar.hpp"
 #include "schema/rows.hpp"
 
 namespace flotilla::sources {
@@ -32,8 +33,8 @@ namespace flotilla::sources {
 
 // ---- dates and times -------------------------------------------------------------
 
-/// Days since 1970-01-01 of a proleptic Gregorian date, and back.
-[[nodiscard]] std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d);
+/// Days since 1970-01-01 of a proleptic Gregorian date (schema/calendar.hpp), and back.
+using schema::days_from_civil;
 struct civil_date {
   std::int64_t year;
   unsigned month;
