@@ -576,26 +576,18 @@ class table_logic {
       it->second.columns = columns_json(t.columns);
   }
 
-  static net_changes& current_net(batch& b, const table_state& t) {
+  /// The table's last step of the batch when it is a `Changes` (net_changes by key,
+  /// keyless_changes in order) under the table's current shape; else a new one.
+  template <class Changes>
+  static Changes& current(batch& b, const table_state& t) {
     auto& steps = b.steps[t.key];
-    if (steps.empty() || !std::holds_alternative<net_changes>(steps.back()) ||
-        std::get<net_changes>(steps.back()).layout != t.layout) {
-      net_changes n;
-      n.layout = t.layout;
-      steps.emplace_back(std::move(n));
+    if (steps.empty() || !std::holds_alternative<Changes>(steps.back()) ||
+        std::get<Changes>(steps.back()).layout != t.layout) {
+      Changes c;
+      c.layout = t.layout;
+      steps.emplace_back(std::move(c));
     }
-    return std::get<net_changes>(steps.back());
-  }
-
-  static keyless_changes& current_keyless(batch& b, const table_state& t) {
-    auto& steps = b.steps[t.key];
-    if (steps.empty() || !std::holds_alternative<keyless_changes>(steps.back()) ||
-        std::get<keyless_changes>(steps.back()).layout != t.layout) {
-      keyless_changes k;
-      k.layout = t.layout;
-      steps.emplace_back(std::move(k));
-    }
-    return std::get<keyless_changes>(steps.back());
+    return std::get<Changes>(steps.back());
   }
 
   // Row changes onto a relational target: by key, or in order for a keyless table.
@@ -603,26 +595,26 @@ class table_logic {
     if (!cx_.relational)
       return;
     if (t.layout.key.empty())
-      current_keyless(b, t).insert(row);
+      current<keyless_changes>(b, t).insert(row);
     else
-      current_net(b, t).insert(row);
+      current<net_changes>(b, t).insert(row);
   }
   void apply_update(batch& b, const table_state& t, const std::optional<tuple>& old,
                     const tuple& row) const {
     if (!cx_.relational)
       return;
     if (t.layout.key.empty())
-      current_keyless(b, t).update(old, row);
+      current<keyless_changes>(b, t).update(old, row);
     else
-      current_net(b, t).update(old, row);
+      current<net_changes>(b, t).update(old, row);
   }
   void apply_remove(batch& b, const table_state& t, const tuple& old) const {
     if (!cx_.relational)
       return;
     if (t.layout.key.empty())
-      current_keyless(b, t).remove(old);
+      current<keyless_changes>(b, t).remove(old);
     else
-      current_net(b, t).remove(old);
+      current<net_changes>(b, t).remove(old);
   }
 
   static tuple to_layout(const table_state& t, const tuple& in) {
@@ -1286,6 +1278,13 @@ class source_stream {
       auto it = by_key_.find(r.hold.table());
       if (it == by_key_.end())
         continue;
+      // A closed review (resumed, closed by a reload) asks nothing of its table; a removed
+      // table stays removed. Neither needs the table's state again.
+      const bool removed = r.hold.state() == pb::HOLD_STATE_REMOVED;
+      if ((!holds_table(r) && !removed) || (removed && removed_.contains(it->second)))
+        continue;
+      if (removed)
+        removed_.insert(it->second);
       // The table's actor lends its state for the decision, at this batch boundary.
       with_table(it->second, [&](table_state& t) {
         const bool was_held = t.state == table_state::mode::held;
@@ -1889,6 +1888,7 @@ class source_stream {
   std::vector<table_state> tables_;
   std::vector<table_slot> slots_;  ///< parallel to tables_
   bool spawned_ = false;
+  std::set<std::size_t> removed_;  ///< tables whose review removed them from the stream
   std::unordered_map<std::uint32_t, std::size_t> by_relid_;
   std::unordered_map<std::string, std::size_t> by_name_;
   std::unordered_map<std::string, std::size_t> by_key_;
