@@ -12,10 +12,10 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
-#include <nlohmann/json.hpp>
 
 #include "cli/fleet_builder.hpp"
 #include "cli/run_exec.hpp"
+#include "cli/run_output.hpp"
 #include "cli/verbs.hpp"
 #include "events/event.hpp"
 #include "events/run_events.hpp"
@@ -68,119 +68,12 @@ class progress_line {
   std::thread thread_;
 };
 
-nlohmann::json run_json(const std::string& run_id, const std::vector<actors::pipeline_report>& reports,
-                        std::string& status_out, std::size_t& failed_out) {
-  nlohmann::json tables = nlohmann::json::array();
-  nlohmann::json actions = nlohmann::json::array();
-  nlohmann::json errors = nlohmann::json::array();
-  std::size_t checked = 0, drifted = 0, failed = 0, ok = 0;
-  std::size_t source_checked = 0, source_drifted = 0;
-  for (const auto& p : reports) {
-    if (p.error) {
-      ++failed;
-      errors.push_back({{"source", p.source}, {"error", *p.error}});
-    }
-    for (const auto& t : p.tables) {
-      const auto& o = t.outcome;
-      nlohmann::json row{{"table", display_name(t.target)},
-                         {"source", t.source},
-                         {"source_table", t.table},
-                         {"status", engine::to_string(o.status)},
-                         {"rows", o.rows},
-                         {"error", o.error ? nlohmann::json(*o.error) : nlohmann::json(nullptr)}};
-      if (!o.error_code.empty())
-        row["error_code"] = o.error_code;
-      if (o.reused_staged)
-        row["reused_staged"] = true;
-      if (const auto* v = drift_verdict_of(o)) {
-        ++source_checked;
-        source_drifted += v->drifted() ? 1 : 0;
-        nlohmann::json changes = nlohmann::json::array();
-        for (const auto& c : v->changes)
-          changes.push_back({{"kind", events::to_string(c.kind)},
-                             {"column", c.column},
-                             {"from", c.from},
-                             {"to", c.to}});
-        row["source_drift"] = {{"decision", events::to_string(v->decision)},
-                               {"policy", v->policy == config::drift_policy::fail ? "fail" : "warn"},
-                               {"changes", changes},
-                               {"hints_hash", v->hints_hash},
-                               {"baseline_run_id", v->baseline_run_id}};
-      }
-      if (o.plan) {
-        row["load"] = engine::to_string(o.plan->load);
-        if (o.plan->drift_checked)
-          ++checked;
-        if (o.plan->drift.drifted())
-          ++drifted;
-        // Only what was done: a refused or failed table took no action.
-        if (o.status == engine::table_status::copied)
-          for (const auto& s : o.plan->drift.steps)
-            actions.push_back({{"table", display_name(t.target)},
-                             {"action", schema::to_string(s.action)},
-                             {"column", s.column},
-                             {"reason", s.reason}});
-      }
-      tables.push_back(std::move(row));
-      if (o.status == engine::table_status::failed || o.status == engine::table_status::skipped)
-        ++failed;  // a skipped table did not get its data: the run is not a success
-      else
-        ++ok;
-    }
-  }
-  status_out = failed == 0 ? "success" : (ok == 0 ? "failed" : "partial");
-  failed_out = failed;
-  nlohmann::json j{{"run_id", run_id},
-                   {"status", status_out},
-                   {"tables", tables},
-                   {"drift",
-                    {{"tables_checked", checked},
-                     {"tables_drifted", drifted},
-                     {"actions_taken", actions}}}};
-  j["source_drift"] = {{"tables_checked", source_checked}, {"tables_drifted", source_drifted}};
-  if (!errors.empty())
-    j["errors"] = errors;
-  return j;
-}
-
-void print_run_text(const nlohmann::json& j) {
-  std::size_t copied = 0, pruned = 0, failed = 0, skipped = 0, rows = 0;
-  for (const auto& t : j["tables"]) {
-    const std::string s = t["status"];
-    copied += s == "copied";
-    pruned += s == "pruned";
-    failed += s == "failed";
-    skipped += s == "skipped";
-    rows += t["rows"].get<std::size_t>();
-  }
-  for (const auto& a : j["drift"]["actions_taken"])
-    fmt::print("{:<20} {}  {}\n", a["action"].get<std::string>(), a["table"].get<std::string>(),
-               a["reason"].get<std::string>());
-  for (const auto& t : j["tables"])
-    if (t["status"] == "failed")
-      fmt::print("failed  {}  {}{}\n", t["table"].get<std::string>(),
-                 t.contains("error_code") ? t["error_code"].get<std::string>() + ": " : "",
-                 t["error"].is_null() ? "" : t["error"].get<std::string>());
-  if (j.contains("errors"))
-    for (const auto& e : j["errors"])
-      fmt::print("failed  source {}  {}\n", e["source"].get<std::string>(),
-                 e["error"].get<std::string>());
-  if (j.contains("events"))
-    for (const auto& e : j["events"]["errors"])
-      fmt::print("events  {}\n", e.get<std::string>());
-  fmt::print("Run {}  {}: {} copied, {} pruned, {} failed, {} skipped, {} rows; drift: {} checked, "
-             "{} drifted\n",
-             j["run_id"].get<std::string>(), j["status"].get<std::string>(), copied, pruned,
-             failed, skipped, rows, j["drift"]["tables_checked"].get<std::size_t>(),
-             j["drift"]["tables_drifted"].get<std::size_t>());
-}
-
 void record_run(storage::state_store& store, const run_request& req, const std::string& run_id,
-                std::int64_t started, const nlohmann::json& j,
+                std::int64_t started, const run_summary& summary,
                 const std::vector<actors::pipeline_report>& reports) {
   storage::pb::RunRecord r;
   r.set_run_id(run_id);
-  r.set_status(j["status"].get<std::string>());
+  r.set_status(summary.status);
   r.set_started_at_us(started);
   r.set_finished_at_us(now_us());
   r.set_command(req.command);
@@ -212,8 +105,8 @@ void record_run(storage::state_store& store, const run_request& req, const std::
           events::record_observation(*tr, *v);
     }
   }
-  r.mutable_drift()->set_tables_checked(j["drift"]["tables_checked"].get<std::uint64_t>());
-  r.mutable_drift()->set_tables_drifted(j["drift"]["tables_drifted"].get<std::uint64_t>());
+  r.mutable_drift()->set_tables_checked(summary.tables_checked);
+  r.mutable_drift()->set_tables_drifted(summary.tables_drifted);
   auto st = store.put_run(r);
   if (!st)
     fmt::print(stderr, "warning: the run record could not be stored: {}\n", st.error().message);
@@ -222,13 +115,17 @@ void record_run(storage::state_store& store, const run_request& req, const std::
 /// Writes the run's events (events.ndjson, and every configured event sink through the
 /// outbox) and waits for their delivery; the outcome goes into the run JSON. Table events
 /// are emitted in each table's order once the fleet has reported.
-bool publish_events(storage::state_store& store, const config::project& project,
-                    const run_request& req, const std::string& run_id, std::int64_t started,
-                    const std::vector<actors::pipeline_report>& reports, nlohmann::json& j) {
+run_events_section publish_events(storage::state_store& store, const config::project& project,
+                                  const run_request& req, const std::string& run_id,
+                                  std::int64_t started,
+                                  const std::vector<actors::pipeline_report>& reports,
+                                  const run_summary& summary) {
+  run_events_section section;
   auto ev = events::run_events::open(&store, project, run_id);
   if (!ev) {
-    j["events"] = {{"errors", nlohmann::json::array({ev.error().text()})}};
-    return false;
+    section.opened = false;
+    section.errors.push_back(ev.error().text());
+    return section;
   }
   auto& log = **ev;
   std::uint64_t selected = 0;
@@ -275,21 +172,19 @@ bool publish_events(storage::state_store& store, const config::project& project,
       }
     }
   (void)log.emit_all(std::move(table_events));
-  totals.status = j["status"].get<std::string>();
-  totals.tables_checked = j["drift"]["tables_checked"].get<std::uint64_t>();
-  totals.tables_drifted = j["drift"]["tables_drifted"].get<std::uint64_t>();
+  totals.status = summary.status;
+  totals.tables_checked = summary.tables_checked;
+  totals.tables_drifted = summary.tables_drifted;
   totals.duration_us = now_us() - started;
   (void)log.emit(events::run_finished(totals));
   auto report = log.finish();
-  nlohmann::json errors = nlohmann::json::array();
+  section.log = report.log_path.string();
+  section.emitted = report.emitted;
+  section.delivered = report.delivered;
+  section.pending = report.pending;
   for (const auto& e : report.errors)
-    errors.push_back(e.text());
-  j["events"] = {{"log", report.log_path.string()},
-                 {"emitted", report.emitted},
-                 {"delivered", report.delivered},
-                 {"pending", report.pending},
-                 {"errors", errors}};
-  return report.ok();
+    section.errors.push_back(e.text());
+  return section;
 }
 
 }  // namespace
@@ -321,24 +216,25 @@ int execute_run(const global_options& g, const run_request& a) {
     progress_line line(counters);
     reports = actors::run_fleet(spec);
   }
-  std::string status;
-  std::size_t failed = 0;
-  auto j = run_json(run_id, reports, status, failed);
-  if (a.command == "retry")
-    j["retry_of"] = a.retry_of;
-  const bool events_ok = publish_events(*store, *project, a, run_id, started, reports, j);
-  record_run(*store, a, run_id, started, j, reports);
+  const run_summary summary = summarize(reports);
+  const std::optional<run_events_section> events =
+      publish_events(*store, *project, a, run_id, started, reports, summary);
+  const bool events_ok = events->errors.empty();
+  record_run(*store, a, run_id, started, summary, reports);
   std::filesystem::path dir = std::filesystem::path(project->state_dir) / "runs" / run_id;
   std::filesystem::create_directories(dir);
-  const std::string text = j.dump(2);
+  const std::string text =
+      run_json_text(run_id, reports, summary,
+                    a.command == "retry" ? std::optional<std::string>(a.retry_of) : std::nullopt,
+                    events);
   std::ofstream(dir / "run.json") << text << "\n";
   if (a.output == "json")
     fmt::print("{}\n", text);
   else
-    print_run_text(j);
+    print_run_text(run_id, reports, summary, events);
   if (g_cancel.load())
     return 1;
-  return failed == 0 && events_ok ? 0 : 1;
+  return summary.failed == 0 && events_ok ? 0 : 1;
 }
 
 verb run_verb() {

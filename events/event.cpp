@@ -295,16 +295,7 @@ void append_dumped(std::string& out, const Value& v) {
   out += ojson(v).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-void append_string(std::string& out, const std::string& s) {
-  for (unsigned char c : s)
-    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
-      append_dumped(out, s);
-      return;
-    }
-  out += '"';
-  out += s;
-  out += '"';
-}
+void append_string(std::string& out, const std::string& s) { append_json_string(out, s); }
 
 void append_message(std::string& out, const gp::Message& m);
 
@@ -400,6 +391,17 @@ void append_message(std::string& out, const gp::Message& m) {
 }
 
 }  // namespace
+
+void append_json_string(std::string& out, const std::string& s) {
+  for (unsigned char c : s)
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
+      append_dumped(out, s);
+      return;
+    }
+  out += '"';
+  out += s;
+  out += '"';
+}
 
 std::string to_json(const pb::Event& e) {
   std::string out;

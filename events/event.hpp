@@ -115,6 +115,9 @@ struct undelivered_info {
 /// One NDJSON line (no newline): every envelope field and the set payload under its
 /// field name, with proto field names; numbers as JSON numbers; fields always present.
 [[nodiscard]] std::string to_json(const pb::Event& e);
+/// Appends `s` as a JSON string, quoted and escaped as nlohmann's dump escapes it
+/// (invalid UTF-8 replaced by U+FFFD): for other JSON written without a tree.
+void append_json_string(std::string& out, const std::string& s);
 /// The same line built as a JSON tree and dumped by nlohmann: slower, kept as the
 /// reference to_json's output is checked against.
 [[nodiscard]] std::string to_json_tree(const pb::Event& e);

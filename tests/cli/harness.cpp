@@ -82,7 +82,12 @@ nlohmann::json flotilla_json(const workdir& dir, std::vector<std::string> args, 
     *exit_code = r.exit_code;
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   REQUIRE_NOTHROW(nlohmann::json::parse(r.out));
-  return nlohmann::json::parse(r.out);
+  auto j = nlohmann::json::parse(r.out);
+  // A run's JSON is written without a JSON tree (cli/run_output.hpp): it must be exactly
+  // what nlohmann's dump(2) prints for the same document.
+  if (j.is_object() && j.contains("run_id") && j.contains("tables"))
+    CHECK(j.dump(2) + "\n" == r.out);
+  return j;
 }
 
 void sqlite_exec(const std::string& file, const std::string& sql) {

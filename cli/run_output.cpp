@@ -1,0 +1,282 @@
+#include "cli/run_output.hpp"
+
+#include <iterator>
+#include <string_view>
+
+#include <fmt/core.h>
+
+#include "cli/fleet_builder.hpp"
+#include "events/event.hpp"
+#include "events/source_drift.hpp"
+
+namespace flotilla::cli {
+namespace {
+
+/// Pretty-printed JSON as nlohmann's dump(2) lays it out: every member or element on its
+/// own line, indented two spaces per level, empty containers as `{}` and `[]`. Members
+/// are written in the order given, so callers give them in sorted order.
+class pretty_json {
+ public:
+  explicit pretty_json(std::string& out) : out_(out) {}
+
+  void begin_object() { open('{'); }
+  void end_object() { close('}'); }
+  void begin_array() { open('['); }
+  void end_array() { close(']'); }
+
+  /// The next member's key (a plain identifier: no escaping needed).
+  pretty_json& key(std::string_view k) {
+    separate();
+    out_ += '"';
+    out_ += k;
+    out_ += "\": ";
+    after_key_ = true;
+    return *this;
+  }
+
+  void string(const std::string& s) {
+    element();
+    events::append_json_string(out_, s);
+  }
+  void number(std::uint64_t v) {
+    element();
+    fmt::format_to(std::back_inserter(out_), "{}", v);
+  }
+  void boolean(bool v) {
+    element();
+    out_ += v ? "true" : "false";
+  }
+  void null() {
+    element();
+    out_ += "null";
+  }
+
+ private:
+  // A value: after its key in an object; in an array it starts a new line.
+  void element() {
+    if (after_key_) {
+      after_key_ = false;
+      return;
+    }
+    separate();
+  }
+  void separate() {
+    if (open_.empty())
+      return;
+    out_ += open_.back()++ ? ",\n" : "\n";
+    out_.append(2 * open_.size(), ' ');
+  }
+  void open(char c) {
+    element();
+    out_ += c;
+    open_.push_back(0);
+  }
+  void close(char c) {
+    const bool any = open_.back() > 0;
+    open_.pop_back();
+    if (any) {
+      out_ += '\n';
+      out_.append(2 * open_.size(), ' ');
+    }
+    out_ += c;
+  }
+
+  std::string& out_;
+  std::vector<std::size_t> open_;  // members or elements written so far, per open level
+  bool after_key_ = false;
+};
+
+void write_source_drift(pretty_json& w, const events::drift_verdict& v) {
+  w.begin_object();
+  w.key("baseline_run_id").string(v.baseline_run_id);
+  w.key("changes").begin_array();
+  for (const auto& c : v.changes) {
+    w.begin_object();
+    w.key("column").string(c.column);
+    w.key("from").string(c.from);
+    w.key("kind").string(std::string(events::to_string(c.kind)));
+    w.key("to").string(c.to);
+    w.end_object();
+  }
+  w.end_array();
+  w.key("decision").string(std::string(events::to_string(v.decision)));
+  w.key("hints_hash").string(v.hints_hash);
+  w.key("policy").string(v.policy == config::drift_policy::fail ? "fail" : "warn");
+  w.end_object();
+}
+
+void write_table(pretty_json& w, const actors::table_report& t, const std::string& target) {
+  const auto& o = t.outcome;
+  w.begin_object();
+  w.key("error");
+  if (o.error)
+    w.string(*o.error);
+  else
+    w.null();
+  if (!o.error_code.empty())
+    w.key("error_code").string(o.error_code);
+  if (o.plan)
+    w.key("load").string(std::string(engine::to_string(o.plan->load)));
+  if (o.reused_staged)
+    w.key("reused_staged").boolean(true);
+  w.key("rows").number(o.rows);
+  w.key("source").string(t.source);
+  if (const auto* v = drift_verdict_of(o)) {
+    w.key("source_drift");
+    write_source_drift(w, *v);
+  }
+  w.key("source_table").string(t.table);
+  w.key("status").string(std::string(engine::to_string(o.status)));
+  w.key("table").string(target);
+  w.end_object();
+}
+
+/// The drift actions taken: only a copied table's (a refused or failed one took none).
+template <class Each>
+void for_each_action(const std::vector<actors::pipeline_report>& reports, Each&& each) {
+  for (const auto& p : reports)
+    for (const auto& t : p.tables)
+      if (t.outcome.plan && t.outcome.status == engine::table_status::copied)
+        for (const auto& s : t.outcome.plan->drift.steps)
+          each(t, s);
+}
+
+void write_events(pretty_json& w, const run_events_section& e) {
+  w.begin_object();
+  if (e.opened) {
+    w.key("delivered").number(e.delivered);
+    w.key("emitted").number(e.emitted);
+  }
+  w.key("errors").begin_array();
+  for (const auto& x : e.errors)
+    w.string(x);
+  w.end_array();
+  if (e.opened) {
+    w.key("log").string(e.log);
+    w.key("pending").number(e.pending);
+  }
+  w.end_object();
+}
+
+}  // namespace
+
+run_summary summarize(const std::vector<actors::pipeline_report>& reports) {
+  run_summary s;
+  for (const auto& p : reports) {
+    if (p.error)
+      ++s.failed;
+    for (const auto& t : p.tables) {
+      const auto& o = t.outcome;
+      if (const auto* v = drift_verdict_of(o)) {
+        ++s.source_checked;
+        s.source_drifted += v->drifted() ? 1 : 0;
+      }
+      if (o.plan) {
+        s.tables_checked += o.plan->drift_checked ? 1 : 0;
+        s.tables_drifted += o.plan->drift.drifted() ? 1 : 0;
+      }
+      if (o.status == engine::table_status::failed || o.status == engine::table_status::skipped)
+        ++s.failed;  // a skipped table did not get its data: the run is not a success
+      else
+        ++s.ok;
+    }
+  }
+  s.status = s.failed == 0 ? "success" : (s.ok == 0 ? "failed" : "partial");
+  return s;
+}
+
+std::string run_json_text(const std::string& run_id,
+                          const std::vector<actors::pipeline_report>& reports,
+                          const run_summary& summary, const std::optional<std::string>& retry_of,
+                          const std::optional<run_events_section>& events) {
+  std::size_t tables = 0;
+  for (const auto& p : reports)
+    tables += p.tables.size();
+  std::string out;
+  out.reserve(512 + tables * 256);
+  pretty_json w(out);
+  w.begin_object();
+  w.key("drift").begin_object();
+  w.key("actions_taken").begin_array();
+  for_each_action(reports, [&](const actors::table_report& t, const schema::evolution_step& s) {
+    w.begin_object();
+    w.key("action").string(std::string(schema::to_string(s.action)));
+    w.key("column").string(s.column);
+    w.key("reason").string(s.reason);
+    w.key("table").string(display_name(t.target));
+    w.end_object();
+  });
+  w.end_array();
+  w.key("tables_checked").number(summary.tables_checked);
+  w.key("tables_drifted").number(summary.tables_drifted);
+  w.end_object();
+  bool any_error = false;
+  for (const auto& p : reports)
+    any_error = any_error || p.error.has_value();
+  if (any_error) {
+    w.key("errors").begin_array();
+    for (const auto& p : reports)
+      if (p.error) {
+        w.begin_object();
+        w.key("error").string(*p.error);
+        w.key("source").string(p.source);
+        w.end_object();
+      }
+    w.end_array();
+  }
+  if (events) {
+    w.key("events");
+    write_events(w, *events);
+  }
+  if (retry_of)
+    w.key("retry_of").string(*retry_of);
+  w.key("run_id").string(run_id);
+  w.key("source_drift").begin_object();
+  w.key("tables_checked").number(summary.source_checked);
+  w.key("tables_drifted").number(summary.source_drifted);
+  w.end_object();
+  w.key("status").string(summary.status);
+  w.key("tables").begin_array();
+  for (const auto& p : reports)
+    for (const auto& t : p.tables)
+      write_table(w, t, display_name(t.target));
+  w.end_array();
+  w.end_object();
+  return out;
+}
+
+void print_run_text(const std::string& run_id, const std::vector<actors::pipeline_report>& reports,
+                    const run_summary& summary, const std::optional<run_events_section>& events) {
+  std::size_t copied = 0, pruned = 0, failed = 0, skipped = 0;
+  std::uint64_t rows = 0;
+  for (const auto& p : reports)
+    for (const auto& t : p.tables) {
+      const auto s = t.outcome.status;
+      copied += s == engine::table_status::copied;
+      pruned += s == engine::table_status::pruned;
+      failed += s == engine::table_status::failed;
+      skipped += s == engine::table_status::skipped;
+      rows += t.outcome.rows;
+    }
+  for_each_action(reports, [&](const actors::table_report& t, const schema::evolution_step& s) {
+    fmt::print("{:<20} {}  {}\n", schema::to_string(s.action), display_name(t.target), s.reason);
+  });
+  for (const auto& p : reports)
+    for (const auto& t : p.tables)
+      if (t.outcome.status == engine::table_status::failed)
+        fmt::print("failed  {}  {}{}\n", display_name(t.target),
+                   t.outcome.error_code.empty() ? "" : t.outcome.error_code + ": ",
+                   t.outcome.error.value_or(""));
+  for (const auto& p : reports)
+    if (p.error)
+      fmt::print("failed  source {}  {}\n", p.source, *p.error);
+  if (events)
+    for (const auto& e : events->errors)
+      fmt::print("events  {}\n", e);
+  fmt::print("Run {}  {}: {} copied, {} pruned, {} failed, {} skipped, {} rows; drift: {} checked, "
+             "{} drifted\n",
+             run_id, summary.status, copied, pruned, failed, skipped, rows, summary.tables_checked,
+             summary.tables_drifted);
+}
+
+}  // namespace flotilla::cli

@@ -1,0 +1,53 @@
+#pragma once
+/// What `flotilla run` (and `retry`) reports: the run JSON (`--output json` and
+/// `.flotilla/runs/<run_id>/run.json`) and the text summary.
+///
+/// The run JSON is written directly, without a JSON tree: a fleet of 10,000 unchanged
+/// tables makes 10,000 rows, and building, dumping and freeing a tree of them cost more
+/// than the rest of the run's bookkeeping. The text is byte for byte what nlohmann's
+/// `dump(2)` gives for the same document (keys in sorted order, two-space indent).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/fleet.hpp"
+
+namespace flotilla::cli {
+
+/// The run's totals, from the fleet's reports.
+struct run_summary {
+  std::string status;        ///< success | partial | failed
+  std::size_t failed = 0;    ///< failed or skipped tables, and sources that could not be read
+  std::size_t ok = 0;        ///< tables copied, pruned or held
+  std::uint64_t tables_checked = 0;  ///< drift: tables whose target schema was compared
+  std::uint64_t tables_drifted = 0;
+  std::uint64_t source_checked = 0;  ///< source drift gate: tables it checked
+  std::uint64_t source_drifted = 0;
+};
+
+[[nodiscard]] run_summary summarize(const std::vector<actors::pipeline_report>& reports);
+
+/// The run JSON's `events` section: where the events went and what failed.
+struct run_events_section {
+  bool opened = true;  ///< false: the event log could not be opened; only `errors` is shown
+  std::string log;
+  std::uint64_t emitted = 0;
+  std::uint64_t delivered = 0;
+  std::uint64_t pending = 0;
+  std::vector<std::string> errors;
+};
+
+/// The run JSON, as `dump(2)` would print it (no trailing newline).
+[[nodiscard]] std::string run_json_text(const std::string& run_id,
+                                        const std::vector<actors::pipeline_report>& reports,
+                                        const run_summary& summary,
+                                        const std::optional<std::string>& retry_of,
+                                        const std::optional<run_events_section>& events);
+
+/// The text summary on stdout: actions taken, failures, then one line of totals.
+void print_run_text(const std::string& run_id, const std::vector<actors::pipeline_report>& reports,
+                    const run_summary& summary, const std::optional<run_events_section>& events);
+
+}  // namespace flotilla::cli
