@@ -271,11 +271,6 @@ caf::behavior pipeline_actor(caf::stateful_actor<pipeline_state>* self, std::siz
           return;
         }
         st.report->tables.reserve(st.expected);
-        // Every target table this source's tables will describe, before the first of
-        // them is asked for: each target schema is then read with one query.
-        for (const auto& t : *reply.tables)
-          if (t.target_index < target_tables.size())
-            target_tables[t.target_index]->expect(t.job.target);
         // Unchanged tables are decided here, with no table actor: their reports go
         // first, in catalog order, then every other table's as its copy finishes.
         std::vector<table_spec*> to_copy;
@@ -285,6 +280,12 @@ caf::behavior pipeline_actor(caf::stateful_actor<pipeline_state>* self, std::siz
           else
             to_copy.push_back(&t);
         }
+        // Every target table the copies will describe, before the first of them is
+        // asked for: each target schema is then read with one query. A pruned table
+        // describes nothing.
+        for (const auto* t : to_copy)
+          if (t->target_index < target_tables.size())
+            target_tables[t->target_index]->expect(t->job.target);
         if (fleet->progress_counters)
           fleet->progress_counters->tables_done += st.report->tables.size();
         if (to_copy.empty()) {

@@ -17,7 +17,9 @@ namespace {
 /// are written in the order given, so callers give them in sorted order.
 class pretty_json {
  public:
-  explicit pretty_json(std::string& out) : out_(out) {}
+  /// `depth`: the nesting level the first value is written at (its lines are indented
+  /// two spaces per level).
+  explicit pretty_json(std::string& out, std::size_t depth = 0) : out_(out), depth_(depth) {}
 
   void begin_object() { open('{'); }
   void end_object() { close('}'); }
@@ -50,6 +52,11 @@ class pretty_json {
     element();
     out_ += "null";
   }
+  /// A value already written, at this nesting level, by another pretty_json.
+  void raw(const std::string& text) {
+    element();
+    out_ += text;
+  }
 
  private:
   // A value: after its key in an object; in an array it starts a new line.
@@ -64,7 +71,7 @@ class pretty_json {
     if (open_.empty())
       return;
     out_ += open_.back()++ ? ",\n" : "\n";
-    out_.append(2 * open_.size(), ' ');
+    out_.append(2 * (depth_ + open_.size()), ' ');
   }
   void open(char c) {
     element();
@@ -76,12 +83,13 @@ class pretty_json {
     open_.pop_back();
     if (any) {
       out_ += '\n';
-      out_.append(2 * open_.size(), ' ');
+      out_.append(2 * (depth_ + open_.size()), ' ');
     }
     out_ += c;
   }
 
   std::string& out_;
+  std::size_t depth_;
   std::vector<std::size_t> open_;  // members or elements written so far, per open level
   bool after_key_ = false;
 };
@@ -185,15 +193,28 @@ run_summary summarize(const std::vector<actors::pipeline_report>& reports) {
   return s;
 }
 
-std::string run_json_text(const std::string& run_id,
-                          const std::vector<actors::pipeline_report>& reports,
-                          const run_summary& summary, const std::optional<std::string>& retry_of,
-                          const std::optional<run_events_section>& events) {
+std::string run_tables_json(const std::vector<actors::pipeline_report>& reports) {
   std::size_t tables = 0;
   for (const auto& p : reports)
     tables += p.tables.size();
   std::string out;
-  out.reserve(512 + tables * 256);
+  out.reserve(16 + tables * 256);
+  pretty_json w(out, 1);
+  w.begin_array();
+  for (const auto& p : reports)
+    for (const auto& t : p.tables)
+      write_table(w, t, display_name(t.target));
+  w.end_array();
+  return out;
+}
+
+std::string run_json_text(const std::string& run_id,
+                          const std::vector<actors::pipeline_report>& reports,
+                          const run_summary& summary, const std::optional<std::string>& retry_of,
+                          const std::optional<run_events_section>& events,
+                          const std::string& tables) {
+  std::string out;
+  out.reserve(1024 + tables.size());
   pretty_json w(out);
   w.begin_object();
   w.key("drift").begin_object();
@@ -236,11 +257,7 @@ std::string run_json_text(const std::string& run_id,
   w.key("tables_drifted").number(summary.source_drifted);
   w.end_object();
   w.key("status").string(summary.status);
-  w.key("tables").begin_array();
-  for (const auto& p : reports)
-    for (const auto& t : p.tables)
-      write_table(w, t, display_name(t.target));
-  w.end_array();
+  w.key("tables").raw(tables);
   w.end_object();
   return out;
 }

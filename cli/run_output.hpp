@@ -39,12 +39,19 @@ struct run_events_section {
   std::vector<std::string> errors;
 };
 
-/// The run JSON, as `dump(2)` would print it (no trailing newline).
+/// The run JSON's `tables` array, as it appears after `"tables": ` in the run JSON: the
+/// bulk of the document, and independent of the events, so it can be written while they
+/// are published.
+[[nodiscard]] std::string run_tables_json(const std::vector<actors::pipeline_report>& reports);
+
+/// The run JSON, as `dump(2)` would print it (no trailing newline); `tables` is
+/// run_tables_json(reports).
 [[nodiscard]] std::string run_json_text(const std::string& run_id,
                                         const std::vector<actors::pipeline_report>& reports,
                                         const run_summary& summary,
                                         const std::optional<std::string>& retry_of,
-                                        const std::optional<run_events_section>& events);
+                                        const std::optional<run_events_section>& events,
+                                        const std::string& tables);
 
 /// The text summary on stdout: actions taken, failures, then one line of totals.
 void print_run_text(const std::string& run_id, const std::vector<actors::pipeline_report>& reports,

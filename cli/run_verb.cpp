@@ -217,16 +217,35 @@ int execute_run(const global_options& g, const run_request& a) {
     reports = actors::run_fleet(spec);
   }
   const run_summary summary = summarize(reports);
-  const std::optional<run_events_section> events =
-      publish_events(*store, *project, a, run_id, started, reports, summary);
+  // The run record and the run JSON's table rows do not depend on the events: a second
+  // thread writes them while the events are published (for a large fleet these are most
+  // of a run whose tables are all unchanged).
+  std::string tables;
+  std::thread side([&] {
+    try {
+      tables = run_tables_json(reports);
+      record_run(*store, a, run_id, started, summary, reports);
+    } catch (const std::exception& e) {
+      if (tables.empty())
+        tables = "[]";
+      fmt::print(stderr, "warning: the run record could not be stored: {}\n", e.what());
+    }
+  });
+  std::optional<run_events_section> events;
+  try {
+    events = publish_events(*store, *project, a, run_id, started, reports, summary);
+  } catch (...) {
+    side.join();
+    throw;
+  }
+  side.join();
   const bool events_ok = events->errors.empty();
-  record_run(*store, a, run_id, started, summary, reports);
   std::filesystem::path dir = std::filesystem::path(project->state_dir) / "runs" / run_id;
   std::filesystem::create_directories(dir);
   const std::string text =
       run_json_text(run_id, reports, summary,
                     a.command == "retry" ? std::optional<std::string>(a.retry_of) : std::nullopt,
-                    events);
+                    events, tables);
   std::ofstream(dir / "run.json") << text << "\n";
   if (a.output == "json")
     fmt::print("{}\n", text);

@@ -410,6 +410,8 @@ std::string to_json(const pb::Event& e) {
   return out;
 }
 
+void append_json(std::string& out, const pb::Event& e) { append_message(out, e); }
+
 std::string to_json_tree(const pb::Event& e) {
   return to_value(e).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

@@ -115,6 +115,8 @@ struct undelivered_info {
 /// One NDJSON line (no newline): every envelope field and the set payload under its
 /// field name, with proto field names; numbers as JSON numbers; fields always present.
 [[nodiscard]] std::string to_json(const pb::Event& e);
+/// to_json(e) appended to `out`.
+void append_json(std::string& out, const pb::Event& e);
 /// Appends `s` as a JSON string, quoted and escaped as nlohmann's dump escapes it
 /// (invalid UTF-8 replaced by U+FFFD): for other JSON written without a tree.
 void append_json_string(std::string& out, const std::string& s);

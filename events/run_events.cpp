@@ -132,7 +132,7 @@ storage::pb::OutboxEntry run_events::stamp(pb::Event& e, std::string& lines) {
   if (e.type().empty())
     e.set_type(std::string(payload_name(e)));
   const std::size_t start = lines.size();
-  lines += to_json(e);
+  append_json(lines, e);
   storage::pb::OutboxEntry entry;
   if (outbox_) {
     entry.set_key(event_key(e));
