@@ -202,8 +202,15 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     const bool reuse_staged = options.reuse_staged;
     const std::string run_id = options.run_id;
     const bool plan_only = options.plan_only;
+    // Whether any table of this source may be checked by the source drift gate: only
+    // then are the baselines and last results read with the tables' state.
+    bool may_gate = config::effective_policy(p, s, nullptr).on_source_drift !=
+                    config::drift_policy::ignore;
+    for (const auto& section : s.tables)
+      may_gate = may_gate || config::effective_policy(p, s, &section).on_source_drift !=
+                                 config::drift_policy::ignore;
     ps.select = [project, src, target, target_index, filters, store, no_prune, allow_rebuild,
-                 only, reuse_staged, run_id, plan_only](sources::catalog& cat) {
+                 only, reuse_staged, run_id, plan_only, may_gate](sources::catalog& cat) {
       std::vector<std::string> names;
       names.reserve(cat.tables.size());
       std::unordered_map<std::string, const sources::source_table*> by_name;
@@ -238,7 +245,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       }
       std::vector<storage::table_state> states;
       if (store) {
-        auto read = store->read_tables(keys);
+        auto read = store->read_tables(keys, may_gate);
         if (!read)
           throw std::runtime_error(read.error().message);
         states = std::move(*read);

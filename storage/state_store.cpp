@@ -455,7 +455,7 @@ result<table_state> state_store::read_table(std::string_view key) const {
 }
 
 result<std::vector<table_state>> state_store::read_tables(
-    std::span<const std::string> table_keys) const {
+    std::span<const std::string> table_keys, bool with_drift_records) const {
   for (const auto& key : table_keys)
     if (!keys::valid_name(key))
       return std::unexpected(error::invalid_key("key", key));
@@ -495,10 +495,12 @@ result<std::vector<table_state>> state_store::read_tables(
     return std::unexpected(r.error());
   if (auto r = fill(&table_state::marker); !r)
     return std::unexpected(r.error());
-  if (auto r = fill(&table_state::baseline); !r)
-    return std::unexpected(r.error());
-  if (auto r = fill(&table_state::result); !r)
-    return std::unexpected(r.error());
+  if (with_drift_records) {
+    if (auto r = fill(&table_state::baseline); !r)
+      return std::unexpected(r.error());
+    if (auto r = fill(&table_state::result); !r)
+      return std::unexpected(r.error());
+  }
   if (auto r = fill(&table_state::staged); !r)
     return std::unexpected(r.error());
   return out;

@@ -200,9 +200,11 @@ class state_store {
   /// from one snapshot, so a concurrent commit_table is seen entirely or not at all.
   [[nodiscard]] result<table_state> read_table(std::string_view key) const;
   /// read_table of every key, in order, all from one snapshot (one batched read per
-  /// family rather than one read per record).
+  /// family rather than one read per record). Without `with_drift_records` the
+  /// baseline and last result are not read (left empty): only the source drift gate
+  /// uses them, and a fleet whose tables it does not check skips two reads per table.
   [[nodiscard]] result<std::vector<table_state>> read_tables(
-      std::span<const std::string> table_keys) const;
+      std::span<const std::string> table_keys, bool with_drift_records = true) const;
 
   /// The durable point after the target commit: writes the watermark, marker and
   /// baseline (each when set), the table result, removes the staged entry (when asked)

@@ -156,6 +156,17 @@ TEST_CASE("reading many tables at once gives each key what read_table gives it")
   CHECK((*many)[0].marker.has_value());
   CHECK_FALSE((*many)[1].marker.has_value());
   CHECK((*many)[2].staged.has_value());
+  // Without the drift records: the same watermarks, markers and staged entries, and
+  // neither baselines nor results.
+  auto lean = store.read_tables(keys, false);
+  REQUIRE(lean.has_value());
+  REQUIRE(lean->size() == 3);
+  CHECK((*lean)[0].watermark.has_value());
+  CHECK((*lean)[0].marker.has_value());
+  CHECK_FALSE((*lean)[0].result.has_value());
+  CHECK((*lean)[2].marker.has_value());
+  CHECK((*lean)[2].staged.has_value());
+  CHECK_FALSE((*lean)[2].baseline.has_value());
   CHECK(store.read_tables({})->empty());
   const std::vector<std::string> bad = {"shop.orders", ""};
   auto refused = store.read_tables(bad);
