@@ -152,6 +152,18 @@ engine::drift_gate make_drift_gate(storage::state_store* store, config::drift_po
   };
 }
 
+/// Whether `holds` is true of the policy of some table of `src`: its tables without a
+/// section, or any section's.
+template <class Holds>
+bool any_table_policy(const config::project& p, const config::source_config& src, Holds&& holds) {
+  if (holds(config::effective_policy(p, src, nullptr)))
+    return true;
+  for (const auto& section : src.tables)
+    if (holds(config::effective_policy(p, src, &section)))
+      return true;
+  return false;
+}
+
 }  // namespace
 
 const events::drift_verdict* drift_verdict_of(const engine::table_outcome& o) {
@@ -204,11 +216,9 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     const bool plan_only = options.plan_only;
     // Whether any table of this source may be checked by the source drift gate: only
     // then are the baselines and last results read with the tables' state.
-    bool may_gate = config::effective_policy(p, s, nullptr).on_source_drift !=
-                    config::drift_policy::ignore;
-    for (const auto& section : s.tables)
-      may_gate = may_gate || config::effective_policy(p, s, &section).on_source_drift !=
-                                 config::drift_policy::ignore;
+    const bool may_gate = any_table_policy(p, s, [](const config::table_policy& e) {
+      return e.on_source_drift != config::drift_policy::ignore;
+    });
     ps.select = [project, src, target, target_index, filters, store, no_prune, allow_rebuild,
                  only, reuse_staged, run_id, plan_only, may_gate](sources::catalog& cat) {
       std::vector<std::string> names;
@@ -349,9 +359,10 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       // Kept catalogs: a run reads a file source's catalog only when its file marker
       // changed. Used only when a table of the source may be pruned (a run that copies
       // every table reads the source anyway); kept by every run that read it.
-      bool may_prune = !no_prune && config::effective_policy(p, s, nullptr).prune_unchanged;
-      for (const auto& section : s.tables)
-        may_prune = may_prune || (!no_prune && config::effective_policy(p, s, &section).prune_unchanged);
+      const bool may_prune =
+          !no_prune && any_table_policy(p, s, [](const config::table_policy& e) {
+            return e.prune_unchanged;
+          });
       const sources::source_options source = ps.source;
       if (may_prune)
         ps.kept_catalog = [store, source](const std::string& marker, std::string_view version)

@@ -211,7 +211,7 @@ std::string run_tables_json(const std::vector<actors::pipeline_report>& reports)
 std::string run_json_text(const std::string& run_id,
                           const std::vector<actors::pipeline_report>& reports,
                           const run_summary& summary, const std::optional<std::string>& retry_of,
-                          const std::optional<run_events_section>& events,
+                          const run_events_section& events,
                           const std::string& tables) {
   std::string out;
   out.reserve(1024 + tables.size());
@@ -245,10 +245,8 @@ std::string run_json_text(const std::string& run_id,
       }
     w.end_array();
   }
-  if (events) {
-    w.key("events");
-    write_events(w, *events);
-  }
+  w.key("events");
+  write_events(w, events);
   if (retry_of)
     w.key("retry_of").string(*retry_of);
   w.key("run_id").string(run_id);
@@ -263,7 +261,7 @@ std::string run_json_text(const std::string& run_id,
 }
 
 void print_run_text(const std::string& run_id, const std::vector<actors::pipeline_report>& reports,
-                    const run_summary& summary, const std::optional<run_events_section>& events) {
+                    const run_summary& summary, const run_events_section& events) {
   std::size_t copied = 0, pruned = 0, failed = 0, skipped = 0;
   std::uint64_t rows = 0;
   for (const auto& p : reports)
@@ -287,9 +285,8 @@ void print_run_text(const std::string& run_id, const std::vector<actors::pipelin
   for (const auto& p : reports)
     if (p.error)
       fmt::print("failed  source {}  {}\n", p.source, *p.error);
-  if (events)
-    for (const auto& e : events->errors)
-      fmt::print("events  {}\n", e);
+  for (const auto& e : events.errors)
+    fmt::print("events  {}\n", e);
   fmt::print("Run {}  {}: {} copied, {} pruned, {} failed, {} skipped, {} rows; drift: {} checked, "
              "{} drifted\n",
              run_id, summary.status, copied, pruned, failed, skipped, rows, summary.tables_checked,

@@ -50,11 +50,11 @@ struct run_events_section {
                                         const std::vector<actors::pipeline_report>& reports,
                                         const run_summary& summary,
                                         const std::optional<std::string>& retry_of,
-                                        const std::optional<run_events_section>& events,
+                                        const run_events_section& events,
                                         const std::string& tables);
 
 /// The text summary on stdout: actions taken, failures, then one line of totals.
 void print_run_text(const std::string& run_id, const std::vector<actors::pipeline_report>& reports,
-                    const run_summary& summary, const std::optional<run_events_section>& events);
+                    const run_summary& summary, const run_events_section& events);
 
 }  // namespace flotilla::cli

@@ -231,7 +231,7 @@ int execute_run(const global_options& g, const run_request& a) {
       fmt::print(stderr, "warning: the run record could not be stored: {}\n", e.what());
     }
   });
-  std::optional<run_events_section> events;
+  run_events_section events;
   try {
     events = publish_events(*store, *project, a, run_id, started, reports, summary);
   } catch (...) {
@@ -239,7 +239,7 @@ int execute_run(const global_options& g, const run_request& a) {
     throw;
   }
   side.join();
-  const bool events_ok = events->errors.empty();
+  const bool events_ok = events.errors.empty();
   std::filesystem::path dir = std::filesystem::path(project->state_dir) / "runs" / run_id;
   std::filesystem::create_directories(dir);
   const std::string text =

@@ -295,8 +295,6 @@ void append_dumped(std::string& out, const Value& v) {
   out += ojson(v).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-void append_string(std::string& out, const std::string& s) { append_json_string(out, s); }
-
 void append_message(std::string& out, const gp::Message& m);
 
 void append_scalar(std::string& out, const gp::Message& m, const gp::FieldDescriptor* f,
@@ -319,7 +317,7 @@ void append_scalar(std::string& out, const gp::Message& m, const gp::FieldDescri
       }
       {
         std::string scratch;
-        append_string(out, rep ? r->GetRepeatedStringReference(m, f, index, &scratch)
+        append_json_string(out, rep ? r->GetRepeatedStringReference(m, f, index, &scratch)
                                : r->GetStringReference(m, f, &scratch));
       }
       return;
@@ -345,7 +343,7 @@ void append_scalar(std::string& out, const gp::Message& m, const gp::FieldDescri
       append_dumped(out, rep ? r->GetRepeatedFloat(m, f, index) : r->GetFloat(m, f));
       return;
     case gp::FieldDescriptor::CPPTYPE_ENUM:
-      append_string(out, rep ? r->GetRepeatedEnum(m, f, index)->name() : r->GetEnum(m, f)->name());
+      append_json_string(out, rep ? r->GetRepeatedEnum(m, f, index)->name() : r->GetEnum(m, f)->name());
       return;
     case gp::FieldDescriptor::CPPTYPE_MESSAGE:
       append_message(out, rep ? r->GetRepeatedMessage(m, f, index) : r->GetMessage(m, f));
@@ -363,7 +361,7 @@ void append_message(std::string& out, const gp::Message& m) {
     if (!first)
       out += ',';
     first = false;
-    append_string(out, f->name());
+    append_json_string(out, f->name());
     out += ':';
   };
   for (int i = 0; i < d->field_count(); ++i) {
@@ -406,7 +404,7 @@ void append_json_string(std::string& out, const std::string& s) {
 std::string to_json(const pb::Event& e) {
   std::string out;
   out.reserve(512);
-  append_message(out, e);
+  append_json(out, e);
   return out;
 }
 
