@@ -1016,12 +1016,13 @@ class source_stream {
   lsn_t setup() {
     ensure_ddl_capture();
     identify_keyless_rows();
-    std::string list;
+    std::string captured;  // the captured tables, qualified and quoted
     for (const auto& t : tables_) {
       auto dot = t.name.find('.');
-      list += pg_ident(t.name.substr(0, dot)) + "." + pg_ident(t.name.substr(dot + 1)) + ", ";
+      captured += (captured.empty() ? "" : ", ") + pg_ident(t.name.substr(0, dot)) + "." +
+                  pg_ident(t.name.substr(dot + 1));
     }
-    list += "_flotilla.ddl_log";
+    const std::string list = captured.empty() ? "_flotilla.ddl_log" : captured + ", _flotilla.ddl_log";
     auto pub = source_->query(fmt::format(
         "SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = {}", pg_literal(publication_)));
     source_->exec(fmt::format(fmt::runtime(pub.empty() ? "CREATE PUBLICATION {} FOR TABLE {}"
@@ -1038,6 +1039,11 @@ class source_stream {
     pg_connection copy(src_.dsn, src_.name);
     copy.exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
     copy.exec(fmt::format("SET TRANSACTION SNAPSHOT {}", pg_literal(slot.snapshot)));
+    // Every table locked against DDL until the copy commits, as pg_dump does: a later
+    // ALTER waits and then arrives in the stream, instead of breaking the copy of a
+    // table not copied yet (its columns are read from the current catalog).
+    if (!captured.empty())
+      copy.exec(fmt::format("LOCK TABLE {} IN ACCESS SHARE MODE", captured));
     // The shapes as of the snapshot (a DDL between the catalog read and now counts).
     {
       std::vector<std::string> names;
