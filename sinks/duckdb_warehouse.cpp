@@ -5,13 +5,18 @@
 
 #include <duckdb.h>
 
+#include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdlib>
 #include <atomic>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <shared_mutex>
+#include <thread>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -232,7 +237,11 @@ class duckdb_inserter final : public row_inserter {
       duckdb_destroy_data_chunk(&chunk_);
     if (app_)
       duckdb_appender_destroy(&app_);  // an abandoned load: the transaction rolls back
+    done_appending();
   }
+
+  /// Called once, when this load's appends end (finish, or an abandoned load).
+  void on_done_appending(std::function<void()> f) { on_done_ = std::move(f); }
 
   void append(const schema::row_batch& batch, std::uint64_t first_seq) override {
     const std::size_t n = batch.rows();
@@ -279,6 +288,7 @@ class duckdb_inserter final : public row_inserter {
       flush_chunk();
     if (duckdb_appender_close(app_) == DuckDBError)
       fail("cannot flush the appender");
+    done_appending();
   }
 
  private:
@@ -289,6 +299,11 @@ class duckdb_inserter final : public row_inserter {
     std::uint8_t width = 0;                     ///< DECIMAL: precision
     std::uint8_t scale = 0;                     ///< DECIMAL: scale
   };
+
+  void done_appending() noexcept {
+    if (auto f = std::exchange(on_done_, nullptr))
+      f();
+  }
 
   void open(duckdb_connection con, const schema::table_schema& columns) {
     const table_ref& t = table_;
@@ -492,6 +507,7 @@ class duckdb_inserter final : public row_inserter {
   idx_t capacity_ = 0;
   idx_t fill_ = 0;
   idx_t buffered_ = 0;  ///< rows appended since the appender last flushed
+  std::function<void()> on_done_;
 };
 
 /// Per database file: DuckDB keeps every table's data committed since the last
@@ -502,6 +518,11 @@ class duckdb_inserter final : public row_inserter {
 struct checkpoint_gate {
   std::shared_mutex mu;
   std::atomic<std::uint64_t> commits{0};
+  /// Loads of the file between their first append and the end of their appends (see
+  /// duckdb_threads), and DuckDB's thread count as last set.
+  std::mutex threads_mu;
+  std::size_t appending = 0;
+  std::uint64_t threads = 0;
 };
 constexpr std::uint64_t checkpoint_every = 512;
 /// Between those, every `memory_check_every` commits the committing connection reads
@@ -540,6 +561,36 @@ std::uint64_t parse_bytes(std::string_view text) {
   return it == units.end() || value <= 0 ? 0 : static_cast<std::uint64_t>(value * it->second);
 }
 
+/// DuckDB's threads (the one that calls into it included), set for the whole database
+/// instance: `appending` while some load of the file appends rows, which a source reader on
+/// another thread feeds, `other` otherwise. While appending, one fewer than the machine's
+/// cores (at least one), so the reader keeps a core: with as many threads as cores, a
+/// writer waits for the row groups its appends hand to DuckDB's workers by polling DuckDB's
+/// task queue, a core's worth of spinning that the reader and a local source server then
+/// lack (docs/performance.md, copy-wide: SQLite -> DuckDB 19% faster). Otherwise every core,
+/// for the set-based statements that finish a load (a merge's delete and insert, the key's
+/// index), which DuckDB runs in parallel (a merge takes 25% longer on one thread than on
+/// two). FLOTILLA_DUCKDB_THREADS fixes both (a whole number from 1 to 4096).
+struct duckdb_thread_counts {
+  std::uint64_t appending = 0;
+  std::uint64_t other = 0;
+};
+
+/// Zeros when FLOTILLA_DUCKDB_THREADS holds anything but a thread count.
+duckdb_thread_counts duckdb_threads() {
+  const char* env = std::getenv("FLOTILLA_DUCKDB_THREADS");
+  if (env == nullptr || *env == '\0') {
+    const std::uint64_t cores = std::max(1U, std::thread::hardware_concurrency());
+    return {std::max<std::uint64_t>(cores, 2) - 1, cores};
+  }
+  const std::string_view text(env);
+  std::uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n > 4096)
+    n = 0;
+  return {n, n};
+}
+
 std::shared_ptr<checkpoint_gate> gate_for(const std::string& path) {
   static std::mutex mu;
   static std::map<std::string, std::weak_ptr<checkpoint_gate>> gates;
@@ -565,6 +616,12 @@ class duckdb_warehouse final : public warehouse_base {
       std::filesystem::create_directories(parent, ec);
     char* err = nullptr;
     gate_ = gate_for(options.path);
+    threads_ = duckdb_threads();
+    if (threads_.appending == 0)
+      throw error(fmt::format("cannot open DuckDB database '{}': FLOTILLA_DUCKDB_THREADS='{}' is "
+                              "not a thread count; set a whole number from 1 to 4096, or unset "
+                              "it for one fewer than this machine's cores",
+                              options.path, std::getenv("FLOTILLA_DUCKDB_THREADS")));
     duckdb_config config = nullptr;
     if (duckdb_create_config(&config) == DuckDBError)
       throw error(fmt::format("cannot open DuckDB database '{}': cannot create a configuration",
@@ -602,6 +659,19 @@ class duckdb_warehouse final : public warehouse_base {
     // them; without the ICU extension there is no setting and they are UTC already.
     result_holder h;
     duckdb_query(con_, "SET TimeZone = 'UTC'", &h.r);
+    {
+      std::lock_guard lock(gate_->threads_mu);
+      const std::uint64_t want = gate_->appending > 0 ? threads_.appending : threads_.other;
+      if (gate_->threads != want) {
+        if (auto msg = set_threads(want)) {
+          duckdb_disconnect(&con_);
+          duckdb_close(&db_);
+          throw error(fmt::format("cannot open DuckDB database '{}': cannot set {} threads: {}",
+                                  options.path, want, *msg));
+        }
+        gate_->threads = want;
+      }
+    }
     // Bounded memory for fleets of many tables: with periodic checkpoints (see
     // checkpoint_gate) DuckDB can evict what it wrote instead of holding every loaded
     // table in memory. Not persisted in the file. FLOTILLA_DUCKDB_MEMORY_LIMIT overrides.
@@ -725,11 +795,35 @@ class duckdb_warehouse final : public warehouse_base {
   std::unique_ptr<row_inserter> open_inserter(const table_ref& table,
                                               const schema::table_schema& columns,
                                               bool with_seq) override {
+    std::unique_ptr<duckdb_inserter> ins;
     try {
-      return std::make_unique<duckdb_inserter>(con_, dialect(), table, columns, with_seq);
+      ins = std::make_unique<duckdb_inserter>(con_, dialect(), table, columns, with_seq);
     } catch (const sink_error& e) {
       throw error(e.what());
     }
+    appending(true);
+    ins->on_done_appending([this] { appending(false); });
+    return ins;
+  }
+
+  /// DuckDB's thread count; the error's text when DuckDB refuses it.
+  std::optional<std::string> set_threads(std::uint64_t n) noexcept {
+    result_holder t;
+    if (duckdb_query(con_, fmt::format("SET threads = {}", n).c_str(), &t.r) == DuckDBSuccess)
+      return std::nullopt;
+    const char* e = duckdb_result_error(&t.r);
+    return std::string(e ? e : "unknown error");
+  }
+
+  /// A load of this file starts (true) or ends (false) appending rows: the first to start
+  /// and the last to end set DuckDB's threads (duckdb_threads). A refused setting leaves
+  /// the count as it was, which costs speed only.
+  void appending(bool start) noexcept {
+    std::lock_guard lock(gate_->threads_mu);
+    gate_->appending += start ? 1 : -1;
+    const std::uint64_t want = gate_->appending > 0 ? threads_.appending : threads_.other;
+    if (gate_->threads != want && !set_threads(want))
+      gate_->threads = want;
   }
 
   /// DuckDB refuses two open transactions creating the same catalog entry (a
@@ -864,6 +958,7 @@ class duckdb_warehouse final : public warehouse_base {
   duckdb_database db_ = nullptr;
   duckdb_connection con_ = nullptr;
   std::shared_ptr<checkpoint_gate> gate_;
+  duckdb_thread_counts threads_;
   std::shared_lock<std::shared_mutex> load_lock_;
   std::uint64_t memory_limit_bytes_ = 0;  ///< DuckDB's memory_limit as set; 0: unknown
 };

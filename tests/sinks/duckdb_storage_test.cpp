@@ -1,12 +1,15 @@
 // The storage format of DuckDB warehouse files: new files use a format whose checkpoints
 // do not re-encode every column's statistics (docs/performance.md, fleet-scale), and a file
-// created in DuckDB's older default format keeps it.
+// created in DuckDB's older default format keeps it. Also DuckDB's thread count, which
+// depends on whether a load is appending (docs/performance.md, copy-wide).
 
 #include "tests/sinks/sink_fixture.hpp"
 
 #include <cstdint>
 #include <cstdlib>
+#include <algorithm>
 #include <fstream>
+#include <thread>
 
 using namespace flotilla;
 using namespace flotilla::sinks;
@@ -29,11 +32,19 @@ std::uint64_t storage_version_of(const std::filesystem::path& file) {
 }
 
 struct env_override {
-  explicit env_override(const char* value) {
-    ::setenv("FLOTILLA_DUCKDB_STORAGE_VERSION", value, 1);
+  explicit env_override(const char* value, const char* name = "FLOTILLA_DUCKDB_STORAGE_VERSION")
+      : name_(name) {
+    ::setenv(name_, value, 1);
   }
-  ~env_override() { ::unsetenv("FLOTILLA_DUCKDB_STORAGE_VERSION"); }
+  ~env_override() { ::unsetenv(name_); }
+  const char* name_;
 };
+
+std::string threads_of(warehouse& wh) {
+  const auto v = column_of(wh.query("SELECT current_setting('threads')"));
+  REQUIRE(v.size() == 1);
+  return v[0];
+}
 
 schema::table_schema pairs() { return cols({col("id", "bigint", true), col("v", "text")}); }
 
@@ -91,5 +102,76 @@ TEST_CASE("an unknown DuckDB storage version is refused naming it") {
   o.dialect = "duckdb";
   o.path = (dir / "w.duckdb").string();
   CHECK_THROWS_WITH(open_warehouse(o), Catch::Contains("v9.9.9-nonsense"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("DuckDB runs one thread fewer than the cores while a load appends, every core otherwise") {
+  const auto dir = std::filesystem::temp_directory_path() / ("flotilla_threads_" + unique_suffix());
+  std::filesystem::create_directories(dir);
+  warehouse_options o;
+  o.name = "threads";
+  o.dialect = "duckdb";
+  o.path = (dir / "w.duckdb").string();
+  const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
+  const std::string all = std::to_string(cores);
+  const std::string appending = std::to_string(std::max(2U, cores) - 1);
+  auto loader = open_warehouse(o);
+  auto observer = open_warehouse(o);  // the same database instance, another connection
+  CHECK(threads_of(*observer) == all);
+
+  load_request req;
+  req.target = dialects::table_ref{"", "main", "t"};
+  req.columns = pairs();
+  {
+    auto w = loader->begin_load(req);
+    w->write(batch({{I(1), T("a")}, {I(2), T("b")}}));
+    CHECK(threads_of(*observer) == appending);
+    w->commit();
+    CHECK(threads_of(*observer) == all);
+  }
+  {
+    // Two loads append at once: the count comes back when the last one ends.
+    auto second = open_warehouse(o);
+    load_request other = req;
+    other.target.name = "u";
+    auto w1 = loader->begin_load(req);
+    auto w2 = second->begin_load(other);
+    CHECK(threads_of(*observer) == appending);
+    w1->write(batch({{I(3), T("c")}}));
+    w1->commit();
+    CHECK(threads_of(*observer) == appending);
+    w2.reset();  // abandoned: rolled back, and no longer appending
+    CHECK(threads_of(*observer) == all);
+  }
+  CHECK(count(*observer, req.target) == 1);
+  loader.reset();
+  observer.reset();
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("FLOTILLA_DUCKDB_THREADS fixes DuckDB's threads, and anything but a count is refused") {
+  const auto dir = std::filesystem::temp_directory_path() / ("flotilla_threads_" + unique_suffix());
+  std::filesystem::create_directories(dir);
+  warehouse_options o;
+  o.name = "threads";
+  o.dialect = "duckdb";
+  o.path = (dir / "w.duckdb").string();
+  {
+    env_override three("3", "FLOTILLA_DUCKDB_THREADS");
+    auto wh = open_warehouse(o);
+    load_request req;
+    req.target = dialects::table_ref{"", "main", "t"};
+    req.columns = pairs();
+    auto w = wh->begin_load(req);
+    w->write(batch({{I(1), T("a")}}));
+    CHECK(threads_of(*wh) == "3");
+    w->commit();
+    CHECK(threads_of(*wh) == "3");
+  }
+  for (const char* bad : {"two", "0", "-1", "2x", "99999"}) {
+    env_override e(bad, "FLOTILLA_DUCKDB_THREADS");
+    o.path = (dir / (std::string("bad") + ".duckdb")).string();
+    CHECK_THROWS_WITH(open_warehouse(o), Catch::Contains("FLOTILLA_DUCKDB_THREADS='" + std::string(bad) + "'"));
+  }
   std::filesystem::remove_all(dir);
 }
