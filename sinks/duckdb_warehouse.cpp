@@ -790,6 +790,8 @@ class duckdb_warehouse final : public warehouse_base {
     if (duckdb_query(con_, "ROLLBACK", &h.r) == DuckDBError)
       recover();
     load_lock_ = {};
+    std::lock_guard lock(gate_->threads_mu);
+    sync_threads();
   }
 
   std::unique_ptr<row_inserter> open_inserter(const table_ref& table,
@@ -821,9 +823,16 @@ class duckdb_warehouse final : public warehouse_base {
   void appending(bool start) noexcept {
     std::lock_guard lock(gate_->threads_mu);
     gate_->appending += start ? 1 : -1;
+    sync_threads();
+  }
+
+  /// Sets DuckDB's threads for the current phase when they differ. A refused setting (a
+  /// failed load's transaction refuses statements until its rollback) leaves the count
+  /// unknown, so the next phase change or rollback sets it again. Under threads_mu.
+  void sync_threads() noexcept {
     const std::uint64_t want = gate_->appending > 0 ? threads_.appending : threads_.other;
-    if (gate_->threads != want && !set_threads(want))
-      gate_->threads = want;
+    if (gate_->threads != want)
+      gate_->threads = set_threads(want) ? 0 : want;
   }
 
   /// DuckDB refuses two open transactions creating the same catalog entry (a

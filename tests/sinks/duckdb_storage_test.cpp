@@ -143,6 +143,17 @@ TEST_CASE("DuckDB runs one thread fewer than the cores while a load appends, eve
     w2.reset();  // abandoned: rolled back, and no longer appending
     CHECK(threads_of(*observer) == all);
   }
+  {
+    // A load that fails: rolled back, and the count comes back with the rollback.
+    auto w = loader->begin_load(req);
+    CHECK_THROWS_AS(
+        [&] {
+          w->write(batch({{T("not a number"), T("x")}}));
+          w->commit();
+        }(),
+        sink_error);
+    CHECK(threads_of(*observer) == all);
+  }
   CHECK(count(*observer, req.target) == 1);
   loader.reset();
   observer.reset();
