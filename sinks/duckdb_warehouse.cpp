@@ -567,7 +567,7 @@ std::uint64_t parse_bytes(std::string_view text) {
 /// cores (at least one), so the reader keeps a core: with as many threads as cores, a
 /// writer waits for the row groups its appends hand to DuckDB's workers by polling DuckDB's
 /// task queue, a core's worth of spinning that the reader and a local source server then
-/// lack (docs/performance.md, copy-wide: SQLite -> DuckDB 19% faster). Otherwise every core,
+/// lack (docs/performance.md, copy-wide: SQLite -> DuckDB 13% faster). Otherwise every core,
 /// for the set-based statements that finish a load (a merge's delete and insert, the key's
 /// index), which DuckDB runs in parallel (a merge takes 25% longer on one thread than on
 /// two). FLOTILLA_DUCKDB_THREADS fixes both (a whole number from 1 to 4096).
@@ -661,15 +661,11 @@ class duckdb_warehouse final : public warehouse_base {
     duckdb_query(con_, "SET TimeZone = 'UTC'", &h.r);
     {
       std::lock_guard lock(gate_->threads_mu);
-      const std::uint64_t want = gate_->appending > 0 ? threads_.appending : threads_.other;
-      if (gate_->threads != want) {
-        if (auto msg = set_threads(want)) {
-          duckdb_disconnect(&con_);
-          duckdb_close(&db_);
-          throw error(fmt::format("cannot open DuckDB database '{}': cannot set {} threads: {}",
-                                  options.path, want, *msg));
-        }
-        gate_->threads = want;
+      if (auto msg = sync_threads()) {
+        duckdb_disconnect(&con_);
+        duckdb_close(&db_);
+        throw error(fmt::format("cannot open DuckDB database '{}': cannot set DuckDB's threads: {}",
+                                options.path, *msg));
       }
     }
     // Bounded memory for fleets of many tables: with periodic checkpoints (see
@@ -791,7 +787,7 @@ class duckdb_warehouse final : public warehouse_base {
       recover();
     load_lock_ = {};
     std::lock_guard lock(gate_->threads_mu);
-    sync_threads();
+    (void)sync_threads();
   }
 
   std::unique_ptr<row_inserter> open_inserter(const table_ref& table,
@@ -823,16 +819,20 @@ class duckdb_warehouse final : public warehouse_base {
   void appending(bool start) noexcept {
     std::lock_guard lock(gate_->threads_mu);
     gate_->appending += start ? 1 : -1;
-    sync_threads();
+    (void)sync_threads();
   }
 
   /// Sets DuckDB's threads for the current phase when they differ. A refused setting (a
   /// failed load's transaction refuses statements until its rollback) leaves the count
   /// unknown, so the next phase change or rollback sets it again. Under threads_mu.
-  void sync_threads() noexcept {
+  /// Returns DuckDB's error when it refused.
+  std::optional<std::string> sync_threads() noexcept {
     const std::uint64_t want = gate_->appending > 0 ? threads_.appending : threads_.other;
-    if (gate_->threads != want)
-      gate_->threads = set_threads(want) ? 0 : want;
+    if (gate_->threads == want)
+      return std::nullopt;
+    auto refused = set_threads(want);
+    gate_->threads = refused ? 0 : want;
+    return refused;
   }
 
   /// DuckDB refuses two open transactions creating the same catalog entry (a

@@ -48,12 +48,24 @@ std::string threads_of(warehouse& wh) {
 
 schema::table_schema pairs() { return cols({col("id", "bigint", true), col("v", "text")}); }
 
-void load_and_close(const std::filesystem::path& file, const std::string& table, int rows) {
+warehouse_options duckdb_file(const std::filesystem::path& file) {
   warehouse_options o;
   o.name = "storage";
   o.dialect = "duckdb";
   o.path = file.string();
-  auto wh = open_warehouse(o);
+  return o;
+}
+
+/// A full refresh of main.`table` with pairs().
+load_request refresh_of(const std::string& table) {
+  load_request req;
+  req.target = dialects::table_ref{"", "main", table};
+  req.columns = pairs();
+  return req;
+}
+
+void load_and_close(const std::filesystem::path& file, const std::string& table, int rows) {
+  auto wh = open_warehouse(duckdb_file(file));
   std::vector<std::vector<value>> data;
   for (int i = 1; i <= rows; ++i)
     data.push_back({I(i), T("v" + std::to_string(i))});
@@ -82,11 +94,7 @@ TEST_CASE("a DuckDB file in the older default format keeps it and stays readable
   REQUIRE(storage_version_of(file) == 64);
   load_and_close(file, "t2", 5);  // opened with the new default
   CHECK(storage_version_of(file) == 64);
-  warehouse_options o;
-  o.name = "storage";
-  o.dialect = "duckdb";
-  o.path = file.string();
-  auto wh = open_warehouse(o);
+  auto wh = open_warehouse(duckdb_file(file));
   CHECK(column_of(wh->query("SELECT count(*) FROM main.t1")) == std::vector<std::string>{"2"});
   CHECK(column_of(wh->query("SELECT count(*) FROM main.t2")) == std::vector<std::string>{"5"});
   wh.reset();
@@ -97,10 +105,7 @@ TEST_CASE("an unknown DuckDB storage version is refused naming it") {
   const auto dir = std::filesystem::temp_directory_path() / ("flotilla_storage_" + unique_suffix());
   std::filesystem::create_directories(dir);
   env_override bad("v9.9.9-nonsense");
-  warehouse_options o;
-  o.name = "storage";
-  o.dialect = "duckdb";
-  o.path = (dir / "w.duckdb").string();
+  auto o = duckdb_file(dir / "w.duckdb");
   CHECK_THROWS_WITH(open_warehouse(o), Catch::Contains("v9.9.9-nonsense"));
   std::filesystem::remove_all(dir);
 }
@@ -108,10 +113,7 @@ TEST_CASE("an unknown DuckDB storage version is refused naming it") {
 TEST_CASE("DuckDB runs one thread fewer than the cores while a load appends, every core otherwise") {
   const auto dir = std::filesystem::temp_directory_path() / ("flotilla_threads_" + unique_suffix());
   std::filesystem::create_directories(dir);
-  warehouse_options o;
-  o.name = "threads";
-  o.dialect = "duckdb";
-  o.path = (dir / "w.duckdb").string();
+  auto o = duckdb_file(dir / "w.duckdb");
   const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
   const std::string all = std::to_string(cores);
   const std::string appending = std::to_string(std::max(2U, cores) - 1);
@@ -119,9 +121,7 @@ TEST_CASE("DuckDB runs one thread fewer than the cores while a load appends, eve
   auto observer = open_warehouse(o);  // the same database instance, another connection
   CHECK(threads_of(*observer) == all);
 
-  load_request req;
-  req.target = dialects::table_ref{"", "main", "t"};
-  req.columns = pairs();
+  const load_request req = refresh_of("t");
   {
     auto w = loader->begin_load(req);
     w->write(batch({{I(1), T("a")}, {I(2), T("b")}}));
@@ -132,10 +132,8 @@ TEST_CASE("DuckDB runs one thread fewer than the cores while a load appends, eve
   {
     // Two loads append at once: the count comes back when the last one ends.
     auto second = open_warehouse(o);
-    load_request other = req;
-    other.target.name = "u";
     auto w1 = loader->begin_load(req);
-    auto w2 = second->begin_load(other);
+    auto w2 = second->begin_load(refresh_of("u"));
     CHECK(threads_of(*observer) == appending);
     w1->write(batch({{I(3), T("c")}}));
     w1->commit();
@@ -163,17 +161,11 @@ TEST_CASE("DuckDB runs one thread fewer than the cores while a load appends, eve
 TEST_CASE("FLOTILLA_DUCKDB_THREADS fixes DuckDB's threads, and anything but a count is refused") {
   const auto dir = std::filesystem::temp_directory_path() / ("flotilla_threads_" + unique_suffix());
   std::filesystem::create_directories(dir);
-  warehouse_options o;
-  o.name = "threads";
-  o.dialect = "duckdb";
-  o.path = (dir / "w.duckdb").string();
+  auto o = duckdb_file(dir / "w.duckdb");
   {
     env_override three("3", "FLOTILLA_DUCKDB_THREADS");
     auto wh = open_warehouse(o);
-    load_request req;
-    req.target = dialects::table_ref{"", "main", "t"};
-    req.columns = pairs();
-    auto w = wh->begin_load(req);
+    auto w = wh->begin_load(refresh_of("t"));
     w->write(batch({{I(1), T("a")}}));
     CHECK(threads_of(*wh) == "3");
     w->commit();
@@ -181,8 +173,9 @@ TEST_CASE("FLOTILLA_DUCKDB_THREADS fixes DuckDB's threads, and anything but a co
   }
   for (const char* bad : {"two", "0", "-1", "2x", "99999"}) {
     env_override e(bad, "FLOTILLA_DUCKDB_THREADS");
-    o.path = (dir / (std::string("bad") + ".duckdb")).string();
-    CHECK_THROWS_WITH(open_warehouse(o), Catch::Contains("FLOTILLA_DUCKDB_THREADS='" + std::string(bad) + "'"));
+    o.path = (dir / "bad.duckdb").string();
+    CHECK_THROWS_WITH(open_warehouse(o),
+                      Catch::Contains("FLOTILLA_DUCKDB_THREADS='" + std::string(bad) + "'"));
   }
   std::filesystem::remove_all(dir);
 }
