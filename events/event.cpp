@@ -1,5 +1,8 @@
 #include "events/event.hpp"
 
+#include <charconv>
+#include <memory>
+
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
 #include <google/protobuf/reflection.h>
@@ -277,7 +280,7 @@ std::string event_key(const pb::Event& e) {
 }
 
 std::string_view payload_name(const pb::Event& e) {
-  const gp::OneofDescriptor* o = pb::Event::descriptor()->FindOneofByName("payload");
+  static const gp::OneofDescriptor* const o = pb::Event::descriptor()->FindOneofByName("payload");
   const gp::FieldDescriptor* f = e.GetReflection()->GetOneofFieldDescriptor(e, o);
   return f == nullptr ? std::string_view{} : std::string_view(f->name());
 }
@@ -297,6 +300,43 @@ void append_dumped(std::string& out, const Value& v) {
 
 void append_message(std::string& out, const gp::Message& m);
 
+template <class Int>
+void append_int(std::string& out, Int v) {
+  char buf[24];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, end);
+}
+
+/// A message type's fields in declaration order, each with its key already written
+/// (`"name":`): every event of a run has the same few types.
+struct field_layout {
+  const gp::FieldDescriptor* field;
+  std::string key;
+  bool repeated;
+  bool in_oneof;
+};
+
+const std::vector<field_layout>& layout_of(const gp::Descriptor* d) {
+  // Per thread, so no lock; a pointer per type, so a nested type's entry added while
+  // its parent's is in use never moves the parent's.
+  thread_local std::vector<std::pair<const gp::Descriptor*, std::unique_ptr<std::vector<field_layout>>>>
+      cache;
+  for (const auto& [type, fields] : cache)
+    if (type == d)
+      return *fields;
+  auto fields = std::make_unique<std::vector<field_layout>>();
+  fields->reserve(static_cast<std::size_t>(d->field_count()));
+  for (int i = 0; i < d->field_count(); ++i) {
+    const gp::FieldDescriptor* f = d->field(i);
+    field_layout l{f, {}, f->is_repeated(), f->real_containing_oneof() != nullptr};
+    append_json_string(l.key, f->name());
+    l.key += ':';
+    fields->push_back(std::move(l));
+  }
+  cache.emplace_back(d, std::move(fields));
+  return *cache.back().second;
+}
+
 void append_scalar(std::string& out, const gp::Message& m, const gp::FieldDescriptor* f,
                    int index) {
   const gp::Reflection* r = m.GetReflection();
@@ -310,7 +350,7 @@ void append_scalar(std::string& out, const gp::Message& m, const gp::FieldDescri
         for (std::size_t i = 0; i < s.size(); ++i) {
           if (i)
             out += ',';
-          out += std::to_string(static_cast<unsigned>(static_cast<unsigned char>(s[i])));
+          append_int(out, static_cast<unsigned>(static_cast<unsigned char>(s[i])));
         }
         out += ']';
         return;
@@ -325,16 +365,16 @@ void append_scalar(std::string& out, const gp::Message& m, const gp::FieldDescri
       out += (rep ? r->GetRepeatedBool(m, f, index) : r->GetBool(m, f)) ? "true" : "false";
       return;
     case gp::FieldDescriptor::CPPTYPE_INT32:
-      out += std::to_string(rep ? r->GetRepeatedInt32(m, f, index) : r->GetInt32(m, f));
+      append_int(out, rep ? r->GetRepeatedInt32(m, f, index) : r->GetInt32(m, f));
       return;
     case gp::FieldDescriptor::CPPTYPE_INT64:
-      out += std::to_string(rep ? r->GetRepeatedInt64(m, f, index) : r->GetInt64(m, f));
+      append_int(out, rep ? r->GetRepeatedInt64(m, f, index) : r->GetInt64(m, f));
       return;
     case gp::FieldDescriptor::CPPTYPE_UINT32:
-      out += std::to_string(rep ? r->GetRepeatedUInt32(m, f, index) : r->GetUInt32(m, f));
+      append_int(out, rep ? r->GetRepeatedUInt32(m, f, index) : r->GetUInt32(m, f));
       return;
     case gp::FieldDescriptor::CPPTYPE_UINT64:
-      out += std::to_string(rep ? r->GetRepeatedUInt64(m, f, index) : r->GetUInt64(m, f));
+      append_int(out, rep ? r->GetRepeatedUInt64(m, f, index) : r->GetUInt64(m, f));
       return;
     case gp::FieldDescriptor::CPPTYPE_DOUBLE:
       append_dumped(out, rep ? r->GetRepeatedDouble(m, f, index) : r->GetDouble(m, f));
@@ -353,36 +393,27 @@ void append_scalar(std::string& out, const gp::Message& m, const gp::FieldDescri
 }
 
 void append_message(std::string& out, const gp::Message& m) {
-  const gp::Descriptor* d = m.GetDescriptor();
   const gp::Reflection* r = m.GetReflection();
   out += '{';
   bool first = true;
-  auto key = [&](const gp::FieldDescriptor* f) {
+  for (const auto& l : layout_of(m.GetDescriptor())) {
+    if (l.in_oneof && !r->HasField(m, l.field))
+      continue;  // only the payload that is set
     if (!first)
       out += ',';
     first = false;
-    append_json_string(out, f->name());
-    out += ':';
-  };
-  for (int i = 0; i < d->field_count(); ++i) {
-    const gp::FieldDescriptor* f = d->field(i);
-    if (f->is_repeated()) {
-      key(f);
+    out += l.key;
+    if (l.repeated) {
       out += '[';
-      for (int k = 0; k < r->FieldSize(m, f); ++k) {
+      const int n = r->FieldSize(m, l.field);
+      for (int k = 0; k < n; ++k) {
         if (k)
           out += ',';
-        append_scalar(out, m, f, k);
+        append_scalar(out, m, l.field, k);
       }
       out += ']';
-    } else if (f->real_containing_oneof() != nullptr) {
-      if (r->HasField(m, f)) {  // only the payload that is set
-        key(f);
-        append_scalar(out, m, f, 0);
-      }
     } else {
-      key(f);
-      append_scalar(out, m, f, 0);
+      append_scalar(out, m, l.field, 0);
     }
   }
   out += '}';
