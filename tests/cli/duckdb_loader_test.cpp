@@ -1,0 +1,102 @@
+// The flotilla executable loads DuckDB's library on first use (cli/duckdb_loader.cpp):
+// commands that never call DuckDB do not load it, and a library that cannot be loaded
+// fails the tables that need it with an error saying what to do, losing nothing.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <string>
+
+#include "tests/cli/harness.hpp"
+
+using namespace flotilla::test;
+
+namespace {
+
+/// FLOTILLA_DUCKDB_LIBRARY for the flotilla processes started within its scope.
+struct duckdb_library {
+  explicit duckdb_library(const std::string& path) {
+    ::setenv("FLOTILLA_DUCKDB_LIBRARY", path.c_str(), 1);
+  }
+  ~duckdb_library() { ::unsetenv("FLOTILLA_DUCKDB_LIBRARY"); }
+  duckdb_library(const duckdb_library&) = delete;
+  duckdb_library& operator=(const duckdb_library&) = delete;
+};
+
+void write_config(const workdir& w, const std::string& target_section) {
+  sqlite_exec(w.file("shop.db"),
+              "CREATE TABLE orders (id INTEGER PRIMARY KEY, status TEXT);"
+              "INSERT INTO orders VALUES (1, 'new'), (2, 'paid'), (3, 'done');");
+  w.write("flotilla.toml", "[project]\nname = \"t\"\n\n[targets.wh]\n" + target_section +
+                               "\n[sources.shop]\nadapter = \"sqlite\"\npath = \"shop.db\"\n");
+}
+
+}  // namespace
+
+TEST_CASE("the executable does not load DuckDB at start-up") {
+  const char* bin = std::getenv("FLOTILLA_BIN");
+  REQUIRE(bin != nullptr);
+  workdir w;
+  const std::string cmd = std::string("readelf -d '") + bin + "' > '" + w.file("dynamic.txt") + "'";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  std::string dynamic;
+  {
+    FILE* f = std::fopen(w.file("dynamic.txt").c_str(), "r");
+    REQUIRE(f != nullptr);
+    char buf[4096];
+    std::size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
+      dynamic.append(buf, n);
+    std::fclose(f);
+  }
+  INFO(dynamic);
+  CHECK(dynamic.find("(NEEDED)") != std::string::npos);  // readelf did list the dependencies
+  CHECK(dynamic.find("libsqlite3") != std::string::npos);
+  CHECK(dynamic.find("libduckdb") == std::string::npos);
+}
+
+TEST_CASE("a run that never calls DuckDB does not need its library") {
+  workdir w;
+  write_config(w, "dialect = \"sqlite\"\npath = \"wh.sqlite\"\n");
+  duckdb_library missing(w.file("no-such-dir/libduckdb.so"));
+  auto run = flotilla_json(w, {"run"});
+  CHECK(run["status"] == "success");
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT count(*) FROM \"shop__orders\"") ==
+        std::vector<std::vector<std::string>>{{"3"}});
+  CHECK(run_flotilla(w, {"plan"}).exit_code == 0);
+}
+
+TEST_CASE("a DuckDB library that cannot be loaded fails the table with what to do, then a rerun copies it") {
+  workdir w;
+  write_config(w, "dialect = \"duckdb\"\npath = \"wh.duckdb\"\nschema = \"{source}\"\n");
+  const std::string bad = w.file("no-such-dir/libduckdb.so");
+  {
+    duckdb_library missing(bad);
+    int code = 0;
+    auto run = flotilla_json(w, {"run"}, &code);
+    CHECK(code != 0);
+    CHECK(run["status"] == "failed");
+    const auto* t = find_table(run, "shop.orders");
+    REQUIRE(t != nullptr);
+    CHECK((*t)["status"] == "failed");
+    const std::string error = (*t)["error"];
+    CHECK(error.find(bad) != std::string::npos);
+    CHECK(error.find("FLOTILLA_DUCKDB_LIBRARY") != std::string::npos);
+    CHECK(error.find("scripts/setup") != std::string::npos);
+  }
+  {
+    // A file that is not a shared library: the same kind of error, naming it.
+    w.write("not-a-library.so", "this is not an ELF file");
+    duckdb_library wrong(w.file("not-a-library.so"));
+    int code = 0;
+    auto run = flotilla_json(w, {"run"}, &code);
+    CHECK(code != 0);
+    const auto* t = find_table(run, "shop.orders");
+    REQUIRE(t != nullptr);
+    CHECK(std::string((*t)["error"]).find(w.file("not-a-library.so")) != std::string::npos);
+  }
+  // The library as built: the table is copied, every row once.
+  auto run = flotilla_json(w, {"run"});
+  CHECK(run["status"] == "success");
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*), sum(id) FROM \"shop\".\"orders\"") ==
+        std::vector<std::vector<std::string>>{{"3", "6"}});
+}
