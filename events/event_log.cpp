@@ -6,6 +6,7 @@
 #include <string>
 
 #include <fcntl.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -16,7 +17,6 @@ struct event_log::impl {
   std::filesystem::path path;
   int fd = -1;
   std::mutex mu;
-  std::string buffer;
 
   ~impl() {
     if (fd >= 0)
@@ -59,12 +59,18 @@ const std::filesystem::path& event_log::path() const { return impl_->path; }
 
 status event_log::append(std::string_view line) {
   std::lock_guard lock(impl_->mu);
-  auto& buf = impl_->buffer;
-  buf.assign(line);
-  buf.push_back('\n');
+  // The line and its newline in one writev: a whole run's table events are several
+  // megabytes, which are not copied just to add one byte.
+  static const char newline = '\n';
+  const std::size_t total = line.size() + 1;
   std::size_t done = 0;
-  while (done < buf.size()) {
-    ssize_t n = ::write(impl_->fd, buf.data() + done, buf.size() - done);
+  while (done < total) {
+    iovec parts[2];
+    int count = 0;
+    if (done < line.size())
+      parts[count++] = {const_cast<char*>(line.data() + done), line.size() - done};
+    parts[count++] = {const_cast<char*>(&newline), 1};
+    ssize_t n = ::writev(impl_->fd, parts, count);
     if (n < 0) {
       if (errno == EINTR)
         continue;

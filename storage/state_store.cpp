@@ -302,9 +302,19 @@ result<state_store> state_store::open(const std::filesystem::path& dir,
     if (std::find(names.begin(), names.end(), name) == names.end())
       names.push_back(name);
 
+  // Run records hold every selected table's result (about 60 bytes a table), one per
+  // run. Kept inline, each compaction of the family rewrote the whole run history: a
+  // run's batch also updates the latest-run key, so its key range spans every record.
+  // In blob files (LZ4: a fleet's results repeat) they are written once and compactions
+  // move only their references.
+  rocksdb::ColumnFamilyOptions runs_options = cf_options;
+  runs_options.enable_blob_files = true;
+  runs_options.min_blob_size = 4096;
+  runs_options.blob_compression_type = rocksdb::kLZ4Compression;
+
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   for (const auto& name : names)
-    descriptors.emplace_back(name, cf_options);
+    descriptors.emplace_back(name, name == to_string(family::runs) ? runs_options : cf_options);
 
   auto state = std::make_unique<impl>();
   state->path = dir;

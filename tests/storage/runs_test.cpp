@@ -103,3 +103,39 @@ TEST_CASE("a run without an id is refused") {
   REQUIRE_FALSE(put.has_value());
   CHECK(put.error().code == errc::invalid_key);
 }
+
+TEST_CASE("large run records are kept in blob files and read back after reopening") {
+  // A run record holds every selected table's result. Kept in blob files, a record is
+  // written once; compactions of the family move only its reference instead of
+  // rewriting the whole run history at every compaction.
+  temp_dir dir;
+  constexpr int runs = 12;
+  constexpr int tables = 2'000;
+  for (int r = 0; r < runs; ++r) {
+    auto store = open_store(dir);  // each reopen flushes the previous run's log
+    auto run = make_run("r" + std::to_string(r), 1000 + r);
+    for (int t = 1; t < tables; ++t) {
+      auto* table = run.add_tables();
+      table->set_table("c" + std::to_string(r) + ".t" + std::to_string(t));
+      table->set_source("shop");
+      table->set_status("pruned");
+    }
+    REQUIRE(store.put_run(run));
+  }
+  auto store = open_store(dir);
+  auto recent = store.recent_runs();
+  REQUIRE(recent.has_value());
+  REQUIRE(recent->size() == runs);
+  for (int r = 0; r < runs; ++r) {
+    auto run = store.get_run("r" + std::to_string(r));
+    REQUIRE(run.has_value());
+    REQUIRE(run->has_value());
+    CHECK((*run)->tables_size() == tables);
+    CHECK((*run)->tables(tables - 1).table() == "c" + std::to_string(r) + ".t" + std::to_string(tables - 1));
+  }
+  std::size_t blob_files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.state()))
+    if (e.path().extension() == ".blob")
+      ++blob_files;
+  CHECK(blob_files >= runs - 1);
+}
