@@ -439,7 +439,77 @@ std::string to_json(const pb::Event& e) {
   return out;
 }
 
-void append_json(std::string& out, const pb::Event& e) { append_message(out, e); }
+namespace {
+
+void append_text(std::string& out, std::string_view s) {
+  for (unsigned char c : s)
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
+      append_dumped(out, std::string(s));
+      return;
+    }
+  out += '"';
+  out += s;
+  out += '"';
+}
+
+/// table_started and table_finished, two lines per table and run, written from their
+/// accessors: the same bytes as append_message (fields in declaration order, every field
+/// written), which tests/events/event_test.cpp checks against the JSON tree's dump.
+bool append_table_event(std::string& out, const pb::Event& e, std::string_view run_id,
+                        std::string_view project) {
+  const auto payload = e.payload_case();
+  if (payload != pb::Event::kTableStarted && payload != pb::Event::kTableFinished)
+    return false;
+  out += "{\"run_id\":";
+  append_text(out, run_id);
+  out += ",\"sequence\":";
+  append_int(out, e.sequence());
+  out += ",\"timestamp_us\":";
+  append_int(out, e.timestamp_us());
+  out += ",\"type\":";
+  append_text(out, e.type());
+  out += ",\"source\":";
+  append_text(out, e.source());
+  out += ",\"table\":";
+  append_text(out, e.table());
+  out += ",\"project\":";
+  append_text(out, project);
+  if (payload == pb::Event::kTableStarted) {
+    const auto& p = e.table_started();
+    out += ",\"table_started\":{\"target_table\":";
+    append_text(out, p.target_table());
+    out += ",\"mode\":";
+    append_text(out, p.mode());
+  } else {
+    const auto& p = e.table_finished();
+    out += ",\"table_finished\":{\"status\":";
+    append_text(out, p.status());
+    out += ",\"rows\":";
+    append_int(out, p.rows());
+    out += ",\"error\":";
+    append_text(out, p.error());
+    out += ",\"error_code\":";
+    append_text(out, p.error_code());
+    out += ",\"duration_us\":";
+    append_int(out, p.duration_us());
+    out += ",\"target_table\":";
+    append_text(out, p.target_table());
+  }
+  out += "}}";
+  return true;
+}
+
+}  // namespace
+
+void append_json(std::string& out, const pb::Event& e) {
+  if (!append_table_event(out, e, e.run_id(), e.project()))
+    append_message(out, e);
+}
+
+bool append_json(std::string& out, const pb::Event& e, std::string_view run_id,
+                 std::string_view project) {
+  return append_table_event(out, e, run_id, project);
+}
 
 std::string to_json_tree(const pb::Event& e) {
   return to_value(e).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

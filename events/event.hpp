@@ -117,6 +117,11 @@ struct undelivered_info {
 [[nodiscard]] std::string to_json(const pb::Event& e);
 /// to_json(e) appended to `out`.
 void append_json(std::string& out, const pb::Event& e);
+/// For table_started and table_finished only: the line `e` would have with this run id
+/// and project, written without setting them on `e` (a run's batch of table events when
+/// no outbox keeps them). Returns false, writing nothing, for any other event.
+[[nodiscard]] bool append_json(std::string& out, const pb::Event& e, std::string_view run_id,
+                               std::string_view project);
 /// Appends `s` as a JSON string, quoted and escaped as nlohmann's dump escapes it
 /// (invalid UTF-8 replaced by U+FFFD): for other JSON written without a tree.
 void append_json_string(std::string& out, const std::string& s);

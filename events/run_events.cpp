@@ -124,15 +124,19 @@ void run_events::keep(const error& e) {
   errors_.push_back(e);
 }
 
-storage::pb::OutboxEntry run_events::stamp(pb::Event& e, std::string& lines) {
-  e.set_run_id(run_id_);
-  e.set_project(project_);
+storage::pb::OutboxEntry run_events::stamp(pb::Event& e, std::string& lines, bool kept) {
   e.set_sequence(++sequence_);
   e.set_timestamp_us(now_us());
   if (e.type().empty())
     e.set_type(std::string(payload_name(e)));
   const std::size_t start = lines.size();
-  append_json(lines, e);
+  // An event nobody reads after its line is written (emit_all without an outbox) need
+  // not carry the run id and project itself: two string copies per table event.
+  if (kept || outbox_ || !append_json(lines, e, run_id_, project_)) {
+    e.set_run_id(run_id_);
+    e.set_project(project_);
+    append_json(lines, e);
+  }
   storage::pb::OutboxEntry entry;
   if (outbox_) {
     entry.set_key(event_key(e));
@@ -150,7 +154,7 @@ storage::pb::OutboxEntry run_events::stamp(pb::Event& e, std::string& lines) {
 
 result<storage::pb::OutboxEntry> run_events::record(pb::Event& e) {
   std::string line;
-  auto entry = stamp(e, line);
+  auto entry = stamp(e, line, true);
   line.pop_back();  // append() adds the newline
   if (auto st = log_.append(line); !st)
     keep(st.error());  // the outbox still gets the event
@@ -168,7 +172,7 @@ result<std::size_t> run_events::emit_all(std::vector<pb::Event> events) {
     if (outbox_)
       entries.reserve(events.size());
     for (auto& e : events) {
-      auto entry = stamp(e, lines);
+      auto entry = stamp(e, lines, false);
       if (outbox_)
         entries.push_back(std::move(entry));
     }

@@ -122,7 +122,8 @@ class run_events {
   /// run has no outbox).
   result<storage::pb::OutboxEntry> record(pb::Event& e);
   /// Stamps `e` and appends its NDJSON line to `lines`; the outbox entry as record().
-  storage::pb::OutboxEntry stamp(pb::Event& e, std::string& lines);
+  /// `kept`: the caller reads `e` afterwards, so it must carry the run id and project.
+  storage::pb::OutboxEntry stamp(pb::Event& e, std::string& lines, bool kept);
   void keep(const error& e);
 
   storage::state_store* store_;

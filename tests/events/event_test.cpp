@@ -269,6 +269,7 @@ TEST_CASE("the JSON line is byte for byte the JSON tree's dump, whatever the tex
                                     {.status = text, .rows = 18446744073709551615ull,
                                      .error = text, .error_code = text, .target_table = text}));
     events.push_back(run_started({.command = text, .filters = {text, text}, .retry_of = text}));
+    events.push_back(table_started(text, text, text, text));
   }
   std::int64_t ts = -5;
   for (auto& e : events) {
@@ -282,6 +283,42 @@ TEST_CASE("the JSON line is byte for byte the JSON tree's dump, whatever the tex
     CHECK(from_json(to_json(e)).has_value());
   }
   CHECK(to_json(pb::Event{}) == to_json_tree(pb::Event{}));
+}
+
+TEST_CASE("emit_all without an outbox writes the lines emit would, run id and project included") {
+  temp_dir dir;
+  auto one_by_one = dir.path() / "a" / "events.ndjson";
+  auto batched = dir.path() / "b" / "events.ndjson";
+  auto events = one_of_each();
+  events.push_back(table_started("shop", "we\"ird", "shop.we\"ird", "full"));
+  events.push_back(table_finished("shop", "we\"ird", {.status = "pruned", .target_table = "x"}));
+  {
+    auto ev = run_events::open(nullptr, one_by_one, "run-\"7\"", "ac\\me", {}, false);
+    REQUIRE(ev.has_value());
+    for (auto e : events)
+      REQUIRE((*ev)->emit(std::move(e)));
+  }
+  {
+    auto ev = run_events::open(nullptr, batched, "run-\"7\"", "ac\\me", {}, false);
+    REQUIRE(ev.has_value());
+    REQUIRE((*ev)->emit_all(events).value() == events.size());
+  }
+  auto a = read_lines(one_by_one);
+  auto b = read_lines(batched);
+  REQUIRE(a.size() == events.size());
+  REQUIRE(b.size() == a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    auto x = from_json(a[i]);
+    auto y = from_json(b[i]);
+    REQUIRE(x.has_value());
+    REQUIRE(y.has_value());
+    CHECK(y->run_id() == "run-\"7\"");
+    CHECK(y->project() == "ac\\me");
+    CHECK(y->sequence() == i + 1);
+    y->set_timestamp_us(x->timestamp_us());
+    CHECK(to_json(*y) == a[i]);
+    CHECK(to_json(*from_json(b[i])) == b[i]);
+  }
 }
 
 TEST_CASE("emit_all writes the lines emit would, in one append, and fills the outbox in order") {
