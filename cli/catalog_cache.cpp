@@ -1,5 +1,6 @@
 #include "cli/catalog_cache.hpp"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -88,6 +89,9 @@ std::optional<sources::catalog> kept_catalog(const storage::pb::SourceCatalog& r
     }
     t.inferred = ct.inferred();
     std::string_view packed = ct.columns();
+    // Two NULs per column: one allocation for the table's columns.
+    t.columns.columns.reserve(
+        static_cast<std::size_t>(std::count(packed.begin(), packed.end(), '\0')) / 2);
     while (!packed.empty()) {
       const auto name_end = packed.find('\0');
       if (name_end == std::string_view::npos)
