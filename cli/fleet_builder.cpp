@@ -13,6 +13,7 @@
 
 #include <fmt/chrono.h>
 #include <fmt/core.h>
+#include <google/protobuf/arena.h>
 
 #include "cli/catalog_cache.hpp"
 #include "config/errc.hpp"
@@ -367,10 +368,13 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       if (may_prune)
         ps.kept_catalog = [store, source](const std::string& marker, std::string_view version)
             -> std::optional<sources::catalog> {
-          auto record = store->get<storage::pb::SourceCatalog>(source.name);
-          if (!record || !*record)
+          // On an arena: a fleet's catalog record holds a few strings per table.
+          google::protobuf::Arena arena;
+          auto* record = google::protobuf::Arena::CreateMessage<storage::pb::SourceCatalog>(&arena);
+          auto found = store->get_into(source.name, *record);
+          if (!found || !*found)
             return std::nullopt;  // a cache: an unreadable record only costs the read
-          return kept_catalog(**record, source, version, marker);
+          return kept_catalog(*record, source, version, marker);
         };
       ps.keep_catalog = [store, source, run_id](const sources::catalog& cat, std::string_view version) {
         // A failed write only costs the next run a catalog read.

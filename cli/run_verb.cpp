@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <google/protobuf/arena.h>
 #include <fmt/core.h>
 
 #include "cli/fleet_builder.hpp"
@@ -71,7 +72,12 @@ class progress_line {
 void record_run(storage::state_store& store, const run_request& req, const std::string& run_id,
                 std::int64_t started, const run_summary& summary,
                 const std::vector<actors::pipeline_report>& reports) {
-  storage::pb::RunRecord r;
+  // On an arena: one result with several strings per selected table, freed at once.
+  google::protobuf::ArenaOptions arena_options;
+  arena_options.start_block_size = 64 * 1024;
+  arena_options.max_block_size = 1024 * 1024;
+  google::protobuf::Arena arena(arena_options);
+  auto& r = *google::protobuf::Arena::CreateMessage<storage::pb::RunRecord>(&arena);
   r.set_run_id(run_id);
   r.set_status(summary.status);
   r.set_started_at_us(started);

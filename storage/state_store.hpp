@@ -169,6 +169,20 @@ class state_store {
     return record;
   }
 
+  /// get() into a message the caller provides (e.g. one on a protobuf Arena, for a
+  /// record with many strings). Returns whether the record exists.
+  template <table_record Record>
+  [[nodiscard]] result<bool> get_into(std::string_view key, Record& record) const {
+    auto bytes = get_bytes(record_family<Record>::value, key);
+    if (!bytes)
+      return std::unexpected(std::move(bytes.error()));
+    if (!*bytes)
+      return false;
+    if (!record.ParseFromString(**bytes))
+      return std::unexpected(error::invalid_record(record_family<Record>::value, key));
+    return true;
+  }
+
   template <table_record Record>
   [[nodiscard]] status put(std::string_view key, const Record& record) {
     return put_bytes(record_family<Record>::value, key, record.SerializeAsString());
