@@ -274,6 +274,10 @@ result<state_store> state_store::open(const std::filesystem::path& dir,
   db_options.max_background_jobs = options.max_background_jobs;
   db_options.keep_log_file_num = options.keep_log_files;
   db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
+  // Open the store's few table files on this thread: with the default (16), opening
+  // started and joined a set of threads per column family, which cost more than the
+  // files themselves.
+  db_options.max_file_opening_threads = 1;
   // After a crash, recover every write that reached the log and stop at the first torn
   // record: a batch is either wholly replayed or not at all.
   db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
