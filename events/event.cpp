@@ -421,10 +421,10 @@ void append_message(std::string& out, const gp::Message& m) {
 
 }  // namespace
 
-void append_json_string(std::string& out, const std::string& s) {
+void append_json_string(std::string& out, std::string_view s) {
   for (unsigned char c : s)
     if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
-      append_dumped(out, s);
+      append_dumped(out, std::string(s));
       return;
     }
   out += '"';
@@ -441,17 +441,6 @@ std::string to_json(const pb::Event& e) {
 
 namespace {
 
-void append_text(std::string& out, std::string_view s) {
-  for (unsigned char c : s)
-    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
-      append_dumped(out, std::string(s));
-      return;
-    }
-  out += '"';
-  out += s;
-  out += '"';
-}
-
 /// table_started and table_finished, two lines per table and run, written from their
 /// accessors: the same bytes as append_message (fields in declaration order, every field
 /// written), which tests/events/event_test.cpp checks against the JSON tree's dump.
@@ -460,40 +449,34 @@ bool append_table_event(std::string& out, const pb::Event& e, std::string_view r
   const auto payload = e.payload_case();
   if (payload != pb::Event::kTableStarted && payload != pb::Event::kTableFinished)
     return false;
-  out += "{\"run_id\":";
-  append_text(out, run_id);
-  out += ",\"sequence\":";
-  append_int(out, e.sequence());
-  out += ",\"timestamp_us\":";
-  append_int(out, e.timestamp_us());
-  out += ",\"type\":";
-  append_text(out, e.type());
-  out += ",\"source\":";
-  append_text(out, e.source());
-  out += ",\"table\":";
-  append_text(out, e.table());
-  out += ",\"project\":";
-  append_text(out, project);
+  // `key` is the field's name with its quotes, the separator before it and the colon.
+  auto text = [&](std::string_view key, std::string_view value) {
+    out += key;
+    append_json_string(out, value);
+  };
+  auto number = [&](std::string_view key, auto value) {
+    out += key;
+    append_int(out, value);
+  };
+  text("{\"run_id\":", run_id);
+  number(",\"sequence\":", e.sequence());
+  number(",\"timestamp_us\":", e.timestamp_us());
+  text(",\"type\":", e.type());
+  text(",\"source\":", e.source());
+  text(",\"table\":", e.table());
+  text(",\"project\":", project);
   if (payload == pb::Event::kTableStarted) {
     const auto& p = e.table_started();
-    out += ",\"table_started\":{\"target_table\":";
-    append_text(out, p.target_table());
-    out += ",\"mode\":";
-    append_text(out, p.mode());
+    text(",\"table_started\":{\"target_table\":", p.target_table());
+    text(",\"mode\":", p.mode());
   } else {
     const auto& p = e.table_finished();
-    out += ",\"table_finished\":{\"status\":";
-    append_text(out, p.status());
-    out += ",\"rows\":";
-    append_int(out, p.rows());
-    out += ",\"error\":";
-    append_text(out, p.error());
-    out += ",\"error_code\":";
-    append_text(out, p.error_code());
-    out += ",\"duration_us\":";
-    append_int(out, p.duration_us());
-    out += ",\"target_table\":";
-    append_text(out, p.target_table());
+    text(",\"table_finished\":{\"status\":", p.status());
+    number(",\"rows\":", p.rows());
+    text(",\"error\":", p.error());
+    text(",\"error_code\":", p.error_code());
+    number(",\"duration_us\":", p.duration_us());
+    text(",\"target_table\":", p.target_table());
   }
   out += "}}";
   return true;

@@ -124,7 +124,7 @@ void append_json(std::string& out, const pb::Event& e);
                                std::string_view project);
 /// Appends `s` as a JSON string, quoted and escaped as nlohmann's dump escapes it
 /// (invalid UTF-8 replaced by U+FFFD): for other JSON written without a tree.
-void append_json_string(std::string& out, const std::string& s);
+void append_json_string(std::string& out, std::string_view s);
 /// The same line built as a JSON tree and dumped by nlohmann: slower, kept as the
 /// reference to_json's output is checked against.
 [[nodiscard]] std::string to_json_tree(const pb::Event& e);
