@@ -22,6 +22,10 @@
 #include <stdexcept>
 #include <string>
 
+#if !defined(__x86_64__) || !defined(__ELF__)
+#error "cli/duckdb_loader.cpp's jumps are x86-64 ELF assembly"
+#endif
+
 #ifndef FLOTILLA_DUCKDB_LIBRARY_PATH
 #define FLOTILLA_DUCKDB_LIBRARY_PATH "libduckdb.so"
 #endif
@@ -97,8 +101,10 @@ void* open_library(std::string& tried) {
   std::string why = dlerror();
   // The build's copy moved or was removed: the loader's search path may still have one.
   if (std::getenv("FLOTILLA_DUCKDB_LIBRARY") == nullptr && path != "libduckdb.so") {
-    if (void* h = dlopen("libduckdb.so", RTLD_NOW | RTLD_LOCAL))
+    if (void* h = dlopen("libduckdb.so", RTLD_NOW | RTLD_LOCAL)) {
+      tried = "libduckdb.so";  // what later messages name
       return h;
+    }
   }
   throw std::runtime_error(
       "cannot load the DuckDB library " + tried + ": " + why +
