@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "tests/cli/harness.hpp"
@@ -38,16 +40,8 @@ TEST_CASE("the executable does not load DuckDB at start-up") {
   workdir w;
   const std::string cmd = std::string("readelf -d '") + bin + "' > '" + w.file("dynamic.txt") + "'";
   REQUIRE(std::system(cmd.c_str()) == 0);
-  std::string dynamic;
-  {
-    FILE* f = std::fopen(w.file("dynamic.txt").c_str(), "r");
-    REQUIRE(f != nullptr);
-    char buf[4096];
-    std::size_t n = 0;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
-      dynamic.append(buf, n);
-    std::fclose(f);
-  }
+  std::ifstream in(w.file("dynamic.txt"));
+  const std::string dynamic{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   INFO(dynamic);
   CHECK(dynamic.find("(NEEDED)") != std::string::npos);  // readelf did list the dependencies
   CHECK(dynamic.find("libsqlite3") != std::string::npos);
