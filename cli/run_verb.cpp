@@ -140,35 +140,47 @@ run_events_section publish_events(storage::state_store& store, const config::pro
   (void)log.emit(events::run_started({req.command, req.filters, selected, req.retry_of}));
   events::run_totals totals;
   // The table events in one batch: one write to events.ndjson (and one outbox append)
-  // for the whole fleet rather than one per event.
-  std::vector<events::pb::Event> table_events;
+  // for the whole fleet rather than one per event. The two per table go by their fields
+  // (no Event built when no outbox keeps them); `targets` holds the strings they view.
+  std::vector<events::run_events::batch_event> table_events;
   table_events.reserve(2 * selected);
+  std::vector<std::string> targets;
+  targets.reserve(selected);
   for (const auto& p : reports)
     for (const auto& t : p.tables) {
       const auto& o = t.outcome;
-      const std::string target = display_name(t.target);
-      table_events.push_back(events::table_started(
-          t.source, t.table, target,
-          o.reused_staged ? "retry" : o.plan ? engine::to_string(o.plan->load) : "none"));
+      const std::string& target = targets.emplace_back(display_name(t.target));
+      table_events.emplace_back(events::table_event_line{
+          .source = t.source,
+          .table = t.table,
+          .target_table = target,
+          .mode = o.reused_staged ? std::string_view("retry")
+                  : o.plan        ? engine::to_string(o.plan->load)
+                                  : std::string_view("none")});
       if (o.plan && o.status == engine::table_status::copied)
         for (const auto& step : o.plan->drift.steps)
-          table_events.push_back(events::schema_action(
+          table_events.emplace_back(events::schema_action(
               t.source, t.table,
               {std::string(schema::to_string(step.action)), step.column,
                step.from ? schema::to_string(*step.from) : "", schema::to_string(step.to),
                step.reason, ""}));
       if (const auto* v = drift_verdict_of(o); v && v->drifted())
-        table_events.push_back(events::source_drift_detected(*v));
+        table_events.emplace_back(events::source_drift_detected(*v));
       if (o.plan && o.plan->error && o.plan->error->code == "FLT-S008")
-        table_events.push_back(events::review_required(
+        table_events.emplace_back(events::review_required(
             t.source, t.table, {"", "schema_change", "", o.plan->error->reason, "", "", false, ""}));
       else if (o.plan && o.plan->error)
-        table_events.push_back(events::contract_violation(
+        table_events.emplace_back(events::contract_violation(
             t.source, t.table, {"", "", "", o.plan->error->reason, o.plan->error->code}));
-      table_events.push_back(events::table_finished(
-          t.source, t.table,
-          {std::string(engine::to_string(o.status)), o.rows, o.error.value_or(""), o.error_code, 0,
-           target}));
+      table_events.emplace_back(events::table_event_line{
+          .finished = true,
+          .source = t.source,
+          .table = t.table,
+          .target_table = target,
+          .status = engine::to_string(o.status),
+          .rows = o.rows,
+          .error = o.error ? std::string_view(*o.error) : std::string_view(),
+          .error_code = o.error_code});
       switch (o.status) {
         case engine::table_status::copied: ++totals.tables_copied; break;
         case engine::table_status::pruned: ++totals.tables_pruned; break;
@@ -177,7 +189,7 @@ run_events_section publish_events(storage::state_store& store, const config::pro
         case engine::table_status::held: ++totals.tables_held; break;
       }
     }
-  (void)log.emit_all(std::move(table_events));
+  (void)log.emit_batch(std::move(table_events));
   totals.status = summary.status;
   totals.tables_checked = summary.tables_checked;
   totals.tables_drifted = summary.tables_drifted;

@@ -441,14 +441,12 @@ std::string to_json(const pb::Event& e) {
 
 namespace {
 
-/// table_started and table_finished, two lines per table and run, written from their
-/// accessors: the same bytes as append_message (fields in declaration order, every field
-/// written), which tests/events/event_test.cpp checks against the JSON tree's dump.
-bool append_table_event(std::string& out, const pb::Event& e, std::string_view run_id,
-                        std::string_view project) {
-  const auto payload = e.payload_case();
-  if (payload != pb::Event::kTableStarted && payload != pb::Event::kTableFinished)
-    return false;
+/// The line of a table_started or table_finished event, two lines per table and run,
+/// written from its fields: the same bytes as append_message (fields in declaration
+/// order, every field written), which tests/events/event_test.cpp checks against the
+/// JSON tree's dump.
+void append_table_line(std::string& out, const table_event_line& t, std::string_view run_id,
+                       std::uint64_t sequence, std::int64_t timestamp_us, std::string_view project) {
   // `key` is the field's name with its quotes, the separator before it and the colon.
   auto text = [&](std::string_view key, std::string_view value) {
     out += key;
@@ -459,26 +457,51 @@ bool append_table_event(std::string& out, const pb::Event& e, std::string_view r
     append_int(out, value);
   };
   text("{\"run_id\":", run_id);
-  number(",\"sequence\":", e.sequence());
-  number(",\"timestamp_us\":", e.timestamp_us());
-  text(",\"type\":", e.type());
-  text(",\"source\":", e.source());
-  text(",\"table\":", e.table());
+  number(",\"sequence\":", sequence);
+  number(",\"timestamp_us\":", timestamp_us);
+  out += t.finished ? ",\"type\":\"table_finished\"" : ",\"type\":\"table_started\"";
+  text(",\"source\":", t.source);
+  text(",\"table\":", t.table);
   text(",\"project\":", project);
-  if (payload == pb::Event::kTableStarted) {
-    const auto& p = e.table_started();
-    text(",\"table_started\":{\"target_table\":", p.target_table());
-    text(",\"mode\":", p.mode());
+  if (!t.finished) {
+    text(",\"table_started\":{\"target_table\":", t.target_table);
+    text(",\"mode\":", t.mode);
   } else {
-    const auto& p = e.table_finished();
-    text(",\"table_finished\":{\"status\":", p.status());
-    number(",\"rows\":", p.rows());
-    text(",\"error\":", p.error());
-    text(",\"error_code\":", p.error_code());
-    number(",\"duration_us\":", p.duration_us());
-    text(",\"target_table\":", p.target_table());
+    text(",\"table_finished\":{\"status\":", t.status);
+    number(",\"rows\":", t.rows);
+    text(",\"error\":", t.error);
+    text(",\"error_code\":", t.error_code);
+    number(",\"duration_us\":", t.duration_us);
+    text(",\"target_table\":", t.target_table);
   }
   out += "}}";
+}
+
+/// append_table_line for an Event holding table_started or table_finished (and that
+/// type); false, writing nothing, for any other.
+bool append_table_event(std::string& out, const pb::Event& e, std::string_view run_id,
+                        std::string_view project) {
+  const auto payload = e.payload_case();
+  table_event_line t;
+  if (payload == pb::Event::kTableStarted && e.type() == "table_started") {
+    const auto& p = e.table_started();
+    t.target_table = p.target_table();
+    t.mode = p.mode();
+  } else if (payload == pb::Event::kTableFinished && e.type() == "table_finished") {
+    const auto& p = e.table_finished();
+    t.finished = true;
+    t.status = p.status();
+    t.rows = p.rows();
+    t.error = p.error();
+    t.error_code = p.error_code();
+    t.duration_us = p.duration_us();
+    t.target_table = p.target_table();
+  } else {
+    return false;
+  }
+  t.source = e.source();
+  t.table = e.table();
+  append_table_line(out, t, run_id, e.sequence(), e.timestamp_us(), project);
   return true;
 }
 
@@ -492,6 +515,19 @@ void append_json(std::string& out, const pb::Event& e) {
 bool append_json(std::string& out, const pb::Event& e, std::string_view run_id,
                  std::string_view project) {
   return append_table_event(out, e, run_id, project);
+}
+
+void append_json(std::string& out, const table_event_line& t, std::string_view run_id,
+                 std::uint64_t sequence, std::int64_t timestamp_us, std::string_view project) {
+  append_table_line(out, t, run_id, sequence, timestamp_us, project);
+}
+
+pb::Event table_event_line::to_event() const {
+  if (!finished)
+    return table_started(source, table, target_table, mode);
+  return table_finished(source, table,
+                        {std::string(status), rows, std::string(error), std::string(error_code),
+                         duration_us, std::string(target_table)});
 }
 
 std::string to_json_tree(const pb::Event& e) {

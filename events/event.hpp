@@ -11,6 +11,7 @@
 #include <expected>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "proto/events.pb.h"
@@ -98,6 +99,25 @@ struct undelivered_info {
                                        const table_outcome& outcome);
 [[nodiscard]] pb::Event schema_action(std::string_view source, std::string_view table,
                                       const schema_action_info& info);
+
+/// A table_started or table_finished event by its fields, viewed rather than owned: a
+/// run's two events per table, whose line is written straight from them when no outbox
+/// keeps the events (run_events::emit_all). Its strings must outlive that call.
+struct table_event_line {
+  bool finished = false;             ///< table_finished; else table_started
+  std::string_view source{};
+  std::string_view table{};
+  std::string_view target_table{};
+  std::string_view mode{};           ///< table_started
+  std::string_view status{};         ///< table_finished, and the fields below
+  std::uint64_t rows = 0;
+  std::string_view error{};
+  std::string_view error_code{};
+  std::int64_t duration_us = 0;
+
+  /// The event table_started() or table_finished() builds from the same fields.
+  [[nodiscard]] pb::Event to_event() const;
+};
 [[nodiscard]] pb::Event contract_violation(std::string_view source, std::string_view table,
                                            const contract_violation_info& info);
 [[nodiscard]] pb::Event review_required(std::string_view source, std::string_view table,
@@ -122,6 +142,9 @@ void append_json(std::string& out, const pb::Event& e);
 /// no outbox keeps them). Returns false, writing nothing, for any other event.
 [[nodiscard]] bool append_json(std::string& out, const pb::Event& e, std::string_view run_id,
                                std::string_view project);
+/// The line of `t` as to_json writes it once stamped with these values.
+void append_json(std::string& out, const table_event_line& t, std::string_view run_id,
+                 std::uint64_t sequence, std::int64_t timestamp_us, std::string_view project);
 /// Appends `s` as a JSON string, quoted and escaped as nlohmann's dump escapes it
 /// (invalid UTF-8 replaced by U+FFFD): for other JSON written without a tree.
 void append_json_string(std::string& out, std::string_view s);

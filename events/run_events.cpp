@@ -162,6 +162,14 @@ result<storage::pb::OutboxEntry> run_events::record(pb::Event& e) {
 }
 
 result<std::size_t> run_events::emit_all(std::vector<pb::Event> events) {
+  std::vector<batch_event> batch;
+  batch.reserve(events.size());
+  for (auto& e : events)
+    batch.emplace_back(std::move(e));
+  return emit_batch(std::move(batch));
+}
+
+result<std::size_t> run_events::emit_batch(std::vector<batch_event> events) {
   if (events.empty())
     return 0;
   {
@@ -171,8 +179,17 @@ result<std::size_t> run_events::emit_all(std::vector<pb::Event> events) {
     std::vector<storage::pb::OutboxEntry> entries;
     if (outbox_)
       entries.reserve(events.size());
-    for (auto& e : events) {
-      auto entry = stamp(e, lines, false);
+    const std::uint64_t first = sequence_ + 1;
+    for (auto& item : events) {
+      if (auto* t = std::get_if<table_event_line>(&item)) {
+        if (!outbox_) {
+          append_json(lines, *t, run_id_, ++sequence_, now_us(), project_);
+          lines += '\n';
+          continue;
+        }
+        item = t->to_event();
+      }
+      auto entry = stamp(std::get<pb::Event>(item), lines, false);
       if (outbox_)
         entries.push_back(std::move(entry));
     }
@@ -184,8 +201,7 @@ result<std::size_t> run_events::emit_all(std::vector<pb::Event> events) {
         error err{errc::outbox,
                   fmt::format("events {} to {} of run {} could not be added to the outbox, so no "
                               "event sink will receive them (they are in {}): {}",
-                              events.front().sequence(), events.back().sequence(), run_id_,
-                              log_.path().string(), st.error().message)};
+                              first, sequence_, run_id_, log_.path().string(), st.error().message)};
         keep(err);
         return std::unexpected(std::move(err));
       }

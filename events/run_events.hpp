@@ -96,6 +96,14 @@ class run_events {
   /// them reaches the outbox (all are in the file) and the error is returned (and kept).
   [[nodiscard]] result<std::size_t> emit_all(std::vector<pb::Event> events);
 
+  /// One event of a batch: an Event, or a table_started/table_finished by its fields.
+  using batch_event = std::variant<pb::Event, table_event_line>;
+  /// emit_all of a batch that may hold table events by their fields. Without an outbox
+  /// their lines are written straight from the fields (no Event is built); with one,
+  /// each becomes the Event table_event_line::to_event() builds. The same lines either
+  /// way.
+  [[nodiscard]] result<std::size_t> emit_batch(std::vector<batch_event> events);
+
   /// Same as emit, but the outbox entry is added to `commit.events`, so commit_table writes it in
   /// the same batch as the table's state (the event exists exactly when the state does).
   [[nodiscard]] result<pb::Event> emit_with(storage::table_commit& commit, pb::Event e);

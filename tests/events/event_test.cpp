@@ -321,6 +321,68 @@ TEST_CASE("emit_all without an outbox writes the lines emit would, run id and pr
   }
 }
 
+TEST_CASE("table events by their fields write the lines their Events would, with and without an outbox") {
+  // Hostile strings in every viewed field; one event of another kind between them.
+  const std::string src = "sh\"op\\", tbl = "t\u00e9\n\x01", target = "a.\"b\"";
+  const std::string err = "boom \"x\"\t", code = "FLT-R001";
+  std::vector<table_event_line> lines{
+      {.source = src, .table = tbl, .target_table = target, .mode = "full"},
+      {.finished = true, .source = src, .table = tbl, .target_table = target, .status = "failed",
+       .rows = 42, .error = err, .error_code = code, .duration_us = -5},
+      {.finished = true, .source = src, .table = tbl, .target_table = target, .status = "pruned"}};
+  for (const bool outbox : {false, true}) {
+    INFO("outbox: " << outbox);
+    temp_dir dir;
+    auto store = flotilla::events::test::open_store(dir.path() / "state");
+    auto as_events = dir.path() / "a" / "events.ndjson";
+    auto by_fields = dir.path() / "b" / "events.ndjson";
+    std::vector<pb::Event> events;
+    std::vector<run_events::batch_event> batch;
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      events.push_back(lines[i].to_event());
+      batch.emplace_back(lines[i]);
+      if (i == 0) {
+        events.push_back(run_started({}));
+        batch.emplace_back(run_started({}));
+      }
+    }
+    {
+      auto ev = run_events::open(nullptr, as_events, "run-\"7\"", "ac\\me", {}, false);
+      REQUIRE(ev.has_value());
+      REQUIRE((*ev)->emit_all(events).value() == events.size());
+    }
+    {
+      auto ev = run_events::open(outbox ? &store : nullptr, by_fields, "run-\"7\"", "ac\\me", {},
+                                 outbox);
+      REQUIRE(ev.has_value());
+      REQUIRE((*ev)->emit_batch(std::move(batch)).value() == events.size());
+    }
+    auto a = read_lines(as_events);
+    auto b = read_lines(by_fields);
+    REQUIRE(a.size() == events.size());
+    REQUIRE(b.size() == a.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      auto x = from_json(a[i]);
+      auto y = from_json(b[i]);
+      REQUIRE(x.has_value());
+      REQUIRE(y.has_value());
+      CHECK(y->sequence() == i + 1);
+      CHECK(y->timestamp_us() > 0);
+      y->set_timestamp_us(x->timestamp_us());
+      CHECK(to_json(*y) == a[i]);  // the same bytes but the timestamp
+      CHECK(to_json(*from_json(b[i])) == b[i]);
+    }
+    auto y = from_json(b[2]);
+    CHECK(y->table_finished().error() == err);
+    CHECK(y->table() == tbl);
+    if (outbox) {
+      auto kept = store.scan_outbox();
+      REQUIRE(kept.has_value());
+      CHECK(kept->size() == events.size());
+    }
+  }
+}
+
 TEST_CASE("emit_all writes the lines emit would, in one append, and fills the outbox in order") {
   temp_dir dir;
   auto store = flotilla::events::test::open_store(dir.path() / "state");
