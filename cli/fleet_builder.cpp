@@ -269,7 +269,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         const std::string& key = keys[i];
         const config::table_config* section = config::find_table(*src, name);
         auto policy = config::effective_policy(*project, *src, section);
-        actors::table_spec ts;
+        // Built in place: a spec is large (a job with its settings and catalog slice).
+        actors::table_spec& ts = out.emplace_back();
         ts.target_index = target_index;
         ts.job.source_name = src->name;
         ts.job.target_name = target->name;
@@ -352,7 +353,6 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                    .empty())
             ts.prune = false;
         }
-        out.push_back(std::move(ts));
       }
       return out;
     };
