@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -68,6 +69,40 @@ struct table_job {
   target_catalog* target_tables = nullptr;
 };
 
+/// An optional value kept on the heap: one pointer in the struct that holds it, copied
+/// deeply. table_outcome keeps its plan (456 bytes) this way: a pruned table has none,
+/// and a run's outcomes are built, moved and kept by the ten thousand.
+template <class T>
+class boxed {
+ public:
+  boxed() = default;
+  boxed(T value) : p_(std::make_unique<T>(std::move(value))) {}  // NOLINT: as optional's
+  boxed(const boxed& o) : p_(o.p_ ? std::make_unique<T>(*o.p_) : nullptr) {}
+  boxed(boxed&&) noexcept = default;
+  boxed& operator=(const boxed& o) {
+    if (this != &o)
+      p_ = o.p_ ? std::make_unique<T>(*o.p_) : nullptr;
+    return *this;
+  }
+  boxed& operator=(boxed&&) noexcept = default;
+  boxed& operator=(T value) {
+    p_ = std::make_unique<T>(std::move(value));
+    return *this;
+  }
+  ~boxed() = default;
+
+  explicit operator bool() const noexcept { return p_ != nullptr; }
+  [[nodiscard]] bool has_value() const noexcept { return p_ != nullptr; }
+  T& operator*() { return *p_; }
+  const T& operator*() const { return *p_; }
+  T* operator->() { return p_.get(); }
+  const T* operator->() const { return p_.get(); }
+  void reset() noexcept { p_.reset(); }
+
+ private:
+  std::unique_ptr<T> p_;
+};
+
 enum class table_status { copied, pruned, failed, skipped, held };
 [[nodiscard]] std::string_view to_string(table_status s);
 
@@ -76,7 +111,7 @@ struct table_outcome {
   std::uint64_t rows = 0;
   std::optional<std::string> error;
   std::string error_code;
-  std::optional<table_plan> plan;
+  boxed<table_plan> plan;  ///< set once the table was planned
   std::optional<std::string> new_watermark;  ///< to record after the target commit
   std::any gate_detail;                  ///< what the drift gate returned, when it ran
   std::optional<staged_output> staged;   ///< the gate failed the table: its data is kept here
