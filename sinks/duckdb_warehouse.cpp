@@ -4,7 +4,6 @@
 // uuids, intervals).
 
 #include <duckdb.h>
-#include <malloc.h>
 
 #include <algorithm>
 #include <cctype>
@@ -605,30 +604,10 @@ std::shared_ptr<checkpoint_gate> gate_for(const std::string& path) {
   return gate;
 }
 
-/// Once per process, before the first DuckDB target opens: glibc's malloc keeps the
-/// memory a load frees instead of handing it back to the kernel. DuckDB allocates and
-/// frees its 256 KB blocks all through a load; by default glibc maps each one anew (at
-/// first, under its 128 KB mmap threshold) or trims the heap's top after it is freed,
-/// so every block's pages fault in again, zeroed by the kernel. Raising both thresholds
-/// took a 1M-row PostgreSQL -> DuckDB copy from ~95,000 to ~85,000 page faults and its
-/// CPU by about 10% (docs/performance.md, copy-wide). A process keeps its peak heap
-/// until it exits. Left alone when GLIBC_TUNABLES sets malloc's own tunables.
-void keep_freed_memory() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    const char* t = std::getenv("GLIBC_TUNABLES");
-    if (t != nullptr && std::string_view(t).find("glibc.malloc.") != std::string_view::npos)
-      return;
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    mallopt(M_TRIM_THRESHOLD, 512 << 20);
-  });
-}
-
 class duckdb_warehouse final : public warehouse_base {
  public:
   duckdb_warehouse(const warehouse_options& options, std::unique_ptr<dialects::dialect> d)
       : warehouse_base(options.name, std::move(d)) {
-    keep_freed_memory();
     if (options.path.empty())
       throw error("a duckdb target needs a path (the database file)");
     std::error_code ec;
