@@ -285,6 +285,27 @@ TEST_CASE("the JSON line is byte for byte the JSON tree's dump, whatever the tex
   CHECK(to_json(pb::Event{}) == to_json_tree(pb::Event{}));
 }
 
+namespace {
+/// `b` holds the lines of `a`, one for one, but for their timestamps: sequences 1..n,
+/// the same bytes once the timestamp is copied over, and each line reads back to itself.
+void check_same_lines_but_timestamps(const std::vector<std::string>& a,
+                                     const std::vector<std::string>& b, std::size_t n) {
+  REQUIRE(a.size() == n);
+  REQUIRE(b.size() == a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    auto x = from_json(a[i]);
+    auto y = from_json(b[i]);
+    REQUIRE(x.has_value());
+    REQUIRE(y.has_value());
+    CHECK(y->sequence() == i + 1);
+    CHECK(y->timestamp_us() > 0);
+    y->set_timestamp_us(x->timestamp_us());
+    CHECK(to_json(*y) == a[i]);
+    CHECK(to_json(*from_json(b[i])) == b[i]);
+  }
+}
+}  // namespace
+
 TEST_CASE("emit_all without an outbox writes the lines emit would, run id and project included") {
   temp_dir dir;
   auto one_by_one = dir.path() / "a" / "events.ndjson";
@@ -305,19 +326,12 @@ TEST_CASE("emit_all without an outbox writes the lines emit would, run id and pr
   }
   auto a = read_lines(one_by_one);
   auto b = read_lines(batched);
-  REQUIRE(a.size() == events.size());
-  REQUIRE(b.size() == a.size());
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    auto x = from_json(a[i]);
-    auto y = from_json(b[i]);
-    REQUIRE(x.has_value());
+  check_same_lines_but_timestamps(a, b, events.size());
+  for (const auto& line : b) {
+    auto y = from_json(line);
     REQUIRE(y.has_value());
     CHECK(y->run_id() == "run-\"7\"");
     CHECK(y->project() == "ac\\me");
-    CHECK(y->sequence() == i + 1);
-    y->set_timestamp_us(x->timestamp_us());
-    CHECK(to_json(*y) == a[i]);
-    CHECK(to_json(*from_json(b[i])) == b[i]);
   }
 }
 
@@ -359,19 +373,7 @@ TEST_CASE("table events by their fields write the lines their Events would, with
     }
     auto a = read_lines(as_events);
     auto b = read_lines(by_fields);
-    REQUIRE(a.size() == events.size());
-    REQUIRE(b.size() == a.size());
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      auto x = from_json(a[i]);
-      auto y = from_json(b[i]);
-      REQUIRE(x.has_value());
-      REQUIRE(y.has_value());
-      CHECK(y->sequence() == i + 1);
-      CHECK(y->timestamp_us() > 0);
-      y->set_timestamp_us(x->timestamp_us());
-      CHECK(to_json(*y) == a[i]);  // the same bytes but the timestamp
-      CHECK(to_json(*from_json(b[i])) == b[i]);
-    }
+    check_same_lines_but_timestamps(a, b, events.size());
     auto y = from_json(b[2]);
     CHECK(y->table_finished().error() == err);
     CHECK(y->table() == tbl);
