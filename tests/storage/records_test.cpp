@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 
 #include <rocksdb/db.h>
@@ -172,6 +174,61 @@ TEST_CASE("reading many tables at once gives each key what read_table gives it")
   auto refused = store.read_tables(bad);
   REQUIRE_FALSE(refused.has_value());
   CHECK(refused.error().code == errc::invalid_key);
+}
+
+TEST_CASE("reading a long run of keys in order finds each key's own records") {
+  // Enough keys in order that the records are read by walking each family's key range:
+  // stored keys nobody asks for, short and long gaps, a repeated key, keys before, after
+  // and between the stored ones.
+  temp_dir dir;
+  auto store = open_store(dir);
+  auto name = [](int i) {
+    auto digits = std::to_string(i);
+    return "shop.t" + std::string(5 - digits.size(), '0') + digits;
+  };
+  for (int i = 0; i < 400; ++i) {
+    auto m = sample_marker();
+    m.set_marker("marker of " + name(i));
+    REQUIRE(store.put(name(i), m));
+    if (i % 3 == 0) {
+      auto w = sample_watermark();
+      w.set_value("watermark of " + name(i));
+      REQUIRE(store.put(name(i), w));
+    }
+  }
+  std::vector<std::string> keys = {"shop.a"};  // before every stored key
+  for (int i = 0; i < 40; ++i)
+    keys.push_back(name(i));            // every key: the walk steps from one to the next
+  keys.push_back(name(40) + "x");       // between two stored keys
+  keys.push_back(name(45));             // a short gap
+  keys.push_back(name(45));             // the same key twice
+  keys.push_back(name(200));            // a long gap: crossed by a seek
+  for (int i = 390; i < 400; ++i)
+    keys.push_back(name(i));
+  keys.push_back("shop.zzz");           // after every stored key
+  REQUIRE(std::is_sorted(keys.begin(), keys.end()));
+  auto many = store.read_tables(keys);
+  REQUIRE(many.has_value());
+  REQUIRE(many->size() == keys.size());
+  std::size_t markers = 0;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    auto one = store.read_table(keys[i]);
+    REQUIRE(one.has_value());
+    const auto& m = (*many)[i];
+    INFO(keys[i]);
+    REQUIRE(m.marker.has_value() == one->marker.has_value());
+    REQUIRE(m.watermark.has_value() == one->watermark.has_value());
+    if (m.marker) {
+      ++markers;
+      CHECK(m.marker->marker() == "marker of " + keys[i]);
+    }
+    if (m.watermark)
+      CHECK(m.watermark->value() == "watermark of " + keys[i]);
+  }
+  CHECK(markers == keys.size() - 3);
+  CHECK_FALSE((*many)[0].marker.has_value());
+  CHECK((*many)[1].watermark.has_value());  // t00000
+  CHECK_FALSE((*many)[2].watermark.has_value());  // t00001
 }
 
 TEST_CASE("a record never written reads as absent") {
