@@ -174,13 +174,31 @@ result<std::size_t> run_events::emit_batch(std::vector<batch_event> events) {
     return 0;
   {
     std::lock_guard lock(mu_);
+    // The lines go to the file in pieces of about chunk_bytes, each ending with a whole
+    // line: a fleet's events are megabytes, and one buffer of them all would be fresh
+    // memory (a page fault per 4 KB) written once. After a failed write no later piece is
+    // written, so the file never has a gap.
+    constexpr std::size_t chunk_bytes = std::size_t{256} << 10;
     std::string lines;
-    lines.reserve(events.size() * 400);
+    lines.reserve(std::min(events.size() * 400, chunk_bytes + (std::size_t{16} << 10)));
+    bool log_ok = true;
+    auto write_lines = [&] {
+      lines.pop_back();  // append() adds the last newline
+      if (log_ok) {
+        if (auto st = log_.append(lines); !st) {
+          keep(st.error());  // the outbox still gets the events
+          log_ok = false;
+        }
+      }
+      lines.clear();
+    };
     std::vector<storage::pb::OutboxEntry> entries;
     if (outbox_)
       entries.reserve(events.size());
     const std::uint64_t first = sequence_ + 1;
     for (auto& item : events) {
+      if (lines.size() >= chunk_bytes)
+        write_lines();
       if (auto* t = std::get_if<table_event_line>(&item)) {
         if (!outbox_) {
           append_json(lines, *t, run_id_, ++sequence_, now_us(), project_);
@@ -193,9 +211,7 @@ result<std::size_t> run_events::emit_batch(std::vector<batch_event> events) {
       if (outbox_)
         entries.push_back(std::move(entry));
     }
-    lines.pop_back();  // append() adds the last newline
-    if (auto st = log_.append(lines); !st)
-      keep(st.error());  // the outbox still gets the events
+    write_lines();
     if (outbox_) {
       if (auto st = store_->append_outbox(entries); !st) {
         error err{errc::outbox,

@@ -385,7 +385,53 @@ TEST_CASE("table events by their fields write the lines their Events would, with
   }
 }
 
-TEST_CASE("emit_all writes the lines emit would, in one append, and fills the outbox in order") {
+TEST_CASE("a batch of megabytes reaches the file whole, line by line in sequence order") {
+  // Large enough that the lines go to the file in several writes: none may be lost,
+  // repeated, split or reordered at a write's edge, with or without an outbox.
+  const std::size_t tables = 6000;
+  for (const bool outbox : {false, true}) {
+    INFO("outbox: " << outbox);
+    temp_dir dir;
+    auto store = flotilla::events::test::open_store(dir.path() / "state");
+    auto file = dir.path() / "events.ndjson";
+    std::vector<std::string> names;
+    names.reserve(tables);
+    for (std::size_t i = 0; i < tables; ++i)
+      names.push_back("table_" + std::to_string(i) + std::string(i % 97, 'x'));
+    std::vector<run_events::batch_event> batch;
+    for (const auto& name : names) {
+      batch.emplace_back(table_event_line{.source = "shop", .table = name, .target_table = name,
+                                          .mode = "full"});
+      batch.emplace_back(table_event_line{.finished = true, .source = "shop", .table = name,
+                                          .target_table = name, .status = "copied", .rows = 7});
+    }
+    {
+      auto ev = run_events::open(outbox ? &store : nullptr, file, "r", "acme", {}, outbox);
+      REQUIRE(ev.has_value());
+      REQUIRE((*ev)->emit_batch(std::move(batch)).value() == 2 * tables);
+      REQUIRE((*ev)->emit(run_started({})));
+    }
+    CHECK(std::filesystem::file_size(file) > (std::size_t{1} << 20));
+    auto lines = read_lines(file);
+    REQUIRE(lines.size() == 2 * tables + 1);
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      auto e = from_json(lines[i]);
+      REQUIRE(e.has_value());
+      REQUIRE(e->sequence() == i + 1);
+      if (i < 2 * tables) {
+        REQUIRE(e->table() == names[i / 2]);
+        CHECK(e->type() == (i % 2 == 0 ? "table_started" : "table_finished"));
+      }
+    }
+    if (outbox) {
+      auto kept = store.scan_outbox(0, 3 * tables);
+      REQUIRE(kept.has_value());
+      CHECK(kept->size() == 2 * tables + 1);
+    }
+  }
+}
+
+TEST_CASE("emit_all writes the lines emit would, and fills the outbox in order") {
   temp_dir dir;
   auto store = flotilla::events::test::open_store(dir.path() / "state");
   auto one_by_one = dir.path() / "a" / "events.ndjson";
