@@ -100,7 +100,7 @@ void record_run(storage::state_store& store, const run_request& req, const std::
       if (o.error)
         tr->set_error(*o.error);
       tr->set_error_code(o.error_code);
-      tr->set_run_id(run_id);
+      // No run id per table: in a run record every table's is the record's own.
       tr->set_reused_staged(o.reused_staged);
       if (o.plan)
         tr->set_drifted(o.plan->drift.drifted());
