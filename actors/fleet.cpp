@@ -220,6 +220,20 @@ table_report pruned_report(table_spec& t) {
   return report;
 }
 
+/// A table whose kept columns cannot be unpacked (the catalog record was checked when it
+/// was read, so only a damaged store gets here): failed, copying nothing.
+table_report unreadable_columns_report(table_spec& t) {
+  table_report report = pruned_report(t);
+  report.outcome.status = engine::table_status::failed;
+  report.outcome.error_code = "FLT-R003";
+  report.outcome.error = fmt::format(
+      "the kept catalog of source '{}' holds unreadable columns for table '{}'; nothing was "
+      "copied: run again with --no-prune, which reads the source's catalog and replaces the "
+      "kept one",
+      report.source, report.table);
+  return report;
+}
+
 // ---- table actor: hands the copy to its target's I/O actors -----------------------
 caf::behavior table_actor(caf::event_based_actor* self, std::shared_ptr<const table_spec> t,
                           caf::actor target_dispatcher, caf::actor pipeline) {
@@ -277,8 +291,10 @@ caf::behavior pipeline_actor(caf::stateful_actor<pipeline_state>* self, std::siz
         for (auto& t : *reply.tables) {
           if (unchanged(t))
             st.report->tables.push_back(pruned_report(t));
-          else
+          else if (t.job.table.unpack_columns())  // a kept catalog's are still packed
             to_copy.push_back(&t);
+          else
+            st.report->tables.push_back(unreadable_columns_report(t));
         }
         // Every target table the copies will describe, before the first of them is
         // asked for: each target schema is then read with one query. A pruned table

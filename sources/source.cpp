@@ -2,11 +2,25 @@
 
 #include <array>
 
+#include "schema/packed.hpp"
 #include "schema/table.hpp"
 #include "sources/adapters.hpp"
 #include "sources/errors.hpp"
 
 namespace flotilla::sources {
+
+bool source_table::unpack_columns() {
+  if (packed_columns.empty())
+    return true;
+  schema::packed_reader reader;
+  auto unpacked = reader.unpack(packed_columns);
+  if (!unpacked)
+    return false;
+  columns.columns = std::move(*unpacked);
+  packed_columns.clear();
+  packed_columns.shrink_to_fit();
+  return true;
+}
 
 const source_table* catalog::find(std::string_view name) const {
   for (const auto& t : tables)

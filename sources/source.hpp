@@ -29,11 +29,19 @@ struct source_table {
   std::string schema;  ///< "public", "main"; empty for files
   std::string name;    ///< table name (file stem for csv/json)
   schema::table_schema columns;
+  /// Not empty: the columns are still packed (schema/packed.hpp), as a kept catalog holds
+  /// them, and `columns` is empty until unpack_columns(). The fleet unpacks a table's
+  /// before it is copied or planned; a pruned table never needs them.
+  std::string packed_columns;
   /// Change marker, when the adapter offers one: any change to the table's data or
   /// shape changes it. nullopt: the adapter cannot tell, so the table is copied.
   std::optional<std::string> marker;
   /// True for csv/json: the types are inferred from the data.
   bool inferred = false;
+
+  /// Moves packed columns into `columns`; false (and nothing changed) when they are
+  /// malformed. True at once when there is nothing to unpack.
+  bool unpack_columns();
 
   /// "schema.name", or "name" when schema is empty.
   [[nodiscard]] std::string qualified() const { return schema.empty() ? name : schema + "." + name; }
