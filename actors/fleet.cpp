@@ -220,8 +220,8 @@ table_report pruned_report(table_spec& t) {
   return report;
 }
 
-/// A table whose kept columns cannot be unpacked (the catalog record was checked when it
-/// was read, so only a damaged store gets here): failed, copying nothing.
+/// A table whose kept columns cannot be unpacked (a damaged catalog record): failed,
+/// copying nothing; --no-prune reads the source's catalog and replaces the record.
 table_report unreadable_columns_report(table_spec& t) {
   table_report report = pruned_report(t);
   report.outcome.status = engine::table_status::failed;

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 
+#include "storage/state_store.hpp"
 #include "tests/cli/harness.hpp"
 
 using namespace flotilla::test;
@@ -164,6 +165,52 @@ TEST_CASE("a table first selected under a kept catalog is created as a fresh rea
   CHECK(columns_of(w, "customers") == columns_of(fresh, "customers"));
   CHECK(columns_of(w, "orders") == columns_of(fresh, "orders"));
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM shop.customers")[0][0] == "2");
+}
+
+TEST_CASE("a kept table whose columns do not unpack fails with what to do; --no-prune copies it") {
+  // A kept catalog's columns are unpacked only for the tables a run copies. A damaged
+  // record must fail that table, naming the source, the table and the way out, and lose
+  // nothing: the pruned tables stay pruned and --no-prune reads the source afresh.
+  trace_catalogs trace;
+  workdir w;
+  sqlite_exec(w.file("shop.db"), k_shop_sql);
+  write_config(w);
+  REQUIRE(run(w, {"run", "--filter", "table=orders"}).exit_code == 0);
+  {
+    auto store = flotilla::storage::state_store::open(w.path() / ".flotilla" / "state");
+    REQUIRE(store.has_value());
+    auto kept = store->get<flotilla::storage::pb::SourceCatalog>("shop");
+    REQUIRE(kept.has_value());
+    REQUIRE(kept->has_value());
+    bool damaged = false;
+    for (auto& t : *(*kept)->mutable_tables())
+      if (t.name() == "customers") {
+        t.set_columns(std::string("id\0no such type\0" "3", 17));
+        damaged = true;
+      }
+    REQUIRE(damaged);
+    REQUIRE(store->put("shop", **kept));
+  }
+  auto second = run(w);
+  CHECK(second.exit_code == 1);
+  CHECK(said(second, k_kept));
+  CHECK(status_of(second, "shop.orders") == "pruned");
+  REQUIRE(status_of(second, "shop.customers") == "failed");
+  const std::string error = (*find_table(second.run, "shop.customers"))["error"];
+  CHECK(error.find("'shop'") != std::string::npos);
+  CHECK(error.find("customers") != std::string::npos);
+  CHECK(error.find("--no-prune") != std::string::npos);
+
+  auto forced = run(w, {"run", "--no-prune"});
+  CHECK(forced.exit_code == 0);
+  CHECK(said(forced, k_read));
+  CHECK(status_of(forced, "shop.customers") == "copied");
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM shop.customers")[0][0] == "2");
+  // The record read afresh replaced the damaged one: kept and pruned again.
+  auto again = run(w);
+  CHECK(again.exit_code == 0);
+  CHECK(said(again, k_kept));
+  CHECK(status_of(again, "shop.customers") == "pruned");
 }
 
 TEST_CASE("any change of the SQLite file reads its catalog afresh and copies its tables") {
