@@ -50,10 +50,6 @@ bool packed_reader::each(std::string_view packed, Fn&& fn) {
   return true;
 }
 
-bool packed_reader::valid(std::string_view packed) {
-  return each(packed, [](std::string_view, const portable_type&, int) {});
-}
-
 std::optional<std::vector<column>> packed_reader::unpack(std::string_view packed) {
   std::vector<column> out;
   // Two NULs per column: one allocation for the table's columns.

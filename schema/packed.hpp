@@ -22,9 +22,6 @@ namespace flotilla::schema {
 /// a handful of types. One reader serves many tables.
 class packed_reader {
  public:
-  /// Whether `packed` is well formed and every type in it parses: unpack() of it then
-  /// succeeds. Allocates nothing but the first sight of a type spelling.
-  [[nodiscard]] bool valid(std::string_view packed);
   /// The columns, in order; nullopt when `packed` is not well formed.
   [[nodiscard]] std::optional<std::vector<column>> unpack(std::string_view packed);
 
