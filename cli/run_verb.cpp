@@ -27,6 +27,8 @@ namespace flotilla::cli {
 namespace {
 
 std::atomic<bool> g_cancel{false};
+/// A finished run's reports, never freed (see the end of execute_run).
+std::vector<actors::pipeline_report>* g_finished_reports = nullptr;
 
 extern "C" void on_interrupt(int) {
   g_cancel.store(true);
@@ -272,8 +274,7 @@ int execute_run(const global_options& g, const run_request& a) {
   // The process ends right after this: a fleet's reports (a few strings per table) are
   // left to the exit, which returns their memory at once, instead of being freed one
   // allocation at a time. Still reachable, so no leak checker reports them.
-  static std::vector<actors::pipeline_report>* finished_reports = nullptr;
-  finished_reports = new std::vector<actors::pipeline_report>(std::move(reports));
+  g_finished_reports = new std::vector<actors::pipeline_report>(std::move(reports));
   if (g_cancel.load())
     return 1;
   return summary.failed == 0 && events_ok ? 0 : 1;
