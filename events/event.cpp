@@ -420,14 +420,22 @@ void append_message(std::string& out, const gp::Message& m) {
   out += '}';
 }
 
+/// True when `s` is written as itself between quotes: no control, non-ASCII, quote or
+/// backslash byte to escape.
+bool plain_json(std::string_view s) {
+  for (unsigned char c : s)
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
+      return false;
+  return true;
+}
+
 }  // namespace
 
 void append_json_string(std::string& out, std::string_view s) {
-  for (unsigned char c : s)
-    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
-      append_dumped(out, std::string(s));
-      return;
-    }
+  if (!plain_json(s)) {
+    append_dumped(out, std::string(s));
+    return;
+  }
   out += '"';
   out += s;
   out += '"';
@@ -442,104 +450,95 @@ std::string to_json(const pb::Event& e) {
 
 namespace {
 
-/// The line of a table_started or table_finished event, two lines per table and run,
-/// written from its fields: the same bytes as append_message (fields in declaration
-/// order, every field written), which tests/events/event_test.cpp checks against the
-/// JSON tree's dump.
-/// True when `s` is written as itself between quotes (append_json_string's fast case).
-bool plain_json(std::string_view s) {
-  for (unsigned char c : s)
-    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
-      return false;
-  return true;
-}
-
-/// append_table_line when no string needs escaping (nearly every line): the same bytes,
-/// written through a cursor into space reserved once, since a fleet's run writes two
-/// such lines per table.
-void append_plain_table_line(std::string& out, const table_event_line& t, std::string_view run_id,
-                             std::uint64_t sequence, std::int64_t timestamp_us,
-                             std::string_view project) {
-  constexpr std::size_t keys_and_numbers = 320;  // every key below, and 4 numbers of <= 20
-  const std::size_t most = keys_and_numbers + run_id.size() + project.size() + t.source.size() +
-                           t.table.size() + t.target_table.size() + t.mode.size() +
-                           t.status.size() + t.error.size() + t.error_code.size();
-  const std::size_t at = out.size();
-  out.resize_and_overwrite(at + most, [&](char* data, std::size_t) {
-    char* p = data + at;
-    auto raw = [&](std::string_view v) {
-      std::memcpy(p, v.data(), v.size());
-      p += v.size();
-    };
-    auto text = [&](std::string_view key, std::string_view value) {
-      raw(key);
-      *p++ = '"';
-      raw(value);
-      *p++ = '"';
-    };
-    auto number = [&](std::string_view key, auto value) {
-      raw(key);
-      p = std::to_chars(p, p + 24, value).ptr;
-    };
-    text("{\"run_id\":", run_id);
-    number(",\"sequence\":", sequence);
-    number(",\"timestamp_us\":", timestamp_us);
-    raw(t.finished ? ",\"type\":\"table_finished\"" : ",\"type\":\"table_started\"");
-    text(",\"source\":", t.source);
-    text(",\"table\":", t.table);
-    text(",\"project\":", project);
-    if (!t.finished) {
-      text(",\"table_started\":{\"target_table\":", t.target_table);
-      text(",\"mode\":", t.mode);
-    } else {
-      text(",\"table_finished\":{\"status\":", t.status);
-      number(",\"rows\":", t.rows);
-      text(",\"error\":", t.error);
-      text(",\"error_code\":", t.error_code);
-      number(",\"duration_us\":", t.duration_us);
-      text(",\"target_table\":", t.target_table);
-    }
-    raw("}}");
-    return static_cast<std::size_t>(p - data);
-  });
-}
-
-void append_table_line(std::string& out, const table_event_line& t, std::string_view run_id,
-                       std::uint64_t sequence, std::int64_t timestamp_us, std::string_view project) {
-  if (plain_json(run_id) && plain_json(project) && plain_json(t.source) && plain_json(t.table) &&
-      plain_json(t.target_table) && plain_json(t.mode) && plain_json(t.status) &&
-      plain_json(t.error) && plain_json(t.error_code)) {
-    append_plain_table_line(out, t, run_id, sequence, timestamp_us, project);
-    return;
+/// The fields of a table_started or table_finished line in declaration order, every field
+/// written (the bytes append_message writes for its Event), through `w`: w.raw(bytes),
+/// w.text(key, string) and w.number(key, integer), where `key` is the field's name with
+/// its quotes, the separator before it and the colon.
+template <class Writer>
+void write_table_line(Writer& w, const table_event_line& t, std::string_view run_id,
+                      std::uint64_t sequence, std::int64_t timestamp_us,
+                      std::string_view project) {
+  w.text("{\"run_id\":", run_id);
+  w.number(",\"sequence\":", sequence);
+  w.number(",\"timestamp_us\":", timestamp_us);
+  w.raw(t.finished ? ",\"type\":\"table_finished\"" : ",\"type\":\"table_started\"");
+  w.text(",\"source\":", t.source);
+  w.text(",\"table\":", t.table);
+  w.text(",\"project\":", project);
+  if (!t.finished) {
+    w.text(",\"table_started\":{\"target_table\":", t.target_table);
+    w.text(",\"mode\":", t.mode);
+  } else {
+    w.text(",\"table_finished\":{\"status\":", t.status);
+    w.number(",\"rows\":", t.rows);
+    w.text(",\"error\":", t.error);
+    w.text(",\"error_code\":", t.error_code);
+    w.number(",\"duration_us\":", t.duration_us);
+    w.text(",\"target_table\":", t.target_table);
   }
-  // `key` is the field's name with its quotes, the separator before it and the colon.
-  auto text = [&](std::string_view key, std::string_view value) {
+  w.raw("}}");
+}
+
+/// Appends to a string, escaping each text as JSON.
+struct string_writer {
+  std::string& out;
+  void raw(std::string_view v) { out += v; }
+  void text(std::string_view key, std::string_view value) {
     out += key;
     append_json_string(out, value);
-  };
-  auto number = [&](std::string_view key, auto value) {
+  }
+  template <class Int>
+  void number(std::string_view key, Int value) {
     out += key;
     append_int(out, value);
-  };
-  text("{\"run_id\":", run_id);
-  number(",\"sequence\":", sequence);
-  number(",\"timestamp_us\":", timestamp_us);
-  out += t.finished ? ",\"type\":\"table_finished\"" : ",\"type\":\"table_started\"";
-  text(",\"source\":", t.source);
-  text(",\"table\":", t.table);
-  text(",\"project\":", project);
-  if (!t.finished) {
-    text(",\"table_started\":{\"target_table\":", t.target_table);
-    text(",\"mode\":", t.mode);
-  } else {
-    text(",\"table_finished\":{\"status\":", t.status);
-    number(",\"rows\":", t.rows);
-    text(",\"error\":", t.error);
-    text(",\"error_code\":", t.error_code);
-    number(",\"duration_us\":", t.duration_us);
-    text(",\"target_table\":", t.target_table);
   }
-  out += "}}";
+};
+
+/// Writes through a cursor into space already reserved; texts go as they are (plain).
+struct cursor_writer {
+  char* p;
+  void raw(std::string_view v) {
+    std::memcpy(p, v.data(), v.size());
+    p += v.size();
+  }
+  void text(std::string_view key, std::string_view value) {
+    raw(key);
+    *p++ = '"';
+    raw(value);
+    *p++ = '"';
+  }
+  template <class Int>
+  void number(std::string_view key, Int value) {
+    raw(key);
+    p = std::to_chars(p, p + 20, value).ptr;  // 20: the longest 64-bit integer
+  }
+};
+
+/// The line of a table_started or table_finished event, two lines per table and run,
+/// written from its fields; tests/events/event_test.cpp checks it against the JSON
+/// tree's dump. When no string needs escaping (nearly every line) it is written through
+/// a cursor into space reserved once.
+void append_table_line(std::string& out, const table_event_line& t, std::string_view run_id,
+                       std::uint64_t sequence, std::int64_t timestamp_us, std::string_view project) {
+  const bool plain = plain_json(run_id) && plain_json(project) && plain_json(t.source) &&
+                     plain_json(t.table) && plain_json(t.target_table) && plain_json(t.mode) &&
+                     plain_json(t.status) && plain_json(t.error) && plain_json(t.error_code);
+  if (!plain) {
+    string_writer w{out};
+    write_table_line(w, t, run_id, sequence, timestamp_us, project);
+    return;
+  }
+  // Every key, two quotes per text and four numbers of at most 20 characters: under 320.
+  constexpr std::size_t keys_quotes_numbers = 320;
+  const std::size_t most = keys_quotes_numbers + run_id.size() + project.size() +
+                           t.source.size() + t.table.size() + t.target_table.size() +
+                           t.mode.size() + t.status.size() + t.error.size() + t.error_code.size();
+  const std::size_t at = out.size();
+  out.resize_and_overwrite(at + most, [&](char* data, std::size_t) {
+    cursor_writer w{data + at};
+    write_table_line(w, t, run_id, sequence, timestamp_us, project);
+    return static_cast<std::size_t>(w.p - data);
+  });
 }
 
 /// append_table_line for an Event holding table_started or table_finished (and that
