@@ -28,12 +28,9 @@ INSERT INTO customers VALUES (1, 'a@x.io', 1, 1.5, '1990-01-01', x'00ff'),
                              (2, 'b@x.io', 0, NULL, NULL, NULL);
 )";
 
-/// Sets FLOTILLA_TRACE_CATALOG for the flotilla processes the test starts.
-struct trace_catalogs {
-  trace_catalogs() { ::setenv("FLOTILLA_TRACE_CATALOG", "1", 1); }
-  ~trace_catalogs() { ::unsetenv("FLOTILLA_TRACE_CATALOG"); }
-  trace_catalogs(const trace_catalogs&) = delete;
-  trace_catalogs& operator=(const trace_catalogs&) = delete;
+/// FLOTILLA_TRACE_CATALOG=1 for the flotilla processes the test starts.
+struct trace_catalogs : scoped_env {
+  trace_catalogs() : scoped_env("FLOTILLA_TRACE_CATALOG", "1") {}
 };
 
 void write_config(const workdir& w, const std::string& extra = "") {

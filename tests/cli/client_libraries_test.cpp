@@ -21,15 +21,6 @@ std::string read_file(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-/// LD_DEBUG=files for the flotilla processes started within its scope: the dynamic
-/// loader then names every library it loads, at start-up or by dlopen, on stderr.
-struct loader_trace {
-  loader_trace() { ::setenv("LD_DEBUG", "files", 1); }
-  ~loader_trace() { ::unsetenv("LD_DEBUG"); }
-  loader_trace(const loader_trace&) = delete;
-  loader_trace& operator=(const loader_trace&) = delete;
-};
-
 bool loaded(const command_result& r, const std::string& soname) {
   return r.err.find("file=" + soname) != std::string::npos;
 }
@@ -60,7 +51,8 @@ TEST_CASE("a SQLite run loads none of them; a PostgreSQL run loads libpq and cop
                            "path = \"wh.sqlite\"\n\n[sources.shop]\nadapter = \"sqlite\"\n"
                            "path = \"shop.db\"\n");
   {
-    loader_trace trace;
+    // The dynamic loader then names every library it loads, at start-up or by dlopen.
+    scoped_env trace("LD_DEBUG", "files");
     auto run = run_flotilla(w, {"run"});
     INFO(run.err.substr(0, 4000));
     CHECK(run.exit_code == 0);
@@ -85,7 +77,8 @@ TEST_CASE("a SQLite run loads none of them; a PostgreSQL run loads libpq and cop
                                        "[sources.shop]\nadapter = \"sqlite\"\npath = \"shop.db\"\n",
                                        pg_dsn(), schema));
   {
-    loader_trace trace;
+    // The dynamic loader then names every library it loads, at start-up or by dlopen.
+    scoped_env trace("LD_DEBUG", "files");
     auto run = run_flotilla(p, {"run"});
     INFO(run.err.substr(0, 4000));
     CHECK(run.exit_code == 0);

@@ -14,16 +14,6 @@ using namespace flotilla::test;
 
 namespace {
 
-/// FLOTILLA_DUCKDB_LIBRARY for the flotilla processes started within its scope.
-struct duckdb_library {
-  explicit duckdb_library(const std::string& path) {
-    ::setenv("FLOTILLA_DUCKDB_LIBRARY", path.c_str(), 1);
-  }
-  ~duckdb_library() { ::unsetenv("FLOTILLA_DUCKDB_LIBRARY"); }
-  duckdb_library(const duckdb_library&) = delete;
-  duckdb_library& operator=(const duckdb_library&) = delete;
-};
-
 void write_config(const workdir& w, const std::string& target_section) {
   sqlite_exec(w.file("shop.db"),
               "CREATE TABLE orders (id INTEGER PRIMARY KEY, status TEXT);"
@@ -51,7 +41,7 @@ TEST_CASE("the executable does not load DuckDB at start-up") {
 TEST_CASE("a run that never calls DuckDB does not need its library") {
   workdir w;
   write_config(w, "dialect = \"sqlite\"\npath = \"wh.sqlite\"\n");
-  duckdb_library missing(w.file("no-such-dir/libduckdb.so"));
+  scoped_env missing("FLOTILLA_DUCKDB_LIBRARY", w.file("no-such-dir/libduckdb.so"));
   auto run = flotilla_json(w, {"run"});
   CHECK(run["status"] == "success");
   CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT count(*) FROM \"shop__orders\"") ==
@@ -64,7 +54,7 @@ TEST_CASE("a DuckDB library that cannot be loaded fails the table with what to d
   write_config(w, "dialect = \"duckdb\"\npath = \"wh.duckdb\"\nschema = \"{source}\"\n");
   const std::string bad = w.file("no-such-dir/libduckdb.so");
   {
-    duckdb_library missing(bad);
+    scoped_env missing("FLOTILLA_DUCKDB_LIBRARY", bad);
     int code = 0;
     auto run = flotilla_json(w, {"run"}, &code);
     CHECK(code != 0);
@@ -80,7 +70,7 @@ TEST_CASE("a DuckDB library that cannot be loaded fails the table with what to d
   {
     // A file that is not a shared library: the same kind of error, naming it.
     w.write("not-a-library.so", "this is not an ELF file");
-    duckdb_library wrong(w.file("not-a-library.so"));
+    scoped_env wrong("FLOTILLA_DUCKDB_LIBRARY", w.file("not-a-library.so"));
     int code = 0;
     auto run = flotilla_json(w, {"run"}, &code);
     CHECK(code != 0);

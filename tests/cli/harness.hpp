@@ -32,6 +32,21 @@ class workdir {
   std::filesystem::path path_;
 };
 
+/// Sets an environment variable for the flotilla processes started within its scope
+/// (they inherit this process's environment); unsets it at the end of the scope.
+class scoped_env {
+ public:
+  scoped_env(const std::string& name, const std::string& value) : name_(name) {
+    ::setenv(name_.c_str(), value.c_str(), 1);
+  }
+  ~scoped_env() { ::unsetenv(name_.c_str()); }
+  scoped_env(const scoped_env&) = delete;
+  scoped_env& operator=(const scoped_env&) = delete;
+
+ private:
+  std::string name_;
+};
+
 /// Runs build/flotilla (FLOTILLA_BIN) with `args` in `dir`.
 command_result run_flotilla(const workdir& dir, const std::vector<std::string>& args);
 /// Runs it with --output json and parses stdout.
