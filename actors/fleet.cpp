@@ -17,6 +17,8 @@
 #include <caf/all.hpp>
 #include <fmt/format.h>
 
+#include "engine/heap.hpp"
+
 namespace flotilla::actors {
 namespace {
 
@@ -99,6 +101,7 @@ caf::behavior dispatcher(caf::stateful_actor<dispatcher_state<Task>>* self,
 caf::behavior catalog_reader(caf::event_based_actor* self, bool trace) {
   return {
       [=](catalog_task& task) {
+        engine::prepare_thread_heap();
         // The task came from the dispatcher: tell it when this reader is idle again.
         auto dispatcher_handle = caf::actor_cast<caf::actor>(self->current_sender());
         catalog_reply reply;
@@ -138,6 +141,7 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
                             std::size_t target_index, engine::target_catalog* target_tables) {
   return {
       [=](copy_task& task) {
+        engine::prepare_thread_heap();
         auto dispatcher_handle = caf::actor_cast<caf::actor>(self->current_sender());
         auto& st = self->state;
         const table_spec& t = *task.table;
@@ -327,10 +331,19 @@ caf::behavior pipeline_actor(caf::stateful_actor<pipeline_state>* self, std::siz
   };
 }
 
+/// Scheduler threads build the fleet's specs and reports: their heaps are prepared as
+/// the main one is (engine/heap.hpp).
+struct heap_thread_hook : caf::thread_hook {
+  void init(caf::actor_system&) override {}
+  void thread_started() override { engine::prepare_thread_heap(); }
+  void thread_terminates() override {}
+};
+
 }  // namespace
 
 std::vector<pipeline_report> run_fleet(const fleet_spec& spec) {
   caf::actor_system_config cfg;
+  cfg.add_thread_hook<heap_thread_hook>();
   std::size_t threads = spec.scheduler_threads;
   if (threads == 0)
     threads = std::max<unsigned>(2, std::thread::hardware_concurrency());

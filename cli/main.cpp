@@ -7,8 +7,10 @@
 #include <fmt/core.h>
 
 #include "cli/verbs.hpp"
+#include "engine/heap.hpp"
 
 int main(int argc, char** argv) {
+  flotilla::engine::prepare_process_heap();
   using namespace flotilla::cli;
   CLI::App app{"flotilla: replicate tables from fleets of sources into warehouses and event "
                "streams, handling schema drift"};

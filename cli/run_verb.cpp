@@ -18,6 +18,7 @@
 #include "cli/run_exec.hpp"
 #include "cli/run_output.hpp"
 #include "cli/verbs.hpp"
+#include "engine/heap.hpp"
 #include "events/event.hpp"
 #include "events/run_events.hpp"
 #include "events/source_drift.hpp"
@@ -242,6 +243,7 @@ int execute_run(const global_options& g, const run_request& a) {
   // of a run whose tables are all unchanged).
   std::string tables;
   std::thread side([&] {
+    engine::prepare_thread_heap();
     try {
       tables = run_tables_json(reports);
       record_run(*store, a, run_id, started, summary, reports);
