@@ -309,27 +309,6 @@ result<state_store> state_store::open(const std::filesystem::path& dir,
   rocksdb::ColumnFamilyOptions cf_options;
   cf_options.write_buffer_size = options.write_buffer_bytes;
 
-  std::vector<std::string> existing;
-  auto listed = rocksdb::DB::ListColumnFamilies(db_options, where, &existing);
-  if (!listed.ok())
-    existing.clear();  // a new store: Open reports anything else that is wrong
-
-  if (options.read_only && existing.empty()) {
-    return std::unexpected(error::cannot_open(
-        errc::not_found, where, listed.ok() ? "no column families" : listed.ToString()));
-  }
-
-  // Every existing family must be opened, including ones a newer build added.
-  std::vector<std::string> names = {rocksdb::kDefaultColumnFamilyName};
-  for (auto name : family_names) {
-    bool present = std::find(existing.begin(), existing.end(), name) != existing.end();
-    if (present || !options.read_only)
-      names.emplace_back(name);
-  }
-  for (const auto& name : existing)
-    if (std::find(names.begin(), names.end(), name) == names.end())
-      names.push_back(name);
-
   // Run records hold every selected table's result (about 60 bytes a table), one per
   // run. Kept inline, each compaction of the family rewrote the whole run history: a
   // run's batch also updates the latest-run key, so its key range spans every record.
@@ -340,9 +319,24 @@ result<state_store> state_store::open(const std::filesystem::path& dir,
   runs_options.min_blob_size = 4096;
   runs_options.blob_compression_type = rocksdb::kLZ4Compression;
 
+  // Every existing family must be opened, including ones a newer build added; a
+  // read-write open also creates the ones missing.
+  std::vector<std::string> names;
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  for (const auto& name : names)
-    descriptors.emplace_back(name, name == to_string(family::runs) ? runs_options : cf_options);
+  auto describe = [&](const std::vector<std::string>& existing) {
+    names = {rocksdb::kDefaultColumnFamilyName};
+    for (auto name : family_names) {
+      bool present = std::find(existing.begin(), existing.end(), name) != existing.end();
+      if (present || !options.read_only)
+        names.emplace_back(name);
+    }
+    for (const auto& name : existing)
+      if (std::find(names.begin(), names.end(), name) == names.end())
+        names.push_back(name);
+    descriptors.clear();
+    for (const auto& name : names)
+      descriptors.emplace_back(name, name == to_string(family::runs) ? runs_options : cf_options);
+  };
 
   auto state = std::make_unique<impl>();
   state->path = dir;
@@ -350,10 +344,29 @@ result<state_store> state_store::open(const std::filesystem::path& dir,
   state->write_options.sync = options.sync_writes;
 
   rocksdb::Status s;
-  if (options.read_only)
+  if (options.read_only) {
+    std::vector<std::string> existing;
+    auto listed = rocksdb::DB::ListColumnFamilies(db_options, where, &existing);
+    if (!listed.ok() || existing.empty())
+      return std::unexpected(error::cannot_open(
+          errc::not_found, where, listed.ok() ? "no column families" : listed.ToString()));
+    describe(existing);
     s = rocksdb::DB::OpenForReadOnly(db_options, where, descriptors, &state->handles, &state->db);
-  else
+  } else {
+    // The families this build knows, without listing them first (listing reads the
+    // MANIFEST that the open reads again). Only a store with a family a newer build
+    // added is listed, and opened again with it.
+    describe({});
     s = rocksdb::DB::Open(db_options, where, descriptors, &state->handles, &state->db);
+    if (s.IsInvalidArgument() &&
+        s.ToString().find("Column families not opened") != std::string::npos) {
+      std::vector<std::string> existing;
+      if (rocksdb::DB::ListColumnFamilies(db_options, where, &existing).ok()) {
+        describe(existing);
+        s = rocksdb::DB::Open(db_options, where, descriptors, &state->handles, &state->db);
+      }
+    }
+  }
   if (!s.ok()) {
     if (is_lock_failure(s))
       return std::unexpected(error::locked(where, s.ToString()));

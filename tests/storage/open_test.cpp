@@ -1,9 +1,14 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <csignal>
+#include <string>
+#include <vector>
 
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <rocksdb/db.h>
 
 #include "storage/state_store.hpp"
 #include "tests/storage/support.hpp"
@@ -88,4 +93,49 @@ TEST_CASE("a store that may not be created is reported as missing") {
   REQUIRE_FALSE(store.has_value());
   CHECK(store.error().code == errc::not_found);
   CHECK_FALSE(store.error().transient());
+}
+
+TEST_CASE("a store with a column family a newer build added opens, keeping that family") {
+  temp_dir dir;
+  {
+    auto store = open_store(dir);
+    pb::SourceCatalog c;
+    c.set_adapter("sqlite");
+    REQUIRE(store.put("shop", c));
+  }
+  {
+    // Add a family the way a future release would, with a record in it.
+    std::vector<std::string> names;
+    REQUIRE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions{}, dir.state().string(), &names).ok());
+    std::vector<rocksdb::ColumnFamilyDescriptor> families;
+    for (const auto& name : names)
+      families.emplace_back(name, rocksdb::ColumnFamilyOptions{});
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* db = nullptr;
+    REQUIRE(rocksdb::DB::Open(rocksdb::DBOptions{}, dir.state().string(), families, &handles, &db).ok());
+    rocksdb::ColumnFamilyHandle* future = nullptr;
+    REQUIRE(db->CreateColumnFamily(rocksdb::ColumnFamilyOptions{}, "future", &future).ok());
+    REQUIRE(db->Put(rocksdb::WriteOptions{}, future, "k", "v").ok());
+    REQUIRE(db->DestroyColumnFamilyHandle(future).ok());
+    for (auto* h : handles)
+      REQUIRE(db->DestroyColumnFamilyHandle(h).ok());
+    delete db;
+  }
+  {
+    auto store = open_store(dir);  // read-write: every family this build knows, and "future"
+    auto back = store.get<pb::SourceCatalog>("shop");
+    REQUIRE(back.has_value());
+    REQUIRE(back->has_value());
+    CHECK((*back)->adapter() == "sqlite");
+    pb::SourceCatalog d;
+    d.set_adapter("duckdb");
+    CHECK(store.put("lake", d));
+  }
+  std::vector<std::string> names;
+  REQUIRE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions{}, dir.state().string(), &names).ok());
+  CHECK(std::find(names.begin(), names.end(), "future") != names.end());
+  store_options read_only;
+  read_only.read_only = true;
+  auto store = open_store(dir, read_only);
+  CHECK(store.get<pb::SourceCatalog>("lake")->has_value());
 }
