@@ -17,10 +17,16 @@ constexpr std::int64_t micros_per_day = 86'400 * micros_per_second;
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
+namespace {
+// What std::isspace accepts in the "C" locale (the process never sets another), without
+// a call per character: every value a source reads goes through trim().
+constexpr bool is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+}  // namespace
+
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
+  while (!s.empty() && is_space(s.front()))
     s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
+  while (!s.empty() && is_space(s.back()))
     s.remove_suffix(1);
   return s;
 }
@@ -655,19 +661,23 @@ std::optional<std::int64_t> parse_int64(std::string_view text) {
 
 std::optional<double> parse_double(std::string_view text) {
   std::string_view s = trim(text);
+  // A number first: nearly every value is one.
+  std::string_view digits = s;
+  if (!digits.empty() && digits.front() == '+')
+    digits.remove_prefix(1);
+  double v = 0;
+  if (!digits.empty()) {
+    auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    if (ec == std::errc{} && p == digits.data() + digits.size())
+      return v;
+  }
   if (iequals(s, "infinity") || iequals(s, "+infinity") || iequals(s, "inf"))
     return std::numeric_limits<double>::infinity();
   if (iequals(s, "-infinity") || iequals(s, "-inf"))
     return -std::numeric_limits<double>::infinity();
   if (iequals(s, "nan"))
     return std::numeric_limits<double>::quiet_NaN();
-  if (!s.empty() && s.front() == '+')
-    s.remove_prefix(1);
-  double v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc{} || p != s.data() + s.size() || s.empty())
-    return std::nullopt;
-  return v;
+  return std::nullopt;
 }
 
 std::string cursor_text(const schema::value& v) {

@@ -153,6 +153,27 @@ TEST_CASE("cursor values have one text form") {
   CHECK(parse_double(shortest_double(0.1 + 0.2)) == 0.1 + 0.2);
 }
 
+TEST_CASE("numbers parse with surrounding spaces, a plus sign and the special doubles") {
+  CHECK(parse_int64(" \t42\n") == 42);
+  CHECK(parse_int64("+7") == 7);
+  CHECK(parse_int64("-9223372036854775808") == std::numeric_limits<std::int64_t>::min());
+  CHECK_FALSE(parse_int64("9223372036854775808").has_value());  // out of range
+  CHECK_FALSE(parse_int64("4 2").has_value());
+  CHECK_FALSE(parse_int64("  ").has_value());
+  CHECK_FALSE(parse_int64("\xa0" "1").has_value());  // not a space in the C locale
+  CHECK(parse_double(" 1.5e3 ") == 1500.0);
+  CHECK(parse_double("+0.25") == 0.25);
+  CHECK(parse_double("-2") == -2.0);
+  CHECK(parse_double("Infinity") == std::numeric_limits<double>::infinity());
+  CHECK(parse_double("+inf") == std::numeric_limits<double>::infinity());
+  CHECK(parse_double("-Infinity") == -std::numeric_limits<double>::infinity());
+  CHECK(std::isnan(*parse_double("NaN")));
+  CHECK_FALSE(parse_double("1e999").has_value());  // out of range, not infinity
+  CHECK_FALSE(parse_double("1.5x").has_value());
+  CHECK_FALSE(parse_double("").has_value());
+  CHECK_FALSE(parse_double("+").has_value());
+}
+
 TEST_CASE("COPY text rows split on tabs and unescape") {
   std::vector<std::pair<std::string, bool>> fields;
   split_copy_row("1\t\\N\ta\\tb\\nc\\\\d\t", [&](std::size_t, std::string_view t, bool null) {
