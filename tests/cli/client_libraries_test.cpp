@@ -3,9 +3,6 @@
 // them does not load them, and a run that does works through them as if linked.
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <string>
 
 #include <fmt/format.h>
@@ -16,11 +13,6 @@ using namespace flotilla::test;
 
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 bool loaded(const command_result& r, const std::string& soname) {
   return r.err.find("file=" + soname) != std::string::npos;
 }
@@ -28,12 +20,8 @@ bool loaded(const command_result& r, const std::string& soname) {
 }  // namespace
 
 TEST_CASE("the executable does not load libpq, libcurl or librdkafka at start-up") {
-  const char* bin = std::getenv("FLOTILLA_BIN");
-  REQUIRE(bin != nullptr);
   workdir w;
-  const std::string cmd = std::string("readelf -d '") + bin + "' > '" + w.file("dynamic.txt") + "'";
-  REQUIRE(std::system(cmd.c_str()) == 0);
-  const std::string dynamic = read_file(w.file("dynamic.txt"));
+  const std::string dynamic = flotilla_dynamic_section(w);
   INFO(dynamic);
   CHECK(dynamic.find("(NEEDED)") != std::string::npos);  // readelf did list the dependencies
   CHECK(dynamic.find("libcaf_core") != std::string::npos);

@@ -3,9 +3,6 @@
 // fails the tables that need it with an error saying what to do, losing nothing.
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <string>
 
 #include "tests/cli/harness.hpp"
@@ -25,13 +22,8 @@ void write_config(const workdir& w, const std::string& target_section) {
 }  // namespace
 
 TEST_CASE("the executable does not load DuckDB at start-up") {
-  const char* bin = std::getenv("FLOTILLA_BIN");
-  REQUIRE(bin != nullptr);
   workdir w;
-  const std::string cmd = std::string("readelf -d '") + bin + "' > '" + w.file("dynamic.txt") + "'";
-  REQUIRE(std::system(cmd.c_str()) == 0);
-  std::ifstream in(w.file("dynamic.txt"));
-  const std::string dynamic{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const std::string dynamic = flotilla_dynamic_section(w);
   INFO(dynamic);
   CHECK(dynamic.find("(NEEDED)") != std::string::npos);  // readelf did list the dependencies
   CHECK(dynamic.find("libcaf_core") != std::string::npos);

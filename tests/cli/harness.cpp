@@ -3,7 +3,9 @@
 #include <array>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -88,6 +90,16 @@ nlohmann::json flotilla_json(const workdir& dir, std::vector<std::string> args, 
   if (j.is_object() && j.contains("run_id") && j.contains("tables"))
     CHECK(j.dump(2) + "\n" == r.out);
   return j;
+}
+
+std::string flotilla_dynamic_section(const workdir& dir) {
+  const char* bin = std::getenv("FLOTILLA_BIN");
+  REQUIRE(bin != nullptr);
+  const std::string out = dir.file("dynamic.txt");
+  const std::string cmd = std::string("readelf -d '") + bin + "' > '" + out + "'";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  std::ifstream in(out);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 void sqlite_exec(const std::string& file, const std::string& sql) {

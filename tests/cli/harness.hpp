@@ -53,6 +53,10 @@ command_result run_flotilla(const workdir& dir, const std::vector<std::string>& 
 nlohmann::json flotilla_json(const workdir& dir, std::vector<std::string> args,
                              int* exit_code = nullptr);
 
+/// `readelf -d` of build/flotilla (FLOTILLA_BIN): its dynamic section, with the shared
+/// libraries it needs at start-up (written to a file in `dir` and read back).
+std::string flotilla_dynamic_section(const workdir& dir);
+
 /// Runs SQL statements against a SQLite file (created when missing).
 void sqlite_exec(const std::string& file, const std::string& sql);
 /// Rows of a query as text cells ("NULL" for NULL).

@@ -11,11 +11,13 @@
 #include <rocksdb/db.h>
 
 #include "storage/state_store.hpp"
+#include "tests/storage/raw_store.hpp"
 #include "tests/storage/support.hpp"
 
 using namespace flotilla::storage;
 using flotilla::storage::test::open_store;
 using flotilla::storage::test::temp_dir;
+using flotilla::storage::test::with_raw_store;
 
 TEST_CASE("opening creates the directory and every column family") {
   temp_dir dir;
@@ -103,24 +105,13 @@ TEST_CASE("a store with a column family a newer build added opens, keeping that 
     c.set_adapter("sqlite");
     REQUIRE(store.put("shop", c));
   }
-  {
-    // Add a family the way a future release would, with a record in it.
-    std::vector<std::string> names;
-    REQUIRE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions{}, dir.state().string(), &names).ok());
-    std::vector<rocksdb::ColumnFamilyDescriptor> families;
-    for (const auto& name : names)
-      families.emplace_back(name, rocksdb::ColumnFamilyOptions{});
-    std::vector<rocksdb::ColumnFamilyHandle*> handles;
-    rocksdb::DB* db = nullptr;
-    REQUIRE(rocksdb::DB::Open(rocksdb::DBOptions{}, dir.state().string(), families, &handles, &db).ok());
+  // Add a family the way a future release would, with a record in it.
+  with_raw_store(dir, [](rocksdb::DB& db) {
     rocksdb::ColumnFamilyHandle* future = nullptr;
-    REQUIRE(db->CreateColumnFamily(rocksdb::ColumnFamilyOptions{}, "future", &future).ok());
-    REQUIRE(db->Put(rocksdb::WriteOptions{}, future, "k", "v").ok());
-    REQUIRE(db->DestroyColumnFamilyHandle(future).ok());
-    for (auto* h : handles)
-      REQUIRE(db->DestroyColumnFamilyHandle(h).ok());
-    delete db;
-  }
+    REQUIRE(db.CreateColumnFamily(rocksdb::ColumnFamilyOptions{}, "future", &future).ok());
+    REQUIRE(db.Put(rocksdb::WriteOptions{}, future, "k", "v").ok());
+    REQUIRE(db.DestroyColumnFamilyHandle(future).ok());
+  });
   {
     auto store = open_store(dir);  // read-write: every family this build knows, and "future"
     auto back = store.get<pb::SourceCatalog>("shop");

@@ -5,11 +5,13 @@
 #include <rocksdb/db.h>
 
 #include "storage/state_store.hpp"
+#include "tests/storage/raw_store.hpp"
 #include "tests/storage/support.hpp"
 
 using namespace flotilla::storage;
 using flotilla::storage::test::open_store;
 using flotilla::storage::test::temp_dir;
+using flotilla::storage::test::with_raw_store;
 
 namespace {
 
@@ -348,21 +350,10 @@ TEST_CASE("opening a missing store read-only fails with not_found") {
 TEST_CASE("a store from a newer layout is refused with a clear message") {
   temp_dir dir;
   { auto store = open_store(dir); }
-  {
-    // Write the layout version the way a future release would.
-    std::vector<std::string> names;
-    REQUIRE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions{}, dir.state().string(), &names).ok());
-    std::vector<rocksdb::ColumnFamilyDescriptor> families;
-    for (const auto& name : names)
-      families.emplace_back(name, rocksdb::ColumnFamilyOptions{});
-    std::vector<rocksdb::ColumnFamilyHandle*> handles;
-    rocksdb::DB* db = nullptr;
-    REQUIRE(rocksdb::DB::Open(rocksdb::DBOptions{}, dir.state().string(), families, &handles, &db).ok());
-    REQUIRE(db->Put(rocksdb::WriteOptions{}, "format", "2").ok());
-    for (auto* h : handles)
-      REQUIRE(db->DestroyColumnFamilyHandle(h).ok());
-    delete db;
-  }
+  // Write the layout version the way a future release would.
+  with_raw_store(dir, [](rocksdb::DB& db) {
+    REQUIRE(db.Put(rocksdb::WriteOptions{}, "format", "2").ok());
+  });
   auto store = state_store::open(dir.state());
   REQUIRE_FALSE(store.has_value());
   CHECK(store.error().code == errc::version_mismatch);
