@@ -2,15 +2,24 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <fstream>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <unordered_map>
 
+#include <rocksdb/convenience.h>
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
+#include <rocksdb/file_system.h>
 #include <rocksdb/iterator.h>
 #include <rocksdb/options.h>
 #include <rocksdb/snapshot.h>
+#include <rocksdb/version.h>
 #include <rocksdb/write_batch.h>
+
+#include <fmt/core.h>
 
 #include "storage/key_codec.hpp"
 
@@ -30,6 +39,111 @@ constexpr std::array<std::string_view, family_count> family_names = {
     "watermarks", "markers", "schemas", "runs", "tables",
     "holds",      "outbox",  "staged",  "positions", "catalogs",
 };
+
+/// RocksDB writes an OPTIONS file at every read-write open: the options serialized,
+/// synced, read back, parsed and compared, then the file renamed into place. It is a
+/// record for tools (`ldb`, a backup); RocksDB itself never reads it, as every open
+/// passes its options. That was half of an open's CPU, on every command. So the store
+/// keeps beside it, in this file, a digest of the options it was written for and its
+/// name; while both match, the open skips writing it again (see options_file_keeper).
+constexpr std::string_view options_digest_file = "FLOTILLA-OPTIONS";
+
+/// The file system of a read-write open: refuses RocksDB's temporary OPTIONS file when
+/// the current one was written for the same options (RocksDB then logs "Unable to
+/// persist options" and goes on: fail_if_options_file_error is off), and notes the name
+/// an OPTIONS file is renamed to when one is written.
+class options_file_keeper : public rocksdb::FileSystemWrapper {
+ public:
+  explicit options_file_keeper(const std::shared_ptr<rocksdb::FileSystem>& base)
+      : FileSystemWrapper(base) {}
+  static const char* kClassName() { return "FlotillaOptionsFileKeeper"; }
+  const char* Name() const override { return kClassName(); }
+
+  rocksdb::IOStatus NewWritableFile(const std::string& name, const rocksdb::FileOptions& options,
+                                    std::unique_ptr<rocksdb::FSWritableFile>* file,
+                                    rocksdb::IODebugContext* debug) override {
+    if (keep_.load() && is_options_file(name) && name.ends_with(".dbtmp"))
+      return rocksdb::IOStatus::NotSupported("the OPTIONS file is current, kept as is");
+    return target()->NewWritableFile(name, options, file, debug);
+  }
+
+  rocksdb::IOStatus RenameFile(const std::string& from, const std::string& to,
+                               const rocksdb::IOOptions& options,
+                               rocksdb::IODebugContext* debug) override {
+    auto s = target()->RenameFile(from, to, options, debug);
+    if (s.ok() && is_options_file(to) && !to.ends_with(".dbtmp")) {
+      std::lock_guard lock(mu_);
+      written_ = std::filesystem::path(to).filename().string();
+    }
+    return s;
+  }
+
+  /// Whether the next open skips writing the OPTIONS file.
+  void keep(bool k) { keep_.store(k); }
+
+  /// The OPTIONS file this open wrote, if it wrote one.
+  std::string written() const {
+    std::lock_guard lock(mu_);
+    return written_;
+  }
+
+ private:
+  static bool is_options_file(const std::string& name) {
+    return std::filesystem::path(name).filename().string().starts_with("OPTIONS-");
+  }
+
+  std::atomic<bool> keep_{false};
+  mutable std::mutex mu_;
+  std::string written_;
+};
+
+/// What an open's OPTIONS file would say, reduced to a digest: RocksDB's version, the
+/// families and their options as RocksDB serializes them.
+std::string options_digest(const rocksdb::DBOptions& db,
+                           const std::vector<rocksdb::ColumnFamilyDescriptor>& families) {
+  std::string text = fmt::format("rocksdb {}.{}.{}\n", ROCKSDB_MAJOR, ROCKSDB_MINOR, ROCKSDB_PATCH);
+  std::string part;
+  if (!rocksdb::GetStringFromDBOptions(&part, db).ok())
+    return {};
+  text += part;
+  for (const auto& f : families) {
+    part.clear();
+    if (!rocksdb::GetStringFromColumnFamilyOptions(&part, f.options).ok())
+      return {};
+    text += fmt::format("\n[{}] ", f.name);
+    text += part;
+  }
+  return fmt::format("{:016x}", std::hash<std::string>{}(text));
+}
+
+/// True when `dir` holds the OPTIONS file named in its digest file, written for `digest`.
+bool options_file_current(const std::filesystem::path& dir, const std::string& digest) {
+  if (digest.empty())
+    return false;
+  std::ifstream in(dir / options_digest_file);
+  std::string kept_digest, kept_file;
+  if (!(in >> kept_digest >> kept_file) || kept_digest != digest)
+    return false;
+  std::error_code ec;
+  return kept_file.starts_with("OPTIONS-") && std::filesystem::exists(dir / kept_file, ec);
+}
+
+/// Records which OPTIONS file `digest` was written to (replaced whole; not synced: a
+/// lost digest only means the next open writes the OPTIONS file again).
+void remember_options_file(const std::filesystem::path& dir, const std::string& digest,
+                           const std::string& file) {
+  if (digest.empty() || file.empty())
+    return;
+  const auto tmp = dir / (std::string(options_digest_file) + ".tmp");
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << digest << ' ' << file << '\n';
+    if (!out)
+      return;
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, dir / options_digest_file, ec);
+}
 
 rocksdb::Slice slice(std::string_view s) { return {s.data(), s.size()}; }
 std::string_view view(const rocksdb::Slice& s) { return {s.data(), s.size()}; }
@@ -72,6 +186,8 @@ std::string_view to_string(family f) { return family_names[static_cast<std::size
 struct state_store::impl {
   std::filesystem::path path;
   store_options options;
+  std::shared_ptr<options_file_keeper> files;  // read-write opens: the OPTIONS file's keeper
+  std::unique_ptr<rocksdb::Env> env;           // over `files`; outlives db (see shut)
   rocksdb::DB* db = nullptr;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;  // every family opened, for close
   std::array<rocksdb::ColumnFamilyHandle*, family_count> cf{};
@@ -357,15 +473,24 @@ result<state_store> state_store::open(const std::filesystem::path& dir,
     // MANIFEST that the open reads again). Only a store with a family a newer build
     // added is listed, and opened again with it.
     describe({});
+    std::string digest = options_digest(db_options, descriptors);
+    state->files = std::make_shared<options_file_keeper>(rocksdb::FileSystem::Default());
+    state->files->keep(options_file_current(dir, digest));
+    state->env = rocksdb::NewCompositeEnv(state->files);
+    db_options.env = state->env.get();
     s = rocksdb::DB::Open(db_options, where, descriptors, &state->handles, &state->db);
     if (s.IsInvalidArgument() &&
         s.ToString().find("Column families not opened") != std::string::npos) {
       std::vector<std::string> existing;
       if (rocksdb::DB::ListColumnFamilies(db_options, where, &existing).ok()) {
         describe(existing);
+        digest.clear();  // families this build does not know: written, not remembered
+        state->files->keep(false);
         s = rocksdb::DB::Open(db_options, where, descriptors, &state->handles, &state->db);
       }
     }
+    if (s.ok())
+      remember_options_file(dir, digest, state->files->written());
   }
   if (!s.ok()) {
     if (is_lock_failure(s))

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <csignal>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -129,4 +131,64 @@ TEST_CASE("a store with a column family a newer build added opens, keeping that 
   read_only.read_only = true;
   auto store = open_store(dir, read_only);
   CHECK(store.get<pb::SourceCatalog>("lake")->has_value());
+}
+
+namespace {
+
+/// The store's OPTIONS files, by name.
+std::vector<std::string> options_files(const temp_dir& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir.state()))
+    if (e.path().filename().string().starts_with("OPTIONS-"))
+      names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+TEST_CASE("the OPTIONS file is written again only when the options change") {
+  temp_dir dir;
+  { auto store = open_store(dir); }
+  const auto first = options_files(dir);  // RocksDB keeps the latest two
+  REQUIRE_FALSE(first.empty());
+  CHECK_THAT(read_text(dir.state() / "FLOTILLA-OPTIONS"), Catch::Contains(first.back()));
+
+  // The same options: the file stays as it is, and the store still reads and writes.
+  for (int i = 0; i < 2; ++i) {
+    auto store = open_store(dir);
+    pb::SourceCatalog c;
+    c.set_adapter("sqlite" + std::to_string(i));
+    REQUIRE(store.put("shop", c));
+  }
+  CHECK(options_files(dir) == first);
+  {
+    auto store = open_store(dir);
+    CHECK((*store.get<pb::SourceCatalog>("shop"))->adapter() == "sqlite1");
+  }
+
+  // Other options: a new file, with them, and the digest names it.
+  store_options bigger;
+  bigger.write_buffer_bytes = std::size_t{16} << 20;
+  { auto store = open_store(dir, bigger); }
+  const auto second = options_files(dir);
+  REQUIRE_FALSE(second.empty());
+  CHECK(second.back() != first.back());
+  CHECK_THAT(read_text(dir.state() / second.back()),
+             Catch::Contains("write_buffer_size=" + std::to_string(std::size_t{16} << 20)));
+  CHECK_THAT(read_text(dir.state() / "FLOTILLA-OPTIONS"), Catch::Contains(second.back()));
+
+  // The named file gone (removed by hand): the next open writes one again.
+  std::filesystem::remove(dir.state() / second.back());
+  { auto store = open_store(dir, bigger); }
+  const auto third = options_files(dir);
+  REQUIRE_FALSE(third.empty());
+  CHECK(third.back() != second.back());
+  CHECK_THAT(read_text(dir.state() / third.back()),
+             Catch::Contains("write_buffer_size=" + std::to_string(std::size_t{16} << 20)));
 }
