@@ -50,7 +50,7 @@ std::optional<storage::pb::SourceCatalog> catalog_record(const sources::catalog&
   return r;
 }
 
-std::optional<sources::catalog> kept_catalog(const storage::pb::SourceCatalog& record,
+std::optional<sources::catalog> kept_catalog(storage::pb::SourceCatalog& record,
                                              const sources::source_options& source,
                                              std::string_view reader,
                                              const std::string& file_marker) {
@@ -65,18 +65,20 @@ std::optional<sources::catalog> kept_catalog(const storage::pb::SourceCatalog& r
   sources::catalog out;
   out.file_marker = file_marker;
   out.tables.reserve(static_cast<std::size_t>(record.tables_size()));
-  for (const auto& ct : record.tables()) {
+  // The record's strings are moved out, not copied: a fleet's record holds a packed
+  // column list and a marker per table.
+  for (auto& ct : *record.mutable_tables()) {
     sources::source_table& t = out.tables.emplace_back();
-    t.schema = ct.schema();
-    t.name = ct.name();
+    t.schema = std::move(*ct.mutable_schema());
+    t.name = std::move(*ct.mutable_name());
     if (ct.has_marker()) {
       // Table markers begin with the file marker they were read at.
       if (ct.marker().compare(0, file_marker.size(), file_marker) != 0)
         return std::nullopt;
-      t.marker = ct.marker();
+      t.marker = std::move(*ct.mutable_marker());
     }
     t.inferred = ct.inferred();
-    t.packed_columns = ct.columns();
+    t.packed_columns = std::move(*ct.mutable_columns());
   }
   return out;
 }

@@ -21,8 +21,9 @@ namespace flotilla::cli {
 
 /// The kept catalog, when `record` was read from this source (adapter and location), by
 /// this adapter version (`reader`), at `file_marker`; nullopt otherwise, or when the
-/// record does not read back whole (then the caller reads the source).
-[[nodiscard]] std::optional<sources::catalog> kept_catalog(const storage::pb::SourceCatalog& record,
+/// record does not read back whole (then the caller reads the source). The record's
+/// table strings are moved into the catalog.
+[[nodiscard]] std::optional<sources::catalog> kept_catalog(storage::pb::SourceCatalog& record,
                                                           const sources::source_options& source,
                                                           std::string_view reader,
                                                           const std::string& file_marker);

@@ -98,21 +98,24 @@ class options_file_keeper : public rocksdb::FileSystemWrapper {
 };
 
 /// What an open's OPTIONS file would say, reduced to a digest: RocksDB's version, the
-/// families and their options as RocksDB serializes them.
+/// DB options and each family's, as RocksDB serializes them. `sets` are the distinct
+/// family options, `families` each family's name and index in `sets`.
 std::string options_digest(const rocksdb::DBOptions& db,
-                           const std::vector<rocksdb::ColumnFamilyDescriptor>& families) {
+                           const std::vector<const rocksdb::ColumnFamilyOptions*>& sets,
+                           const std::vector<std::pair<std::string, std::size_t>>& families) {
   std::string text = fmt::format("rocksdb {}.{}.{}\n", ROCKSDB_MAJOR, ROCKSDB_MINOR, ROCKSDB_PATCH);
   std::string part;
   if (!rocksdb::GetStringFromDBOptions(&part, db).ok())
     return {};
   text += part;
-  for (const auto& f : families) {
+  for (const auto* set : sets) {
     part.clear();
-    if (!rocksdb::GetStringFromColumnFamilyOptions(&part, f.options).ok())
+    if (!rocksdb::GetStringFromColumnFamilyOptions(&part, *set).ok())
       return {};
-    text += fmt::format("\n[{}] ", f.name);
-    text += part;
+    (text += '\n') += part;
   }
+  for (const auto& [name, set] : families)
+    text += fmt::format("\n[{}] {}", name, set);
   return fmt::format("{:016x}", std::hash<std::string>{}(text));
 }
 
@@ -435,6 +438,11 @@ result<state_store> state_store::open(const std::filesystem::path& dir,
   runs_options.min_blob_size = 4096;
   runs_options.blob_compression_type = rocksdb::kLZ4Compression;
 
+  const std::vector<const rocksdb::ColumnFamilyOptions*> option_sets{&cf_options, &runs_options};
+  auto set_of = [](const std::string& name) -> std::size_t {
+    return name == to_string(family::runs) ? 1 : 0;
+  };
+
   // Every existing family must be opened, including ones a newer build added; a
   // read-write open also creates the ones missing.
   std::vector<std::string> names;
@@ -451,7 +459,7 @@ result<state_store> state_store::open(const std::filesystem::path& dir,
         names.push_back(name);
     descriptors.clear();
     for (const auto& name : names)
-      descriptors.emplace_back(name, name == to_string(family::runs) ? runs_options : cf_options);
+      descriptors.emplace_back(name, *option_sets[set_of(name)]);
   };
 
   auto state = std::make_unique<impl>();
@@ -473,7 +481,10 @@ result<state_store> state_store::open(const std::filesystem::path& dir,
     // MANIFEST that the open reads again). Only a store with a family a newer build
     // added is listed, and opened again with it.
     describe({});
-    std::string digest = options_digest(db_options, descriptors);
+    std::vector<std::pair<std::string, std::size_t>> families;
+    for (const auto& name : names)
+      families.emplace_back(name, set_of(name));
+    std::string digest = options_digest(db_options, option_sets, families);
     state->files = std::make_shared<options_file_keeper>(rocksdb::FileSystem::Default());
     state->files->keep(options_file_current(dir, digest));
     state->env = rocksdb::NewCompositeEnv(state->files);
