@@ -172,23 +172,25 @@ TEST_CASE("the OPTIONS file is written again only when the options change") {
     CHECK((*store.get<pb::SourceCatalog>("shop"))->adapter() == "sqlite1");
   }
 
-  // Other options: a new file, with them, and the digest names it.
+  // Opens with 16 MiB write buffers and returns the newest OPTIONS file, which must be
+  // new (not `before`), hold that size, and be the one the digest names.
   store_options bigger;
   bigger.write_buffer_bytes = std::size_t{16} << 20;
-  { auto store = open_store(dir, bigger); }
-  const auto second = options_files(dir);
-  REQUIRE_FALSE(second.empty());
-  CHECK(second.back() != first.back());
-  CHECK_THAT(read_text(dir.state() / second.back()),
-             Catch::Contains("write_buffer_size=" + std::to_string(std::size_t{16} << 20)));
-  CHECK_THAT(read_text(dir.state() / "FLOTILLA-OPTIONS"), Catch::Contains(second.back()));
+  auto open_and_check_new_file = [&](const std::string& before) {
+    { auto store = open_store(dir, bigger); }
+    const auto files = options_files(dir);
+    REQUIRE_FALSE(files.empty());
+    CHECK(files.back() != before);
+    CHECK_THAT(read_text(dir.state() / files.back()),
+               Catch::Contains("write_buffer_size=" + std::to_string(bigger.write_buffer_bytes)));
+    CHECK_THAT(read_text(dir.state() / "FLOTILLA-OPTIONS"), Catch::Contains(files.back()));
+    return files.back();
+  };
+
+  // Other options: a new file, with them, and the digest names it.
+  const std::string second = open_and_check_new_file(first.back());
 
   // The named file gone (removed by hand): the next open writes one again.
-  std::filesystem::remove(dir.state() / second.back());
-  { auto store = open_store(dir, bigger); }
-  const auto third = options_files(dir);
-  REQUIRE_FALSE(third.empty());
-  CHECK(third.back() != second.back());
-  CHECK_THAT(read_text(dir.state() / third.back()),
-             Catch::Contains("write_buffer_size=" + std::to_string(std::size_t{16} << 20)));
+  std::filesystem::remove(dir.state() / second);
+  (void)open_and_check_new_file(second);
 }
