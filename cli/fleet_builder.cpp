@@ -224,34 +224,22 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                  only, reuse_staged, run_id, plan_only, may_gate](sources::catalog& cat) {
       std::vector<std::string> names;
       names.reserve(cat.tables.size());
-      std::unordered_map<std::string, const sources::source_table*> by_name;
-      by_name.reserve(cat.tables.size());
-      for (const auto& t : cat.tables) {
+      for (const auto& t : cat.tables)
         names.push_back(t.qualified());
-        by_name.emplace(names.back(), &t);
-      }
       // The selected tables first, then their state in one batched read.
       struct chosen {
         std::string name;
-        const sources::source_table* table;
+        std::size_t index;  // in cat.tables
       };
       std::vector<chosen> selected;
       std::vector<std::string> keys;
       selected.reserve(names.size());
       keys.reserve(names.size());
-      // How many selected names take each catalog table: its last one takes it over.
-      std::vector<std::uint32_t> uses(cat.tables.size(), 0);
-      for (auto& name : config::select_tables(*src, names, filters)) {
-        auto found = by_name.find(name);
-        const sources::source_table* table =
-            found != by_name.end() ? found->second : cat.find(name);
-        if (table == nullptr)
-          continue;
-        std::string key = table_key(src->name, name);
+      for (std::size_t index : config::select_table_indices(*src, names, filters)) {
+        std::string key = table_key(src->name, names[index]);
         if (!only.empty() && !only.contains(key) && !only.contains(src->name + ".*"))
           continue;
-        ++uses[static_cast<std::size_t>(table - cat.tables.data())];
-        selected.push_back({std::move(name), table});
+        selected.push_back({std::move(names[index]), index});
         keys.push_back(std::move(key));
       }
       std::vector<storage::table_state> states;
@@ -265,7 +253,6 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       out.reserve(selected.size());
       for (std::size_t i = 0; i < selected.size(); ++i) {
         const std::string& name = selected[i].name;
-        const sources::source_table* table = selected[i].table;
         const std::string& key = keys[i];
         const config::table_config* section = config::find_table(*src, name);
         auto policy = config::effective_policy(*project, *src, section);
@@ -274,12 +261,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         ts.target_index = target_index;
         ts.job.source_name = src->name;
         ts.job.target_name = target->name;
-        // The catalog is this call's to use up: a table selected once is moved.
-        const auto index = static_cast<std::size_t>(table - cat.tables.data());
-        if (--uses[index] == 0)
-          ts.job.table = std::move(cat.tables[index]);
-        else
-          ts.job.table = *table;
+        // The catalog is this call's to use up: each table is selected at most once.
+        ts.job.table = std::move(cat.tables[selected[i].index]);
         auto where = config::target_table(*target, *src, name);
         ts.job.target = dialects::table_ref{where.catalog, where.schema, where.name};
         auto& st = ts.job.settings;

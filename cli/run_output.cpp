@@ -36,7 +36,7 @@ class pretty_json {
     return *this;
   }
 
-  void string(const std::string& s) {
+  void string(std::string_view s) {
     element();
     events::append_json_string(out_, s);
   }
@@ -102,12 +102,12 @@ void write_source_drift(pretty_json& w, const events::drift_verdict& v) {
     w.begin_object();
     w.key("column").string(c.column);
     w.key("from").string(c.from);
-    w.key("kind").string(std::string(events::to_string(c.kind)));
+    w.key("kind").string(events::to_string(c.kind));
     w.key("to").string(c.to);
     w.end_object();
   }
   w.end_array();
-  w.key("decision").string(std::string(events::to_string(v.decision)));
+  w.key("decision").string(events::to_string(v.decision));
   w.key("hints_hash").string(v.hints_hash);
   w.key("policy").string(v.policy == config::drift_policy::fail ? "fail" : "warn");
   w.end_object();
@@ -124,7 +124,7 @@ void write_table(pretty_json& w, const actors::table_report& t, const std::strin
   if (!o.error_code.empty())
     w.key("error_code").string(o.error_code);
   if (o.plan)
-    w.key("load").string(std::string(engine::to_string(o.plan->load)));
+    w.key("load").string(engine::to_string(o.plan->load));
   if (o.reused_staged)
     w.key("reused_staged").boolean(true);
   w.key("rows").number(o.rows);
@@ -134,7 +134,7 @@ void write_table(pretty_json& w, const actors::table_report& t, const std::strin
     write_source_drift(w, *v);
   }
   w.key("source_table").string(t.table);
-  w.key("status").string(std::string(engine::to_string(o.status)));
+  w.key("status").string(engine::to_string(o.status));
   w.key("table").string(target);
   w.end_object();
 }
@@ -221,7 +221,7 @@ std::string run_json_text(const std::string& run_id,
   w.key("actions_taken").begin_array();
   for_each_action(reports, [&](const actors::table_report& t, const schema::evolution_step& s) {
     w.begin_object();
-    w.key("action").string(std::string(schema::to_string(s.action)));
+    w.key("action").string(schema::to_string(s.action));
     w.key("column").string(s.column);
     w.key("reason").string(s.reason);
     w.key("table").string(display_name(t.target));

@@ -211,17 +211,18 @@ const table_config* find_table(const source_config& s, std::string_view catalog_
   return nullptr;
 }
 
-std::vector<std::string> select_tables(const source_config& s,
-                                       const std::vector<std::string>& catalog_table_names,
-                                       const std::vector<filter>& filters) {
-  std::vector<std::string> out;
+std::vector<std::size_t> select_table_indices(const source_config& s,
+                                              const std::vector<std::string>& catalog_table_names,
+                                              const std::vector<filter>& filters) {
+  std::vector<std::size_t> out;
   if (!source_may_match(s, filters))
     return out;
   auto any = [](const std::vector<std::string>& patterns, std::string_view name) {
     return std::any_of(patterns.begin(), patterns.end(),
                        [&](const std::string& p) { return table_name_matches(p, name); });
   };
-  for (const auto& name : catalog_table_names) {
+  for (std::size_t i = 0; i < catalog_table_names.size(); ++i) {
+    const std::string& name = catalog_table_names[i];
     const bool wanted = find_table(s, name) != nullptr || any(s.include, name);
     if (!wanted || any(s.exclude, name))
       continue;
@@ -229,8 +230,17 @@ std::vector<std::string> select_tables(const source_config& s,
       return f.key != "table" || table_name_matches(f.value, name);
     });
     if (filtered_in)
-      out.push_back(name);
+      out.push_back(i);
   }
+  return out;
+}
+
+std::vector<std::string> select_tables(const source_config& s,
+                                       const std::vector<std::string>& catalog_table_names,
+                                       const std::vector<filter>& filters) {
+  std::vector<std::string> out;
+  for (std::size_t i : select_table_indices(s, catalog_table_names, filters))
+    out.push_back(catalog_table_names[i]);
   return out;
 }
 

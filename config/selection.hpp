@@ -68,6 +68,11 @@ void index_tables(source_config& s);
                                                      const std::vector<std::string>& catalog_table_names,
                                                      const std::vector<filter>& filters);
 
+/// select_tables as positions in `catalog_table_names`, ascending.
+[[nodiscard]] std::vector<std::size_t> select_table_indices(
+    const source_config& s, const std::vector<std::string>& catalog_table_names,
+    const std::vector<filter>& filters);
+
 struct template_error {
   errc code = errc::unknown_placeholder;  ///< unknown_placeholder or malformed_template
   std::string placeholder;                ///< the unknown name, when unknown_placeholder

@@ -146,6 +146,11 @@ unique_key = "id"
   CHECK(select_tables(s, catalog, filters({"table=public.pay*"})) == names{"public.payments"});
   CHECK(select_tables(s, catalog, filters({"table=orders", "table=cust*"})).empty());
   CHECK(select_tables(s, catalog, filters({"source=other"})).empty());
+  // The same selection as positions in the catalog.
+  CHECK(select_table_indices(s, catalog, {}) == std::vector<std::size_t>{0, 1, 3});
+  CHECK(select_table_indices(s, catalog, filters({"table=public.pay*"})) ==
+        std::vector<std::size_t>{3});
+  CHECK(select_table_indices(s, catalog, filters({"source=other"})).empty());
 }
 
 TEST_CASE("the default include selects every table and exclude still applies") {
