@@ -49,9 +49,9 @@ constexpr std::array<std::string_view, family_count> family_names = {
 constexpr std::string_view options_digest_file = "FLOTILLA-OPTIONS";
 
 /// The file system of a read-write open: refuses RocksDB's temporary OPTIONS file when
-/// the current one was written for the same options (RocksDB then logs "Unable to
-/// persist options" and goes on: fail_if_options_file_error is off), and notes the name
-/// an OPTIONS file is renamed to when one is written.
+/// the current one was written for the same options (RocksDB then logs "Unnable to
+/// persist options", its spelling, and goes on: fail_if_options_file_error is off), and
+/// notes the name an OPTIONS file is renamed to when one is written.
 class options_file_keeper : public rocksdb::FileSystemWrapper {
  public:
   explicit options_file_keeper(const std::shared_ptr<rocksdb::FileSystem>& base)
