@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <random>
-#include <unordered_map>
 
 #include <fmt/chrono.h>
 #include <fmt/core.h>
