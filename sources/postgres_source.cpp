@@ -11,6 +11,7 @@
 #include <libpq-fe.h>
 
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -167,6 +168,34 @@ std::string select_expr(const std::string& q, const portable_type& want, type_ki
 constexpr std::string_view fix =
     "check that the table and its columns still exist and that the user may read them";
 
+/// True for the types whose COPY text may hold a backslash escape: texts and bytea.
+bool may_be_escaped(type_kind k) {
+  return k == type_kind::varchar || k == type_kind::text || k == type_kind::json ||
+         k == type_kind::bytes;
+}
+
+/// The server's integer output, "-" and up to 19 digits, without parse_int64's trimming.
+/// False for anything else (and for values beyond int64), which then takes the general
+/// parse and its error.
+bool server_integer(std::string_view s, std::int64_t& out) {
+  const bool negative = !s.empty() && s[0] == '-';
+  const std::size_t first = negative ? 1 : 0;
+  if (s.size() == first || s.size() - first > 19)
+    return false;
+  std::uint64_t v = 0;  // 19 digits stay below 2^64
+  for (std::size_t i = first; i < s.size(); ++i) {
+    const unsigned d = static_cast<unsigned char>(s[i]) - unsigned{'0'};
+    if (d > 9)
+      return false;
+    v = v * 10 + d;
+  }
+  constexpr std::uint64_t max = std::numeric_limits<std::int64_t>::max();
+  if (v > max + (negative ? 1 : 0))
+    return false;
+  out = negative ? static_cast<std::int64_t>(0 - v) : static_cast<std::int64_t>(v);
+  return true;
+}
+
 bool special_number(std::string_view s) {
   return !s.empty() && (s[0] == 'N' || s[0] == 'I' || s[0] == 'i' || (s[0] == '-' && s.size() > 1 && s[1] == 'I'));
 }
@@ -291,6 +320,11 @@ class postgres_source final : public source {
       return pass_through(conn, qualified, names, types, batch_rows, consume);
     read_result out;
     batch_builder batch(request, width, batch_rows);
+    // Only the server's text of these types can hold a COPY escape; the others (numbers,
+    // booleans, dates and times, uuids) are never escaped, so their fields skip the search.
+    std::vector<char> escapable(names.size());
+    for (std::size_t i = 0; i < names.size(); ++i)
+      escapable[i] = may_be_escaped(types[i].kind);
     std::string scratch;
     value cursor_cell;
     bool stopped = false;  // the consumer asked for no more rows
@@ -303,7 +337,7 @@ class postgres_source final : public source {
             cursor_cell.clear();
           value& cell = i < width ? batch.next_cell() : cursor_cell;
           if (!is_null) {
-            if (text.find('\\') != std::string_view::npos) {
+            if (escapable[i] && text.find('\\') != std::string_view::npos) {
               unescape_copy(text, scratch);
               text = scratch;
             }
@@ -443,10 +477,14 @@ class postgres_source final : public source {
       case type_kind::smallint:
       case type_kind::int32:
       case type_kind::bigint: {
-        auto v = parse_int64(text);
-        if (!v)
-          return false;
         cell.kind = value::tag::integer;
+        if (server_integer(text, cell.i))
+          return true;
+        auto v = parse_int64(text);
+        if (!v) {
+          cell.kind = value::tag::null;
+          return false;
+        }
         cell.i = *v;
         return true;
       }

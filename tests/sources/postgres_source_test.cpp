@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "sources/source.hpp"
 #include "tests/sources/support.hpp"
@@ -160,6 +161,27 @@ TEST_CASE("postgres values come out exactly as the portable types represent them
     INFO("column " << i);
     CHECK(r.rows[2][i] == null());
   }
+}
+
+TEST_CASE("postgres integers read exactly up to the limits of their types") {
+  pg_schema s;
+  s.exec(R"(
+    CREATE TABLE n (id integer, s smallint, i integer, b bigint);
+    INSERT INTO n VALUES
+      (1, -32768, -2147483648, -9223372036854775808),
+      (2, 32767, 2147483647, 9223372036854775807),
+      (3, 0, -1, 1000000000000000000),
+      (4, -7, 10, -999999999999999999);
+  )");
+  auto src = open_pg(s.dsn());
+  const catalog cat = src->read_catalog();
+  const auto r = read_all(*src, find_table(cat, s.name() + ".n"), {}, "id");
+  REQUIRE(r.rows.size() == 4);
+  using lim = std::numeric_limits<std::int64_t>;
+  CHECK(r.rows[0] == std::vector<value>{integer(1), integer(-32768), integer(-2147483648LL), integer(lim::min())});
+  CHECK(r.rows[1] == std::vector<value>{integer(2), integer(32767), integer(2147483647), integer(lim::max())});
+  CHECK(r.rows[2] == std::vector<value>{integer(3), integer(0), integer(-1), integer(1000000000000000000)});
+  CHECK(r.rows[3] == std::vector<value>{integer(4), integer(-7), integer(10), integer(-999999999999999999)});
 }
 
 TEST_CASE("a postgres read casts to a contract type exactly") {
