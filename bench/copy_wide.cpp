@@ -43,9 +43,11 @@ scenario_result run_copy_wide(bench_context& ctx) {
   auto& raw_duck = r.add("raw paths", "raw DuckDB appender", "raw", "rows");
   series* raw_pg_read = nullptr;
   series* raw_pg_write = nullptr;
+  series* raw_pg_duck = nullptr;
   if (!pg.empty()) {
     raw_pg_read = &r.add("raw paths", "raw PG COPY TO", "raw", "rows");
     raw_pg_write = &r.add("raw paths", "raw PG COPY FROM", "raw", "rows");
+    raw_pg_duck = &r.add("raw paths", "raw PG -> DuckDB", "raw", "rows");
   }
   auto& fl_sd = r.add("sqlite -> duckdb", "flotilla copy_table", "flotilla", "rows", "raw DuckDB appender");
   series* fl_pd = nullptr;
@@ -72,6 +74,12 @@ scenario_result run_copy_wide(bench_context& ctx) {
   if (!pg.empty()) {
     bodies.emplace_back(raw_pg_read, [&] {
       return checked(measure_step("raw-read-pg", {{"dsn", pg}, {"table", "src.wide"}}));
+    });
+    bodies.emplace_back(raw_pg_duck, [&] {
+      return checked(measure_step("raw-copy-pg-duckdb",
+                                  {{"dsn", pg}, {"table", "src.wide"},
+                                   {"path", (dir / "raw_pd.duckdb").string()},
+                                   {"schema", "bench"}, {"target_table", "wide"}}));
     });
     bodies.emplace_back(raw_pg_write, [&] {
       return checked(measure_step("raw-write-pg", {{"dsn", pg}, {"schema", "raw"}, {"table", "wide"},
@@ -100,6 +108,14 @@ scenario_result run_copy_wide(bench_context& ctx) {
   }
   interleave(ctx.opt.warmup, ctx.opt.runs, bodies);
 
+  // Per-run ratios of one series against another measured in the same rounds.
+  auto per_run = [](const series& mine, const series& base) {
+    std::vector<double> out;
+    const auto a = mine.rates(), b = base.rates();
+    for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+      out.push_back(a[i] / b[i]);
+    return spread_of(out);
+  };
   // Targets, and each copy against its source's raw read (the other side of the bound).
   auto judge = [&](series* fl, const std::string& label, const series& source_read) {
     if (fl == nullptr)
@@ -107,11 +123,7 @@ scenario_result run_copy_wide(bench_context& ctx) {
     const auto ratio = spread_of(r.ratios(*fl));
     r.targets.push_back({"copy-wide " + label + " >= 0.8x raw target path (" + fl->baseline + ")",
                          ratio_text(ratio), ratio.median >= 0.8});
-    std::vector<double> vs_read;
-    const auto mine = fl->rates(), base = source_read.rates();
-    for (std::size_t i = 0; i < std::min(mine.size(), base.size()); ++i)
-      vs_read.push_back(mine[i] / base[i]);
-    const auto rd = spread_of(vs_read);
+    const auto rd = per_run(*fl, source_read);
     r.notes.push_back(fmt::format("{}: {} of the raw target path, {} of the raw source read ({})",
                                   label, ratio_text(ratio), ratio_text(rd), source_read.variant));
     r.figures[label] = {{"ratio_raw_target", ratio.median}, {"ratio_raw_source_read", rd.median}};
@@ -120,6 +132,13 @@ scenario_result run_copy_wide(bench_context& ctx) {
   if (!pg.empty()) {
     judge(fl_pd, "postgres -> duckdb", *raw_pg_read);
     judge(fl_sp, "sqlite -> postgres", raw_sqlite);
+    // Not a target: where the two engines together, with nothing of Flotilla's, stand on
+    // this machine (the PostgreSQL server and DuckDB share its cores).
+    const auto both = per_run(*fl_pd, *raw_pg_duck);
+    r.notes.push_back(fmt::format("postgres -> duckdb: {} of the raw PG -> DuckDB pipeline "
+                                  "(the engines alone, same cores)",
+                                  ratio_text(both)));
+    r.figures["postgres -> duckdb"]["ratio_raw_pipeline"] = both.median;
   }
   r.notes.push_back("CPU s/M counts the client process only (every thread); the PostgreSQL "
                     "server's own CPU is not included");

@@ -132,7 +132,7 @@ std::string column_list() {
   return out;
 }
 
-std::string create_table_sql(engine_kind e, const std::string& qualified) {
+std::string create_table_sql(engine_kind e, const std::string& qualified, bool with_key) {
   std::string out = "CREATE TABLE " + qualified + " (";
   bool first = true;
   for (const auto& c : wide_columns) {
@@ -143,7 +143,7 @@ std::string create_table_sql(engine_kind e, const std::string& qualified) {
     out += ' ';
     out += e == engine_kind::sqlite ? c.sqlite : e == engine_kind::postgres ? c.postgres : c.duckdb;
     if (c.name == "id")
-      out += " PRIMARY KEY";
+      out += with_key ? " PRIMARY KEY" : " NOT NULL";
     else if (c.name == "account_id" || c.name == "name" || c.name == "created_at")
       out += " NOT NULL";
   }

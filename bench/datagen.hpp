@@ -55,7 +55,9 @@ extern const std::array<column_def, 16> wide_columns;
 
 enum class engine_kind { sqlite, postgres, duckdb };
 /// CREATE TABLE for the wide shape; `qualified` is already quoted where needed.
-[[nodiscard]] std::string create_table_sql(engine_kind e, const std::string& qualified);
+/// `with_key` false: without the primary key on id (a loader adds it after the rows).
+[[nodiscard]] std::string create_table_sql(engine_kind e, const std::string& qualified,
+                                           bool with_key = true);
 
 // ---- text forms (what PostgreSQL prints) ------------------------------------------
 [[nodiscard]] std::string decimal_text(std::int64_t cents);

@@ -9,7 +9,10 @@
 ///                   timestamps as microseconds): DuckDB's fastest ingest path
 ///   PostgreSQL write COPY ... FROM STDIN of text prepared before the clock starts
 ///
-/// All blocking, single-threaded, run inside flotilla-bench step processes.
+///   PostgreSQL -> DuckDB  the two together: COPY TO STDOUT parsed into native chunks on
+///                   one thread, appended on another
+///
+/// All blocking and single-threaded but the last, run inside flotilla-bench step processes.
 
 #include <cstdint>
 #include <string>
@@ -36,6 +39,12 @@ struct raw_result {
 /// Replaces `schema.table` in the DuckDB file with the rows, in one transaction.
 raw_result raw_write_duckdb(const std::string& path, const std::string& schema,
                             const std::string& table, const std::vector<wide_row>& rows);
+/// Both engines at once, as a hand-written two-thread program would: a reader thread
+/// parses the COPY text of the wide table `qualified` straight into native DuckDB data
+/// chunks; this thread appends them to `schema.table` (replaced, one transaction).
+raw_result raw_copy_pg_to_duckdb(const std::string& dsn, const std::string& qualified,
+                                 const std::string& path, const std::string& schema,
+                                 const std::string& table);
 /// Replaces `schema.table` on PostgreSQL with the COPY text, in one transaction.
 raw_result raw_write_pg(const std::string& dsn, const std::string& schema, const std::string& table,
                         const std::vector<std::string>& chunks, std::uint64_t rows);

@@ -158,6 +158,13 @@ int run_step(const std::string& name, const step_args& a) {
       print_result(sw, static_cast<double>(r.rows), {{"rows", r.rows}});
       return 0;
     }
+    if (name == "raw-copy-pg-duckdb") {
+      stopwatch sw;
+      const auto r = raw_copy_pg_to_duckdb(need(a, "dsn"), need(a, "table"), need(a, "path"),
+                                           need(a, "schema"), need(a, "target_table"));
+      print_result(sw, static_cast<double>(r.rows), {{"rows", r.rows}});
+      return 0;
+    }
     if (name == "raw-write-pg") {
       const auto n = std::stoull(need(a, "rows"));
       const auto chunks = copy_text_chunks(generate_rows(n, std::stoull(need(a, "seed"))));
