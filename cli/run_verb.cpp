@@ -121,6 +121,28 @@ void record_run(storage::state_store& store, const run_request& req, const std::
     fmt::print(stderr, "warning: the run record could not be stored: {}\n", st.error().message);
 }
 
+/// Keeps the newest [project] keep_runs runs (0: every run): the older run records leave
+/// the state store and their directories (run.json, events.ndjson) are removed. The
+/// latest run, the one `retry` and `schema accept` read, always stays. Staged data of
+/// failed tables lives elsewhere (staged/) and is not touched.
+void forget_old_runs(storage::state_store& store, const config::project& project) {
+  if (project.keep_runs == 0)
+    return;
+  auto removed = store.prune_runs(project.keep_runs);
+  if (!removed) {
+    fmt::print(stderr, "warning: old run records could not be removed: {}\n",
+               removed.error().message);
+    return;
+  }
+  const std::filesystem::path runs = std::filesystem::path(project.state_dir) / "runs";
+  for (const auto& id : *removed) {
+    if (id.empty() || id == "." || id == ".." || id.find('/') != std::string::npos)
+      continue;  // not a directory name of runs/ (put_run accepts only valid names)
+    std::error_code ec;  // a directory already gone, or never written, is fine
+    std::filesystem::remove_all(runs / id, ec);
+  }
+}
+
 /// Writes the run's events (events.ndjson, and every configured event sink through the
 /// outbox) and waits for their delivery; the outcome goes into the run JSON. Table events
 /// are emitted in each table's order once the fleet has reported.
@@ -247,6 +269,7 @@ int execute_run(const global_options& g, const run_request& a) {
     try {
       tables = run_tables_json(reports);
       record_run(*store, a, run_id, started, summary, reports);
+      forget_old_runs(*store, *project);
     } catch (const std::exception& e) {
       if (tables.empty())
         tables = "[]";

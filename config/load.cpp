@@ -28,7 +28,7 @@ using keys = std::vector<std::string_view>;
 const keys top_keys{"project", "targets", "sources", "resilience", "policy", "events", "io"};
 const keys policy_keys{"contract",        "on_schema_change", "type_change_rebuild",
                        "auto_widen",      "on_source_drift",  "prune_unchanged"};
-const keys project_keys{"name", "state_dir", "contract", "on_schema_change", "type_change_rebuild",
+const keys project_keys{"name", "state_dir", "keep_runs", "contract", "on_schema_change", "type_change_rebuild",
                         "auto_widen", "on_source_drift", "prune_unchanged"};
 const keys target_keys{"dialect", "path", "dsn", "database", "catalog", "schema"};
 const keys source_keys{"adapter",         "path",       "dsn",          "capture",
@@ -413,6 +413,8 @@ class loader {
       p_.name = *n;
     if (auto d = string(t, "state_dir", "project"))
       p_.state_dir = resolve_path(*d);
+    if (auto k = integer(t, "keep_runs", "project", 0, 1'000'000))
+      p_.keep_runs = static_cast<std::uint32_t>(*k);
     p_.policy = policies(t, "project");
   }
 

@@ -204,6 +204,9 @@ struct project {
   std::string config_dir;   ///< absolute directory of the file; relative paths resolve here
   std::string name;         ///< Default: the name of config_dir
   std::string state_dir;    ///< absolute. Default: "<config_dir>/.flotilla"
+  /// Runs whose records and directories are kept: after each run, older ones are removed
+  /// (never the latest). 0 keeps every run. Default: 1000
+  std::uint32_t keep_runs = 1000;
   /// Fleet-wide policy defaults: [project] may set every policy key. Default: all unset
   policy_overrides policy;
   std::vector<target_config> targets;  ///< in file order

@@ -846,7 +846,7 @@ result<std::vector<pb::RunRecord>> state_store::recent_runs(std::size_t limit) c
   return out;
 }
 
-result<std::size_t> state_store::prune_runs(std::size_t keep) {
+result<std::vector<std::string>> state_store::prune_runs(std::size_t keep) {
   auto& st = *impl_;
   std::lock_guard lock(st.runs_mu);
   auto latest = st.get(family::runs, keys::latest_run);
@@ -855,7 +855,7 @@ result<std::size_t> state_store::prune_runs(std::size_t keep) {
   auto* h = st.handle(family::runs);
   rocksdb::WriteBatch batch;
   std::size_t seen = 0;
-  std::size_t removed = 0;
+  std::vector<std::string> removed;
   const std::string lower(1, keys::run_index_tag);
   auto upper = keys::prefix_successor(lower);
   auto done = st.scan(family::runs, lower, upper, true, nullptr,
@@ -867,13 +867,13 @@ result<std::size_t> state_store::prune_runs(std::size_t keep) {
                           return true;
                         (void)batch.Delete(h, k);
                         (void)batch.Delete(h, keys::run_record(parts->run_id));
-                        ++removed;
+                        removed.emplace_back(parts->run_id);
                         return true;
                       });
   if (!done)
     return std::unexpected(std::move(done.error()));
-  if (removed == 0)
-    return std::size_t{0};
+  if (removed.empty())
+    return removed;
   if (auto w = st.write(batch, "prune", family::runs, lower); !w)
     return std::unexpected(std::move(w.error()));
   return removed;

@@ -238,9 +238,9 @@ class state_store {
   [[nodiscard]] result<std::optional<pb::RunRecord>> latest_run() const;
   /// Up to `limit` runs, newest started first.
   [[nodiscard]] result<std::vector<pb::RunRecord>> recent_runs(std::size_t limit = no_limit) const;
-  /// Removes all but the `keep` newest runs (never the latest one). Returns how many
-  /// were removed.
-  [[nodiscard]] result<std::size_t> prune_runs(std::size_t keep);
+  /// Removes all but the `keep` newest runs (never the latest one). Returns the ids of
+  /// the runs removed, newest first.
+  [[nodiscard]] result<std::vector<std::string>> prune_runs(std::size_t keep);
 
   // ---- outbox: undelivered events, in order ----------------------------------------
 

@@ -2,6 +2,9 @@
 // and PostgreSQL targets.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <set>
+
 #include <fmt/core.h>
 
 #include "tests/cli/harness.hpp"
@@ -395,4 +398,56 @@ TEST_CASE("an unreadable target table is treated as absent and rebuilt with a fu
   CHECK(rc == 0);
   CHECK((*find_table(run, "staging__us_west__shop.orders"))["status"] == "copied");
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM staging__us_west__shop.orders")[0][0] == "3");
+}
+
+TEST_CASE("keep_runs keeps the newest runs and their directories; retry still finds the latest") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  const std::string config = R"([project]
+name = "test"
+keep_runs = {}
+
+[targets.wh]
+dialect = "duckdb"
+path = "wh.duckdb"
+schema = "staging__{{region}}__{{source}}"
+
+[sources.shop]
+adapter = "sqlite"
+path = "shop.db"
+tags = {{ client = "acme", region = "us_west" }}
+)";
+  w.write("flotilla.toml", fmt::format(fmt::runtime(config), 2));
+  std::vector<std::string> ids;
+  for (int i = 0; i < 4; ++i) {
+    int rc = -1;
+    auto run = flotilla_json(w, {"run"}, &rc);
+    REQUIRE(rc == 0);
+    ids.push_back(run["run_id"].get<std::string>());
+  }
+  auto run_dirs = [&] {
+    std::set<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(w.path() / ".flotilla" / "runs"))
+      out.insert(e.path().filename().string());
+    return out;
+  };
+  CHECK(run_dirs() == std::set<std::string>{ids[2], ids[3]});
+  // `retry` reads the latest run's record: it is kept.
+  auto retry = run_flotilla(w, {"retry"});
+  INFO(retry.err);
+  CHECK(retry.exit_code == 0);
+  CHECK((retry.out + retry.err).find("latest run (" + ids[3] + ")") != std::string::npos);
+
+  // 0 keeps every run.
+  w.write("flotilla.toml", fmt::format(fmt::runtime(config), 0));
+  int rc = -1;
+  auto fifth = flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  CHECK(run_dirs() == std::set<std::string>{ids[2], ids[3], fifth["run_id"].get<std::string>()});
+
+  // A negative count is a configuration error naming the key.
+  w.write("flotilla.toml", fmt::format(fmt::runtime(config), -1));
+  auto bad = run_flotilla(w, {"run"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("project.keep_runs") != std::string::npos);
 }

@@ -87,7 +87,7 @@ TEST_CASE("pruning runs keeps the newest ones and the latest") {
   REQUIRE(store.put_run(make_run("old-but-latest", 50)));
   auto removed = store.prune_runs(2);
   REQUIRE(removed.has_value());
-  CHECK(*removed == 3);
+  CHECK(*removed == std::vector<std::string>{"r3", "r2", "r1"});
   auto runs = store.recent_runs();
   REQUIRE(runs->size() == 3);
   CHECK((*runs)[0].run_id() == "r5");
