@@ -21,6 +21,7 @@
 #include <sqlite3.h>
 
 #include "bench/pg.hpp"
+#include "schema/calendar.hpp"
 
 namespace flotilla::bench {
 namespace {
@@ -102,6 +103,41 @@ struct duckdb_handle {
   }
 };
 
+/// The wide table's columns as DuckDB chunks hold them (decimals as DECIMAL(12,2)).
+constexpr duckdb_type wide_ids[16] = {
+    DUCKDB_TYPE_BIGINT,  DUCKDB_TYPE_INTEGER, DUCKDB_TYPE_INTEGER, DUCKDB_TYPE_INTEGER,
+    DUCKDB_TYPE_BIGINT,  DUCKDB_TYPE_BIGINT,  DUCKDB_TYPE_VARCHAR, DUCKDB_TYPE_VARCHAR,
+    DUCKDB_TYPE_VARCHAR, DUCKDB_TYPE_VARCHAR, DUCKDB_TYPE_DECIMAL, DUCKDB_TYPE_DECIMAL,
+    DUCKDB_TYPE_TIMESTAMP, DUCKDB_TYPE_TIMESTAMP, DUCKDB_TYPE_BOOLEAN, DUCKDB_TYPE_DOUBLE};
+
+duckdb_data_chunk new_wide_chunk() {
+  duckdb_logical_type types[16];
+  for (int i = 0; i < 16; ++i)
+    types[i] = wide_ids[i] == DUCKDB_TYPE_DECIMAL ? duckdb_create_decimal_type(12, 2)
+                                                   : duckdb_create_logical_type(wide_ids[i]);
+  duckdb_data_chunk chunk = duckdb_create_data_chunk(types, 16);
+  for (auto& t : types)
+    duckdb_destroy_logical_type(&t);
+  return chunk;
+}
+
+/// A wide chunk's 16 vectors, writable, with their validity masks and data; bound again
+/// after each reset of the chunk.
+struct wide_vectors {
+  duckdb_vector vectors[16] = {};
+  std::uint64_t* validity[16] = {};
+  void* data[16] = {};
+
+  void bind(duckdb_data_chunk chunk) {
+    for (idx_t c = 0; c < 16; ++c) {
+      vectors[c] = duckdb_data_chunk_get_vector(chunk, c);
+      duckdb_vector_ensure_validity_writable(vectors[c]);
+      validity[c] = duckdb_vector_get_validity(vectors[c]);
+      data[c] = duckdb_vector_get_data(vectors[c]);
+    }
+  }
+};
+
 /// Appends wide rows as native DuckDB data chunks.
 class chunk_writer {
  public:
@@ -111,20 +147,9 @@ class chunk_writer {
       duckdb_appender_destroy(&app_);
       throw std::runtime_error("DuckDB appender: " + msg);
     }
-    duckdb_logical_type types[16];
-    const duckdb_type ids[16] = {
-        DUCKDB_TYPE_BIGINT,  DUCKDB_TYPE_INTEGER, DUCKDB_TYPE_INTEGER, DUCKDB_TYPE_INTEGER,
-        DUCKDB_TYPE_BIGINT,  DUCKDB_TYPE_BIGINT,  DUCKDB_TYPE_VARCHAR, DUCKDB_TYPE_VARCHAR,
-        DUCKDB_TYPE_VARCHAR, DUCKDB_TYPE_VARCHAR, DUCKDB_TYPE_DECIMAL, DUCKDB_TYPE_DECIMAL,
-        DUCKDB_TYPE_TIMESTAMP, DUCKDB_TYPE_TIMESTAMP, DUCKDB_TYPE_BOOLEAN, DUCKDB_TYPE_DOUBLE};
-    for (int i = 0; i < 16; ++i)
-      types[i] = ids[i] == DUCKDB_TYPE_DECIMAL ? duckdb_create_decimal_type(12, 2)
-                                               : duckdb_create_logical_type(ids[i]);
-    chunk_ = duckdb_create_data_chunk(types, 16);
-    for (auto& t : types)
-      duckdb_destroy_logical_type(&t);
+    chunk_ = new_wide_chunk();
     capacity_ = duckdb_vector_size();
-    bind();
+    cols_.bind(chunk_);
   }
   ~chunk_writer() {
     if (chunk_)
@@ -183,18 +208,10 @@ class chunk_writer {
 
  private:
   template <class T>
-  T* data(int col) { return static_cast<T*>(data_[col]); }
-  void null(int col, idx_t row) { duckdb_validity_set_row_invalid(validity_[col], row); }
+  T* data(int col) { return static_cast<T*>(cols_.data[col]); }
+  void null(int col, idx_t row) { duckdb_validity_set_row_invalid(cols_.validity[col], row); }
   void text(int col, idx_t row, std::string_view s) {
-    duckdb_vector_assign_string_element_len(vectors_[col], row, s.data(), s.size());
-  }
-  void bind() {
-    for (idx_t c = 0; c < 16; ++c) {
-      vectors_[c] = duckdb_data_chunk_get_vector(chunk_, c);
-      duckdb_vector_ensure_validity_writable(vectors_[c]);
-      validity_[c] = duckdb_vector_get_validity(vectors_[c]);
-      data_[c] = duckdb_vector_get_data(vectors_[c]);
-    }
+    duckdb_vector_assign_string_element_len(cols_.vectors[col], row, s.data(), s.size());
   }
   void flush() {
     if (fill_ == 0)
@@ -204,14 +221,12 @@ class chunk_writer {
       throw std::runtime_error(std::string("DuckDB append: ") + duckdb_appender_error(app_));
     duckdb_data_chunk_reset(chunk_);
     fill_ = 0;
-    bind();
+    cols_.bind(chunk_);
   }
 
   duckdb_appender app_ = nullptr;
   duckdb_data_chunk chunk_ = nullptr;
-  duckdb_vector vectors_[16] = {};
-  std::uint64_t* validity_[16] = {};
-  void* data_[16] = {};
+  wide_vectors cols_;
   idx_t capacity_ = 0;
   idx_t fill_ = 0;
 };
@@ -219,16 +234,6 @@ class chunk_writer {
 std::string duck_ident(const std::string& s) { return "\"" + s + "\""; }
 
 // ---- PostgreSQL COPY text -> DuckDB chunks, by hand --------------------------------
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil).
-std::int64_t civil_days(std::int64_t y, unsigned m, unsigned d) {
-  y -= m <= 2;
-  const std::int64_t era = (y >= 0 ? y : y - 399) / 400;
-  const auto yoe = static_cast<unsigned>(y - era * 400);
-  const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + static_cast<std::int64_t>(doe) - 719468;
-}
 
 [[noreturn]] void bad_field(std::string_view what, std::string_view text) {
   throw std::runtime_error(fmt::format("raw PG -> DuckDB: unexpected {} '{}'", what, text));
@@ -249,7 +254,7 @@ std::int64_t digits_of(std::string_view s, std::size_t pos, std::size_t n) {
 std::int64_t timestamp_micros(std::string_view s) {
   if (s.size() < 19 || s[4] != '-' || s[7] != '-' || s[10] != ' ' || s[13] != ':' || s[16] != ':')
     bad_field("timestamp", s);
-  const std::int64_t days = civil_days(digits_of(s, 0, 4), static_cast<unsigned>(digits_of(s, 5, 2)),
+  const std::int64_t days = schema::days_from_civil(digits_of(s, 0, 4), static_cast<unsigned>(digits_of(s, 5, 2)),
                                        static_cast<unsigned>(digits_of(s, 8, 2)));
   std::int64_t us = ((digits_of(s, 11, 2) * 60 + digits_of(s, 14, 2)) * 60 + digits_of(s, 17, 2)) * 1'000'000;
   if (s.size() > 20 && s[19] == '.') {
@@ -276,17 +281,7 @@ std::int64_t cents_of(std::string_view s) {
 /// The wide table's 16 columns as a DuckDB data chunk, filled from COPY text rows.
 class chunk_filler {
  public:
-  chunk_filler() {
-    duckdb_logical_type types[16];
-    for (int i = 0; i < 16; ++i)
-      types[i] = wide_ids[i] == DUCKDB_TYPE_DECIMAL ? duckdb_create_decimal_type(12, 2)
-                                                     : duckdb_create_logical_type(wide_ids[i]);
-    chunk = duckdb_create_data_chunk(types, 16);
-    for (auto& t : types)
-      duckdb_destroy_logical_type(&t);
-    capacity = duckdb_vector_size();
-    bind();
-  }
+  chunk_filler() : chunk(new_wide_chunk()), capacity(duckdb_vector_size()) { cols_.bind(chunk); }
   chunk_filler(const chunk_filler&) = delete;
   chunk_filler& operator=(const chunk_filler&) = delete;
   ~chunk_filler() { duckdb_destroy_data_chunk(&chunk); }
@@ -309,7 +304,7 @@ class chunk_filler {
   void reset() {
     duckdb_data_chunk_reset(chunk);
     fill = 0;
-    bind();
+    cols_.bind(chunk);
   }
 
   duckdb_data_chunk chunk = nullptr;
@@ -317,44 +312,38 @@ class chunk_filler {
   idx_t capacity = 0;
 
  private:
-  static constexpr duckdb_type wide_ids[16] = {
-      DUCKDB_TYPE_BIGINT,  DUCKDB_TYPE_INTEGER, DUCKDB_TYPE_INTEGER, DUCKDB_TYPE_INTEGER,
-      DUCKDB_TYPE_BIGINT,  DUCKDB_TYPE_BIGINT,  DUCKDB_TYPE_VARCHAR, DUCKDB_TYPE_VARCHAR,
-      DUCKDB_TYPE_VARCHAR, DUCKDB_TYPE_VARCHAR, DUCKDB_TYPE_DECIMAL, DUCKDB_TYPE_DECIMAL,
-      DUCKDB_TYPE_TIMESTAMP, DUCKDB_TYPE_TIMESTAMP, DUCKDB_TYPE_BOOLEAN, DUCKDB_TYPE_DOUBLE};
-
   void put(idx_t c, std::string_view f) {
     const idx_t i = fill;
     if (f == "\\N") {
-      duckdb_validity_set_row_invalid(validity_[c], i);
+      duckdb_validity_set_row_invalid(cols_.validity[c], i);
       return;
     }
     switch (wide_ids[c]) {
       case DUCKDB_TYPE_BIGINT:
-        static_cast<std::int64_t*>(data_[c])[i] = integer(f);
+        static_cast<std::int64_t*>(cols_.data[c])[i] = integer(f);
         break;
       case DUCKDB_TYPE_INTEGER:
-        static_cast<std::int32_t*>(data_[c])[i] = static_cast<std::int32_t>(integer(f));
+        static_cast<std::int32_t*>(cols_.data[c])[i] = static_cast<std::int32_t>(integer(f));
         break;
       case DUCKDB_TYPE_VARCHAR:
         if (f.find('\\') != std::string_view::npos)
           bad_field("escape in", f);  // the generated texts have none
-        duckdb_vector_assign_string_element_len(vectors_[c], i, f.data(), f.size());
+        duckdb_vector_assign_string_element_len(cols_.vectors[c], i, f.data(), f.size());
         break;
       case DUCKDB_TYPE_DECIMAL:
-        static_cast<std::int64_t*>(data_[c])[i] = cents_of(f);
+        static_cast<std::int64_t*>(cols_.data[c])[i] = cents_of(f);
         break;
       case DUCKDB_TYPE_TIMESTAMP:
-        static_cast<std::int64_t*>(data_[c])[i] = timestamp_micros(f);
+        static_cast<std::int64_t*>(cols_.data[c])[i] = timestamp_micros(f);
         break;
       case DUCKDB_TYPE_BOOLEAN:
-        static_cast<bool*>(data_[c])[i] = f == "t";
+        static_cast<bool*>(cols_.data[c])[i] = f == "t";
         break;
       default: {
         double d = 0;
         if (std::from_chars(f.data(), f.data() + f.size(), d).ec != std::errc{})
           bad_field("double", f);
-        static_cast<double*>(data_[c])[i] = d;
+        static_cast<double*>(cols_.data[c])[i] = d;
       }
     }
   }
@@ -367,18 +356,7 @@ class chunk_filler {
     return v;
   }
 
-  void bind() {
-    for (idx_t c = 0; c < 16; ++c) {
-      vectors_[c] = duckdb_data_chunk_get_vector(chunk, c);
-      duckdb_vector_ensure_validity_writable(vectors_[c]);
-      validity_[c] = duckdb_vector_get_validity(vectors_[c]);
-      data_[c] = duckdb_vector_get_data(vectors_[c]);
-    }
-  }
-
-  duckdb_vector vectors_[16] = {};
-  std::uint64_t* validity_[16] = {};
-  void* data_[16] = {};
+  wide_vectors cols_;
 };
 
 }  // namespace
