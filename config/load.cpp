@@ -28,8 +28,9 @@ using keys = std::vector<std::string_view>;
 const keys top_keys{"project", "targets", "sources", "resilience", "policy", "events", "io"};
 const keys policy_keys{"contract",        "on_schema_change", "type_change_rebuild",
                        "auto_widen",      "on_source_drift",  "prune_unchanged"};
-const keys project_keys{"name", "state_dir", "keep_runs", "contract", "on_schema_change", "type_change_rebuild",
-                        "auto_widen", "on_source_drift", "prune_unchanged"};
+const keys project_keys{"name",       "state_dir",        "keep_runs",
+                        "contract",   "on_schema_change", "type_change_rebuild",
+                        "auto_widen", "on_source_drift",  "prune_unchanged"};
 const keys target_keys{"dialect", "path", "dsn", "database", "catalog", "schema"};
 const keys source_keys{"adapter",         "path",       "dsn",          "capture",
                        "target",          "stream_to",  "tags",         "include",      "exclude",
