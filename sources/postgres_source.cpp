@@ -11,7 +11,6 @@
 #include <libpq-fe.h>
 
 #include <cstring>
-#include <limits>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -172,28 +171,6 @@ constexpr std::string_view fix =
 bool may_be_escaped(type_kind k) {
   return k == type_kind::varchar || k == type_kind::text || k == type_kind::json ||
          k == type_kind::bytes;
-}
-
-/// The server's integer output, "-" and up to 19 digits, without parse_int64's trimming.
-/// False for anything else (and for values beyond int64), which then takes the general
-/// parse and its error.
-bool server_integer(std::string_view s, std::int64_t& out) {
-  const bool negative = !s.empty() && s[0] == '-';
-  const std::size_t first = negative ? 1 : 0;
-  if (s.size() == first || s.size() - first > 19)
-    return false;
-  std::uint64_t v = 0;  // 19 digits stay below 2^64
-  for (std::size_t i = first; i < s.size(); ++i) {
-    const unsigned d = static_cast<unsigned char>(s[i]) - unsigned{'0'};
-    if (d > 9)
-      return false;
-    v = v * 10 + d;
-  }
-  constexpr std::uint64_t max = std::numeric_limits<std::int64_t>::max();
-  if (v > max + (negative ? 1 : 0))
-    return false;
-  out = negative ? static_cast<std::int64_t>(0 - v) : static_cast<std::int64_t>(v);
-  return true;
 }
 
 bool special_number(std::string_view s) {
@@ -477,14 +454,10 @@ class postgres_source final : public source {
       case type_kind::smallint:
       case type_kind::int32:
       case type_kind::bigint: {
-        cell.kind = value::tag::integer;
-        if (server_integer(text, cell.i))
-          return true;
         auto v = parse_int64(text);
-        if (!v) {
-          cell.kind = value::tag::null;
+        if (!v)
           return false;
-        }
+        cell.kind = value::tag::integer;
         cell.i = *v;
         return true;
       }

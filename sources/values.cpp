@@ -648,7 +648,35 @@ std::optional<bool> parse_bool(std::string_view text) {
   return std::nullopt;
 }
 
+namespace {
+
+/// "[-]digits" with at most 19 digits, nothing around them: the form nearly every integer
+/// a source reads comes in. False for anything else (and beyond int64), which then takes
+/// the general parse.
+bool plain_int64(std::string_view s, std::int64_t& out) {
+  const bool negative = !s.empty() && s[0] == '-';
+  const std::size_t first = negative ? 1 : 0;
+  if (s.size() == first || s.size() - first > 19)
+    return false;
+  std::uint64_t v = 0;  // 19 digits stay below 2^64
+  for (std::size_t i = first; i < s.size(); ++i) {
+    const unsigned d = static_cast<unsigned char>(s[i]) - unsigned{'0'};
+    if (d > 9)
+      return false;
+    v = v * 10 + d;
+  }
+  constexpr std::uint64_t max = std::numeric_limits<std::int64_t>::max();
+  if (v > max + (negative ? 1 : 0))
+    return false;
+  out = negative ? static_cast<std::int64_t>(0 - v) : static_cast<std::int64_t>(v);
+  return true;
+}
+
+}  // namespace
+
 std::optional<std::int64_t> parse_int64(std::string_view text) {
+  if (std::int64_t v = 0; plain_int64(text, v))
+    return v;
   std::string_view s = trim(text);
   if (!s.empty() && s.front() == '+')
     s.remove_prefix(1);

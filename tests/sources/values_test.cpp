@@ -158,6 +158,14 @@ TEST_CASE("numbers parse with surrounding spaces, a plus sign and the special do
   CHECK(parse_int64("+7") == 7);
   CHECK(parse_int64("-9223372036854775808") == std::numeric_limits<std::int64_t>::min());
   CHECK_FALSE(parse_int64("9223372036854775808").has_value());  // out of range
+  CHECK(parse_int64("9223372036854775807") == std::numeric_limits<std::int64_t>::max());
+  CHECK_FALSE(parse_int64("-9223372036854775809").has_value());
+  CHECK_FALSE(parse_int64("10000000000000000000").has_value());  // 20 digits
+  CHECK(parse_int64("0012") == 12);
+  CHECK(parse_int64("-0") == 0);
+  CHECK_FALSE(parse_int64("-").has_value());
+  CHECK_FALSE(parse_int64("").has_value());
+  CHECK_FALSE(parse_int64("12a").has_value());
   CHECK_FALSE(parse_int64("4 2").has_value());
   CHECK_FALSE(parse_int64("  ").has_value());
   CHECK_FALSE(parse_int64("\xa0" "1").has_value());  // not a space in the C locale
