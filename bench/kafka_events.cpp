@@ -98,12 +98,10 @@ kafka_produce_result flotilla_kafka_deliver(const std::string& bootstraps, const
   std::vector<storage::pb::OutboxEntry> entries;
   entries.reserve(count);
   for (const auto& e : flotilla_events(count)) {
-    storage::pb::OutboxEntry o;
+    auto o = protobuf_outbox
+                 ? events::outbox_entry(e, events::to_protobuf(e), storage::pb::PAYLOAD_FORMAT_PROTOBUF)
+                 : events::outbox_entry(e, events::to_json(e), storage::pb::PAYLOAD_FORMAT_JSON);
     o.set_sequence(e.sequence());
-    o.set_key(events::event_key(e));
-    o.set_payload(protobuf_outbox ? events::to_protobuf(e) : events::to_json(e));
-    o.set_format(protobuf_outbox ? storage::pb::PAYLOAD_FORMAT_PROTOBUF
-                                 : storage::pb::PAYLOAD_FORMAT_JSON);
     entries.push_back(std::move(o));
   }
   stopwatch sw;

@@ -321,6 +321,17 @@ struct message {
 void build_message(const storage::pb::OutboxEntry& entry, bool want_json, message& m) {
   const std::string& payload = entry.payload();
   const bool is_json = entry.format() == storage::pb::PAYLOAD_FORMAT_JSON;
+  if (entry.has_headers() && want_json == is_json &&
+      (is_json || entry.format() == storage::pb::PAYLOAD_FORMAT_PROTOBUF)) {
+    // Written from the event with its headers (outbox_entry): nothing to read back.
+    const auto& h = entry.headers();
+    m.value = payload;
+    m.content_type = is_json ? "application/json" : "application/x-protobuf";
+    m.type = h.type();
+    m.run_id = h.run_id();
+    m.timestamp_ms = h.timestamp_us() / 1000;
+    return;
+  }
   if (want_json && is_json) {
     if (auto h = json_scanner(payload).headers()) {
       m.value = payload;

@@ -124,6 +124,19 @@ void run_events::keep(const error& e) {
   errors_.push_back(e);
 }
 
+storage::pb::OutboxEntry outbox_entry(const pb::Event& e, std::string payload,
+                                      storage::pb::PayloadFormat format) {
+  storage::pb::OutboxEntry entry;
+  entry.set_key(event_key(e));
+  entry.set_payload(std::move(payload));
+  entry.set_format(format);
+  auto& h = *entry.mutable_headers();
+  h.set_type(e.type());
+  h.set_run_id(e.run_id());
+  h.set_timestamp_us(e.timestamp_us());
+  return entry;
+}
+
 storage::pb::OutboxEntry run_events::stamp(pb::Event& e, std::string& lines, bool kept) {
   e.set_sequence(++sequence_);
   e.set_timestamp_us(now_us());
@@ -138,16 +151,9 @@ storage::pb::OutboxEntry run_events::stamp(pb::Event& e, std::string& lines, boo
     append_json(lines, e);
   }
   storage::pb::OutboxEntry entry;
-  if (outbox_) {
-    entry.set_key(event_key(e));
-    if (json_payload_) {
-      entry.set_payload(lines.substr(start));
-      entry.set_format(storage::pb::PAYLOAD_FORMAT_JSON);
-    } else {
-      entry.set_payload(to_protobuf(e));
-      entry.set_format(storage::pb::PAYLOAD_FORMAT_PROTOBUF);
-    }
-  }
+  if (outbox_)
+    entry = json_payload_ ? outbox_entry(e, lines.substr(start), storage::pb::PAYLOAD_FORMAT_JSON)
+                          : outbox_entry(e, to_protobuf(e), storage::pb::PAYLOAD_FORMAT_PROTOBUF);
   lines += '\n';
   return entry;
 }

@@ -12,9 +12,15 @@
 #include <string_view>
 
 #include "events/errc.hpp"
+#include "events/event.hpp"
 #include "storage/state_store.hpp"
 
 namespace flotilla::events {
+
+/// The outbox entry of the stamped event `e` (its sequence, timestamp and run id set):
+/// its key, `payload` (e in `format`), and the headers a sink sends beside the payload.
+[[nodiscard]] storage::pb::OutboxEntry outbox_entry(const pb::Event& e, std::string payload,
+                                                    storage::pb::PayloadFormat format);
 
 /// What one deliver() call achieved.
 struct delivery {

@@ -122,3 +122,28 @@ TEST_CASE("the sink encodes each event once when the outbox holds the other form
     }
   }
 }
+
+TEST_CASE("entries written with their headers go out with them, in either format") {
+  // What a run writes (outbox_entry): the headers beside the payload, read from neither.
+  std::vector<spb::OutboxEntry> batch;
+  for (int i = 0; i < 8; ++i) {
+    auto e = i % 2 == 0 ? outbox_entry(sample(i), to_json(sample(i)), spb::PAYLOAD_FORMAT_JSON)
+                        : outbox_entry(sample(i), to_protobuf(sample(i)), spb::PAYLOAD_FORMAT_PROTOBUF);
+    REQUIRE(e.has_headers());
+    e.set_sequence(static_cast<std::uint64_t>(i + 1));
+    batch.push_back(std::move(e));
+  }
+  for (const auto format : {config::event_format::json, config::event_format::protobuf}) {
+    const bool json = format == config::event_format::json;
+    CAPTURE(json);
+    const auto got = deliver_all(batch, format);
+    for (int i = 0; i < 8; ++i) {
+      const auto& m = got.at(batch[static_cast<std::size_t>(i)].key());
+      CHECK(m.value == (json ? to_json(sample(i)) : to_protobuf(sample(i))));
+      CHECK(m.headers.at("content-type") == (json ? "application/json" : "application/x-protobuf"));
+      CHECK(m.headers.at("flotilla-event-type") == sample(i).type());
+      CHECK(m.headers.at("flotilla-run-id") == sample(i).run_id());
+      CHECK(m.timestamp_ms == sample(i).timestamp_us() / 1000);
+    }
+  }
+}
