@@ -366,7 +366,20 @@ delivery pubsub_sink::deliver(std::span<const storage::pb::OutboxEntry> batch,
   const bool want_json = format_ == config::event_format::json;
   std::vector<pubsub_message> messages;
   messages.reserve(batch.size());
+  const auto own_format =
+      want_json ? storage::pb::PAYLOAD_FORMAT_JSON : storage::pb::PAYLOAD_FORMAT_PROTOBUF;
   for (const auto& entry : batch) {
+    if (entry.has_headers() && entry.format() == own_format) {
+      // Written from the event with its headers (outbox_entry): sent as it is.
+      pubsub_message m;
+      m.ordering_key = entry.key();
+      m.data = entry.payload();
+      m.attributes = {{"content-type", want_json ? "application/json" : "application/x-protobuf"},
+                      {"flotilla-event-type", entry.headers().type()},
+                      {"flotilla-run-id", entry.headers().run_id()}};
+      messages.push_back(std::move(m));
+      continue;
+    }
     auto event = entry.format() == storage::pb::PAYLOAD_FORMAT_JSON
                      ? from_json(entry.payload())
                      : from_protobuf(entry.payload());
