@@ -109,6 +109,29 @@ TEST_CASE("every per-table record kind reads back as it was written") {
   check_round_trip(store, sample_position());
 }
 
+TEST_CASE("names, markers and messages that are not UTF-8 read back byte for byte") {
+  // Source identifiers and error texts are bytes: a SQLite table may be named anything.
+  const std::string name = "s.\xff\xfeorders", text = "bad byte \xc3( in 'caf\xe9'";
+  temp_dir dir;
+  auto store = open_store(dir);
+  auto result = sample_result();
+  result.set_table(name);
+  result.set_source_table(name);
+  result.set_error(text);
+  result.mutable_observed_schema(0)->set_name(text);
+  check_round_trip(store, result);
+  auto marker = sample_marker();
+  marker.set_marker("pages=12;\x80\x81");
+  check_round_trip(store, marker);
+  pb::SourceCatalog c;
+  c.add_tables()->set_name(name);
+  REQUIRE(store.put("shop", c));
+  auto back = store.get<pb::SourceCatalog>("shop");
+  REQUIRE(back.has_value());
+  REQUIRE(back->has_value());
+  CHECK((*back)->tables(0).name() == name);
+}
+
 TEST_CASE("a kept source catalog reads back as it was written, under the source's name") {
   temp_dir dir;
   auto store = open_store(dir);
