@@ -321,8 +321,9 @@ struct message {
 void build_message(const storage::pb::OutboxEntry& entry, bool want_json, message& m) {
   const std::string& payload = entry.payload();
   const bool is_json = entry.format() == storage::pb::PAYLOAD_FORMAT_JSON;
-  if (entry.has_headers() && want_json == is_json &&
-      (is_json || entry.format() == storage::pb::PAYLOAD_FORMAT_PROTOBUF)) {
+  const auto own_format =
+      want_json ? storage::pb::PAYLOAD_FORMAT_JSON : storage::pb::PAYLOAD_FORMAT_PROTOBUF;
+  if (entry.has_headers() && entry.format() == own_format) {
     // Written from the event with its headers (outbox_entry): nothing to read back.
     const auto& h = entry.headers();
     m.value = payload;
