@@ -60,8 +60,13 @@ class loader final : public table_writer {
     std::vector<std::string> first;
     switch (request_.mode) {
       case load_mode::replace: {
-        into_ = sibling(target, staging_suffix, wh_.max_identifier_bytes());
-        first.push_back(d.drop_table(into_));  // a leftover of an earlier crash
+        const table_ref staging = sibling(target, staging_suffix, wh_.max_identifier_bytes());
+        first.push_back(d.drop_table(staging));  // a leftover of an earlier crash
+        // In place: the live table itself, dropped and re-created; otherwise the staging
+        // table, swapped in by commit().
+        into_ = wh_.replace_in_place() ? target : staging;
+        if (wh_.replace_in_place())
+          first.push_back(d.drop_table(target));
         schema::table_schema stage = staging_columns(live, request_.columns, d.names());
         if (wh_.key_after_load()) {
           for (auto& c : stage.columns) {
@@ -154,6 +159,8 @@ class loader final : public table_writer {
           if (!key_after_.empty())
             last.push_back(fmt::format("ALTER TABLE {} ADD PRIMARY KEY ({})", d.qualified(into_),
                                        key_after_));
+          if (wh_.replace_in_place())
+            break;
           for (auto& s : d.swap_in(into_, request_.target))
             last.push_back(std::move(s));
           for (auto& s : wh_.after_swap(into_, request_.target))
