@@ -64,8 +64,9 @@ class loader final : public table_writer {
         first.push_back(d.drop_table(staging));  // a leftover of an earlier crash
         // In place: the live table itself, dropped and re-created; otherwise the staging
         // table, swapped in by commit().
-        into_ = wh_.replace_in_place() ? target : staging;
-        if (wh_.replace_in_place())
+        const bool in_place = wh_.replace_in_place();
+        into_ = in_place ? target : staging;
+        if (in_place)
           first.push_back(d.drop_table(target));
         schema::table_schema stage = staging_columns(live, request_.columns, d.names());
         if (wh_.key_after_load()) {
