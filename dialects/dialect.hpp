@@ -91,6 +91,12 @@ class dialect : public schema::type_rules {
   [[nodiscard]] virtual std::vector<std::string> rebuild_and_swap(
       const table_ref& t, const schema::table_schema& old_schema,
       const schema::table_schema& new_schema) const;
+  /// True where a full refresh drops and re-creates the live table inside the load's own
+  /// transaction and writes the rows there, instead of loading a staging table and
+  /// swapping it in: engines whose DDL is transactional, whose readers keep seeing the
+  /// committed table while a load is open, and where a rename costs as much as the
+  /// database has tables (SQLite). The planner and the warehouse writer both follow it.
+  [[nodiscard]] virtual bool replaces_in_place() const { return false; }
   /// Swap a fully loaded staging table in place of the target (full refresh).
   [[nodiscard]] virtual std::vector<std::string> swap_in(const table_ref& staging,
                                                          const table_ref& target) const;

@@ -68,6 +68,11 @@ class sqlite_dialect final : public dialect {
   [[nodiscard]] bool executable() const override { return true; }
   [[nodiscard]] bool supports_transactional_ddl() const override { return true; }
   [[nodiscard]] bool supports_in_place_type_change() const override { return false; }
+  /// In WAL mode readers see the committed table until the load commits, while a RENAME
+  /// rewrites the schema entry of every table in the database (sqlite_rename_table over
+  /// all of sqlite_master): swapping staging tables in made a 10,000-table fleet
+  /// quadratic (18 minutes for the first 5,600).
+  [[nodiscard]] bool replaces_in_place() const override { return true; }
   /// SQLite cannot change a column's type: every retype rebuilds the table.
   [[nodiscard]] bool is_safe_widening(const portable_type&, const portable_type&) const override {
     return false;

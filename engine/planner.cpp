@@ -347,8 +347,15 @@ struct planner {
 
   void full_refresh() {
     p.load = load_kind::full_refresh;
-    p.staging_sql = {dialect.drop_table(staging_of(target)),
-                     dialect.create_table(staging_of(target), p.load_columns)};
+    // The staging table's drop also clears a leftover of an earlier crash when the load
+    // goes into the live table itself (dropped and re-created in the load's transaction).
+    p.staging_sql = {dialect.drop_table(staging_of(target))};
+    if (dialect.replaces_in_place()) {
+      p.staging_sql.push_back(dialect.drop_table(target));
+      p.staging_sql.push_back(dialect.create_table(target, p.load_columns));
+      return;
+    }
+    p.staging_sql.push_back(dialect.create_table(staging_of(target), p.load_columns));
     p.swap_sql = dialect.swap_in(staging_of(target), target);
   }
 };

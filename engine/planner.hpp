@@ -82,10 +82,13 @@ struct table_plan {
   /// The exact statements run before loading (schema, DDL), in order.
   std::vector<std::string> ddl;
   load_kind load = load_kind::full_refresh;
-  /// The statements that create the staging table a full refresh loads (shown by plan;
-  /// the sink issues the same statements with the live table's extra columns kept).
+  /// The statements that create the table a full refresh loads (shown by plan; the sink
+  /// issues the same statements with the live table's extra columns kept): the staging
+  /// table, or where the dialect replaces in place (SQLite), the live table itself,
+  /// dropped and re-created inside the load's transaction.
   std::vector<std::string> staging_sql;
-  /// The statements that swap the loaded staging table in (full refresh).
+  /// The statements that swap the loaded staging table in (full refresh); none where the
+  /// dialect replaces in place.
   std::vector<std::string> swap_sql;
   /// Columns read from the source (source names and types), in load order.
   schema::table_schema read_columns;

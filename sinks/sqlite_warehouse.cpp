@@ -166,7 +166,7 @@ class sqlite_warehouse final : public warehouse_base {
       run("PRAGMA synchronous = NORMAL");
       // A rebuild renames its new table over the old one; without legacy mode SQLite
       // also checks every view and trigger on each RENAME. Flotilla's tables have no
-      // references. (A full refresh renames nothing: replace_in_place.)
+      // references. (A full refresh renames nothing: dialect::replaces_in_place.)
       run("PRAGMA legacy_alter_table = ON");
       run("PRAGMA cache_size = -65536");  // 64 MiB: bulk loads touch many index pages
     } catch (...) {
@@ -274,12 +274,6 @@ class sqlite_warehouse final : public warehouse_base {
   table_ref bookkeeping_table() const override {
     return table_ref{"", "", std::string(commits_table)};
   }
-
-  // SQLite's DDL is transactional and, in WAL mode, readers see the committed table
-  // until the load commits. A RENAME rewrites the schema entry of every table in the
-  // database (sqlite_rename_table over all of sqlite_master), so swapping a staging
-  // table in made a fleet of 10,000 tables quadratic: 18 minutes for the first 5,600.
-  bool replace_in_place() const override { return true; }
 
  private:
   sqlite3* db_ = nullptr;

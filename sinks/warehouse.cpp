@@ -64,7 +64,7 @@ class loader final : public table_writer {
         first.push_back(d.drop_table(staging));  // a leftover of an earlier crash
         // In place: the live table itself, dropped and re-created; otherwise the staging
         // table, swapped in by commit().
-        const bool in_place = wh_.replace_in_place();
+        const bool in_place = d.replaces_in_place();
         into_ = in_place ? target : staging;
         if (in_place)
           first.push_back(d.drop_table(target));
@@ -160,7 +160,7 @@ class loader final : public table_writer {
           if (!key_after_.empty())
             last.push_back(fmt::format("ALTER TABLE {} ADD PRIMARY KEY ({})", d.qualified(into_),
                                        key_after_));
-          if (wh_.replace_in_place())
+          if (d.replaces_in_place())
             break;
           for (auto& s : d.swap_in(into_, request_.target))
             last.push_back(std::move(s));

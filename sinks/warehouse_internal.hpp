@@ -89,12 +89,6 @@ class warehouse_base : public warehouse {
   /// the rows are in (one sorted index build instead of one insert per row), as
   /// pg_dump's output does (PostgreSQL, DuckDB). Default: false
   [[nodiscard]] virtual bool key_after_load() const { return false; }
-  /// A full refresh drops and re-creates the live table inside the load's transaction
-  /// and writes the rows there, instead of loading a staging table and renaming it over
-  /// the live one. For engines whose DDL is transactional and whose readers keep seeing
-  /// the committed table while a load's transaction is open (SQLite in WAL mode), where
-  /// a rename costs as much as the database has tables. Default: false
-  [[nodiscard]] virtual bool replace_in_place() const { return false; }
   /// Statements to run after a full refresh swapped the staging table in (PostgreSQL
   /// renames the swapped table's indexes so the next staging table can reuse theirs).
   [[nodiscard]] virtual std::vector<std::string> after_swap(const dialects::table_ref& staging,

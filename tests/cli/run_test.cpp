@@ -2,6 +2,7 @@
 // and PostgreSQL targets.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -281,6 +282,47 @@ TEST_CASE("plan shows the actions and SQL without changing the target") {
   CHECK(cols[0][0] == "0");
   auto text = run_flotilla(w, {"plan"});
   CHECK(text.out.find("Plan ready  2 selected, 1 to alter, 2 to load") != std::string::npos);
+}
+
+TEST_CASE("plan for a SQLite target shows the in-place full refresh that run performs") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  write_config(w, "sqlite");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  auto plan = flotilla_json(w, {"plan"}, &rc);
+  CHECK(rc == 0);
+  const nlohmann::json* orders = nullptr;
+  for (const auto& t : plan["tables"])
+    if (t["table"] == "staging__us_west__shop__orders")
+      orders = &t;
+  REQUIRE(orders != nullptr);
+  CHECK((*orders)["load"] == "full_refresh");
+  std::vector<std::string> sql;
+  for (const auto& s : (*orders)["sql"])
+    sql.push_back(s.get<std::string>());
+  INFO(nlohmann::json(sql).dump(1));
+  const std::string live = "\"staging__us_west__shop__orders\"";
+  const auto at = [&](const std::string& prefix) {
+    return std::find_if(sql.begin(), sql.end(),
+                        [&](const std::string& s) { return s.rfind(prefix, 0) == 0; });
+  };
+  const auto drop = at("DROP TABLE IF EXISTS " + live);
+  const auto create = at("CREATE TABLE " + live);
+  CHECK(drop < create);
+  CHECK(create != sql.end());
+  for (const auto& s : sql)
+    CHECK(s.find("RENAME") == std::string::npos);
+  // The run does what the plan said: the live table reloaded, no staging table left.
+  sqlite_exec(w.file("shop.db"), "INSERT INTO orders VALUES (4, 'new', 1.00, 1, 'd', '2025-01-02 10:00:00');");
+  flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  auto rows = sqlite_query(w.file("wh.sqlite"), "SELECT count(*) FROM " + live);
+  CHECK(rows[0][0] == "4");
+  auto tables = sqlite_query(w.file("wh.sqlite"),
+                             "SELECT count(*) FROM sqlite_master WHERE name LIKE '%flotilla_staging%'");
+  CHECK(tables[0][0] == "0");
 }
 
 TEST_CASE("plan-only warehouses get the exact SQL from plan and are refused by run") {

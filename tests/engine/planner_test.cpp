@@ -23,6 +23,19 @@ TEST_CASE("an absent target is created by a full refresh through a staging table
   CHECK_FALSE(p.swap_sql.empty());
 }
 
+TEST_CASE("a SQLite full refresh re-creates the live table inside the load, with no swap") {
+  auto d = *dialects::make_dialect("sqlite");
+  const dialects::table_ref t{"", "", "staging__shop__orders"};
+  auto p = engine::plan_table(S({{"id", T("int")}}), S({{"id", T("int")}}),
+                              engine::target_state::present, *d, t, {});
+  CHECK(p.load == engine::load_kind::full_refresh);
+  CHECK(p.staging_sql == std::vector<std::string>{
+                             "DROP TABLE IF EXISTS \"staging__shop__orders__flotilla_staging\"",
+                             "DROP TABLE IF EXISTS \"staging__shop__orders\"",
+                             d->create_table(t, p.load_columns)});
+  CHECK(p.swap_sql.empty());
+}
+
 TEST_CASE("an unreadable target is treated as absent and rebuilt") {
   auto d = *dialects::make_dialect("postgres");
   auto p = engine::plan_table(S({{"id", T("int")}}), std::nullopt, engine::target_state::unreadable,
