@@ -79,6 +79,14 @@ std::vector<std::string> dialect::rebuild_and_swap(const table_ref& t,
                                  old_schema, new_schema, {});
 }
 
+std::vector<std::string> dialect::refresh_in_place(const table_ref& t,
+                                                   const std::optional<schema::table_schema>& live,
+                                                   const schema::table_schema& columns) const {
+  if (live && *live == columns)
+    return {"DELETE FROM " + qualified(t)};
+  return {drop_table(t), create_table(t, columns)};
+}
+
 std::vector<std::string> dialect::swap_in(const table_ref& staging,
                                           const table_ref& target) const {
   return detail::swap_by_rename(*this, staging, target, {});

@@ -8,6 +8,7 @@
 
 #include <expected>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -97,6 +98,13 @@ class dialect : public schema::type_rules {
   /// committed table while a load is open, and where a rename costs as much as the
   /// database has tables (SQLite). The planner and the warehouse writer both follow it.
   [[nodiscard]] virtual bool replaces_in_place() const { return false; }
+  /// Where the dialect replaces in place: the statements that make the live table `t`
+  /// ready to take a full refresh's rows. A live table that already has exactly
+  /// `columns` is emptied (`DELETE FROM`, which SQLite runs as a truncate, and which
+  /// leaves its schema alone); any other is dropped and created with `columns`.
+  [[nodiscard]] std::vector<std::string> refresh_in_place(
+      const table_ref& t, const std::optional<schema::table_schema>& live,
+      const schema::table_schema& columns) const;
   /// Swap a fully loaded staging table in place of the target (full refresh).
   [[nodiscard]] virtual std::vector<std::string> swap_in(const table_ref& staging,
                                                          const table_ref& target) const;

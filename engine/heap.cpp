@@ -80,10 +80,18 @@ void prepare_process_heap() noexcept {
   // heap covers all of it, is turned into a huge one at once (its small pages already in
   // use are copied), instead of faulting in the rest of it 4 KiB at a time.
   const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
-  const auto lo = (start + page - 1) & ~(page - 1);
+  auto lo = (start + page - 1) & ~(page - 1);
   const auto hi = reinterpret_cast<std::uintptr_t>(after) & ~(page - 1);
-  if (hi <= lo || madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE) != 0)
+  if (hi <= lo)
     return;
+  if (madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE) != 0) {
+    // Threads that allocated before this call have arenas of their own, which mallinfo2
+    // counts too: `start` then lies below the heap. The memory from the old break up is
+    // what matters; advise that.
+    lo = reinterpret_cast<std::uintptr_t>(before) & ~(page - 1);
+    if (hi <= lo || madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE) != 0)
+      return;
+  }
   const auto first_huge = reinterpret_cast<std::uintptr_t>(before) & ~(huge_page - 1);
   if (first_huge >= lo && first_huge + huge_page <= hi)
     (void)madvise(reinterpret_cast<void*>(first_huge), huge_page, MADV_COLLAPSE);

@@ -63,6 +63,8 @@ struct planner {
   const dialects::table_ref& target;
   const table_settings& settings;
   table_plan& p;
+  /// The live table as the plan's DDL leaves it (nullopt: none, or rebuilt from nothing).
+  std::optional<schema::table_schema> live_after{};
 
   schema::name_rule names() const { return dialect.names(); }
   std::string T(const portable_type& t) const { return schema::to_string(t); }
@@ -286,14 +288,21 @@ struct planner {
         next.columns.push_back(c);
       for (auto& sql : dialect.rebuild_and_swap(target, live, next))
         p.ddl.push_back(std::move(sql));
+      live_after = std::move(next);
       p.shape_action = "rebuild";
       return;
     }
-    for (const auto& c : d.columns_to_add)
+    for (const auto& c : d.columns_to_add) {
       p.ddl.push_back(dialect.add_column(target, c));
-    for (const auto& c : d.safe_retypes)
+      live_after->columns.push_back({c.name, c.type});  // added nullable, not in the key
+    }
+    for (const auto& c : d.safe_retypes) {
       for (auto& sql : dialect.alter_column_type(target, c.name, c.to))
         p.ddl.push_back(std::move(sql));
+      for (auto& l : live_after->columns)
+        if (schema::same_name(l.name, c.name, rule))
+          l.type = c.to;
+    }
     p.shape_action = d.steps.empty() ? "none" : "evolve";
   }
 
@@ -350,12 +359,13 @@ struct planner {
     // The staging table's drop also clears a leftover of an earlier crash when the load
     // goes into the live table itself (dropped and re-created in the load's transaction).
     p.staging_sql = {dialect.drop_table(staging_of(target))};
+    const auto columns = schema::full_refresh_columns(live_after, p.load_columns, names());
     if (dialect.replaces_in_place()) {
-      p.staging_sql.push_back(dialect.drop_table(target));
-      p.staging_sql.push_back(dialect.create_table(target, p.load_columns));
+      for (auto& sql : dialect.refresh_in_place(target, live_after, columns))
+        p.staging_sql.push_back(std::move(sql));
       return;
     }
-    p.staging_sql.push_back(dialect.create_table(staging_of(target), p.load_columns));
+    p.staging_sql.push_back(dialect.create_table(staging_of(target), columns));
     p.swap_sql = dialect.swap_in(staging_of(target), target);
   }
 };
@@ -387,6 +397,7 @@ table_plan plan_table(const schema::table_schema& source,
     return p;
   }
   p.drift_checked = true;
+  pl.live_after = live;
   pl.evolve(*live);
   if (p.error || p.shape_action == "recreate")
     return p;

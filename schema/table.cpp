@@ -38,4 +38,25 @@ std::vector<std::string> table_schema::key() const {
   return out;
 }
 
+table_schema full_refresh_columns(const std::optional<table_schema>& live,
+                                  const table_schema& load, name_rule rule) {
+  if (!live)
+    return load;
+  table_schema out;
+  for (const auto& c : live->columns) {
+    if (const column* r = load.find(c.name, rule)) {
+      out.columns.push_back(*r);
+    } else {
+      column kept = c;
+      kept.nullable = true;
+      kept.key = false;
+      out.columns.push_back(std::move(kept));
+    }
+  }
+  for (const auto& c : load.columns)
+    if (!live->find(c.name, rule))
+      out.columns.push_back(c);
+  return out;
+}
+
 }  // namespace flotilla::schema

@@ -37,4 +37,10 @@ struct table_schema {
   friend bool operator==(const table_schema&, const table_schema&) = default;
 };
 
+/// The columns a full refresh creates: the live table's columns in live order (a column
+/// the load also has takes the load's definition; live-only columns become nullable and
+/// are filled with NULL), then the load's new columns. With no live table, the load's.
+[[nodiscard]] table_schema full_refresh_columns(const std::optional<table_schema>& live,
+                                                const table_schema& load, name_rule rule);
+
 }  // namespace flotilla::schema

@@ -62,13 +62,11 @@ class loader final : public table_writer {
       case load_mode::replace: {
         const table_ref staging = sibling(target, staging_suffix, wh_.max_identifier_bytes());
         first.push_back(d.drop_table(staging));  // a leftover of an earlier crash
-        // In place: the live table itself, dropped and re-created; otherwise the staging
+        // In place: the live table itself, emptied or re-created; otherwise the staging
         // table, swapped in by commit().
         const bool in_place = d.replaces_in_place();
         into_ = in_place ? target : staging;
-        if (in_place)
-          first.push_back(d.drop_table(target));
-        schema::table_schema stage = staging_columns(live, request_.columns, d.names());
+        schema::table_schema stage = schema::full_refresh_columns(live, request_.columns, d.names());
         if (wh_.key_after_load()) {
           for (auto& c : stage.columns) {
             if (!c.key)
@@ -78,7 +76,12 @@ class loader final : public table_writer {
             c.nullable = false;
           }
         }
-        first.push_back(d.create_table(into_, stage));
+        if (in_place) {
+          for (auto& sql : d.refresh_in_place(target, live, stage))
+            first.push_back(std::move(sql));
+        } else {
+          first.push_back(d.create_table(into_, stage));
+        }
         break;
       }
       case load_mode::append:
@@ -371,28 +374,6 @@ table_ref sibling(const table_ref& t, std::string_view suffix, std::size_t max_b
   while (keep > 0 && (static_cast<unsigned char>(t.name[keep]) & 0xC0) == 0x80)
     --keep;  // never cut a UTF-8 sequence
   out.name = t.name.substr(0, keep) + hash + std::string(suffix);
-  return out;
-}
-
-schema::table_schema staging_columns(const std::optional<schema::table_schema>& live,
-                                     const schema::table_schema& request,
-                                     schema::name_rule rule) {
-  if (!live)
-    return request;
-  schema::table_schema out;
-  for (const auto& c : live->columns) {
-    if (const schema::column* r = request.find(c.name, rule)) {
-      out.columns.push_back(*r);
-    } else {
-      schema::column kept = c;
-      kept.nullable = true;
-      kept.key = false;
-      out.columns.push_back(std::move(kept));
-    }
-  }
-  for (const auto& c : request.columns)
-    if (!live->find(c.name, rule))
-      out.columns.push_back(c);
   return out;
 }
 

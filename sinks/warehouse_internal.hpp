@@ -117,13 +117,6 @@ class warehouse_base : public warehouse {
 [[nodiscard]] dialects::table_ref sibling(const dialects::table_ref& t, std::string_view suffix,
                                           std::size_t max_bytes);
 
-/// The columns of a full refresh's staging table: the live table's columns in live order
-/// (a column the request also has takes the request's definition; live-only columns
-/// become nullable and are filled with NULL), then the request's new columns.
-[[nodiscard]] schema::table_schema staging_columns(const std::optional<schema::table_schema>& live,
-                                                   const schema::table_schema& request,
-                                                   schema::name_rule rule);
-
 /// Shortest text that parses back to exactly `v`; NaN and infinities spelled
 /// NaN, Infinity, -Infinity (accepted by every engine here).
 [[nodiscard]] std::string format_real(double v);

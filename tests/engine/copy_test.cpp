@@ -77,8 +77,16 @@ struct copy_setup {
   engine::table_job job;
 
   copy_setup(const scratch& s, std::size_t batch_rows) {
-    src = sources::open_source({.name = "shop", .adapter = "sqlite", .path = s.file("shop.db")});
-    wh = sinks::open_warehouse({.name = "wh", .dialect = "sqlite", .path = s.file("wh.sqlite")});
+    sources::source_options so;
+    so.name = "shop";
+    so.adapter = "sqlite";
+    so.path = s.file("shop.db");
+    src = sources::open_source(so);
+    sinks::warehouse_options wo;
+    wo.name = "wh";
+    wo.dialect = "sqlite";
+    wo.path = s.file("wh.sqlite");
+    wh = sinks::open_warehouse(wo);
     catalog = src->read_catalog();
     const auto* t = catalog.find("orders");
     REQUIRE(t != nullptr);

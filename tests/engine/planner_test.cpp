@@ -23,17 +23,37 @@ TEST_CASE("an absent target is created by a full refresh through a staging table
   CHECK_FALSE(p.swap_sql.empty());
 }
 
-TEST_CASE("a SQLite full refresh re-creates the live table inside the load, with no swap") {
+TEST_CASE("a SQLite full refresh loads the live table inside the load, with no swap") {
   auto d = *dialects::make_dialect("sqlite");
   const dialects::table_ref t{"", "", "staging__shop__orders"};
-  auto p = engine::plan_table(S({{"id", T("int")}}), S({{"id", T("int")}}),
-                              engine::target_state::present, *d, t, {});
-  CHECK(p.load == engine::load_kind::full_refresh);
-  CHECK(p.staging_sql == std::vector<std::string>{
-                             "DROP TABLE IF EXISTS \"staging__shop__orders__flotilla_staging\"",
-                             "DROP TABLE IF EXISTS \"staging__shop__orders\"",
-                             d->create_table(t, p.load_columns)});
-  CHECK(p.swap_sql.empty());
+  const std::string staging = "DROP TABLE IF EXISTS \"staging__shop__orders__flotilla_staging\"";
+  const auto live = S({{"id", T("int")}, {"note", T("text")}});
+
+  // The live table has the columns loaded: it is emptied, its definition kept.
+  auto same = engine::plan_table(live, live, engine::target_state::present, *d, t, {});
+  CHECK(same.load == engine::load_kind::full_refresh);
+  CHECK(same.staging_sql ==
+        std::vector<std::string>{staging, "DELETE FROM \"staging__shop__orders\""});
+  CHECK(same.swap_sql.empty());
+
+  // A column added by the plan's DDL is part of the live table the load finds.
+  auto added = engine::plan_table(S({{"id", T("int")}, {"note", T("text")}, {"qty", T("int")}}),
+                                  live, engine::target_state::present, *d, t, {});
+  CHECK(added.shape_action == "evolve");
+  CHECK(added.staging_sql ==
+        std::vector<std::string>{staging, "DELETE FROM \"staging__shop__orders\""});
+
+  // Absent, or of other columns: dropped and created with the columns loaded.
+  auto absent = engine::plan_table(live, std::nullopt, engine::target_state::absent, *d, t, {});
+  CHECK(absent.staging_sql == std::vector<std::string>{staging,
+                                                       "DROP TABLE IF EXISTS \"staging__shop__orders\"",
+                                                       d->create_table(t, live)});
+  auto keyed = S({{"id", T("int"), false, true}, {"note", T("text")}});
+  auto other = engine::plan_table(keyed, live, engine::target_state::present, *d, t, {});
+  CHECK(other.staging_sql == std::vector<std::string>{staging,
+                                                      "DROP TABLE IF EXISTS \"staging__shop__orders\"",
+                                                      d->create_table(t, keyed)});
+  CHECK(other.swap_sql.empty());
 }
 
 TEST_CASE("an unreadable target is treated as absent and rebuilt") {

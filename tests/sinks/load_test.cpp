@@ -76,6 +76,29 @@ TEST_CASE("a full refresh replaces the rows only when it commits") {
   }
 }
 
+TEST_CASE("a SQLite full refresh empties a live table of the same columns, re-creates any other") {
+  test_target target("sqlite");
+  auto wh = target.open();
+  const auto t = target.table("people");
+  const auto schema_version = [&] { return column_of(wh->query("PRAGMA schema_version")).at(0); };
+  load(*wh, t, people(), load_mode::replace, people_rows(1, 3, "old"));
+  const auto before = schema_version();
+
+  // Same columns: the rows are replaced and the table's definition is not touched.
+  load(*wh, t, people(), load_mode::replace, people_rows(4, 5, "new"));
+  CHECK(names(*wh, t) == std::vector<std::string>{"new4", "new5"});
+  CHECK(schema_version() == before);
+
+  // A new column: the table is re-created with it, in the same load.
+  auto wider = people();
+  wider.columns.push_back(col("email", "text"));
+  load(*wh, t, wider, load_mode::replace, {{I(6), T("n6"), T("n6@x.io")}});
+  CHECK(names(*wh, t) == std::vector<std::string>{"n6"});
+  CHECK(schema_version() != before);
+  REQUIRE(wh->describe(t).has_value());
+  CHECK(*wh->describe(t) == wider);
+}
+
 TEST_CASE("a full refresh drops a staging table left over from a crash") {
   test_target target(GENERATE(from_range(engines())));
   CAPTURE(target.engine());
