@@ -116,7 +116,9 @@ table_plan plan_against_target(sinks::warehouse& wh, const table_job& job) {
   return plan_table(job.table.columns, d.live, d.state, wh.dialect(), job.target, settings);
 }
 
-table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table_job& job) {
+namespace {
+
+table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_job& job) {
   table_outcome out;
   try {
     auto settings = job.settings;
@@ -331,6 +333,21 @@ table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table
     out.status = table_status::failed;
     out.error_code = "FLT-R001";
     out.error = e.what();
+  }
+  return out;
+}
+
+}  // namespace
+
+table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table_job& job) {
+  table_outcome out = copy_rows(src, wh, job);
+  if (out.plan) {
+    table_plan& p = *out.plan;
+    p.ddl = {};
+    p.staging_sql = {};
+    p.swap_sql = {};
+    p.read_columns = {};
+    p.load_columns = {};
   }
   return out;
 }

@@ -121,7 +121,10 @@ struct table_outcome {
 /// Plans the table against the live target, without changing anything.
 [[nodiscard]] table_plan plan_against_target(sinks::warehouse& wh, const table_job& job);
 
-/// Copies one table. Never throws: failures come back in the outcome.
+/// Copies one table. Never throws: failures come back in the outcome. The outcome's plan
+/// keeps what a run reports (shape action, drift, load kind, warnings, error); its
+/// statements and column lists are released once the copy is done, since a run keeps
+/// every table's outcome until its end (PostgreSQL's swap statements alone are ~2 KB).
 [[nodiscard]] table_outcome copy_table(sources::source& src, sinks::warehouse& wh,
                                        const table_job& job);
 
