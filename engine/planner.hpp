@@ -82,10 +82,11 @@ struct table_plan {
   /// The exact statements run before loading (schema, DDL), in order.
   std::vector<std::string> ddl;
   load_kind load = load_kind::full_refresh;
-  /// The statements that create the table a full refresh loads (shown by plan; the sink
-  /// issues the same statements with the live table's extra columns kept): the staging
-  /// table, or where the dialect replaces in place (SQLite), the live table itself,
-  /// dropped and re-created inside the load's transaction.
+  /// The statements that make the table a full refresh loads, with the live table's
+  /// extra columns kept (shown by plan; the sink issues the same, on PostgreSQL and
+  /// DuckDB with the key added after the load): the staging table, or where the dialect
+  /// replaces in place (SQLite), the live table itself, emptied or re-created inside the
+  /// load's transaction.
   std::vector<std::string> staging_sql;
   /// The statements that swap the loaded staging table in (full refresh); none where the
   /// dialect replaces in place.
