@@ -158,6 +158,19 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
           "[sources.{}.tables.\"{}\"]",
           settings.cursor_column, job.table.qualified(), job.source_name, job.table.qualified()));
 
+    // What to read: the planned columns, past the watermark on an incremental table.
+    const auto read_request_of = [&] {
+      sources::read_request rr;
+      rr.table = &job.table;
+      rr.columns = plan.read_columns;
+      if (incremental) {
+        rr.cursor_column = settings.cursor_column;
+        rr.after = watermark;
+      }
+      rr.batch_rows = job.batch_rows;
+      return rr;
+    };
+
     // Staged path (seed 004): land the rows locally, let the drift gate look at them,
     // and only then touch the target.
     std::optional<std::filesystem::path> load_from;
@@ -179,14 +192,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       }
     } else if (job.gate) {
       staged_writer staged(job.staging_path, plan.read_columns);
-      sources::read_request rr;
-      rr.table = &job.table;
-      rr.columns = plan.read_columns;
-      if (incremental) {
-        rr.cursor_column = settings.cursor_column;
-        rr.after = watermark;
-      }
-      rr.batch_rows = job.batch_rows;
+      sources::read_request rr = read_request_of();
       auto rres = src.read(rr, [&](schema::row_batch&& b) {
         staged.write(b);
         return !(job.cancel && job.cancel->load(std::memory_order_relaxed));
@@ -283,14 +289,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     };
     sources::read_result read_result;
     try {
-      sources::read_request rr;
-      rr.table = &job.table;
-      rr.columns = plan.read_columns;
-      if (incremental) {
-        rr.cursor_column = settings.cursor_column;
-        rr.after = watermark;
-      }
-      rr.batch_rows = job.batch_rows;
+      sources::read_request rr = read_request_of();
       rr.spent_batch = [&queue] { return queue.reuse(); };
       // PostgreSQL into PostgreSQL with nothing to convert: the rows stay COPY text.
       rr.copy_text = !incremental && wh.dialect().name() == "postgres" && loader.passes_through();
