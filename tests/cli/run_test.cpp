@@ -266,10 +266,7 @@ TEST_CASE("plan shows the actions and SQL without changing the target") {
   sqlite_exec(w.file("shop.db"), "ALTER TABLE orders ADD COLUMN coupon TEXT;");
   auto plan = flotilla_json(w, {"plan"}, &rc);
   CHECK(rc == 0);
-  const nlohmann::json* orders = nullptr;
-  for (const auto& t : plan["tables"])
-    if (t["table"] == "staging__us_west__shop.orders")
-      orders = &t;
+  const nlohmann::json* orders = find_table(plan, "staging__us_west__shop.orders");
   REQUIRE(orders != nullptr);
   CHECK((*orders)["shape_action"] == "evolve");
   bool has_alter = false;
@@ -293,10 +290,7 @@ TEST_CASE("plan for a SQLite target shows the in-place full refresh that run per
   REQUIRE(rc == 0);
   auto plan = flotilla_json(w, {"plan"}, &rc);
   CHECK(rc == 0);
-  const nlohmann::json* orders = nullptr;
-  for (const auto& t : plan["tables"])
-    if (t["table"] == "staging__us_west__shop__orders")
-      orders = &t;
+  const nlohmann::json* orders = find_table(plan, "staging__us_west__shop__orders");
   REQUIRE(orders != nullptr);
   CHECK((*orders)["load"] == "full_refresh");
   std::vector<std::string> sql;
