@@ -65,12 +65,12 @@ struct kafka_produce_result {
 /// Flotilla's Kafka event sink: the same events as outbox entries, handed to
 /// kafka_sink::deliver in batches of `batch` (the outbox relay's batch size), as a run
 /// does. Throws std::runtime_error when the sink is not built or delivery fails.
-/// `protobuf_outbox`: the outbox holds serialized Events (what a run's event stream
-/// appends), which the JSON sink encodes; otherwise their JSON lines, which it sends as
-/// they are.
+/// The outbox holds the events' JSON lines, which the sink sends as they are;
+/// `mixed_outbox`: each entry also holds the serialized Event, as a run writes it when a
+/// protobuf sink is configured beside the JSON one.
 [[nodiscard]] kafka_produce_result flotilla_kafka_deliver(const std::string& bootstraps,
                                                           const std::string& topic,
                                                           std::uint64_t count, std::size_t batch,
-                                                          bool protobuf_outbox = false);
+                                                          bool mixed_outbox = false);
 
 }  // namespace flotilla::bench

@@ -210,7 +210,7 @@ int run_step(const std::string& name, const step_args& a) {
       const auto n = std::stoull(need(a, "events"));
       const auto r = flotilla_kafka_deliver(need(a, "bootstrap"), need(a, "topic"), n,
                                             std::stoull(need(a, "batch")),
-                                            opt(a, "outbox") == "protobuf");
+                                            opt(a, "outbox") == "mixed");
       if (r.delivered != n)
         throw std::runtime_error(fmt::format("{} of {} events delivered", r.delivered, n));
       nlohmann::json j{{"wall_s", r.wall_s}, {"cpu_s", r.cpu_s}, {"work", r.delivered},

@@ -321,13 +321,11 @@ struct message {
 void build_message(const storage::pb::OutboxEntry& entry, bool want_json, message& m) {
   const std::string& payload = entry.payload();
   const bool is_json = entry.format() == storage::pb::PAYLOAD_FORMAT_JSON;
-  const auto own_format =
-      want_json ? storage::pb::PAYLOAD_FORMAT_JSON : storage::pb::PAYLOAD_FORMAT_PROTOBUF;
-  if (entry.has_headers() && entry.format() == own_format) {
+  if (const std::string* ready = ready_payload(entry, want_json)) {
     // Written from the event with its headers (outbox_entry): nothing to read back.
     const auto& h = entry.headers();
-    m.value = payload;
-    m.content_type = is_json ? "application/json" : "application/x-protobuf";
+    m.value = *ready;
+    m.content_type = want_json ? "application/json" : "application/x-protobuf";
     m.type = h.type();
     m.run_id = h.run_id();
     m.timestamp_ms = h.timestamp_us() / 1000;

@@ -366,14 +366,12 @@ delivery pubsub_sink::deliver(std::span<const storage::pb::OutboxEntry> batch,
   const bool want_json = format_ == config::event_format::json;
   std::vector<pubsub_message> messages;
   messages.reserve(batch.size());
-  const auto own_format =
-      want_json ? storage::pb::PAYLOAD_FORMAT_JSON : storage::pb::PAYLOAD_FORMAT_PROTOBUF;
   for (const auto& entry : batch) {
-    if (entry.has_headers() && entry.format() == own_format) {
+    if (const std::string* ready = ready_payload(entry, want_json)) {
       // Written from the event with its headers (outbox_entry): sent as it is.
       pubsub_message m;
       m.ordering_key = entry.key();
-      m.data = entry.payload();
+      m.data = *ready;
       m.attributes = {{"content-type", want_json ? "application/json" : "application/x-protobuf"},
                       {"flotilla-event-type", entry.headers().type()},
                       {"flotilla-run-id", entry.headers().run_id()}};

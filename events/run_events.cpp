@@ -79,11 +79,14 @@ result<std::unique_ptr<run_events>> run_events::open(storage::state_store* store
   if (!log)
     return std::unexpected(std::move(log.error()));
   outbox = store != nullptr && (outbox || !sinks.empty());
-  // Every sink sends NDJSON: the outbox keeps the line each event already has, so the
-  // sinks send it as it is instead of decoding and encoding it again.
+  // Each sink sends its own format as the outbox holds it, without decoding and encoding
+  // the event again: the NDJSON line each event already has for a JSON sink, the
+  // serialized Event for a protobuf one, both when the sinks differ.
   const bool json_payload =
-      !sinks.empty() && std::all_of(sinks.begin(), sinks.end(),
-                                    [](const auto& s) { return s->wants_json(); });
+      std::any_of(sinks.begin(), sinks.end(), [](const auto& s) { return s->wants_json(); });
+  const bool protobuf_payload =
+      sinks.empty() ||
+      std::any_of(sinks.begin(), sinks.end(), [](const auto& s) { return !s->wants_json(); });
   std::unique_ptr<outbox_relay> relay;
   if (store != nullptr && !sinks.empty()) {
     relay = std::make_unique<outbox_relay>(*store, std::move(sinks), options.relay);
@@ -92,12 +95,14 @@ result<std::unique_ptr<run_events>> run_events::open(storage::state_store* store
   }
   return std::unique_ptr<run_events>(new run_events(store, std::move(*log), std::move(run_id),
                                                     std::move(project), std::move(relay), outbox,
-                                                    json_payload, std::move(setup_errors)));
+                                                    json_payload, protobuf_payload,
+                                                    std::move(setup_errors)));
 }
 
 run_events::run_events(storage::state_store* store, event_log log, std::string run_id,
                        std::string project, std::unique_ptr<outbox_relay> relay, bool outbox,
-                       bool json_payload, std::vector<error> setup_errors)
+                       bool json_payload, bool protobuf_payload,
+                       std::vector<error> setup_errors)
     : store_(store),
       log_(std::move(log)),
       run_id_(std::move(run_id)),
@@ -105,6 +110,7 @@ run_events::run_events(storage::state_store* store, event_log log, std::string r
       relay_(std::move(relay)),
       outbox_(outbox),
       json_payload_(json_payload),
+      protobuf_payload_(protobuf_payload),
       errors_(std::move(setup_errors)) {}
 
 run_events::~run_events() = default;
@@ -137,6 +143,19 @@ storage::pb::OutboxEntry outbox_entry(const pb::Event& e, std::string payload,
   return entry;
 }
 
+const std::string* ready_payload(const storage::pb::OutboxEntry& entry, bool want_json) {
+  if (!entry.has_headers())
+    return nullptr;
+  const auto format = entry.format();
+  if (want_json)
+    return format == storage::pb::PAYLOAD_FORMAT_JSON ? &entry.payload() : nullptr;
+  if (format == storage::pb::PAYLOAD_FORMAT_PROTOBUF)
+    return &entry.payload();
+  if (format == storage::pb::PAYLOAD_FORMAT_JSON && !entry.protobuf_payload().empty())
+    return &entry.protobuf_payload();
+  return nullptr;
+}
+
 storage::pb::OutboxEntry run_events::stamp(pb::Event& e, std::string& lines, bool kept) {
   e.set_sequence(++sequence_);
   e.set_timestamp_us(now_us());
@@ -151,9 +170,13 @@ storage::pb::OutboxEntry run_events::stamp(pb::Event& e, std::string& lines, boo
     append_json(lines, e);
   }
   storage::pb::OutboxEntry entry;
-  if (outbox_)
-    entry = json_payload_ ? outbox_entry(e, lines.substr(start), storage::pb::PAYLOAD_FORMAT_JSON)
-                          : outbox_entry(e, to_protobuf(e), storage::pb::PAYLOAD_FORMAT_PROTOBUF);
+  if (outbox_ && json_payload_) {
+    entry = outbox_entry(e, lines.substr(start), storage::pb::PAYLOAD_FORMAT_JSON);
+    if (protobuf_payload_)
+      entry.set_protobuf_payload(to_protobuf(e));
+  } else if (outbox_) {
+    entry = outbox_entry(e, to_protobuf(e), storage::pb::PAYLOAD_FORMAT_PROTOBUF);
+  }
   lines += '\n';
   return entry;
 }

@@ -124,7 +124,7 @@ class run_events {
  private:
   run_events(storage::state_store* store, event_log log, std::string run_id, std::string project,
              std::unique_ptr<outbox_relay> relay, bool outbox, bool json_payload,
-             std::vector<error> setup_errors);
+             bool protobuf_payload, std::vector<error> setup_errors);
 
   /// Stamps and logs under the lock; returns the outbox entry to write (empty when the
   /// run has no outbox).
@@ -140,7 +140,10 @@ class run_events {
   std::string project_;
   std::unique_ptr<outbox_relay> relay_;
   bool outbox_;
-  bool json_payload_;  ///< outbox entries hold the NDJSON line (every sink wants JSON)
+  /// What the outbox entries hold: the NDJSON line when a sink wants JSON, the serialized
+  /// Event when one wants protobuf (or no sink is open), both when the sinks differ.
+  bool json_payload_;
+  bool protobuf_payload_;
   bool finished_ = false;
 
   mutable std::mutex mu_;  // sequence order = file order = outbox order

@@ -22,6 +22,12 @@ namespace flotilla::events {
 [[nodiscard]] storage::pb::OutboxEntry outbox_entry(const pb::Event& e, std::string payload,
                                                     storage::pb::PayloadFormat format);
 
+/// The payload of `entry` in the format a sink sends (JSON when `want_json`, else the
+/// serialized Event), when the entry holds it with its headers (outbox_entry): the sink
+/// sends it and the headers as they are. Null when the sink must read the entry back.
+[[nodiscard]] const std::string* ready_payload(const storage::pb::OutboxEntry& entry,
+                                               bool want_json);
+
 /// What one deliver() call achieved.
 struct delivery {
   /// Sequence of the last entry of the longest acknowledged prefix of the batch; 0 when

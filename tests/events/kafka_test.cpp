@@ -155,6 +155,62 @@ TEST_CASE("format = protobuf sends the serialized Event with the NDJSON line's f
   check_order_per_key(msgs, same_run_in_sequence);
 }
 
+TEST_CASE("a JSON sink and a protobuf sink beside it each send their own format as the outbox holds it") {
+  mock_kafka kafka("flotilla.events", 2);
+  temp_dir dir;
+  auto store = open_store(dir.path() / "state");
+  std::vector<std::unique_ptr<event_sink>> sinks;
+  for (const auto format : {config::event_format::json, config::event_format::protobuf}) {
+    auto sink = kafka_sink::create({kafka.bootstraps(), kafka.topic(), format, {}});
+    REQUIRE(sink.has_value());
+    sinks.push_back(std::move(*sink));
+  }
+  auto ev = run_events::open(&store, dir.path() / "events.ndjson", "run-mixed", "acme",
+                             std::move(sinks), true, {.deliver_in_background = false});
+  REQUIRE(ev.has_value());
+  emit_run(**ev, 3);
+  // Nothing delivered yet: each entry holds the NDJSON line and the serialized Event.
+  auto pending = store.scan_outbox();
+  REQUIRE(pending.has_value());
+  REQUIRE(pending->size() == 11);
+  std::map<std::string, std::string> protobuf_of_line;
+  for (const auto& e : *pending) {
+    CHECK(e.format() == flotilla::storage::pb::PAYLOAD_FORMAT_JSON);
+    REQUIRE_FALSE(e.protobuf_payload().empty());
+    const auto line = from_json(e.payload());
+    const auto decoded = from_protobuf(e.protobuf_payload());
+    REQUIRE(line.has_value());
+    REQUIRE(decoded.has_value());
+    CHECK(decoded->SerializeAsString() == line->SerializeAsString());
+    protobuf_of_line[e.payload()] = e.protobuf_payload();
+  }
+  auto report = (*ev)->finish();
+  REQUIRE(report.ok());
+  CHECK(report.delivered == 11);
+  CHECK(store.outbox_size().value() == 0);
+
+  const auto lines = read_lines(report.log_path);
+  REQUIRE(lines.size() == 11);
+  auto msgs = consume(kafka.bootstraps(), kafka.topic(), kafka.partitions(), 22);
+  REQUIRE(msgs.size() == 22);
+  std::set<std::string> json_sent, protobuf_sent;
+  for (const auto& m : msgs) {
+    const bool json = m.headers.at("content-type") == "application/json";
+    (json ? json_sent : protobuf_sent).insert(m.value);
+    const auto e = json ? from_json(m.value) : from_protobuf(m.value);
+    REQUIRE(e.has_value());
+    CHECK(m.headers.at("flotilla-event-type") == e->type());
+    CHECK(m.headers.at("flotilla-run-id") == "run-mixed");
+    CHECK(m.key == event_key(*e));
+  }
+  // Byte for byte what the run wrote: its log's lines, and the Events stored beside them.
+  CHECK(json_sent == std::set<std::string>(lines.begin(), lines.end()));
+  std::set<std::string> stored;
+  for (const auto& [line, bytes] : protobuf_of_line)
+    stored.insert(bytes);
+  CHECK(protobuf_sent == stored);
+}
+
 TEST_CASE(
     "a broker that is down: a clear error, every event kept, sent first and in order next run") {
   temp_dir dir;
