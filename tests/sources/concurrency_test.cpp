@@ -45,13 +45,23 @@ int parallel_reads(source& src, const source_table& table, std::uint64_t rows, i
 
 TEST_CASE("one source serves concurrent reads on every adapter") {
   temp_dir dir;
-  SECTION("sqlite") {
+  SECTION("sqlite, also through two sources on one file") {
     const auto db = dir.file("c.db");
     sqlite_exec(db, "CREATE TABLE t (i INTEGER, s TEXT); WITH RECURSIVE c(x) AS (SELECT 1 UNION "
                     "ALL SELECT x + 1 FROM c WHERE x < 20000) INSERT INTO t SELECT x, 'v' || x FROM c;");
     auto src = open_source({"c", "sqlite", db, ""});
     const auto cat = src->read_catalog();
     CHECK(parallel_reads(*src, cat.tables[0], 20000, 4) == 4);
+    // The connections share one cache and schema per file (sources/sqlite_source.cpp); a
+    // second source on the file, and a write from another connection in between, are
+    // seen by the next reads of both.
+    auto other = open_source({"c2", "sqlite", db, ""});
+    CHECK(parallel_reads(*other, cat.tables[0], 20000, 2) == 2);
+    sqlite_exec(db, "ALTER TABLE t ADD COLUMN n INTEGER; INSERT INTO t VALUES (20001, 'x', 1);");
+    const auto changed = other->read_catalog();
+    REQUIRE(changed.tables[0].columns.columns.size() == 3);
+    CHECK(parallel_reads(*src, changed.tables[0], 20001, 3) == 3);
+    CHECK(parallel_reads(*other, changed.tables[0], 20001, 2) == 2);
   }
   SECTION("duckdb, also through two sources on one file") {
     const auto db = dir.file("c.duckdb");
