@@ -1,8 +1,8 @@
 // SQLite adapter: sqlite3 C API, read-only connections.
 //
-// Each call to read_catalog() or read() opens its own read-only connection, so one
-// source object may serve several reader threads at once; a connection costs tens of
-// microseconds. Values are converted from whatever storage class SQLite holds (its typing
+// Each call to read_catalog() or read() takes a read-only connection of its own from the
+// source's pool of idle ones, so one source object may serve several reader threads at
+// once; the connections to one file share SQLite's cache and parsed schema. Values are converted from whatever storage class SQLite holds (its typing
 // is per value, not per column) to the representation of the column's portable type.
 
 #include <sqlite3.h>
@@ -30,9 +30,10 @@ using schema::portable_type;
 using schema::type_kind;
 using schema::value;
 
-/// Idle read-only connections of one source, reused across reads: opening a connection
-/// makes SQLite parse the whole schema on first use, which for a file of thousands of
-/// tables costs more than reading a small table.
+/// Idle read-only connections of one source, reused across reads: a fresh connection
+/// costs its open and, when no other connection to the file holds the schema, a parse of
+/// the whole schema, which for a file of thousands of tables costs more than reading a
+/// small table.
 struct connection_pool {
   std::mutex mu;
   std::vector<sqlite3*> idle;
