@@ -9,6 +9,7 @@
 #include "bench/datagen.hpp"
 #include "bench/flotilla_cli.hpp"
 #include "bench/pg.hpp"
+#include "bench/raw.hpp"
 #include "bench/scenario.hpp"
 #include "bench/steps.hpp"
 
@@ -26,6 +27,7 @@ struct fleet_dir {
   std::string pg_dsn;      ///< PostgreSQL target: Flotilla's database
   std::string raw_pg_dsn;  ///< PostgreSQL target: the raw copy's database
   bool sqlite_target = false;
+  std::uint32_t block_size = 0;  ///< DuckDB target: of both paths' files; 0: DuckDB's
   fleet_layout layout;
 
   /// Arguments of the raw-fleet-copy step for this fleet's target.
@@ -34,6 +36,10 @@ struct fleet_dir {
       return {{"dir", data.string()}, {"pg", raw_pg_dsn}};
     if (sqlite_target)
       return {{"dir", data.string()}, {"sqlite", (root / "raw_target.sqlite").string()}};
+    if (block_size != 0)
+      return {{"dir", data.string()},
+              {"duckdb", raw_warehouse.string()},
+              {"block_size", std::to_string(block_size)}};
     return {{"dir", data.string()}, {"duckdb", raw_warehouse.string()}};
   }
 };
@@ -43,7 +49,7 @@ struct fleet_dir {
 /// `dbs`: each fleet gets two databases of its own (Flotilla's and the raw copy's).
 fleet_dir prepare_fleet(const fs::path& root, std::size_t clients, std::size_t tables,
                         std::uint64_t rows, double skew, const std::string& target = "duckdb",
-                        pg_databases* dbs = nullptr) {
+                        pg_databases* dbs = nullptr, std::uint32_t block_size = 0) {
   fleet_dir d;
   d.root = root;
   d.data = root / "data";
@@ -60,6 +66,8 @@ fleet_dir prepare_fleet(const fs::path& root, std::size_t clients, std::size_t t
     d.sqlite_target = true;
   } else if (target != "duckdb") {
     throw std::runtime_error("fleet target must be duckdb, postgres or sqlite, not " + target);
+  } else {
+    d.block_size = block_size;
   }
   fs::remove_all(root);
   fs::create_directories(d.data);
@@ -74,8 +82,8 @@ fleet_dir prepare_fleet(const fs::path& root, std::size_t clients, std::size_t t
     write_config(d.config.string(),
                  toml_target{"sqlite", (root / "warehouse.sqlite").string(), "", "{source}"}, sources);
   else if (d.pg_dsn.empty())
-    write_config(d.config.string(), toml_target{"duckdb", d.warehouse.string(), "", "{source}"},
-                 sources);
+    write_config(d.config.string(),
+                 toml_target{"duckdb", d.warehouse.string(), "", "{source}", d.block_size}, sources);
   else
     write_config(d.config.string(), toml_target{"postgres", "", d.pg_dsn, "{source}"}, sources);
   return d;
@@ -127,9 +135,12 @@ scenario_result run_fleet_scale(bench_context& ctx) {
   }
   const std::string& target = ctx.opt.fleet_target;
   r.sizes = fmt::format("{} rows in total per point, Zipf skew {} over clients and tables; SQLite "
-                        "-> {}; {}",
+                        "-> {}{}; {}",
                         grouped(ctx.opt.fleet_rows), ctx.opt.skew,
                         target == "postgres" ? "PostgreSQL" : target == "sqlite" ? "SQLite" : "DuckDB",
+                        target == "duckdb" && ctx.opt.fleet_block_size != 0
+                            ? fmt::format(" ({}-byte blocks)", ctx.opt.fleet_block_size)
+                            : std::string(),
                         ctx.runs_text());
   std::optional<pg_databases> dbs;
   if (target == "postgres") {
@@ -140,7 +151,8 @@ scenario_result run_fleet_scale(bench_context& ctx) {
   const fs::path base = fs::path(ctx.scratch) / "fleet-scale";
   for (auto& p : points) {
     p.dir = prepare_fleet(base / fmt::format("{}x{}", p.clients, p.tables), p.clients, p.tables,
-                          ctx.opt.fleet_rows, ctx.opt.skew, target, dbs ? &*dbs : nullptr);
+                          ctx.opt.fleet_rows, ctx.opt.skew, target, dbs ? &*dbs : nullptr,
+                          ctx.opt.fleet_block_size);
     const bool grid = p.clients > 1;
     const std::string fl = grid ? "flotilla run (clients)" : "flotilla run";
     const std::string raw = grid ? "raw copy (clients)" : "raw copy";
@@ -167,6 +179,13 @@ scenario_result run_fleet_scale(bench_context& ctx) {
     });
   }
   interleave(ctx.opt.warmup, ctx.opt.runs, bodies);
+  // A block size asked for is the one both paths' files have.
+  for (const auto& p : points)
+    if (p.dir.block_size != 0)
+      for (const auto& file : {p.dir.warehouse, p.dir.raw_warehouse})
+        if (const auto got = duckdb_block_size(file.string()); got != p.dir.block_size)
+          throw std::runtime_error(fmt::format("{} has {}-byte blocks, not the {} asked for",
+                                               file.string(), got, p.dir.block_size));
 
   // Derived figures against the smallest point (one table).
   const point* one = nullptr;

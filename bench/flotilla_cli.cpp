@@ -30,6 +30,8 @@ void write_config(const std::string& path, const toml_target& target,
   if (!target.dsn.empty())
     t += "dsn = " + q(target.dsn) + "\n";
   t += "schema = " + q(target.schema) + "\n";
+  if (target.block_size != 0)
+    t += "block_size = " + std::to_string(target.block_size) + "\n";
   for (const auto& s : sources) {
     t += "\n[sources." + s.name + "]\nadapter = " + q(s.adapter) + "\n";
     if (!s.path.empty())

@@ -28,6 +28,7 @@ struct toml_target {
   std::string path;
   std::string dsn;
   std::string schema = "{source}";
+  std::uint32_t block_size = 0;  ///< duckdb: block_size (0: not written)
 };
 
 /// Writes a flotilla.toml with one target named "warehouse".

@@ -43,6 +43,7 @@ nlohmann::json options_json(const bench_options& o) {
           {"fleet_tables", o.fleet_tables},
           {"fleet_grid", o.fleet_grid},
           {"fleet_target", o.fleet_target},
+          {"fleet_block_size", o.fleet_block_size},
           {"skew", o.skew},
           {"prune_grid", o.prune_grid},
           {"prune_rows", o.prune_rows},
@@ -82,6 +83,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--fleet-target", o.fleet_target, "fleet-scale: warehouse, duckdb, postgres or sqlite")
       ->check(CLI::IsMember({"duckdb", "postgres", "sqlite"}))->capture_default_str();
+  app.add_option("--fleet-block-size", o.fleet_block_size,
+                 "fleet-scale, DuckDB target: block size of the new files, both paths (0: DuckDB's)")
+      ->check(CLI::IsMember({0, 16384, 32768, 65536, 131072, 262144}))->capture_default_str();
   app.add_option("--skew", o.skew, "Zipf exponent of client and table sizes (0: even)")
       ->capture_default_str();
   app.add_option("--prune-grid", o.prune_grid, "prune: CLIENTSxTABLES")->capture_default_str();
@@ -125,6 +129,10 @@ int main(int argc, char** argv) {
   }
   if (o.runs == 0) {
     fmt::print(stderr, "--runs must be at least 1\n");
+    return 2;
+  }
+  if (o.fleet_block_size != 0 && o.fleet_target != "duckdb") {
+    fmt::print(stderr, "--fleet-block-size applies to --fleet-target duckdb, not {}\n", o.fleet_target);
     return 2;
   }
   std::vector<const scenario*> to_run;

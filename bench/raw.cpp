@@ -55,7 +55,9 @@ std::string select_wide(const std::string& table) {
 struct duckdb_handle {
   duckdb_database db = nullptr;
   duckdb_connection con = nullptr;
-  explicit duckdb_handle(const std::string& path) {
+  /// `block_size`: the new file's block size (0: DuckDB's default), as the sink's
+  /// block_size key sets it.
+  explicit duckdb_handle(const std::string& path, std::uint32_t block_size = 0) {
     std::filesystem::create_directories(std::filesystem::path(path).parent_path());
     char* err = nullptr;
     duckdb_config cfg = nullptr;
@@ -64,6 +66,8 @@ struct duckdb_handle {
     // budget and checkpoint alike.
     duckdb_set_config(cfg, "memory_limit", "1GB");
     duckdb_set_config(cfg, "storage_compatibility_version", "v1.2.0");
+    if (block_size != 0)
+      duckdb_set_config(cfg, "default_block_size", std::to_string(block_size).c_str());
     const auto st = duckdb_open_ext(path.c_str(), &db, cfg, &err);
     duckdb_destroy_config(&cfg);
     if (st == DuckDBError) {
@@ -89,6 +93,18 @@ struct duckdb_handle {
       return 0;
     }
     const auto v = static_cast<std::uint64_t>(duckdb_value_int64(&r, 0, 0));
+    duckdb_destroy_result(&r);
+    return v;
+  }
+  /// The open file's block size.
+  [[nodiscard]] std::uint64_t block_size() const {
+    duckdb_result r;
+    std::uint64_t v = 0;
+    if (duckdb_query(con,
+                     "SELECT block_size FROM pragma_database_size() "
+                     "WHERE database_name = current_database()",
+                     &r) == DuckDBSuccess)
+      v = static_cast<std::uint64_t>(duckdb_value_int64(&r, 0, 0));
     duckdb_destroy_result(&r);
     return v;
   }
@@ -623,9 +639,12 @@ raw_result raw_write_pg(const std::string& dsn, const std::string& schema, const
   return r;
 }
 
+std::uint64_t duckdb_block_size(const std::string& path) { return duckdb_handle(path).block_size(); }
+
 raw_result raw_copy_sqlite_fleet_to_duckdb(const std::vector<std::string>& sqlite_files,
-                                           const std::string& duckdb_path) {
-  duckdb_handle h(duckdb_path);
+                                           const std::string& duckdb_path,
+                                           std::uint32_t block_size) {
+  duckdb_handle h(duckdb_path, block_size);
   raw_result out;
   for (const auto& file : sqlite_files) {
     const std::string client = std::filesystem::path(file).stem().string();

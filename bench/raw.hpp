@@ -49,11 +49,15 @@ raw_result raw_copy_pg_to_duckdb(const std::string& dsn, const std::string& qual
 raw_result raw_write_pg(const std::string& dsn, const std::string& schema, const std::string& table,
                         const std::vector<std::string>& chunks, std::uint64_t rows);
 
+/// The block size of an existing DuckDB file.
+[[nodiscard]] std::uint64_t duckdb_block_size(const std::string& path);
+
 /// The raw fleet copy: every table of every SQLite file into DuckDB schema
 /// <client> (the file's stem), one transaction per table (CREATE OR REPLACE, append,
-/// commit), single-threaded.
+/// commit), single-threaded. `block_size`: of a new file (0: DuckDB's default).
 raw_result raw_copy_sqlite_fleet_to_duckdb(const std::vector<std::string>& sqlite_files,
-                                           const std::string& duckdb_path);
+                                           const std::string& duckdb_path,
+                                           std::uint32_t block_size = 0);
 
 /// The same into PostgreSQL: schema <client>, one transaction per table (DROP, CREATE,
 /// COPY FROM STDIN of text built from the SQLite values, COMMIT), single-threaded.

@@ -25,6 +25,9 @@ struct bench_options {
   std::string fleet_grid = "100x100";
   /// fleet-scale: the warehouse, duckdb, postgres or sqlite. Default: duckdb
   std::string fleet_target = "duckdb";
+  /// fleet-scale, DuckDB target: the block size of both paths' new files (the target's
+  /// block_size key; 16384 suits many small tables). 0: DuckDB's default. Default: 0
+  std::uint32_t fleet_block_size = 0;
   /// Zipf exponent of client and table sizes (0: even split). Default: 0.8
   double skew = 0.8;
   std::string prune_grid = "100x100";     ///< prune: clients x tables. Default: 100x100

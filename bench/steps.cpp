@@ -178,7 +178,12 @@ int run_step(const std::string& name, const step_args& a) {
       stopwatch sw;
       const auto r = a.contains("pg")       ? raw_copy_sqlite_fleet_to_pg(files, need(a, "pg"))
                      : a.contains("sqlite") ? raw_copy_sqlite_fleet_to_sqlite(files, need(a, "sqlite"))
-                                            : raw_copy_sqlite_fleet_to_duckdb(files, need(a, "duckdb"));
+                                            : raw_copy_sqlite_fleet_to_duckdb(
+                                                  files, need(a, "duckdb"),
+                                                  a.contains("block_size")
+                                                      ? static_cast<std::uint32_t>(
+                                                            std::stoul(a.at("block_size")))
+                                                      : 0);
       print_result(sw, static_cast<double>(r.rows), {{"rows", r.rows}, {"tables", r.tables}});
       return 0;
     }

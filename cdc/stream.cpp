@@ -866,7 +866,7 @@ class source_stream {
             "source '{}': target '{}' is {}; flotilla stream applies changes to duckdb and "
             "postgres targets and publishes them to kafka and pubsub targets",
             src_.name, tgt_name_, wh_->dialect));
-      sinks::warehouse_options wo{wh_->name, wh_->dialect, wh_->path, wh_->dsn};
+      sinks::warehouse_options wo{wh_->name, wh_->dialect, wh_->path, wh_->dsn, wh_->block_size};
       target_ = sinks::open_warehouse(wo);
       target_->execute(positions_table_ddl(target_->dialect()));
       if (o_.project->events.kafka && side_events_)
@@ -1255,9 +1255,9 @@ class source_stream {
     const std::string name = tgt_name_;
     std::vector<sinks::warehouse_options> all;
     for (const auto& t : o_.project->targets)
-      all.push_back({t.name, t.dialect, t.path, t.dsn});
+      all.push_back({t.name, t.dialect, t.path, t.dsn, t.block_size});
     for (const auto& t : o_.project->event_targets)
-      all.push_back({t.name, t.kind, "", ""});
+      all.push_back({t.name, t.kind, "", "", 0});
     target_opener others = opener_for(all);
     return [w, name, others](const std::string& target) -> std::unique_ptr<sinks::warehouse> {
       if (target == name && w)

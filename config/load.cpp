@@ -31,7 +31,7 @@ const keys policy_keys{"contract",        "on_schema_change", "type_change_rebui
 const keys project_keys{"name",       "state_dir",        "keep_runs",
                         "contract",   "on_schema_change", "type_change_rebuild",
                         "auto_widen", "on_source_drift",  "prune_unchanged"};
-const keys target_keys{"dialect", "path", "dsn", "database", "catalog", "schema"};
+const keys target_keys{"dialect", "path", "dsn", "database", "catalog", "schema", "block_size"};
 const keys source_keys{"adapter",         "path",       "dsn",          "capture",
                        "target",          "stream_to",  "tags",         "include",      "exclude",
                        "batch_rows",      "tables",     "contract",     "on_schema_change",
@@ -486,6 +486,19 @@ class loader {
     tc.database = db ? *db : cat ? *cat : "";
     if (auto s = string(t, "schema", path, false))
       tc.schema = *s;
+    if (const auto* n = t.get("block_size")) {
+      if (tc.dialect != "duckdb" && !tc.dialect.empty())
+        report(errc::not_applicable, n->source(), key_path_append(path, "block_size"), render(*n),
+               "a duckdb target", fmt::format("block_size applies to a duckdb target, not {}", tc.dialect));
+      else if (auto b = integer(t, "block_size", path, 16384, 262144)) {
+        if ((*b & (*b - 1)) != 0)
+          report(errc::invalid_value, n->source(), key_path_append(path, "block_size"), render(*n),
+                 "16384, 32768, 65536, 131072 or 262144",
+                 fmt::format("block_size {} is not a power of two", *b));
+        else
+          tc.block_size = static_cast<std::uint32_t>(*b);
+      }
+    }
     p_.targets.push_back(std::move(tc));
   }
 

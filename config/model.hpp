@@ -124,6 +124,10 @@ struct target_config {
   /// "staging__{region}__{source}". sqlite has no schemas: the expansion prefixes the
   /// table name instead ("<schema>__<table>"). Default: "{source}"
   std::string schema = "{source}";
+  /// duckdb: the storage block size, in bytes, of a database file Flotilla creates (16384,
+  /// 32768, 65536, 131072 or 262144). Smaller blocks suit fleets of many small tables; a
+  /// file keeps the block size it was created with. 0: DuckDB's own (262144). Default: 0
+  std::uint32_t block_size = 0;
   position at;
 };
 

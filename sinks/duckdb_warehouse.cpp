@@ -643,6 +643,15 @@ class duckdb_warehouse final : public warehouse_base {
                                 options.path, version));
       }
     }
+    // The block size of a file it creates (an existing file keeps its own; checked below).
+    if (options.block_size != 0 &&
+        duckdb_set_config(config, "default_block_size", std::to_string(options.block_size).c_str()) ==
+            DuckDBError) {
+      duckdb_destroy_config(&config);
+      throw error(fmt::format("cannot open DuckDB database '{}': target '{}': block_size {} is not "
+                              "one DuckDB accepts; use 16384, 32768, 65536, 131072 or 262144",
+                              options.path, options.name, options.block_size));
+    }
     const duckdb_state opened = duckdb_get_or_create_from_cache(
         instance_cache(), options.path.c_str(), &db_, config, &err);
     duckdb_destroy_config(&config);
@@ -655,6 +664,8 @@ class duckdb_warehouse final : public warehouse_base {
       duckdb_close(&db_);
       throw error(fmt::format("cannot connect to DuckDB database '{}'", options.path));
     }
+    if (options.block_size != 0)
+      check_block_size(options);
     // Timestamps with time zone read back as UTC instants (+00), like Flotilla writes
     // them; without the ICU extension there is no setting and they are UTC already.
     result_holder h;
@@ -684,6 +695,30 @@ class duckdb_warehouse final : public warehouse_base {
         duckdb_free(text);
       }
     }
+  }
+
+  /// DuckDB cannot change the block size of an existing file: a configured block_size
+  /// that the file does not have is an error, not silently ignored.
+  void check_block_size(const warehouse_options& options) {
+    std::uint64_t actual = 0;
+    {
+      result_holder r;
+      if (duckdb_query(con_,
+                       "SELECT block_size FROM pragma_database_size() "
+                       "WHERE database_name = current_database()",
+                       &r.r) == DuckDBSuccess &&
+          duckdb_row_count(&r.r) == 1)
+        actual = static_cast<std::uint64_t>(duckdb_value_int64(&r.r, 0, 0));
+    }
+    if (actual == options.block_size)
+      return;
+    duckdb_disconnect(&con_);
+    duckdb_close(&db_);
+    throw error(fmt::format(
+        "DuckDB database '{}' has {}-byte blocks, but target '{}' sets block_size = {}: a file "
+        "keeps the block size it was created with; set block_size = {} (or remove it), or "
+        "point the target at a new file",
+        options.path, actual, options.name, options.block_size, actual));
   }
 
   ~duckdb_warehouse() override {

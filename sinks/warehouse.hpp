@@ -90,6 +90,9 @@ struct warehouse_options {
   std::string dialect;  ///< duckdb, postgres, sqlite
   std::string path;     ///< duckdb, sqlite file
   std::string dsn;      ///< postgres connection string
+  /// duckdb: block size of a file the sink creates (config::target_config::block_size);
+  /// 0: DuckDB's default
+  std::uint32_t block_size = 0;
 };
 
 /// Opens a warehouse connection. Plan-only dialects (snowflake, bigquery, databricks,

@@ -326,6 +326,38 @@ path = "x.db"
   CHECK(r.diagnostics[3].key == "sources.pg.path");
 }
 
+TEST_CASE("block_size is a DuckDB block size, on a duckdb target only") {
+  auto with = [](const std::string& dialect_and_place, const std::string& value) {
+    return load("[targets.wh]\n" + dialect_and_place + "block_size = " + value +
+                "\n\n[sources.s]\nadapter = \"sqlite\"\npath = \"s.db\"\n");
+  };
+  const std::string duck = "dialect = \"duckdb\"\npath = \"w.duckdb\"\n";
+  {
+    auto r = with(duck, "16384");
+    INFO(all_messages(r));
+    REQUIRE(r.ok());
+    CHECK(r.model->targets.at(0).block_size == 16384);
+  }
+  {
+    auto r = with(duck, "262144");
+    REQUIRE(r.ok());
+    CHECK(r.model->targets.at(0).block_size == 262144);
+  }
+  CHECK(load(std::string{one_target} + "[sources.s]\nadapter = \"sqlite\"\npath = \"s.db\"\n")
+            .model->targets.at(0)
+            .block_size == 0);
+  expect(with(duck, "8192"), errc::out_of_range, "targets.wh.block_size");
+  expect(with(duck, "524288"), errc::out_of_range, "targets.wh.block_size");
+  const auto& odd = expect(with(duck, "20000"), errc::invalid_value, "targets.wh.block_size");
+  CHECK(odd.message.find("power of two") != std::string::npos);
+  expect(with(duck, "\"16KB\""), errc::wrong_type, "targets.wh.block_size");
+  const auto& pg = expect(with("dialect = \"postgres\"\ndsn = \"postgresql://x\"\n", "16384"),
+                          errc::not_applicable, "targets.wh.block_size");
+  CHECK(pg.message.find("duckdb") != std::string::npos);
+  expect(with("dialect = \"sqlite\"\npath = \"w.db\"\n", "16384"), errc::not_applicable,
+         "targets.wh.block_size");
+}
+
 TEST_CASE("names with dots or reserved tag names are FLT-C014") {
   auto r = load(std::string{one_target} + R"toml(
 [sources."shop.eu"]

@@ -1,6 +1,7 @@
 // The storage format of DuckDB warehouse files: new files use a format whose checkpoints
 // do not re-encode every column's statistics (docs/performance.md, fleet-scale), and a file
-// created in DuckDB's older default format keeps it. Also DuckDB's thread count, which
+// created in DuckDB's older default format keeps it; a configured block size applies to a
+// new file only. Also DuckDB's thread count, which
 // depends on whether a load is appending (docs/performance.md, copy-wide).
 
 #include "tests/sinks/sink_fixture.hpp"
@@ -98,6 +99,49 @@ TEST_CASE("a DuckDB file in the older default format keeps it and stays readable
   CHECK(column_of(wh->query("SELECT count(*) FROM main.t1")) == std::vector<std::string>{"2"});
   CHECK(column_of(wh->query("SELECT count(*) FROM main.t2")) == std::vector<std::string>{"5"});
   wh.reset();
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a configured block size makes the new file's blocks, and a file keeps its own") {
+  const auto dir = std::filesystem::temp_directory_path() / ("flotilla_storage_" + unique_suffix());
+  std::filesystem::create_directories(dir);
+  const auto file = dir / "w.duckdb";
+  auto block_size_of = [](warehouse& wh) {
+    return column_of(wh.query("SELECT block_size FROM pragma_database_size() "
+                              "WHERE database_name = current_database()"));
+  };
+  auto small = duckdb_file(file);
+  small.block_size = 16384;
+  {
+    auto wh = open_warehouse(small);
+    std::vector<std::vector<value>> data{{I(1), T("a")}, {I(2), T("b")}};
+    load(*wh, dialects::table_ref{"", "main", "t"}, pairs(), load_mode::replace, data);
+    wh->execute({"CHECKPOINT"});
+    CHECK(block_size_of(*wh) == std::vector<std::string>{"16384"});
+  }
+  {
+    // Reopened without the setting: the file's block size, its rows intact.
+    auto wh = open_warehouse(duckdb_file(file));
+    CHECK(block_size_of(*wh) == std::vector<std::string>{"16384"});
+    CHECK(column_of(wh->query("SELECT count(*) FROM main.t")) == std::vector<std::string>{"2"});
+  }
+  // Another block size cannot apply to an existing file: refused, naming both sizes.
+  auto other = duckdb_file(file);
+  other.block_size = 65536;
+  try {
+    (void)open_warehouse(other);
+    FAIL("a block size the file does not have was accepted");
+  } catch (const std::exception& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find("16384-byte blocks") != std::string::npos);
+    CHECK(msg.find("block_size = 65536") != std::string::npos);
+    CHECK(msg.find(file.string()) != std::string::npos);
+  }
+  // A size DuckDB does not accept, before any file is made.
+  auto odd = duckdb_file(dir / "odd.duckdb");
+  odd.block_size = 4096;
+  CHECK_THROWS_WITH(open_warehouse(odd), Catch::Contains("block_size 4096"));
+  CHECK_FALSE(std::filesystem::exists(dir / "odd.duckdb"));
   std::filesystem::remove_all(dir);
 }
 
