@@ -55,19 +55,19 @@ std::string select_wide(const std::string& table) {
 struct duckdb_handle {
   duckdb_database db = nullptr;
   duckdb_connection con = nullptr;
-  /// `block_size`: the new file's block size (0: DuckDB's default), as the sink's
-  /// block_size key sets it.
+  /// `block_size`: the new file's block size; 0: the sink's default for a new file
+  /// (sinks/duckdb_warehouse.cpp, default_block_size).
   explicit duckdb_handle(const std::string& path, std::uint32_t block_size = 0) {
     std::filesystem::create_directories(std::filesystem::path(path).parent_path());
     char* err = nullptr;
     duckdb_config cfg = nullptr;
     duckdb_create_config(&cfg);
-    // The same memory limit and storage format the DuckDB sink sets, so both run under one
-    // budget and checkpoint alike.
+    // The same memory limit, storage format and block size the DuckDB sink sets, so both
+    // run under one budget, write alike and checkpoint alike.
     duckdb_set_config(cfg, "memory_limit", "1GB");
     duckdb_set_config(cfg, "storage_compatibility_version", "v1.2.0");
-    if (block_size != 0)
-      duckdb_set_config(cfg, "default_block_size", std::to_string(block_size).c_str());
+    duckdb_set_config(cfg, "default_block_size",
+                      std::to_string(block_size != 0 ? block_size : 65536).c_str());
     const auto st = duckdb_open_ext(path.c_str(), &db, cfg, &err);
     duckdb_destroy_config(&cfg);
     if (st == DuckDBError) {

@@ -54,7 +54,7 @@ raw_result raw_write_pg(const std::string& dsn, const std::string& schema, const
 
 /// The raw fleet copy: every table of every SQLite file into DuckDB schema
 /// <client> (the file's stem), one transaction per table (CREATE OR REPLACE, append,
-/// commit), single-threaded. `block_size`: of a new file (0: DuckDB's default).
+/// commit), single-threaded. `block_size`: of a new file (0: the sink's default).
 raw_result raw_copy_sqlite_fleet_to_duckdb(const std::vector<std::string>& sqlite_files,
                                            const std::string& duckdb_path,
                                            std::uint32_t block_size = 0);

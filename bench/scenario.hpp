@@ -26,7 +26,7 @@ struct bench_options {
   /// fleet-scale: the warehouse, duckdb, postgres or sqlite. Default: duckdb
   std::string fleet_target = "duckdb";
   /// fleet-scale, DuckDB target: the block size of both paths' new files (the target's
-  /// block_size key; 16384 suits many small tables). 0: DuckDB's default. Default: 0
+  /// block_size key). 0: the sink's default for a new file (65536). Default: 0
   std::uint32_t fleet_block_size = 0;
   /// Zipf exponent of client and table sizes (0: even split). Default: 0.8
   double skew = 0.8;

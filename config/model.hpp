@@ -125,8 +125,8 @@ struct target_config {
   /// table name instead ("<schema>__<table>"). Default: "{source}"
   std::string schema = "{source}";
   /// duckdb: the storage block size, in bytes, of a database file Flotilla creates (16384,
-  /// 32768, 65536, 131072 or 262144). Smaller blocks suit fleets of many small tables; a
-  /// file keeps the block size it was created with. 0: DuckDB's own (262144). Default: 0
+  /// 32768, 65536, 131072 or 262144); an existing file must have it. 0: not set: a new
+  /// file gets 65536, an existing one keeps its own. Default: 0
   std::uint32_t block_size = 0;
   position at;
 };

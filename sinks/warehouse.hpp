@@ -90,8 +90,9 @@ struct warehouse_options {
   std::string dialect;  ///< duckdb, postgres, sqlite
   std::string path;     ///< duckdb, sqlite file
   std::string dsn;      ///< postgres connection string
-  /// duckdb: block size of a file the sink creates (config::target_config::block_size);
-  /// 0: DuckDB's default
+  /// duckdb: block size of a file the sink creates (config::target_config::block_size),
+  /// which an existing file must have. 0: none set; a new file gets 64 KiB blocks and an
+  /// existing one keeps its own.
   std::uint32_t block_size = 0;
 };
 

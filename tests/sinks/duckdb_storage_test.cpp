@@ -1,7 +1,7 @@
 // The storage format of DuckDB warehouse files: new files use a format whose checkpoints
 // do not re-encode every column's statistics (docs/performance.md, fleet-scale), and a file
-// created in DuckDB's older default format keeps it; a configured block size applies to a
-// new file only. Also DuckDB's thread count, which
+// created in DuckDB's older default format keeps it; a new file's blocks are 64 KiB or the
+// target's block_size, and an existing file keeps its own. Also DuckDB's thread count, which
 // depends on whether a load is appending (docs/performance.md, copy-wide).
 
 #include "tests/sinks/sink_fixture.hpp"
@@ -98,6 +98,34 @@ TEST_CASE("a DuckDB file in the older default format keeps it and stays readable
   auto wh = open_warehouse(duckdb_file(file));
   CHECK(column_of(wh->query("SELECT count(*) FROM main.t1")) == std::vector<std::string>{"2"});
   CHECK(column_of(wh->query("SELECT count(*) FROM main.t2")) == std::vector<std::string>{"5"});
+  wh.reset();
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a new DuckDB file gets 64 KiB blocks, and a file with other blocks still opens") {
+  const auto dir = std::filesystem::temp_directory_path() / ("flotilla_storage_" + unique_suffix());
+  std::filesystem::create_directories(dir);
+  auto block_size_of = [](warehouse& wh) {
+    return column_of(wh.query("SELECT block_size FROM pragma_database_size() "
+                              "WHERE database_name = current_database()"));
+  };
+  load_and_close(dir / "new.duckdb", "t", 3);
+  {
+    auto wh = open_warehouse(duckdb_file(dir / "new.duckdb"));
+    CHECK(block_size_of(*wh) == std::vector<std::string>{"65536"});
+  }
+  // A file made with DuckDB's own 256 KiB blocks (as before, or by another program):
+  // opened without a block_size, it is written to as it is.
+  auto big = duckdb_file(dir / "big.duckdb");
+  big.block_size = 262144;
+  {
+    auto wh = open_warehouse(big);
+    CHECK(block_size_of(*wh) == std::vector<std::string>{"262144"});
+  }
+  load_and_close(dir / "big.duckdb", "t", 4);
+  auto wh = open_warehouse(duckdb_file(dir / "big.duckdb"));
+  CHECK(block_size_of(*wh) == std::vector<std::string>{"262144"});
+  CHECK(column_of(wh->query("SELECT count(*) FROM main.t")) == std::vector<std::string>{"4"});
   wh.reset();
   std::filesystem::remove_all(dir);
 }
