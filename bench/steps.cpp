@@ -64,6 +64,8 @@ int step_copy(const step_args& a) {
   wo.dialect = need(a, "target_dialect");
   wo.path = opt(a, "target_path");
   wo.dsn = opt(a, "target_dsn");
+  if (const auto bs = opt(a, "block_size"); !bs.empty())  // a DuckDB target's block_size
+    wo.block_size = static_cast<std::uint32_t>(std::stoul(bs));
 
   stopwatch sw;
   auto src = sources::open_source(so);
