@@ -41,6 +41,12 @@ struct env_override {
   const char* name_;
 };
 
+/// The open file's block size, as DuckDB reports it.
+std::vector<std::string> block_size_of(warehouse& wh) {
+  return column_of(wh.query("SELECT block_size FROM pragma_database_size() "
+                            "WHERE database_name = current_database()"));
+}
+
 std::string threads_of(warehouse& wh) {
   const auto v = column_of(wh.query("SELECT current_setting('threads')"));
   REQUIRE(v.size() == 1);
@@ -105,10 +111,6 @@ TEST_CASE("a DuckDB file in the older default format keeps it and stays readable
 TEST_CASE("a new DuckDB file gets 64 KiB blocks, and a file with other blocks still opens") {
   const auto dir = std::filesystem::temp_directory_path() / ("flotilla_storage_" + unique_suffix());
   std::filesystem::create_directories(dir);
-  auto block_size_of = [](warehouse& wh) {
-    return column_of(wh.query("SELECT block_size FROM pragma_database_size() "
-                              "WHERE database_name = current_database()"));
-  };
   load_and_close(dir / "new.duckdb", "t", 3);
   {
     auto wh = open_warehouse(duckdb_file(dir / "new.duckdb"));
@@ -134,10 +136,6 @@ TEST_CASE("a configured block size makes the new file's blocks, and a file keeps
   const auto dir = std::filesystem::temp_directory_path() / ("flotilla_storage_" + unique_suffix());
   std::filesystem::create_directories(dir);
   const auto file = dir / "w.duckdb";
-  auto block_size_of = [](warehouse& wh) {
-    return column_of(wh.query("SELECT block_size FROM pragma_database_size() "
-                              "WHERE database_name = current_database()"));
-  };
   auto small = duckdb_file(file);
   small.block_size = 16384;
   {
