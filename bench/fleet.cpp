@@ -12,6 +12,7 @@
 #include "bench/raw.hpp"
 #include "bench/scenario.hpp"
 #include "bench/steps.hpp"
+#include "sinks/warehouse.hpp"
 
 namespace flotilla::bench {
 namespace {
@@ -182,7 +183,8 @@ scenario_result run_fleet_scale(bench_context& ctx) {
   // Both paths' DuckDB files have the block size asked for, or Flotilla's default.
   if (target == "duckdb")
     for (const auto& p : points) {
-      const std::uint64_t want = p.dir.block_size != 0 ? p.dir.block_size : 65536;
+      const std::uint64_t want =
+          p.dir.block_size != 0 ? p.dir.block_size : sinks::duckdb_default_block_size;
       for (const auto& file : {p.dir.warehouse, p.dir.raw_warehouse})
         if (const auto got = duckdb_block_size(file.string()); got != want)
           throw std::runtime_error(

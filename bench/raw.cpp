@@ -22,6 +22,7 @@
 
 #include "bench/pg.hpp"
 #include "schema/calendar.hpp"
+#include "sinks/warehouse.hpp"
 
 namespace flotilla::bench {
 namespace {
@@ -55,8 +56,7 @@ std::string select_wide(const std::string& table) {
 struct duckdb_handle {
   duckdb_database db = nullptr;
   duckdb_connection con = nullptr;
-  /// `block_size`: the new file's block size; 0: the sink's default for a new file
-  /// (sinks/duckdb_warehouse.cpp, default_block_size).
+  /// `block_size`: the new file's block size; 0: the sink's default for a new file.
   explicit duckdb_handle(const std::string& path, std::uint32_t block_size = 0) {
     std::filesystem::create_directories(std::filesystem::path(path).parent_path());
     char* err = nullptr;
@@ -67,7 +67,7 @@ struct duckdb_handle {
     duckdb_set_config(cfg, "memory_limit", "1GB");
     duckdb_set_config(cfg, "storage_compatibility_version", "v1.2.0");
     duckdb_set_config(cfg, "default_block_size",
-                      std::to_string(block_size != 0 ? block_size : 65536).c_str());
+                      std::to_string(block_size != 0 ? block_size : sinks::duckdb_default_block_size).c_str());
     const auto st = duckdb_open_ext(path.c_str(), &db, cfg, &err);
     duckdb_destroy_config(&cfg);
     if (st == DuckDBError) {

@@ -540,15 +540,6 @@ constexpr std::uint64_t memory_check_every = 32;
 /// Storage format of warehouse files Flotilla creates: readable by DuckDB 1.2 and later.
 constexpr std::string_view storage_version = "v1.2.0";
 
-/// Block size of a warehouse file Flotilla creates when the target sets none. DuckDB's
-/// own, 256 KiB, gives every table of a few rows at least one block for its data and one
-/// for its key's index, on disk and in memory: 10,000 tables of 100 rows made a 5.3 GB
-/// file. With 64 KiB blocks, 1,000 such tables load 30–40% faster in half the memory and
-/// a third of the disk, while a 2M-row table loads as fast in a file 8% larger (smaller
-/// blocks still cost large tables: 16 KiB made it 20–50% slower, in a file 3x larger;
-/// docs/sinks.md, "DuckDB's block size").
-constexpr std::uint32_t default_block_size = 65536;
-
 /// "953.6 MiB", "1GB", "512 KB" -> bytes; 0 when unreadable.
 std::uint64_t parse_bytes(std::string_view text) {
   double value = 0;
@@ -654,7 +645,7 @@ class duckdb_warehouse final : public warehouse_base {
     }
     // The block size of a file it creates. An existing file keeps its own: checked below
     // against a block size the target sets.
-    const std::uint32_t block_size = options.block_size != 0 ? options.block_size : default_block_size;
+    const std::uint32_t block_size = options.block_size != 0 ? options.block_size : duckdb_default_block_size;
     if (duckdb_set_config(config, "default_block_size", std::to_string(block_size).c_str()) ==
         DuckDBError) {
       duckdb_destroy_config(&config);
