@@ -84,7 +84,8 @@ fleet_dir prepare_fleet(const fs::path& root, std::size_t clients, std::size_t t
                  toml_target{"sqlite", (root / "warehouse.sqlite").string(), "", "{source}"}, sources);
   else if (d.pg_dsn.empty())
     write_config(d.config.string(),
-                 toml_target{"duckdb", d.warehouse.string(), "", "{source}", d.block_size}, sources);
+                 toml_target{"duckdb", d.warehouse.string(), "", "{source}", d.block_size},
+                 sources);
   else
     write_config(d.config.string(), toml_target{"postgres", "", d.pg_dsn, "{source}"}, sources);
   return d;

@@ -84,7 +84,8 @@ int main(int argc, char** argv) {
   app.add_option("--fleet-target", o.fleet_target, "fleet-scale: warehouse, duckdb, postgres or sqlite")
       ->check(CLI::IsMember({"duckdb", "postgres", "sqlite"}))->capture_default_str();
   app.add_option("--fleet-block-size", o.fleet_block_size,
-                 "fleet-scale, DuckDB target: block size of the new files, both paths (0: Flotilla's)")
+                 "fleet-scale, DuckDB target: block size of the new files, both paths "
+                 "(0: Flotilla's)")
       ->check(CLI::IsMember({0, 16384, 32768, 65536, 131072, 262144}))->capture_default_str();
   app.add_option("--skew", o.skew, "Zipf exponent of client and table sizes (0: even)")
       ->capture_default_str();
@@ -132,7 +133,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (o.fleet_block_size != 0 && o.fleet_target != "duckdb") {
-    fmt::print(stderr, "--fleet-block-size applies to --fleet-target duckdb, not {}\n", o.fleet_target);
+    fmt::print(stderr, "--fleet-block-size applies to --fleet-target duckdb, not {}\n",
+               o.fleet_target);
     return 2;
   }
   std::vector<const scenario*> to_run;

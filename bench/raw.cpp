@@ -66,8 +66,8 @@ struct duckdb_handle {
     // run under one budget, write alike and checkpoint alike.
     duckdb_set_config(cfg, "memory_limit", "1GB");
     duckdb_set_config(cfg, "storage_compatibility_version", "v1.2.0");
-    duckdb_set_config(cfg, "default_block_size",
-                      std::to_string(block_size != 0 ? block_size : sinks::duckdb_default_block_size).c_str());
+    const auto blocks = block_size != 0 ? block_size : sinks::duckdb_default_block_size;
+    duckdb_set_config(cfg, "default_block_size", std::to_string(blocks).c_str());
     const auto st = duckdb_open_ext(path.c_str(), &db, cfg, &err);
     duckdb_destroy_config(&cfg);
     if (st == DuckDBError) {
@@ -639,7 +639,9 @@ raw_result raw_write_pg(const std::string& dsn, const std::string& schema, const
   return r;
 }
 
-std::uint64_t duckdb_block_size(const std::string& path) { return duckdb_handle(path).block_size(); }
+std::uint64_t duckdb_block_size(const std::string& path) {
+  return duckdb_handle(path).block_size();
+}
 
 raw_result raw_copy_sqlite_fleet_to_duckdb(const std::vector<std::string>& sqlite_files,
                                            const std::string& duckdb_path,

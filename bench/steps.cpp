@@ -53,6 +53,12 @@ double secs_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+/// The optional `block_size=` of a step with a DuckDB target; 0 when not given.
+std::uint32_t block_size_arg(const step_args& a) {
+  const auto bs = opt(a, "block_size");
+  return bs.empty() ? 0 : static_cast<std::uint32_t>(std::stoul(bs));
+}
+
 int step_copy(const step_args& a) {
   sources::source_options so;
   so.name = "bench";
@@ -64,8 +70,7 @@ int step_copy(const step_args& a) {
   wo.dialect = need(a, "target_dialect");
   wo.path = opt(a, "target_path");
   wo.dsn = opt(a, "target_dsn");
-  if (const auto bs = opt(a, "block_size"); !bs.empty())  // a DuckDB target's block_size
-    wo.block_size = static_cast<std::uint32_t>(std::stoul(bs));
+  wo.block_size = block_size_arg(a);
 
   stopwatch sw;
   auto src = sources::open_source(so);
@@ -181,11 +186,7 @@ int run_step(const std::string& name, const step_args& a) {
       const auto r = a.contains("pg")       ? raw_copy_sqlite_fleet_to_pg(files, need(a, "pg"))
                      : a.contains("sqlite") ? raw_copy_sqlite_fleet_to_sqlite(files, need(a, "sqlite"))
                                             : raw_copy_sqlite_fleet_to_duckdb(
-                                                  files, need(a, "duckdb"),
-                                                  a.contains("block_size")
-                                                      ? static_cast<std::uint32_t>(
-                                                            std::stoul(a.at("block_size")))
-                                                      : 0);
+                                                  files, need(a, "duckdb"), block_size_arg(a));
       print_result(sw, static_cast<double>(r.rows), {{"rows", r.rows}, {"tables", r.tables}});
       return 0;
     }

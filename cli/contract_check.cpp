@@ -42,7 +42,8 @@ target_reader open_target(const config::target_config& t, contract_survey& out) 
   if (file_target && !std::filesystem::exists(t.path, ec))
     return r;
   try {
-    r.warehouse = sinks::open_warehouse(sinks::warehouse_options{t.name, t.dialect, t.path, t.dsn, t.block_size});
+    r.warehouse = sinks::open_warehouse(
+        sinks::warehouse_options{t.name, t.dialect, t.path, t.dsn, t.block_size});
   } catch (const std::exception& e) {
     r.unreadable = e.what();
   }

@@ -489,7 +489,8 @@ class loader {
     if (const auto* n = t.get("block_size")) {
       if (tc.dialect != "duckdb" && !tc.dialect.empty())
         report(errc::not_applicable, n->source(), key_path_append(path, "block_size"), render(*n),
-               "a duckdb target", fmt::format("block_size applies to a duckdb target, not {}", tc.dialect));
+               "a duckdb target",
+               fmt::format("block_size applies to a duckdb target, not {}", tc.dialect));
       else if (auto b = integer(t, "block_size", path, 16384, 262144)) {
         if ((*b & (*b - 1)) != 0)
           report(errc::invalid_value, n->source(), key_path_append(path, "block_size"), render(*n),

@@ -645,7 +645,8 @@ class duckdb_warehouse final : public warehouse_base {
     }
     // The block size of a file it creates. An existing file keeps its own: checked below
     // against a block size the target sets.
-    const std::uint32_t block_size = options.block_size != 0 ? options.block_size : duckdb_default_block_size;
+    const std::uint32_t block_size =
+        options.block_size != 0 ? options.block_size : duckdb_default_block_size;
     if (duckdb_set_config(config, "default_block_size", std::to_string(block_size).c_str()) ==
         DuckDBError) {
       duckdb_destroy_config(&config);
