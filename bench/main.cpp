@@ -6,6 +6,7 @@
 //   flotilla-bench --smoke --require-pg   tiny sizes: checks the harness (CTest label bench)
 //   flotilla-bench --list
 //   flotilla-bench step <name> k=v...     one timed path (internal: run in a child process)
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -54,6 +55,34 @@ nlohmann::json options_json(const bench_options& o) {
           {"smoke", o.smoke}};
 }
 
+/// A size: a whole number of at least 1 (each of a list's values).
+const CLI::Validator at_least_one(
+    [](std::string& text) -> std::string {
+      std::uint64_t n = 0;
+      const auto* end = text.data() + text.size();
+      const auto [p, ec] = std::from_chars(text.data(), end, n);
+      if (ec != std::errc{} || p != end || n == 0)
+        return "must be a whole number of at least 1, got '" + text + "'";
+      return {};
+    },
+    "N>=1");
+
+/// CLIENTSxTABLES; `empty_ok`: '' turns the grid off.
+CLI::Validator grid(bool empty_ok) {
+  return CLI::Validator(
+      [empty_ok](std::string& text) -> std::string {
+        if (text.empty() && empty_ok)
+          return {};
+        try {
+          (void)parse_grid(text);
+        } catch (const std::exception& e) {
+          return e.what();
+        }
+        return {};
+      },
+      "CLIENTSxTABLES");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -73,14 +102,17 @@ int main(int argc, char** argv) {
   app.add_option("scenarios", selected, "scenarios to run (default: all); see --list");
   app.add_flag("--list", list, "list the scenarios and exit");
   app.add_flag("--smoke", o.smoke, "tiny sizes, one run, no warm-up: checks the harness, not speed");
-  app.add_option("--runs", o.runs, "measured runs of each path")->capture_default_str();
+  app.add_option("--runs", o.runs, "measured runs of each path")
+      ->check(at_least_one)->capture_default_str();
   app.add_option("--warmup", o.warmup, "unmeasured runs first")->capture_default_str();
-  app.add_option("--rows", o.rows, "copy-wide: rows of the wide table")->capture_default_str();
-  app.add_option("--fleet-rows", o.fleet_rows, "fleet-scale: total rows per point")->capture_default_str();
+  app.add_option("--rows", o.rows, "copy-wide: rows of the wide table")
+      ->check(at_least_one)->capture_default_str();
+  app.add_option("--fleet-rows", o.fleet_rows, "fleet-scale: total rows per point")
+      ->check(at_least_one)->capture_default_str();
   app.add_option("--fleet-tables", o.fleet_tables, "fleet-scale: table counts (one client)")
-      ->delimiter(',')->capture_default_str();
+      ->delimiter(',')->allow_extra_args(false)->check(at_least_one)->capture_default_str();
   app.add_option("--fleet-grid", o.fleet_grid, "fleet-scale: also CLIENTSxTABLES ('' for none)")
-      ->capture_default_str();
+      ->check(grid(true))->capture_default_str();
   app.add_option("--fleet-target", o.fleet_target, "fleet-scale: warehouse, duckdb, postgres or sqlite")
       ->check(CLI::IsMember({"duckdb", "postgres", "sqlite"}))->capture_default_str();
   app.add_option("--fleet-block-size", o.fleet_block_size,
@@ -89,18 +121,29 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({0, 16384, 32768, 65536, 131072, 262144}))->capture_default_str();
   app.add_option("--skew", o.skew, "Zipf exponent of client and table sizes (0: even)")
       ->capture_default_str();
-  app.add_option("--prune-grid", o.prune_grid, "prune: CLIENTSxTABLES")->capture_default_str();
-  app.add_option("--prune-rows", o.prune_rows, "prune: total rows of the fleet")->capture_default_str();
-  app.add_option("--drift-tables", o.drift_tables, "drift-check: PostgreSQL tables")->capture_default_str();
-  app.add_option("--events", o.events, "kafka-events: events per run")->capture_default_str();
-  app.add_option("--peer-tables", o.peer_tables, "peer: table counts")->delimiter(',')->capture_default_str();
-  app.add_option("--peer-rows", o.peer_rows, "peer: mean rows per table")->capture_default_str();
+  app.add_option("--prune-grid", o.prune_grid, "prune: CLIENTSxTABLES")
+      ->check(grid(false))->capture_default_str();
+  app.add_option("--prune-rows", o.prune_rows, "prune: total rows of the fleet")
+      ->check(at_least_one)->capture_default_str();
+  app.add_option("--drift-tables", o.drift_tables, "drift-check: PostgreSQL tables")
+      ->check(at_least_one)->capture_default_str();
+  app.add_option("--events", o.events, "kafka-events: events per run")
+      ->check(at_least_one)->capture_default_str();
+  app.add_option("--peer-tables", o.peer_tables, "peer: table counts")
+      ->delimiter(',')->allow_extra_args(false)->check(at_least_one)->capture_default_str();
+  app.add_option("--peer-rows", o.peer_rows, "peer: mean rows per table")
+      ->check(at_least_one)->capture_default_str();
   app.add_option("--out", o.out_dir, "directory for bench.json, scaling.svg and scratch data")
       ->capture_default_str();
   app.add_option("--flotilla", o.flotilla_bin, "the flotilla executable (default: beside this one)");
   app.add_flag("--require-pg", o.require_pg, "fail when FLOTILLA_PG_DSN is not set (CI)");
   app.add_flag("--keep", o.keep, "keep the scratch data (<out>/work)");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; a usage error exits 2, like the harness's own checks.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
 
   if (list) {
     for (const auto& s : all_scenarios())
@@ -127,10 +170,6 @@ int main(int argc, char** argv) {
         if (n == "--peer-tables") o.peer_tables = given.peer_tables;
         if (n == "--peer-rows") o.peer_rows = given.peer_rows;
       }
-  }
-  if (o.runs == 0) {
-    fmt::print(stderr, "--runs must be at least 1\n");
-    return 2;
   }
   if (o.fleet_block_size != 0 && o.fleet_target != "duckdb") {
     fmt::print(stderr, "--fleet-block-size applies to --fleet-target duckdb, not {}\n",
@@ -181,7 +220,11 @@ int main(int argc, char** argv) {
   }
   const fs::path out = fs::absolute(o.out_dir);
   ctx.scratch = (out / "work").string();
-  fs::create_directories(ctx.scratch);
+  if (std::error_code ec; fs::create_directories(ctx.scratch, ec), ec) {
+    fmt::print(stderr, "cannot create the output directory {}: {}; pass --out DIR with a "
+                       "directory you can write\n", ctx.scratch, ec.message());
+    return 2;
+  }
   ctx.db_prefix = fmt::format("flotilla_bench_{}", ::getpid());
 
   run_info info;

@@ -1,6 +1,8 @@
 #include "bench/scenario.hpp"
 
+#include <charconv>
 #include <stdexcept>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -62,13 +64,18 @@ std::string grouped(std::uint64_t v) {
 }
 
 std::pair<std::size_t, std::size_t> parse_grid(const std::string& text) {
+  const auto whole = [](std::string_view part, std::size_t& n) {
+    const auto* end = part.data() + part.size();
+    const auto [p, ec] = std::from_chars(part.data(), end, n);
+    return ec == std::errc{} && p == end && n > 0;
+  };
   const auto x = text.find('x');
-  if (x == std::string::npos)
-    throw std::runtime_error("expected CLIENTSxTABLES, got '" + text + "'");
-  const auto c = std::stoull(text.substr(0, x));
-  const auto t = std::stoull(text.substr(x + 1));
-  if (c == 0 || t == 0)
-    throw std::runtime_error("expected CLIENTSxTABLES with both above 0, got '" + text + "'");
+  std::size_t c = 0;
+  std::size_t t = 0;
+  if (x == std::string::npos || !whole(std::string_view(text).substr(0, x), c) ||
+      !whole(std::string_view(text).substr(x + 1), t))
+    throw std::runtime_error("expected CLIENTSxTABLES, both whole numbers above 0 (e.g. "
+                             "100x100), got '" + text + "'");
   return {c, t};
 }
 
