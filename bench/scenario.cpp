@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string_view>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 namespace flotilla::bench {
@@ -44,12 +46,32 @@ const std::vector<scenario>& all_scenarios() {
 
 void interleave(std::size_t warmup, std::size_t runs,
                 const std::vector<std::pair<series*, std::function<measurement()>>>& bodies) {
-  for (std::size_t i = 0; i < warmup + runs; ++i)
+  // On a terminal, one line on stderr that says which run of which path is going on and
+  // how the last one went; nothing when stderr is a pipe or a file.
+  static const bool terminal = ::isatty(STDERR_FILENO) == 1;
+  const std::size_t total = warmup + runs;
+  std::size_t done = 0;
+  std::string last;
+  for (std::size_t i = 0; i < total; ++i)
     for (const auto& [s, body] : bodies) {
+      if (terminal && s != nullptr) {
+        fmt::print(stderr, "\r\033[K   {} {}/{}: {} | {}{}", i < warmup ? "warm-up" : "run",
+                   i < warmup ? i + 1 : i + 1 - warmup, i < warmup ? warmup : runs,
+                   s->group + " " + s->variant, last, done == 0 ? "" : " ...");
+        std::fflush(stderr);
+      }
       auto m = body();
+      ++done;
+      if (terminal && s != nullptr && m.wall_s > 0)
+        last = fmt::format("last {:.2f} s, {} {}/s", m.wall_s,
+                           grouped(static_cast<std::uint64_t>(m.work / m.wall_s)), s->unit);
       if (i >= warmup && s != nullptr)
         s->runs.push_back(std::move(m));
     }
+  if (terminal && done > 0) {
+    fmt::print(stderr, "\r\033[K");
+    std::fflush(stderr);
+  }
 }
 
 std::string grouped(std::uint64_t v) {
