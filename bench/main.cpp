@@ -55,6 +55,9 @@ nlohmann::json options_json(const bench_options& o) {
           {"smoke", o.smoke}};
 }
 
+/// The bench's own databases are named <this>_<pid>_<what>.
+constexpr const char* bench_database_prefix = "flotilla_bench";
+
 /// A size: a whole number of at least 1 (each of a list's values).
 const CLI::Validator at_least_one(
     [](std::string& text) -> std::string {
@@ -218,6 +221,18 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (ctx.pg_dsn) {
+    // A run interrupted or killed before it dropped its databases leaves them behind;
+    // a fleet-scale one holds a million rows. They go now, each named.
+    try {
+      for (const auto& name : drop_abandoned_databases(*ctx.pg_dsn, bench_database_prefix))
+        fmt::print(stderr, "dropped database {}, left by a bench run that no longer runs\n",
+                   name);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "PostgreSQL at FLOTILLA_PG_DSN: {}\n", e.what());
+      return 2;
+    }
+  }
   const fs::path out = fs::absolute(o.out_dir);
   ctx.scratch = (out / "work").string();
   if (std::error_code ec; fs::create_directories(ctx.scratch, ec), ec) {
@@ -225,7 +240,7 @@ int main(int argc, char** argv) {
                        "directory you can write\n", ctx.scratch, ec.message());
     return 2;
   }
-  ctx.db_prefix = fmt::format("flotilla_bench_{}", ::getpid());
+  ctx.db_prefix = fmt::format("{}_{}", bench_database_prefix, ::getpid());
 
   run_info info;
   info.started = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::time(nullptr)));

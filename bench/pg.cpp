@@ -1,8 +1,14 @@
 #include "bench/pg.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <stdexcept>
+#include <string_view>
+
+#include <signal.h>
+#include <sys/types.h>
 
 #include <fmt/format.h>
 #include <libpq-fe.h>
@@ -123,6 +129,31 @@ void pg_connection::copy_in(const std::string& copy_sql, const std::vector<std::
   }
   if (!error.empty())
     throw std::runtime_error("PostgreSQL COPY: " + error);
+}
+
+std::vector<std::string> drop_abandoned_databases(const std::string& admin_dsn,
+                                                  const std::string& bench_prefix) {
+  require_local(admin_dsn);
+  pg_connection admin(admin_dsn);
+  std::vector<std::string> dropped;
+  const auto rows = admin.query("SELECT datname FROM pg_database WHERE datname LIKE '" +
+                                bench_prefix + "\\_%'");
+  for (const auto& row : rows) {
+    if (row.empty() || !row[0])
+      continue;
+    const std::string& name = *row[0];
+    // <prefix>_<pid>_<suffix>
+    const auto rest = std::string_view(name).substr(bench_prefix.size() + 1);
+    ::pid_t pid = 0;
+    const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), pid);
+    if (ec != std::errc{} || pid <= 0 || end == rest.data() + rest.size() || *end != '_')
+      continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH)
+      continue;
+    admin.exec("DROP DATABASE IF EXISTS \"" + name + "\" WITH (FORCE)");
+    dropped.push_back(name);
+  }
+  return dropped;
 }
 
 pg_databases::pg_databases(std::string admin_dsn, std::string prefix)

@@ -43,6 +43,12 @@ class pg_connection {
   PGconn* conn_ = nullptr;
 };
 
+/// Drops the databases `<bench_prefix>_<pid>_*` of bench runs whose process is gone (a
+/// run interrupted or killed before it dropped its own); returns their names. A database
+/// of a process still running is left alone.
+std::vector<std::string> drop_abandoned_databases(const std::string& admin_dsn,
+                                                  const std::string& bench_prefix);
+
 /// Creates (dropping first) and later drops the bench's own databases on one server.
 /// Owned by one scenario on the main thread; the destructor drops what it created.
 class pg_databases {

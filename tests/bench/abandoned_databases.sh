@@ -1,0 +1,25 @@
+#!/bin/sh
+# A database a killed bench run left behind (its pid gone) is dropped by the next run;
+# one of a running process, and one merely named alike, are kept.
+# Usage: abandoned_databases.sh FLOTILLA_BENCH FLOTILLA OUT_DIR
+set -eu
+bench=$1 flotilla=$2 out=$3
+if [ -z "${FLOTILLA_PG_DSN:-}" ]; then
+  echo "FLOTILLA_PG_DSN is not set: run through scripts/test" >&2
+  exit 1
+fi
+q() { PGOPTIONS="-c client_min_messages=warning" psql "$FLOTILLA_PG_DSN" -v ON_ERROR_STOP=1 -Atqc "$1"; }
+gone=flotilla_bench_2147483000_abandoned   # no process has this pid
+alive="flotilla_bench_$$_running"          # this shell runs
+alike=flotilla_benchmark_1_other
+drop_all() { for d in $gone $alive $alike; do q "DROP DATABASE IF EXISTS $d"; done; }
+trap drop_all EXIT
+drop_all
+for d in $gone $alive $alike; do q "CREATE DATABASE $d"; done
+log=$("$bench" kafka-events --smoke --out "$out" --flotilla "$flotilla" 2>&1)
+left=$(q "SELECT string_agg(datname, ' ' ORDER BY datname COLLATE \"C\") FROM pg_database
+          WHERE datname IN ('$gone', '$alive', '$alike')")
+echo "$log" | grep -q "dropped database $gone, left by a bench run that no longer runs" || {
+  echo "the bench did not report dropping $gone:"; echo "$log"; exit 1; }
+[ "$left" = "$alive $alike" ] || { echo "databases left: '$left', expected '$alive $alike'"; exit 1; }
+echo "ok: dropped $gone, kept $alive and $alike"
