@@ -360,7 +360,9 @@ struct planner {
     // goes into the live table itself (dropped and re-created in the load's transaction).
     p.staging_sql = {dialect.drop_table(staging_of(target))};
     const auto columns = schema::full_refresh_columns(live_after, p.load_columns, names());
-    if (dialect.replaces_in_place()) {
+    // A table not there yet is created in the load's own transaction (no staging table
+    // to swap): the warehouse writer does the same.
+    if (dialect.replaces_in_place() || !live_after) {
       for (auto& sql : dialect.refresh_in_place(target, live_after, columns))
         p.staging_sql.push_back(std::move(sql));
       return;

@@ -63,9 +63,11 @@ class loader final : public table_writer {
         const table_ref staging = sibling(target, staging_suffix, wh_.max_identifier_bytes());
         first.push_back(d.drop_table(staging));  // a leftover of an earlier crash
         // In place: the live table itself, emptied or re-created; otherwise the staging
-        // table, swapped in by commit().
-        const bool in_place = d.replaces_in_place();
-        into_ = in_place ? target : staging;
+        // table, swapped in by commit(). A table that does not exist yet is created and
+        // loaded in the load's own transaction on every engine: no reader sees it before
+        // the commit, so a staging table and its swap would only add DDL.
+        in_place_ = d.replaces_in_place() || !live;
+        into_ = in_place_ ? target : staging;
         schema::table_schema stage = schema::full_refresh_columns(live, request_.columns, d.names());
         if (wh_.key_after_load()) {
           for (auto& c : stage.columns) {
@@ -76,7 +78,7 @@ class loader final : public table_writer {
             c.nullable = false;
           }
         }
-        if (in_place) {
+        if (in_place_) {
           for (auto& sql : d.refresh_in_place(target, live, stage))
             first.push_back(std::move(sql));
         } else {
@@ -163,7 +165,7 @@ class loader final : public table_writer {
           if (!key_after_.empty())
             last.push_back(fmt::format("ALTER TABLE {} ADD PRIMARY KEY ({})", d.qualified(into_),
                                        key_after_));
-          if (d.replaces_in_place())
+          if (in_place_)
             break;
           for (auto& s : d.swap_in(into_, request_.target))
             last.push_back(std::move(s));
@@ -254,6 +256,7 @@ class loader final : public table_writer {
   load_request request_;
   table_ref into_;
   std::string key_after_;  ///< key columns added after the load (key_after_load)
+  bool in_place_ = false;  ///< a full refresh that loads the live table itself, no swap
   std::unique_ptr<row_inserter> inserter_;
   std::uint64_t rows_ = 0;
   bool open_ = false;

@@ -11,15 +11,34 @@ schema::table_schema S(std::initializer_list<schema::column> c) { return schema:
 const dialects::table_ref orders{"", "staging__us_west__shop", "orders"};
 }  // namespace
 
-TEST_CASE("an absent target is created by a full refresh through a staging table") {
+TEST_CASE("an absent target is created and loaded in the load's transaction, with no swap") {
+  for (const char* name : {"duckdb", "postgres", "sqlite"}) {
+    INFO(name);
+    auto d = *dialects::make_dialect(name);
+    const auto columns = S({{"id", T("int")}});
+    auto p = engine::plan_table(columns, std::nullopt, engine::target_state::absent, *d, orders,
+                                {});
+    CHECK(p.shape_action == "create");
+    CHECK(p.load == engine::load_kind::full_refresh);
+    CHECK_FALSE(p.drift_checked);
+    // A leftover staging table of an earlier crash goes; the table itself is created.
+    REQUIRE(p.staging_sql.size() == 3);
+    CHECK_THAT(p.staging_sql[0], Catch::Contains("DROP TABLE IF EXISTS") &&
+                                     Catch::Contains("orders__flotilla_staging"));
+    CHECK(p.staging_sql[1] == d->drop_table(orders));
+    CHECK(p.staging_sql[2] == d->create_table(orders, columns));
+    CHECK(p.swap_sql.empty());
+  }
+}
+
+TEST_CASE("a present target is refreshed through a staging table where the engine swaps") {
   auto d = *dialects::make_dialect("duckdb");
-  auto p = engine::plan_table(S({{"id", T("int")}}), std::nullopt, engine::target_state::absent, *d,
-                              orders, {});
-  CHECK(p.shape_action == "create");
+  const auto live = S({{"id", T("int")}});
+  auto p = engine::plan_table(live, live, engine::target_state::present, *d, orders, {});
   CHECK(p.load == engine::load_kind::full_refresh);
-  CHECK_FALSE(p.drift_checked);
   REQUIRE(p.staging_sql.size() == 2);
-  CHECK_THAT(p.staging_sql[1], Catch::Contains("orders__flotilla_staging"));
+  CHECK_THAT(p.staging_sql[1], Catch::Contains("CREATE TABLE") &&
+                                   Catch::Contains("orders__flotilla_staging"));
   CHECK_FALSE(p.swap_sql.empty());
 }
 

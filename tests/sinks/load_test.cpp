@@ -76,6 +76,41 @@ TEST_CASE("a full refresh replaces the rows only when it commits") {
   }
 }
 
+TEST_CASE("a first full refresh creates the table in its own transaction, with no staging table") {
+  test_target target(GENERATE(from_range(engines())));
+  CAPTURE(target.engine());
+  auto wh = target.open();
+  auto reader = target.open();
+  const auto t = target.table("people");
+  const auto staging = target.table("people__flotilla_staging");
+  load_request r{t, people(), load_mode::replace, {}, std::nullopt};
+  {
+    auto w = wh->begin_load(r);
+    w->write(batch(people_rows(1, 3, "new")));
+    // Not there for a reader before the commit.
+    CHECK_FALSE(reader->describe(t).has_value());
+  }  // destroyed without commit: rolled back, nothing left
+  CHECK_FALSE(reader->describe(t).has_value());
+  CHECK_FALSE(reader->describe(staging).has_value());
+
+  {
+    auto w = wh->begin_load(r);
+    w->write(batch(people_rows(1, 3, "new")));
+    w->commit();
+  }
+  CHECK(names(*reader, t) == std::vector<std::string>{"new1", "new2", "new3"});
+  REQUIRE(reader->describe(t).has_value());
+  CHECK(*reader->describe(t) == people());
+  CHECK_FALSE(reader->describe(staging).has_value());
+  if (target.engine() == "postgres") {
+    // Created under its own name, its key index has that name from the start.
+    const auto& d = wh->dialect();
+    CHECK(column_of(wh->query("SELECT indexname FROM pg_indexes WHERE schemaname = " +
+                              d.literal(t.schema) + " AND tablename = 'people'")) ==
+          std::vector<std::string>{"people_pkey"});
+  }
+}
+
 TEST_CASE("a SQLite full refresh empties a live table of the same columns, re-creates any other") {
   test_target target("sqlite");
   auto wh = target.open();
