@@ -55,15 +55,19 @@ void interleave(std::size_t warmup, std::size_t runs,
   for (std::size_t i = 0; i < total; ++i)
     for (const auto& [s, body] : bodies) {
       if (terminal && s != nullptr) {
-        fmt::print(stderr, "\r\033[K   {} {}/{}: {} | {}{}", i < warmup ? "warm-up" : "run",
-                   i < warmup ? i + 1 : i + 1 - warmup, i < warmup ? warmup : runs,
-                   s->group + " " + s->variant, last, done == 0 ? "" : " ...");
+        std::string line = fmt::format(
+            "   {} {}/{}: {} {} ...{}", i < warmup ? "warm-up" : "run",
+            i < warmup ? i + 1 : i + 1 - warmup, i < warmup ? warmup : runs, s->group,
+            s->variant, last.empty() ? "" : "  (previous: " + last + ")");
+        if (line.size() > 119)  // one line, whatever the path's name: \r must reach its start
+          line.resize(119);
+        fmt::print(stderr, "\r\033[K{}", line);
         std::fflush(stderr);
       }
       auto m = body();
       ++done;
       if (terminal && s != nullptr && m.wall_s > 0)
-        last = fmt::format("last {:.2f} s, {} {}/s", m.wall_s,
+        last = fmt::format("{:.2f} s, {} {}/s", m.wall_s,
                            grouped(static_cast<std::uint64_t>(m.work / m.wall_s)), s->unit);
       if (i >= warmup && s != nullptr)
         s->runs.push_back(std::move(m));
