@@ -12,6 +12,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include <caf/all.hpp>
@@ -132,13 +133,49 @@ caf::behavior catalog_reader(caf::event_based_actor* self, bool trace) {
   };
 }
 
+/// The connections of one target in this run. Until one has opened, a few failed opens
+/// in a row stop the attempts: the remaining tables fail at once with the first reason
+/// (a database that does not exist, refused credentials, a server that is down), where
+/// each of 10,000 tables would otherwise wait for a connection attempt of its own. Once
+/// a connection has opened, a failure is the table's own and the next table reconnects.
+class target_connections {
+ public:
+  static constexpr std::size_t attempts = 3;
+
+  /// The reason to fail a table without trying, or empty: try.
+  [[nodiscard]] std::string given_up() const {
+    std::lock_guard lock(mu_);
+    if (opened_ || failures_ < attempts)
+      return {};
+    return fmt::format("{}; not tried for this table: the target's first {} connections failed "
+                       "(fix the target and run again)",
+                       first_error_, attempts);
+  }
+  void opened() {
+    std::lock_guard lock(mu_);
+    opened_ = true;
+  }
+  void failed(const std::string& reason) {
+    std::lock_guard lock(mu_);
+    if (failures_++ == 0)
+      first_error_ = reason;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  bool opened_ = false;
+  std::size_t failures_ = 0;
+  std::string first_error_;
+};
+
 struct worker_state {
   std::unique_ptr<sinks::warehouse> warehouse;
   std::map<std::string, std::unique_ptr<sources::source>> sources;
 };
 
 caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet_spec* spec,
-                            std::size_t target_index, engine::target_catalog* target_tables) {
+                            std::size_t target_index, engine::target_catalog* target_tables,
+                            target_connections* connections) {
   return {
       [=](copy_task& task) {
         engine::prepare_thread_heap();
@@ -168,8 +205,17 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
               self->send(dispatcher_handle, idle_atom::value, caf::actor_cast<caf::actor>(self));
               return;
             }
-            if (!st.warehouse)
-              st.warehouse = sinks::open_warehouse(target_options);
+            if (!st.warehouse) {
+              if (auto reason = connections->given_up(); !reason.empty())
+                throw std::runtime_error(reason);
+              try {
+                st.warehouse = sinks::open_warehouse(target_options);
+              } catch (const std::exception& e) {
+                connections->failed(e.what());
+                throw;
+              }
+              connections->opened();
+            }
             if (spec->plan_only) {
               engine::table_job job = t.job;
               job.target_tables = target_tables;
@@ -359,9 +405,11 @@ std::vector<pipeline_report> run_fleet(const fleet_spec& spec) {
   // waits for every actor, so it outlives the workers using it.
   std::vector<std::unique_ptr<engine::target_catalog>> target_tables;
   std::vector<engine::target_catalog*> target_table_ptrs;
+  std::vector<std::unique_ptr<target_connections>> connections;
   for (std::size_t ti = 0; ti < spec.targets.size(); ++ti) {
     target_tables.push_back(std::make_unique<engine::target_catalog>());
     target_table_ptrs.push_back(target_tables.back().get());
+    connections.push_back(std::make_unique<target_connections>());
   }
   {
     caf::actor_system sys{cfg};
@@ -376,7 +424,8 @@ std::vector<pipeline_report> run_fleet(const fleet_spec& spec) {
     for (std::size_t ti = 0; ti < spec.targets.size(); ++ti) {
       std::vector<caf::actor> workers;
       for (std::size_t w = 0; w < std::max<std::size_t>(1, spec.targets[ti].workers); ++w)
-        workers.push_back(sys.spawn<caf::detached>(target_worker, &spec, ti, target_tables[ti].get()));
+        workers.push_back(sys.spawn<caf::detached>(target_worker, &spec, ti, target_tables[ti].get(),
+                                                   connections[ti].get()));
       target_dispatchers.push_back(sys.spawn(dispatcher<copy_task>, workers));
     }
 

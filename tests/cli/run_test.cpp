@@ -486,3 +486,62 @@ tags = {{ client = "acme", region = "us_west" }}
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("project.keep_runs") != std::string::npos);
 }
+
+TEST_CASE("a target that refuses its first connections fails the remaining tables at once; a "
+          "rerun after the fix copies them all") {
+  workdir w;
+  std::string ddl;
+  constexpr int tables = 12;
+  for (int i = 0; i < tables; ++i)
+    ddl += fmt::format("CREATE TABLE t{0} (id INTEGER PRIMARY KEY, v TEXT); "
+                       "INSERT INTO t{0} VALUES (1, 'a'), (2, 'b');\n",
+                       i);
+  sqlite_exec(w.file("shop.db"), ddl);
+  // A database that does not exist yet, on the test server.
+  const std::string database = "flotilla_absent_" + unique_suffix();
+  std::string dsn = pg_dsn();
+  if (dsn.starts_with("postgresql://") || dsn.starts_with("postgres://"))
+    dsn = dsn.substr(0, dsn.rfind('/')) + "/" + database;
+  else
+    dsn += " dbname=" + database;
+  w.write("flotilla.toml", fmt::format(R"([project]
+name = "test"
+
+[targets.wh]
+dialect = "postgres"
+dsn = "{}"
+schema = "{{source}}"
+
+[sources.shop]
+adapter = "sqlite"
+path = "shop.db"
+)",
+                                       dsn));
+  int code = 0;
+  auto run = flotilla_json(w, {"run"}, &code);
+  CHECK(code != 0);
+  REQUIRE(run["tables"].size() == tables);
+  std::size_t not_tried = 0;
+  for (const auto& t : run["tables"]) {
+    CHECK(t["status"] == "failed");
+    CHECK(t["error_code"] == "FLT-R003");
+    const std::string error = t["error"];
+    // Every table names the reason the target gave.
+    CHECK_THAT(error, Catch::Contains(database) && Catch::Contains("does not exist"));
+    if (error.find("not tried for this table") != std::string::npos)
+      ++not_tried;
+  }
+  // Three failed connections in a row, and a few more started at the same time by the
+  // other workers; the rest were not tried.
+  CHECK(not_tried >= tables - 8);
+
+  pg_exec(pg_dsn(), "CREATE DATABASE " + database);
+  auto again = flotilla_json(w, {"run"}, &code);
+  pg_exec(pg_dsn(), "DROP DATABASE " + database + " WITH (FORCE)");
+  CHECK(code == 0);
+  REQUIRE(again["tables"].size() == tables);
+  for (const auto& t : again["tables"]) {
+    CHECK(t["status"] == "copied");
+    CHECK(t["rows"] == 2);
+  }
+}
