@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
                  "(0: Flotilla's)")
       ->check(CLI::IsMember({0, 16384, 32768, 65536, 131072, 262144}))->capture_default_str();
   app.add_option("--skew", o.skew, "Zipf exponent of client and table sizes (0: even)")
-      ->capture_default_str();
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--prune-grid", o.prune_grid, "prune: CLIENTSxTABLES")
       ->check(grid(false))->capture_default_str();
   app.add_option("--prune-rows", o.prune_rows, "prune: total rows of the fleet")
