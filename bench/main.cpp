@@ -70,6 +70,18 @@ const CLI::Validator at_least_one(
     },
     "N>=1");
 
+/// A number of at least 0.
+const CLI::Validator not_negative(
+    [](std::string& text) -> std::string {
+      double v = -1;
+      const auto* end = text.data() + text.size();
+      const auto [p, ec] = std::from_chars(text.data(), end, v);
+      if (ec != std::errc{} || p != end || !(v >= 0))
+        return "must be a number of at least 0, got '" + text + "'";
+      return {};
+    },
+    "X>=0");
+
 /// CLIENTSxTABLES; `empty_ok`: '' turns the grid off.
 CLI::Validator grid(bool empty_ok) {
   return CLI::Validator(
@@ -123,7 +135,7 @@ int main(int argc, char** argv) {
                  "(0: Flotilla's)")
       ->check(CLI::IsMember({0, 16384, 32768, 65536, 131072, 262144}))->capture_default_str();
   app.add_option("--skew", o.skew, "Zipf exponent of client and table sizes (0: even)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(not_negative)->capture_default_str();
   app.add_option("--prune-grid", o.prune_grid, "prune: CLIENTSxTABLES")
       ->check(grid(false))->capture_default_str();
   app.add_option("--prune-rows", o.prune_rows, "prune: total rows of the fleet")
