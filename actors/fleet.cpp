@@ -424,7 +424,8 @@ std::vector<pipeline_report> run_fleet(const fleet_spec& spec) {
     for (std::size_t ti = 0; ti < spec.targets.size(); ++ti) {
       std::vector<caf::actor> workers;
       for (std::size_t w = 0; w < std::max<std::size_t>(1, spec.targets[ti].workers); ++w)
-        workers.push_back(sys.spawn<caf::detached>(target_worker, &spec, ti, target_tables[ti].get(),
+        workers.push_back(sys.spawn<caf::detached>(target_worker, &spec, ti,
+                                                   target_tables[ti].get(),
                                                    connections[ti].get()));
       target_dispatchers.push_back(sys.spawn(dispatcher<copy_task>, workers));
     }

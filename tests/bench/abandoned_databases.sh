@@ -8,7 +8,9 @@ if [ -z "${FLOTILLA_PG_DSN:-}" ]; then
   echo "FLOTILLA_PG_DSN is not set: run through scripts/test" >&2
   exit 1
 fi
-q() { PGOPTIONS="-c client_min_messages=warning" psql "$FLOTILLA_PG_DSN" -v ON_ERROR_STOP=1 -Atqc "$1"; }
+q() {
+  PGOPTIONS="-c client_min_messages=warning" psql "$FLOTILLA_PG_DSN" -v ON_ERROR_STOP=1 -Atqc "$1"
+}
 gone=flotilla_bench_2147483000_abandoned   # no process has this pid
 alive="flotilla_bench_$$_running"          # this shell runs
 alike=flotilla_benchmark_1_other
@@ -21,5 +23,6 @@ left=$(q "SELECT string_agg(datname, ' ' ORDER BY datname COLLATE \"C\") FROM pg
           WHERE datname IN ('$gone', '$alive', '$alike')")
 echo "$log" | grep -q "dropped database $gone, left by a bench run that no longer runs" || {
   echo "the bench did not report dropping $gone:"; echo "$log"; exit 1; }
-[ "$left" = "$alive $alike" ] || { echo "databases left: '$left', expected '$alive $alike'"; exit 1; }
+[ "$left" = "$alive $alike" ] || {
+  echo "databases left: '$left', expected '$alive $alike'"; exit 1; }
 echo "ok: dropped $gone, kept $alive and $alike"
