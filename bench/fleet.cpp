@@ -27,9 +27,25 @@ struct fleet_dir {
   fs::path raw_warehouse;
   std::string pg_dsn;      ///< PostgreSQL target: Flotilla's database
   std::string raw_pg_dsn;  ///< PostgreSQL target: the raw copy's database
+  std::string pg_name;     ///< PostgreSQL target: Flotilla's database, as pg_databases names it
   bool sqlite_target = false;
   std::uint32_t block_size = 0;  ///< DuckDB target: of both paths' files; 0: Flotilla's default
   fleet_layout layout;
+
+  /// Empties Flotilla's target and state (`raw`: the raw copy's target) before a run
+  /// that must be a first load: the files are removed, the database re-created.
+  void empty_target(bool raw, pg_databases* dbs) const {
+    if (!pg_name.empty()) {
+      (void)dbs->create(raw ? pg_name + "_raw" : pg_name);
+    } else {
+      const fs::path file = sqlite_target ? root / (raw ? "raw_target.sqlite" : "warehouse.sqlite")
+                                          : (raw ? raw_warehouse : warehouse);
+      for (const char* suffix : {"", ".wal", "-wal", "-shm", "-journal"})
+        fs::remove(file.string() + suffix);
+    }
+    if (!raw)
+      fs::remove_all(root / ".flotilla");
+  }
 
   /// Arguments of the raw-fleet-copy step for this fleet's target.
   [[nodiscard]] step_args raw_args() const {
@@ -61,6 +77,7 @@ fleet_dir prepare_fleet(const fs::path& root, std::size_t clients, std::size_t t
     if (dbs == nullptr)
       throw std::runtime_error("a PostgreSQL fleet target needs FLOTILLA_PG_DSN");
     const auto name = fmt::format("fleet_{}x{}", clients, tables);
+    d.pg_name = name;
     d.pg_dsn = dbs->create(name);
     d.raw_pg_dsn = dbs->create(name + "_raw");
   } else if (target == "sqlite") {
@@ -144,6 +161,9 @@ scenario_result run_fleet_scale(bench_context& ctx) {
                             ? fmt::format(" ({}-byte blocks)", ctx.opt.fleet_block_size)
                             : std::string(),
                         ctx.runs_text());
+  const bool fresh = ctx.opt.fleet_mode == "fresh";
+  r.sizes += fresh ? "; fresh: every run loads an empty target"
+                   : "; reruns: a point's runs after its first load into the tables it left";
   std::optional<pg_databases> dbs;
   if (target == "postgres") {
     if (!ctx.pg_dsn)
@@ -165,13 +185,18 @@ scenario_result run_fleet_scale(bench_context& ctx) {
   std::vector<std::pair<series*, std::function<measurement()>>> bodies;
   for (auto& p : points) {
     const auto tables = p.dir.layout.tables();
-    bodies.emplace_back(p.raw, [&p, tables] {
+    pg_databases* pg = dbs ? &*dbs : nullptr;
+    bodies.emplace_back(p.raw, [&p, tables, fresh, pg] {
+      if (fresh)
+        p.dir.empty_target(true, pg);
       auto m = measure_step("raw-fleet-copy", p.dir.raw_args());
       if (m.detail.value("tables", std::size_t{0}) != tables)
         throw std::runtime_error("raw fleet copy: wrong table count");
       return m;
     });
-    bodies.emplace_back(p.flotilla, [&p, &ctx, tables] {
+    bodies.emplace_back(p.flotilla, [&p, &ctx, tables, fresh, pg] {
+      if (fresh)
+        p.dir.empty_target(false, pg);
       const auto o = run_flotilla(flotilla_bin(ctx), p.dir.config.string(), "run", {"--no-prune"});
       auto m = measure_flotilla(o, false, {{"copied", tables}});
       if (o.rows != p.dir.layout.rows())

@@ -45,6 +45,7 @@ nlohmann::json options_json(const bench_options& o) {
           {"fleet_grid", o.fleet_grid},
           {"fleet_target", o.fleet_target},
           {"fleet_block_size", o.fleet_block_size},
+          {"fleet_mode", o.fleet_mode},
           {"skew", o.skew},
           {"prune_grid", o.prune_grid},
           {"prune_rows", o.prune_rows},
@@ -134,6 +135,10 @@ int main(int argc, char** argv) {
                  "fleet-scale, DuckDB target: block size of the new files, both paths "
                  "(0: Flotilla's)")
       ->check(CLI::IsMember({0, 16384, 32768, 65536, 131072, 262144}))->capture_default_str();
+  app.add_option("--fleet-mode", o.fleet_mode,
+                 "fleet-scale: rerun (into the tables the run before left) or fresh (every "
+                 "run into an empty target, state emptied too)")
+      ->check(CLI::IsMember({"rerun", "fresh"}))->capture_default_str();
   app.add_option("--skew", o.skew, "Zipf exponent of client and table sizes (0: even)")
       ->check(not_negative)->capture_default_str();
   app.add_option("--prune-grid", o.prune_grid, "prune: CLIENTSxTABLES")

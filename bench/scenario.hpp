@@ -28,6 +28,10 @@ struct bench_options {
   /// fleet-scale, DuckDB target: the block size of both paths' new files (the target's
   /// block_size key). 0: the sink's default for a new file (65536). Default: 0
   std::uint32_t fleet_block_size = 0;
+  /// fleet-scale: "rerun" (a run after a point's first loads into the tables the one
+  /// before left) or "fresh" (both paths' targets and Flotilla's state are emptied before
+  /// every run, untimed: each run is a first load). Default: rerun
+  std::string fleet_mode = "rerun";
   /// Zipf exponent of client and table sizes (0: even split). Default: 0.8
   double skew = 0.8;
   std::string prune_grid = "100x100";     ///< prune: clients x tables. Default: 100x100
