@@ -409,40 +409,6 @@ class postgres_warehouse final : public warehouse_base {
   std::size_t max_identifier_bytes() const override { return max_identifier; }
   bool key_after_load() const override { return true; }
 
-  /// The swapped-in table keeps the index names PostgreSQL gave the staging table
-  /// ("orders__flotilla_staging_pkey"); the next staging table would collide with them,
-  /// so they take the live table's name instead. One DO block, run with the commit: the
-  /// server finds and renames them (a name over 63 bytes is cut at a character boundary
-  /// by the server, as Flotilla cut the staging name).
-  std::vector<std::string> after_swap(const table_ref& staging, const table_ref& target) override {
-    const auto& d = dialect();
-    const std::string prefix = truncated(staging.name);
-    const std::string schema =
-        target.schema.empty() ? "pg_catalog.current_schema()" : d.literal(target.schema);
-    std::string body = fmt::format(
-        "DECLARE\n"
-        "  r record;\n"
-        "BEGIN\n"
-        "  FOR r IN\n"
-        "    SELECT ic.relname::text AS name FROM pg_catalog.pg_index i\n"
-        "    JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid\n"
-        "    JOIN pg_catalog.pg_class c ON c.oid = i.indrelid\n"
-        "    JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace\n"
-        "    WHERE n.nspname = {0} AND c.relname = {1}\n"
-        "      AND pg_catalog.left(ic.relname::text, pg_catalog.length({2})) = {2}\n"
-        "    ORDER BY 1\n"
-        "  LOOP\n"
-        "    EXECUTE pg_catalog.format('ALTER INDEX %I.%I RENAME TO %I', {0}, r.name,\n"
-        "      {3} || pg_catalog.substr(r.name, pg_catalog.length({2}) + 1));\n"
-        "  END LOOP;\n"
-        "END;",
-        schema, d.literal(target.name), d.literal(prefix), d.literal(target.name));
-    std::string tag = "$flotilla$";
-    for (int k = 1; body.find(tag) != std::string::npos; ++k)
-      tag = fmt::format("$flotilla{}$", k);
-    return {fmt::format("DO {0}\n{1}\n{0}", tag, body)};
-  }
-
   /// BEGIN and the load's first statements in one round trip (a simple query runs them
   /// in order and stops at the first error).
   void begin_with(const std::vector<std::string>& statements) override {
@@ -461,16 +427,6 @@ class postgres_warehouse final : public warehouse_base {
   }
 
  private:
-  /// `name` as PostgreSQL stores it: at most 63 bytes, cut at a character boundary.
-  static std::string truncated(const std::string& name) {
-    if (name.size() <= max_identifier)
-      return name;
-    std::size_t keep = max_identifier;
-    while (keep > 0 && (static_cast<unsigned char>(name[keep]) & 0xC0) == 0x80)
-      --keep;
-    return name.substr(0, keep);
-  }
-
   void locked_ddl(const std::vector<std::string>& statements) {
     begin();
     try {

@@ -162,15 +162,15 @@ class loader final : public table_writer {
       std::vector<std::string> last;
       switch (request_.mode) {
         case load_mode::replace:
+          if (!in_place_)
+            for (auto& s : d.swap_in(into_, request_.target))
+              last.push_back(std::move(s));
+          // The key goes on the table under its final name, after the swap: its index
+          // takes the name the engine gives the live table's key ("orders_pkey"), and
+          // nothing has to be renamed after it.
           if (!key_after_.empty())
-            last.push_back(fmt::format("ALTER TABLE {} ADD PRIMARY KEY ({})", d.qualified(into_),
-                                       key_after_));
-          if (in_place_)
-            break;
-          for (auto& s : d.swap_in(into_, request_.target))
-            last.push_back(std::move(s));
-          for (auto& s : wh_.after_swap(into_, request_.target))
-            last.push_back(std::move(s));
+            last.push_back(fmt::format("ALTER TABLE {} ADD PRIMARY KEY ({})",
+                                       d.qualified(request_.target), key_after_));
           break;
         case load_mode::append:
           break;
@@ -294,10 +294,6 @@ void warehouse_base::run_and_commit(const std::vector<std::string>& statements) 
   for (const auto& s : statements)
     run(s);
   commit_transaction();
-}
-
-std::vector<std::string> warehouse_base::after_swap(const table_ref&, const table_ref&) {
-  return {};
 }
 
 void warehouse_base::execute(const std::vector<std::string>& statements) {

@@ -89,10 +89,6 @@ class warehouse_base : public warehouse {
   /// the rows are in (one sorted index build instead of one insert per row), as
   /// pg_dump's output does (PostgreSQL, DuckDB). Default: false
   [[nodiscard]] virtual bool key_after_load() const { return false; }
-  /// Statements to run after a full refresh swapped the staging table in (PostgreSQL
-  /// renames the swapped table's indexes so the next staging table can reuse theirs).
-  [[nodiscard]] virtual std::vector<std::string> after_swap(const dialects::table_ref& staging,
-                                                            const dialects::table_ref& target);
 
   // ---- used by the writer --------------------------------------------------------
   [[nodiscard]] const std::string& target_name() const { return target_name_; }

@@ -115,6 +115,12 @@ TEST_CASE("long table names keep staging tables apart from the live table") {
   auto live = wh->describe(t);
   REQUIRE(live.has_value());
   CHECK(live->columns.size() == 2);
+  // The key, added after each swap under the long name, is the live table's.
+  CHECK(live->columns[0].key);
+  if (target.engine() == "postgres")
+    CHECK(column_of(wh->query("SELECT count(*) FROM pg_indexes WHERE schemaname = " +
+                              wh->dialect().literal(t.schema))) ==
+          std::vector<std::string>{"1"});
 }
 
 TEST_CASE("a plan-only dialect is refused with a pointer to flotilla plan") {
