@@ -89,7 +89,11 @@ int do_plan(const global_options& g, const plan_args& a) {
         row["actions"] = actions;
         row["warnings"] = pl.warnings;
         row["plan_only"] = dialect && !(*dialect)->executable();
-        nlohmann::json sql = pl.ddl;
+        nlohmann::json sql = nlohmann::json::array();
+        if (!pl.schema_sql.empty())
+          sql.push_back(pl.schema_sql);
+        for (const auto& s : pl.ddl)
+          sql.push_back(s);
         for (const auto& s : pl.staging_sql)
           sql.push_back(s);
         for (const auto& s : pl.swap_sql)

@@ -384,11 +384,8 @@ table_plan plan_table(const schema::table_schema& source,
   pl.choose_columns();
 
   const bool incremental = !settings.cursor_column.empty();
-  if (!target.schema.empty()) {
-    auto sql = dialect.create_schema(target.schema);
-    if (!sql.empty())
-      p.ddl.push_back(std::move(sql));
-  }
+  if (!target.schema.empty())
+    p.schema_sql = dialect.create_schema(target.schema);
   if (state != target_state::present || !live) {
     // Absent or unreadable: (re)build from the source with a full refresh.
     p.shape_action = "create";

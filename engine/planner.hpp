@@ -79,7 +79,11 @@ struct table_plan {
   std::vector<std::string> warnings;
   /// Set when the table must stop; the other fields are then informative only.
   std::optional<plan_error> error;
-  /// The exact statements run before loading (schema, DDL), in order.
+  /// The statement that creates the target schema when it is missing; empty where the
+  /// dialect has none. A run sends it once per schema and connection, before the schema's
+  /// first load (sinks::warehouse::begin_load), not once per table; `plan` shows it first.
+  std::string schema_sql;
+  /// The exact statements run before loading (DDL), in order.
   std::vector<std::string> ddl;
   load_kind load = load_kind::full_refresh;
   /// The statements that make the table a full refresh loads, with the live table's

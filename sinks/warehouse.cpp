@@ -198,7 +198,7 @@ class loader final : public table_writer {
     if (open_) {
       wh_.rollback();
       open_ = false;
-      wh_.writer_closed();
+      wh_.writer_rolled_back();
     }
   }
 
@@ -330,8 +330,10 @@ std::unique_ptr<table_writer> warehouse_base::begin_load(const load_request& req
   }
 
   auto live = describe(request.target);
-  if (!live && !request.target.schema.empty())
+  if (!live && !request.target.schema.empty() && !schemas_ready_.contains(request.target.schema)) {
     ensure_schema(request.target.schema);
+    schemas_ready_.insert(request.target.schema);
+  }
   if (request.commit_token && !bookkeeping_ready_) {
     ensure_bookkeeping();
     bookkeeping_ready_ = true;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -93,6 +94,11 @@ class warehouse_base : public warehouse {
   // ---- used by the writer --------------------------------------------------------
   [[nodiscard]] const std::string& target_name() const { return target_name_; }
   void writer_closed() { writer_open_ = false; }
+  /// A load rolled back: the schemas it took for granted are checked again by the next.
+  void writer_rolled_back() {
+    writer_open_ = false;
+    schemas_ready_.clear();
+  }
 
  protected:
   /// "target 'x': <what>", the prefix of every error this warehouse throws.
@@ -102,6 +108,9 @@ class warehouse_base : public warehouse {
   std::string target_name_;
   std::unique_ptr<dialects::dialect> dialect_;
   bool bookkeeping_ready_ = false;
+  /// Schemas this connection has ensured (begin_load): a fleet's first loads into one
+  /// schema send its CREATE SCHEMA once, not once per table.
+  std::set<std::string> schemas_ready_;
   bool writer_open_ = false;
 };
 

@@ -28,6 +28,10 @@ TEST_CASE("an absent target is created and loaded in the load's transaction, wit
     CHECK(p.staging_sql[1] == d->drop_table(orders));
     CHECK(p.staging_sql[2] == d->create_table(orders, columns));
     CHECK(p.swap_sql.empty());
+    // The schema's statement is kept apart: a run sends it once per schema, not per table.
+    CHECK(p.schema_sql == d->create_schema(orders.schema));
+    for (const auto& sql : p.ddl)
+      CHECK_THAT(sql, !Catch::Contains("CREATE SCHEMA"));
   }
 }
 

@@ -111,6 +111,30 @@ TEST_CASE("a first full refresh creates the table in its own transaction, with n
   }
 }
 
+TEST_CASE("a connection creates a new schema once for its first loads; a schema dropped under it "
+          "is created again after one failed load") {
+  const std::string engine = GENERATE(std::string("duckdb"), std::string("postgres"));
+  test_target target(engine);
+  CAPTURE(engine);
+  auto wh = target.open();
+  auto other = target.open();
+  const auto a = target.table("a"), b = target.table("b"), c = target.table("c");
+  load(*wh, a, people(), load_mode::replace, people_rows(1, 2, "a"));
+  load(*wh, b, people(), load_mode::replace, people_rows(1, 2, "b"));
+  CHECK(names(*other, b) == std::vector<std::string>{"b1", "b2"});
+
+  // Another connection drops the schema: this connection took it for granted, so the next
+  // first load may fail, naming the table; the load after it creates the schema again.
+  other->execute({"DROP SCHEMA " + other->dialect().quote(a.schema) + " CASCADE"});
+  try {
+    load(*wh, c, people(), load_mode::replace, people_rows(1, 2, "c"));
+  } catch (const sink_error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("\"c\""));
+    load(*wh, c, people(), load_mode::replace, people_rows(1, 2, "c"));
+  }
+  CHECK(names(*other, c) == std::vector<std::string>{"c1", "c2"});
+}
+
 TEST_CASE("a SQLite full refresh empties a live table of the same columns, re-creates any other") {
   test_target target("sqlite");
   auto wh = target.open();
