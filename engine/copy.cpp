@@ -90,6 +90,20 @@ class batch_loader {
     return coerced_.empty() && plan_.read_columns.columns.size() == plan_.load_columns.columns.size();
   }
 
+  /// Passes through, and every column loads with the type it is read as into a table the
+  /// load creates from those types (a full refresh): the source's binary COPY tuples are
+  /// what the target's binary COPY takes. Not JSON, read as text and loaded as jsonb.
+  [[nodiscard]] bool passes_through_binary() const {
+    if (!passes_through() || plan_.load != load_kind::full_refresh)
+      return false;
+    const auto& read = plan_.read_columns.columns;
+    const auto& load = plan_.load_columns.columns;
+    for (std::size_t i = 0; i < read.size(); ++i)
+      if (read[i].type != load[i].type || read[i].type.kind == schema::type_kind::json)
+        return false;
+    return true;
+  }
+
   void write(schema::row_batch& batch) {
     if (job_.cancel && job_.cancel->load(std::memory_order_relaxed))
       throw std::runtime_error("stopped by the user before commit; the target is unchanged");
@@ -291,8 +305,10 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     try {
       sources::read_request rr = read_request_of();
       rr.spent_batch = [&queue] { return queue.reuse(); };
-      // PostgreSQL into PostgreSQL with nothing to convert: the rows stay COPY text.
+      // PostgreSQL into PostgreSQL with nothing to convert: the rows stay COPY text, or
+      // binary COPY tuples where both sides have the same types.
       rr.copy_text = !incremental && wh.dialect().name() == "postgres" && loader.passes_through();
+      rr.copy_binary = rr.copy_text && loader.passes_through_binary();
       read_result = src.read(rr, hand_over);
     } catch (const std::exception& e) {
       queue.fail(e.what());

@@ -57,6 +57,10 @@ struct row_batch {
   /// requested type. Only a PostgreSQL sink takes such a batch.
   std::string copy_text;
   std::size_t text_rows = 0;
+  /// With `copy_text`: it holds `text_rows` tuples of PostgreSQL's binary COPY format
+  /// (no header, no trailer) instead of text lines
+  /// (sources::read_request::copy_binary).
+  bool copy_binary = false;
 
   [[nodiscard]] bool is_copy_text() const { return text_rows > 0; }
   [[nodiscard]] std::size_t rows() const {

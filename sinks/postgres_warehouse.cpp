@@ -118,7 +118,19 @@ class pg_inserter final : public row_inserter {
 
   void append(const schema::row_batch& batch, std::uint64_t first_seq) override {
     if (!copying_)
-      start();
+      start(batch.copy_binary);
+    if (batch.copy_binary != binary_)
+      throw sink_error(fmt::format("{}: a load got both binary and text COPY batches",
+                                   dialect_.qualified(table_)));
+    if (binary_) {
+      if (with_seq_)
+        throw sink_error(fmt::format("{}: a merge load cannot take binary COPY batches",
+                                     dialect_.qualified(table_)));
+      buf_ += batch.copy_text;
+      if (buf_.size() >= copy_chunk)
+        send();
+      return;
+    }
     if (batch.is_copy_text()) {
       append_copy_lines(batch, first_seq);
       return;
@@ -166,6 +178,8 @@ class pg_inserter final : public row_inserter {
   void finish() override {
     if (!copying_)
       return;
+    if (binary_)
+      buf_.append("\xff\xff", 2);  // the stream's trailer
     send();
     copying_ = false;
     if (PQputCopyEnd(conn_, nullptr) != 1)
@@ -203,11 +217,16 @@ class pg_inserter final : public row_inserter {
       send();
   }
 
-  void start() {
-    result_holder h(PQexec(conn_, copy_sql_.c_str()));
+  /// Starts the COPY, in the binary format when the first batch holds binary tuples.
+  void start(bool binary) {
+    const std::string sql = binary ? copy_sql_ + " (FORMAT binary)" : copy_sql_;
+    result_holder h(PQexec(conn_, sql.c_str()));
     if (PQresultStatus(h.r) != PGRES_COPY_IN)
-      throw sink_error(fmt::format("{} (in: {})", trimmed(PQresultErrorMessage(h.r)), copy_sql_));
+      throw sink_error(fmt::format("{} (in: {})", trimmed(PQresultErrorMessage(h.r)), sql));
     copying_ = true;
+    binary_ = binary;
+    if (binary)  // signature, flags (no OIDs), no header extension
+      buf_.append("PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0", 19);
   }
 
   void send() {
@@ -228,6 +247,7 @@ class pg_inserter final : public row_inserter {
   std::string copy_sql_;
   std::string buf_;
   bool copying_ = false;
+  bool binary_ = false;  ///< the COPY takes binary tuples (schema::row_batch::copy_binary)
 };
 
 void ignore_notice(void*, const char*) {

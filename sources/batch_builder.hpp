@@ -47,6 +47,7 @@ class batch_builder {
     batch_.width = width_;
     batch_.copy_text.clear();
     batch_.text_rows = 0;
+    batch_.copy_binary = false;
     batch_.cells.reserve(batch_rows_ * width_);
     started_ = true;
   }

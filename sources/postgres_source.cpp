@@ -282,7 +282,8 @@ class postgres_source final : public source {
         select += " WHERE " + q + " > " + quote_literal(*request.after);
       select += " ORDER BY " + q + " ASC NULLS LAST";
     }
-    const std::string sql = "COPY (" + select + ") TO STDOUT";
+    const bool binary = request.copy_text && request.copy_binary && cursor.empty();
+    const std::string sql = "COPY (" + select + ") TO STDOUT" + (binary ? " (FORMAT binary)" : "");
 
     lease conn = connect();
     {
@@ -293,6 +294,8 @@ class postgres_source final : public source {
     }
 
     const std::size_t batch_rows = request.batch_rows ? request.batch_rows : 8192;
+    if (binary)
+      return pass_through_binary(conn, qualified, names, types, batch_rows, consume);
     if (request.copy_text && cursor.empty())
       return pass_through(conn, qualified, names, types, batch_rows, consume);
     read_result out;
@@ -439,6 +442,119 @@ class postgres_source final : public source {
         });
     if (!stopped && batch.is_copy_text())
       consume(std::move(batch));
+    return out;
+  }
+
+  /// The binary COPY as the server sent it, in batches of whole tuples without the
+  /// stream's header and trailer (the sink writes its own): what a PostgreSQL target's
+  /// binary COPY FROM takes when every column has the same type on both sides. Each tuple
+  /// is walked to check its field count and field lengths, and that every decimal has a
+  /// decimal representation (as the text path does).
+  read_result pass_through_binary(lease& conn, const std::string& qualified,
+                                  const std::vector<std::string>& names,
+                                  const std::vector<portable_type>& types,
+                                  std::size_t batch_rows, const batch_consumer& consume) {
+    static constexpr std::string_view signature("PGCOPY\n\377\r\n\0", 11);
+    const std::size_t width = names.size();
+    std::vector<char> decimal(width);
+    for (std::size_t i = 0; i < width; ++i)
+      decimal[i] = types[i].kind == type_kind::decimal;
+    const auto cut = [&](std::uint64_t row, std::string_view what) {
+      conn.discard();
+      return error::read_failed(options_.name, qualified, "",
+                                fmt::format("binary COPY row {}: {}", row, what), fix);
+    };
+    const auto u16 = [](const char* p) {
+      return static_cast<std::uint16_t>((static_cast<unsigned char>(p[0]) << 8) |
+                                        static_cast<unsigned char>(p[1]));
+    };
+    const auto i32 = [](const char* p) {
+      std::uint32_t v = 0;
+      for (int k = 0; k < 4; ++k)
+        v = (v << 8) | static_cast<unsigned char>(p[k]);
+      return static_cast<std::int32_t>(v);
+    };
+
+    read_result out;
+    schema::row_batch batch;
+    batch.width = width;
+    batch.copy_binary = true;
+    bool header = false, ended = false, stopped = false;
+    std::uint64_t rows = 0;
+    char* buf = nullptr;
+    int len = 0;
+    while ((len = PQgetCopyData(conn.get(), &buf, 0)) > 0) {
+      const std::unique_ptr<char, void (*)(void*)> held(buf, PQfreemem);
+      std::string_view msg(buf, static_cast<std::size_t>(len));
+      if (!header) {
+        // Signature, flags (no OIDs), then a header extension to skip.
+        if (msg.size() < 19 || msg.substr(0, 11) != signature || i32(msg.data() + 11) != 0 ||
+            i32(msg.data() + 15) < 0 || msg.size() < 19 + std::size_t(i32(msg.data() + 15)))
+          throw cut(0, "the stream does not start with a binary COPY header");
+        msg.remove_prefix(19 + static_cast<std::size_t>(i32(msg.data() + 15)));
+        header = true;
+      }
+      while (!msg.empty()) {
+        if (ended || msg.size() < 2)
+          throw cut(rows + 1, "data after the end of the stream, or a cut tuple");
+        const std::uint16_t fields = u16(msg.data());
+        if (fields == 0xFFFF) {  // the trailer
+          ended = true;
+          msg.remove_prefix(2);
+          continue;
+        }
+        ++rows;
+        if (fields != width)
+          throw cut(rows, fmt::format("{} fields, expected {}", fields, width));
+        std::size_t at = 2;
+        for (std::size_t i = 0; i < width; ++i) {
+          if (msg.size() < at + 4)
+            throw cut(rows, "cut short");
+          const std::int32_t n = i32(msg.data() + at);
+          at += 4;
+          if (n < 0)
+            continue;  // NULL
+          if (msg.size() < at + static_cast<std::size_t>(n))
+            throw cut(rows, "cut short");
+          // numeric: ndigits, weight, sign, dscale; NaN and the infinities by their sign.
+          if (decimal[i] && n >= 8) {
+            const std::uint16_t sign = u16(msg.data() + at + 4);
+            if (sign == 0xC000 || sign == 0xD000 || sign == 0xF000) {
+              conn.discard();
+              throw error::bad_value(options_.name, qualified, names[i],
+                                     sign == 0xC000   ? "NaN"
+                                     : sign == 0xD000 ? "Infinity"
+                                                      : "-Infinity",
+                                     types[i], rows);
+            }
+          }
+          at += static_cast<std::size_t>(n);
+        }
+        batch.copy_text.append(msg.data(), at);
+        msg.remove_prefix(at);
+        if (++batch.text_rows < batch_rows)
+          continue;
+        if (!consume(std::move(batch))) {
+          stopped = true;
+          break;
+        }
+        batch = schema::row_batch{};
+        batch.width = width;
+        batch.copy_binary = true;
+      }
+      if (stopped) {
+        conn.discard();  // abandoning the COPY: closing the connection stops it
+        out.rows = rows;
+        return out;
+      }
+    }
+    end_copy(conn, len, qualified);
+    if (!ended)
+      throw error::read_failed(options_.name, qualified, "",
+                               "the binary COPY ended without its trailer", fix);
+    if (batch.is_copy_text())
+      consume(std::move(batch));
+    out.rows = rows;
     return out;
   }
 

@@ -67,6 +67,10 @@ struct read_request {
   /// (schema::row_batch::copy_text) when the read has no cursor; other sources ignore
   /// it. Set only when a PostgreSQL sink takes the rows as they are. Default: false
   bool copy_text = false;
+  /// With copy_text: the batches hold binary COPY tuples instead (no text to format on
+  /// the source server or parse on the target's). Set only when every column's requested
+  /// type is, in PostgreSQL, the type of the target column it loads into. Default: false
+  bool copy_binary = false;
   /// Where a reader may take a batch its consumer is done with, to fill again instead of
   /// a new one: the cells and their strings keep their memory, so a long read stops
   /// allocating. Returns an empty batch when there is none. Unset: every batch is new.

@@ -282,6 +282,30 @@ TEST_CASE("postgres rows arrive in batches of batch_rows and reading stops when 
   src->read(req, [&](flotilla::schema::row_batch&&) { return ++calls < 2; });
   CHECK(calls == 2);
   CHECK(read_all(*src, t).rows.size() == 1000);
+
+  // Binary COPY batches: whole tuples without the stream's header and trailer, each
+  // 2 + 2 * 4 bytes of field count and lengths plus the values.
+  req.copy_binary = true;
+  sizes.clear();
+  std::string tuples;
+  src->read(req, [&](flotilla::schema::row_batch&& b) {
+    CHECK(b.copy_binary);
+    CHECK(b.cells.empty());
+    sizes.push_back(b.rows());
+    tuples += b.copy_text;
+    return true;
+  });
+  CHECK(sizes == std::vector<std::size_t>{300, 300, 300, 100});
+  std::size_t text_bytes = 0;
+  for (int i = 1; i <= 1000; ++i)
+    text_bytes += std::to_string(i).size();
+  CHECK(tuples.size() == 1000 * (2 + 8 + 4) + text_bytes);
+  CHECK(tuples.substr(0, 2) == std::string("\0\2", 2));
+  CHECK(tuples.find("PGCOPY") == std::string::npos);
+  calls = 0;
+  src->read(req, [&](flotilla::schema::row_batch&&) { return ++calls < 2; });
+  CHECK(calls == 2);
+  CHECK(read_all(*src, t).rows.size() == 1000);
 }
 
 TEST_CASE("the postgres marker stays the same without a write and changes after one") {
