@@ -49,7 +49,8 @@ TEST_CASE("a PostgreSQL table copies into PostgreSQL with every value exact") {
     CREATE TABLE {0}.bad (id integer PRIMARY KEY, n numeric(12,2));
     INSERT INTO {0}.bad VALUES (1, 1.5), (2, 'NaN');
     CREATE TABLE {0}.docs (id integer PRIMARY KEY, j jsonb, t text);
-    INSERT INTO {0}.docs VALUES (1, '{{"a": [1, "x\ty"], "b": null}}', E'tab\there'), (2, NULL, NULL);
+    INSERT INTO {0}.docs VALUES (1, '{{"a": [1, "x\ty"], "b": null}}', E'tab\there'),
+                                (2, NULL, NULL);
   )", s));
   w.write("flotilla.toml", fmt::format(R"([project]
 name = "pgcopy"
@@ -82,8 +83,9 @@ include = ["{1}.*"]
   REQUIRE(docs != nullptr);
   CHECK((*docs)["status"] == "copied");
   const auto docs_of = [](const std::string& schema) {
-    return pg_query(pg_dsn(), "SELECT string_agg(id || ':' || coalesce(j::text, '<null>') || ':' "
-                              "|| coalesce(t, '<null>'), '|' ORDER BY id) FROM " + schema + ".docs");
+    return pg_query(pg_dsn(), "SELECT string_agg(id || ':' || coalesce(j::text, '<null>') || "
+                              "':' || coalesce(t, '<null>'), '|' ORDER BY id) FROM " +
+                                  schema + ".docs");
   };
   CHECK(docs_of(t) == docs_of(s));
 
