@@ -158,6 +158,42 @@ TEST_CASE("a SQLite full refresh empties a live table of the same columns, re-cr
   CHECK(*wh->describe(t) == wider);
 }
 
+TEST_CASE("a PostgreSQL full refresh keeps the grants on the table it replaces") {
+  test_target target("postgres");
+  auto wh = target.open();
+  const auto& d = wh->dialect();
+  const auto t = target.table("people");
+  const std::string role = "flotilla_reader_" + unique_suffix();
+  load(*wh, t, people(), load_mode::replace, people_rows(1, 2, "a"));
+  wh->execute({"CREATE ROLE " + d.quote(role),
+               "GRANT USAGE ON SCHEMA " + d.quote(t.schema) + " TO " + d.quote(role),
+               "GRANT SELECT, UPDATE ON " + d.qualified(t) + " TO " + d.quote(role) +
+                   " WITH GRANT OPTION"});
+  const auto privileges = [&] {
+    return column_of(wh->query(
+        "SELECT privilege_type || ':' || is_grantable FROM information_schema.role_table_grants "
+        "WHERE grantee = " + d.literal(role) + " AND table_schema = " + d.literal(t.schema) +
+        " AND table_name = 'people' ORDER BY 1"));
+  };
+  CHECK(privileges() == std::vector<std::string>{"SELECT:YES", "UPDATE:YES"});
+
+  // Twice: the staging table swapped in gets them; a table without grants of its own stays
+  // without (the second table, never granted).
+  load(*wh, t, people(), load_mode::replace, people_rows(1, 3, "b"));
+  load(*wh, t, people(), load_mode::replace, people_rows(1, 4, "c"));
+  CHECK(names(*wh, t) == std::vector<std::string>{"c1", "c2", "c3", "c4"});
+  CHECK(privileges() == std::vector<std::string>{"SELECT:YES", "UPDATE:YES"});
+  const auto plain = target.table("plain");
+  load(*wh, plain, people(), load_mode::replace, people_rows(1, 1, "p"));
+  load(*wh, plain, people(), load_mode::replace, people_rows(1, 1, "q"));
+  CHECK(wh->query("SELECT relacl IS NULL FROM pg_class WHERE oid = to_regclass(" +
+                  d.literal(d.qualified(plain)) + ")") ==
+        rows_t{{std::optional<std::string>("t")}});
+
+  wh->execute({"DROP SCHEMA " + d.quote(t.schema) + " CASCADE",
+               "DROP ROLE " + d.quote(role)});
+}
+
 TEST_CASE("a full refresh drops a staging table left over from a crash") {
   test_target target(GENERATE(from_range(engines())));
   CAPTURE(target.engine());
