@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "sources/big_endian.hpp"
+
 namespace flotilla::cdc {
 namespace {
 
@@ -89,9 +91,7 @@ class reader {
   }
   std::uint64_t uint(std::size_t n) {
     need(n);
-    std::uint64_t v = 0;
-    for (std::size_t i = 0; i < n; ++i)
-      v = (v << 8) | static_cast<std::uint8_t>(b_[pos_ + i]);
+    const std::uint64_t v = sources::big_endian(b_.data() + pos_, n);
     pos_ += n;
     return v;
   }
@@ -125,12 +125,7 @@ void put_u64(std::string& out, std::uint64_t v) {
     out.push_back(static_cast<char>((v >> (i * 8)) & 0xff));
 }
 
-std::uint64_t get_u64(const char* p) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i)
-    v = (v << 8) | static_cast<std::uint8_t>(p[i]);
-  return v;
-}
+std::uint64_t get_u64(const char* p) { return sources::big_endian(p, 8); }
 
 }  // namespace
 

@@ -20,6 +20,7 @@
 
 #include "sources/adapters.hpp"
 #include "sources/batch_builder.hpp"
+#include "sources/big_endian.hpp"
 #include "sources/copy_text.hpp"
 #include "sources/errors.hpp"
 #include "sources/marker.hpp"
@@ -464,16 +465,8 @@ class postgres_source final : public source {
       return error::read_failed(options_.name, qualified, "",
                                 fmt::format("binary COPY row {}: {}", row, what), fix);
     };
-    const auto u16 = [](const char* p) {
-      return static_cast<std::uint16_t>((static_cast<unsigned char>(p[0]) << 8) |
-                                        static_cast<unsigned char>(p[1]));
-    };
-    const auto i32 = [](const char* p) {
-      std::uint32_t v = 0;
-      for (int k = 0; k < 4; ++k)
-        v = (v << 8) | static_cast<unsigned char>(p[k]);
-      return static_cast<std::int32_t>(v);
-    };
+    const auto u16 = [](const char* p) { return static_cast<std::uint16_t>(big_endian(p, 2)); };
+    const auto i32 = [](const char* p) { return static_cast<std::int32_t>(big_endian(p, 4)); };
 
     read_result out;
     schema::row_batch batch;
@@ -488,10 +481,11 @@ class postgres_source final : public source {
       std::string_view msg(buf, static_cast<std::size_t>(len));
       if (!header) {
         // Signature, flags (no OIDs), then a header extension to skip.
-        if (msg.size() < 19 || msg.substr(0, 11) != signature || i32(msg.data() + 11) != 0 ||
-            i32(msg.data() + 15) < 0 || msg.size() < 19 + std::size_t(i32(msg.data() + 15)))
+        const std::int32_t extension = msg.size() < 19 ? -1 : i32(msg.data() + 15);
+        if (extension < 0 || msg.substr(0, 11) != signature || i32(msg.data() + 11) != 0 ||
+            msg.size() < 19 + static_cast<std::size_t>(extension))
           throw cut(0, "the stream does not start with a binary COPY header");
-        msg.remove_prefix(19 + static_cast<std::size_t>(i32(msg.data() + 15)));
+        msg.remove_prefix(19 + static_cast<std::size_t>(extension));
         header = true;
       }
       while (!msg.empty()) {
