@@ -43,7 +43,8 @@ target_reader open_target(const config::target_config& t, contract_survey& out) 
     return r;
   try {
     r.warehouse = sinks::open_warehouse(
-        sinks::warehouse_options{t.name, t.dialect, t.path, t.dsn, t.block_size});
+        sinks::warehouse_options{t.name, t.dialect, t.path, t.dsn, t.block_size,
+                                 t.in_place_max_bytes});
   } catch (const std::exception& e) {
     r.unreadable = e.what();
   }

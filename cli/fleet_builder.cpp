@@ -184,6 +184,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     ts.options.path = t.path;
     ts.options.dsn = t.dsn;
     ts.options.block_size = t.block_size;
+    ts.options.in_place_max_bytes = t.in_place_max_bytes;
     ts.workers = std::max<std::size_t>(1, p.io.max_connections_per_endpoint);
     // SQLite takes one writer at a time: more connections only wait on its lock, and
     // each DDL makes every other connection re-read the whole schema.

@@ -189,7 +189,8 @@ std::optional<review> find_review(const std::vector<review>& all, const std::vec
 cdc::target_opener project_opener(const config::project& p) {
   std::vector<sinks::warehouse_options> targets;
   for (const auto& t : p.targets)
-    targets.push_back(sinks::warehouse_options{t.name, t.dialect, t.path, t.dsn, t.block_size});
+    targets.push_back(sinks::warehouse_options{t.name, t.dialect, t.path, t.dsn, t.block_size,
+                                                   t.in_place_max_bytes});
   // Event streams run no DDL: the opener answers null for them (cdc/decide.hpp).
   for (const auto& t : p.event_targets)
     targets.push_back(sinks::warehouse_options{t.name, t.kind, "", "", 0});

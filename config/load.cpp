@@ -31,7 +31,8 @@ const keys policy_keys{"contract",        "on_schema_change", "type_change_rebui
 const keys project_keys{"name",       "state_dir",        "keep_runs",
                         "contract",   "on_schema_change", "type_change_rebuild",
                         "auto_widen", "on_source_drift",  "prune_unchanged"};
-const keys target_keys{"dialect", "path", "dsn", "database", "catalog", "schema", "block_size"};
+const keys target_keys{"dialect", "path", "dsn", "database", "catalog", "schema", "block_size",
+                       "in_place_max_bytes"};
 const keys source_keys{"adapter",         "path",       "dsn",          "capture",
                        "target",          "stream_to",  "tags",         "include",      "exclude",
                        "batch_rows",      "tables",     "contract",     "on_schema_change",
@@ -499,6 +500,14 @@ class loader {
         else
           tc.block_size = static_cast<std::uint32_t>(*b);
       }
+    }
+    if (const auto* n = t.get("in_place_max_bytes")) {
+      if (tc.dialect != "postgres" && !tc.dialect.empty())
+        report(errc::not_applicable, n->source(), key_path_append(path, "in_place_max_bytes"),
+               render(*n), "a postgres target",
+               fmt::format("in_place_max_bytes applies to a postgres target, not {}", tc.dialect));
+      else if (auto b = integer(t, "in_place_max_bytes", path, 0, std::int64_t{1} << 50))
+        tc.in_place_max_bytes = static_cast<std::uint64_t>(*b);
     }
     p_.targets.push_back(std::move(tc));
   }

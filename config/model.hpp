@@ -128,6 +128,11 @@ struct target_config {
   /// 32768, 65536, 131072 or 262144); an existing file must have it. 0: not set: a new
   /// file gets 65536, an existing one keeps its own. Default: 0
   std::uint32_t block_size = 0;
+  /// postgres: a full refresh of a live table of at most this many bytes (its heap), whose
+  /// columns the refresh keeps as they are, empties it and loads it in place, in one
+  /// transaction; a larger one loads a staging table and swaps it in. 0: always swap.
+  /// Default: 1048576 (1 MiB)
+  std::uint64_t in_place_max_bytes = 1048576;
   position at;
 };
 

@@ -127,7 +127,14 @@ table_plan plan_against_target(sinks::warehouse& wh, const table_job& job) {
   auto d = describe_target(wh, job);
   auto settings = job.settings;
   settings.inferred = job.table.inferred;
-  return plan_table(job.table.columns, d.live, d.state, wh.dialect(), job.target, settings);
+  auto p = plan_table(job.table.columns, d.live, d.state, wh.dialect(), job.target, settings);
+  // A full refresh the target may do in place shows the statements the load will run.
+  if (p.load == load_kind::full_refresh && !p.swap_sql.empty() && !p.error &&
+      wh.empties_in_place(job.target)) {
+    settings.empties_in_place = true;
+    p = plan_table(job.table.columns, d.live, d.state, wh.dialect(), job.target, settings);
+  }
+  return p;
 }
 
 namespace {

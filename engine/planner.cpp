@@ -361,8 +361,10 @@ struct planner {
     p.staging_sql = {dialect.drop_table(staging_of(target))};
     const auto columns = schema::full_refresh_columns(live_after, p.load_columns, names());
     // A table not there yet is created in the load's own transaction (no staging table
-    // to swap): the warehouse writer does the same.
-    if (dialect.replaces_in_place() || !live_after) {
+    // to swap), and one the target empties in place is loaded there: the warehouse
+    // writer does the same.
+    if (dialect.replaces_in_place() || !live_after ||
+        (settings.empties_in_place && *live_after == columns)) {
       for (auto& sql : dialect.refresh_in_place(target, live_after, columns))
         p.staging_sql.push_back(std::move(sql));
       return;

@@ -51,6 +51,9 @@ struct table_settings {
   bool inferred = false;                ///< csv/json: types inferred from the data
   bool governance_gate = false;         ///< [resilience] auto_apply_additive_drift
   bool additive_granted = false;        ///< [policy] grants has schema_change.additive
+  /// The target empties the live table in place for a full refresh that keeps its
+  /// columns (sinks::warehouse::empties_in_place): no staging table, no swap.
+  bool empties_in_place = false;
 
   std::string contract_from = "default";
   std::string on_schema_change_from = "default";

@@ -257,7 +257,7 @@ void ignore_notice(void*, const char*) {
 class postgres_warehouse final : public warehouse_base {
  public:
   postgres_warehouse(const warehouse_options& options, std::unique_ptr<dialects::dialect> d)
-      : warehouse_base(options.name, std::move(d)) {
+      : warehouse_base(options.name, std::move(d)), in_place_max_bytes_(options.in_place_max_bytes) {
     if (options.dsn.empty())
       throw error("a postgres target needs a dsn (postgresql://user@host:port/database)");
     conn_ = PQconnectdb(options.dsn.c_str());
@@ -429,6 +429,23 @@ class postgres_warehouse final : public warehouse_base {
   std::size_t max_identifier_bytes() const override { return max_identifier; }
   bool key_after_load() const override { return true; }
 
+  /// A plain table of at most in_place_max_bytes (its heap) is emptied with DELETE and
+  /// reloaded in place. DELETE leaves the old rows to vacuum, so a large table still
+  /// takes the staging table and its swap (and its key is built once, after the rows).
+  /// One that a DELETE would act beyond is swapped as before: triggers (its own, or those
+  /// of foreign keys to or from it), rules, row-level security.
+  bool empties_in_place(const table_ref& t) override {
+    if (in_place_max_bytes_ == 0)
+      return false;
+    const auto rows = query(fmt::format(
+        "SELECT c.relkind = 'r' AND NOT c.relhasrules AND NOT c.relrowsecurity "
+        "AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger g WHERE g.tgrelid = c.oid) "
+        "AND pg_catalog.pg_relation_size(c.oid) <= {} "
+        "FROM pg_catalog.pg_class c WHERE c.oid = pg_catalog.to_regclass({})",
+        in_place_max_bytes_, dialect().literal(dialect().qualified(t))));
+    return rows.size() == 1 && !rows.front().empty() && rows.front().front() == "t";
+  }
+
   /// BEGIN and the load's first statements in one round trip (a simple query runs them
   /// in order and stops at the first error).
   void begin_with(const std::vector<std::string>& statements) override {
@@ -461,6 +478,7 @@ class postgres_warehouse final : public warehouse_base {
   }
 
   PGconn* conn_ = nullptr;
+  std::uint64_t in_place_max_bytes_;
   bool describe_prepared_ = false;  ///< "flotilla_describe" exists on conn_
 };
 

@@ -19,6 +19,8 @@ std::optional<warehouse::described_tables> warehouse::describe_tables(
   return std::nullopt;
 }
 
+bool warehouse::empties_in_place(const dialects::table_ref&) { return false; }
+
 std::unique_ptr<warehouse> open_warehouse(const warehouse_options& options) {
   const std::string& wanted = options.dialect.empty() ? std::string("duckdb") : options.dialect;
   auto d = dialects::make_dialect(wanted);
@@ -65,11 +67,15 @@ class loader final : public table_writer {
         // In place: the live table itself, emptied or re-created; otherwise the staging
         // table, swapped in by commit(). A table that does not exist yet is created and
         // loaded in the load's own transaction on every engine: no reader sees it before
-        // the commit, so a staging table and its swap would only add DDL.
-        in_place_ = d.replaces_in_place() || !live;
-        into_ = in_place_ ? target : staging;
+        // the commit, so a staging table and its swap would only add DDL. A live table
+        // whose columns stay as they are is emptied where the engine allows it (on
+        // PostgreSQL a small one): readers see its old rows until the commit, and it
+        // keeps what depends on it (views, grants, indexes) without any DDL.
         schema::table_schema stage = schema::full_refresh_columns(live, request_.columns, d.names());
-        if (wh_.key_after_load()) {
+        const bool emptied = live && *live == stage && wh_.empties_in_place(target);
+        in_place_ = d.replaces_in_place() || !live || emptied;
+        into_ = in_place_ ? target : staging;
+        if (wh_.key_after_load() && !emptied) {
           for (auto& c : stage.columns) {
             if (!c.key)
               continue;

@@ -83,6 +83,13 @@ class warehouse {
   /// least this many rows from its reader, so the reader keeps reading meanwhile.
   /// Default: 0
   [[nodiscard]] virtual std::size_t write_burst_rows() const { return 0; }
+  /// Whether a full refresh that keeps the live table `table`'s columns as they are
+  /// empties it and loads it in place, in the load's transaction, instead of loading a
+  /// staging table and swapping it in (PostgreSQL: a small plain table, see
+  /// warehouse_options::in_place_max_bytes). begin_load asks it; a plan asks it to show
+  /// the statements the load will run. Engines whose dialect replaces_in_place() always
+  /// do, whatever this says. Default: false
+  [[nodiscard]] virtual bool empties_in_place(const dialects::table_ref& table);
 };
 
 /// Block size of a DuckDB file the sink creates when the target sets none; the bench's
@@ -103,6 +110,10 @@ struct warehouse_options {
   /// which an existing file must have. 0: none set; a new file gets 64 KiB blocks and an
   /// existing one keeps its own.
   std::uint32_t block_size = 0;
+  /// postgres: the largest live table (its heap, in bytes) a full refresh empties and
+  /// reloads in place, when it keeps the table's columns as they are
+  /// (config::target_config::in_place_max_bytes). 0: every full refresh swaps.
+  std::uint64_t in_place_max_bytes = 1048576;
 };
 
 /// Opens a warehouse connection. Plan-only dialects (snowflake, bigquery, databricks,

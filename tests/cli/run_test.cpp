@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 
 #include <fmt/core.h>
@@ -316,6 +318,66 @@ TEST_CASE("plan for a SQLite target shows the in-place full refresh that run per
                              "SELECT count(*) FROM sqlite_master WHERE name LIKE '%flotilla_staging%'");
   CHECK(tables[0][0] == "0");
   CHECK(version() == before);  // nothing was dropped or created
+}
+
+TEST_CASE("a PostgreSQL target empties a small live table in place, as plan shows: a view over "
+          "it keeps working; in_place_max_bytes = 0 swaps") {
+  workdir w;
+  const std::string suffix = unique_suffix();
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  write_config(w, "postgres", "", suffix);
+  const std::string live = orders_sql("postgres", suffix);
+  const std::string view = "\"st_" + suffix + "_shop\".\"paid\"";
+  const auto sql_of = [](const nlohmann::json& plan, const std::string& table) {
+    std::vector<std::string> sql;
+    if (const auto* t = find_table(plan, table))
+      for (const auto& s : (*t)["sql"])
+        sql.push_back(s.get<std::string>());
+    return sql;
+  };
+  const auto oid = [&] {
+    return pg_query(pg_dsn(), "SELECT to_regclass('" + live + "')::oid::text")[0][0];
+  };
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  pg_exec(pg_dsn(), "CREATE VIEW " + view + " AS SELECT id FROM " + live + " WHERE status = 'paid'");
+  const auto first = oid();
+
+  auto plan = flotilla_json(w, {"plan"}, &rc);
+  CHECK(rc == 0);
+  auto sql = sql_of(plan, orders_table("postgres", suffix));
+  INFO(nlohmann::json(sql).dump(1));
+  CHECK(std::find(sql.begin(), sql.end(), "DELETE FROM " + live) != sql.end());
+  for (const auto& s : sql)
+    CHECK(s.find("RENAME") == std::string::npos);
+
+  // The run does what the plan said: the same table, reloaded; the view sees the new rows.
+  sqlite_exec(w.file("shop.db"), "UPDATE orders SET status = 'paid' WHERE id = 3;");
+  auto run = flotilla_json(w, {"run", "--no-prune"}, &rc);
+  CHECK(rc == 0);
+  CHECK(run["status"] == "success");
+  CHECK(oid() == first);
+  CHECK(pg_query(pg_dsn(), "SELECT string_agg(id::text, ',' ORDER BY id) FROM " + view)[0][0] ==
+        "2,3");
+
+  // Turned off: the plan shows the staging table and its swap.
+  pg_exec(pg_dsn(), "DROP VIEW " + view);
+  write_config(w, "postgres", "", suffix);
+  std::ifstream in(w.file("flotilla.toml"));
+  std::string toml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  toml.replace(toml.find("schema = "), 0, "in_place_max_bytes = 0\n");
+  w.write("flotilla.toml", toml);
+  plan = flotilla_json(w, {"plan"}, &rc);
+  CHECK(rc == 0);
+  sql = sql_of(plan, orders_table("postgres", suffix));
+  CHECK(std::find(sql.begin(), sql.end(), "DELETE FROM " + live) == sql.end());
+  CHECK(std::any_of(sql.begin(), sql.end(),
+                    [](const std::string& s) { return s.find("RENAME") != std::string::npos; }));
+  flotilla_json(w, {"run", "--no-prune"}, &rc);
+  CHECK(rc == 0);
+  CHECK(oid() != first);
+  pg_exec(pg_dsn(), "DROP SCHEMA IF EXISTS \"st_" + suffix + "_shop\" CASCADE");
 }
 
 TEST_CASE("plan-only warehouses get the exact SQL from plan and are refused by run") {

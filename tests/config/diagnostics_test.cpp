@@ -358,6 +358,28 @@ TEST_CASE("block_size is a DuckDB block size, on a duckdb target only") {
          "targets.wh.block_size");
 }
 
+TEST_CASE("in_place_max_bytes is a byte count, on a postgres target only") {
+  auto with = [](const std::string& dialect_and_place, const std::string& value) {
+    return load("[targets.wh]\n" + dialect_and_place + "in_place_max_bytes = " + value +
+                "\n\n[sources.s]\nadapter = \"sqlite\"\npath = \"s.db\"\n");
+  };
+  const std::string pg = "dialect = \"postgres\"\ndsn = \"postgresql://x\"\n";
+  for (const auto& [text, bytes] : {std::pair{"0", 0ull}, std::pair{"8388608", 8388608ull}}) {
+    auto r = with(pg, text);
+    INFO(all_messages(r));
+    REQUIRE(r.ok());
+    CHECK(r.model->targets.at(0).in_place_max_bytes == bytes);
+  }
+  CHECK(load("[targets.wh]\n" + pg + "\n[sources.s]\nadapter = \"sqlite\"\npath = \"s.db\"\n")
+            .model->targets.at(0)
+            .in_place_max_bytes == 1048576);
+  expect(with(pg, "-1"), errc::out_of_range, "targets.wh.in_place_max_bytes");
+  expect(with(pg, "\"1MB\""), errc::wrong_type, "targets.wh.in_place_max_bytes");
+  const auto& duck = expect(with("dialect = \"duckdb\"\npath = \"w.duckdb\"\n", "0"),
+                            errc::not_applicable, "targets.wh.in_place_max_bytes");
+  CHECK(duck.message.find("postgres") != std::string::npos);
+}
+
 TEST_CASE("names with dots or reserved tag names are FLT-C014") {
   auto r = load(std::string{one_target} + R"toml(
 [sources."shop.eu"]

@@ -79,6 +79,26 @@ TEST_CASE("a SQLite full refresh loads the live table inside the load, with no s
   CHECK(other.swap_sql.empty());
 }
 
+TEST_CASE("a full refresh the target empties in place runs DELETE and no swap, only while the "
+          "live table keeps its columns") {
+  auto d = *dialects::make_dialect("postgres");
+  const auto live = S({{"id", T("bigint"), false, true}, {"note", T("text")}});
+  engine::table_settings in_place;
+  in_place.empties_in_place = true;
+  auto same = engine::plan_table(live, live, engine::target_state::present, *d, orders, in_place);
+  REQUIRE(same.staging_sql.size() == 2);
+  CHECK(same.staging_sql[1] == "DELETE FROM " + d->qualified(orders));
+  CHECK(same.swap_sql.empty());
+  // The same table without the setting: the staging table and its swap.
+  auto swapped = engine::plan_table(live, live, engine::target_state::present, *d, orders, {});
+  CHECK_THAT(swapped.staging_sql.at(1), Catch::Contains("orders__flotilla_staging"));
+  CHECK_FALSE(swapped.swap_sql.empty());
+  // Another key: the refreshed table differs from the live one, so it is swapped anyway.
+  auto rekeyed = engine::plan_table(S({{"id", T("bigint")}, {"note", T("text"), false, true}}),
+                                    live, engine::target_state::present, *d, orders, in_place);
+  CHECK_FALSE(rekeyed.swap_sql.empty());
+}
+
 TEST_CASE("an unreadable target is treated as absent and rebuilt") {
   auto d = *dialects::make_dialect("postgres");
   auto p = engine::plan_table(S({{"id", T("int")}}), std::nullopt, engine::target_state::unreadable,

@@ -39,7 +39,9 @@ TEST_CASE("a full refresh creates the table and loads its rows") {
 
 TEST_CASE("a full refresh replaces the rows only when it commits") {
   test_target target(GENERATE(from_range(engines())));
-  CAPTURE(target.engine());
+  // PostgreSQL empties a small live table in place, or swaps (in_place_max_bytes = 0).
+  target.in_place_max_bytes = GENERATE(std::uint64_t{0}, std::uint64_t{1} << 20);
+  CAPTURE(target.engine(), target.in_place_max_bytes);
   auto wh = target.open();
   auto reader = target.open();
   const auto t = target.table("people");
@@ -160,6 +162,9 @@ TEST_CASE("a SQLite full refresh empties a live table of the same columns, re-cr
 
 TEST_CASE("a PostgreSQL full refresh keeps the grants on the table it replaces") {
   test_target target("postgres");
+  // Swapped (in_place_max_bytes = 0) or emptied in place.
+  target.in_place_max_bytes = GENERATE(std::uint64_t{0}, std::uint64_t{1} << 20);
+  CAPTURE(target.in_place_max_bytes);
   auto wh = target.open();
   const auto& d = wh->dialect();
   const auto t = target.table("people");
@@ -192,6 +197,66 @@ TEST_CASE("a PostgreSQL full refresh keeps the grants on the table it replaces")
 
   wh->execute({"DROP SCHEMA " + d.quote(t.schema) + " CASCADE",
                "DROP ROLE " + d.quote(role)});
+}
+
+TEST_CASE("a PostgreSQL full refresh empties a small live table of the same columns in place; "
+          "a larger one, a changed one, or one with a trigger is swapped") {
+  test_target target("postgres");
+  auto wh = target.open();
+  auto reader = target.open();
+  const auto& d = wh->dialect();
+  const auto t = target.table("people");
+  const auto view = target.table("people_view");
+  const auto oid = [&] {
+    return column_of(reader->query("SELECT to_regclass(" + d.literal(d.qualified(t)) +
+                                   ")::oid::text")).at(0);
+  };
+  load(*wh, t, people(), load_mode::replace, people_rows(1, 3, "a"));
+  wh->execute({"CREATE VIEW " + d.qualified(view) + " AS SELECT " + d.quote("name") + " FROM " +
+               d.qualified(t)});
+  const auto first = oid();
+
+  // Same columns, 8 KiB of rows: emptied and loaded in place, in one transaction. The
+  // table is the same one (same oid), so the view over it keeps working; readers see the
+  // old rows until the commit.
+  {
+    auto w = wh->begin_load(load_request{t, people(), load_mode::replace, {}, std::nullopt});
+    w->write(batch(people_rows(1, 2, "b")));
+    CHECK(names(*reader, t) == std::vector<std::string>{"a1", "a2", "a3"});
+    w->commit();
+  }
+  CHECK(oid() == first);
+  CHECK(column_of(reader->query("SELECT " + d.quote("name") + " FROM " + d.qualified(view) +
+                                " ORDER BY 1")) == std::vector<std::string>{"b1", "b2"});
+  CHECK_FALSE(reader->describe(target.table("people__flotilla_staging")).has_value());
+  REQUIRE(reader->describe(t).has_value());
+  CHECK(*reader->describe(t) == people());  // the key stays
+
+  // A new column: the staging table and its swap, as before (the view has to go first).
+  wh->execute({"DROP VIEW " + d.qualified(view)});
+  auto wider = people();
+  wider.columns.push_back(col("email", "text"));
+  load(*wh, t, wider, load_mode::replace, {{I(6), T("n6"), T("n6@x.io")}});
+  CHECK(names(*reader, t) == std::vector<std::string>{"n6"});
+  const auto second = oid();
+  CHECK(second != first);
+
+  // A trigger of its own: a DELETE would fire it, so the table is swapped.
+  wh->execute({"CREATE FUNCTION " + d.quote(t.schema) + ".nop() RETURNS trigger LANGUAGE plpgsql "
+               "AS $$BEGIN RETURN NULL; END$$",
+               "CREATE TRIGGER nop AFTER DELETE ON " + d.qualified(t) + " FOR EACH ROW EXECUTE "
+               "FUNCTION " + d.quote(t.schema) + ".nop()"});
+  load(*wh, t, wider, load_mode::replace, {{I(7), T("n7"), T("n7@x.io")}});
+  CHECK(names(*reader, t) == std::vector<std::string>{"n7"});
+  const auto third = oid();
+  CHECK(third != second);
+
+  // Larger than in_place_max_bytes (one 8 KiB page against 1 byte): swapped.
+  target.in_place_max_bytes = 1;
+  auto strict = target.open();
+  load(*strict, t, wider, load_mode::replace, {{I(8), T("n8"), T("n8@x.io")}});
+  CHECK(names(*reader, t) == std::vector<std::string>{"n8"});
+  CHECK(oid() != third);
 }
 
 TEST_CASE("a full refresh drops a staging table left over from a crash") {

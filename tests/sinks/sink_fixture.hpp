@@ -79,10 +79,14 @@ class test_target {
   test_target(const test_target&) = delete;
   test_target& operator=(const test_target&) = delete;
 
+  /// warehouse_options::in_place_max_bytes of the connections open() makes.
+  std::uint64_t in_place_max_bytes = warehouse_options{}.in_place_max_bytes;
+
   [[nodiscard]] std::unique_ptr<warehouse> open() const {
     warehouse_options o;
     o.name = "test_" + engine_;
     o.dialect = engine_;
+    o.in_place_max_bytes = in_place_max_bytes;
     if (engine_ == "postgres")
       o.dsn = dsn_;
     else
