@@ -433,13 +433,18 @@ class postgres_warehouse final : public warehouse_base {
   /// reloaded in place. DELETE leaves the old rows to vacuum, so a large table still
   /// takes the staging table and its swap (and its key is built once, after the rows).
   /// One that a DELETE would act beyond is swapped as before: triggers (its own, or those
-  /// of foreign keys to or from it), rules, row-level security.
+  /// of foreign keys to or from it), rules, row-level security. So is one without a
+  /// primary key (or REPLICA IDENTITY FULL) while the database has a publication of
+  /// deletes: PostgreSQL refuses a DELETE on a published table without a replica identity.
   bool empties_in_place(const table_ref& t) override {
     if (in_place_max_bytes_ == 0)
       return false;
     const auto rows = query(fmt::format(
         "SELECT c.relkind = 'r' AND NOT c.relhasrules AND NOT c.relrowsecurity "
         "AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger g WHERE g.tgrelid = c.oid) "
+        "AND (c.relreplident = 'f' OR (c.relreplident = 'd' AND EXISTS (SELECT 1 FROM "
+        "pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisprimary)) "
+        "OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_publication p WHERE p.pubdelete)) "
         "AND pg_catalog.pg_relation_size(c.oid) <= {} "
         "FROM pg_catalog.pg_class c WHERE c.oid = pg_catalog.to_regclass({})",
         in_place_max_bytes_, dialect().literal(dialect().qualified(t))));

@@ -259,6 +259,24 @@ TEST_CASE("a PostgreSQL full refresh empties a small live table of the same colu
   CHECK(oid() != third);
 }
 
+TEST_CASE("a PostgreSQL full refresh swaps a published table without a key, which a DELETE "
+          "could not empty") {
+  test_target target("postgres");
+  auto wh = target.open();
+  const auto& d = wh->dialect();
+  const auto t = target.table("keyless");
+  const auto keyless = cols({col("id", "bigint"), col("name", "text")});
+  load(*wh, t, keyless, load_mode::replace, people_rows(1, 3, "a"));
+  const std::string publication = "flotilla_pub_" + unique_suffix();
+  wh->execute({"CREATE PUBLICATION " + d.quote(publication) + " FOR TABLE " + d.qualified(t)});
+  // PostgreSQL refuses to DELETE from it ("does not have a replica identity and publishes
+  // deletes"): the refresh takes the staging table and its swap.
+  CHECK_THROWS(wh->execute({"DELETE FROM " + d.qualified(t)}));
+  CHECK_NOTHROW(load(*wh, t, keyless, load_mode::replace, people_rows(4, 5, "b")));
+  CHECK(names(*wh, t) == std::vector<std::string>{"b4", "b5"});
+  wh->execute({"DROP PUBLICATION " + d.quote(publication)});
+}
+
 TEST_CASE("a full refresh drops a staging table left over from a crash") {
   test_target target(GENERATE(from_range(engines())));
   CAPTURE(target.engine());
