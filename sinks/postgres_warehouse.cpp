@@ -257,7 +257,8 @@ void ignore_notice(void*, const char*) {
 class postgres_warehouse final : public warehouse_base {
  public:
   postgres_warehouse(const warehouse_options& options, std::unique_ptr<dialects::dialect> d)
-      : warehouse_base(options.name, std::move(d)), in_place_max_bytes_(options.in_place_max_bytes) {
+      : warehouse_base(options.name, std::move(d)),
+        in_place_max_bytes_(options.in_place_max_bytes) {
     if (options.dsn.empty())
       throw error("a postgres target needs a dsn (postgresql://user@host:port/database)");
     conn_ = PQconnectdb(options.dsn.c_str());
@@ -269,8 +270,9 @@ class postgres_warehouse final : public warehouse_base {
     }
     PQsetNoticeProcessor(conn_, ignore_notice, nullptr);
     // Timestamps with time zone read back as UTC instants (+00), like Flotilla writes them.
-    run("SET client_encoding = 'UTF8'");
-    run("SET TimeZone = 'UTC'");
+    // Notices are dropped unread, so the server need not send them: every load's
+    // `DROP TABLE IF EXISTS` of a staging table that is not there makes one.
+    run("SET client_encoding = 'UTF8'; SET TimeZone = 'UTC'; SET client_min_messages = warning");
   }
 
   ~postgres_warehouse() override {

@@ -341,7 +341,8 @@ TEST_CASE("a PostgreSQL target empties a small live table in place, as plan show
   int rc = -1;
   flotilla_json(w, {"run"}, &rc);
   REQUIRE(rc == 0);
-  pg_exec(pg_dsn(), "CREATE VIEW " + view + " AS SELECT id FROM " + live + " WHERE status = 'paid'");
+  pg_exec(pg_dsn(),
+          "CREATE VIEW " + view + " AS SELECT id FROM " + live + " WHERE status = 'paid'");
   const auto first = oid();
 
   auto plan = flotilla_json(w, {"plan"}, &rc);
