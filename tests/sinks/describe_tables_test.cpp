@@ -73,3 +73,32 @@ TEST_CASE("describe_tables keeps a table with an unmappable column apart from th
   REQUIRE_FALSE(all->at("odd").has_value());
   CHECK(all->at("odd").error() == expected);
 }
+
+TEST_CASE("describe_tables reads more tables than one of its queries takes") {
+  test_target target("postgres");
+  auto wh = target.open();
+  const auto& d = wh->dialect();
+  const std::string schema = target.table("x").schema;
+  // 2,345 tables: three catalog queries of up to 1,000 tables; table i has i % 3 + 1 columns.
+  load(*wh, target.table("seed"), cols({col("id", "int")}), load_mode::replace, {{I(1)}});
+  wh->execute({"DO $$ BEGIN FOR i IN 1..2345 LOOP EXECUTE format('CREATE TABLE %I.%I (' || "
+               "CASE i % 3 WHEN 0 THEN 'a int' WHEN 1 THEN 'a int, b text' "
+               "ELSE 'a int, b text, c date' END || ')', " + d.literal(schema) +
+               ", 't' || i); END LOOP; END $$"});
+  std::vector<std::string> names;
+  for (int i = 1; i <= 2345; ++i)
+    names.push_back("t" + std::to_string(i));
+  names.push_back("missing");
+  const auto all = wh->describe_tables("", schema, names);
+  REQUIRE(all.has_value());
+  CHECK(all->size() == 2345);
+  for (int i : {1, 999, 1000, 1001, 2000, 2001, 2345}) {
+    CAPTURE(i);
+    const auto it = all->find("t" + std::to_string(i));
+    REQUIRE(it != all->end());
+    REQUIRE(it->second.has_value());
+    CHECK(it->second->columns.size() == static_cast<std::size_t>(i % 3 + 1));
+    CHECK(*it->second == *wh->describe(target.table("t" + std::to_string(i))));
+  }
+  CHECK_FALSE(all->contains("missing"));
+}
