@@ -259,14 +259,28 @@ TEST_CASE("a PostgreSQL full refresh empties a small live table of the same colu
   CHECK(oid() != third);
 }
 
-TEST_CASE("a PostgreSQL full refresh swaps a published table without a key, which a DELETE "
-          "could not empty") {
+TEST_CASE("a PostgreSQL full refresh empties a keyless table in place once its size is known, "
+          "and swaps it while it is published, which a DELETE could not empty") {
   test_target target("postgres");
   auto wh = target.open();
   const auto& d = wh->dialect();
   const auto t = target.table("keyless");
   const auto keyless = cols({col("id", "bigint"), col("name", "text")});
+  const auto oid = [&] {
+    return column_of(wh->query("SELECT to_regclass(" + d.literal(d.qualified(t)) +
+                               ")::oid::text")).at(0);
+  };
   load(*wh, t, keyless, load_mode::replace, people_rows(1, 3, "a"));
+  // Never vacuumed or analyzed (no key was built), its size is unknown: swapped.
+  auto before = oid();
+  load(*wh, t, keyless, load_mode::replace, people_rows(1, 3, "a"));
+  CHECK(oid() != before);
+  // Analyzed, and nothing published: emptied in place.
+  wh->execute({"ANALYZE " + d.qualified(t)});
+  before = oid();
+  load(*wh, t, keyless, load_mode::replace, people_rows(1, 3, "a"));
+  CHECK(oid() == before);
+  wh->execute({"ANALYZE " + d.qualified(t)});
   const std::string publication = "flotilla_pub_" + unique_suffix();
   wh->execute({"CREATE PUBLICATION " + d.quote(publication) + " FOR TABLE " + d.qualified(t)});
   // PostgreSQL refuses to DELETE from it ("does not have a replica identity and publishes
@@ -274,6 +288,7 @@ TEST_CASE("a PostgreSQL full refresh swaps a published table without a key, whic
   CHECK_THROWS(wh->execute({"DELETE FROM " + d.qualified(t)}));
   CHECK_NOTHROW(load(*wh, t, keyless, load_mode::replace, people_rows(4, 5, "b")));
   CHECK(names(*wh, t) == std::vector<std::string>{"b4", "b5"});
+  CHECK(oid() != before);
   wh->execute({"DROP PUBLICATION " + d.quote(publication)});
 }
 
