@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 
 #include <fmt/format.h>
@@ -254,6 +256,22 @@ class pg_inserter final : public row_inserter {
 /// Tables per catalog query of describe_tables().
 constexpr std::size_t describe_chunk = 1000;
 
+/// Whether a full refresh may empty the table of pg_class row `c` and load it in place
+/// (postgres_warehouse::empties_in_place), as a SQL expression: `has_key` says whether `c`
+/// has a primary key, `limit` is in_place_max_bytes, and row `g` (emptiable_globals) holds
+/// the block size and whether any publication publishes deletes.
+std::string emptiable_expression(std::string_view has_key, std::string_view limit) {
+  return fmt::format(
+      "(c.relkind = 'r' AND NOT c.relhastriggers AND NOT c.relhasrules "
+      "AND NOT c.relrowsecurity "
+      "AND (c.relreplident = 'f' OR (c.relreplident = 'd' AND {}) OR NOT g.deletes) "
+      "AND c.reltuples >= 0 AND c.relpages::bigint * g.bs <= {}::bigint)",
+      has_key, limit);
+}
+constexpr std::string_view emptiable_globals =
+    "(SELECT pg_catalog.current_setting('block_size')::bigint AS bs, "
+    "EXISTS (SELECT 1 FROM pg_catalog.pg_publication p WHERE p.pubdelete) AS deletes) g";
+
 void ignore_notice(void*, const char*) {
   // nop: NOTICEs such as "table does not exist, skipping" are expected here
 }
@@ -285,6 +303,9 @@ class postgres_warehouse final : public warehouse_base {
   }
 
   std::optional<schema::table_schema> describe(const table_ref& table) override {
+    // A load describes its table live right before it begins: its in-place check is then
+    // asked live too, not answered from an earlier describe_tables().
+    emptiable_.erase(emptiable_key(table));
     static const char* sql =
         "SELECT a.attname, format_type(a.atttypid, a.atttypmod), "
         "CASE WHEN a.attnotnull THEN 'false' ELSE 'true' END, "
@@ -327,16 +348,21 @@ class postgres_warehouse final : public warehouse_base {
     // The same catalog join as describe(), for the named tables of the schema together:
     // one round trip and one execution per 1,000 tables instead of one per table (a drift
     // check or a plan of a fleet describes thousands of tables of a few schemas).
-    static const char* sql =
+    // Each table's in-place check comes along (a plan asks it for every table), kept for
+    // empties_in_place().
+    static const std::string sql = fmt::format(
         "SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), "
         "CASE WHEN a.attnotnull THEN 'false' ELSE 'true' END, "
-        "CASE WHEN a.attnum = ANY(coalesce(i.indkey::int2[], '{}')) THEN 'true' ELSE 'false' END "
+        "CASE WHEN a.attnum = ANY(coalesce(i.indkey::int2[], '{{}}')) THEN 'true' ELSE 'false' "
+        "END, {} "
         "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
         "JOIN pg_attribute a ON a.attrelid = c.oid "
-        "LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary "
+        "LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary CROSS JOIN {} "
         "WHERE n.nspname = coalesce($1::name, current_schema()) AND c.relname = ANY($2::name[]) "
         "AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND a.attnum > 0 AND NOT a.attisdropped "
-        "ORDER BY c.relname, a.attnum";
+        "ORDER BY c.relname, a.attnum",
+        emptiable_expression("i.indrelid IS NOT NULL", "$3"), emptiable_globals);
+    const std::string limit = in_place_max_bytes_ == 0 ? "-1" : std::to_string(in_place_max_bytes_);
     // In queries of up to describe_chunk tables: libpq holds a query's whole result until
     // it is parsed, and one result for the 160,000 columns of a rerun's 10,000 live tables
     // was ~30 MB of the run's peak.
@@ -354,8 +380,9 @@ class postgres_warehouse final : public warehouse_base {
         array += '"';
       }
       array += '}';
-      const char* params[2] = {schema.empty() ? nullptr : schema.c_str(), array.c_str()};
-      result_holder h(PQexecParams(conn_, sql, 2, nullptr, params, nullptr, nullptr, 0));
+      const char* params[3] = {schema.empty() ? nullptr : schema.c_str(), array.c_str(),
+                               limit.c_str()};
+      result_holder h(PQexecParams(conn_, sql.c_str(), 3, nullptr, params, nullptr, nullptr, 0));
       if (PQresultStatus(h.r) != PGRES_TUPLES_OK)
         throw error(fmt::format("cannot read the columns of the tables of schema {}: {}",
                                 schema.empty() ? std::string("(current)") : schema,
@@ -365,9 +392,11 @@ class postgres_warehouse final : public warehouse_base {
       for (int i = 0; i < rows; ++i) {
         const std::string name = field(h.r, i, 0).value_or("");
         auto [it, fresh] = out.try_emplace(name, schema::table_schema{});
+        const table_ref ref{"", schema, name};
+        if (fresh && in_place_max_bytes_ != 0)
+          emptiable_[emptiable_key(ref)] = field(h.r, i, 5) == "t";
         if (!it->second)
           continue;  // already unmappable: describe() reports its first bad column
-        const table_ref ref{"", schema, name};
         if (auto problem = add_column(*it->second, ref, field(h.r, i, 1), field(h.r, i, 2),
                                       field(h.r, i, 3), field(h.r, i, 4));
             !problem.empty())
@@ -454,20 +483,24 @@ class postgres_warehouse final : public warehouse_base {
   bool empties_in_place(const table_ref& t) override {
     if (in_place_max_bytes_ == 0)
       return false;
-    static const char* sql =
-        "SELECT c.relkind = 'r' AND NOT c.relhastriggers AND NOT c.relhasrules "
-        "AND NOT c.relrowsecurity "
-        "AND (c.relreplident = 'f' OR (c.relreplident = 'd' AND EXISTS (SELECT 1 FROM "
-        "pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisprimary)) "
-        "OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_publication p WHERE p.pubdelete)) "
-        "AND c.reltuples >= 0 AND c.relpages::bigint * "
-        "pg_catalog.current_setting('block_size')::bigint <= $2::bigint "
-        "FROM pg_catalog.pg_class c WHERE c.oid = pg_catalog.to_regclass($1)";
-    // Prepared once per connection, as describe() is: a plan asks it for every table.
+    // Answered by the describe_tables() that read the table ahead (a plan), once.
+    if (auto it = emptiable_.find(emptiable_key(t)); it != emptiable_.end()) {
+      const bool yes = it->second;
+      emptiable_.erase(it);
+      return yes;
+    }
+    static const std::string sql = fmt::format(
+        "SELECT {} FROM pg_catalog.pg_class c CROSS JOIN {} "
+        "WHERE c.oid = pg_catalog.to_regclass($1)",
+        emptiable_expression("EXISTS (SELECT 1 FROM pg_catalog.pg_index i "
+                             "WHERE i.indrelid = c.oid AND i.indisprimary)",
+                             "$2"),
+        emptiable_globals);
+    // Prepared once per connection, as describe() is.
     static constexpr const char* statement = "flotilla_empties_in_place";
     const std::string name = dialect().qualified(t);
     if (!in_place_prepared_) {
-      result_holder p(PQprepare(conn_, statement, sql, 2, nullptr));
+      result_holder p(PQprepare(conn_, statement, sql.c_str(), 2, nullptr));
       if (PQresultStatus(p.r) != PGRES_COMMAND_OK)
         throw error(fmt::format("cannot read the size of {}: {}", name,
                                 trimmed(PQresultErrorMessage(p.r))));
@@ -517,6 +550,11 @@ class postgres_warehouse final : public warehouse_base {
   std::uint64_t in_place_max_bytes_;
   bool describe_prepared_ = false;  ///< "flotilla_describe" exists on conn_
   bool in_place_prepared_ = false;  ///< "flotilla_empties_in_place" exists on conn_
+  /// empties_in_place() answers of the last describe_tables(), by emptiable_key, until
+  /// asked or until describe() reads the table live.
+  std::unordered_map<std::string, bool> emptiable_;
+
+  static std::string emptiable_key(const table_ref& t) { return t.schema + '\0' + t.name; }
 };
 
 }  // namespace

@@ -102,3 +102,39 @@ TEST_CASE("describe_tables reads more tables than one of its queries takes") {
   }
   CHECK_FALSE(all->contains("missing"));
 }
+
+TEST_CASE("describe_tables reads each table's in-place check ahead for a plan; a describe "
+          "before a load makes it ask live") {
+  test_target target("postgres");
+  auto wh = target.open();
+  const auto& d = wh->dialect();
+  auto keyed = cols({col("id", "bigint"), col("note", "text")});
+  keyed.columns[0].key = true;
+  keyed.columns[0].nullable = false;
+  const auto small = target.table("small"), keyless = target.table("keyless"),
+             view = target.table("v");
+  load(*wh, small, keyed, load_mode::replace, {{I(1), T("a")}});
+  load(*wh, keyless, cols({col("id", "bigint")}), load_mode::replace, {{I(1)}});
+  wh->execute({"CREATE VIEW " + d.qualified(view) + " AS SELECT 1 AS one"});
+  // Asked live: a keyed table of one page is emptied in place; a keyless one never analyzed
+  // and a view are not.
+  CHECK(wh->empties_in_place(small));
+  CHECK_FALSE(wh->empties_in_place(keyless));
+  CHECK_FALSE(wh->empties_in_place(view));
+
+  REQUIRE(wh->describe_tables("", small.schema, {"small", "keyless", "v"}).has_value());
+  // A trigger after the read-ahead: the plan's answer is the one read ahead, once...
+  wh->execute({"CREATE FUNCTION " + d.quote(small.schema) + ".nop() RETURNS trigger LANGUAGE "
+               "plpgsql AS $$BEGIN RETURN NULL; END$$",
+               "CREATE TRIGGER nop AFTER DELETE ON " + d.qualified(small) + " FOR EACH ROW "
+               "EXECUTE FUNCTION " + d.quote(small.schema) + ".nop()"});
+  CHECK(wh->empties_in_place(small));
+  CHECK_FALSE(wh->empties_in_place(keyless));
+  CHECK_FALSE(wh->empties_in_place(view));
+  // ...then asked live again: the trigger counts.
+  CHECK_FALSE(wh->empties_in_place(small));
+  // A load describes its table first, which drops what was read ahead.
+  REQUIRE(wh->describe_tables("", small.schema, {"small"}).has_value());
+  REQUIRE(wh->describe(small).has_value());
+  CHECK_FALSE(wh->empties_in_place(small));
+}
