@@ -251,6 +251,19 @@ TEST_CASE("a PostgreSQL full refresh empties a small live table of the same colu
   const auto third = oid();
   CHECK(third != second);
 
+  // A hostile name is emptied in place like any other: quoted everywhere, the same table.
+  const auto hostile = target.table("t\"; DROP TABLE x; --'\xc3\xbc");
+  load(*wh, hostile, people(), load_mode::replace, people_rows(1, 2, "h"));
+  const auto hostile_oid = [&] {
+    return column_of(reader->query("SELECT to_regclass(" + d.literal(d.qualified(hostile)) +
+                                   ")::oid::text")).at(0);
+  };
+  const auto hostile_first = hostile_oid();
+  CHECK(wh->empties_in_place(hostile));
+  load(*wh, hostile, people(), load_mode::replace, people_rows(3, 3, "h"));
+  CHECK(names(*reader, hostile) == std::vector<std::string>{"h3"});
+  CHECK(hostile_oid() == hostile_first);
+
   // Larger than in_place_max_bytes (one 8 KiB page against 1 byte): swapped.
   target.in_place_max_bytes = 1;
   auto strict = target.open();
