@@ -280,7 +280,8 @@ class postgres_warehouse final : public warehouse_base {
  public:
   postgres_warehouse(const warehouse_options& options, std::unique_ptr<dialects::dialect> d)
       : warehouse_base(options.name, std::move(d)),
-        in_place_max_bytes_(options.in_place_max_bytes) {
+        in_place_max_bytes_(options.in_place_max_bytes),
+        in_place_limit_(in_place_max_bytes_ == 0 ? "-1" : std::to_string(in_place_max_bytes_)) {
     if (options.dsn.empty())
       throw error("a postgres target needs a dsn (postgresql://user@host:port/database)");
     conn_ = PQconnectdb(options.dsn.c_str());
@@ -303,39 +304,45 @@ class postgres_warehouse final : public warehouse_base {
   }
 
   std::optional<schema::table_schema> describe(const table_ref& table) override {
-    // A load describes its table live right before it begins: its in-place check is then
-    // asked live too, not answered from an earlier describe_tables().
+    // The table's in-place check comes along: a load describes its table right before it
+    // begins, and then asks empties_in_place() (one round trip fewer per table).
     emptiable_.erase(emptiable_key(table));
-    static const char* sql =
+    static const std::string sql = fmt::format(
         "SELECT a.attname, format_type(a.atttypid, a.atttypmod), "
         "CASE WHEN a.attnotnull THEN 'false' ELSE 'true' END, "
         "CASE WHEN EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND "
-        "i.indisprimary AND a.attnum = ANY(i.indkey)) THEN 'true' ELSE 'false' END "
+        "i.indisprimary AND a.attnum = ANY(i.indkey)) THEN 'true' ELSE 'false' END, {} "
         "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "JOIN pg_attribute a ON a.attrelid = c.oid "
+        "JOIN pg_attribute a ON a.attrelid = c.oid CROSS JOIN {} "
         "WHERE n.nspname = coalesce($1::name, current_schema()) AND c.relname = $2::name "
         "AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND a.attnum > 0 AND NOT a.attisdropped "
-        "ORDER BY a.attnum";
+        "ORDER BY a.attnum",
+        emptiable_expression("EXISTS (SELECT 1 FROM pg_catalog.pg_index k "
+                             "WHERE k.indrelid = c.oid AND k.indisprimary)",
+                             "$3"),
+        emptiable_globals);
     // Prepared once per connection: parsing and planning this catalog join cost ~3x its
     // execution (measured: ~340 us per unprepared call, ~90 us prepared), and a drift
     // check describes every table of a fleet.
     static constexpr const char* statement = "flotilla_describe";
     if (!describe_prepared_) {
-      result_holder p(PQprepare(conn_, statement, sql, 2, nullptr));
+      result_holder p(PQprepare(conn_, statement, sql.c_str(), 3, nullptr));
       if (PQresultStatus(p.r) != PGRES_COMMAND_OK)
         throw error(fmt::format("cannot read the columns of {}: {}", dialect().qualified(table),
                                 trimmed(PQresultErrorMessage(p.r))));
       describe_prepared_ = true;
     }
-    const char* params[2] = {table.schema.empty() ? nullptr : table.schema.c_str(),
-                             table.name.c_str()};
-    result_holder h(PQexecPrepared(conn_, statement, 2, params, nullptr, nullptr, 0));
+    const char* params[3] = {table.schema.empty() ? nullptr : table.schema.c_str(),
+                             table.name.c_str(), in_place_limit_.c_str()};
+    result_holder h(PQexecPrepared(conn_, statement, 3, params, nullptr, nullptr, 0));
     if (PQresultStatus(h.r) != PGRES_TUPLES_OK)
       throw error(fmt::format("cannot read the columns of {}: {}", dialect().qualified(table),
                               trimmed(PQresultErrorMessage(h.r))));
     const text_rows rows = collect(h.r);
     if (rows.empty())
       return std::nullopt;
+    if (in_place_max_bytes_ != 0)
+      emptiable_[emptiable_key(table)] = rows.front()[4] == "t";
     schema::table_schema out;
     for (const auto& r : rows)
       if (auto problem = add_column(out, table, r[0], r[1], r[2], r[3]); !problem.empty())
@@ -362,7 +369,6 @@ class postgres_warehouse final : public warehouse_base {
         "AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND a.attnum > 0 AND NOT a.attisdropped "
         "ORDER BY c.relname, a.attnum",
         emptiable_expression("i.indrelid IS NOT NULL", "$3"), emptiable_globals);
-    const std::string limit = in_place_max_bytes_ == 0 ? "-1" : std::to_string(in_place_max_bytes_);
     // In queries of up to describe_chunk tables: libpq holds a query's whole result until
     // it is parsed, so what it holds stays that of 1,000 tables however large the fleet.
     described_tables out;
@@ -380,7 +386,7 @@ class postgres_warehouse final : public warehouse_base {
       }
       array += '}';
       const char* params[3] = {schema.empty() ? nullptr : schema.c_str(), array.c_str(),
-                               limit.c_str()};
+                               in_place_limit_.c_str()};
       result_holder h(PQexecParams(conn_, sql.c_str(), 3, nullptr, params, nullptr, nullptr, 0));
       if (PQresultStatus(h.r) != PGRES_TUPLES_OK)
         throw error(fmt::format("cannot read the columns of the tables of schema {}: {}",
@@ -482,7 +488,8 @@ class postgres_warehouse final : public warehouse_base {
   bool empties_in_place(const table_ref& t) override {
     if (in_place_max_bytes_ == 0)
       return false;
-    // Answered by the describe_tables() that read the table ahead (a plan), once.
+    // Answered by the describe() (a load) or describe_tables() (a plan's read-ahead) that
+    // read the table last, once; otherwise asked live.
     if (auto it = emptiable_.find(emptiable_key(t)); it != emptiable_.end()) {
       const bool yes = it->second;
       emptiable_.erase(it);
@@ -505,8 +512,7 @@ class postgres_warehouse final : public warehouse_base {
                                 trimmed(PQresultErrorMessage(p.r))));
       in_place_prepared_ = true;
     }
-    const std::string bytes = std::to_string(in_place_max_bytes_);
-    const char* params[2] = {name.c_str(), bytes.c_str()};
+    const char* params[2] = {name.c_str(), in_place_limit_.c_str()};
     result_holder h(PQexecPrepared(conn_, statement, 2, params, nullptr, nullptr, 0));
     if (PQresultStatus(h.r) != PGRES_TUPLES_OK)
       throw error(fmt::format("cannot read the size of {}: {}", name,
@@ -547,6 +553,7 @@ class postgres_warehouse final : public warehouse_base {
 
   PGconn* conn_ = nullptr;
   std::uint64_t in_place_max_bytes_;
+  std::string in_place_limit_;  ///< in_place_max_bytes_ as the queries' parameter; 0: -1
   bool describe_prepared_ = false;  ///< "flotilla_describe" exists on conn_
   bool in_place_prepared_ = false;  ///< "flotilla_empties_in_place" exists on conn_
   /// empties_in_place() answers of the last describe_tables(), by emptiable_key, until

@@ -103,8 +103,8 @@ TEST_CASE("describe_tables reads more tables than one of its queries takes") {
   CHECK_FALSE(all->contains("missing"));
 }
 
-TEST_CASE("describe_tables reads each table's in-place check ahead for a plan; a describe "
-          "before a load makes it ask live") {
+TEST_CASE("describe_tables reads each table's in-place check ahead for a plan, and describe "
+          "for a load; each answer is used once, then the check is asked live") {
   test_target target("postgres");
   auto wh = target.open();
   const auto& d = wh->dialect();
@@ -133,8 +133,15 @@ TEST_CASE("describe_tables reads each table's in-place check ahead for a plan; a
   CHECK_FALSE(wh->empties_in_place(view));
   // ...then asked live again: the trigger counts.
   CHECK_FALSE(wh->empties_in_place(small));
-  // A load describes its table first, which drops what was read ahead.
-  REQUIRE(wh->describe_tables("", small.schema, {"small"}).has_value());
+  // A load describes its table first, which answers the check anew (no extra round trip).
+  const auto other = target.table("other");
+  load(*wh, other, keyed, load_mode::replace, {{I(1), T("a")}});
+  REQUIRE(wh->describe_tables("", small.schema, {"small", "other"}).has_value());
   REQUIRE(wh->describe(small).has_value());
-  CHECK_FALSE(wh->empties_in_place(small));
+  CHECK_FALSE(wh->empties_in_place(small));  // the trigger, as the describe read it
+  REQUIRE(wh->describe(other).has_value());
+  wh->execute({"CREATE TRIGGER nop AFTER DELETE ON " + d.qualified(other) + " FOR EACH ROW "
+               "EXECUTE FUNCTION " + d.quote(small.schema) + ".nop()"});
+  CHECK(wh->empties_in_place(other));  // as the describe read it, before the trigger
+  CHECK_FALSE(wh->empties_in_place(other));  // then live
 }
