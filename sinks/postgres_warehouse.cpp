@@ -253,8 +253,10 @@ class pg_inserter final : public row_inserter {
   bool binary_ = false;  ///< the COPY takes binary tuples (schema::row_batch::copy_binary)
 };
 
-/// Tables per catalog query of describe_tables().
+/// describe_tables() reads up to this many tables in one query, more through a cursor,
+/// describe_fetch_rows column rows (~1,000 tables of 16 columns) at a time.
 constexpr std::size_t describe_chunk = 1000;
+constexpr std::size_t describe_fetch_rows = 16384;
 
 /// Whether a full refresh may empty the table of pg_class row `c` and load it in place
 /// (postgres_warehouse::empties_in_place), as a SQL expression: `has_key` says whether `c`
@@ -353,10 +355,11 @@ class postgres_warehouse final : public warehouse_base {
   std::optional<described_tables> describe_tables(const std::string&, const std::string& schema,
                                                   const std::vector<std::string>& names) override {
     // The same catalog join as describe(), for the named tables of the schema together:
-    // one round trip and one execution per 1,000 tables instead of one per table (a drift
-    // check or a plan of a fleet describes thousands of tables of a few schemas).
+    // one execution for them all instead of one per table (a drift check or a plan of a
+    // fleet describes thousands of tables of a few schemas).
     // Each table's in-place check comes along (a plan asks it for every table), kept for
     // empties_in_place().
+    // In pg_attribute's order (table oid, column number), which its index gives.
     static const std::string sql = fmt::format(
         "SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), "
         "CASE WHEN a.attnotnull THEN 'false' ELSE 'true' END, "
@@ -367,46 +370,79 @@ class postgres_warehouse final : public warehouse_base {
         "LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary CROSS JOIN {} "
         "WHERE n.nspname = coalesce($1::name, current_schema()) AND c.relname = ANY($2::name[]) "
         "AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND a.attnum > 0 AND NOT a.attisdropped "
-        "ORDER BY c.relname, a.attnum",
+        "ORDER BY c.oid, a.attnum",
         emptiable_expression("i.indrelid IS NOT NULL", "$3"), emptiable_globals);
-    // In queries of up to describe_chunk tables: libpq holds a query's whole result until
-    // it is parsed, so what it holds stays that of 1,000 tables however large the fleet.
-    described_tables out;
-    for (std::size_t from = 0; from < names.size(); from += describe_chunk) {
-      const std::size_t to = std::min(names.size(), from + describe_chunk);
-      std::string array = "{";
-      for (std::size_t k = from; k < to; ++k) {
-        array += array.size() > 1 ? ",\"" : "\"";
-        for (char ch : names[k]) {
-          if (ch == '"' || ch == '\\')
-            array += '\\';
-          array += ch;
-        }
-        array += '"';
+    std::string array = "{";
+    for (const auto& name : names) {
+      array += array.size() > 1 ? ",\"" : "\"";
+      for (char ch : name) {
+        if (ch == '"' || ch == '\\')
+          array += '\\';
+        array += ch;
       }
-      array += '}';
-      const char* params[3] = {schema.empty() ? nullptr : schema.c_str(), array.c_str(),
-                               in_place_limit_.c_str()};
-      result_holder h(PQexecParams(conn_, sql.c_str(), 3, nullptr, params, nullptr, nullptr, 0));
-      if (PQresultStatus(h.r) != PGRES_TUPLES_OK)
-        throw error(fmt::format("cannot read the columns of the tables of schema {}: {}",
-                                schema.empty() ? std::string("(current)") : schema,
-                                trimmed(PQresultErrorMessage(h.r))));
-      // Read from the result as it is: a copy of every row first doubled the memory.
-      const int rows = PQntuples(h.r);
+      array += '"';
+    }
+    array += '}';
+    const char* params[3] = {schema.empty() ? nullptr : schema.c_str(), array.c_str(),
+                             in_place_limit_.c_str()};
+    auto failed = [&](PGresult* r) {
+      return error(fmt::format("cannot read the columns of the tables of schema {}: {}",
+                               schema.empty() ? std::string("(current)") : schema,
+                               trimmed(PQresultErrorMessage(r))));
+    };
+    described_tables out;
+    // Read from the result as it is: a copy of every row first doubled the memory.
+    auto take = [&](PGresult* r) {
+      const int rows = PQntuples(r);
       for (int i = 0; i < rows; ++i) {
-        const std::string name = field(h.r, i, 0).value_or("");
+        const std::string name = field(r, i, 0).value_or("");
         auto [it, fresh] = out.try_emplace(name, schema::table_schema{});
         const table_ref ref{"", schema, name};
         if (fresh && in_place_max_bytes_ != 0)
-          emptiable_[emptiable_key(ref)] = field(h.r, i, 5) == "t";
+          emptiable_[emptiable_key(ref)] = field(r, i, 5) == "t";
         if (!it->second)
           continue;  // already unmappable: describe() reports its first bad column
-        if (auto problem = add_column(*it->second, ref, field(h.r, i, 1), field(h.r, i, 2),
-                                      field(h.r, i, 3), field(h.r, i, 4));
+        if (auto problem = add_column(*it->second, ref, field(r, i, 1), field(r, i, 2),
+                                      field(r, i, 3), field(r, i, 4));
             !problem.empty())
           it->second = std::unexpected(error(problem).what());
       }
+    };
+    if (names.size() <= describe_chunk) {
+      result_holder h(PQexecParams(conn_, sql.c_str(), 3, nullptr, params, nullptr, nullptr, 0));
+      if (PQresultStatus(h.r) != PGRES_TUPLES_OK)
+        throw failed(h.r);
+      take(h.r);
+      return out;
+    }
+    // More tables: still one execution, read through a cursor describe_fetch_rows rows at
+    // a time, since libpq holds a query's whole result until it is parsed. A query per
+    // 1,000 tables scanned pg_class again each time: 10,000 tables took 500-580 ms, against
+    // 270-290 ms in one execution.
+    const bool own = PQtransactionStatus(conn_) == PQTRANS_IDLE;
+    if (own)
+      run("BEGIN READ ONLY");
+    try {
+      static const std::string declare =
+          "DECLARE flotilla_describe_tables NO SCROLL CURSOR FOR " + sql;
+      result_holder d(PQexecParams(conn_, declare.c_str(), 3, nullptr, params, nullptr, nullptr, 0));
+      if (PQresultStatus(d.r) != PGRES_COMMAND_OK)
+        throw failed(d.r);
+      static const std::string fetch =
+          fmt::format("FETCH {} FROM flotilla_describe_tables", describe_fetch_rows);
+      for (;;) {
+        result_holder f(PQexec(conn_, fetch.c_str()));
+        if (PQresultStatus(f.r) != PGRES_TUPLES_OK)
+          throw failed(f.r);
+        take(f.r);
+        if (static_cast<std::size_t>(PQntuples(f.r)) < describe_fetch_rows)
+          break;
+      }
+      run(own ? "COMMIT" : "CLOSE flotilla_describe_tables");
+    } catch (...) {
+      if (own)
+        rollback();
+      throw;
     }
     return out;
   }

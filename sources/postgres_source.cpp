@@ -10,9 +10,11 @@
 
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -42,6 +44,10 @@ constexpr const char* session_settings =
 
 // One query for every table: columns (domains resolved to their base types), primary key
 // membership, and the change marker's ingredients from the statistics collector.
+// In pg_attribute's own order (table oid, column number), which the server reads from its
+// index without sorting: ordered by schema and table name, the sort of every column row
+// spilled to disk and took 40% of the query at 10,000 tables (365 against 220 ms).
+// read_catalog() orders the tables by name.
 constexpr const char* catalog_sql = R"sql(
 WITH rels AS MATERIALIZED (
   SELECT c.oid, n.nspname, c.relname, c.relkind,
@@ -72,7 +78,7 @@ FROM rels r
 JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped
 JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
 LEFT JOIN pg_catalog.pg_index i ON i.indrelid = r.oid AND i.indisprimary
-ORDER BY r.nspname, r.relname, a.attnum
+ORDER BY r.oid, a.attnum
 )sql";
 
 std::string last_error(PGconn* conn) { return PQerrorMessage(conn); }
@@ -226,6 +232,9 @@ class postgres_source final : public source {
       out.tables.back().columns.columns.push_back(std::move(c));
     }
     finish();
+    std::ranges::sort(out.tables, [](const source_table& a, const source_table& b) {
+      return std::tie(a.schema, a.name) < std::tie(b.schema, b.name);
+    });
     return out;
   }
 

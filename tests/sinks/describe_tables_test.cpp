@@ -74,33 +74,60 @@ TEST_CASE("describe_tables keeps a table with an unmappable column apart from th
   CHECK(all->at("odd").error() == expected);
 }
 
-TEST_CASE("describe_tables reads more tables than one of its queries takes") {
+TEST_CASE("describe_tables reads more tables than one of its queries takes, through a cursor "
+          "that leaves the connection as it found it") {
   test_target target("postgres");
   auto wh = target.open();
   const auto& d = wh->dialect();
   const std::string schema = target.table("x").schema;
-  // 2,345 tables: three catalog queries of up to 1,000 tables; table i has i % 3 + 1 columns.
+  // 2,345 tables, table i with i % 20 + 1 columns: ~24,600 column rows, more than one
+  // fetch of the cursor takes, so a table's columns may come in two fetches.
   load(*wh, target.table("seed"), cols({col("id", "int")}), load_mode::replace, {{I(1)}});
-  wh->execute({"DO $$ BEGIN FOR i IN 1..2345 LOOP EXECUTE format('CREATE TABLE %I.%I (' || "
-               "CASE i % 3 WHEN 0 THEN 'a int' WHEN 1 THEN 'a int, b text' "
-               "ELSE 'a int, b text, c date' END || ')', " + d.literal(schema) +
-               ", 't' || i); END LOOP; END $$"});
+  wh->execute({"DO $$ BEGIN FOR i IN 1..2345 LOOP EXECUTE format('CREATE TABLE %I.%I (%s)', " +
+               d.literal(schema) + ", 't' || i, (SELECT string_agg('c' || k || "
+               "CASE k % 3 WHEN 0 THEN ' int' WHEN 1 THEN ' text' ELSE ' date' END, ', ' "
+               "ORDER BY k) FROM generate_series(1, i % 20 + 1) k)); END LOOP; END $$"});
   std::vector<std::string> names;
   for (int i = 1; i <= 2345; ++i)
     names.push_back("t" + std::to_string(i));
   names.push_back("missing");
+  auto check_all = [&](const warehouse::described_tables& all) {
+    CHECK(all.size() == 2345);
+    std::size_t columns = 0;
+    for (int i = 1; i <= 2345; ++i) {
+      CAPTURE(i);
+      const auto it = all.find("t" + std::to_string(i));
+      REQUIRE(it != all.end());
+      REQUIRE(it->second.has_value());
+      REQUIRE(it->second->columns.size() == static_cast<std::size_t>(i % 20 + 1));
+      for (std::size_t k = 0; k < it->second->columns.size(); ++k)
+        CHECK(it->second->columns[k].name == "c" + std::to_string(k + 1));
+      columns += it->second->columns.size();
+    }
+    CHECK(columns > 16384);
+    for (int i : {1, 999, 1000, 1001, 2000, 2001, 2345})
+      CHECK(*all.at("t" + std::to_string(i)) == *wh->describe(target.table("t" + std::to_string(i))));
+    CHECK_FALSE(all.contains("missing"));
+  };
+  // Outside a transaction: its own, closed afterwards (another session sees what this one
+  // creates next, so nothing was left open).
   const auto all = wh->describe_tables("", schema, names);
   REQUIRE(all.has_value());
-  CHECK(all->size() == 2345);
-  for (int i : {1, 999, 1000, 1001, 2000, 2001, 2345}) {
-    CAPTURE(i);
-    const auto it = all->find("t" + std::to_string(i));
-    REQUIRE(it != all->end());
-    REQUIRE(it->second.has_value());
-    CHECK(it->second->columns.size() == static_cast<std::size_t>(i % 3 + 1));
-    CHECK(*it->second == *wh->describe(target.table("t" + std::to_string(i))));
-  }
-  CHECK_FALSE(all->contains("missing"));
+  check_all(*all);
+  const auto after = target.table("after");
+  load(*wh, after, cols({col("id", "int")}), load_mode::replace, {{I(1)}});
+  auto other = target.open();
+  CHECK(other->describe(after).has_value());
+  // Inside an open transaction: the cursor is closed and the transaction goes on.
+  const auto inside = target.table("inside");
+  (void)wh->query("BEGIN");
+  (void)wh->query("CREATE TABLE " + d.qualified(inside) + " (id int)");
+  const auto again = wh->describe_tables("", schema, names);
+  REQUIRE(again.has_value());
+  check_all(*again);
+  CHECK(wh->describe(inside).has_value());
+  (void)wh->query("ROLLBACK");
+  CHECK_FALSE(wh->describe(inside).has_value());
 }
 
 TEST_CASE("describe_tables reads each table's in-place check ahead for a plan, and describe "

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <tuple>
 
 #include "sources/source.hpp"
 #include "tests/sources/support.hpp"
@@ -406,6 +407,16 @@ TEST_CASE("one catalog query reads hundreds of postgres tables") {
       CHECK(t.columns.columns.size() == 4);
     }
   CHECK(mine == 500);
+  // The server returns them in creation order (t1, t2, ..., t10); the catalog lists them
+  // by schema and name (t1, t10, t100, t101, ...), as every adapter does.
+  CHECK(std::ranges::is_sorted(cat.tables, [](const source_table& a, const source_table& b) {
+    return std::tie(a.schema, a.name) < std::tie(b.schema, b.name);
+  }));
+  const auto first = std::ranges::find(cat.tables, s.name(), &source_table::schema);
+  REQUIRE(std::distance(first, cat.tables.end()) >= 3);
+  CHECK(first[0].name == "t1");
+  CHECK(first[1].name == "t10");
+  CHECK(first[2].name == "t100");
   WARN("postgres catalog: " << cat.tables.size() << " tables in " << us << " us ("
                             << us / static_cast<long>(cat.tables.size()) << " us per table)");
 }
