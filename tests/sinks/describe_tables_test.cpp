@@ -172,3 +172,28 @@ TEST_CASE("describe_tables reads each table's in-place check ahead for a plan, a
   CHECK(wh->empties_in_place(other));  // as the describe read it, before the trigger
   CHECK_FALSE(wh->empties_in_place(other));  // then live
 }
+
+TEST_CASE("an in-place check read ahead on one connection answers it on another connection to "
+          "the same database with the same limit, once") {
+  test_target target("postgres");
+  auto reader = target.open();
+  auto planner = target.open();
+  target.in_place_max_bytes = 2 * 1048576;
+  auto other_limit = target.open();
+  const auto& d = reader->dialect();
+  auto keyed = cols({col("id", "bigint"), col("note", "text")});
+  keyed.columns[0].key = true;
+  keyed.columns[0].nullable = false;
+  const auto small = target.table("small");
+  load(*reader, small, keyed, load_mode::replace, {{I(1), T("a")}});
+  REQUIRE(reader->describe_tables("", small.schema, {"small"}).has_value());
+  // A trigger after the read-ahead: only the answer read ahead still says "in place".
+  reader->execute({"CREATE FUNCTION " + d.quote(small.schema) + ".nop() RETURNS trigger "
+                   "LANGUAGE plpgsql AS $$BEGIN RETURN NULL; END$$",
+                   "CREATE TRIGGER nop AFTER DELETE ON " + d.qualified(small) + " FOR EACH ROW "
+                   "EXECUTE FUNCTION " + d.quote(small.schema) + ".nop()"});
+  CHECK_FALSE(other_limit->empties_in_place(small));  // another limit: asked live
+  CHECK(planner->empties_in_place(small));             // the answer read ahead, once
+  CHECK_FALSE(reader->empties_in_place(small));        // then live, on any connection
+  CHECK_FALSE(planner->empties_in_place(small));
+}
