@@ -260,6 +260,22 @@ class pg_inserter final : public row_inserter {
 constexpr std::size_t describe_chunk = 1000;
 constexpr std::size_t describe_fetch_rows = 16384;
 
+/// `names` as a PostgreSQL array literal ({"a","b\"c"}), for a text[] or name[] parameter.
+std::string text_array(const std::vector<std::string>& names) {
+  std::string out = "{";
+  for (const auto& name : names) {
+    out += out.size() > 1 ? ",\"" : "\"";
+    for (char ch : name) {
+      if (ch == '"' || ch == '\\')
+        out += '\\';
+      out += ch;
+    }
+    out += '"';
+  }
+  out += '}';
+  return out;
+}
+
 /// Whether a full refresh may empty the table of pg_class row `c` and load it in place
 /// (postgres_warehouse::empties_in_place), as a SQL expression: `has_key` says whether `c`
 /// has a primary key, `limit` is in_place_max_bytes, and row `g` (emptiable_globals) holds
@@ -410,17 +426,7 @@ class postgres_warehouse final : public warehouse_base {
         "AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND a.attnum > 0 AND NOT a.attisdropped "
         "ORDER BY c.oid, a.attnum",
         emptiable_expression("i.indrelid IS NOT NULL", "$3"), emptiable_globals);
-    std::string array = "{";
-    for (const auto& name : names) {
-      array += array.size() > 1 ? ",\"" : "\"";
-      for (char ch : name) {
-        if (ch == '"' || ch == '\\')
-          array += '\\';
-        array += ch;
-      }
-      array += '"';
-    }
-    array += '}';
+    const std::string array = text_array(names);
     const char* params[3] = {schema.empty() ? nullptr : schema.c_str(), array.c_str(),
                              in_place_limit_.c_str()};
     auto failed = [&](PGresult* r) {
@@ -463,7 +469,8 @@ class postgres_warehouse final : public warehouse_base {
     try {
       static const std::string declare =
           "DECLARE flotilla_describe_tables NO SCROLL CURSOR FOR " + sql;
-      result_holder d(PQexecParams(conn_, declare.c_str(), 3, nullptr, params, nullptr, nullptr, 0));
+      result_holder d(
+          PQexecParams(conn_, declare.c_str(), 3, nullptr, params, nullptr, nullptr, 0));
       if (PQresultStatus(d.r) != PGRES_COMMAND_OK)
         throw failed(d.r);
       static const std::string fetch =

@@ -105,8 +105,10 @@ TEST_CASE("describe_tables reads more tables than one of its queries takes, thro
       columns += it->second->columns.size();
     }
     CHECK(columns > 16384);
-    for (int i : {1, 999, 1000, 1001, 2000, 2001, 2345})
-      CHECK(*all.at("t" + std::to_string(i)) == *wh->describe(target.table("t" + std::to_string(i))));
+    for (int i : {1, 999, 1000, 1001, 2000, 2001, 2345}) {
+      const std::string name = "t" + std::to_string(i);
+      CHECK(*all.at(name) == *wh->describe(target.table(name)));
+    }
     CHECK_FALSE(all.contains("missing"));
   };
   // Outside a transaction: its own, closed afterwards (another session sees what this one
