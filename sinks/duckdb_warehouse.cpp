@@ -240,8 +240,10 @@ class duckdb_inserter final : public row_inserter {
     done_appending();
   }
 
-  /// Called once, when this load's appends end (finish, or an abandoned load).
-  void on_done_appending(std::function<void()> f) { on_done_ = std::move(f); }
+  /// Called with true right before this load first hands DuckDB a whole row group (a load
+  /// of fewer rows never does: its rows go over at finish()), then with false once its
+  /// appends end (finish, or an abandoned load).
+  void on_bulk_appending(std::function<void(bool)> f) { on_bulk_ = std::move(f); }
 
   void append(const schema::row_batch& batch, std::uint64_t first_seq) override {
     const std::size_t n = batch.rows();
@@ -301,8 +303,9 @@ class duckdb_inserter final : public row_inserter {
   };
 
   void done_appending() noexcept {
-    if (auto f = std::exchange(on_done_, nullptr))
-      f();
+    if (auto f = std::exchange(on_bulk_, nullptr); f && bulk_)
+      f(false);
+    bulk_ = false;
   }
 
   void open(duckdb_connection con, const schema::table_schema& columns) {
@@ -368,6 +371,8 @@ class duckdb_inserter final : public row_inserter {
     // row group at a time spreads that work over the load instead of leaving most of it
     // to finish(), when the source has nothing left to read in parallel.
     if (buffered_ >= row_group_rows) {
+      if (on_bulk_ && !std::exchange(bulk_, true))
+        on_bulk_(true);
       if (duckdb_appender_flush(app_) == DuckDBError)
         fail("cannot append rows");
       buffered_ = 0;
@@ -507,7 +512,8 @@ class duckdb_inserter final : public row_inserter {
   idx_t capacity_ = 0;
   idx_t fill_ = 0;
   idx_t buffered_ = 0;  ///< rows appended since the appender last flushed
-  std::function<void()> on_done_;
+  std::function<void(bool)> on_bulk_;
+  bool bulk_ = false;  ///< on_bulk_(true) was called
 };
 
 /// Per database file: DuckDB keeps every table's data committed since the last
@@ -562,8 +568,10 @@ std::uint64_t parse_bytes(std::string_view text) {
 }
 
 /// DuckDB's threads (the one that calls into it included), set for the whole database
-/// instance: `appending` while some load of the file appends rows, which a source reader on
-/// another thread feeds, `other` otherwise. While appending, one fewer than the machine's
+/// instance: `appending` while some load of the file hands DuckDB whole row groups (a
+/// load of more than 122,880 rows), which a source reader on another thread feeds, `other`
+/// otherwise. A smaller load never switches: each `SET threads` stops and starts DuckDB's
+/// workers, and switching twice per table took a third of a 10,000-table fleet's load. While appending, one fewer than the machine's
 /// cores (at least one), so the reader keeps a core: with as many threads as cores, a
 /// writer waits for the row groups its appends hand to DuckDB's workers by polling DuckDB's
 /// task queue, a core's worth of spinning that the reader and a local source server then
@@ -836,8 +844,7 @@ class duckdb_warehouse final : public warehouse_base {
     } catch (const sink_error& e) {
       throw error(e.what());
     }
-    appending(true);
-    ins->on_done_appending([this] { appending(false); });
+    ins->on_bulk_appending([this](bool start) { appending(start); });
     return ins;
   }
 
@@ -850,8 +857,8 @@ class duckdb_warehouse final : public warehouse_base {
     return std::string(e ? e : "unknown error");
   }
 
-  /// A load of this file starts (true) or ends (false) appending rows: the first to start
-  /// and the last to end set DuckDB's threads (duckdb_threads). A refused setting leaves
+  /// A load of this file starts (true) or ends (false) handing DuckDB whole row groups: the
+  /// first to start and the last to end set DuckDB's threads (duckdb_threads). A refused setting leaves
   /// the count as it was, which costs speed only.
   void appending(bool start) noexcept {
     std::lock_guard lock(gate_->threads_mu);

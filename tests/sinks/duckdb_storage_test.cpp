@@ -180,7 +180,8 @@ TEST_CASE("an unknown DuckDB storage version is refused naming it") {
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("DuckDB runs one thread fewer than the cores while a load appends, every core otherwise") {
+TEST_CASE("DuckDB runs one thread fewer than the cores while a load hands it whole row groups, "
+          "every core otherwise") {
   const auto dir = std::filesystem::temp_directory_path() / ("flotilla_threads_" + unique_suffix());
   std::filesystem::create_directories(dir);
   auto o = duckdb_file(dir / "w.duckdb");
@@ -190,22 +191,36 @@ TEST_CASE("DuckDB runs one thread fewer than the cores while a load appends, eve
   auto loader = open_warehouse(o);
   auto observer = open_warehouse(o);  // the same database instance, another connection
   CHECK(threads_of(*observer) == all);
+  // More rows than one DuckDB row group (122,880).
+  std::vector<std::vector<value>> many;
+  for (std::int64_t i = 0; i < 130'000; ++i)
+    many.push_back({I(i), T("r")});
 
   const load_request req = refresh_of("t");
   {
+    // A small load never switches: its rows go over at the commit.
     auto w = loader->begin_load(req);
     w->write(batch({{I(1), T("a")}, {I(2), T("b")}}));
+    CHECK(threads_of(*observer) == all);
+    w->commit();
+    CHECK(threads_of(*observer) == all);
+  }
+  {
+    auto w = loader->begin_load(req);
+    w->write(batch(many));
     CHECK(threads_of(*observer) == appending);
     w->commit();
     CHECK(threads_of(*observer) == all);
   }
   {
-    // Two loads append at once: the count comes back when the last one ends.
+    // Two loads hand over row groups at once: the count comes back when the last one ends.
     auto second = open_warehouse(o);
     auto w1 = loader->begin_load(req);
     auto w2 = second->begin_load(refresh_of("u"));
+    w2->write(batch(many));
     CHECK(threads_of(*observer) == appending);
-    w1->write(batch({{I(3), T("c")}}));
+    w1->write(batch(many));
+    w1->write(batch({{I(-1), T("last")}}));
     w1->commit();
     CHECK(threads_of(*observer) == appending);
     w2.reset();  // abandoned: rolled back, and no longer appending
@@ -216,13 +231,15 @@ TEST_CASE("DuckDB runs one thread fewer than the cores while a load appends, eve
     auto w = loader->begin_load(req);
     CHECK_THROWS_AS(
         [&] {
+          w->write(batch(many));
+          CHECK(threads_of(*observer) == appending);
           w->write(batch({{T("not a number"), T("x")}}));
           w->commit();
         }(),
         sink_error);
     CHECK(threads_of(*observer) == all);
   }
-  CHECK(count(*observer, req.target) == 1);
+  CHECK(count(*observer, req.target) == 130'001);
   loader.reset();
   observer.reset();
   std::filesystem::remove_all(dir);
