@@ -180,8 +180,8 @@ TEST_CASE("an unknown DuckDB storage version is refused naming it") {
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("DuckDB runs one thread fewer than the cores while a load hands it whole row groups, "
-          "every core otherwise") {
+TEST_CASE("DuckDB runs one thread fewer than the cores while a bulk load appends, every core "
+          "otherwise") {
   const auto dir = std::filesystem::temp_directory_path() / ("flotilla_threads_" + unique_suffix());
   std::filesystem::create_directories(dir);
   auto o = duckdb_file(dir / "w.duckdb");
@@ -191,14 +191,14 @@ TEST_CASE("DuckDB runs one thread fewer than the cores while a load hands it who
   auto loader = open_warehouse(o);
   auto observer = open_warehouse(o);  // the same database instance, another connection
   CHECK(threads_of(*observer) == all);
-  // More rows than one DuckDB row group (122,880).
+  // A bulk load (8,192 rows or more; here more than a DuckDB row group, 122,880).
   std::vector<std::vector<value>> many;
   for (std::int64_t i = 0; i < 130'000; ++i)
     many.push_back({I(i), T("r")});
 
   const load_request req = refresh_of("t");
   {
-    // A small load never switches: its rows go over at the commit.
+    // A small load never switches.
     auto w = loader->begin_load(req);
     w->write(batch({{I(1), T("a")}, {I(2), T("b")}}));
     CHECK(threads_of(*observer) == all);
@@ -213,7 +213,7 @@ TEST_CASE("DuckDB runs one thread fewer than the cores while a load hands it who
     CHECK(threads_of(*observer) == all);
   }
   {
-    // Two loads hand over row groups at once: the count comes back when the last one ends.
+    // Two bulk loads at once: the count comes back when the last one ends.
     auto second = open_warehouse(o);
     auto w1 = loader->begin_load(req);
     auto w2 = second->begin_load(refresh_of("u"));
