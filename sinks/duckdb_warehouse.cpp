@@ -577,14 +577,15 @@ std::uint64_t parse_bytes(std::string_view text) {
 /// instance: `appending` while some bulk load of the file (bulk_rows rows or more) appends
 /// rows, which a source reader on another thread feeds, `other` otherwise. A smaller load
 /// never switches: each `SET threads` stops and starts DuckDB's workers, and switching
-/// twice per table took a third of a 10,000-table fleet's load. While appending, one fewer than the machine's
-/// cores (at least one), so the reader keeps a core: with as many threads as cores, a
-/// writer waits for the row groups its appends hand to DuckDB's workers by polling DuckDB's
-/// task queue, a core's worth of spinning that the reader and a local source server then
-/// lack (docs/performance.md, copy-wide: SQLite -> DuckDB 13% faster). Otherwise every core,
-/// for the set-based statements that finish a load (a merge's delete and insert, the key's
-/// index), which DuckDB runs in parallel (a merge takes 25% longer on one thread than on
-/// two). FLOTILLA_DUCKDB_THREADS fixes both (a whole number from 1 to 4096).
+/// twice per table took a third of a 10,000-table fleet's load. While appending, one fewer
+/// than the machine's cores (at least one), so the reader keeps a core: with as many
+/// threads as cores, a writer waits for the row groups its appends hand to DuckDB's
+/// workers by polling DuckDB's task queue, a core's worth of spinning that the reader and a
+/// local source server then lack (docs/performance.md, copy-wide: SQLite -> DuckDB 13%
+/// faster). Otherwise every core, for the set-based statements that finish a load (a
+/// merge's delete and insert, the key's index), which DuckDB runs in parallel (a merge
+/// takes 25% longer on one thread than on two). FLOTILLA_DUCKDB_THREADS fixes both (a
+/// whole number from 1 to 4096).
 struct duckdb_thread_counts {
   std::uint64_t appending = 0;
   std::uint64_t other = 0;
