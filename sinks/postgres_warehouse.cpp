@@ -257,7 +257,7 @@ class pg_inserter final : public row_inserter {
 
 /// describe_tables() reads up to this many tables in one query, more through a cursor,
 /// describe_fetch_rows column rows (~1,000 tables of 16 columns) at a time.
-constexpr std::size_t describe_chunk = 1000;
+constexpr std::size_t describe_in_one_query = 1000;
 constexpr std::size_t describe_fetch_rows = 16384;
 
 /// `names` as a PostgreSQL array literal ({"a","b\"c"}), for a text[] or name[] parameter.
@@ -452,7 +452,7 @@ class postgres_warehouse final : public warehouse_base {
           it->second = std::unexpected(error(problem).what());
       }
     };
-    if (names.size() <= describe_chunk) {
+    if (names.size() <= describe_in_one_query) {
       result_holder h(PQexecParams(conn_, sql.c_str(), 3, nullptr, params, nullptr, nullptr, 0));
       if (PQresultStatus(h.r) != PGRES_TUPLES_OK)
         throw failed(h.r);
