@@ -224,6 +224,14 @@ int main(int argc, char** argv) {
                ctx.opt.flotilla_bin);
     return 2;
   }
+  // Before any database is touched: a run refused for its arguments drops nothing.
+  const fs::path out = fs::absolute(o.out_dir);
+  ctx.scratch = (out / "work").string();
+  if (std::error_code ec; fs::create_directories(ctx.scratch, ec), ec) {
+    fmt::print(stderr, "cannot create the output directory {}: {}; pass --out DIR with a "
+                       "directory you can write\n", ctx.scratch, ec.message());
+    return 2;
+  }
   ctx.pg_dsn = pg_dsn_from_env();
   if (!ctx.pg_dsn && o.require_pg) {
     fmt::print(stderr, "FLOTILLA_PG_DSN is not set: run through scripts/test, or run "
@@ -249,13 +257,6 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "PostgreSQL at FLOTILLA_PG_DSN: {}\n", e.what());
       return 2;
     }
-  }
-  const fs::path out = fs::absolute(o.out_dir);
-  ctx.scratch = (out / "work").string();
-  if (std::error_code ec; fs::create_directories(ctx.scratch, ec), ec) {
-    fmt::print(stderr, "cannot create the output directory {}: {}; pass --out DIR with a "
-                       "directory you can write\n", ctx.scratch, ec.message());
-    return 2;
   }
   ctx.db_prefix = fmt::format("{}_{}", bench_database_prefix, ::getpid());
 

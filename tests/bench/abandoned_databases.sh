@@ -18,6 +18,13 @@ drop_all() { for d in $gone $alive $alike; do q "DROP DATABASE IF EXISTS $d"; do
 trap drop_all EXIT
 drop_all
 for d in $gone $alive $alike; do q "CREATE DATABASE $d"; done
+# A run refused for its arguments (here an unwritable --out) drops nothing.
+if "$bench" kafka-events --smoke --out /proc/flotilla-bench-out --flotilla "$flotilla" \
+     >/dev/null 2>&1; then
+  echo "the bench accepted an unwritable --out"; exit 1
+fi
+[ "$(q "SELECT count(*) FROM pg_database WHERE datname = '$gone'")" = 1 ] || {
+  echo "a run refused for its --out dropped $gone"; exit 1; }
 log=$("$bench" kafka-events --smoke --out "$out" --flotilla "$flotilla" 2>&1)
 left=$(q "SELECT string_agg(datname, ' ' ORDER BY datname COLLATE \"C\") FROM pg_database
           WHERE datname IN ('$gone', '$alive', '$alike')")
