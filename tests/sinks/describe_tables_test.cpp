@@ -74,6 +74,61 @@ TEST_CASE("describe_tables keeps a table with an unmappable column apart from th
   CHECK(all->at("odd").error() == expected);
 }
 
+TEST_CASE("describe_tables puts each table's columns in their order when the server returns "
+          "them in another, and names the first unmappable column") {
+  test_target target("postgres");
+  auto wh = target.open();
+  const auto& d = wh->dialect();
+  const auto moved = target.table("moved");
+  const auto odd = target.table("odd");
+  load(*wh, moved, cols({col("a", "int"), col("b", "int"), col("c", "text")}), load_mode::replace,
+       {{I(1), I(2), T("x")}});
+  load(*wh, odd, cols({col("id", "int")}), load_mode::replace, {{I(1)}});
+  wh->execute({"ALTER TABLE " + d.qualified(odd) + " ADD COLUMN x point, ADD COLUMN y box"});
+
+  // A connection whose planner joins by hashing: pg_attribute's rows come in their stored
+  // order. A changed type writes a column's catalog row anew, most often after the table's
+  // other rows; where the server put it elsewhere, the type is changed again.
+  ::setenv("PGOPTIONS",
+           "-c enable_nestloop=off -c enable_mergejoin=off -c enable_indexscan=off "
+           "-c enable_bitmapscan=off",
+           1);
+  auto hashing = target.open();
+  ::unsetenv("PGOPTIONS");
+  auto stored_order = [&](const dialects::table_ref& t) {
+    std::string names;
+    for (const auto& r : hashing->query(
+             "SELECT a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+             "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = " +
+             d.literal(t.schema) + " AND c.relname = " + d.literal(t.name) + " AND a.attnum > 0"))
+      names += r.at(0).value_or("?");
+    return names;
+  };
+  for (int i = 0; i < 50 && stored_order(moved) == "abc"; ++i)
+    wh->execute({"ALTER TABLE " + d.qualified(moved) + " ALTER COLUMN a TYPE " +
+                 (i % 2 == 0 ? "bigint" : "integer")});
+  for (int i = 0; i < 50 && stored_order(odd) != "idyx"; ++i)
+    wh->execute({"ALTER TABLE " + d.qualified(odd) + " ALTER COLUMN x TYPE " +
+                 (i % 2 == 0 ? "circle" : "polygon") + " USING NULL"});
+  REQUIRE(stored_order(moved) != "abc");
+  REQUIRE(stored_order(odd) == "idyx");
+  std::string expected;
+  try {
+    (void)wh->describe(odd);
+  } catch (const sink_error& e) {
+    expected = e.what();
+  }
+  REQUIRE(expected.find("'x'") != std::string::npos);
+
+  const auto all = hashing->describe_tables("", moved.schema, {"moved", "odd"});
+  REQUIRE(all.has_value());
+  REQUIRE(all->at("moved").has_value());
+  CHECK(*all->at("moved") == *wh->describe(moved));
+  CHECK(all->at("moved")->columns.at(0).name == "a");
+  REQUIRE_FALSE(all->at("odd").has_value());
+  CHECK(all->at("odd").error() == expected);
+}
+
 TEST_CASE("describe_tables reads more tables than one of its queries takes, through a cursor "
           "that leaves the connection as it found it") {
   test_target target("postgres");
