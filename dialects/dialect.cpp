@@ -13,12 +13,21 @@ namespace flotilla::dialects {
 // rename-based swap. Each dialect overrides only what its engine does differently.
 
 schema::portable_type dialect::canonical(const schema::portable_type& t) const {
+  {
+    std::lock_guard lock(canonical_mu_);
+    for (const auto& [from, to] : canonical_memo_)
+      if (from == t)
+        return to;
+  }
   const std::string spelled = physical_type(t);
   auto parsed = parse_physical(spelled);
   if (!parsed)  // a dialect that cannot read its own DDL spelling is a bug
     throw std::logic_error(fmt::format("{} cannot read back its own type '{}' (for {}): {}",
                                        name(), spelled, schema::to_string(t),
                                        parsed.error().message));
+  std::lock_guard lock(canonical_mu_);
+  if (canonical_memo_.size() < canonical_memo_size)
+    canonical_memo_.emplace_back(t, *parsed);
   return *parsed;
 }
 

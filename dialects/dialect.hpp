@@ -8,9 +8,11 @@
 
 #include <expected>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "schema/evolution.hpp"
@@ -109,6 +111,14 @@ class dialect : public schema::type_rules {
   [[nodiscard]] virtual std::vector<std::string> swap_in(const table_ref& staging,
                                                          const table_ref& target) const;
   [[nodiscard]] virtual std::string drop_table(const table_ref& t) const;  // IF EXISTS
+
+ private:
+  /// canonical()'s answers so far, up to canonical_memo_size of them: a plan asks it for
+  /// every column of every table (about a third of a 10,000-table drift check's
+  /// evaluation), and a fleet's columns have a handful of types.
+  static constexpr std::size_t canonical_memo_size = 64;
+  mutable std::mutex canonical_mu_;
+  mutable std::vector<std::pair<schema::portable_type, schema::portable_type>> canonical_memo_;
 };
 
 /// Resolves a dialect by name or alias (postgresql, pg, ...). An unknown name is an

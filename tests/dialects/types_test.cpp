@@ -4,6 +4,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <vector>
 
 #include "dialects/dialect.hpp"
 
@@ -167,6 +169,41 @@ TEST_CASE("every dialect reads its own DDL spelling of every portable type back 
       // canonical is a fixed point: the engine reports a canonical type back unchanged.
       CHECK(d.canonical(*back) == *back);
       CHECK(d.physical_type(*back) == d.physical_type(d.canonical(*back)));
+    }
+  }
+}
+
+TEST_CASE("canonical answers as the dialect's own round trip does, asked again, from several "
+          "threads, and for more types than it keeps") {
+  for (auto name : dialect_names()) {
+    INFO(name);
+    const auto made = make_dialect(name);
+    REQUIRE(made.has_value());
+    const dialect& d = **made;
+    // varchar(1..150), decimal(1..40, 0..2): more distinct types than canonical keeps.
+    std::vector<portable_type> types;
+    for (int n = 1; n <= 150; ++n)
+      types.push_back(portable_type::varchar(n));
+    for (int p = 1; p <= 40; ++p)
+      for (int sc = 0; sc <= std::min(p, 2); ++sc)
+        types.push_back(portable_type::decimal(p, sc));
+    std::vector<portable_type> expected;
+    for (const auto& t : types)
+      expected.push_back(*d.parse_physical(d.physical_type(t)));
+    std::vector<std::vector<portable_type>> seen(4);
+    std::vector<std::thread> threads;
+    for (auto& out : seen)
+      threads.emplace_back([&d, &types, &out] {
+        for (int round = 0; round < 3; ++round)
+          for (const auto& t : types)
+            out.push_back(d.canonical(t));
+      });
+    for (auto& t : threads)
+      t.join();
+    for (const auto& out : seen) {
+      REQUIRE(out.size() == 3 * types.size());
+      for (std::size_t i = 0; i < out.size(); ++i)
+        CHECK(out[i] == expected[i % types.size()]);
     }
   }
 }
