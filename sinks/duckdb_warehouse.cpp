@@ -19,6 +19,7 @@
 #include <functional>
 #include <limits>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 
 #include <fmt/format.h>
@@ -537,6 +538,8 @@ struct checkpoint_gate {
   std::uint64_t threads = 0;
 };
 constexpr std::uint64_t checkpoint_every = 512;
+/// describe_tables() reads DuckDB's catalog functions from this many names on.
+constexpr std::size_t describe_scan_min = 1000;
 /// Between those, every `memory_check_every` commits the committing connection reads
 /// how much memory DuckDB holds for tables not yet checkpointed (one query, ~0.3 ms) and
 /// checkpoints early once that passes half the memory limit. What a table holds until
@@ -784,6 +787,101 @@ class duckdb_warehouse final : public warehouse_base {
                                 t.error().message));
       out.columns.push_back(schema::column{r[0].value_or(""), *t, r[2] == "true", r[3] == "true"});
     }
+    return out;
+  }
+
+  /// A fleet's plan or run describes thousands of tables of a schema. DESCRIBE costs
+  /// ~0.28 ms per table whatever the table, while one scan of DuckDB's catalog functions
+  /// costs ~25 us per table in the file (10,000 tables of 16 columns: ~250 ms for
+  /// duckdb_columns() and duckdb_constraints(), against ~2.8 s of DESCRIBEs). The scan
+  /// reads the whole file's catalog however few tables are asked for, so it is taken
+  /// only from describe_scan_min names on; fewer are described one by one (nullopt).
+  std::optional<described_tables> describe_tables(const std::string& catalog,
+                                                  const std::string& schema,
+                                                  const std::vector<std::string>& names) override {
+    if (names.size() < describe_scan_min)
+      return std::nullopt;
+    const auto& d = dialect();
+    const std::string database = catalog.empty() ? "current_database()" : d.literal(catalog);
+    const std::string in_schema = schema.empty() ? "current_schema()" : d.literal(schema);
+    // Base tables only, as describe() finds them (a view is not a table to load into).
+    const std::string sql = fmt::format(
+        "SELECT c.table_name, c.column_name, c.data_type, "
+        "CAST(c.is_nullable AS VARCHAR), "
+        "CAST(coalesce(list_contains(k.constraint_column_names, c.column_name), false) "
+        "AS VARCHAR) "
+        "FROM duckdb_columns() c "
+        "LEFT JOIN (SELECT table_name, constraint_column_names FROM duckdb_constraints() "
+        "WHERE database_name = {0} AND schema_name = {1} AND constraint_type = 'PRIMARY KEY') k "
+        "ON k.table_name = c.table_name "
+        "WHERE c.database_name = {0} AND c.schema_name = {1} AND c.table_name NOT IN "
+        "(SELECT view_name FROM duckdb_views() WHERE database_name = {0} AND schema_name = {1}) "
+        "ORDER BY c.table_name, c.column_index",
+        database, in_schema);
+    result_holder h;
+    if (duckdb_query(con_, sql.c_str(), &h.r) == DuckDBError)
+      throw error(fmt::format("cannot read the columns of the tables of schema {}: {}",
+                              schema.empty() ? std::string("(current)") : schema,
+                              duckdb_result_error(&h.r)));
+    // DuckDB matches names case-insensitively: each stored table answers every name asked
+    // for that folds to its own.
+    std::unordered_map<std::string, std::vector<const std::string*>> asked;
+    for (const auto& n : names)
+      asked[schema::fold_name(n, d.names())].push_back(&n);
+    described_tables out;
+    std::map<std::string, schema::portable_type, std::less<>> types;  // parsed once each
+    std::string last;
+    std::vector<const std::string*>* answers = nullptr;
+    schema::table_schema columns;
+    std::optional<std::string> problem;
+    auto finish = [&] {
+      if (!answers)
+        return;
+      for (const std::string* n : *answers) {
+        if (problem)  // as describe() words it, for the name asked
+          out.insert_or_assign(
+              *n, std::unexpected(
+                      error(fmt::format("{}: {}", d.qualified({catalog, schema, *n}), *problem))
+                          .what()));
+        else
+          out.insert_or_assign(*n, columns);
+      }
+    };
+    // Read in place: a copy of every row first (collect) doubled the read's memory.
+    auto cell = [&](idx_t c, idx_t i) {
+      char* v = duckdb_value_varchar(&h.r, c, i);
+      std::string text = v ? v : "";
+      duckdb_free(v);
+      return text;
+    };
+    const idx_t rows = duckdb_row_count(&h.r);
+    for (idx_t i = 0; i < rows; ++i) {  // table, column, type, nullable, key
+      std::string table = cell(0, i);
+      if (table != last) {
+        finish();
+        last = std::move(table);
+        const auto it = asked.find(schema::fold_name(last, d.names()));
+        answers = it == asked.end() ? nullptr : &it->second;
+        columns = {};
+        problem.reset();
+      }
+      if (!answers || problem)
+        continue;
+      const std::string type = cell(2, i);
+      auto t = types.find(type);
+      if (t == types.end()) {
+        auto parsed = d.parse_physical(type);
+        if (!parsed) {
+          problem = fmt::format("column '{}' has type {} that Flotilla cannot map: {}",
+                                cell(1, i), type, parsed.error().message);
+          continue;
+        }
+        t = types.emplace(type, *parsed).first;
+      }
+      columns.columns.push_back(
+          schema::column{cell(1, i), t->second, cell(3, i) == "true", cell(4, i) == "true"});
+    }
+    finish();
     return out;
   }
 

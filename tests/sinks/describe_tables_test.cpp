@@ -23,12 +23,19 @@ TEST_CASE("describe_tables reads each table of a schema as describe does") {
        load_mode::replace, {{I(1), N()}});
   load(*wh, target.table(names[2]), cols({col("b", "bool")}), load_mode::replace, {{B(true)}});
   wh->execute({d.add_column(orders, col("later", "double"))});
-  if (target.engine() == "postgres")
+  if (target.engine() != "sqlite")
     wh->execute({"CREATE VIEW " + d.qualified(target.table(names[3])) + " AS SELECT id, note FROM " +
                  d.qualified(orders)});
 
-  const auto all = wh->describe_tables("", target.table(names[0]).schema, names);
-  if (target.engine() != "postgres") {
+  const std::string schema = target.table(names[0]).schema;
+  // DuckDB reads its catalog functions from 1,000 names on (fewer: DESCRIBE per table).
+  std::vector<std::string> asked = names;
+  for (int i = 0; asked.size() < 1000; ++i)
+    asked.push_back("absent_" + std::to_string(i));
+  if (target.engine() == "duckdb")
+    CHECK_FALSE(wh->describe_tables("", schema, names).has_value());
+  const auto all = wh->describe_tables("", schema, asked);
+  if (target.engine() == "sqlite") {
     CHECK_FALSE(all.has_value());  // no schema-wide query: describe per table
     return;
   }
@@ -48,7 +55,49 @@ TEST_CASE("describe_tables reads each table of a schema as describe does") {
   CHECK_FALSE((*all->at(names[0])).columns.at(0).nullable);
   CHECK((*all->at(names[0])).columns.size() == 4);
   CHECK_FALSE(all->contains("missing"));
-  CHECK(wh->describe_tables("", target.table(names[0]).schema, {})->empty());
+  CHECK_FALSE(all->contains("absent_0"));
+  if (target.engine() == "postgres")
+    CHECK(wh->describe_tables("", schema, {})->empty());
+}
+
+TEST_CASE("DuckDB's describe_tables answers each name as DuckDB matches it, and keeps a table "
+          "with an unmappable column apart") {
+  test_target target("duckdb");
+  auto wh = target.open();
+  const auto& d = wh->dialect();
+  const auto mixed = target.table("Mixed_Case");
+  const auto odd = target.table("odd");
+  load(*wh, mixed, cols({col("id", "bigint", true), col("Note", "text")}), load_mode::replace,
+       {{I(1), T("a")}});
+  load(*wh, odd, cols({col("id", "int")}), load_mode::replace, {{I(1)}});
+  wh->execute({"ALTER TABLE " + d.qualified(odd) + " ADD COLUMN s STRUCT(a INTEGER)"});
+  std::string expected;
+  try {
+    (void)wh->describe(odd);
+  } catch (const sink_error& e) {
+    expected = e.what();
+  }
+  REQUIRE_FALSE(expected.empty());
+  std::vector<std::string> names{"mixed_case", "MIXED_CASE", "Mixed_Case", "odd"};
+  for (int i = 0; names.size() < 1000; ++i)
+    names.push_back("absent_" + std::to_string(i));
+  const auto all = wh->describe_tables("", mixed.schema, names);
+  REQUIRE(all.has_value());
+  CHECK(all->size() == 4);
+  const auto one = wh->describe(mixed);
+  REQUIRE(one.has_value());
+  for (const char* n : {"mixed_case", "MIXED_CASE", "Mixed_Case"}) {
+    CAPTURE(n);
+    REQUIRE(all->contains(n));
+    REQUIRE(all->at(n).has_value());
+    CHECK(*all->at(n) == *one);
+    CHECK(all->at(n)->columns.at(0).key);
+    CHECK_FALSE(all->at(n)->columns.at(0).nullable);
+    CHECK(all->at(n)->columns.at(1).name == "Note");
+  }
+  REQUIRE(all->contains("odd"));
+  REQUIRE_FALSE(all->at("odd").has_value());
+  CHECK(all->at("odd").error() == expected);
 }
 
 TEST_CASE("describe_tables keeps a table with an unmappable column apart from the others") {
