@@ -7,6 +7,20 @@ using namespace flotilla;
 using namespace flotilla::sinks;
 using namespace flotilla::sinks::testing;
 
+namespace {
+
+/// What describe() throws for `table` (empty when it does not throw).
+std::string describe_error(warehouse& wh, const dialects::table_ref& table) {
+  try {
+    (void)wh.describe(table);
+  } catch (const sink_error& e) {
+    return e.what();
+  }
+  return {};
+}
+
+}  // namespace
+
 TEST_CASE("describe_tables reads each table of a schema as describe does") {
   test_target target(GENERATE(from_range(engines())));
   CAPTURE(target.engine());
@@ -71,12 +85,7 @@ TEST_CASE("DuckDB's describe_tables answers each name as DuckDB matches it, and 
        {{I(1), T("a")}});
   load(*wh, odd, cols({col("id", "int")}), load_mode::replace, {{I(1)}});
   wh->execute({"ALTER TABLE " + d.qualified(odd) + " ADD COLUMN s STRUCT(a INTEGER)"});
-  std::string expected;
-  try {
-    (void)wh->describe(odd);
-  } catch (const sink_error& e) {
-    expected = e.what();
-  }
+  const std::string expected = describe_error(*wh, odd);
   REQUIRE_FALSE(expected.empty());
   std::vector<std::string> names{"mixed_case", "MIXED_CASE", "Mixed_Case", "odd"};
   for (int i = 0; names.size() < 1000; ++i)
@@ -109,12 +118,7 @@ TEST_CASE("describe_tables keeps a table with an unmappable column apart from th
   load(*wh, good, cols({col("id", "int")}), load_mode::replace, {{I(1)}});
   load(*wh, odd, cols({col("id", "int")}), load_mode::replace, {{I(1)}});
   wh->execute({"ALTER TABLE " + d.qualified(odd) + " ADD COLUMN p point"});
-  std::string expected;
-  try {
-    (void)wh->describe(odd);
-  } catch (const sink_error& e) {
-    expected = e.what();
-  }
+  const std::string expected = describe_error(*wh, odd);
   REQUIRE_FALSE(expected.empty());
   const auto all = wh->describe_tables("", good.schema, {"good", "odd"});
   REQUIRE(all.has_value());
@@ -161,12 +165,7 @@ TEST_CASE("describe_tables puts each table's columns in their order when the ser
                  (i % 2 == 0 ? "circle" : "polygon") + " USING NULL"});
   REQUIRE(stored_order(moved) != "abc");
   REQUIRE(stored_order(odd) == "idyx");
-  std::string expected;
-  try {
-    (void)wh->describe(odd);
-  } catch (const sink_error& e) {
-    expected = e.what();
-  }
+  const std::string expected = describe_error(*wh, odd);
   REQUIRE(expected.find("'x'") != std::string::npos);
 
   const auto all = hashing->describe_tables("", moved.schema, {"moved", "odd"});
