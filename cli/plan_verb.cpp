@@ -1,5 +1,8 @@
 // `flotilla plan`: what a run would do, without doing it (seed 000's tree, seed 001's SQL).
+#include <functional>
+#include <map>
 #include <memory>
+#include <string>
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
@@ -44,6 +47,16 @@ int do_plan(const global_options& g, const plan_args& a) {
   auto spec = build_fleet(*project, filters, store.get(), fo);
   auto reports = actors::run_fleet(spec);
 
+  // One dialect per target dialect named, for every table's actions.
+  std::map<std::string, std::unique_ptr<dialects::dialect>, std::less<>> dialects_by_name;
+  auto dialect_named = [&](const std::string& name) -> const dialects::dialect* {
+    auto it = dialects_by_name.find(name);
+    if (it == dialects_by_name.end()) {
+      auto made = dialects::make_dialect(name);
+      it = dialects_by_name.emplace(name, made ? std::move(*made) : nullptr).first;
+    }
+    return it->second.get();
+  };
   nlohmann::json tables = nlohmann::json::array();
   nlohmann::json errors = nlohmann::json::array();
   std::size_t selected = 0, to_alter = 0, to_load = 0, failed = 0;
@@ -79,16 +92,16 @@ int do_plan(const global_options& g, const plan_args& a) {
         nlohmann::json actions = nlohmann::json::array();
         const auto* src = project->find_source(t.source);
         const auto* tgt = src ? project->target_of(*src) : nullptr;
-        auto dialect = dialects::make_dialect(tgt ? tgt->dialect : "duckdb");
+        const dialects::dialect* dialect = dialect_named(tgt ? tgt->dialect : "duckdb");
         for (const auto& s : pl.drift.steps)
           actions.push_back({{"action", schema::to_string(s.action)},
                              {"column", s.column},
                              {"reason", s.reason},
                              {"decided_by", s.decided_by},
-                             {"line", dialect ? engine::describe_step(s, **dialect) : s.reason}});
-        row["actions"] = actions;
+                             {"line", dialect ? engine::describe_step(s, *dialect) : s.reason}});
+        row["actions"] = std::move(actions);
         row["warnings"] = pl.warnings;
-        row["plan_only"] = dialect && !(*dialect)->executable();
+        row["plan_only"] = dialect && !dialect->executable();
         nlohmann::json sql = nlohmann::json::array();
         if (!pl.schema_sql.empty())
           sql.push_back(pl.schema_sql);
@@ -98,7 +111,7 @@ int do_plan(const global_options& g, const plan_args& a) {
           sql.push_back(s);
         for (const auto& s : pl.swap_sql)
           sql.push_back(s);
-        row["sql"] = sql;
+        row["sql"] = std::move(sql);
         ++to_load;
         if (pl.shape_action == "evolve" || pl.shape_action == "recreate" ||
             pl.shape_action == "rebuild")
@@ -109,10 +122,10 @@ int do_plan(const global_options& g, const plan_args& a) {
   }
 
   if (a.output == "json") {
-    nlohmann::json j{{"selected", selected}, {"to_alter", to_alter}, {"to_load", to_load},
-                     {"tables", tables}};
+    nlohmann::json j{{"selected", selected}, {"to_alter", to_alter}, {"to_load", to_load}};
+    j["tables"] = std::move(tables);
     if (!errors.empty())
-      j["errors"] = errors;
+      j["errors"] = std::move(errors);
     fmt::print("{}\n", j.dump(2));
     return failed == 0 ? 0 : 1;
   }
