@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <tuple>
@@ -201,6 +202,8 @@ class postgres_source final : public source {
     catalog out;
     shape_hash shape;
     std::string stats;
+    // A fleet's columns have a handful of types: each is mapped once.
+    std::map<std::string, schema::portable_type, std::less<>> types;
     const int rows = PQntuples(res.r);
     const std::string reset = rows > 0 ? PQgetvalue(res.r, 0, 7) : "";
     auto finish = [&] {
@@ -221,8 +224,12 @@ class postgres_source final : public source {
       }
       schema::column c;
       c.name = PQgetvalue(res.r, r, 2);
-      const char* formatted = PQgetvalue(res.r, r, 3);
-      c.type = map_postgres_type(formatted);
+      const std::string_view formatted(PQgetvalue(res.r, r, 3),
+                                       static_cast<std::size_t>(PQgetlength(res.r, r, 3)));
+      auto type = types.find(formatted);
+      if (type == types.end())
+        type = types.emplace(std::string(formatted), map_postgres_type(formatted)).first;
+      c.type = type->second;
       c.nullable = std::strcmp(PQgetvalue(res.r, r, 4), "t") != 0;
       c.key = std::strcmp(PQgetvalue(res.r, r, 5), "t") == 0;
       shape.add(c.name);
