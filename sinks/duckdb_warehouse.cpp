@@ -782,9 +782,7 @@ class duckdb_warehouse final : public warehouse_base {
       const std::string type = r[1].value_or("");
       auto t = dialect().parse_physical(type);
       if (!t)
-        throw error(fmt::format("{}: column '{}' has type {} that Flotilla cannot map: {}",
-                                dialect().qualified(table), r[0].value_or(""), type,
-                                t.error().message));
+        throw unmappable(table, r[0].value_or(""), type, t.error());
       out.columns.push_back(schema::column{r[0].value_or(""), *t, r[2] == "true", r[3] == "true"});
     }
     return out;
@@ -833,16 +831,20 @@ class duckdb_warehouse final : public warehouse_base {
     std::string last;
     std::vector<const std::string*>* answers = nullptr;
     schema::table_schema columns;
-    std::optional<std::string> problem;
+    struct bad_column {
+      std::string column, type;
+      schema::type_error why;
+    };
+    std::optional<bad_column> problem;  // the table's first unmappable column
     auto finish = [&] {
       if (!answers)
         return;
       for (const std::string* n : *answers) {
         if (problem)  // as describe() words it, for the name asked
-          out.insert_or_assign(
-              *n, std::unexpected(
-                      error(fmt::format("{}: {}", d.qualified({catalog, schema, *n}), *problem))
-                          .what()));
+          out.insert_or_assign(*n, std::unexpected(unmappable({catalog, schema, *n},
+                                                              problem->column, problem->type,
+                                                              problem->why)
+                                                       .what()));
         else
           out.insert_or_assign(*n, columns);
       }
@@ -872,8 +874,7 @@ class duckdb_warehouse final : public warehouse_base {
       if (t == types.end()) {
         auto parsed = d.parse_physical(type);
         if (!parsed) {
-          problem = fmt::format("column '{}' has type {} that Flotilla cannot map: {}",
-                                cell(1, i), type, parsed.error().message);
+          problem = bad_column{cell(1, i), type, parsed.error()};
           continue;
         }
         t = types.emplace(type, *parsed).first;

@@ -404,8 +404,8 @@ class postgres_warehouse final : public warehouse_base {
       emptiable_.put(emptiable_key(table), rows.front()[4] == "t");
     schema::table_schema out;
     for (const auto& r : rows)
-      if (auto problem = add_column(out, table, r[0], r[1], r[2], r[3]); !problem.empty())
-        throw error(problem);
+      if (auto problem = add_column(out, table, r[0], r[1], r[2], r[3]))
+        throw *problem;
     return out;
   }
 
@@ -486,8 +486,8 @@ class postgres_warehouse final : public warehouse_base {
   }
 
   /// Appends one catalog row (name, format_type, nullable, primary key) to `out`; the
-  /// message describe() throws when the type cannot be mapped, else empty.
-  std::string add_column(schema::table_schema& out, const table_ref& table,
+  /// error describe() throws when the type cannot be mapped, else nullopt.
+  std::optional<sink_error> add_column(schema::table_schema& out, const table_ref& table,
                          const std::optional<std::string>& name,
                          const std::optional<std::string>& type_text,
                          const std::optional<std::string>& nullable,
@@ -497,14 +497,7 @@ class postgres_warehouse final : public warehouse_base {
     if (!t)
       return unmappable(table, name.value_or(""), type, t.error());
     out.columns.push_back(schema::column{name.value_or(""), *t, nullable == "true", key == "true"});
-    return {};
-  }
-
-  [[nodiscard]] std::string unmappable(const table_ref& table, std::string_view column,
-                                       std::string_view type,
-                                       const schema::type_error& why) const {
-    return fmt::format("{}: column '{}' has type {} that Flotilla cannot map: {}",
-                       dialect().qualified(table), column, type, why.message);
+    return std::nullopt;
   }
 
   text_rows query(const std::string& sql) override {
@@ -656,9 +649,8 @@ class postgres_warehouse final : public warehouse_base {
       const auto& type = parsed(type_text);
       const char* column = PQgetvalue(r, i, 1);
       if (!type) {
-        t.columns = std::unexpected(wh_.error(wh_.unmappable({"", schema_, name}, column,
-                                                             type_text, type.error()))
-                                        .what());
+        t.columns = std::unexpected(
+            wh_.unmappable({"", schema_, name}, column, type_text, type.error()).what());
         t.error_at = number;
         return;
       }

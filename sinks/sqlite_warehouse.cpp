@@ -204,9 +204,7 @@ class sqlite_warehouse final : public warehouse_base {
       const std::string type = r[1].value_or("");
       auto t = dialect().parse_physical(type);
       if (!t)
-        throw error(fmt::format("{}: column '{}' has type {} that Flotilla cannot map: {}",
-                                dialect().qualified(table), r[0].value_or(""), type,
-                                t.error().message));
+        throw unmappable(table, r[0].value_or(""), type, t.error());
       out.columns.push_back(
           schema::column{r[0].value_or(""), *t, r[2] == "0", r[3].value_or("0") != "0"});
     }

@@ -290,6 +290,13 @@ sink_error warehouse_base::error(std::string_view what) const {
   return sink_error(fmt::format("target '{}': {}", target_name_, what));
 }
 
+sink_error warehouse_base::unmappable(const table_ref& table, std::string_view column,
+                                      std::string_view type,
+                                      const schema::type_error& why) const {
+  return error(fmt::format("{}: column '{}' has type {} that Flotilla cannot map: {}",
+                           dialect().qualified(table), column, type, why.message));
+}
+
 void warehouse_base::begin_with(const std::vector<std::string>& statements) {
   begin();
   for (const auto& s : statements)

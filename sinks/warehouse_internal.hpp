@@ -103,6 +103,9 @@ class warehouse_base : public warehouse {
  protected:
   /// "target 'x': <what>", the prefix of every error this warehouse throws.
   [[nodiscard]] sink_error error(std::string_view what) const;
+  /// The error describe() throws for a column whose type the dialect cannot map.
+  [[nodiscard]] sink_error unmappable(const dialects::table_ref& table, std::string_view column,
+                                      std::string_view type, const schema::type_error& why) const;
 
  private:
   std::string target_name_;
