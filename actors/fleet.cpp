@@ -39,6 +39,7 @@ struct copy_task {
 };
 struct table_done {
   std::shared_ptr<table_report> report;
+  std::size_t slot = 0;  ///< the table's place in its source's catalog order
 };
 struct pipeline_done {
   std::size_t index;
@@ -286,12 +287,13 @@ table_report unreadable_columns_report(table_spec& t) {
 
 // ---- table actor: hands the copy to its target's I/O actors -----------------------
 caf::behavior table_actor(caf::event_based_actor* self, std::shared_ptr<const table_spec> t,
-                          caf::actor target_dispatcher, caf::actor pipeline) {
+                          std::size_t slot, caf::actor target_dispatcher, caf::actor pipeline) {
   return {
       [=](start_atom) {
         self->send(target_dispatcher, copy_task{t, caf::actor_cast<caf::actor>(self)});
       },
       [=](table_done& done) {
+        done.slot = slot;
         self->send(pipeline, std::move(done));
         self->quit();
       },
@@ -302,7 +304,7 @@ caf::behavior table_actor(caf::event_based_actor* self, std::shared_ptr<const ta
 struct pipeline_state {
   std::shared_ptr<pipeline_report> report;
   std::size_t expected = 0;
-  std::vector<std::shared_ptr<const table_spec>> tables;
+  std::size_t reported = 0;
 };
 
 caf::behavior pipeline_actor(caf::stateful_actor<pipeline_state>* self, std::size_t index,
@@ -334,44 +336,44 @@ caf::behavior pipeline_actor(caf::stateful_actor<pipeline_state>* self, std::siz
           finish();
           return;
         }
-        st.report->tables.reserve(st.expected);
-        // Unchanged tables are decided here, with no table actor: their reports go
-        // first, in catalog order, then every other table's as its copy finishes.
-        std::vector<table_spec*> to_copy;
-        for (auto& t : *reply.tables) {
+        // Reports keep the catalog's order, whenever each table finishes.
+        st.report->tables.resize(st.expected);
+        std::vector<std::pair<table_spec*, std::size_t>> to_copy;
+        for (std::size_t i = 0; i < reply.tables->size(); ++i) {
+          auto& t = (*reply.tables)[i];
           if (unchanged(t))
-            st.report->tables.push_back(pruned_report(t));
+            st.report->tables[i] = pruned_report(t);
           else if (t.job.table.unpack_columns())  // a kept catalog's are still packed
-            to_copy.push_back(&t);
+            to_copy.emplace_back(&t, i);
           else
-            st.report->tables.push_back(unreadable_columns_report(t));
+            st.report->tables[i] = unreadable_columns_report(t);
         }
+        st.reported = st.expected - to_copy.size();
         // Every target table the copies will describe, before the first of them is
         // asked for: each target schema is then read with one query. A pruned table
         // describes nothing.
-        for (const auto* t : to_copy)
+        for (const auto& [t, slot] : to_copy)
           if (t->target_index < target_tables.size())
             target_tables[t->target_index]->expect(t->job.target);
         if (fleet->progress_counters)
-          fleet->progress_counters->tables_done += st.report->tables.size();
+          fleet->progress_counters->tables_done += st.reported;
         if (to_copy.empty()) {
           finish();
           return;
         }
-        for (auto* copy : to_copy) {
-          auto& t = *copy;
-          auto shared = std::make_shared<const table_spec>(std::move(t));
-          auto a = self->spawn(table_actor, shared, targets.at(shared->target_index),
+        for (const auto& [copy, slot] : to_copy) {
+          auto shared = std::make_shared<const table_spec>(std::move(*copy));
+          auto a = self->spawn(table_actor, shared, slot, targets.at(shared->target_index),
                                caf::actor_cast<caf::actor>(self));
           self->send(a, start_atom::value);
         }
       },
       [=](table_done& done) {
         auto& st = self->state;
-        st.report->tables.push_back(std::move(*done.report));
+        st.report->tables[done.slot] = std::move(*done.report);
         if (fleet->progress_counters)
           ++fleet->progress_counters->tables_done;
-        if (st.report->tables.size() == st.expected)
+        if (++st.reported == st.expected)
           finish();
       },
   };

@@ -189,6 +189,49 @@ TEST_CASE("prune_unchanged skips unchanged tables and --no-prune copies them") {
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM staging__us_west__shop.orders")[0][0] == "4");
 }
 
+TEST_CASE("run and plan list tables in catalog order, however the copies finish") {
+  workdir w;
+  // Tables of very different sizes, so copies finish out of order; t07 is the largest.
+  std::string sql;
+  for (int i = 0; i < 24; ++i) {
+    auto name = fmt::format("t{:02}", i);
+    sql += fmt::format("CREATE TABLE {} (id INTEGER PRIMARY KEY, v TEXT);", name);
+    int rows = i == 7 ? 20000 : (i % 5) * 50 + 1;
+    sql += fmt::format("WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < {})"
+                       " INSERT INTO {} SELECT x, 'row ' || x FROM n;",
+                       rows, name);
+  }
+  sqlite_exec(w.file("shop.db"), sql);
+  write_config(w, "duckdb", "prune_unchanged = true\n");
+  auto names = [](const nlohmann::json& report) {
+    std::vector<std::string> out;
+    for (const auto& t : report["tables"])
+      out.push_back(t["source_table"].get<std::string>());
+    return out;
+  };
+  std::vector<std::string> expected;
+  for (int i = 0; i < 24; ++i)
+    expected.push_back(fmt::format("t{:02}", i));
+  int rc = -1;
+  auto first = flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  CHECK(names(first) == expected);
+  auto plan = flotilla_json(w, {"plan"}, &rc);
+  CHECK(rc == 0);
+  CHECK(names(plan) == expected);
+  // A second run: every table unchanged and pruned, in the same order.
+  auto pruned = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  CHECK(names(pruned) == expected);
+  CHECK(pruned["tables"][7]["status"] == "pruned");
+  auto forced = flotilla_json(w, {"run", "--no-prune"}, &rc);
+  CHECK(rc == 0);
+  CHECK(names(forced) == expected);
+  auto text = run_flotilla(w, {"plan"}).out;
+  CHECK(text.find("t06") < text.find("t07"));
+  CHECK(text.find("t07") < text.find("t08"));
+}
+
 TEST_CASE("an incremental table with a unique key never duplicates rows on rerun") {
   workdir w;
   sqlite_exec(w.file("shop.db"), k_orders_sql);
