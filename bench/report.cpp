@@ -132,8 +132,9 @@ void print_targets(const std::vector<scenario_result>& all) {
   fmt::print("\n== targets\n");
   for (const auto& r : all)
     for (const auto& t : r.targets)
-      fmt::print("   {:<14} {:<62} {:<34} {}\n", r.name, t.what, t.figure,
-                 !t.met ? "NOT MEASURABLE" : *t.met ? "met" : "NOT MET");
+      // The verdict first, in a column of its own: the texts are too long to align.
+      fmt::print("   {:<14} {:<12} {}: {}\n", !t.met ? "NOT MEASURABLE" : *t.met ? "met" : "NOT MET",
+                 r.name, t.what, t.figure);
   std::fflush(stdout);
 }
 
