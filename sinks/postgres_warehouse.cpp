@@ -371,9 +371,9 @@ class postgres_warehouse final : public warehouse_base {
         "CASE WHEN a.attnotnull THEN 'false' ELSE 'true' END, "
         "CASE WHEN EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND "
         "i.indisprimary AND a.attnum = ANY(i.indkey)) THEN 'true' ELSE 'false' END, {} "
-        "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "JOIN pg_attribute a ON a.attrelid = c.oid CROSS JOIN {} "
-        "WHERE n.nspname = coalesce($1::name, current_schema()) AND c.relname = $2::name "
+        "FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid CROSS JOIN {} "
+        "WHERE c.relnamespace = (SELECT n.oid FROM pg_namespace n "
+        "WHERE n.nspname = coalesce($1::name, current_schema())) AND c.relname = $2::name "
         "AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND a.attnum > 0 AND NOT a.attisdropped "
         "ORDER BY a.attnum",
         emptiable_expression("EXISTS (SELECT 1 FROM pg_catalog.pg_index k "
@@ -383,6 +383,11 @@ class postgres_warehouse final : public warehouse_base {
     // Prepared once per connection: parsing and planning this catalog join cost ~3x its
     // execution (measured: ~340 us per unprepared call, ~90 us prepared), and a drift
     // check describes every table of a fleet.
+    // The schema is looked up on its own, so that the generic plan PostgreSQL switches to
+    // after five executions finds the table by schema and name in pg_class's index. Joined
+    // to pg_namespace instead, that plan found every table of the name in any schema and
+    // matched each to its schema: with 100 clients' schemas holding the same table names,
+    // 1.4 ms per describe instead of 0.14.
     static constexpr const char* statement = "flotilla_describe";
     if (!describe_prepared_) {
       result_holder p(PQprepare(conn_, statement, sql.c_str(), 3, nullptr));

@@ -302,3 +302,43 @@ TEST_CASE("an in-place check read ahead on one connection answers it on another 
   CHECK_FALSE(reader->empties_in_place(small));        // then live, on any connection
   CHECK_FALSE(planner->empties_in_place(small));
 }
+
+TEST_CASE("describe finds a table by its schema when other schemas hold tables of the same "
+          "name, through the generic plan PostgreSQL caches") {
+  test_target target("postgres");
+  auto wh = target.open();
+  // Every client's schema holds the same table names; each here with its own columns.
+  const std::vector<dialects::table_ref> same{target.table("same"),
+                                              target.table_in(target.table("x").schema + "_b",
+                                                              "same"),
+                                              target.table_in(target.table("x").schema + "_c",
+                                                              "same")};
+  for (std::size_t i = 0; i < same.size(); ++i) {
+    wh->execute({"CREATE SCHEMA IF NOT EXISTS " + wh->dialect().quote(same[i].schema)});
+    load(*wh, same[i], cols({col("id", "int"), col("only_" + std::to_string(i), "text")}),
+         load_mode::replace, {{I(1), T("x")}});
+  }
+  // The plan PostgreSQL switches a prepared statement to after five executions, at once.
+  ::setenv("PGOPTIONS", "-c plan_cache_mode=force_generic_plan", 1);
+  auto generic = target.open();
+  ::unsetenv("PGOPTIONS");
+  REQUIRE(generic->query("SHOW plan_cache_mode").at(0).at(0) == "force_generic_plan");
+  for (int round = 0; round < 3; ++round)
+    for (std::size_t i = 0; i < same.size(); ++i) {
+      CAPTURE(round, i);
+      const auto t = generic->describe(same[i]);
+      REQUIRE(t.has_value());
+      REQUIRE(t->columns.size() == 2);
+      CHECK(t->columns[1].name == "only_" + std::to_string(i));
+    }
+  CHECK_FALSE(generic->describe({"", target.table("x").schema + "_absent", "same"}).has_value());
+  CHECK_FALSE(generic->describe(target.table("other")).has_value());
+  // pg_class is searched by schema and name together, not by name in every schema.
+  std::string plan;
+  for (const auto& r : generic->query("EXPLAIN (COSTS OFF) EXECUTE flotilla_describe(" +
+                                      wh->dialect().literal(same[0].schema) +
+                                      ", 'same', 1048576)"))
+    plan += r.at(0).value_or("") + "\n";
+  CAPTURE(plan);
+  CHECK(plan.find("Index Cond: ((relname = $2) AND (relnamespace = ") != std::string::npos);
+}
