@@ -133,8 +133,9 @@ void print_targets(const std::vector<scenario_result>& all) {
   for (const auto& r : all)
     for (const auto& t : r.targets)
       // The verdict first, in a column of its own: the texts are too long to align.
-      fmt::print("   {:<14} {:<12} {}: {}\n", !t.met ? "NOT MEASURABLE" : *t.met ? "met" : "NOT MET",
-                 r.name, t.what, t.figure);
+      fmt::print("   {:<14} {:<12} {}: {}\n",
+                 !t.met ? "NOT MEASURABLE" : *t.met ? "met" : "NOT MET", r.name, t.what,
+                 t.figure);
   std::fflush(stdout);
 }
 

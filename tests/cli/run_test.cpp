@@ -197,9 +197,10 @@ TEST_CASE("run and plan list tables in catalog order, however the copies finish"
     auto name = fmt::format("t{:02}", i);
     sql += fmt::format("CREATE TABLE {} (id INTEGER PRIMARY KEY, v TEXT);", name);
     int rows = i == 7 ? 20000 : (i % 5) * 50 + 1;
-    sql += fmt::format("WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < {})"
-                       " INSERT INTO {} SELECT x, 'row ' || x FROM n;",
-                       rows, name);
+    sql += fmt::format(
+        "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < {}) "
+        "INSERT INTO {} SELECT x, 'row ' || x FROM n;",
+        rows, name);
   }
   sqlite_exec(w.file("shop.db"), sql);
   write_config(w, "duckdb", "prune_unchanged = true\n");
