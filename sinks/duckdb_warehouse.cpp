@@ -827,7 +827,7 @@ class duckdb_warehouse final : public warehouse_base {
     for (const auto& n : names)
       asked[schema::fold_name(n, d.names())].push_back(&n);
     described_tables out;
-    std::map<std::string, schema::portable_type, std::less<>> types;  // parsed once each
+    type_cache parsed(d);
     std::string last;
     std::vector<const std::string*>* answers = nullptr;
     schema::table_schema columns;
@@ -870,17 +870,13 @@ class duckdb_warehouse final : public warehouse_base {
       if (!answers || problem)
         continue;
       const std::string type = cell(2, i);
-      auto t = types.find(type);
-      if (t == types.end()) {
-        auto parsed = d.parse_physical(type);
-        if (!parsed) {
-          problem = bad_column{cell(1, i), type, parsed.error()};
-          continue;
-        }
-        t = types.emplace(type, *parsed).first;
+      const auto& t = parsed(type);
+      if (!t) {
+        problem = bad_column{cell(1, i), type, t.error()};
+        continue;
       }
       columns.columns.push_back(
-          schema::column{cell(1, i), t->second, cell(3, i) == "true", cell(4, i) == "true"});
+          schema::column{cell(1, i), *t, cell(3, i) == "true", cell(4, i) == "true"});
     }
     finish();
     return out;

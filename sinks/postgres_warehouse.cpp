@@ -632,7 +632,7 @@ class postgres_warehouse final : public warehouse_base {
   class table_reader {
    public:
     table_reader(const postgres_warehouse& wh, const std::string& schema)
-        : wh_(wh), schema_(schema) {}
+        : wh_(wh), schema_(schema), parsed_(wh.dialect()) {}
 
     /// Row `i` of `r`: relname, attname, format_type, nullable, key, emptiable, attnum.
     void add(const PGresult* r, int i) {
@@ -651,7 +651,7 @@ class postgres_warehouse final : public warehouse_base {
         return;  // after the column the error names
       const std::string_view type_text(PQgetvalue(r, i, 2),
                                        static_cast<std::size_t>(PQgetlength(r, i, 2)));
-      const auto& type = parsed(type_text);
+      const auto& type = parsed_(type_text);
       const char* column = PQgetvalue(r, i, 1);
       if (!type) {
         t.columns = std::unexpected(
@@ -661,53 +661,41 @@ class postgres_warehouse final : public warehouse_base {
       }
       if (!t.columns)
         return;  // a good column before the one the error names
-      t.columns->columns.push_back(schema::column{column, *type,
-                                                  std::string_view(PQgetvalue(r, i, 3)) == "true",
-                                                  std::string_view(PQgetvalue(r, i, 4)) == "true"});
-      t.numbers.push_back(number);
+      t.columns->emplace_back(
+          number, schema::column{column, *type, std::string_view(PQgetvalue(r, i, 3)) == "true",
+                                 std::string_view(PQgetvalue(r, i, 4)) == "true"});
     }
 
     described_tables finish() && {
       described_tables out;
       for (auto& [name, t] : tables_) {
-        if (t.columns && !std::ranges::is_sorted(t.numbers)) {
-          std::vector<std::size_t> order(t.numbers.size());
-          for (std::size_t k = 0; k < order.size(); ++k)
-            order[k] = k;
-          std::ranges::sort(order, {}, [&](std::size_t k) { return t.numbers[k]; });
-          std::vector<schema::column> sorted;
-          sorted.reserve(order.size());
-          for (const std::size_t k : order)
-            sorted.push_back(std::move(t.columns->columns[k]));
-          t.columns->columns = std::move(sorted);
+        if (!t.columns) {
+          out.emplace_hint(out.end(), name, std::unexpected(std::move(t.columns.error())));
+          continue;
         }
-        out.emplace_hint(out.end(), name, std::move(t.columns));
+        std::ranges::sort(*t.columns, {}, &numbered_column::first);
+        schema::table_schema columns;
+        columns.columns.reserve(t.columns->size());
+        for (auto& [number, c] : *t.columns)
+          columns.columns.push_back(std::move(c));
+        out.emplace_hint(out.end(), name, std::move(columns));
       }
       return out;
     }
 
    private:
+    using numbered_column = std::pair<int, schema::column>;  ///< attnum, column
     struct table {
-      std::expected<schema::table_schema, std::string> columns;
-      std::vector<int> numbers;  ///< each column's attnum, in the order read
-      int error_at = 0;          ///< the attnum of the column the error names
+      std::expected<std::vector<numbered_column>, std::string> columns;
+      int error_at = 0;  ///< the attnum of the column the error names
     };
-
-    /// A fleet's tables share a handful of types: each is parsed once.
-    const std::expected<schema::portable_type, schema::type_error>& parsed(std::string_view text) {
-      auto it = types_.find(text);
-      if (it == types_.end())
-        it = types_.emplace(std::string(text), wh_.dialect().parse_physical(text)).first;
-      return it->second;
-    }
 
     const postgres_warehouse& wh_;
     const std::string& schema_;
+    type_cache parsed_;
     std::map<std::string, table, std::less<>> tables_;
     table* last_ = nullptr;
     std::string last_name_;
-    std::map<std::string, std::expected<schema::portable_type, schema::type_error>, std::less<>>
-        types_;
   };
 
   PGconn* conn_ = nullptr;
