@@ -10,6 +10,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "sinks/warehouse_internal.hpp"
 
@@ -207,6 +208,67 @@ class sqlite_warehouse final : public warehouse_base {
         throw unmappable(table, r[0].value_or(""), type, t.error());
       out.columns.push_back(
           schema::column{r[0].value_or(""), *t, r[2] == "0", r[3].value_or("0") != "0"});
+    }
+    return out;
+  }
+
+  /// The tables a fleet's run or plan loads into, described by one statement: the names
+  /// go in as one JSON array and each meets `pragma_table_info`, so only the tables asked
+  /// for are read, with none of the per-table statement preparation that describe()
+  /// pays (~40 us each in a file of 10,000 tables, where each name lookup walks SQLite's
+  /// schema hash).
+  std::optional<described_tables> describe_tables(const std::string&, const std::string& schema,
+                                                  const std::vector<std::string>& names) override {
+    const std::string sql =
+        schema.empty()
+            ? "SELECT n.key, p.name, p.type, p.\"notnull\", p.pk FROM json_each(?1) AS n "
+              "JOIN pragma_table_info(n.value) AS p ORDER BY n.key, p.cid"
+            : "SELECT n.key, p.name, p.type, p.\"notnull\", p.pk FROM json_each(?1) AS n "
+              "JOIN pragma_table_info(n.value, ?2) AS p ORDER BY n.key, p.cid";
+    std::string asked;
+    try {
+      asked = nlohmann::json(names).dump();
+    } catch (const nlohmann::json::exception&) {
+      return std::nullopt;  // a name that is not UTF-8: describe each table instead
+    }
+    statement st;
+    const auto fail = [&](const std::string& why) {
+      return error(fmt::format("cannot read the columns of the tables of schema {}: {}",
+                               schema.empty() ? std::string("(main)") : schema, why));
+    };
+    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &st.s, nullptr) != SQLITE_OK)
+      throw fail(sqlite3_errmsg(db_));
+    sqlite3_bind_text(st.s, 1, asked.c_str(), static_cast<int>(asked.size()), SQLITE_TRANSIENT);
+    if (!schema.empty())
+      sqlite3_bind_text(st.s, 2, schema.c_str(), static_cast<int>(schema.size()),
+                        SQLITE_TRANSIENT);
+    described_tables out;
+    type_cache parsed(dialect());
+    const auto text = [&](int c) {
+      const auto* v = reinterpret_cast<const char*>(sqlite3_column_text(st.s, c));
+      return std::string(v ? v : "", static_cast<std::size_t>(sqlite3_column_bytes(st.s, c)));
+    };
+    for (;;) {  // index into names, column, type, notnull, pk; a table's rows in column order
+      const int rc = sqlite3_step(st.s);
+      if (rc == SQLITE_DONE)
+        break;
+      if (rc != SQLITE_ROW)
+        throw fail(sqlite3_errmsg(db_));
+      const auto at = static_cast<std::size_t>(sqlite3_column_int64(st.s, 0));
+      if (at >= names.size())
+        throw fail("the catalog answered for a table not asked for");
+      auto it = out.try_emplace(names[at], schema::table_schema{}).first;
+      if (!it->second)
+        continue;  // an unmappable column came first: the table reads as describe() would
+      const std::string column = text(1), type = text(2);
+      const auto& t = parsed(type);
+      if (!t) {
+        it->second = std::unexpected(unmappable({"", schema, names[at]}, column, type, t.error())
+                                         .what());
+        continue;
+      }
+      it->second->columns.push_back(schema::column{column, *t, sqlite3_column_int64(st.s, 3) == 0,
+                                                   sqlite3_column_int64(st.s, 4) != 0});
     }
     return out;
   }

@@ -49,10 +49,6 @@ TEST_CASE("describe_tables reads each table of a schema as describe does") {
   if (target.engine() == "duckdb")
     CHECK_FALSE(wh->describe_tables("", schema, names).has_value());
   const auto all = wh->describe_tables("", schema, asked);
-  if (target.engine() == "sqlite") {
-    CHECK_FALSE(all.has_value());  // no schema-wide query: describe per table
-    return;
-  }
   REQUIRE(all.has_value());
   for (const auto& n : names) {
     CAPTURE(n);
@@ -107,6 +103,42 @@ TEST_CASE("DuckDB's describe_tables answers each name as DuckDB matches it, and 
   REQUIRE(all->contains("odd"));
   REQUIRE_FALSE(all->at("odd").has_value());
   CHECK(all->at("odd").error() == expected);
+}
+
+TEST_CASE("SQLite's describe_tables answers each name as SQLite matches it, reads a declared "
+          "type as describe does, and only the tables asked for") {
+  test_target target("sqlite");
+  auto wh = target.open();
+  const auto mixed = target.table("Mixed_Case");
+  const auto odd = target.table("odd");
+  load(*wh, mixed, cols({col("id", "bigint", true), col("Note", "text")}), load_mode::replace,
+       {{I(1), T("a")}});
+  wh->execute({"CREATE TABLE " + wh->dialect().qualified(odd) + " (id INTEGER, p POINT)",
+               "CREATE TABLE " + wh->dialect().qualified(target.table("not_asked")) + " (x INT)"});
+  const std::vector<std::string> names{"mixed_case", "MIXED_CASE", "odd", "missing", "odd\"x"};
+  const auto all = wh->describe_tables("", mixed.schema, names);
+  REQUIRE(all.has_value());
+  CHECK(all->size() == 3);
+  const auto one = wh->describe(mixed);
+  REQUIRE(one.has_value());
+  for (const char* n : {"mixed_case", "MIXED_CASE"}) {
+    CAPTURE(n);
+    REQUIRE(all->contains(n));
+    REQUIRE(all->at(n).has_value());
+    CHECK(*all->at(n) == *one);
+    CHECK(all->at(n)->columns.at(0).key);
+    CHECK(all->at(n)->columns.at(1).name == "Note");
+  }
+  // SQLite takes any declared type; the dialect reads an unknown one by its affinity.
+  const auto odd_one = wh->describe(odd);
+  REQUIRE(odd_one.has_value());
+  REQUIRE(all->contains("odd"));
+  REQUIRE(all->at("odd").has_value());
+  CHECK(*all->at("odd") == *odd_one);
+  CHECK(all->at("odd")->columns.size() == 2);
+  CHECK(wh->describe_tables("", mixed.schema, {})->empty());
+  // A name that is not UTF-8 cannot travel as JSON: the tables are described one by one.
+  CHECK_FALSE(wh->describe_tables("", mixed.schema, {"bad\xff"}).has_value());
 }
 
 TEST_CASE("describe_tables keeps a table with an unmappable column apart from the others") {
