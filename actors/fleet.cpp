@@ -162,6 +162,12 @@ class target_connections {
       first_error_ = reason;
   }
 
+  /// Where the target's workers share one connection (target_spec::share_connection):
+  /// held around each use of it, and the connection itself, opened by the first worker
+  /// that needs it and dropped when a worker finds it broken.
+  std::mutex shared_use;
+  std::shared_ptr<sinks::warehouse> shared;
+
  private:
   mutable std::mutex mu_;
   bool opened_ = false;
@@ -170,7 +176,7 @@ class target_connections {
 };
 
 struct worker_state {
-  std::unique_ptr<sinks::warehouse> warehouse;
+  std::shared_ptr<sinks::warehouse> warehouse;  ///< this worker's, or the shared one
   std::map<std::string, std::unique_ptr<sources::source>> sources;
 };
 
@@ -206,6 +212,12 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
               self->send(dispatcher_handle, idle_atom::value, caf::actor_cast<caf::actor>(self));
               return;
             }
+            const bool shared = spec->targets[target_index].share_connection;
+            std::unique_lock<std::mutex> shared_held;
+            if (shared) {
+              shared_held = std::unique_lock(connections->shared_use);
+              st.warehouse = connections->shared;
+            }
             if (!st.warehouse) {
               if (auto reason = connections->given_up(); !reason.empty())
                 throw std::runtime_error(reason);
@@ -216,6 +228,8 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
                 throw;
               }
               connections->opened();
+              if (shared)
+                connections->shared = st.warehouse;
             }
             if (spec->plan_only) {
               engine::table_job job = t.job;
@@ -223,6 +237,8 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
               report->outcome.plan = engine::plan_against_target(*st.warehouse, job);
               report->outcome.status = engine::table_status::copied;
             } else {
+              if (shared_held.owns_lock())
+                shared_held.unlock();  // the copy holds it where it uses the target
               auto& src = st.sources[t.job.source_name];
               if (!src) {
                 for (const auto& p : spec->pipelines)
@@ -231,6 +247,7 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
               }
               engine::table_job job = t.job;
               job.target_tables = target_tables;
+              job.target_lock = shared ? &connections->shared_use : nullptr;
               job.cancel = spec->cancel;
               if (spec->progress_counters)
                 job.rows_progress = &spec->progress_counters->rows;
@@ -243,6 +260,11 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
           }
         } catch (const std::exception& e) {
           // A lost connection: drop it so the next table reconnects.
+          if (spec->targets[target_index].share_connection) {
+            std::lock_guard lock(connections->shared_use);
+            if (connections->shared == st.warehouse)
+              connections->shared.reset();
+          }
           st.warehouse.reset();
           st.sources.erase(t.job.source_name);
           report->outcome.status = engine::table_status::failed;

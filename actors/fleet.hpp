@@ -54,6 +54,10 @@ struct target_spec {
   sinks::warehouse_options options;
   /// Detached I/O actors (and connections) for this target. Default: 4
   std::size_t workers = 4;
+  /// The workers share one connection to the target, one at a time (SQLite: one writer,
+  /// and each connection keeps its own copy of the schema), and each reads its table's
+  /// source while another loads (engine::table_job::target_lock).
+  bool share_connection = false;
 };
 
 struct progress {

@@ -186,10 +186,13 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     ts.options.block_size = t.block_size;
     ts.options.in_place_max_bytes = t.in_place_max_bytes;
     ts.workers = std::max<std::size_t>(1, p.io.max_connections_per_endpoint);
-    // SQLite takes one writer at a time: more connections only wait on its lock, and
-    // each DDL makes every other connection re-read the whole schema.
-    if (t.dialect == "sqlite")
-      ts.workers = 1;
+    // SQLite takes one writer at a time: more connections would only wait on its lock,
+    // and each DDL would make every other connection re-read the whole schema. Two
+    // workers share one connection: one reads its table's source while the other loads.
+    if (t.dialect == "sqlite") {
+      ts.workers = std::min<std::size_t>(2, ts.workers);
+      ts.share_connection = true;
+    }
     spec.targets.push_back(ts);
   }
   const auto* project = &p;

@@ -73,6 +73,27 @@ void ensure_schema_once(sinks::warehouse& wh, const table_job& job) {
   done.insert(key);
 }
 
+/// Every column loads as it is read: nothing converts on the way, so a batch may keep
+/// its source's own text.
+bool passes_through(const table_plan& plan) {
+  return columns_to_coerce(plan.read_columns, plan.load_columns).empty() &&
+         plan.read_columns.columns.size() == plan.load_columns.columns.size();
+}
+
+/// Passes through, and every column loads with the type it is read as into a table the
+/// load creates from those types (a full refresh): the source's binary COPY tuples are
+/// what the target's binary COPY takes. Not JSON, read as text and loaded as jsonb.
+bool passes_through_binary(const table_plan& plan) {
+  if (!passes_through(plan) || plan.load != load_kind::full_refresh)
+    return false;
+  const auto& read = plan.read_columns.columns;
+  const auto& load = plan.load_columns.columns;
+  for (std::size_t i = 0; i < read.size(); ++i)
+    if (read[i].type != load[i].type || read[i].type.kind == schema::type_kind::json)
+      return false;
+  return true;
+}
+
 /// The rows of one table on their way into the target: both load paths (staged data and
 /// the change queue) write each batch through it.
 class batch_loader {
@@ -85,25 +106,6 @@ class batch_loader {
 
   /// Converts the batch to the load columns' representation where they are wider, writes
   /// it and counts its rows. Throws when the user stopped the run (nothing is committed).
-  /// The read columns load as they are: a batch may keep its source's own text.
-  [[nodiscard]] bool passes_through() const {
-    return coerced_.empty() && plan_.read_columns.columns.size() == plan_.load_columns.columns.size();
-  }
-
-  /// Passes through, and every column loads with the type it is read as into a table the
-  /// load creates from those types (a full refresh): the source's binary COPY tuples are
-  /// what the target's binary COPY takes. Not JSON, read as text and loaded as jsonb.
-  [[nodiscard]] bool passes_through_binary() const {
-    if (!passes_through() || plan_.load != load_kind::full_refresh)
-      return false;
-    const auto& read = plan_.read_columns.columns;
-    const auto& load = plan_.load_columns.columns;
-    for (std::size_t i = 0; i < read.size(); ++i)
-      if (read[i].type != load[i].type || read[i].type.kind == schema::type_kind::json)
-        return false;
-    return true;
-  }
-
   void write(schema::row_batch& batch) {
     if (job_.cancel && job_.cancel->load(std::memory_order_relaxed))
       throw std::runtime_error("stopped by the user before commit; the target is unchanged");
@@ -142,10 +144,19 @@ namespace {
 table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_job& job) {
   table_outcome out;
   try {
+    // A shared connection (job.target_lock) is held while the target is described, then
+    // from the load's start to its commit; declared first, so a writer rolls back before
+    // it is released.
+    std::unique_lock<std::mutex> target_held;
+    const auto hold_target = [&] {
+      if (job.target_lock && !target_held.owns_lock())
+        target_held = std::unique_lock(*job.target_lock);
+    };
     auto settings = job.settings;
     settings.inferred = job.table.inferred;
     std::optional<std::string> watermark = job.watermark;
     const bool incremental = !settings.cursor_column.empty();
+    hold_target();
     if (incremental) {
       // The target keeps the watermark committed with its rows: if a crash came
       // between the target commit and the state commit, the target is right.
@@ -155,6 +166,8 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     }
     ensure_schema_once(wh, job);
     auto d = describe_target(wh, job);
+    if (target_held.owns_lock())
+      target_held.unlock();
     // A retry plans against the staged data's columns: they are what will load.
     std::optional<schema::table_schema> staged_cols;
     if (job.reuse)
@@ -235,23 +248,29 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       }
     }
 
-    if (!plan.ddl.empty())
-      wh.execute(plan.ddl);
+    // The load itself: the plan's DDL, then the rows in one transaction.
+    std::unique_ptr<sinks::table_writer> writer;
+    std::optional<batch_loader> loader;
+    const auto start_load = [&] {
+      hold_target();
+      if (!plan.ddl.empty())
+        wh.execute(plan.ddl);
+      sinks::load_request req;
+      req.target = job.target;
+      req.columns = plan.load_columns;
+      req.mode = mode_of(plan.load);
+      req.unique_key = settings.unique_key;
+      if (incremental)
+        req.commit_token = watermark.value_or("");
+      writer = wh.begin_load(req);
+      loader.emplace(*writer, job, plan);
+    };
 
-    sinks::load_request req;
-    req.target = job.target;
-    req.columns = plan.load_columns;
-    req.mode = mode_of(plan.load);
-    req.unique_key = settings.unique_key;
-    if (incremental)
-      req.commit_token = watermark.value_or("");
-    auto writer = wh.begin_load(req);
-
-    batch_loader loader(*writer, job, plan);
     if (load_from) {
       // Load the staged rows; nothing is read from the source again.
+      start_load();
       read_staged(*load_from, job.batch_rows, [&](schema::row_batch&& batch) {
-        loader.write(batch);
+        loader->write(batch);
         return true;
       });
       if (incremental && staged_watermark)
@@ -275,19 +294,22 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     // reader keeps reading while the writer is busy with it instead of waiting for room.
     const std::size_t batch_rows = job.batch_rows > 0 ? job.batch_rows : 8192;  // as sources read
     change_queue queue(job.queue_batches + (wh.write_burst_rows() + batch_rows - 1) / batch_rows);
-    // This thread reads. A table whose rows fit in one batch is written here after its
-    // read: most tables of a large fleet are that small, and a thread of their own cost
-    // more than their rows (a thread per table made a 10,000-table fleet spend a third
-    // of its time in clone, stack faults and hand-offs). From a table's second batch on,
-    // a writer thread takes the batches from the change queue, so reading and writing
-    // overlap where that pays.
+    // This thread reads, and the load starts once the read has passed its first batch:
+    // a table whose rows fit in one batch is read before the load starts and written here
+    // after its read. Most tables of a large fleet are that small; a thread of their own
+    // cost more than their rows (a thread per table made a 10,000-table fleet spend a
+    // third of its time in clone, stack faults and hand-offs), and where workers share
+    // the target's connection, one reads its table while another holds the target. From
+    // a table's second batch on, a writer thread takes the batches from the change
+    // queue, so reading and writing overlap where that pays.
     std::optional<schema::row_batch> first;
     std::thread write_thread;
-    std::exception_ptr write_error;
+    std::exception_ptr write_error;   // the writer thread's
+    std::exception_ptr start_error;   // the load's start, on this thread during the read
     const auto write_queued = [&] {
       try {
         while (auto batch = queue.pop()) {
-          loader.write(*batch);
+          loader->write(*batch);
           queue.release(std::move(*batch));
         }
       } catch (...) {
@@ -300,6 +322,12 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
         if (!first) {
           first = std::move(b);
           return true;
+        }
+        try {
+          start_load();
+        } catch (...) {
+          start_error = std::current_exception();
+          return false;
         }
         write_thread = std::thread(write_queued);
         if (!queue.push(std::move(*first)))
@@ -314,22 +342,28 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       rr.spent_batch = [&queue] { return queue.reuse(); };
       // PostgreSQL into PostgreSQL with nothing to convert: the rows stay COPY text, or
       // binary COPY tuples where both sides have the same types.
-      rr.copy_text = !incremental && wh.dialect().name() == "postgres" && loader.passes_through();
-      rr.copy_binary = rr.copy_text && loader.passes_through_binary();
+      rr.copy_text = !incremental && wh.dialect().name() == "postgres" && passes_through(plan);
+      rr.copy_binary = rr.copy_text && passes_through_binary(plan);
       read_result = src.read(rr, hand_over);
     } catch (const std::exception& e) {
       queue.fail(e.what());
       if (write_thread.joinable())
         write_thread.join();
+      if (start_error)
+        std::rethrow_exception(start_error);
       throw sources::source_error(e.what());
     }
+    if (start_error)
+      std::rethrow_exception(start_error);
     if (write_thread.joinable()) {
       queue.close();
       write_thread.join();
       if (write_error)
         std::rethrow_exception(write_error);
-    } else if (first) {
-      loader.write(*first);
+    } else {
+      start_load();
+      if (first)
+        loader->write(*first);
     }
 
     std::optional<std::string> max_cursor = watermark;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,6 +68,10 @@ struct table_job {
   /// The run's read-ahead of the target's table schemas (the table registered with
   /// expect()). Null: the target table is described alone.
   target_catalog* target_tables = nullptr;
+  /// Set where the target's workers share one connection (SQLite: one writer at a time):
+  /// held around every use of the warehouse, and released while the source is read
+  /// ahead of the load, so one worker reads while another writes. Null: not shared.
+  std::mutex* target_lock = nullptr;
 };
 
 /// An optional value kept on the heap: one pointer in the struct that holds it, copied

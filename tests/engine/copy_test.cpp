@@ -8,7 +8,10 @@
 
 #include <atomic>
 #include <filesystem>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -151,4 +154,74 @@ TEST_CASE("a target write that fails half-way stops the read and rolls the load 
   CHECK_THAT(out.error.value_or(""), Catch::Contains("stopped by the user"));
   c.wh.reset();
   CHECK(scalar(s.file("wh.sqlite"), "SELECT group_concat(note) FROM orders") == "old");
+}
+
+TEST_CASE("a load that cannot start fails as the target's, not the source's, and stops the read") {
+  const int rows = GENERATE(7, 95);  // the load starts after the read, or during it
+  INFO(rows << " rows in batches of 10");
+  scratch s;
+  make_source(s.file("shop.db"), rows);
+  // A view where the table should be: described like a table, it cannot be emptied.
+  exec(s.file("wh.sqlite"), "CREATE TABLE old (id BIGINT, qty BIGINT, note TEXT);"
+                            "INSERT INTO old VALUES (1, 1, 'old');"
+                            "CREATE VIEW orders AS SELECT * FROM old;");
+  copy_setup c(s, 10);
+  auto out = engine::copy_table(*c.src, *c.wh, c.job);
+  CHECK(out.status == engine::table_status::failed);
+  CHECK(out.error_code == "FLT-R001");
+  CHECK_THAT(out.error.value_or(""), Catch::Contains("view"));
+  c.wh.reset();
+  CHECK(scalar(s.file("wh.sqlite"), "SELECT group_concat(note) FROM orders") == "old");
+}
+
+TEST_CASE("workers sharing one target connection take it in turns, each reading its own tables") {
+  constexpr int tables = 40;
+  scratch s;
+  std::string ddl;
+  for (int t = 0; t < tables; ++t)
+    ddl += fmt::format("CREATE TABLE t{0} (id INTEGER PRIMARY KEY, v TEXT);"
+                       "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {1})"
+                       " INSERT INTO t{0} SELECT i, 't{0}-' || i FROM n;",
+                       t, 5 + 7 * t);  // one batch up to many
+  exec(s.file("shop.db"), ddl);
+  sinks::warehouse_options wo;
+  wo.name = "wh";
+  wo.dialect = "sqlite";
+  wo.path = s.file("wh.sqlite");
+  auto wh = sinks::open_warehouse(wo);
+  std::mutex target_lock;
+  std::vector<engine::table_outcome> outcomes(tables);
+  const auto worker = [&](int first) {
+    sources::source_options so;
+    so.name = "shop";
+    so.adapter = "sqlite";
+    so.path = s.file("shop.db");
+    auto src = sources::open_source(so);
+    const auto catalog = src->read_catalog();
+    for (int t = first; t < tables; t += 2) {
+      engine::table_job job;
+      job.source_name = "shop";
+      job.target_name = "wh";
+      job.table = *catalog.find(fmt::format("t{}", t));
+      job.target = {"", "", fmt::format("t{}", t)};
+      job.batch_rows = 10;
+      job.target_lock = &target_lock;
+      outcomes[t] = engine::copy_table(*src, *wh, job);
+    }
+  };
+  for (int round = 0; round < 2; ++round) {  // into an empty target, then into the loaded one
+    std::thread a(worker, 0), b(worker, 1);
+    a.join();
+    b.join();
+    for (int t = 0; t < tables; ++t) {
+      INFO("round " << round << ", table t" << t << ": " << outcomes[t].error.value_or(""));
+      CHECK(outcomes[t].status == engine::table_status::copied);
+      CHECK(outcomes[t].rows == static_cast<std::uint64_t>(5 + 7 * t));
+    }
+  }
+  wh.reset();
+  for (int t = 0; t < tables; ++t)
+    CHECK(scalar(s.file("wh.sqlite"),
+                 fmt::format("SELECT count(*) FROM t{0} WHERE v = 't{0}-' || id", t)) ==
+          std::to_string(5 + 7 * t));
 }
