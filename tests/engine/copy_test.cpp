@@ -180,7 +180,8 @@ TEST_CASE("workers sharing one target connection take it in turns, each reading 
   std::string ddl;
   for (int t = 0; t < tables; ++t)
     ddl += fmt::format("CREATE TABLE t{0} (id INTEGER PRIMARY KEY, v TEXT);"
-                       "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {1})"
+                       "WITH RECURSIVE n(i) AS "
+                       "(SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {1})"
                        " INSERT INTO t{0} SELECT i, 't{0}-' || i FROM n;",
                        t, 5 + 7 * t);  // one batch up to many
   exec(s.file("shop.db"), ddl);
