@@ -294,14 +294,14 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     // reader keeps reading while the writer is busy with it instead of waiting for room.
     const std::size_t batch_rows = job.batch_rows > 0 ? job.batch_rows : 8192;  // as sources read
     change_queue queue(job.queue_batches + (wh.write_burst_rows() + batch_rows - 1) / batch_rows);
-    // This thread reads, and the load starts once the read has passed its first batch:
-    // a table whose rows fit in one batch is read before the load starts and written here
-    // after its read. Most tables of a large fleet are that small; a thread of their own
-    // cost more than their rows (a thread per table made a 10,000-table fleet spend a
-    // third of its time in clone, stack faults and hand-offs), and where workers share
-    // the target's connection, one reads its table while another holds the target. From
-    // a table's second batch on, a writer thread takes the batches from the change
-    // queue, so reading and writing overlap where that pays.
+    // This thread reads. A table whose rows fit in one batch is written here after its
+    // read: most tables of a large fleet are that small, and a thread of their own cost
+    // more than their rows (a thread per table made a 10,000-table fleet spend a third
+    // of its time in clone, stack faults and hand-offs). From a table's second batch on,
+    // a writer thread takes the batches from the change queue, so reading and writing
+    // overlap where that pays. The load starts before the read, except where workers
+    // share the target's connection: there it starts once the read has passed its first
+    // batch, so one worker reads its table while another holds the connection.
     std::optional<schema::row_batch> first;
     std::thread write_thread;
     std::exception_ptr write_error;   // the writer thread's
@@ -323,11 +323,13 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
           first = std::move(b);
           return true;
         }
-        try {
-          start_load();
-        } catch (...) {
-          start_error = std::current_exception();
-          return false;
+        if (!writer) {
+          try {
+            start_load();
+          } catch (...) {
+            start_error = std::current_exception();
+            return false;
+          }
         }
         write_thread = std::thread(write_queued);
         if (!queue.push(std::move(*first)))
@@ -336,6 +338,8 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       }
       return queue.push(std::move(b));
     };
+    if (!job.target_lock)
+      start_load();
     sources::read_result read_result;
     try {
       sources::read_request rr = read_request_of();
@@ -361,7 +365,8 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       if (write_error)
         std::rethrow_exception(write_error);
     } else {
-      start_load();
+      if (!writer)
+        start_load();
       if (first)
         loader->write(*first);
     }

@@ -157,8 +157,11 @@ TEST_CASE("a target write that fails half-way stops the read and rolls the load 
 }
 
 TEST_CASE("a load that cannot start fails as the target's, not the source's, and stops the read") {
-  const int rows = GENERATE(7, 95);  // the load starts after the read, or during it
-  INFO(rows << " rows in batches of 10");
+  const int rows = GENERATE(7, 95);
+  // A shared connection starts the load after a one-batch read, or during a longer one;
+  // one of its own starts it before the read.
+  const bool shared = GENERATE(false, true);
+  INFO(rows << " rows in batches of 10, shared connection: " << shared);
   scratch s;
   make_source(s.file("shop.db"), rows);
   // A view where the table should be: described like a table, it cannot be emptied.
@@ -166,6 +169,9 @@ TEST_CASE("a load that cannot start fails as the target's, not the source's, and
                             "INSERT INTO old VALUES (1, 1, 'old');"
                             "CREATE VIEW orders AS SELECT * FROM old;");
   copy_setup c(s, 10);
+  std::mutex target_lock;
+  if (shared)
+    c.job.target_lock = &target_lock;
   auto out = engine::copy_table(*c.src, *c.wh, c.job);
   CHECK(out.status == engine::table_status::failed);
   CHECK(out.error_code == "FLT-R001");
