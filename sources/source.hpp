@@ -83,7 +83,9 @@ struct read_result {
   std::optional<std::string> max_cursor;
 };
 
-/// Receives each batch; return false to stop reading early.
+/// Receives each batch, on the thread that called read() (the copy takes a shared target
+/// connection's lock in it and releases it on that thread); return false to stop reading
+/// early.
 using batch_consumer = std::function<bool(schema::row_batch&&)>;
 
 class source {
