@@ -73,18 +73,17 @@ void ensure_schema_once(sinks::warehouse& wh, const table_job& job) {
   done.insert(key);
 }
 
-/// Every column loads as it is read: nothing converts on the way, so a batch may keep
-/// its source's own text.
-bool passes_through(const table_plan& plan) {
-  return columns_to_coerce(plan.read_columns, plan.load_columns).empty() &&
-         plan.read_columns.columns.size() == plan.load_columns.columns.size();
+/// Every column loads as it is read (`coerced`, the plan's columns_to_coerce, is empty):
+/// nothing converts on the way, so a batch may keep its source's own text.
+bool passes_through(const table_plan& plan, const std::vector<std::size_t>& coerced) {
+  return coerced.empty() && plan.read_columns.columns.size() == plan.load_columns.columns.size();
 }
 
 /// Passes through, and every column loads with the type it is read as into a table the
 /// load creates from those types (a full refresh): the source's binary COPY tuples are
 /// what the target's binary COPY takes. Not JSON, read as text and loaded as jsonb.
-bool passes_through_binary(const table_plan& plan) {
-  if (!passes_through(plan) || plan.load != load_kind::full_refresh)
+bool passes_through_binary(const table_plan& plan, const std::vector<std::size_t>& coerced) {
+  if (!passes_through(plan, coerced) || plan.load != load_kind::full_refresh)
     return false;
   const auto& read = plan.read_columns.columns;
   const auto& load = plan.load_columns.columns;
@@ -98,11 +97,10 @@ bool passes_through_binary(const table_plan& plan) {
 /// the change queue) write each batch through it.
 class batch_loader {
  public:
-  batch_loader(sinks::table_writer& writer, const table_job& job, const table_plan& plan)
-      : writer_(writer),
-        job_(job),
-        plan_(plan),
-        coerced_(columns_to_coerce(plan.read_columns, plan.load_columns)) {}
+  /// `coerced`: the plan's columns_to_coerce, outliving the loader.
+  batch_loader(sinks::table_writer& writer, const table_job& job, const table_plan& plan,
+               const std::vector<std::size_t>& coerced)
+      : writer_(writer), job_(job), plan_(plan), coerced_(coerced) {}
 
   /// Converts the batch to the load columns' representation where they are wider, writes
   /// it and counts its rows. Throws when the user stopped the run (nothing is committed).
@@ -120,7 +118,7 @@ class batch_loader {
   sinks::table_writer& writer_;
   const table_job& job_;
   const table_plan& plan_;
-  const std::vector<std::size_t> coerced_;
+  const std::vector<std::size_t>& coerced_;
 };
 
 }  // namespace
@@ -249,6 +247,8 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     }
 
     // The load itself: the plan's DDL, then the rows in one transaction.
+    const std::vector<std::size_t> coerced = columns_to_coerce(plan.read_columns,
+                                                               plan.load_columns);
     std::unique_ptr<sinks::table_writer> writer;
     std::optional<batch_loader> loader;
     const auto start_load = [&] {
@@ -263,7 +263,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       if (incremental)
         req.commit_token = watermark.value_or("");
       writer = wh.begin_load(req);
-      loader.emplace(*writer, job, plan);
+      loader.emplace(*writer, job, plan, coerced);
     };
 
     if (load_from) {
@@ -346,8 +346,9 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       rr.spent_batch = [&queue] { return queue.reuse(); };
       // PostgreSQL into PostgreSQL with nothing to convert: the rows stay COPY text, or
       // binary COPY tuples where both sides have the same types.
-      rr.copy_text = !incremental && wh.dialect().name() == "postgres" && passes_through(plan);
-      rr.copy_binary = rr.copy_text && passes_through_binary(plan);
+      rr.copy_text =
+          !incremental && wh.dialect().name() == "postgres" && passes_through(plan, coerced);
+      rr.copy_binary = rr.copy_text && passes_through_binary(plan, coerced);
       read_result = src.read(rr, hand_over);
     } catch (const std::exception& e) {
       queue.fail(e.what());

@@ -248,6 +248,8 @@ class sqlite_warehouse final : public warehouse_base {
       const auto* v = reinterpret_cast<const char*>(sqlite3_column_text(st.s, c));
       return std::string(v ? v : "", static_cast<std::size_t>(sqlite3_column_bytes(st.s, c)));
     };
+    std::size_t reading = names.size();  // the index whose rows are being read
+    described_tables::mapped_type* table = nullptr;  // its entry, or null: skip its rows
     for (;;) {  // index into names, column, type, notnull, pk; a table's rows in column order
       const int rc = sqlite3_step(st.s);
       if (rc == SQLITE_DONE)
@@ -257,18 +259,24 @@ class sqlite_warehouse final : public warehouse_base {
       const auto at = static_cast<std::size_t>(sqlite3_column_int64(st.s, 0));
       if (at >= names.size())
         throw fail("the catalog answered for a table not asked for");
-      auto it = out.try_emplace(names[at], schema::table_schema{}).first;
-      if (!it->second)
+      if (at != reading) {  // a name's first row
+        reading = at;
+        const auto [it, first_time] = out.try_emplace(names[at], schema::table_schema{});
+        table = first_time ? &it->second : nullptr;  // a name asked twice is read once
+      }
+      if (table == nullptr)
+        continue;
+      if (!*table)
         continue;  // an unmappable column came first: the table reads as describe() would
       const std::string column = text(1), type = text(2);
       const auto& t = parsed(type);
       if (!t) {
-        it->second = std::unexpected(unmappable({"", schema, names[at]}, column, type, t.error())
-                                         .what());
+        *table = std::unexpected(unmappable({"", schema, names[at]}, column, type, t.error())
+                                     .what());
         continue;
       }
-      it->second->columns.push_back(schema::column{column, *t, sqlite3_column_int64(st.s, 3) == 0,
-                                                   sqlite3_column_int64(st.s, 4) != 0});
+      (*table)->columns.push_back(schema::column{column, *t, sqlite3_column_int64(st.s, 3) == 0,
+                                                 sqlite3_column_int64(st.s, 4) != 0});
     }
     return out;
   }
