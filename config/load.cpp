@@ -134,10 +134,8 @@ std::string_view type_name(const toml::node& n) {
   return "nothing";
 }
 
-// The value as written, short enough for one line.
-std::string render(const toml::node& n) {
-  if (auto* s = n.as_string())
-    return s->get();
+// The value in TOML (a string quoted and escaped), short enough for one line.
+std::string render_toml(const toml::node& n) {
   std::ostringstream os;
   n.visit([&os](const auto& v) { os << v; });
   std::string out = os.str();
@@ -145,6 +143,13 @@ std::string render(const toml::node& n) {
   if (out.size() > 80)
     out = out.substr(0, 77) + "...";
   return out;
+}
+
+// The value as written, short enough for one line; a string as it is.
+std::string render(const toml::node& n) {
+  if (auto* s = n.as_string())
+    return s->get();
+  return render_toml(n);
 }
 
 position pos_of(const toml::source_region& r) {
@@ -234,7 +239,7 @@ class loader {
 
   void wrong_type(const toml::node& n, const std::string& key, std::string_view expected) {
     report(errc::wrong_type, n.source(), key, render(n), std::string{expected},
-           fmt::format("expected {}, found {}", expected, type_name(n)));
+           fmt::format("expected {}, found {} {}", expected, type_name(n), render_toml(n)));
   }
 
   const toml::table* section(const toml::table& parent, std::string_view name,

@@ -102,9 +102,9 @@ std::string cast_select(const dialect& d, const table_ref& from,
     const schema::column* old = old_schema.find(c.name, d.names());
     if (old == nullptr && !with_new_columns)
       continue;
-    const std::string expr = old != nullptr ? d.quote(old->name) : std::string("NULL");
-    items += fmt::format("{}CAST({} AS {}) AS {}", items.empty() ? "" : ", ", expr,
-                         d.physical_type(c.type), d.quote(c.name));
+    const std::string cast = old != nullptr ? d.cast(d.quote(old->name), old->type, c.type)
+                                            : d.cast("NULL", c.type, c.type);
+    items += fmt::format("{}{} AS {}", items.empty() ? "" : ", ", cast, d.quote(c.name));
   }
   return fmt::format("SELECT {} FROM {}", items, d.qualified(from));
 }
@@ -120,7 +120,7 @@ std::string insert_select(const dialect& d, const table_ref& into, const table_r
       continue;  // a new column: its rows start NULL
     const char* sep = cols.empty() ? "" : ", ";
     cols += sep + d.quote(c.name);
-    items += fmt::format("{}CAST({} AS {})", sep, d.quote(old->name), d.physical_type(c.type));
+    items += sep + d.cast(d.quote(old->name), old->type, c.type);
   }
   if (cols.empty())
     return {};

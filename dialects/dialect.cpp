@@ -61,8 +61,15 @@ std::string dialect::literal(std::string_view value) const {
   return out;
 }
 
-std::string dialect::create_schema(std::string_view schema) const {
-  return fmt::format("CREATE SCHEMA IF NOT EXISTS {}", quote(schema));
+std::string dialect::cast(std::string_view expr, const schema::portable_type& /*from*/,
+                          const schema::portable_type& to) const {
+  return fmt::format("CAST({} AS {})", expr, physical_type(to));
+}
+
+std::string dialect::create_schema(std::string_view schema, std::string_view catalog) const {
+  if (catalog.empty())
+    return fmt::format("CREATE SCHEMA IF NOT EXISTS {}", quote(schema));
+  return fmt::format("CREATE SCHEMA IF NOT EXISTS {}.{}", quote(catalog), quote(schema));
 }
 
 std::string dialect::create_table(const table_ref& t, const schema::table_schema& s) const {

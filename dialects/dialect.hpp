@@ -76,7 +76,12 @@ class dialect : public schema::type_rules {
   [[nodiscard]] virtual std::string literal(std::string_view value) const;
 
   // ---- DDL ----------------------------------------------------------------------
-  [[nodiscard]] virtual std::string create_schema(std::string_view schema) const;
+  /// `expr`, of type `from`, as `to`: CAST(expr AS <to>) where the engine casts directly.
+  [[nodiscard]] virtual std::string cast(std::string_view expr, const schema::portable_type& from,
+                                         const schema::portable_type& to) const;
+  /// In `catalog` (the target's database, catalog or project) when one is given.
+  [[nodiscard]] virtual std::string create_schema(std::string_view schema,
+                                                  std::string_view catalog = {}) const;
   [[nodiscard]] virtual std::string create_table(const table_ref& t,
                                                  const schema::table_schema& s) const;
   /// ADD COLUMN, always nullable (historical rows keep NULL).

@@ -117,6 +117,22 @@ class postgres_dialect final : public dialect {
     return out;
   }
 
+  /// PostgreSQL casts a boolean to integer only: to any other number it goes through one.
+  [[nodiscard]] std::string cast(std::string_view expr, const portable_type& from,
+                                 const portable_type& to) const override {
+    if (from.kind == type_kind::boolean && schema::is_numeric(to.kind) &&
+        to.kind != type_kind::int32)
+      return fmt::format("CAST(CAST({} AS INTEGER) AS {})", expr, physical_type(to));
+    return dialect::cast(expr, from, to);
+  }
+
+  /// A schema is created in the database the connection is to: PostgreSQL's CREATE SCHEMA
+  /// takes no database.
+  [[nodiscard]] std::string create_schema(std::string_view schema,
+                                          std::string_view = {}) const override {
+    return dialect::create_schema(schema);
+  }
+
   [[nodiscard]] std::vector<std::string> alter_column_type(
       const table_ref& t, std::string_view column, const portable_type& to) const override {
     const std::string ty = physical_type(to);

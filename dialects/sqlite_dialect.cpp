@@ -119,7 +119,10 @@ class sqlite_dialect final : public dialect {
 
   /// SQLite has no CREATE SCHEMA: a schema is a database file attached to the
   /// connection, which is the warehouse's business. Nothing to run.
-  [[nodiscard]] std::string create_schema(std::string_view) const override { return {}; }
+  [[nodiscard]] std::string create_schema(std::string_view,
+                                          std::string_view = {}) const override {
+    return {};
+  }
 
   [[nodiscard]] std::vector<std::string> alter_column_type(const table_ref& t,
                                                            std::string_view column,

@@ -60,7 +60,7 @@ sinks::load_mode mode_of(load_kind k) {
 void ensure_schema_once(sinks::warehouse& wh, const table_job& job) {
   if (job.target.schema.empty())
     return;
-  const std::string sql = wh.dialect().create_schema(job.target.schema);
+  const std::string sql = wh.dialect().create_schema(job.target.schema, job.target.catalog);
   if (sql.empty())
     return;
   static std::mutex mu;

@@ -387,7 +387,7 @@ table_plan plan_table(const schema::table_schema& source,
 
   const bool incremental = !settings.cursor_column.empty();
   if (!target.schema.empty())
-    p.schema_sql = dialect.create_schema(target.schema);
+    p.schema_sql = dialect.create_schema(target.schema, target.catalog);
   if (state != target_state::present || !live) {
     // Absent or unreadable: (re)build from the source with a full refresh.
     p.shape_action = "create";

@@ -73,6 +73,35 @@ TEST_CASE("create_schema creates it only when missing") {
   }
 }
 
+TEST_CASE("create_schema creates it in the target's database, catalog or project") {
+  const std::map<std::string_view, std::string> expected{
+      {"duckdb", R"(CREATE SCHEMA IF NOT EXISTS "acme"."shop")"},
+      {"postgres", R"(CREATE SCHEMA IF NOT EXISTS "shop")"},  // the connection's database
+      {"sqlite", ""},
+      {"snowflake", R"(CREATE SCHEMA IF NOT EXISTS "acme"."shop")"},
+      {"bigquery", "CREATE SCHEMA IF NOT EXISTS `acme`.`shop`"},
+      {"databricks", "CREATE SCHEMA IF NOT EXISTS `acme`.`shop`"},
+      {"trino", R"(CREATE SCHEMA IF NOT EXISTS "acme"."shop")"},
+  };
+  for (const auto& [name, sql] : expected) {
+    INFO(name);
+    CHECK(D(name).create_schema("shop", "acme") == sql);
+  }
+}
+
+TEST_CASE("a cast from boolean to a number goes through integer on postgres only") {
+  const auto from = *schema::parse_type("bool");
+  for (const char* to : {"smallint", "bigint", "decimal(12,2)", "double"}) {
+    INFO(to);
+    const auto t = *schema::parse_type(to);
+    CHECK(D("postgres").cast("\"f\"", from, t) ==
+          "CAST(CAST(\"f\" AS INTEGER) AS " + D("postgres").physical_type(t) + ")");
+    CHECK(D("duckdb").cast("\"f\"", from, t) == "CAST(\"f\" AS " + D("duckdb").physical_type(t) + ")");
+  }
+  CHECK(D("postgres").cast("\"f\"", from, *schema::parse_type("int")) == R"(CAST("f" AS INTEGER))");
+  CHECK(D("postgres").cast("\"f\"", from, *schema::parse_type("text")) == R"(CAST("f" AS TEXT))");
+}
+
 TEST_CASE("create_table lists the columns in order, NOT NULL where needed, and the key") {
   const std::map<std::string_view, std::string> expected{
       {"duckdb",

@@ -55,6 +55,26 @@ TEST_CASE("a rebuild from the dialect changes a type and keeps the rows") {
         std::vector<std::string>{"7", "8"});
 }
 
+TEST_CASE("a rebuild turns a boolean into a number on every engine (auto_widen's bool -> int)") {
+  test_target target(GENERATE(from_range(engines())));
+  const std::string to = GENERATE("smallint", "int", "bigint", "decimal(12,2)", "double");
+  CAPTURE(target.engine(), to);
+  auto wh = target.open();
+  const auto& d = wh->dialect();
+  const auto t = target.table("flags");
+  const auto before = cols({col("id", "int"), col("flag", "bool")});
+  const auto after = cols({col("id", "int"), col("flag", to)});
+  load(*wh, t, before, load_mode::replace, {{I(1), B(true)}, {I(2), B(false)}, {I(3), N()}});
+
+  wh->execute(d.rebuild_and_swap(t, before, after));
+  auto live = wh->describe(t);
+  REQUIRE(live.has_value());
+  CHECK(live->columns.at(1).type == d.canonical(*schema::parse_type(to)));
+  CHECK(column_of(wh->query("SELECT CAST(" + d.quote("flag") + " AS INTEGER) FROM " +
+                            d.qualified(t) + " ORDER BY " + d.quote("id"))) ==
+        std::vector<std::string>{"1", "0", "NULL"});
+}
+
 TEST_CASE("statements run in one transaction: a failing one undoes the others") {
   test_target target(GENERATE(from_range(engines())));
   CAPTURE(target.engine());
