@@ -108,6 +108,18 @@ std::vector<std::string> dialect::swap_in(const table_ref& staging,
   return detail::swap_by_rename(*this, staging, target, {});
 }
 
+// A semi-join the engines run as a hash join.
+std::string dialect::delete_matching(const table_ref& live, const table_ref& incoming,
+                                     const std::vector<std::string>& key) const {
+  const std::string l = quote("__flotilla_live");
+  const std::string n = quote("__flotilla_new");
+  std::string match;
+  for (const auto& k : key)
+    match += fmt::format("{}{}.{} = {}.{}", match.empty() ? "" : " AND ", n, quote(k), l, quote(k));
+  return fmt::format("DELETE FROM {} AS {} WHERE EXISTS (SELECT 1 FROM {} AS {} WHERE {})",
+                     qualified(live), l, qualified(incoming), n, match);
+}
+
 std::string dialect::drop_table(const table_ref& t) const {
   return fmt::format("DROP TABLE IF EXISTS {}", qualified(t));
 }

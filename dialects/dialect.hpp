@@ -116,6 +116,11 @@ class dialect : public schema::type_rules {
   [[nodiscard]] virtual std::vector<std::string> swap_in(const table_ref& staging,
                                                          const table_ref& target) const;
   [[nodiscard]] virtual std::string drop_table(const table_ref& t) const;  // IF EXISTS
+  /// Deletes the rows of `live` whose key (`key`, column names) is also in `incoming`'s
+  /// rows. A key holding a NULL matches nothing, as in a unique key.
+  [[nodiscard]] virtual std::string delete_matching(const table_ref& live,
+                                                    const table_ref& incoming,
+                                                    const std::vector<std::string>& key) const;
 
  private:
   /// canonical()'s answers so far, up to canonical_memo_size of them: a plan asks it for

@@ -124,6 +124,19 @@ class sqlite_dialect final : public dialect {
     return {};
   }
 
+  /// SQLite runs a correlated EXISTS as a nested loop, every live row against every
+  /// incoming one (a 16,000-row merge into 50,000 rows took 30 s). `IN` makes one index
+  /// of the incoming keys, and the live key's own index finds each.
+  [[nodiscard]] std::string delete_matching(const table_ref& live, const table_ref& incoming,
+                                            const std::vector<std::string>& key) const override {
+    std::string cols;
+    for (const auto& k : key)
+      cols += (cols.empty() ? "" : ", ") + quote(k);
+    const std::string row = key.size() == 1 ? cols : "(" + cols + ")";
+    return fmt::format("DELETE FROM {} WHERE {} IN (SELECT {} FROM {})", qualified(live), row,
+                       cols, qualified(incoming));
+  }
+
   [[nodiscard]] std::vector<std::string> alter_column_type(const table_ref& t,
                                                            std::string_view column,
                                                            const portable_type&) const override {

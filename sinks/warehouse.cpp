@@ -215,7 +215,6 @@ class loader final : public table_writer {
     const auto& d = wh_.dialect();
     const std::string live = d.qualified(request_.target);
     const std::string stage = d.qualified(into_);
-    const std::string l = d.quote("__flotilla_live");
     const std::string n = d.quote("__flotilla_new");
     const std::string rn = d.quote("__flotilla_rn");
 
@@ -225,21 +224,14 @@ class loader final : public table_writer {
         cols += ", ";
       cols += d.quote(c.name);
     }
-    std::string match;
+    std::vector<std::string> key;
     std::string partition;
     for (const auto& k : request_.unique_key) {
-      const schema::column* c = request_.columns.find(k, d.names());
-      const std::string q = d.quote(c->name);
-      if (!match.empty()) {
-        match += " AND ";
-        partition += ", ";
-      }
-      match += fmt::format("{}.{} = {}.{}", n, q, l, q);
-      partition += q;
+      key.push_back(request_.columns.find(k, d.names())->name);
+      partition += (partition.empty() ? "" : ", ") + d.quote(key.back());
     }
     return {
-        fmt::format("DELETE FROM {} AS {} WHERE EXISTS (SELECT 1 FROM {} AS {} WHERE {})", live, l,
-                    stage, n, match),
+        d.delete_matching(request_.target, into_, key),
         fmt::format("INSERT INTO {0} ({1}) SELECT {1} FROM (SELECT {1}, row_number() OVER "
                     "(PARTITION BY {2} ORDER BY {3} DESC) AS {4} FROM {5}) AS {6} WHERE {4} = 1",
                     live, cols, partition, d.quote(seq_column), rn, stage, n),

@@ -413,6 +413,32 @@ TEST_CASE("a merge on a composite key matches every key column") {
         std::vector<std::string>{"5", "9", "1"});
 }
 
+TEST_CASE("a SQLite merge finds the live rows to replace through the key's index") {
+  // SQLite runs a correlated EXISTS as a nested loop over both tables: a merge of 16,000
+  // rows into 50,000 took 30 s that way.
+  test_target target("sqlite");
+  auto wh = target.open();
+  const auto& d = wh->dialect();
+  const auto t = target.table("lines");
+  const auto incoming = target.table("lines_incoming");
+  const auto s = cols({col("order_id", "int"), col("line", "int"), col("qty", "int")});
+  // Created as a run creates it, the unique key its primary key.
+  wh->execute({d.create_table(
+      t, cols({col("order_id", "int", true), col("line", "int", true), col("qty", "int")}))});
+  load(*wh, t, s, load_mode::merge, {{I(1), I(1), I(5)}}, {"order_id", "line"});
+  load(*wh, incoming, s, load_mode::replace, {{I(1), I(1), I(7)}});
+  for (const std::vector<std::string> key :
+       {std::vector<std::string>{"order_id", "line"}, std::vector<std::string>{"order_id"}}) {
+    CAPTURE(key.size());
+    std::string plan;
+    for (const auto& row : wh->query("EXPLAIN QUERY PLAN " + d.delete_matching(t, incoming, key)))
+      plan += row.at(3).value_or("") + "\n";
+    CAPTURE(plan);
+    CHECK_THAT(plan, Catch::StartsWith("SEARCH " + t.name + " USING INDEX"));
+    CHECK_THAT(plan, !Catch::Contains("SCAN " + t.name + "\n"));
+  }
+}
+
 TEST_CASE("a merge without a unique key is refused before anything is written") {
   test_target target(GENERATE(from_range(engines())));
   CAPTURE(target.engine());
