@@ -88,6 +88,10 @@ std::vector<std::string> dialect::alter_column_type(const table_ref& t, std::str
                       physical_type(to))};
 }
 
+std::string dialect::drop_not_null(const table_ref& t, std::string_view column) const {
+  return fmt::format("ALTER TABLE {} ALTER COLUMN {} DROP NOT NULL", qualified(t), quote(column));
+}
+
 std::vector<std::string> dialect::rebuild_and_swap(const table_ref& t,
                                                    const schema::table_schema& old_schema,
                                                    const schema::table_schema& new_schema) const {

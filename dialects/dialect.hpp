@@ -89,6 +89,9 @@ class dialect : public schema::type_rules {
   /// The in-place type change in this dialect's syntax. Statements, in order.
   [[nodiscard]] virtual std::vector<std::string> alter_column_type(
       const table_ref& t, std::string_view column, const schema::portable_type& to) const;
+  /// Lets `column` take NULL. Engines without ALTER COLUMN (SQLite) rebuild instead.
+  [[nodiscard]] virtual std::string drop_not_null(const table_ref& t,
+                                                  std::string_view column) const;
   /// Rebuild-and-swap: build `new_schema` under a temporary name, copy the rows of the
   /// columns both schemas share (cast to the new type), swap it in (in one transaction
   /// where the engine allows), keeping grants where the engine has them.

@@ -124,6 +124,13 @@ class sqlite_dialect final : public dialect {
     return {};
   }
 
+  [[nodiscard]] std::string drop_not_null(const table_ref& t,
+                                          std::string_view column) const override {
+    throw std::logic_error(fmt::format(
+        "sqlite cannot drop NOT NULL from column '{}' of {} in place: use rebuild_and_swap",
+        column, qualified(t)));
+  }
+
   /// SQLite runs a correlated EXISTS as a nested loop, every live row against every
   /// incoming one (a 16,000-row merge into 50,000 rows took 30 s). `IN` makes one index
   /// of the incoming keys, and the live key's own index finds each.

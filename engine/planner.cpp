@@ -258,6 +258,9 @@ struct planner {
       drop_load_column(name);
     if (p.error)
       return;
+    const auto relaxed = columns_to_relax(live);
+    if (!dialect.supports_in_place_type_change())
+      rebuild |= !relaxed.empty();
 
     if (recreate || rebuild)
       gate_rebuild();
@@ -280,10 +283,14 @@ struct planner {
       // Rebuild and swap inside the target, data kept: live columns with their new types,
       // then the added columns.
       schema::table_schema next = live;
-      for (auto& c : next.columns)
+      for (auto& c : next.columns) {
         for (const auto& r : d.safe_retypes)
           if (schema::same_name(c.name, r.name, rule))
             c.type = r.to;
+        for (const auto& r : relaxed)
+          if (schema::same_name(c.name, r, rule))
+            c.nullable = true;
+      }
       for (const auto& c : d.columns_to_add)
         next.columns.push_back(c);
       for (auto& sql : dialect.rebuild_and_swap(target, live, next))
@@ -303,8 +310,45 @@ struct planner {
         if (schema::same_name(l.name, c.name, rule))
           l.type = c.to;
     }
+    for (const auto& name : relaxed) {
+      p.ddl.push_back(dialect.drop_not_null(target, name));
+      for (auto& l : live_after->columns)
+        if (schema::same_name(l.name, name, rule))
+          l.nullable = true;
+    }
     p.shape_action = d.steps.empty() ? "none" : "evolve";
   }
+
+  /// An incremental load appends rows to the live table: a NOT NULL column the source
+  /// no longer has, or has made nullable, would refuse them (and every run after). Such
+  /// columns drop their NOT NULL, each with its step; key columns keep it.
+  std::vector<std::string> columns_to_relax(const schema::table_schema& live) {
+    std::vector<std::string> out;
+    if (settings.cursor_column.empty())
+      return out;  // a full refresh creates the table's columns anew
+    const auto rule = names();
+    for (const auto& l : live.columns) {
+      if (l.nullable || l.key)
+        continue;
+      const column* c = p.load_columns.find(l.name, rule);
+      if (c != nullptr && !c->nullable)
+        continue;
+      out.push_back(l.name);
+      p.drift.steps.push_back(
+          {evolution_action::drop_not_null, l.name,
+           c == nullptr ? fmt::format("column '{}' is no longer loaded from the source; its NOT "
+                                      "NULL is dropped so new rows can leave it empty",
+                                      l.name)
+                        : fmt::format("column '{}' became nullable in the source", l.name),
+           supports_in_place() ? fmt::format("dialect {}: in place", dialect.name())
+                               : fmt::format("dialect {}: rebuild and swap, rows kept",
+                                             dialect.name()),
+           l.type, l.type});
+    }
+    return out;
+  }
+
+  bool supports_in_place() const { return dialect.supports_in_place_type_change(); }
 
   void gate_rebuild() {
     const evolution_step* first = nullptr;
@@ -425,6 +469,8 @@ std::string describe_step(const schema::evolution_step& s, const dialects::diale
                          s.from ? schema::to_string(*s.from) : "", to, d.physical_type(s.to));
     case evolution_action::drop_and_recreate:
       return fmt::format("drop and recreate  {}", s.reason);
+    case evolution_action::drop_not_null:
+      return fmt::format("drop not null  {}  {}", s.column, s.decided_by);
   }
   return s.reason;
 }

@@ -11,6 +11,7 @@ std::string_view to_string(evolution_action a) {
     case evolution_action::drop_and_recreate: return "drop_and_recreate";
     case evolution_action::widen: return "widen";
     case evolution_action::rebuild: return "rebuild";
+    case evolution_action::drop_not_null: return "drop_not_null";
   }
   return "unknown";
 }

@@ -34,8 +34,16 @@ class type_rules {
 /// add_columns, alter_column_types and drop_and_recreate are seed 001's; widen (a
 /// pinned or inferred type widened in place) and rebuild (a type change the target
 /// cannot make in place, done by rebuilding the table and swapping it in, data kept)
-/// are seed 000's.
-enum class evolution_action { add_columns, alter_column_types, drop_and_recreate, widen, rebuild };
+/// are seed 000's. drop_not_null lets a kept column take NULL in the rows an incremental
+/// load appends, once the source dropped it or made it nullable.
+enum class evolution_action {
+  add_columns,
+  alter_column_types,
+  drop_and_recreate,
+  widen,
+  rebuild,
+  drop_not_null
+};
 
 [[nodiscard]] std::string_view to_string(evolution_action a);
 

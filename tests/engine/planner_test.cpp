@@ -121,6 +121,49 @@ TEST_CASE("a new column is added before an incremental load continues from the w
         "ALTER TABLE \"staging__us_west__shop\".\"orders\" ADD COLUMN \"coupon\" VARCHAR");
 }
 
+TEST_CASE("an incremental table's NOT NULL column the source dropped or made nullable takes NULL") {
+  engine::table_settings s;
+  s.cursor_column = "ts";
+  s.unique_key = {"id"};
+  s.has_watermark = true;
+  const auto live = S({{"id", T("int"), false, true},
+                       {"req", T("text"), false},
+                       {"opt", T("text"), false},
+                       {"keep", T("text"), false},
+                       {"ts", T("text")}});
+  const auto src = S({{"id", T("int"), false, true},
+                      {"opt", T("text"), true},
+                      {"keep", T("text"), false},
+                      {"ts", T("text")}});
+  for (const char* name : {"duckdb", "postgres"}) {
+    INFO(name);
+    auto d = *dialects::make_dialect(name);
+    auto p = engine::plan_table(src, live, engine::target_state::present, *d, orders, s);
+    CHECK(p.shape_action == "evolve");
+    CHECK(p.load == engine::load_kind::merge);
+    CHECK(p.ddl == std::vector<std::string>{d->drop_not_null(orders, "req"),
+                                            d->drop_not_null(orders, "opt")});
+    REQUIRE(p.drift.steps.size() == 2);
+    CHECK(p.drift.steps[0].action == schema::evolution_action::drop_not_null);
+    CHECK_THAT(p.drift.steps[0].reason, Catch::Contains("'req' is no longer loaded"));
+    CHECK_THAT(p.drift.steps[1].reason, Catch::Contains("'opt' became nullable"));
+  }
+  // SQLite has no ALTER COLUMN: the table is rebuilt with its rows, the two columns nullable.
+  auto d = *dialects::make_dialect("sqlite");
+  auto p = engine::plan_table(src, live, engine::target_state::present, *d, orders, s);
+  CHECK(p.shape_action == "rebuild");
+  CHECK(p.load == engine::load_kind::merge);
+  auto next = live;
+  next.columns[1].nullable = next.columns[2].nullable = true;
+  CHECK(p.ddl == d->rebuild_and_swap(orders, live, next));
+
+  // A full refresh creates the columns anew: nothing to drop.
+  engine::table_settings full;
+  auto f = engine::plan_table(src, live, engine::target_state::present, *d, orders, full);
+  CHECK(f.ddl.empty());
+  CHECK(f.drift.steps.empty());
+}
+
 TEST_CASE("an unsafe change recreates the table and resets the watermark, without a drop before the load") {
   auto d = *dialects::make_dialect("duckdb");
   engine::table_settings s;

@@ -36,6 +36,37 @@ TEST_CASE("statements from the dialect add a column and widen a type, keeping th
         std::vector<std::string>{"10.25", "-3.75"});
 }
 
+TEST_CASE("drop_not_null lets a column take NULL; SQLite's rebuild does the same") {
+  test_target target(GENERATE(from_range(engines())));
+  CAPTURE(target.engine());
+  auto wh = target.open();
+  const auto& d = wh->dialect();
+  const auto t = target.table("kept");
+  auto req = col("req", "text");
+  req.nullable = false;
+  if (const auto sql = d.create_schema(t.schema); !sql.empty())
+    wh->execute({sql});
+  wh->execute({d.create_table(t, cols({col("id", "int", true), req}))});
+  auto live = wh->describe(t);
+  REQUIRE(live.has_value());
+  REQUIRE_FALSE(live->columns.at(1).nullable);
+  load(*wh, t, *live, load_mode::append, {{I(1), T("a")}});
+  if (d.supports_in_place_type_change()) {
+    wh->execute({d.drop_not_null(t, "req")});
+  } else {
+    auto next = *live;
+    next.columns[1].nullable = true;
+    wh->execute(d.rebuild_and_swap(t, *live, next));
+  }
+  live = wh->describe(t);
+  REQUIRE(live.has_value());
+  CHECK(live->columns.at(1).nullable);
+  load(*wh, t, *live, load_mode::append, {{I(2), N()}});
+  CHECK(column_of(wh->query("SELECT " + d.quote("req") + " FROM " + d.qualified(t) +
+                            " ORDER BY " + d.quote("id"))) ==
+        std::vector<std::string>{"a", "NULL"});
+}
+
 TEST_CASE("a rebuild from the dialect changes a type and keeps the rows") {
   test_target target(GENERATE(from_range(engines())));
   CAPTURE(target.engine());

@@ -427,7 +427,7 @@ TEST_CASE("a SQLite merge finds the live rows to replace through the key's index
       t, cols({col("order_id", "int", true), col("line", "int", true), col("qty", "int")}))});
   load(*wh, t, s, load_mode::merge, {{I(1), I(1), I(5)}}, {"order_id", "line"});
   load(*wh, incoming, s, load_mode::replace, {{I(1), I(1), I(7)}});
-  for (const std::vector<std::string> key :
+  for (const std::vector<std::string>& key :
        {std::vector<std::string>{"order_id", "line"}, std::vector<std::string>{"order_id"}}) {
     CAPTURE(key.size());
     std::string plan;
