@@ -259,7 +259,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       req.target = job.target;
       req.columns = plan.load_columns;
       req.mode = mode_of(plan.load);
-      req.unique_key = settings.unique_key;
+      req.unique_key = plan.unique_key;
       if (incremental)
         req.commit_token = watermark.value_or("");
       writer = wh.begin_load(req);

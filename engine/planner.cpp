@@ -418,6 +418,22 @@ struct planner {
   }
 };
 
+/// The source's primary key columns when every one of them is loaded; none otherwise.
+std::vector<std::string> loaded_source_key(const schema::table_schema& source,
+                                           const schema::table_schema& loaded,
+                                           schema::name_rule rule) {
+  std::vector<std::string> key;
+  for (const auto& c : source.columns) {
+    if (!c.key)
+      continue;
+    const schema::column* l = loaded.find(c.name, rule);
+    if (l == nullptr)
+      return {};
+    key.push_back(l->name);
+  }
+  return key;
+}
+
 }  // namespace
 
 table_plan plan_table(const schema::table_schema& source,
@@ -428,6 +444,9 @@ table_plan plan_table(const schema::table_schema& source,
   p.target = target;
   planner pl{source, dialect, target, settings, p};
   pl.choose_columns();
+  p.unique_key = settings.unique_key;
+  if (p.unique_key.empty() && !settings.cursor_column.empty())
+    p.unique_key = loaded_source_key(source, p.load_columns, dialect.names());
 
   const bool incremental = !settings.cursor_column.empty();
   if (!target.schema.empty())
@@ -447,8 +466,8 @@ table_plan plan_table(const schema::table_schema& source,
   if (p.error || p.shape_action == "recreate")
     return p;
   if (incremental && settings.has_watermark)
-    p.load = settings.unique_key.empty() ? load_kind::incremental : load_kind::merge;
-  else if (incremental && !settings.unique_key.empty())
+    p.load = p.unique_key.empty() ? load_kind::incremental : load_kind::merge;
+  else if (incremental && !p.unique_key.empty())
     p.load = load_kind::merge;  // first run of an incremental table into an existing table
   else
     pl.full_refresh();

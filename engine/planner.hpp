@@ -89,6 +89,9 @@ struct table_plan {
   /// The exact statements run before loading (DDL), in order.
   std::vector<std::string> ddl;
   load_kind load = load_kind::full_refresh;
+  /// The key a merge upserts by: the table's unique_key, or, when it has none and loads
+  /// incrementally, the source's primary key (every column of it loaded).
+  std::vector<std::string> unique_key;
   /// The statements that make the table a full refresh loads, with the live table's
   /// extra columns kept (shown by plan; the sink issues the same, on PostgreSQL and
   /// DuckDB with the key added after the load): the staging table, or where the dialect

@@ -164,6 +164,31 @@ TEST_CASE("an incremental table's NOT NULL column the source dropped or made nul
   CHECK(f.drift.steps.empty());
 }
 
+TEST_CASE("an incremental table without unique_key merges by the source's primary key") {
+  auto d = *dialects::make_dialect("sqlite");
+  engine::table_settings s;
+  s.cursor_column = "updated_at";
+  s.has_watermark = true;
+  const auto keyed = S({{"id", T("int"), false, true}, {"updated_at", T("text")}});
+  auto p = engine::plan_table(keyed, keyed, engine::target_state::present, *d, orders, s);
+  CHECK(p.load == engine::load_kind::merge);
+  CHECK(p.unique_key == std::vector<std::string>{"id"});
+
+  // A keyless source appends; a unique_key set is the key, whatever the source's.
+  const auto keyless = S({{"id", T("int")}, {"updated_at", T("text")}});
+  p = engine::plan_table(keyless, keyless, engine::target_state::present, *d, orders, s);
+  CHECK(p.load == engine::load_kind::incremental);
+  CHECK(p.unique_key.empty());
+  s.unique_key = {"updated_at"};
+  p = engine::plan_table(keyed, keyed, engine::target_state::present, *d, orders, s);
+  CHECK(p.unique_key == std::vector<std::string>{"updated_at"});
+
+  // A full refresh has no merge key.
+  p = engine::plan_table(keyed, keyed, engine::target_state::present, *d, orders, {});
+  CHECK(p.load == engine::load_kind::full_refresh);
+  CHECK(p.unique_key.empty());
+}
+
 TEST_CASE("an unsafe change recreates the table and resets the watermark, without a drop before the load") {
   auto d = *dialects::make_dialect("duckdb");
   engine::table_settings s;
