@@ -27,6 +27,14 @@
 namespace flotilla::cli {
 namespace {
 
+/// The change the governance gate held (its error names the step's column).
+std::string held_change(const engine::table_plan& plan) {
+  for (const auto& s : plan.drift.steps)
+    if (plan.error && s.column == plan.error->column)
+      return s.reason;
+  return {};
+}
+
 std::atomic<bool> g_cancel{false};
 /// A finished run's reports, never freed (see the end of execute_run).
 std::vector<actors::pipeline_report>* g_finished_reports = nullptr;
@@ -188,15 +196,19 @@ run_events_section publish_events(storage::state_store& store, const config::pro
               t.source, t.table,
               {std::string(schema::to_string(step.action)), step.column,
                step.from ? schema::to_string(*step.from) : "", schema::to_string(step.to),
-               step.reason, ""}));
+               step.reason, step.sql}));
       if (const auto* v = drift_verdict_of(o); v && v->drifted())
         table_events.emplace_back(events::source_drift_detected(*v));
       if (o.plan && o.plan->error && o.plan->error->code == "FLT-S008")
         table_events.emplace_back(events::review_required(
-            t.source, t.table, {"", "schema_change", "", o.plan->error->reason, "", "", false, ""}));
+            t.source, t.table,
+            {target, "schema_change", held_change(*o.plan), o.plan->error->reason, "", "",
+             false, ""}));
       else if (o.plan && o.plan->error)
         table_events.emplace_back(events::contract_violation(
-            t.source, t.table, {"", "", "", o.plan->error->reason, o.plan->error->code}));
+            t.source, t.table,
+            {o.plan->error->column, o.plan->error->expected, o.plan->error->actual,
+             o.plan->error->reason, o.plan->error->code}));
       table_events.emplace_back(events::table_event_line{
           .finished = true,
           .source = t.source,
@@ -205,7 +217,8 @@ run_events_section publish_events(storage::state_store& store, const config::pro
           .status = engine::to_string(o.status),
           .rows = o.rows,
           .error = o.error ? std::string_view(*o.error) : std::string_view(),
-          .error_code = o.error_code});
+          .error_code = o.error_code,
+          .duration_us = o.duration_us});
       switch (o.status) {
         case engine::table_status::copied: ++totals.tables_copied; break;
         case engine::table_status::pruned: ++totals.tables_pruned; break;

@@ -1,5 +1,6 @@
 #include "engine/copy.hpp"
 
+#include <chrono>
 #include <exception>
 #include <filesystem>
 #include <mutex>
@@ -402,7 +403,11 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
 }  // namespace
 
 table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table_job& job) {
+  const auto started = std::chrono::steady_clock::now();
   table_outcome out = copy_rows(src, wh, job);
+  out.duration_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                        std::chrono::steady_clock::now() - started)
+                        .count();
   if (out.plan) {
     table_plan& p = *out.plan;
     p.ddl = {};

@@ -121,6 +121,7 @@ struct table_outcome {
   std::any gate_detail;                  ///< what the drift gate returned, when it ran
   std::optional<staged_output> staged;   ///< the gate failed the table: its data is kept here
   bool reused_staged = false;            ///< the rows came from an earlier run's staged data
+  std::int64_t duration_us = 0;          ///< copy_table's wall time, plan to commit
 };
 
 /// Plans the table against the live target, without changing anything.

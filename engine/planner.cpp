@@ -69,9 +69,13 @@ struct planner {
   schema::name_rule names() const { return dialect.names(); }
   std::string T(const portable_type& t) const { return schema::to_string(t); }
 
-  void fail(std::string code, std::string reason) {
+  /// The first failure stands. `column`, `expected` and `actual` name the column, its
+  /// declared (or table's) type and the type the source has, where the failure has them.
+  void fail(std::string code, std::string reason, std::string column = {},
+            std::string expected = {}, std::string actual = {}) {
     if (!p.error)
-      p.error = plan_error{std::move(code), std::move(reason)};
+      p.error = plan_error{std::move(code), std::move(reason), std::move(column),
+                           std::move(expected), std::move(actual)};
   }
 
   /// Columns to load, from the source and the declarations (seed 000's contracts).
@@ -81,12 +85,15 @@ struct planner {
       for (const auto& d : settings.declared) {
         const column* s = source.find(d.name, rule);
         if (s == nullptr) {
-          fail("FLT-S001", fmt::format("{} is declared but the source has no such column", d.name));
+          fail("FLT-S001", fmt::format("{} is declared but the source has no such column", d.name),
+               d.name, T(d.type));
           continue;
         }
         if (!schema::can_read_as(s->type, d.type)) {
-          fail("FLT-S002", fmt::format("{} has type {}, which cannot be read as {}", s->name,
-                                       T(s->type), T(d.type)));
+          fail("FLT-S002",
+               fmt::format("{} has type {}, which cannot be read as {}", s->name, T(s->type),
+                           T(d.type)),
+               s->name, T(d.type), T(s->type));
           continue;
         }
         p.read_columns.columns.push_back(*s);
@@ -106,8 +113,10 @@ struct planner {
       column out = s;
       if (const column* d = find_declared(settings, s.name, rule)) {
         if (!schema::can_read_as(s.type, d->type)) {
-          fail("FLT-S002", fmt::format("{} has type {}, which cannot be read as {}", s.name,
-                                       T(s.type), T(d->type)));
+          fail("FLT-S002",
+               fmt::format("{} has type {}, which cannot be read as {}", s.name, T(s.type),
+                           T(d->type)),
+               s.name, T(d->type), T(s.type));
           continue;
         }
         out.type = d->type;
@@ -117,7 +126,8 @@ struct planner {
     }
     for (const auto& d : settings.declared)
       if (source.find(d.name, rule) == nullptr)
-        fail("FLT-S001", fmt::format("{} is declared but the source has no such column", d.name));
+        fail("FLT-S001", fmt::format("{} is declared but the source has no such column", d.name),
+             d.name, T(d.type));
   }
 
   void drop_load_column(const std::string& name) {
@@ -184,8 +194,10 @@ struct planner {
                                              col.name, T(col.type), by));
             break;
           case new_column_rule::fail:
-            fail("FLT-S003", fmt::format("column '{}' ({}) is new in the source; {} stops the table",
-                                         col.name, T(col.type), by));
+            fail("FLT-S003",
+                 fmt::format("column '{}' ({}) is new in the source; {} stops the table", col.name,
+                             T(col.type), by),
+                 col.name, "", T(col.type));
             break;
         }
         continue;
@@ -197,8 +209,10 @@ struct planner {
 
       if (pinned) {
         if (!schema::can_read_as(have, want)) {
-          fail("FLT-S004", fmt::format("{} has type {}, which cannot be read as {}", l->name,
-                                       T(have), T(want)));
+          fail("FLT-S004",
+               fmt::format("{} has type {}, which cannot be read as {}", l->name, T(have),
+                           T(want)),
+               l->name, T(want), T(have));
           continue;
         }
         const bool here = in_place(have, want, *l);
@@ -222,7 +236,8 @@ struct planner {
           fail("FLT-S005",
                fmt::format("column '{}' outgrew its inferred type: the table has {}, the data now "
                            "needs {}; {}",
-                           col.name, T(have), T(want), fix));
+                           col.name, T(have), T(want), fix),
+               col.name, T(have), T(want));
           continue;
         }
         const bool here = in_place(have, want, *l);
@@ -277,6 +292,10 @@ struct planner {
       p.shape_action = "recreate";
       p.reset_watermark = true;
       full_refresh();
+      std::vector<std::string> statements = p.staging_sql;
+      statements.insert(statements.end(), p.swap_sql.begin(), p.swap_sql.end());
+      for (auto& s : d.steps)
+        s.sql = join_statements(statements);
       return;
     }
     if (rebuild) {
@@ -295,28 +314,58 @@ struct planner {
         next.columns.push_back(c);
       for (auto& sql : dialect.rebuild_and_swap(target, live, next))
         p.ddl.push_back(std::move(sql));
+      for (auto& s : d.steps)
+        s.sql = join_statements(p.ddl);
       live_after = std::move(next);
       p.shape_action = "rebuild";
       return;
     }
     for (const auto& c : d.columns_to_add) {
       p.ddl.push_back(dialect.add_column(target, c));
+      attach_sql(evolution_action::add_columns, c.name, {p.ddl.back()});
       live_after->columns.push_back({c.name, c.type});  // added nullable, not in the key
     }
     for (const auto& c : d.safe_retypes) {
-      for (auto& sql : dialect.alter_column_type(target, c.name, c.to))
-        p.ddl.push_back(std::move(sql));
+      const auto statements = dialect.alter_column_type(target, c.name, c.to);
+      p.ddl.insert(p.ddl.end(), statements.begin(), statements.end());
+      attach_sql(evolution_action::alter_column_types, c.name, statements);
       for (auto& l : live_after->columns)
         if (schema::same_name(l.name, c.name, rule))
           l.type = c.to;
     }
     for (const auto& name : relaxed) {
       p.ddl.push_back(dialect.drop_not_null(target, name));
+      attach_sql(evolution_action::drop_not_null, name, {p.ddl.back()});
       for (auto& l : live_after->columns)
         if (schema::same_name(l.name, name, rule))
           l.nullable = true;
     }
     p.shape_action = d.steps.empty() ? "none" : "evolve";
+  }
+
+  /// The statements of the step that changes `column` by `action` (alter_column_types
+  /// stands for widen too), for its schema_action event.
+  void attach_sql(evolution_action action, const std::string& column,
+                  const std::vector<std::string>& statements) {
+    for (auto& s : p.drift.steps) {
+      const bool same_action = s.action == action || (action == evolution_action::alter_column_types &&
+                                                      s.action == evolution_action::widen);
+      if (same_action && schema::same_name(s.column, column, names()) && s.sql.empty()) {
+        s.sql = join_statements(statements);
+        return;
+      }
+    }
+  }
+
+  static std::string join_statements(const std::vector<std::string>& statements) {
+    std::string out;
+    for (const auto& sql : statements) {
+      if (sql.empty())
+        continue;
+      out += out.empty() ? "" : ";\n";
+      out += sql;
+    }
+    return out;
   }
 
   /// An incremental load appends rows to the live table: a NOT NULL column the source
@@ -393,7 +442,8 @@ struct planner {
            fmt::format("require-review: {} ({}); auto_apply_additive_drift applies only additive "
                        "changes granted by [policy] grants = [\"schema_change.additive\"]; review "
                        "and apply it by hand",
-                       s.reason, schema::to_string(s.action)));
+                       s.reason, schema::to_string(s.action)),
+           s.column);
       return;
     }
   }

@@ -71,6 +71,9 @@ enum class target_state {
 struct plan_error {
   std::string code;    ///< FLT-S0xx
   std::string reason;  ///< names the column, both types and the fix
+  std::string column = {};    ///< the column at fault, where there is one
+  std::string expected = {};  ///< its declared or table type; empty for a new column
+  std::string actual = {};    ///< the type the source has; empty for a missing column
 };
 
 struct table_plan {

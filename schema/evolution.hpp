@@ -56,6 +56,7 @@ struct evolution_step {
   std::string decided_by = {};
   std::optional<portable_type> from = {};  ///< the live type (none for an added column)
   portable_type to = {};                   ///< the new type
+  std::string sql = {};  ///< the statements that make the change, ";\n" between them
 };
 
 struct drift_result {

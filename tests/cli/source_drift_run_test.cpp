@@ -280,3 +280,40 @@ TEST_CASE("a dataset with declared columns is skipped by the gate") {
   CHECK_FALSE(find_table(j, "raw.orders")->contains("source_drift"));
   CHECK(find_table(j, "raw.customers")->contains("source_drift"));
 }
+
+TEST_CASE("table events carry the DDL that ran, the table's duration, and a violation's column "
+          "and types") {
+  shop s("ignore", "[sources.shop.tables.customers]\ncolumns = { name = \"int\" }\n");
+  int code = 0;
+  auto first = flotilla_json(s.w, {"run"}, &code);
+  REQUIRE(code == 1);  // customers fails its contract
+  CHECK(first["status"] == "partial");
+  s.source("ALTER TABLE orders ADD COLUMN note TEXT; INSERT INTO orders VALUES (3, 30, 'n');");
+  auto run = flotilla_json(s.w, {"run"}, &code);
+  REQUIRE(code == 1);
+  const auto events = s.events_of(run["run_id"]);
+
+  std::size_t actions = 0;
+  std::size_t violations = 0;
+  for (const auto& e : events) {
+    if (e["type"] == "schema_action") {
+      ++actions;
+      CHECK(e["table"] == "orders");
+      CHECK(e["schema_action"]["action"] == "add_columns");
+      CHECK(e["schema_action"]["sql"] ==
+            R"(ALTER TABLE "raw"."orders" ADD COLUMN "note" VARCHAR)");
+    } else if (e["type"] == "contract_violation") {
+      ++violations;
+      CHECK(e["table"] == "customers");
+      CHECK(e["contract_violation"]["column"] == "name");
+      CHECK(e["contract_violation"]["expected"] == "int");
+      CHECK(e["contract_violation"]["actual"] == "text");
+      CHECK(e["contract_violation"]["error_code"] == "FLT-S002");
+    } else if (e["type"] == "table_finished" && e["table"] == "orders") {
+      CHECK(e["table_finished"]["status"] == "copied");
+      CHECK(e["table_finished"]["duration_us"].get<std::int64_t>() > 0);
+    }
+  }
+  CHECK(actions == 1);
+  CHECK(violations == 1);
+}
