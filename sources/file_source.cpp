@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <span>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "sources/adapters.hpp"
 #include "sources/duckdb_common.hpp"
@@ -31,6 +33,69 @@ namespace fs = std::filesystem;
 
 constexpr std::string_view fix_file =
     "fix the file at the line named, or move it out of the source's path";
+
+/// Takes every SAX event and keeps the first error: a JSON check in constant memory.
+struct json_checker : nlohmann::json_sax<nlohmann::json> {
+  std::string error;
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return true; }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    error = e.what();
+    if (auto at = error.find("] "); at != std::string::npos)  // "[json.exception...] "
+      error.erase(0, at + 2);
+    return false;
+  }
+};
+
+/// Where a JSON file DuckDB called malformed breaks, as "parse error at line L, column C:
+/// ...", lines counted from 1 at the file's start; nullopt when it reads as JSON. DuckDB's
+/// own count is off by one record in a file of one value per line.
+std::optional<std::string> json_error_at(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char first = 0;
+  while (in.get(first) && std::isspace(static_cast<unsigned char>(first))) {
+  }
+  if (!in)
+    return std::nullopt;
+  in.seekg(0);
+  json_checker check;
+  if (first == '[') {  // one array of records, however it spreads over lines
+    nlohmann::json::sax_parse(in, &check);
+    return check.error.empty() ? std::nullopt : std::optional(check.error);
+  }
+  std::size_t n = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++n;
+    if (line.find_first_not_of(" \t\r") == std::string::npos)
+      continue;
+    if (!nlohmann::json::sax_parse(line, &check) && !check.error.empty()) {
+      const std::string one = "at line 1,";
+      if (auto at = check.error.find(one); at != std::string::npos)
+        check.error.replace(at, one.size(), fmt::format("at line {},", n));
+      return check.error;
+    }
+  }
+  return std::nullopt;
+}
+
+/// DuckDB's reason, with the place a malformed JSON file breaks as counted from its start.
+std::string json_reason(const std::string& path, std::string reason) {
+  if (reason.find("Malformed JSON") == std::string::npos)
+    return reason;
+  if (auto at = json_error_at(path))
+    return "malformed JSON, " + *at;  // DuckDB's own place would contradict it
+  return reason;
+}
 
 // Fields in the first record of a CSV file, splitting on commas outside double quotes.
 std::size_t header_fields(const std::string& path) {
@@ -95,7 +160,9 @@ class file_source final : public source {
       duck::connection con(db());
       return duck::scan(con, spec, consume);
     } catch (const duck::failure& e) {
-      throw error::read_failed(options_.name, request.table->name, path, e.what(), fix_file);
+      throw error::read_failed(options_.name, request.table->name, path,
+                               json_ ? json_reason(path, e.what()) : std::string(e.what()),
+                               fix_file);
     }
   }
 
@@ -183,6 +250,8 @@ class file_source final : public source {
           reason = strict.what();
         }
       }
+      if (json_)
+        reason = json_reason(path, std::move(reason));
       throw error::catalog_failed(options_.name, "file " + path, reason, fix_file);
     }
     std::vector<std::pair<std::string, std::string>> out;

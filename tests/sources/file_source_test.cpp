@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
+
 #include "sources/source.hpp"
 #include "tests/sources/support.hpp"
 
@@ -151,6 +153,34 @@ TEST_CASE("malformed json is an error naming the file and the line") {
   CHECK_THROWS_WITH(src->read_catalog(), Catch::Contains("source 'drops'") &&
                                              Catch::Contains("bad.ndjson") &&
                                              Catch::Contains("line"));
+}
+
+TEST_CASE("malformed json names the line and column counted from the file's start") {
+  temp_dir dir;
+  std::string lines;
+  for (int i = 1; i <= 3000; ++i)
+    lines += i == 2999 ? "{\"id\": 2999, \"v\": x}\n"
+                       : fmt::format("{{\"id\": {}, \"v\": {}}}\n", i, i);
+  write_file(dir.file("late.json"), lines);
+  // A bad first record, and records as one array over several lines.
+  write_file(dir.file("first.json"), "{\"id\": 1, \"v\": x}\n{\"id\": 2, \"v\": 2}\n");
+  write_file(dir.file("array.json"), "[\n  {\"id\": 1, \"v\": 1},\n  {\"id\": 2, \"v\": x}\n]\n");
+  for (const auto& [file, at] : std::vector<std::pair<std::string, std::string>>{
+           {"late.json", "line 2999, column 19"},
+           {"first.json", "line 1, column 16"},
+           {"array.json", "line 3, column 18"}}) {
+    CAPTURE(file);
+    auto src = open_files("json", dir.file(file));
+    std::string message;
+    try {
+      const catalog cat = src->read_catalog();
+      read_all(*src, cat.tables.at(0));
+    } catch (const source_error& e) {
+      message = e.what();
+    }
+    CHECK_THAT(message, Catch::Contains(file) && Catch::Contains("malformed JSON") &&
+                            Catch::Contains(at));
+  }
 }
 
 TEST_CASE("the file marker stays the same without a write and changes after one") {
