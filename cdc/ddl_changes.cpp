@@ -82,8 +82,13 @@ outcome decide_ddl(const std::string& source, const std::string& table,
   captured_table current = to_captured(source, table, before);
   applied all;
   std::optional<held> first_hold;
+  // The live target is compared with the shape before the statement only: none of the
+  // statement's changes reaches the target before all of them are decided, so a later
+  // change would find the target still without the earlier ones.
+  target_info each = target;
   for (const auto& change : to_source_changes(table, before, event, position)) {
-    outcome o = decide_outcome(current, change, target);
+    outcome o = decide_outcome(current, change, each);
+    each.actual.reset();
     if (std::holds_alternative<stopped>(o))
       return o;
     if (auto* h = std::get_if<held>(&o)) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cdc/ddl_changes.hpp"
 #include "cdc/outcome.hpp"
 
 using namespace flotilla;
@@ -341,6 +342,41 @@ TEST_CASE("a target table altered by hand stops at the change") {
     const auto o = decide_outcome(base, source_change{add_column{column("memo", "text")}, lsn}, t);
     CHECK(as_stopped(o).code == code_target_shape);
   }
+}
+
+TEST_CASE("several changes in one ALTER TABLE meet the target as it was before the statement") {
+  auto src = [](std::string name, int attnum, std::string type, bool key = false) {
+    source_column c;
+    c.name = std::move(name);
+    c.attnum = attnum;
+    c.type = std::move(type);
+    c.not_null = key;
+    c.key = key;
+    return c;
+  };
+  const std::vector<source_column> before{src("id", 1, "integer", true),
+                                          src("v", 2, "character varying(10)"),
+                                          src("b", 3, "integer")};
+  ddl_event e;
+  e.command_tag = "ALTER TABLE";
+  e.object_type = "table";
+  e.object_identity = "public.t";
+  e.schema = "public";
+  e.table = "t";
+  e.ddl = "ALTER TABLE t ALTER COLUMN v TYPE varchar(50), ALTER COLUMN b TYPE bigint, "
+          "ADD COLUMN c int";
+  e.columns = {src("id", 1, "integer", true), src("v", 2, "character varying(50)"),
+               src("b", 3, "bigint"), src("c", 4, "integer")};
+  auto t = target(pg);
+  t.actual = schema::table_schema{{schema::column{"id", ty("int"), false, true},
+                                   schema::column{"v", ty("varchar(10)"), true, false},
+                                   schema::column{"b", ty("int"), true, false}}};
+  const auto o = decide_ddl("shop", "public.t", before, e, lsn, t);
+  CHECK(as_applied(o).statements.size() == 3);
+
+  // A target changed by hand is still caught, before the statement's first change.
+  t.actual->columns[2].type = ty("bigint");
+  CHECK(as_stopped(decide_ddl("shop", "public.t", before, e, lsn, t)).code == code_target_shape);
 }
 
 // ---- held for review -----------------------------------------------------------------------
