@@ -65,6 +65,7 @@ WITH rels AS MATERIALIZED (
     AND NOT c.relispartition
     AND n.nspname <> 'information_schema'
     AND n.nspname NOT LIKE 'pg\_%'
+    AND n.nspname <> '_flotilla'  -- Flotilla's own: the DDL capture's log, target bookkeeping
 )
 SELECT r.nspname, r.relname, a.attname,
        pg_catalog.format_type(CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END,

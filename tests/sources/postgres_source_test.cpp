@@ -99,6 +99,17 @@ TEST_CASE("the postgres catalog lists every user table with portable types and i
     CHECK_FALSE((t.schema == "pg_catalog" || t.schema == "information_schema"));
 }
 
+TEST_CASE("the postgres catalog leaves out Flotilla's own schema (the DDL log, bookkeeping)") {
+  pg_schema s;
+  const std::string own = "_flotilla.probe_" + s.name();
+  s.exec("CREATE SCHEMA IF NOT EXISTS _flotilla; CREATE TABLE " + own + " (id int)");
+  auto src = open_pg(s.dsn());
+  const catalog cat = src->read_catalog();
+  s.exec("DROP TABLE " + own);
+  for (const auto& t : cat.tables)
+    CHECK(t.schema != "_flotilla");
+}
+
 TEST_CASE("postgres values come out exactly as the portable types represent them") {
   pg_schema s;
   s.exec(R"(
