@@ -293,6 +293,16 @@ table_report pruned_report(table_spec& t) {
   return report;
 }
 
+/// A table an open review holds: reported held, nothing copied (seed 003: none of its
+/// changes is applied until the review is decided).
+table_report held_report(table_spec& t) {
+  table_report report = pruned_report(t);
+  report.outcome.status = engine::table_status::held;
+  report.outcome.error_code = "FLT-V014";
+  report.outcome.error = std::move(t.held);
+  return report;
+}
+
 /// A table whose kept columns cannot be unpacked (a damaged catalog record): failed,
 /// copying nothing; --no-prune reads the source's catalog and replaces the record.
 table_report unreadable_columns_report(table_spec& t) {
@@ -363,7 +373,9 @@ caf::behavior pipeline_actor(caf::stateful_actor<pipeline_state>* self, std::siz
         std::vector<std::pair<table_spec*, std::size_t>> to_copy;
         for (std::size_t i = 0; i < reply.tables->size(); ++i) {
           auto& t = (*reply.tables)[i];
-          if (unchanged(t))
+          if (!t.held.empty())
+            st.report->tables[i] = held_report(t);
+          else if (unchanged(t))
             st.report->tables[i] = pruned_report(t);
           else if (t.job.table.unpack_columns())  // a kept catalog's are still packed
             to_copy.emplace_back(&t, i);

@@ -31,6 +31,9 @@ struct table_spec {
   /// Staged data an earlier run kept for this table (StagedEntry.location); the file is
   /// removed once the table commits. Empty: none.
   std::string staged_path;
+  /// An open review of the stream holds the table on its target: why. The table is
+  /// reported held and nothing is copied. Empty: not held.
+  std::string held;
 };
 
 struct pipeline_spec {

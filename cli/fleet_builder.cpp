@@ -8,12 +8,14 @@
 #include <cstdlib>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <random>
 
 #include <fmt/chrono.h>
 #include <fmt/core.h>
 #include <google/protobuf/arena.h>
 
+#include "cdc/review_store.hpp"
 #include "cli/catalog_cache.hpp"
 #include "config/errc.hpp"
 #include "config/load.hpp"
@@ -196,6 +198,19 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     spec.targets.push_back(ts);
   }
   const auto* project = &p;
+  // Tables an open review of `flotilla stream` holds, by "<target>\n<source>.<table>":
+  // a run leaves them alone too (seed 003: nothing of a held table is applied before
+  // its review is decided).
+  auto holds = std::make_shared<std::map<std::string, std::string>>();
+  if (store != nullptr)
+    if (auto reviews = cdc::list_reviews(*store))
+      for (const auto& r : *reviews)
+        if (cdc::is_open(r.hold.state()))
+          (*holds)[r.hold.target() + "\n" + r.hold.table()] = fmt::format(
+              "held for review {} ({}): {}; nothing copied. Decide it with `flotilla review show "
+              "{}` and apply, edit, resync or remove, then run again",
+              r.short_id(), cdc::state_name(r.hold.state()), r.hold.source_change(),
+              r.short_id());
   for (const auto& s : p.sources) {
     if (!config::source_may_match(s, filters))
       continue;
@@ -225,7 +240,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       return e.on_source_drift != config::drift_policy::ignore;
     });
     ps.select = [project, src, target, target_index, filters, store, no_prune, allow_rebuild,
-                 only, reuse_staged, run_id, plan_only, may_gate](sources::catalog& cat) {
+                 only, reuse_staged, run_id, plan_only, may_gate,
+                 holds](sources::catalog& cat) {
       std::vector<std::string> names;
       names.reserve(cat.tables.size());
       for (const auto& t : cat.tables)
@@ -263,6 +279,9 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         // Built in place: a spec is large (a job with its settings and catalog slice).
         actors::table_spec& ts = out.emplace_back();
         ts.target_index = target_index;
+        if (!holds->empty())
+          if (auto h = holds->find(target->name + "\n" + key); h != holds->end())
+            ts.held = h->second;
         ts.job.source_name = src->name;
         ts.job.target_name = target->name;
         // The catalog is this call's to use up: each table is selected at most once.

@@ -293,3 +293,52 @@ TEST_CASE("while another process holds the store, review reads it read-only and 
   auto cols = p.columns();
   CHECK(std::find(cols.begin(), cols.end(), "order_id") != cols.end());
 }
+
+TEST_CASE("flotilla run leaves a table an open review holds alone and reports it held") {
+  temp_dir dir;
+  {
+    std::ofstream toml(dir.path() / "flotilla.toml");
+    toml << "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.db\"\n"
+            "[sources.shop]\nadapter = \"sqlite\"\npath = \"shop.db\"\ntarget = \"wh\"\n";
+  }
+  {
+    sinks::warehouse_options src;
+    src.name = "shop";
+    src.dialect = "sqlite";
+    src.path = (dir.path() / "shop.db").string();
+    auto w = sinks::open_warehouse(src);
+    w->execute({"CREATE TABLE orders (id INTEGER PRIMARY KEY, note TEXT)",
+                "INSERT INTO orders VALUES (1, 'a')", "CREATE TABLE lines (id INTEGER)",
+                "INSERT INTO lines VALUES (7)"});
+  }
+  {
+    auto store = storage::state_store::open(dir.path() / ".flotilla" / "state");
+    REQUIRE(store.has_value());
+    const target_info info{"wh", target_kind::duckdb, {"", "", "shop__orders"}, std::nullopt};
+    REQUIRE(create_review(*store,
+                          held_draft(test::orders("orders"), rename_column{"id", "order_id"}, info),
+                          {}, now_us()));
+  }
+  const auto r = run_cli(dir, {"run", "--output", "json"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  const auto j = parse(r);
+  REQUIRE(j["tables"].size() == 2);
+  for (const auto& t : j["tables"]) {
+    if (t["source_table"] == "orders") {
+      CHECK(t["status"] == "held");
+      CHECK(t["error_code"] == "FLT-V014");
+      CHECK_THAT(t["error"].get<std::string>(), Catch::Contains("flotilla review show"));
+    } else {
+      CHECK(t["status"] == "copied");
+    }
+  }
+  // Nothing of the held table reached the target.
+  sinks::warehouse_options wh;
+  wh.name = "wh";
+  wh.dialect = "sqlite";
+  wh.path = (dir.path() / "wh.db").string();
+  auto w = sinks::open_warehouse(wh);
+  CHECK_FALSE(w->describe({"", "", "shop__orders"}).has_value());
+  CHECK(w->describe({"", "", "shop__lines"}).has_value());
+}
