@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <caf/all.hpp>
 #include <fmt/format.h>
@@ -901,6 +902,7 @@ class source_stream {
               "table again",
               src_.name, t.name));
       }
+      note_gone_tables();
     }
     lsn_t start_at = 0;
     replication_ = std::make_unique<replication_connection>(src_.dsn, src_.name);
@@ -918,6 +920,35 @@ class source_stream {
     replication_->start(slot_, start_at, publication_);
   }
 
+  /// A restart gets no further than a stop at a DROP TABLE (seed 002). Once its table is
+  /// gone the stream would not capture it, so the DROP's own log entry would pass
+  /// unnoticed: the tables this slot captured that the source no longer has are noted,
+  /// and their DROP stops the stream again when it is read. --reload forgets them.
+  void note_gone_tables() {
+    const std::string prefix = pos_prefix_ + src_.name + ".";
+    auto captured = o_.store->list<pb::CdcPosition>(prefix);
+    if (!captured)
+      throw std::runtime_error(captured.error().message);
+    for (const auto& c : *captured) {
+      std::string name = c.key.substr(prefix.size());
+      if (c.record.slot() == slot_ && !on_source_.contains(name))
+        gone_.insert(std::move(name));
+    }
+  }
+
+  /// The DROP of a table noted by note_gone_tables: the same stop as when it was captured.
+  void stop_at_gone_table(const ddl_event& e) const {
+    const std::string name = e.schema + "." + e.table;
+    if (!e.dropped || !gone_.contains(name))
+      return;
+    throw stop_error(fmt::format(
+        "PostgreSQL logical schema history gap for '{}': captured table {} was dropped [{}] To "
+        "retire a table, remove it from the source's include list before dropping it on the "
+        "source. Remove it from flotilla.toml now, then start the stream with --reload, which "
+        "copies every table again",
+        name, name, code_table_dropped));
+  }
+
   void select_tables() {
     auto names_rows = source_->query(
         "SELECT n.nspname || '.' || c.relname FROM pg_catalog.pg_class c JOIN "
@@ -927,6 +958,8 @@ class source_stream {
     std::vector<std::string> names;
     for (auto& r : names_rows)
       names.push_back(*r[0]);
+    on_source_.clear();
+    on_source_.insert(names.begin(), names.end());
     auto selected = config::select_tables(src_, names, o_.filters);
     if (selected.empty())
       throw std::runtime_error(fmt::format(
@@ -1065,6 +1098,14 @@ class source_stream {
       copy_table(copy, t, slot.consistent_point);
     }
     copy.exec("COMMIT");
+    // Positions of tables this copy did not take (dropped, or left out) are forgotten.
+    const std::string prefix = pos_prefix_ + src_.name + ".";
+    auto earlier = o_.store->list<pb::CdcPosition>(prefix);
+    if (!earlier)
+      throw std::runtime_error(earlier.error().message);
+    for (const auto& c : *earlier)
+      if (!by_key_.contains(src_.name + "." + c.key.substr(prefix.size())))
+        check(o_.store->remove<pb::CdcPosition>(c.key));
     for (const auto& t : tables_) {
       pb::CdcPosition p;
       p.set_position(format_lsn(slot.consistent_point));
@@ -1608,8 +1649,10 @@ class source_stream {
                                   : std::nullopt);
         ddl_change d{parse_ddl_event(fields), fields_json(fields), std::nullopt};
         auto it = by_relid_.find(d.event.relid);
-        if (it == by_relid_.end())
+        if (it == by_relid_.end()) {
+          stop_at_gone_table(d.event);
           continue;  // a table the stream does not capture (seed 002: not captured until added)
+        }
         d.live = live_shape(it->second);
         route(it->second, std::move(d));
         continue;
@@ -1897,6 +1940,8 @@ class source_stream {
   std::set<std::size_t> removed_;  ///< tables whose review removed them from the stream
   std::unordered_map<std::uint32_t, std::size_t> by_relid_;
   std::unordered_map<std::string, std::size_t> by_name_;
+  std::unordered_set<std::string> on_source_;  ///< every table the source has, by name
+  std::unordered_set<std::string> gone_;       ///< captured by this slot, gone from the source
   std::unordered_map<std::string, std::size_t> by_key_;
   std::uint32_t ddl_log_relid_ = 0;
   std::vector<std::string> ddl_log_columns_;

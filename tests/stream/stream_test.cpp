@@ -488,6 +488,34 @@ TEST_CASE("dropping or renaming a captured table stops the stream before it", "[
   CHECK(p.err().find("schema history gap for 'public.items'") != std::string::npos);
 }
 
+TEST_CASE("a restart stops again at a captured table's DROP; --reload gets past it", "[stream]") {
+  fixture f;
+  make_orders(f, "orders", 2);
+  make_orders(f, "items", 2);
+  {
+    stream_process p(f);
+    REQUIRE(eventually([&] { return count(f.target(), "st_shop.items") == "2"; }));
+    pg_exec(f.source(), "BEGIN; DROP TABLE orders; INSERT INTO items VALUES (3, 'same', 1); COMMIT");
+    CHECK(p.wait(30s) == 1);
+    CHECK(p.err().find("FLT-H004") != std::string::npos);
+  }
+  for (int restart = 0; restart < 2; ++restart) {
+    stream_process p(f);
+    CHECK(p.wait(30s) == 1);
+    CHECK(p.err().find("captured table public.orders was dropped [FLT-H004]") != std::string::npos);
+  }
+  CHECK(count(f.target(), "st_shop.items") == "2");  // nothing after the DROP was applied
+  {
+    stream_process p(f, {"--reload"});
+    REQUIRE(eventually([&] { return count(f.target(), "st_shop.items") == "3"; }));
+    CHECK(p.stop() == 0);
+  }
+  stream_process p(f);  // a plain restart after the reload streams on
+  pg_exec(f.source(), "INSERT INTO items VALUES (4, 'after', 1)");
+  CHECK(eventually([&] { return count(f.target(), "st_shop.items") == "4"; }));
+  CHECK(p.stop() == 0);
+}
+
 TEST_CASE("a target table altered by hand stops the stream at the next change", "[stream]") {
   fixture f;
   make_orders(f, "orders", 2);
