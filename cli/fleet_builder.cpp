@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <set>
 
 #include <fmt/chrono.h>
 #include <fmt/core.h>
@@ -167,6 +168,31 @@ bool any_table_policy(const config::project& p, const config::source_config& src
 }
 
 }  // namespace
+
+void remove_orphan_staged(const config::project& p, const storage::state_store& store) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path root = fs::path(p.state_dir) / "staged";
+  if (!fs::is_directory(root, ec))
+    return;
+  auto entries = store.list<storage::pb::StagedEntry>();
+  if (!entries)
+    return;  // unreadable: keep everything
+  // By run directory and file name, however the state directory was spelled.
+  std::set<fs::path> kept;
+  for (const auto& e : *entries) {
+    const fs::path location(e.record.location());
+    kept.insert(location.parent_path().filename() / location.filename());
+  }
+  for (const auto& run : fs::directory_iterator(root, ec)) {
+    if (!run.is_directory(ec))
+      continue;
+    for (const auto& file : fs::directory_iterator(run.path(), ec))
+      if (!kept.contains(run.path().filename() / file.path().filename()))
+        fs::remove(file.path(), ec);
+    fs::remove(run.path(), ec);  // only succeeds when empty
+  }
+}
 
 const events::drift_verdict* drift_verdict_of(const engine::table_outcome& o) {
   if (!o.gate_detail.has_value())

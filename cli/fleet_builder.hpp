@@ -58,6 +58,11 @@ struct fleet_options {
 [[nodiscard]] std::string new_run_id();
 
 /// Opens (creating) the project's state store, printing the error on failure.
+/// Removes the staged files no StagedEntry keeps: those of runs killed while they staged
+/// (a kill -9 leaves each gated table's file), with their emptied run directories. Call
+/// it holding the store (its lock keeps other runs out).
+void remove_orphan_staged(const config::project& p, const storage::state_store& store);
+
 [[nodiscard]] std::unique_ptr<storage::state_store> open_state(const config::project& p,
                                                                bool create);
 

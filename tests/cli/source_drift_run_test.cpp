@@ -317,3 +317,24 @@ TEST_CASE("table events carry the DDL that ran, the table's duration, and a viol
   CHECK(actions == 1);
   CHECK(violations == 1);
 }
+
+TEST_CASE("a run removes the staged files of a killed run, and keeps those a retry needs") {
+  shop s("fail");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
+  s.source("ALTER TABLE orders ADD COLUMN note TEXT; INSERT INTO orders VALUES (3, 30, 'n')");
+  int code = 0;
+  (void)flotilla_json(s.w, {"run"}, &code);
+  REQUIRE(code == 1);
+  REQUIRE(s.staged_files() == 1);  // kept for `flotilla retry`
+  // What a kill -9 leaves: a run's files that no table's state refers to.
+  const auto killed = s.w.path() / ".flotilla" / "staged" / "20200101T000000Z-dead";
+  std::filesystem::create_directories(killed);
+  std::ofstream(killed / "shop.orders.rows") << "rows";
+  std::ofstream(killed / "shop.customers.rows.tmp") << "half";
+  REQUIRE(s.staged_files() == 3);
+
+  auto run = flotilla_json(s.w, {"run", "--filter", "table=customers"}, &code);
+  CHECK(code == 0);
+  CHECK_FALSE(std::filesystem::exists(killed));
+  CHECK(s.staged_files() == 1);
+}
