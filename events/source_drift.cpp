@@ -11,6 +11,20 @@
 namespace flotilla::events {
 namespace {
 
+/// `text` as one shell word: as it is when it is plain, else in single quotes.
+std::string shell_word(std::string_view text) {
+  const bool plain = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' ||
+           c == '/';
+  });
+  if (plain)
+    return std::string(text);
+  std::string out = "'";
+  for (char c : text)
+    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 std::string upper(std::string_view s) {
   std::string out(s);
   for (char& c : out)
@@ -170,7 +184,7 @@ drift_verdict evaluate_source_drift(const drift_input& in) {
     v.warning = fmt::format(
         "warning: source drift on {}: {}{}; the table was loaded. The warning repeats every run "
         "until the change is accepted: flotilla schema accept {}",
-        v.dataset, what, since, v.dataset);
+        v.dataset, what, since, shell_word(v.dataset));
     return v;
   }
   v.decision = drift_decision::fail;
@@ -179,7 +193,7 @@ drift_verdict evaluate_source_drift(const drift_input& in) {
       "source drift on {}: {}{}; on_source_drift = fail stopped the table before any target "
       "was written, and its staged data is kept. If the change is expected, run `flotilla "
       "schema accept {}`, then `flotilla retry`",
-      v.dataset, what, since, v.dataset);
+      v.dataset, what, since, shell_word(v.dataset));
   return v;
 }
 

@@ -335,3 +335,18 @@ TEST_CASE("a retry under fail re-checks the staged data's recorded schema agains
   in.baseline = &accepted;
   CHECK(evaluate_source_drift(in).decision == drift_decision::unchanged);  // loads
 }
+
+TEST_CASE("the schema accept command a drift message suggests is one shell word") {
+  auto stored = baseline_of(orders_v1(), "h1", "run-1");
+  auto observed = orders_v2();
+  for (const auto policy : {drift_policy::warn, drift_policy::fail}) {
+    auto in = input(policy, observed, &stored);
+    in.table = "we'ird; drop table x;--";
+    auto v = evaluate_source_drift(in);
+    const std::string text = policy == drift_policy::warn ? v.warning : v.error;
+    CHECK_THAT(text,
+               Catch::Contains(R"(flotilla schema accept 'shop.we'\''ird; drop table x;--')"));
+  }
+  auto v = evaluate_source_drift(input(drift_policy::warn, observed, &stored));
+  CHECK_THAT(v.warning, Catch::EndsWith("flotilla schema accept shop.orders"));
+}
