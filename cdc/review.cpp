@@ -427,6 +427,18 @@ review decision_interrupted(const review& r, std::int64_t now_us) {
   return out;
 }
 
+review replay_failed(const review& r, std::string_view reason, std::int64_t now_us) {
+  review out = r;
+  out.hold.set_updated_at_us(now_us);
+  out.hold.set_state(pb::HOLD_STATE_LAST_DECISION_FAILED);
+  out.hold.set_error(fmt::format(
+      "replaying the kept changes failed: {}; none of them was applied and the table stays "
+      "held. Make the target table fit them and apply again, or resync the table, or remove it",
+      reason));
+  out.note.phase.clear();
+  return out;
+}
+
 review replay_finished(const review& r, std::int64_t now_us) {
   review out = r;
   out.hold.set_updated_at_us(now_us);

@@ -173,6 +173,10 @@ struct decision_plan {
 /// A restart found the decision's DDL in progress and the target has no record of it:
 /// it changed nothing. paused: last decision failed, saying so.
 [[nodiscard]] review decision_interrupted(const review& r, std::int64_t now_us);
+/// The stream could not replay the kept changes on the target (a DDL edited to leave the
+/// target short of a column they name, say); nothing of them was applied: paused: last
+/// decision failed, saying so. The table stays held.
+[[nodiscard]] review replay_failed(const review& r, std::string_view reason, std::int64_t now_us);
 /// The stream replayed every kept change: resumed (closed).
 [[nodiscard]] review replay_finished(const review& r, std::int64_t now_us);
 /// The stream started copying the table again.

@@ -1338,7 +1338,19 @@ class source_stream {
         if (r.hold.state() == pb::HOLD_STATE_REMOVED) {
           t.state = table_state::mode::removed;
         } else if (ready_to_replay(r)) {
-          replay(t, r);
+          try {
+            replay(t, r);
+          } catch (const stop_error&) {
+            throw;  // a kept DDL the replay reached stops the stream, as a live one would
+          } catch (const std::exception& e) {
+            // This table's replay alone failed: its review says so, it stays held, and the
+            // stream goes on with the others.
+            check(save_review(*o_.store, replay_failed(r, e.what(), now_us())));
+            if (o_.progress && was_held)
+              --o_.progress->tables_held;
+            hold_from_record(t, r.hold);
+            return;
+          }
         } else if (resync_requested(r)) {
           resync(t, r);
         } else if (holds_table(r)) {

@@ -382,6 +382,13 @@ int do_review(const global_options& g, const review_args& a) {
         if (auto again = open_store(*project, problem); again && again->store)
           if (auto now = cdc::load_review(*again->store, target, table); now && *now)
             r->after = **now;
+        // The DDL ran, but the stream could not replay the kept changes after it.
+        if (r->status == cdc::decision_result::outcome::done && r->after &&
+            r->after->hold.state() == cdc::pb::HOLD_STATE_LAST_DECISION_FAILED) {
+          r->status = cdc::decision_result::outcome::failed;
+          r->code = std::string(cdc::code_decision_failed);
+          r->message = r->after->hold.error();
+        }
         return report_result(a, *r, nullptr);
       }
       if (std::chrono::steady_clock::now() >= deadline)

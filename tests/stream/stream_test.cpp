@@ -317,6 +317,36 @@ TEST_CASE("an applied review replays the kept changes under the new shape, once"
   CHECK(again.stop() == 0);
 }
 
+TEST_CASE("a replay the target refuses fails its review alone; fixed, the review applies again",
+          "[stream]") {
+  fixture f;
+  make_orders(f, "orders", 2);
+  make_orders(f, "items", 1);
+  stream_process p(f);
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "2"; }));
+  pg_exec(f.source(), "ALTER TABLE orders RENAME COLUMN id TO order_id");
+  pg_exec(f.source(), "INSERT INTO orders VALUES (3, 'kept', 1)");
+  REQUIRE(eventually(
+      [&] { return hold_state(f) == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW; }));
+  // Edited to run nothing: the kept row names order_id, which the target lacks.
+  (void)submit(f, flotilla::cdc::decision_kind::apply_edited, "-- nothing to do");
+  REQUIRE(eventually(
+      [&] { return hold_state(f) == flotilla::storage::pb::HOLD_STATE_LAST_DECISION_FAILED; }));
+  CHECK_THAT(hold_of(f).error(), Catch::Contains("replaying the kept changes failed") &&
+                                     Catch::Contains("order_id"));
+  // The stream goes on with the other tables.
+  pg_exec(f.source(), "INSERT INTO items VALUES (2, 'streams', 1)");
+  CHECK(eventually([&] { return count(f.target(), "st_shop.items") == "2"; }));
+  CHECK(count(f.target(), "st_shop.orders") == "2");
+  // The target made to fit, the same decision replays the kept row once.
+  pg_exec(f.target(), "ALTER TABLE st_shop.orders RENAME COLUMN id TO order_id");
+  (void)submit(f, flotilla::cdc::decision_kind::apply_edited, "-- nothing to do");
+  CHECK(eventually([&] { return count(f.target(), "st_shop.orders") == "3"; }));
+  CHECK(eventually([&] { return hold_state(f) == flotilla::storage::pb::HOLD_STATE_RESUMED; }));
+  CHECK(p.stop() == 0);
+  INFO(p.err());
+}
+
 TEST_CASE("rows written in a held DDL's own transaction are all kept and replayed once",
           "[stream]") {
   fixture f;
