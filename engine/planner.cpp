@@ -348,8 +348,9 @@ struct planner {
   void attach_sql(evolution_action action, const std::string& column,
                   const std::vector<std::string>& statements) {
     for (auto& s : p.drift.steps) {
-      const bool same_action = s.action == action || (action == evolution_action::alter_column_types &&
-                                                      s.action == evolution_action::widen);
+      const bool same_action =
+          s.action == action || (action == evolution_action::alter_column_types &&
+                                 s.action == evolution_action::widen);
       if (same_action && schema::same_name(s.column, column, names()) && s.sql.empty()) {
         s.sql = join_statements(statements);
         return;

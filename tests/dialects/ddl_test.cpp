@@ -96,7 +96,8 @@ TEST_CASE("a cast from boolean to a number goes through integer on postgres only
     const auto t = *schema::parse_type(to);
     CHECK(D("postgres").cast("\"f\"", from, t) ==
           "CAST(CAST(\"f\" AS INTEGER) AS " + D("postgres").physical_type(t) + ")");
-    CHECK(D("duckdb").cast("\"f\"", from, t) == "CAST(\"f\" AS " + D("duckdb").physical_type(t) + ")");
+    CHECK(D("duckdb").cast("\"f\"", from, t) ==
+          "CAST(\"f\" AS " + D("duckdb").physical_type(t) + ")");
   }
   CHECK(D("postgres").cast("\"f\"", from, *schema::parse_type("int")) == R"(CAST("f" AS INTEGER))");
   CHECK(D("postgres").cast("\"f\"", from, *schema::parse_type("text")) == R"(CAST("f" AS TEXT))");

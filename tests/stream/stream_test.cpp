@@ -525,7 +525,8 @@ TEST_CASE("a restart stops again at a captured table's DROP; --reload gets past 
   {
     stream_process p(f);
     REQUIRE(eventually([&] { return count(f.target(), "st_shop.items") == "2"; }));
-    pg_exec(f.source(), "BEGIN; DROP TABLE orders; INSERT INTO items VALUES (3, 'same', 1); COMMIT");
+    pg_exec(f.source(),
+            "BEGIN; DROP TABLE orders; INSERT INTO items VALUES (3, 'same', 1); COMMIT");
     CHECK(p.wait(30s) == 1);
     CHECK(p.err().find("FLT-H004") != std::string::npos);
   }
