@@ -238,6 +238,7 @@ struct planner {
                            "needs {}; {}",
                            col.name, T(have), T(want), fix),
                col.name, T(have), T(want));
+          d.unsafe_retypes.push_back({l->name, have, want});  // a retype, refused: drift
           continue;
         }
         const bool here = in_place(have, want, *l);

@@ -230,3 +230,26 @@ TEST_CASE("a safe widening alters in place on PostgreSQL") {
   CHECK(p.drift.steps[0].action == schema::evolution_action::alter_column_types);
   CHECK(p.drift.steps[0].reason == "column 'amount' changed NUMERIC(10,2) -> NUMERIC(14,2)");
 }
+
+TEST_CASE("an inferred column that outgrew its type fails FLT-S005, counted as drift, naming the fix") {
+  auto d = *dialects::make_dialect("sqlite");
+  engine::table_settings s;
+  s.inferred = true;
+  const auto live = S({{"id", T("bigint")}, {"amount", T("bigint")}});
+  auto p = engine::plan_table(S({{"id", T("bigint")}, {"amount", T("text")}}), live,
+                              engine::target_state::present, *d, orders, s);
+  REQUIRE(p.error.has_value());
+  CHECK(p.error->code == "FLT-S005");
+  CHECK_THAT(p.error->reason, Catch::Contains("pin it with columns = { amount = \"text\" }"));
+  CHECK(p.error->column == "amount");
+  CHECK(p.error->expected == "bigint");
+  CHECK(p.error->actual == "text");
+  CHECK(p.drift.drifted());  // run JSON: tables_drifted counts it
+
+  // On auto_widen's path the fix names auto_widen too.
+  p = engine::plan_table(S({{"id", T("bigint")}, {"amount", T("decimal(20,0)")}}),
+                         S({{"id", T("bigint")}, {"amount", T("bool")}}),
+                         engine::target_state::present, *d, orders, s);
+  REQUIRE(p.error.has_value());
+  CHECK_THAT(p.error->reason, Catch::Contains("set auto_widen = true"));
+}
