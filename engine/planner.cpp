@@ -391,15 +391,13 @@ struct planner {
                                       "NULL is dropped so new rows can leave it empty",
                                       l.name)
                         : fmt::format("column '{}' became nullable in the source", l.name),
-           supports_in_place() ? fmt::format("dialect {}: in place", dialect.name())
-                               : fmt::format("dialect {}: rebuild and swap, rows kept",
-                                             dialect.name()),
+           dialect.supports_in_place_type_change()
+               ? fmt::format("dialect {}: in place", dialect.name())
+               : fmt::format("dialect {}: rebuild and swap, rows kept", dialect.name()),
            l.type, l.type});
     }
     return out;
   }
-
-  bool supports_in_place() const { return dialect.supports_in_place_type_change(); }
 
   void gate_rebuild() {
     const evolution_step* first = nullptr;
