@@ -326,11 +326,31 @@ std::string target_schema(const target_config& t, const source_config& s) {
   return std::move(*r);
 }
 
+std::string duckdb_database_name(std::string_view path) {
+  if (path.empty() || path == ":memory:")
+    return "memory";
+  if (auto slash = path.find_last_of('/'); slash != std::string_view::npos)
+    path.remove_prefix(slash + 1);
+  while (path.starts_with('.'))
+    path.remove_prefix(1);
+  std::string name{path.substr(0, path.find('.'))};
+  if (name == "main" || name == "system" || name == "temp")
+    name += "_db";
+  return name;
+}
+
 target_table_name target_table(const target_config& t, const source_config& s,
                                std::string_view catalog_name) {
   target_table_name out;
   out.catalog = t.database;
   const std::string schema = target_schema(t, s);
+  // A DuckDB schema named like a database ("wh" in wh.duckdb, "system", "temp") makes
+  // "schema"."table" ambiguous to DuckDB: such a table is named with its database too.
+  if (t.dialect == "duckdb" && out.catalog.empty()) {
+    std::string db = duckdb_database_name(t.path);
+    if (iequals(schema, db) || iequals(schema, "system") || iequals(schema, "temp"))
+      out.catalog = std::move(db);
+  }
   const std::string_view table = table_part(catalog_name);
   if (t.dialect == "sqlite") {
     out.name = schema.empty() ? std::string{table} : fmt::format("{}__{}", schema, table);

@@ -99,8 +99,14 @@ struct target_table_name {
   std::string name;
 };
 
+/// The name DuckDB gives the database in the file `path`: the file name up to its first
+/// '.' (leading dots skipped), with "_db" after its own names main, system and temp;
+/// "memory" for ":memory:".
+[[nodiscard]] std::string duckdb_database_name(std::string_view path);
+
 /// The target table of a catalog name: the table part of the name (after the first
 /// '.'), in the expanded schema; on sqlite (no schemas) "<schema>__<table>" in no schema.
+/// On duckdb, a schema named like a database gets that database as its catalog.
 [[nodiscard]] target_table_name target_table(const target_config& t, const source_config& s,
                                              std::string_view catalog_name);
 

@@ -285,6 +285,51 @@ TEST_CASE("hostile identifiers are quoted and cannot break out of SQL") {
   CHECK(rows[0] == std::vector<std::string>{"1", "it's", "ü"});
 }
 
+TEST_CASE("a DuckDB schema named like a database is qualified with the file's database") {
+  // DuckDB names the database after its file; "wh"."orders" is ambiguous in wh.duckdb
+  // when the schema is "wh" too, and so are the schemas "system" and "temp".
+  struct case_t {
+    std::string path, schema, database;
+  };
+  const auto c = GENERATE(case_t{"wh.duckdb", "wh", "wh"}, case_t{"wh.duckdb", "WH", "wh"},
+                          case_t{"wh.duckdb", "temp", "wh"}, case_t{"wh.duckdb", "system", "wh"},
+                          case_t{"dw.v2.duckdb", "dw", "dw"}, case_t{"main.duckdb", "main_db", "main_db"},
+                          case_t{"wh.duckdb", "other", "wh"});
+  CAPTURE(c.path, c.schema);
+  workdir w;
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  w.write("flotilla.toml", fmt::format(R"([project]
+name = "test"
+
+[targets.wh]
+dialect = "duckdb"
+path = "{}"
+schema = "{}"
+
+[sources.shop]
+adapter = "sqlite"
+path = "shop.db"
+)",
+                                       c.path, c.schema));
+  int rc = -1;
+  auto first = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  CHECK(first["status"] == "success");
+  sqlite_exec(w.file("shop.db"), "ALTER TABLE orders ADD COLUMN channel TEXT;"
+                                 "INSERT INTO orders (id, channel) VALUES (4, 'web');");
+  auto plan = run_flotilla(w, {"plan"});
+  CHECK(plan.exit_code == 0);
+  CHECK(plan.out.find("channel") != std::string::npos);
+  auto second = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  CHECK(action_for(second, "add_columns") != nullptr);
+  auto rows = duckdb_query(w.file(c.path),
+                           fmt::format("SELECT count(*), max(channel) FROM \"{}\".\"{}\".orders",
+                                       c.database, c.schema));
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0] == std::vector<std::string>{"4", "web"});
+}
+
 TEST_CASE("configuration errors are reported together and exit 2") {
   workdir w;
   w.write("flotilla.toml", R"([project]

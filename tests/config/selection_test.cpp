@@ -221,6 +221,33 @@ TEST_CASE("a schema template naming a missing tag is an error naming the placeho
   CHECK(template_placeholders("x{a}y{b}") == std::vector<std::string>{"a", "b"});
 }
 
+TEST_CASE("a DuckDB schema named like a database gets the file's database as catalog") {
+  CHECK(duckdb_database_name("/data/wh.duckdb") == "wh");
+  CHECK(duckdb_database_name("dw.v2.duckdb") == "dw");
+  CHECK(duckdb_database_name("/x.d/.hidden.duckdb") == "hidden");
+  CHECK(duckdb_database_name("noext") == "noext");
+  CHECK(duckdb_database_name("/srv/main.duckdb") == "main_db");
+  CHECK(duckdb_database_name("temp.db") == "temp_db");
+  CHECK(duckdb_database_name(":memory:") == "memory");
+  auto s = make_source("shop", {});
+  target_config t;
+  t.name = "wh";
+  t.dialect = "duckdb";
+  t.path = "/data/wh.duckdb";
+  for (const char* schema : {"wh", "Wh", "system", "TEMP"}) {
+    t.schema = schema;
+    CHECK(target_table(t, s, "orders").catalog == "wh");
+  }
+  t.schema = "{source}";
+  CHECK(target_table(t, s, "orders").catalog.empty());
+  t.schema = "wh";
+  t.database = "other";
+  CHECK(target_table(t, s, "orders").catalog == "other");
+  t.dialect = "postgres";
+  t.database.clear();
+  CHECK(target_table(t, s, "orders").catalog.empty());
+}
+
 TEST_CASE("target tables keep the table part in the schema, or prefix it on sqlite") {
   auto s = make_source("shop", {{"region", "us_west"}});
   target_config t;
