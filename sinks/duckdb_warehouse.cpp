@@ -678,7 +678,8 @@ class duckdb_warehouse final : public warehouse_base {
     if (opened == DuckDBError) {
       std::string msg = err ? err : "unknown error";
       duckdb_free(err);
-      throw error(fmt::format("cannot open DuckDB database '{}': {}", options.path, msg));
+      throw error(fmt::format("cannot open DuckDB database '{}': {}; check path in [targets.{}]",
+                              options.path, msg, options.name));
     }
     if (duckdb_connect(db_, &con_) == DuckDBError) {
       duckdb_close(&db_);

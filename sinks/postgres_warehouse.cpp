@@ -345,10 +345,18 @@ class postgres_warehouse final : public warehouse_base {
       throw error("a postgres target needs a dsn (postgresql://user@host:port/database)");
     conn_ = PQconnectdb(options.dsn.c_str());
     if (PQstatus(conn_) != CONNECTION_OK) {
-      const std::string msg = trimmed(PQerrorMessage(conn_));
+      // libpq's message spans lines ("...refused\n\tIs the server running...?"): one
+      // line, and where it tried (never the password), and what to check.
+      std::string msg = trimmed(PQerrorMessage(conn_));
+      for (std::size_t nl; (nl = msg.find('\n')) != std::string::npos;)
+        msg.replace(nl, msg.find_first_not_of(" \t", nl + 1) - nl, "; ");
+      auto part = [](const char* p) { return p && *p ? std::string_view{p} : "?"; };
+      const std::string where = fmt::format("host {}, port {}, database {}", part(PQhost(conn_)),
+                                            part(PQport(conn_)), part(PQdb(conn_)));
       PQfinish(conn_);
       conn_ = nullptr;
-      throw error(fmt::format("cannot connect to PostgreSQL: {}", msg));
+      throw error(fmt::format("cannot connect to PostgreSQL ({}): {}; check dsn in [targets.{}]",
+                              where, msg, options.name));
     }
     PQsetNoticeProcessor(conn_, ignore_notice, nullptr);
     // Timestamps with time zone read back as UTC instants (+00), like Flotilla writes them.

@@ -157,7 +157,8 @@ class sqlite_warehouse final : public warehouse_base {
       const std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
       sqlite3_close(db_);
       db_ = nullptr;
-      throw error(fmt::format("cannot open SQLite database '{}': {}", options.path, msg));
+      throw error(fmt::format("cannot open SQLite database '{}': {}; check path in [targets.{}]",
+                              options.path, msg, options.name));
     }
     sqlite3_busy_timeout(db_, busy_timeout_ms);
     try {
@@ -170,9 +171,12 @@ class sqlite_warehouse final : public warehouse_base {
       // references. (A full refresh renames nothing: dialect::replaces_in_place.)
       run("PRAGMA legacy_alter_table = ON");
       run("PRAGMA cache_size = -65536");  // 64 MiB: bulk loads touch many index pages
-    } catch (...) {
+    } catch (const std::exception& e) {
+      // The first statement is where a file that is not SQLite's shows: name the file.
+      const std::string msg = sqlite3_errmsg(db_);
       sqlite3_close(db_);
-      throw;
+      throw error(fmt::format("cannot open SQLite database '{}': {}; check path in [targets.{}]",
+                              options.path, msg, options.name));
     }
   }
 

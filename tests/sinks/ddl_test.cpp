@@ -1,6 +1,8 @@
 // DDL from the dialects executed against the engines, hostile identifiers, and the
 // registry of warehouse writers.
 
+#include <fstream>
+
 #include "tests/sinks/sink_fixture.hpp"
 
 using namespace flotilla;
@@ -197,6 +199,27 @@ TEST_CASE("an unreachable postgres target is refused with the server's reason") 
   warehouse_options o;
   o.name = "wh";
   o.dialect = "postgres";
-  o.dsn = "postgresql://nobody@127.0.0.1:1/none?connect_timeout=2";
-  CHECK_THROWS_WITH(open_warehouse(o), Catch::Contains("target 'wh': cannot connect"));
+  o.dsn = "postgresql://nobody:s3cret@127.0.0.1:1/none?connect_timeout=2";
+  // One line, naming where it tried and what to check, never the password.
+  CHECK_THROWS_WITH(open_warehouse(o),
+                    Catch::StartsWith("target 'wh': cannot connect to PostgreSQL (host 127.0.0.1, "
+                                      "port 1, database none): ") &&
+                        Catch::EndsWith("; check dsn in [targets.wh]") &&
+                        !Catch::Contains("\n") && !Catch::Contains("s3cret"));
+}
+
+TEST_CASE("a file target that is not its engine's database is refused naming the file") {
+  const std::string engine = GENERATE(std::string("duckdb"), std::string("sqlite"));
+  const auto dir = std::filesystem::temp_directory_path() / ("flotilla_sinks_" + unique_suffix());
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "wh.db").string();
+  std::ofstream(path) << std::string(4096, 'x');
+  warehouse_options o;
+  o.name = "wh";
+  o.dialect = engine;
+  o.path = path;
+  CHECK_THROWS_WITH(open_warehouse(o), Catch::Contains("cannot open") && Catch::Contains(path) &&
+                                           Catch::EndsWith("; check path in [targets.wh]"));
+  CHECK(std::filesystem::file_size(path) == 4096);  // left as it was
+  std::filesystem::remove_all(dir);
 }
