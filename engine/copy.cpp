@@ -175,7 +175,19 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
                           wh.dialect(), job.target, settings);
     const table_plan& plan = *out.plan;
     if (plan.error) {
-      // Decided before anything touched the target.
+      // Decided before anything touched the target. The drift gate still looks at the
+      // source's columns first (seed 004): its warning, or under fail its refusal, is
+      // about the same change, and `schema accept` needs what it observed.
+      if (job.gate) {
+        auto verdict = job.gate(staged_cols ? *staged_cols : job.table.columns, job.reuse.has_value());
+        out.gate_detail = std::move(verdict.detail);
+        if (!verdict.proceed) {
+          out.status = table_status::failed;
+          out.error_code = verdict.error_code;
+          out.error = verdict.error;
+          return out;
+        }
+      }
       out.status = table_status::failed;
       out.error_code = plan.error->code;
       out.error = fmt::format("{}: {}", job.table.qualified(), plan.error->reason);

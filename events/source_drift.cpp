@@ -182,8 +182,8 @@ drift_verdict evaluate_source_drift(const drift_input& in) {
   if (in.policy == config::drift_policy::warn) {
     v.decision = drift_decision::warn;
     v.warning = fmt::format(
-        "warning: source drift on {}: {}{}; the table was loaded. The warning repeats every run "
-        "until the change is accepted: flotilla schema accept {}",
+        "warning: source drift on {}: {}{}; warn does not hold the table back. The warning "
+        "repeats every run until the change is accepted: flotilla schema accept {}",
         v.dataset, what, since, shell_word(v.dataset));
     return v;
   }

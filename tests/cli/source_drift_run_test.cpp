@@ -271,6 +271,38 @@ TEST_CASE("CSV datasets: the inferred schema is the observed schema") {
                                           "table_name = 'leads'")[0][0] == "2");
 }
 
+TEST_CASE("CSV datasets: a column that outgrew its inferred type still goes through the gate") {
+  // The plan refuses the retype (FLT-S005); the gate sees it first: under fail it is the
+  // gate's refusal, under warn its warning, and either way `schema accept` can take it.
+  const std::string policy = GENERATE(std::string("warn"), std::string("fail"));
+  CAPTURE(policy);
+  workdir w;
+  std::filesystem::create_directories(w.path() / "files");
+  w.write("files/leads.csv", "id,score\n1,5\n2,7\n");
+  w.write("flotilla.toml",
+          fmt::format("[project]\non_source_drift = \"{}\"\n\n[targets.wh]\ndialect = \"duckdb\"\n"
+                      "path = \"wh.duckdb\"\nschema = \"raw\"\n\n[sources.crm]\nadapter = \"csv\"\n"
+                      "path = \"files\"\ntarget = \"wh\"\ninclude = [\"*\"]\n",
+                      policy));
+  REQUIRE(flotilla_json(w, {"run"})["status"] == "success");
+  w.write("files/leads.csv", "id,score\n1,5\n2,seven\n");
+  auto r = run_flotilla(w, {"run", "--output", "json"});
+  CHECK(r.exit_code == 1);
+  auto j = nlohmann::json::parse(r.out);
+  const auto& leads = *find_table(j, "raw.leads");
+  CHECK(leads["error_code"] == (policy == "fail" ? "FLT-D001" : "FLT-S005"));
+  CHECK(leads["source_drift"]["decision"] == policy);
+  CHECK(leads["source_drift"]["changes"][0]["column"] == "score");
+  CHECK(leads["source_drift"]["changes"][0]["kind"] == "retyped");
+  CHECK((r.err.find("warning: source drift on crm.leads") != std::string::npos) ==
+        (policy == "warn"));
+  auto accept = run_flotilla(w, {"schema", "accept", "crm.leads"});
+  CHECK(accept.exit_code == 0);
+  CHECK(accept.out.find("column 'score' retyped") != std::string::npos);
+  // Nothing reached the target: the live column keeps its type and rows.
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT sum(score) FROM raw.leads")[0][0] == "12");
+}
+
 TEST_CASE("a dataset with declared columns is skipped by the gate") {
   shop s("fail", "[sources.shop.tables.orders]\ncolumns = { id = \"bigint\", amount = \"bigint\" }\n");
   REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");

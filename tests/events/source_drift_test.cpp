@@ -162,8 +162,8 @@ TEST_CASE(
     CHECK(v.warning ==
           "warning: source drift on shop.orders: column 'amount' retyped BIGINT -> VARCHAR(20); "
           "column 'note' removed (was TEXT); column 'coupon' added TEXT (baseline from run "
-          "run-1); the table was loaded. The warning repeats every run until the change is "
-          "accepted: flotilla schema accept shop.orders");
+          "run-1); warn does not hold the table back. The warning repeats every run until the "
+          "change is accepted: flotilla schema accept shop.orders");
     CHECK(v.baseline_run_id == "run-1");
   }
 
