@@ -232,6 +232,9 @@ run_events_section publish_events(storage::state_store& store, const config::pro
   totals.tables_checked = summary.tables_checked;
   totals.tables_drifted = summary.tables_drifted;
   totals.duration_us = now_us() - started;
+  for (const auto& p : reports)
+    if (p.error)
+      totals.source_errors.emplace_back(p.source, *p.error);
   (void)log.emit(events::run_finished(totals));
   auto report = log.finish();
   section.log = report.log_path.string();

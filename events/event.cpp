@@ -191,6 +191,12 @@ pb::Event run_finished(const run_totals& t) {
   p->set_tables_checked(t.tables_checked);
   p->set_tables_drifted(t.tables_drifted);
   p->set_duration_us(t.duration_us);
+  p->set_sources_failed(t.source_errors.size());
+  for (const auto& [source, error] : t.source_errors) {
+    auto* f = p->add_source_errors();
+    f->set_source(source);
+    f->set_error(error);
+  }
   return e;
 }
 

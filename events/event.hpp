@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <utility>
 #include <vector>
 
 #include "proto/events.pb.h"
@@ -39,6 +40,8 @@ struct run_totals {
   std::uint64_t tables_checked = 0;
   std::uint64_t tables_drifted = 0;
   std::int64_t duration_us = 0;
+  /// Sources the run could not read at all: (source, error), in config order.
+  std::vector<std::pair<std::string, std::string>> source_errors{};
 };
 
 struct table_outcome {

@@ -330,6 +330,39 @@ path = "shop.db"
   CHECK(rows[0] == std::vector<std::string>{"4", "web"});
 }
 
+TEST_CASE("a source the run cannot read is in the run JSON's errors and in run_finished") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  write_config(w, "duckdb", "\n[sources.gone]\nadapter = \"sqlite\"\npath = \"gone.db\"\n"
+                           "tags = { region = \"eu\" }\n");
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  CHECK(run["status"] == "partial");
+  REQUIRE(run["errors"].size() == 1);
+  CHECK(run["errors"][0]["source"] == "gone");
+  const std::string error = run["errors"][0]["error"];
+  CHECK(error.find("gone.db") != std::string::npos);
+  // The event stream says the same: no table of `gone` has events, run_finished names it.
+  std::ifstream in(run["events"]["log"].get<std::string>());
+  nlohmann::json finished;
+  std::set<std::string> sources_with_events;
+  for (std::string line; std::getline(in, line);) {
+    auto e = nlohmann::json::parse(line);
+    if (e["type"] == "run_finished")
+      finished = e["run_finished"];
+    else if (!e["source"].get<std::string>().empty())
+      sources_with_events.insert(e["source"]);
+  }
+  CHECK(sources_with_events == std::set<std::string>{"shop"});
+  CHECK(finished["status"] == "partial");
+  CHECK(finished["tables_failed"] == 0);
+  CHECK(finished["sources_failed"] == 1);
+  REQUIRE(finished["source_errors"].size() == 1);
+  CHECK(finished["source_errors"][0]["source"] == "gone");
+  CHECK(finished["source_errors"][0]["error"] == error);
+}
+
 TEST_CASE("configuration errors are reported together and exit 2") {
   workdir w;
   w.write("flotilla.toml", R"([project]
