@@ -38,8 +38,9 @@
 #define FLOTILLA_PQ_FUNCTIONS(X, L)                                                        \
   X(L, PQclear) X(L, PQconnectdb) X(L, PQconnectdbParams) X(L, PQconsumeInput)            \
   X(L, PQerrorMessage) X(L, PQexec) X(L, PQexecParams) X(L, PQexecPrepared) X(L, PQfinish) \
-  X(L, PQflush) X(L, PQfreemem) X(L, PQgetCopyData) X(L, PQgetResult) X(L, PQgetisnull)   \
-  X(L, PQgetlength) X(L, PQgetvalue) X(L, PQnfields) X(L, PQntuples) X(L, PQprepare)      \
+  X(L, PQdb) X(L, PQflush) X(L, PQfreemem) X(L, PQgetCopyData) X(L, PQgetResult)         \
+  X(L, PQgetisnull) X(L, PQgetlength) X(L, PQgetvalue) X(L, PQhost) X(L, PQnfields)       \
+  X(L, PQntuples) X(L, PQport) X(L, PQprepare)                                            \
   X(L, PQputCopyData) X(L, PQputCopyEnd) X(L, PQresultErrorMessage) X(L, PQresultStatus)  \
   X(L, PQsetNoticeProcessor) X(L, PQsocket) X(L, PQstatus) X(L, PQtransactionStatus)
 

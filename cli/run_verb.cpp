@@ -202,8 +202,8 @@ run_events_section publish_events(storage::state_store& store, const config::pro
       if (o.plan && o.plan->error && o.plan->error->code == "FLT-S008")
         table_events.emplace_back(events::review_required(
             t.source, t.table,
-            {target, "schema_change", held_change(*o.plan), o.plan->error->reason, "", "",
-             false, ""}));
+            {target, "schema_change", held_change(*o.plan), o.plan->error->reason,
+             o.plan->error->proposed_ddl, "", false, ""}));
       else if (o.plan && o.plan->error)
         table_events.emplace_back(events::contract_violation(
             t.source, t.table,

@@ -513,6 +513,17 @@ table_plan plan_table(const schema::table_schema& source,
   p.drift_checked = true;
   pl.live_after = live;
   pl.evolve(*live);
+  if (p.error && p.error->code == "FLT-S008") {
+    // The change held for review: the statements it would run, as planned without the gate.
+    auto open = settings;
+    open.governance_gate = false;
+    const table_plan ungated = plan_table(source, live, state, dialect, target, open);
+    for (const auto& s : ungated.drift.steps)
+      if (s.column == p.error->column && !s.sql.empty()) {
+        p.error->proposed_ddl = s.sql;
+        break;
+      }
+  }
   if (p.error || p.shape_action == "recreate")
     return p;
   if (incremental && settings.has_watermark)

@@ -74,6 +74,8 @@ struct plan_error {
   std::string column = {};    ///< the column at fault, where there is one
   std::string expected = {};  ///< its declared or table type; empty for a new column
   std::string actual = {};    ///< the type the source has; empty for a missing column
+  /// FLT-S008: the statements the held change would run, for its review.
+  std::string proposed_ddl = {};
 };
 
 struct table_plan {

@@ -2,6 +2,8 @@
 // PostgreSQL targets, through `flotilla plan` and `flotilla run`.
 #include <catch2/catch.hpp>
 
+#include <fstream>
+
 #include <fmt/core.h>
 
 #include "tests/cli/harness.hpp"
@@ -261,4 +263,17 @@ TEST_CASE("seed 001: the governance gate lets granted additive changes through a
   CHECK(f.column_type("orders", "status") == "VARCHAR");  // refused before touching the target
   CHECK((*find_table(run, "raw.customers"))["status"] == "copied");
   CHECK(f.query("SELECT count(*) FROM information_schema.columns WHERE column_name = 'email'")[0][0] == "1");
+  // The held change's review_required event proposes the statements it would run.
+  std::ifstream in(run["events"]["log"].get<std::string>());
+  std::vector<nlohmann::json> reviews;
+  for (std::string line; std::getline(in, line);)
+    if (auto e = nlohmann::json::parse(line); e["type"] == "review_required")
+      reviews.push_back(e);
+  REQUIRE(reviews.size() == 1);
+  CHECK(reviews[0]["table"] == "orders");
+  const auto& r = reviews[0]["review_required"];
+  CHECK(r["target"] == "raw.orders");
+  const std::string ddl = r["proposed_ddl"];
+  CHECK(ddl.find("CREATE TABLE") != std::string::npos);
+  CHECK(ddl.find("\"status\" INTEGER") != std::string::npos);
 }

@@ -253,3 +253,25 @@ TEST_CASE("an inferred column that outgrew its type fails FLT-S005, counted as d
   REQUIRE(p.error.has_value());
   CHECK_THAT(p.error->reason, Catch::Contains("set auto_widen = true"));
 }
+
+TEST_CASE("a change the governance gate holds carries the statements it would run") {
+  auto d = *dialects::make_dialect("postgres");
+  const auto live = S({{"id", T("int")}, {"amount", T("int")}});
+  engine::table_settings st;
+  st.governance_gate = true;
+  // Not granted: the new column is held, with its ADD COLUMN proposed.
+  auto added = S({{"id", T("int")}, {"amount", T("int")}, {"note", T("text")}});
+  auto p = engine::plan_table(added, live, engine::target_state::present, *d, orders, st);
+  REQUIRE(p.error);
+  CHECK(p.error->code == "FLT-S008");
+  CHECK(p.error->proposed_ddl == d->add_column(orders, {"note", T("text")}));
+  CHECK(p.ddl.empty());
+  // A widening, granted additive changes or not: its ALTER is proposed.
+  st.additive_granted = true;
+  auto wider = S({{"id", T("int")}, {"amount", T("bigint")}});
+  p = engine::plan_table(wider, live, engine::target_state::present, *d, orders, st);
+  REQUIRE(p.error);
+  CHECK(p.error->code == "FLT-S008");
+  CHECK(p.error->column == "amount");
+  CHECK_THAT(p.error->proposed_ddl, Catch::Contains("ALTER TABLE") && Catch::Contains("BIGINT"));
+}
