@@ -1,6 +1,8 @@
 #include "cdc/ddl_changes.hpp"
 
+#include <cctype>
 #include <optional>
+#include <regex>
 
 #include "sources/type_mapping.hpp"
 
@@ -21,6 +23,21 @@ captured_column to_column(const source_column& c) {
     out.default_value = c.missing_value;
   }
   return out;
+}
+
+/// "ATTACH PARTITION p3" when the statement text attaches or detaches a partition. The
+/// capture logs the whole query string, which may hold other statements: only a change
+/// that altered no column is taken for it.
+std::string partition_clause(const std::string& ddl) {
+  static const std::regex clause(R"((ATTACH|DETACH)\s+PARTITION\s+("(?:[^"]|"")+"|[^\s;(]+))",
+                                 std::regex::icase);
+  std::smatch m;
+  if (!std::regex_search(ddl, m, clause))
+    return {};
+  std::string verb = m[1].str();
+  for (auto& ch : verb)
+    ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return verb + " PARTITION " + m[2].str();
 }
 
 }  // namespace
@@ -73,6 +90,9 @@ std::vector<source_change> to_source_changes(const std::string& table,
       }
     }
   }
+  if (out.empty())
+    if (auto clause = partition_clause(event.ddl); !clause.empty())
+      add(partition_change{std::move(clause)});
   return out;
 }
 

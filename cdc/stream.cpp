@@ -910,6 +910,7 @@ class source_stream {
       start_at = setup();
     } else {
       start_at = parse_lsn((*saved)->position()).value_or(0);
+      publish_via_root();
       load_positions();
       load_holds();
     }
@@ -1045,6 +1046,21 @@ class source_stream {
         src_.name, text(3), text(2)));
   }
 
+  /// A partitioned table's changes happen in its partitions: published under the
+  /// partitioned table they match the table captured (and the target's); under their own
+  /// names they would be dropped as another table's. A publication of an earlier version
+  /// gets the setting on its first restart.
+  void publish_via_root() const {
+    if (source_
+            ->query(fmt::format("SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = {} "
+                                "AND NOT pubviaroot",
+                                pg_literal(publication_)))
+            .empty())
+      return;
+    source_->exec(fmt::format("ALTER PUBLICATION {} SET (publish_via_partition_root = true)",
+                              pg_ident(publication_)));
+  }
+
   /// A new slot, its snapshot copied into every table's target, and the positions saved.
   lsn_t setup() {
     ensure_ddl_capture();
@@ -1061,6 +1077,7 @@ class source_stream {
     source_->exec(fmt::format(fmt::runtime(pub.empty() ? "CREATE PUBLICATION {} FOR TABLE {}"
                                                        : "ALTER PUBLICATION {} SET TABLE {}"),
                               pg_ident(publication_), list));
+    publish_via_root();
     source_->exec(fmt::format(
         "SELECT pg_catalog.pg_drop_replication_slot(slot_name) FROM "
         "pg_catalog.pg_replication_slots WHERE slot_name = {}",

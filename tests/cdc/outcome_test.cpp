@@ -379,6 +379,41 @@ TEST_CASE("several changes in one ALTER TABLE meet the target as it was before t
   CHECK(as_stopped(decide_ddl("shop", "public.t", before, e, lsn, t)).code == code_target_shape);
 }
 
+TEST_CASE("ATTACH or DETACH PARTITION on a captured table stops the stream; other DDL does not") {
+  source_column id;
+  id.name = "id";
+  id.attnum = 1;
+  id.type = "bigint";
+  id.not_null = id.key = true;
+  ddl_event e;
+  e.command_tag = "ALTER TABLE";
+  e.object_type = "table";
+  e.schema = "public";
+  e.table = "m";
+  e.columns = {id};
+  const auto t = target(pg);
+  const auto stop_of = [&](std::string ddl) {
+    e.ddl = std::move(ddl);
+    return decide_ddl("shop", "public.m", {id}, e, lsn, t);
+  };
+  const auto& a = as_stopped(stop_of(
+      "create table p3 (like m); alter table m attach   partition \"P 3\"\"x\" for values in (3)"));
+  CHECK(a.code == code_partition);
+  CHECK_THAT(a.message, Catch::Contains("(ATTACH PARTITION \"P 3\"\"x\")"));
+  CHECK(as_stopped(stop_of("ALTER TABLE m DETACH PARTITION m_1 CONCURRENTLY")).code ==
+        code_partition);
+  // Nothing about partitions: a change with nothing to apply.
+  CHECK(as_applied(stop_of("ALTER TABLE m SET (fillfactor = 70)")).statements.empty());
+  // A column change in a query string that attaches elsewhere is that column change.
+  source_column c;
+  c.name = "c";
+  c.attnum = 2;
+  c.type = "integer";
+  e.columns = {id, c};
+  CHECK(as_applied(stop_of("ALTER TABLE m ADD COLUMN c int; ALTER TABLE o ATTACH PARTITION o1 "
+                           "DEFAULT")).statements.size() == 1);
+}
+
 // ---- held for review -----------------------------------------------------------------------
 
 TEST_CASE("DROP COLUMN of a key column is held: drop with a comment that the key must be recreated first") {

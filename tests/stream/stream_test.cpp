@@ -547,6 +547,53 @@ TEST_CASE("a restart stops again at a captured table's DROP; --reload gets past 
   CHECK(p.stop() == 0);
 }
 
+TEST_CASE("a partitioned table streams its partitions' changes; ATTACH/DETACH stops the stream",
+          "[stream]") {
+  fixture f;
+  pg_exec(f.source(),
+          "CREATE TABLE measures (id bigint, day int, note text, PRIMARY KEY (id, day)) "
+          "PARTITION BY RANGE (day);"
+          "CREATE TABLE measures_1 PARTITION OF measures FOR VALUES FROM (0) TO (10);"
+          "INSERT INTO measures VALUES (1, 1, 'a')");
+  const std::string digest_sql =
+      "SELECT count(*)::text || ':' || md5(string_agg(id || '|' || day || '|' || "
+      "coalesce(note, '~'), ',' ORDER BY id, day)) FROM ";
+  const auto same = [&] {
+    auto a = pg_try_rows(f.source(), digest_sql + "public.measures");
+    auto b = pg_try_rows(f.target(), digest_sql + "st_shop.measures");
+    return a && b && !a->empty() && !b->empty() && (*a)[0][0] == (*b)[0][0];
+  };
+  const std::string verb = GENERATE(std::string("ATTACH"), std::string("DETACH"));
+  CAPTURE(verb);
+  {
+    stream_process p(f);
+    REQUIRE(eventually([&] { return count(f.target(), "st_shop.measures") == "1"; }));
+    // Rows change in the partitions, created before the stream or after it started.
+    pg_exec(f.source(), "INSERT INTO measures VALUES (2, 2, 'b'); "
+                        "UPDATE measures SET note = 'a2' WHERE id = 1;"
+                        "CREATE TABLE measures_2 PARTITION OF measures FOR VALUES FROM (10) TO (20);"
+                        "INSERT INTO measures VALUES (3, 11, 'c'); DELETE FROM measures WHERE id = 2");
+    CHECK(eventually(same));
+    // A partition's rows join or leave without a change logged for any of them.
+    pg_exec(f.source(), verb == "ATTACH"
+                            ? "CREATE TABLE loose (LIKE measures INCLUDING ALL);"
+                              "INSERT INTO loose VALUES (4, 25, 'd');"
+                              "ALTER TABLE measures ATTACH PARTITION loose FOR VALUES FROM (20) TO (30)"
+                            : "ALTER TABLE measures DETACH PARTITION measures_2");
+    pg_exec(f.source(), "INSERT INTO measures VALUES (5, 5, 'after')");
+    CHECK(p.wait(30s) == 1);
+    CHECK(p.err().find("FLT-H006") != std::string::npos);
+    CHECK(p.err().find(verb + " PARTITION") != std::string::npos);
+    CHECK(count(f.target(), "st_shop.measures") == "2");  // nothing after it was applied
+  }
+  stream_process again(f);  // a restart cannot get past it
+  CHECK(again.wait(30s) == 1);
+  CHECK(again.err().find("FLT-H006") != std::string::npos);
+  stream_process reload(f, {"--reload"});
+  CHECK(eventually(same));
+  CHECK(reload.stop() == 0);
+}
+
 TEST_CASE("a target table altered by hand stops the stream at the next change", "[stream]") {
   fixture f;
   make_orders(f, "orders", 2);
