@@ -1000,6 +1000,33 @@ class source_stream {
     for (std::size_t i = 0; i < tables_.size(); ++i)
       if (tables_[i].relid != 0)
         by_relid_[tables_[i].relid] = i;
+    refuse_generated_columns();
+  }
+
+  /// PostgreSQL 15's logical replication leaves generated columns out of every row it
+  /// sends: streamed, such a column would turn NULL on the target at each insert and
+  /// update. The stream refuses to start rather than lose their values.
+  void refuse_generated_columns() const {
+    std::string relids;
+    for (const auto& t : tables_)
+      if (t.relid != 0)
+        relids += (relids.empty() ? "" : ", ") + std::to_string(t.relid);
+    if (relids.empty())
+      return;
+    auto rows = source_->query(fmt::format(
+        "SELECT n.nspname || '.' || c.relname, a.attname FROM pg_catalog.pg_attribute a "
+        "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid JOIN pg_catalog.pg_namespace n ON "
+        "n.oid = c.relnamespace WHERE a.attrelid IN ({}) AND a.attnum > 0 AND NOT "
+        "a.attisdropped AND a.attgenerated <> '' ORDER BY 1, a.attnum LIMIT 1",
+        relids));
+    if (rows.empty())
+      return;
+    throw std::runtime_error(fmt::format(
+        "source '{}': table '{}' has the generated column '{}', which PostgreSQL's logical "
+        "replication does not send (before PostgreSQL 18): streamed, it would turn NULL on "
+        "the target. Leave the table out of the stream (exclude = [\"{}\"] in "
+        "[sources.{}]), or make the column a plain one",
+        src_.name, *rows[0][0], *rows[0][1], *rows[0][0], src_.name));
   }
 
 
