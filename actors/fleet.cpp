@@ -99,6 +99,23 @@ caf::behavior dispatcher(caf::stateful_actor<dispatcher_state<Task>>* self,
   };
 }
 
+/// Stands in for a source that cannot be opened while a retry loads a table's staged
+/// data, which never reads the source.
+class unavailable_source final : public sources::source {
+ public:
+  unavailable_source(std::string adapter, std::string reason)
+      : adapter_(std::move(adapter)), reason_(std::move(reason)) {}
+  [[nodiscard]] std::string_view adapter() const override { return adapter_; }
+  [[nodiscard]] sources::catalog read_catalog() override { throw sources::source_error(reason_); }
+  sources::read_result read(const sources::read_request&, const sources::batch_consumer&) override {
+    throw sources::source_error(reason_);
+  }
+
+ private:
+  std::string adapter_;
+  std::string reason_;
+};
+
 // ---- detached I/O actors ----------------------------------------------------------
 caf::behavior catalog_reader(caf::event_based_actor* self, bool trace) {
   return {
@@ -109,20 +126,31 @@ caf::behavior catalog_reader(caf::event_based_actor* self, bool trace) {
         catalog_reply reply;
         try {
           const pipeline_spec& p = *task.pipeline;
-          auto src = sources::open_source(p.source);
-          if (p.kept_catalog) {
-            // An unchanged whole-source marker: the catalog read at it still holds.
-            if (auto marker = src->file_marker())
-              if (auto kept = p.kept_catalog(*marker, src->catalog_version()))
-                reply.catalog = std::make_shared<sources::catalog>(std::move(*kept));
-          }
-          if (trace)
-            fmt::print(stderr, "catalog {}: {}\n", p.source.name,
-                       reply.catalog ? "kept (source marker unchanged)" : "read from the source");
-          if (!reply.catalog) {
-            reply.catalog = std::make_shared<sources::catalog>(src->read_catalog());
-            if (p.keep_catalog && reply.catalog->file_marker)
-              p.keep_catalog(*reply.catalog, src->catalog_version());
+          try {
+            auto src = sources::open_source(p.source);
+            if (p.kept_catalog) {
+              // An unchanged whole-source marker: the catalog read at it still holds.
+              if (auto marker = src->file_marker())
+                if (auto kept = p.kept_catalog(*marker, src->catalog_version()))
+                  reply.catalog = std::make_shared<sources::catalog>(std::move(*kept));
+            }
+            if (trace)
+              fmt::print(stderr, "catalog {}: {}\n", p.source.name,
+                         reply.catalog ? "kept (source marker unchanged)" : "read from the source");
+            if (!reply.catalog) {
+              reply.catalog = std::make_shared<sources::catalog>(src->read_catalog());
+              if (p.keep_catalog && reply.catalog->file_marker)
+                p.keep_catalog(*reply.catalog, src->catalog_version());
+            }
+          } catch (const std::exception&) {
+            // A retry whose tables all have staged data loads them without the source.
+            auto staged = p.staged_catalog ? p.staged_catalog() : std::nullopt;
+            if (!staged)
+              throw;
+            if (trace)
+              fmt::print(stderr, "catalog {}: from the staged data (source unavailable)\n",
+                         p.source.name);
+            reply.catalog = std::make_shared<sources::catalog>(std::move(*staged));
           }
           reply.tables = std::make_shared<std::vector<table_spec>>(p.select(*reply.catalog));
         } catch (const std::exception& e) {
@@ -240,10 +268,18 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
               if (shared_held.owns_lock())
                 shared_held.unlock();  // the copy holds it where it uses the target
               auto& src = st.sources[t.job.source_name];
+              std::unique_ptr<sources::source> stand_in;
               if (!src) {
                 for (const auto& p : spec->pipelines)
-                  if (p.source.name == t.job.source_name)
-                    src = sources::open_source(p.source);
+                  if (p.source.name == t.job.source_name) {
+                    try {
+                      src = sources::open_source(p.source);
+                    } catch (const std::exception& e) {
+                      if (!t.job.reuse)
+                        throw;
+                      stand_in = std::make_unique<unavailable_source>(p.source.adapter, e.what());
+                    }
+                  }
               }
               engine::table_job job = t.job;
               job.target_tables = target_tables;
@@ -251,7 +287,7 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
               job.cancel = spec->cancel;
               if (spec->progress_counters)
                 job.rows_progress = &spec->progress_counters->rows;
-              report->outcome = engine::copy_table(*src, *st.warehouse, job);
+              report->outcome = engine::copy_table(src ? *src : *stand_in, *st.warehouse, job);
               if (report->outcome.status == engine::table_status::copied && spec->on_committed)
                 spec->on_committed(t, *report);
               else if (report->outcome.status == engine::table_status::failed && spec->on_failed)

@@ -51,6 +51,11 @@ struct pipeline_spec {
   std::function<std::optional<sources::catalog>(const std::string& marker, std::string_view version)>
       kept_catalog;
   std::function<void(const sources::catalog&, std::string_view version)> keep_catalog;
+  /// Retry: when the source cannot be opened or its catalog read, the catalog of the
+  /// tables to retry, each with the columns of its staged data, if every one of them has
+  /// staged data to load (nullopt otherwise: the source is needed). Their loads never
+  /// read the source. Empty: the source is always needed.
+  std::function<std::optional<sources::catalog>()> staged_catalog;
 };
 
 struct target_spec {

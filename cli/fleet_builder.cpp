@@ -21,6 +21,7 @@
 #include "config/errc.hpp"
 #include "config/load.hpp"
 #include "config/policy.hpp"
+#include "engine/staging.hpp"
 #include "events/source_drift.hpp"
 #include "storage/state_store.hpp"
 
@@ -153,6 +154,48 @@ engine::drift_gate make_drift_gate(storage::state_store* store, config::drift_po
     r.detail = std::shared_ptr<const events::drift_verdict>(verdict);
     return r;
   };
+}
+
+/// Retry without the source: the tables of `src` the retry covers (`only`), each with its
+/// staged data's columns, when every one of them has staged data for `target` to load.
+std::optional<sources::catalog> staged_catalog(const storage::state_store& store,
+                                               const config::source_config& src,
+                                               const config::target_config& target,
+                                               const std::set<std::string>& only) {
+  const std::string prefix = src.name + ".";
+  auto entries = store.list<storage::pb::StagedEntry>(prefix);
+  if (!entries)
+    return std::nullopt;
+  std::set<std::string> wanted;  // keys named one by one; "<source>.*" takes every entry
+  for (const auto& key : only)
+    if (key.starts_with(prefix) && key != prefix + "*")
+      wanted.insert(key);
+  const bool every = only.empty() || only.contains(prefix + "*");
+  const bool has_schemas = src.adapter == config::adapter_kind::postgres ||
+                           src.adapter == config::adapter_kind::duckdb;
+  sources::catalog out;
+  try {
+    for (const auto& e : *entries) {
+      if (!every && !wanted.contains(e.key))
+        continue;
+      if (e.record.target() != target.name || !std::filesystem::exists(e.record.location()))
+        return std::nullopt;
+      wanted.erase(e.key);
+      const std::string name = e.key.substr(prefix.size());
+      auto& t = out.tables.emplace_back();
+      const auto dot = has_schemas ? name.find('.') : std::string::npos;
+      t.schema = dot == std::string::npos ? "" : name.substr(0, dot);
+      t.name = dot == std::string::npos ? name : name.substr(dot + 1);
+      t.columns = engine::staged_columns(e.record.location());
+      t.inferred = src.adapter == config::adapter_kind::csv ||
+                   src.adapter == config::adapter_kind::json;
+    }
+  } catch (const std::exception&) {
+    return std::nullopt;  // unreadable staged data: the source is needed
+  }
+  if (!wanted.empty() || out.tables.empty())
+    return std::nullopt;
+  return out;
 }
 
 /// Whether `holds` is true of the policy of some table of `src`: its tables without a
@@ -408,6 +451,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
             return std::nullopt;  // a cache: an unreadable record only costs the read
           return kept_catalog(*record, source, version, marker);
         };
+      if (reuse_staged)
+        ps.staged_catalog = [store, src, target, only] { return staged_catalog(*store, *src, *target, only); };
       ps.keep_catalog = [store, source, run_id](const sources::catalog& cat, std::string_view version) {
         // A failed write only costs the next run a catalog read.
         if (auto record = catalog_record(cat, source, version, run_id, now_us()))

@@ -195,6 +195,35 @@ TEST_CASE("fail -> schema accept -> retry loads the staged data without extracti
   CHECK(s.target("SELECT count(*) FROM raw.orders")[0][0] == "4");
 }
 
+TEST_CASE("retry loads staged data while the source is unavailable; other failures need it") {
+  shop s("fail");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
+  s.source("ALTER TABLE orders ADD COLUMN note TEXT; INSERT INTO orders VALUES (3, 30, 'x')");
+  int code = 0;
+  REQUIRE((*find_table(flotilla_json(s.w, {"run"}, &code), "raw.orders"))["error_code"] ==
+          "FLT-D001");
+  REQUIRE(run_flotilla(s.w, {"schema", "accept", "shop.orders"}).exit_code == 0);
+  std::filesystem::rename(s.w.file("shop.db"), s.w.file("shop.db.away"));
+  auto retry = flotilla_json(s.w, {"retry"}, &code);
+  CHECK(code == 0);
+  CHECK(retry["errors"].empty());
+  REQUIRE(retry["tables"].size() == 1);
+  CHECK(retry["tables"][0]["status"] == "copied");
+  CHECK(retry["tables"][0]["reused_staged"] == true);
+  CHECK(s.target("SELECT count(*), max(note) FROM raw.orders")[0] ==
+        std::vector<std::string>{"3", "x"});
+  // A run (nothing staged) still needs the source, and says so.
+  auto run = flotilla_json(s.w, {"run"}, &code);
+  CHECK(code == 1);
+  REQUIRE(run["errors"].size() == 1);
+  CHECK(run["errors"][0]["error"].get<std::string>().find("shop.db") != std::string::npos);
+  // Its retry has no staged data either: the source's error again, nothing loaded.
+  auto again = flotilla_json(s.w, {"retry"}, &code);
+  CHECK(code == 1);
+  CHECK(again["errors"].size() == 1);
+  CHECK(again["tables"].empty());
+}
+
 TEST_CASE("seed 004 edge case: a warn retry reusing staged data leaves accept nothing to read") {
   shop s("fail");
   REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
