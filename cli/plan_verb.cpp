@@ -94,7 +94,8 @@ int do_plan(const global_options& g, const plan_args& a) {
         const auto* tgt = src ? project->target_of(*src) : nullptr;
         const dialects::dialect* dialect = dialect_named(tgt ? tgt->dialect : "duckdb");
         for (const auto& s : pl.drift.steps)
-          actions.push_back({{"action", schema::to_string(s.action)},
+          actions.push_back({{"action", schema::seed_action(s.action)},
+                             {"step", schema::to_string(s.action)},
                              {"column", s.column},
                              {"reason", s.reason},
                              {"decided_by", s.decided_by},

@@ -221,9 +221,10 @@ std::string run_json_text(const std::string& run_id,
   w.key("actions_taken").begin_array();
   for_each_action(reports, [&](const actors::table_report& t, const schema::evolution_step& s) {
     w.begin_object();
-    w.key("action").string(schema::to_string(s.action));
+    w.key("action").string(schema::seed_action(s.action));
     w.key("column").string(s.column);
     w.key("reason").string(s.reason);
+    w.key("step").string(schema::to_string(s.action));
     w.key("table").string(display_name(t.target));
     w.end_object();
   });

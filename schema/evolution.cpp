@@ -16,6 +16,20 @@ std::string_view to_string(evolution_action a) {
   return "unknown";
 }
 
+std::string_view seed_action(evolution_action a) {
+  switch (a) {
+    case evolution_action::add_columns:
+    case evolution_action::drop_and_recreate:
+      return to_string(a);
+    case evolution_action::alter_column_types:
+    case evolution_action::widen:
+    case evolution_action::rebuild:
+    case evolution_action::drop_not_null:
+      return to_string(evolution_action::alter_column_types);
+  }
+  return "unknown";
+}
+
 drift_result evaluate_drift(const table_schema& source, const table_schema& target,
                             const type_rules& rules) {
   drift_result r;

@@ -46,6 +46,10 @@ enum class evolution_action {
 };
 
 [[nodiscard]] std::string_view to_string(evolution_action a);
+/// The action as seed 001 and the run JSON's `drift.actions_taken[].action` name it, one
+/// of three: add_columns; alter_column_types for every change that keeps the rows (widen,
+/// rebuild, drop_not_null too); drop_and_recreate. to_string() gives the precise step.
+[[nodiscard]] std::string_view seed_action(evolution_action a);
 
 struct evolution_step {
   evolution_action action;

@@ -95,3 +95,12 @@ TEST_CASE("types compare case-insensitively by name") {
   auto r = evaluate_drift(make({{"ID", T("INT")}}), make({{"id", T("int")}}), upward_integers{});
   CHECK(r.empty());
 }
+
+TEST_CASE("the run JSON names every step by one of seed 001's three actions") {
+  CHECK(seed_action(evolution_action::add_columns) == "add_columns");
+  CHECK(seed_action(evolution_action::drop_and_recreate) == "drop_and_recreate");
+  for (auto a : {evolution_action::alter_column_types, evolution_action::widen,
+                 evolution_action::rebuild, evolution_action::drop_not_null})
+    CHECK(seed_action(a) == "alter_column_types");
+  CHECK(to_string(evolution_action::rebuild) == "rebuild");
+}
