@@ -351,7 +351,11 @@ target_table_name target_table(const target_config& t, const source_config& s,
     if (iequals(schema, db) || iequals(schema, "system") || iequals(schema, "temp"))
       out.catalog = std::move(db);
   }
-  const std::string_view table = table_part(catalog_name);
+  // SQLite, CSV and JSON sources have no schemas: their catalog names are bare, and a
+  // dot in one ("a.b") is part of the table's name, not a schema's end.
+  const bool bare = s.adapter == adapter_kind::sqlite || s.adapter == adapter_kind::csv ||
+                    s.adapter == adapter_kind::json;
+  const std::string_view table = bare ? catalog_name : table_part(catalog_name);
   if (t.dialect == "sqlite") {
     out.name = schema.empty() ? std::string{table} : fmt::format("{}__{}", schema, table);
   } else {

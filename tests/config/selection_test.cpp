@@ -250,6 +250,7 @@ TEST_CASE("a DuckDB schema named like a database gets the file's database as cat
 
 TEST_CASE("target tables keep the table part in the schema, or prefix it on sqlite") {
   auto s = make_source("shop", {{"region", "us_west"}});
+  s.adapter = adapter_kind::postgres;
   target_config t;
   t.name = "wh";
   t.dialect = "duckdb";
@@ -266,4 +267,19 @@ TEST_CASE("target tables keep the table part in the schema, or prefix it on sqli
   CHECK(n.name == "staging__us_west__shop__orders");
   t.schema = "";
   CHECK(target_table(t, s, "orders").name == "orders");
+}
+
+TEST_CASE("a dot in a bare source name is part of the table's name") {
+  // SQLite, CSV and JSON tables have no schema: "a.b" is one table, not b in schema a.
+  auto s = make_source("shop", {});
+  target_config t;
+  t.name = "wh";
+  t.dialect = "sqlite";
+  t.schema = "s";
+  CHECK(target_table(t, s, "a.b").name == "s__a.b");
+  CHECK(target_table(t, s, "b").name == "s__b");
+  t.dialect = "postgres";
+  CHECK(target_table(t, s, "a.b").name == "a.b");
+  s.adapter = adapter_kind::postgres;
+  CHECK(target_table(t, s, "a.b").name == "b");
 }
