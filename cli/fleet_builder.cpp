@@ -189,6 +189,8 @@ std::optional<sources::catalog> staged_catalog(const storage::state_store& store
       t.columns = engine::staged_columns(e.record.location());
       t.inferred = src.adapter == config::adapter_kind::csv ||
                    src.adapter == config::adapter_kind::json;
+      if (!e.record.marker().empty())
+        t.marker = e.record.marker();
     }
   } catch (const std::exception&) {
     return std::nullopt;  // unreadable staged data: the source is needed
@@ -417,6 +419,12 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                 in.watermark = state->staged->watermark_value();
               ts.job.reuse = in;
               ts.prune = false;
+              // The load brings the target to the source as staged, not as it is now: the
+              // marker recorded with it is the staged data's, so a later change is copied.
+              if (state->staged->marker().empty())
+                ts.job.table.marker.reset();
+              else
+                ts.job.table.marker = state->staged->marker();
             }
           }
           // Under warn the warning repeats every run until accepted: a table whose last

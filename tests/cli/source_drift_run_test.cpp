@@ -224,6 +224,24 @@ TEST_CASE("retry loads staged data while the source is unavailable; other failur
   CHECK(again["tables"].empty());
 }
 
+TEST_CASE("with prune_unchanged, rows added after the staged run arrive with the run after a retry") {
+  shop s("fail", "prune_unchanged = true\n");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
+  s.source("ALTER TABLE orders ADD COLUMN note TEXT; INSERT INTO orders VALUES (3, 30, 'x')");
+  int code = 0;
+  REQUIRE((*find_table(flotilla_json(s.w, {"run"}, &code), "raw.orders"))["error_code"] ==
+          "FLT-D001");
+  s.source("INSERT INTO orders VALUES (4, 40, 'y')");  // after the data was staged
+  REQUIRE(run_flotilla(s.w, {"schema", "accept", "shop.orders"}).exit_code == 0);
+  REQUIRE(flotilla_json(s.w, {"retry"})["status"] == "success");
+  CHECK(s.target("SELECT count(*) FROM raw.orders")[0][0] == "3");  // as staged
+  auto next = flotilla_json(s.w, {"run"});
+  CHECK((*find_table(next, "raw.orders"))["status"] == "copied");
+  CHECK(s.target("SELECT count(*) FROM raw.orders")[0][0] == "4");
+  auto after = flotilla_json(s.w, {"run"});  // and then it is pruned as usual
+  CHECK((*find_table(after, "raw.orders"))["status"] == "pruned");
+}
+
 TEST_CASE("seed 004 edge case: a warn retry reusing staged data leaves accept nothing to read") {
   shop s("fail");
   REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
