@@ -227,6 +227,18 @@ struct planner {
         continue;
       }
       if (settings.inferred) {
+        // Seed 000: an inferred column does not change type on its own, and the live
+        // table is the truth. Values the live column holds as they are (a text column
+        // whose values now all look like numbers; whole numbers in a double column) load
+        // in its type.
+        const bool holds = schema::can_read_as(want, have) ||
+                           (schema::is_integer(want.kind) && have.kind == schema::type_kind::float64);
+        if (holds) {
+          for (auto& c : p.load_columns.columns)
+            if (schema::same_name(c.name, col.name, rule))
+              c.type = l->type;
+          continue;
+        }
         if (!settings.auto_widen || !schema::auto_widen_step(have, want)) {
           const std::string fix =
               schema::auto_widen_step(have, want)

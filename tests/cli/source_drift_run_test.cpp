@@ -350,6 +350,42 @@ TEST_CASE("CSV datasets: a column that outgrew its inferred type still goes thro
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT sum(score) FROM raw.leads")[0][0] == "12");
 }
 
+TEST_CASE("CSV datasets: values the live column still holds load in its type") {
+  // A header-only first file makes every column text; later values that look like
+  // numbers load as text. Whole numbers in a double column load as doubles.
+  const std::string target = GENERATE(std::string("duckdb"), std::string("sqlite"));
+  CAPTURE(target);
+  workdir w;
+  std::filesystem::create_directories(w.path() / "files");
+  w.write("files/leads.csv", "id,code,score\n1,a,0.5\n");
+  w.write("files/empty.csv", "id,note\n");
+  w.write("flotilla.toml",
+          fmt::format("[project]\nname = \"p\"\n\n[targets.wh]\ndialect = \"{}\"\n"
+                      "path = \"wh.db\"\nschema = \"raw\"\n\n[sources.crm]\nadapter = \"csv\"\n"
+                      "path = \"files\"\ntarget = \"wh\"\n",
+                      target));
+  REQUIRE(flotilla_json(w, {"run"})["status"] == "success");
+  w.write("files/leads.csv", "id,code,score\n1,7,2\n2,8,3\n");
+  w.write("files/empty.csv", "id,note\n1,42\n");
+  auto run = flotilla_json(w, {"run"});
+  CHECK(run["status"] == "success");
+  CHECK(run["drift"]["tables_drifted"] == 0);
+  const auto q = [&](const std::string& sql) {
+    return target == "duckdb" ? duckdb_query(w.file("wh.db"), sql)
+                              : sqlite_query(w.file("wh.db"), sql);
+  };
+  const std::string leads = target == "duckdb" ? "raw.leads" : "raw__leads";
+  const std::string empty = target == "duckdb" ? "raw.empty" : "raw__empty";
+  CHECK(q("SELECT count(*), max(code), sum(score) FROM " + leads)[0] ==
+        std::vector<std::string>{"2", "8", "5.0"});
+  CHECK(q("SELECT note FROM " + empty)[0][0] == "42");
+  CHECK(q(target == "duckdb" ? "SELECT data_type FROM information_schema.columns WHERE "
+                               "table_name = 'leads' AND column_name = 'score'"
+                             : "SELECT type FROM pragma_table_info('raw__leads') WHERE name = "
+                               "'score'")[0][0] ==
+        "DOUBLE");
+}
+
 TEST_CASE("a dataset with declared columns is skipped by the gate") {
   shop s("fail", "[sources.shop.tables.orders]\ncolumns = { id = \"bigint\", amount = \"bigint\" }\n");
   REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");

@@ -254,6 +254,28 @@ TEST_CASE("an inferred column that outgrew its type fails FLT-S005, counted as d
   CHECK_THAT(p.error->reason, Catch::Contains("set auto_widen = true"));
 }
 
+TEST_CASE("an inferred column the live column still holds loads in the live type, no drift") {
+  engine::table_settings s;
+  s.inferred = true;
+  for (const char* name : {"duckdb", "postgres", "sqlite"}) {
+    INFO(name);
+    auto d = *dialects::make_dialect(name);
+    // A header-only file made the column text; now its values all look like numbers.
+    // A double column whose values are now whole numbers keeps its type too.
+    const auto live = S({{"id", T("bigint")}, {"code", T("text")}, {"price", T("double")}});
+    auto p = engine::plan_table(
+        S({{"id", T("bigint")}, {"code", T("bigint")}, {"price", T("bigint")}}), live,
+        engine::target_state::present, *d, orders, s);
+    CHECK_FALSE(p.error.has_value());
+    CHECK_FALSE(p.drift.drifted());
+    CHECK(p.drift.steps.empty());
+    CHECK(p.load_columns.find("code", schema::name_rule::case_insensitive)->type == T("text"));
+    CHECK(p.load_columns.find("price", schema::name_rule::case_insensitive)->type ==
+          T("double"));
+    CHECK(p.read_columns.find("code", schema::name_rule::case_insensitive)->type == T("bigint"));
+  }
+}
+
 TEST_CASE("a change the governance gate holds carries the statements it would run") {
   auto d = *dialects::make_dialect("postgres");
   const auto live = S({{"id", T("int")}, {"amount", T("int")}});
