@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
 #include "cli/fleet_builder.hpp"
 #include "cli/run_exec.hpp"
@@ -14,6 +15,27 @@
 namespace flotilla::cli {
 namespace {
 
+/// Nothing to retry: the message, or under --output json a run JSON with no table (a
+/// scheduler parsing stdout gets JSON either way).
+int nothing_to_retry(const run_request& req, const std::string& message,
+                     const std::string& latest_id) {
+  if (req.output != "json") {
+    fmt::print("{}\n", message);
+    return 0;
+  }
+  nlohmann::ordered_json j;
+  j["drift"] = {{"actions_taken", nlohmann::json::array()},
+                {"tables_checked", 0},
+                {"tables_drifted", 0}};
+  j["message"] = message;
+  j["retry_of"] = latest_id.empty() ? nlohmann::json(nullptr) : nlohmann::json(latest_id);
+  j["run_id"] = nullptr;
+  j["status"] = "success";
+  j["tables"] = nlohmann::json::array();
+  fmt::print("{}\n", j.dump(2));
+  return 0;
+}
+
 int do_retry(const global_options& g, run_request req) {
   std::vector<config::filter> none;
   auto project = load_or_report(g, {}, none);
@@ -22,19 +44,15 @@ int do_retry(const global_options& g, run_request req) {
   std::string latest_id;
   {
     auto store = open_state(*project, false);
-    if (!store) {
-      fmt::print("nothing to retry: no run has been recorded yet\n");
-      return 0;
-    }
+    if (!store)
+      return nothing_to_retry(req, "nothing to retry: no run has been recorded yet", "");
     auto latest = store->latest_run();
     if (!latest) {
       fmt::print(stderr, "{}\n", latest.error().message);
       return 2;
     }
-    if (!*latest) {
-      fmt::print("nothing to retry: no run has been recorded yet\n");
-      return 0;
-    }
+    if (!*latest)
+      return nothing_to_retry(req, "nothing to retry: no run has been recorded yet", "");
     const auto& run = **latest;
     latest_id = run.run_id();
     for (const auto& t : run.tables())
@@ -43,10 +61,10 @@ int do_retry(const global_options& g, run_request req) {
     for (const auto& s : run.failed_sources())
       req.only.insert(s + ".*");
   }  // the store is closed here: the run opens it again
-  if (req.only.empty()) {
-    fmt::print("nothing to retry: the latest run ({}) has no failed table\n", latest_id);
-    return 0;
-  }
+  if (req.only.empty())
+    return nothing_to_retry(
+        req, fmt::format("nothing to retry: the latest run ({}) has no failed table", latest_id),
+        latest_id);
   req.command = "retry";
   req.retry_of = latest_id;
   req.reuse_staged = true;

@@ -190,6 +190,12 @@ TEST_CASE("fail -> schema accept -> retry loads the staged data without extracti
   auto none = run_flotilla(s.w, {"retry"});
   CHECK(none.exit_code == 0);
   CHECK(none.out.find("nothing to retry") != std::string::npos);
+  auto none_json = flotilla_json(s.w, {"retry"}, &code);  // JSON under --output json too
+  CHECK(code == 0);
+  CHECK(none_json["status"] == "success");
+  CHECK(none_json["tables"].empty());
+  CHECK(none_json["run_id"].is_null());
+  CHECK(none_json["retry_of"] == retry["run_id"]);
   auto next = flotilla_json(s.w, {"run"});
   CHECK(next["status"] == "success");
   CHECK(s.target("SELECT count(*) FROM raw.orders")[0][0] == "4");
