@@ -251,10 +251,14 @@ std::string run_json_text(const std::string& run_id,
   if (retry_of)
     w.key("retry_of").string(*retry_of);
   w.key("run_id").string(run_id);
-  w.key("source_drift").begin_object();
-  w.key("tables_checked").number(summary.source_checked);
-  w.key("tables_drifted").number(summary.source_drifted);
-  w.end_object();
+  // Only when the gate ran: with on_source_drift = ignore the run JSON is what it was
+  // before the gate existed (seed 004).
+  if (summary.source_checked > 0) {
+    w.key("source_drift").begin_object();
+    w.key("tables_checked").number(summary.source_checked);
+    w.key("tables_drifted").number(summary.source_drifted);
+    w.end_object();
+  }
   w.key("status").string(summary.status);
   w.key("tables").raw(tables);
   w.end_object();
@@ -288,10 +292,15 @@ void print_run_text(const std::string& run_id, const std::vector<actors::pipelin
       fmt::print("failed  source {}  {}\n", p.source, *p.error);
   for (const auto& e : events.errors)
     fmt::print("events  {}\n", e);
+  const std::string source_drift =
+      summary.source_checked == 0
+          ? std::string()
+          : fmt::format("; source drift: {} checked, {} drifted", summary.source_checked,
+                        summary.source_drifted);
   fmt::print("Run {}  {}: {} copied, {} pruned, {} failed, {} skipped, {} rows; drift: {} checked, "
-             "{} drifted\n",
+             "{} drifted{}\n",
              run_id, summary.status, copied, pruned, failed, skipped, rows, summary.tables_checked,
-             summary.tables_drifted);
+             summary.tables_drifted, source_drift);
 }
 
 }  // namespace flotilla::cli
