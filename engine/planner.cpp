@@ -69,6 +69,18 @@ struct planner {
   schema::name_rule names() const { return dialect.names(); }
   std::string T(const portable_type& t) const { return schema::to_string(t); }
 
+  static std::string missing_declared(const std::string& column) {
+    return fmt::format("{} is declared but the source has no such column; add it at the "
+                       "source, or remove it from the table's columns in flotilla.toml",
+                       column);
+  }
+  std::string unreadable_declared(const std::string& column, const portable_type& source,
+                                  const portable_type& declared) const {
+    return fmt::format("{} has type {}, which cannot be read as {}; declare a type it can be "
+                       "read as (columns = {{ {} = \"{}\" }}), or change it at the source",
+                       column, T(source), T(declared), column, T(source));
+  }
+
   /// The first failure stands. `column`, `expected` and `actual` name the column, its
   /// declared (or table's) type and the type the source has, where the failure has them.
   void fail(std::string code, std::string reason, std::string column = {},
@@ -85,15 +97,12 @@ struct planner {
       for (const auto& d : settings.declared) {
         const column* s = source.find(d.name, rule);
         if (s == nullptr) {
-          fail("FLT-S001", fmt::format("{} is declared but the source has no such column", d.name),
-               d.name, T(d.type));
+          fail("FLT-S001", missing_declared(d.name), d.name, T(d.type));
           continue;
         }
         if (!schema::can_read_as(s->type, d.type)) {
-          fail("FLT-S002",
-               fmt::format("{} has type {}, which cannot be read as {}", s->name, T(s->type),
-                           T(d.type)),
-               s->name, T(d.type), T(s->type));
+          fail("FLT-S002", unreadable_declared(s->name, s->type, d.type), s->name, T(d.type),
+               T(s->type));
           continue;
         }
         p.read_columns.columns.push_back(*s);
@@ -113,10 +122,8 @@ struct planner {
       column out = s;
       if (const column* d = find_declared(settings, s.name, rule)) {
         if (!schema::can_read_as(s.type, d->type)) {
-          fail("FLT-S002",
-               fmt::format("{} has type {}, which cannot be read as {}", s.name, T(s.type),
-                           T(d->type)),
-               s.name, T(d->type), T(s.type));
+          fail("FLT-S002", unreadable_declared(s.name, s.type, d->type), s.name, T(d->type),
+               T(s.type));
           continue;
         }
         out.type = d->type;
@@ -126,8 +133,7 @@ struct planner {
     }
     for (const auto& d : settings.declared)
       if (source.find(d.name, rule) == nullptr)
-        fail("FLT-S001", fmt::format("{} is declared but the source has no such column", d.name),
-             d.name, T(d.type));
+        fail("FLT-S001", missing_declared(d.name), d.name, T(d.type));
   }
 
   void drop_load_column(const std::string& name) {
@@ -195,8 +201,10 @@ struct planner {
             break;
           case new_column_rule::fail:
             fail("FLT-S003",
-                 fmt::format("column '{}' ({}) is new in the source; {} stops the table", col.name,
-                             T(col.type), by),
+                 fmt::format("column '{}' ({}) is new in the source; {} stops the table; "
+                             "set on_schema_change = \"append_new_columns\" to add it, or "
+                             "\"ignore\" to leave it out",
+                             col.name, T(col.type), by),
                  col.name, "", T(col.type));
             break;
         }
@@ -210,8 +218,9 @@ struct planner {
       if (pinned) {
         if (!schema::can_read_as(have, want)) {
           fail("FLT-S004",
-               fmt::format("{} has type {}, which cannot be read as {}", l->name, T(have),
-                           T(want)),
+               fmt::format("{} has type {}, which cannot be read as {}; a live column is never "
+                           "narrowed: declare columns = {{ {} = \"{}\" }} or wider",
+                           l->name, T(have), T(want), l->name, T(have)),
                l->name, T(want), T(have));
           continue;
         }

@@ -297,3 +297,30 @@ TEST_CASE("a change the governance gate holds carries the statements it would ru
   CHECK(p.error->column == "amount");
   CHECK_THAT(p.error->proposed_ddl, Catch::Contains("ALTER TABLE") && Catch::Contains("BIGINT"));
 }
+
+TEST_CASE("a refused table's reason says what to do") {
+  auto d = *dialects::make_dialect("duckdb");
+  const auto live = S({{"id", T("int")}, {"total", T("decimal(12,2)")}});
+  const auto source = S({{"id", T("int")}, {"total", T("decimal(12,2)")}});
+  const auto refused = [&](const engine::table_settings& st, const schema::table_schema& src) {
+    auto p = engine::plan_table(src, live, engine::target_state::present, *d, orders, st);
+    REQUIRE(p.error.has_value());
+    return *p.error;
+  };
+  engine::table_settings st;
+  st.declared = {{"coupon", T("text")}};
+  auto e = refused(st, source);
+  CHECK(e.code == "FLT-S001");
+  CHECK_THAT(e.reason, Catch::Contains("remove it from the table's columns in flotilla.toml"));
+  st.declared = {{"total", T("int")}};
+  e = refused(st, source);
+  CHECK(e.code == "FLT-S002");
+  CHECK_THAT(e.reason, Catch::StartsWith("total has type decimal(12,2), which cannot be read as "
+                                         "int") &&
+                           Catch::Contains("columns = { total = \"decimal(12,2)\" }"));
+  st.declared = {};
+  st.on_schema_change = engine::new_column_rule::fail;
+  e = refused(st, S({{"id", T("int")}, {"total", T("decimal(12,2)")}, {"note", T("text")}}));
+  CHECK(e.code == "FLT-S003");
+  CHECK_THAT(e.reason, Catch::Contains("on_schema_change = \"append_new_columns\""));
+}
