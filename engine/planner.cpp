@@ -100,14 +100,20 @@ struct planner {
           fail("FLT-S001", missing_declared(d.name), d.name, T(d.type));
           continue;
         }
+        column out = *s;
+        out.type = d.type;
+        if (settings.inferred) {
+          // A file is parsed as its declared types (the inference only guessed them).
+          p.read_columns.columns.push_back(out);
+          p.load_columns.columns.push_back(out);
+          continue;
+        }
         if (!schema::can_read_as(s->type, d.type)) {
           fail("FLT-S002", unreadable_declared(s->name, s->type, d.type), s->name, T(d.type),
                T(s->type));
           continue;
         }
         p.read_columns.columns.push_back(*s);
-        column out = *s;
-        out.type = d.type;
         p.load_columns.columns.push_back(out);
       }
       for (const auto& s : source.columns)
@@ -121,6 +127,12 @@ struct planner {
     for (const auto& s : source.columns) {
       column out = s;
       if (const column* d = find_declared(settings, s.name, rule)) {
+        if (settings.inferred) {  // parsed as declared, as above
+          out.type = d->type;
+          p.read_columns.columns.push_back(out);
+          p.load_columns.columns.push_back(out);
+          continue;
+        }
         if (!schema::can_read_as(s.type, d->type)) {
           fail("FLT-S002", unreadable_declared(s.name, s.type, d->type), s.name, T(d->type),
                T(s.type));

@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <regex>
 #include <utility>
 
 #include <fmt/format.h>
@@ -97,6 +98,32 @@ std::string json_reason(const std::string& path, std::string reason) {
   return reason;
 }
 
+/// A value DuckDB could not convert to the type it inferred from the file's first rows,
+/// in Flotilla's terms: the line, the column, the value and the pin that fixes it.
+/// nullopt for any other error.
+std::optional<std::pair<std::string, std::string>> conversion_error(std::string_view reason,
+                                                                    std::string_view source,
+                                                                    std::string_view table) {
+  static const std::regex line(R"(CSV Error on Line: (\d+))");
+  static const std::regex column(R"re(Error when converting column "((?:[^"]|"")*)")re");
+  static const std::regex value(R"re(Could not convert string "(.*?)" to '([A-Za-z0-9_ ()]+)')re");
+  const std::string text(reason);
+  std::smatch l, c, v;
+  if (!std::regex_search(text, l, line) || !std::regex_search(text, c, column) ||
+      !std::regex_search(text, v, value))
+    return std::nullopt;
+  std::string type = v[2].str();
+  for (auto& ch : type)
+    ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return std::pair{
+      fmt::format("line {}: column '{}' holds '{}', which is not a {} as its type was inferred "
+                  "from the file's first rows",
+                  l[1].str(), c[1].str(), v[1].str(), type),
+      fmt::format("pin the column's type in flotilla.toml ([sources.{}.tables.\"{}\"] columns = "
+                  "{{ {} = \"text\" }}), or fix the value",
+                  source, table, c[1].str())};
+}
+
 // Fields in the first record of a CSV file, splitting on commas outside double quotes.
 std::size_t header_fields(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -150,7 +177,7 @@ class file_source final : public source {
       throw error::bad_request(options_.name, "read request names no table");
     const std::string path = file_of(request.table->name);
     duck::scan_spec spec;
-    spec.relation = relation(path);
+    spec.relation = relation(path, request);
     spec.request = &request;
     spec.source = options_.name;
     spec.table = request.table->name;
@@ -160,9 +187,15 @@ class file_source final : public source {
       duck::connection con(db());
       return duck::scan(con, spec, consume);
     } catch (const duck::failure& e) {
+      if (auto c = conversion_error(e.what(), options_.name, request.table->name))
+        throw error::read_failed(options_.name, request.table->name, path, c->first, c->second);
       throw error::read_failed(options_.name, request.table->name, path,
                                json_ ? json_reason(path, e.what()) : std::string(e.what()),
                                fix_file);
+    } catch (const source_error& e) {
+      if (auto c = conversion_error(e.what(), options_.name, request.table->name))
+        throw error::read_failed(options_.name, request.table->name, path, c->first, c->second);
+      throw;
     }
   }
 
@@ -225,6 +258,49 @@ class file_source final : public source {
 
   [[nodiscard]] std::string relation(const std::string& path) const {
     return fmt::format("{}({})", json_ ? "read_json_auto" : "read_csv", quote_literal(path));
+  }
+
+  /// The relation a read scans: a CSV file's columns pinned to another type than the one
+  /// inferred are parsed as that type (`types = {...}`), so a value the inference did not
+  /// foresee (text further down a column of numbers) reads as the pin says.
+  [[nodiscard]] std::string relation(const std::string& path, const read_request& request) const {
+    if (json_)
+      return relation(path);
+    std::string types;
+    for (const auto& c : request.columns.columns) {
+      const auto* inferred =
+          request.table->columns.find(c.name, schema::name_rule::case_sensitive);
+      if (inferred == nullptr || inferred->type == c.type)
+        continue;
+      const std::string t = duckdb_parse_type(c.type);
+      if (t.empty())
+        continue;
+      types += fmt::format("{}{}: {}", types.empty() ? "" : ", ", quote_literal(c.name),
+                           quote_literal(t));
+    }
+    if (types.empty())
+      return relation(path);
+    return fmt::format("read_csv({}, types = {{{}}})", quote_literal(path), types);
+  }
+
+  /// The DuckDB type a pinned CSV column is parsed as; empty: leave it to the inference.
+  static std::string duckdb_parse_type(const schema::portable_type& t) {
+    using k = schema::type_kind;
+    switch (t.kind) {
+      case k::varchar:
+      case k::text: return "VARCHAR";
+      case k::boolean: return "BOOLEAN";
+      case k::smallint: return "SMALLINT";
+      case k::int32: return "INTEGER";
+      case k::bigint: return "BIGINT";
+      case k::float32: return "FLOAT";
+      case k::float64: return "DOUBLE";
+      case k::decimal: return fmt::format("DECIMAL({},{})", t.precision, t.scale);
+      case k::date: return "DATE";
+      case k::timestamp_ntz: return "TIMESTAMP";
+      case k::timestamp_tz: return "TIMESTAMPTZ";
+      default: return {};
+    }
   }
 
   // Column names and DuckDB types as DuckDB's reader infers them.

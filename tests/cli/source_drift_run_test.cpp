@@ -395,6 +395,36 @@ TEST_CASE("CSV datasets: values the live column still holds load in its type") {
         "DOUBLE");
 }
 
+TEST_CASE("CSV datasets: a value past the inferred rows names its line, and a pin reads it") {
+  workdir w;
+  std::filesystem::create_directories(w.path() / "files");
+  std::string csv = "id,amount\n";
+  for (int i = 1; i <= 25000; ++i)  // past DuckDB's sniffing sample
+    csv += fmt::format("{},{}\n", i, i);
+  csv += "25001,n/a\n";
+  w.write("files/orders.csv", csv);
+  const std::string base =
+      "[project]\nname = \"p\"\n\n[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.db\"\n"
+      "schema = \"raw\"\n\n[sources.crm]\nadapter = \"csv\"\npath = \"files\"\n"
+      "target = \"wh\"\n";
+  w.write("flotilla.toml", base);
+  int code = 0;
+  auto failed = flotilla_json(w, {"run"}, &code);
+  CHECK(code == 1);
+  const std::string error = (*find_table(failed, "raw__orders"))["error"];
+  CHECK_THAT(error, Catch::Contains("line 25002: column 'amount' holds 'n/a', which is not a "
+                                    "bigint") &&
+                        Catch::Contains("[sources.crm.tables.\"orders\"] columns = { amount = "
+                                        "\"text\" }") &&
+                        !Catch::Contains("sample_size"));
+  // The pin the message names: the file is parsed with it, every row loads.
+  w.write("flotilla.toml", base + "\n[sources.crm.tables.\"orders\"]\ncolumns = { amount = \"text\" }\n");
+  CHECK(flotilla_json(w, {"run"}, &code)["status"] == "success");
+  CHECK(sqlite_query(w.file("wh.db"), "SELECT count(*), max(id) FROM raw__orders WHERE amount = "
+                                      "'n/a'")[0] == std::vector<std::string>{"1", "25001"});
+  CHECK(sqlite_query(w.file("wh.db"), "SELECT count(*) FROM raw__orders")[0][0] == "25001");
+}
+
 TEST_CASE("a dataset with declared columns is skipped by the gate") {
   shop s("fail", "[sources.shop.tables.orders]\ncolumns = { id = \"bigint\", amount = \"bigint\" }\n");
   REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
