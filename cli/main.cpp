@@ -24,6 +24,24 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // A word that is no command: name it and the commands there are, rather than
+    // CLI11's "A subcommand is required".
+    if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
+      CLI::App* at = &app;
+      while (!at->get_subcommands().empty())
+        at = at->get_subcommands().front();
+      const auto extra = at->remaining();
+      if (!extra.empty() && !extra.front().starts_with("-")) {
+        std::string names;
+        for (const auto* sub : at->get_subcommands({}))
+          names += (names.empty() ? "" : ", ") + sub->get_name();
+        fmt::print(stderr, "unknown command '{}'{}; use one of: {}\nRun with --help for more "
+                   "information.\n",
+                   extra.front(), at == &app ? "" : fmt::format(" for '{}'", at->get_name()),
+                   names);
+        return 2;
+      }
+    }
     int rc = app.exit(e);
     return rc == 0 ? 0 : 2;  // usage errors exit 2, as the contract says
   }

@@ -363,6 +363,16 @@ TEST_CASE("a source the run cannot read is in the run JSON's errors and in run_f
   CHECK(finished["source_errors"][0]["error"] == error);
 }
 
+TEST_CASE("an unknown command is named, with the commands there are, and exits 2") {
+  workdir w;
+  auto r = run_flotilla(w, {"frobnicate"});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::StartsWith("unknown command 'frobnicate'; use one of: plan, run,"));
+  r = run_flotilla(w, {"review", "lst"});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::StartsWith("unknown command 'lst' for 'review'; use one of: list,"));
+}
+
 TEST_CASE("configuration errors are reported together and exit 2") {
   workdir w;
   w.write("flotilla.toml", R"([project]
