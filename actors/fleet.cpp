@@ -208,6 +208,8 @@ struct worker_state {
   std::map<std::string, std::unique_ptr<sources::source>> sources;
 };
 
+std::string not_pruned(const table_spec& t);
+
 caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet_spec* spec,
                             std::size_t target_index, engine::target_catalog* target_tables,
                             target_connections* connections) {
@@ -222,6 +224,7 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
         report->table = t.job.table.qualified();
         report->target = t.job.target;
         report->marker = t.job.table.marker;
+        report->not_pruned = not_pruned(t);
         try {
           if (spec->cancel && spec->cancel->load()) {
             report->outcome.status = engine::table_status::skipped;
@@ -317,6 +320,19 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
 bool unchanged(const table_spec& t) {
   return t.prune && t.job.table.marker && t.last_marker && *t.job.table.marker == *t.last_marker &&
          (t.job.settings.cursor_column.empty() || t.job.watermark);
+}
+
+std::string not_pruned(const table_spec& t) {
+  if (!t.prune || unchanged(t))
+    return {};
+  if (!t.job.table.marker)
+    return "the source offers no change marker for this table (a view, or an adapter "
+           "without one), so it is copied every run";
+  if (!t.last_marker)
+    return "no earlier copy is recorded";
+  if (*t.job.table.marker != *t.last_marker)
+    return "the source changed since the last copy";
+  return "an incremental table is pruned only once it has a watermark";
 }
 
 table_report pruned_report(table_spec& t) {

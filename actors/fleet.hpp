@@ -80,6 +80,9 @@ struct table_report {
   dialects::table_ref target;
   engine::table_outcome outcome;
   std::optional<std::string> marker;  ///< the marker seen this run
+  /// Why a table whose prune_unchanged is on was copied, not pruned (seed 001: a source
+  /// without a change marker says so); empty when pruning was off or it was pruned.
+  std::string not_pruned;
 };
 
 struct pipeline_report {

@@ -101,6 +101,8 @@ int do_plan(const global_options& g, const plan_args& a) {
                              {"decided_by", s.decided_by},
                              {"line", dialect ? engine::describe_step(s, *dialect) : s.reason}});
         row["actions"] = std::move(actions);
+        if (!t.not_pruned.empty())
+          row["not_pruned"] = t.not_pruned;
         row["warnings"] = pl.warnings;
         row["plan_only"] = dialect && !dialect->executable();
         nlohmann::json sql = nlohmann::json::array();
@@ -151,6 +153,8 @@ int do_plan(const global_options& g, const plan_args& a) {
           line += fmt::format("  [{}]", s["decided_by"].get<std::string>());
         lines.push_back(line);
       }
+    if (a.explain && t.contains("not_pruned"))
+      lines.push_back(fmt::format("not pruned  {}", t["not_pruned"].get<std::string>()));
     if (t.contains("warnings"))
       for (const auto& w : t["warnings"])
         lines.push_back(fmt::format("warning  {}", w.get<std::string>()));

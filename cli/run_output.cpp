@@ -125,6 +125,8 @@ void write_table(pretty_json& w, const actors::table_report& t, const std::strin
     w.key("error_code").string(o.error_code);
   if (o.plan)
     w.key("load").string(engine::to_string(o.plan->load));
+  if (!t.not_pruned.empty())
+    w.key("not_pruned").string(t.not_pruned);
   if (o.reused_staged)
     w.key("reused_staged").boolean(true);
   w.key("rows").number(o.rows);

@@ -109,3 +109,28 @@ include = ["{1}.*"]
         std::vector<std::vector<std::string>>{{"1.50"}});
   pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE", s, t));
 }
+
+TEST_CASE("a table that cannot be pruned says why (seed 001: no change marker)") {
+  workdir w;
+  const std::string s = "pgsrc_" + unique_suffix();
+  const std::string t = "pgtgt_" + unique_suffix();
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE; CREATE SCHEMA {0};"
+                                "CREATE TABLE {0}.t (id int PRIMARY KEY); INSERT INTO {0}.t "
+                                "VALUES (1); CREATE VIEW {0}.vw AS SELECT * FROM {0}.t",
+                                s));
+  w.write("flotilla.toml",
+          fmt::format("[project]\nname = \"p\"\n\n[targets.wh]\ndialect = \"postgres\"\n"
+                      "dsn = \"{0}\"\nschema = \"{2}\"\n\n[sources.app]\nadapter = \"postgres\"\n"
+                      "dsn = \"{0}\"\ninclude = [\"{1}.*\"]\nprune_unchanged = true\n",
+                      pg_dsn(), s, t));
+  REQUIRE(flotilla_json(w, {"run"})["status"] == "success");
+  auto second = flotilla_json(w, {"run"});
+  CHECK((*find_table(second, t + ".t"))["status"] == "pruned");
+  CHECK_FALSE(find_table(second, t + ".t")->contains("not_pruned"));
+  const auto& vw = *find_table(second, t + ".vw");
+  CHECK(vw["status"] == "copied");
+  CHECK_THAT(vw["not_pruned"].get<std::string>(), Catch::Contains("no change marker"));
+  auto plan = run_flotilla(w, {"plan", "--explain"});
+  CHECK(plan.out.find("not pruned  the source offers no change marker") != std::string::npos);
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE", s, t));
+}
