@@ -512,8 +512,13 @@ sink_error bad_value(const dialects::dialect& d, const dialects::table_ref& t,
   std::string shown = value_text(v);
   if (shown.size() > 64)
     shown = shown.substr(0, 64) + "...";
-  return sink_error(fmt::format("{}: row {}, column '{}': value '{}' does not fit type {}",
-                                d.qualified(t), row, column, shown, engine_type));
+  // A narrower integer than the value: bigint holds it. Otherwise the type is the user's.
+  const bool integer = engine_type == "INTEGER" || engine_type == "SMALLINT" ||
+                       engine_type == "TINYINT" || engine_type == "INT";
+  return sink_error(fmt::format(
+      "{}: row {}, column '{}': value '{}' does not fit type {}; declare a type that holds it "
+      "in flotilla.toml (the table's columns = {{ {} = \"{}\" }}) and run again",
+      d.qualified(t), row, column, shown, engine_type, column, integer ? "bigint" : "<type>"));
 }
 
 }  // namespace flotilla::sinks::detail

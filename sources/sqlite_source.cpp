@@ -7,6 +7,8 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -280,7 +282,7 @@ class sqlite_source final : public source {
   }
   // Bump whenever read_catalog's result for the same file can change: the query, the
   // type mapping (map_sqlite_type), nullability or key rules, the table marker format.
-  [[nodiscard]] std::string_view catalog_version() const override { return "sqlite-catalog/1"; }
+  [[nodiscard]] std::string_view catalog_version() const override { return "sqlite-catalog/2"; }
 
   [[nodiscard]] catalog read_catalog() override {
     // The marker first: a write that lands after this point changes the next marker.
@@ -302,8 +304,28 @@ class sqlite_source final : public source {
     catalog out;
     out.file_marker = file;
     shape_hash shape;
+    const auto is_integer_name = [](std::string_view d) {
+      while (!d.empty() && std::isspace(static_cast<unsigned char>(d.front())))
+        d.remove_prefix(1);
+      while (!d.empty() && std::isspace(static_cast<unsigned char>(d.back())))
+        d.remove_suffix(1);
+      return d.size() == 7 && std::equal(d.begin(), d.end(), "INTEGER", [](char a, char b) {
+               return std::toupper(static_cast<unsigned char>(a)) == b;
+             });
+    };
+    // The table's key column when it is declared exactly INTEGER: with a key of one
+    // column that makes it the rowid, a 64-bit integer whatever its values look like.
+    std::optional<std::size_t> integer_key;
+    std::size_t key_columns = 0;
     auto finish = [&] {
-      if (!out.tables.empty() && file)
+      if (out.tables.empty())
+        return;
+      if (integer_key && key_columns == 1)
+        out.tables.back().columns.columns[*integer_key].type =
+            schema::portable_type::of(schema::type_kind::bigint);
+      integer_key.reset();
+      key_columns = 0;
+      if (file)
         out.tables.back().marker = *file + ";s:" + shape.hex();
     };
     int rc = SQLITE_OK;
@@ -322,6 +344,11 @@ class sqlite_source final : public source {
       const std::string declared = column_text(stmt.get(), 2);
       c.type = map_sqlite_type(declared);
       c.key = sqlite3_column_int(stmt.get(), 4) > 0;
+      if (c.key) {
+        ++key_columns;
+        if (is_integer_name(declared))
+          integer_key = out.tables.back().columns.columns.size();
+      }
       c.nullable = sqlite3_column_int(stmt.get(), 3) == 0 && !c.key;
       shape.add(c.name);
       shape.add(declared);

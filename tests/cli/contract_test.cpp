@@ -90,7 +90,7 @@ TEST_CASE("contract diff reproduces seed 000's comparison and exits 1 on a diffe
                              f.table("customers"), f.table("orders")));
 
   SECTION("declarations that match the live table are OK and exit 0") {
-    f.config("\n[sources.shop.tables.orders]\ncolumns = { total = \"decimal(12,2)\", id = \"int\" }\n");
+    f.config("\n[sources.shop.tables.orders]\ncolumns = { total = \"decimal(12,2)\", id = \"bigint\" }\n");
     auto ok = run_flotilla(f.w, {"contract", "diff"});
     CHECK(ok.exit_code == 0);
     CHECK(ok.out == fmt::format("Contract comparison\n  OK    table:{}\n  OK    table:{}\n\n"
@@ -130,7 +130,7 @@ TEST_CASE("an enforced contract's undeclared live columns are contract differenc
   contract_fleet f(kind);
   f.load();
   f.config("\n[sources.shop.tables.orders]\ncontract = \"enforced\"\n"
-           "columns = { id = \"int\", total = \"decimal(12,2)\" }\n");
+           "columns = { id = \"bigint\", total = \"decimal(12,2)\" }\n");
   auto r = run_flotilla(f.w, {"contract", "diff"});
   CHECK(r.exit_code == 1);
   CHECK(r.out.find(fmt::format("  DIFF  table:{}\n        undeclared: column 'status' (text) is in "
@@ -138,7 +138,7 @@ TEST_CASE("an enforced contract's undeclared live columns are contract differenc
                                f.table("orders"))) != std::string::npos);
   CHECK(r.out.find("\n1 contract difference(s)\n") != std::string::npos);
   // Without the contract the same declarations are fine: extra live columns are allowed.
-  f.config("\n[sources.shop.tables.orders]\ncolumns = { id = \"int\", total = \"decimal(12,2)\" }\n");
+  f.config("\n[sources.shop.tables.orders]\ncolumns = { id = \"bigint\", total = \"decimal(12,2)\" }\n");
   CHECK(run_flotilla(f.w, {"contract", "diff"}).exit_code == 0);
 }
 
@@ -163,7 +163,7 @@ TEST_CASE("contract diff --output json lists every table and finding") {
   contract_fleet f("duckdb");
   f.load();
   f.config("\n[sources.shop.tables.orders]\ncontract = \"enforced\"\n"
-           "columns = { id = \"bigint\", total = \"decimal(18,2)\", coupon = \"text\" }\n");
+           "columns = { id = \"int\", total = \"decimal(18,2)\", coupon = \"text\" }\n");
   int rc = -1;
   auto j = flotilla_json(f.w, {"contract", "diff"}, &rc);
   CHECK(rc == 1);
@@ -186,9 +186,9 @@ TEST_CASE("contract diff --output json lists every table and finding") {
   REQUIRE(fs.size() == 4);
   CHECK(fs[0] == nlohmann::json{{"kind", "type_mismatch"},
                                 {"column", "id"},
-                                {"declared", "bigint"},
-                                {"physical", "int"},
-                                {"message", "column 'id' is declared bigint but physical type is int"}});
+                                {"declared", "int"},
+                                {"physical", "bigint"},
+                                {"message", "column 'id' is declared int but physical type is bigint"}});
   CHECK(fs[1]["kind"] == "type_mismatch");
   CHECK(fs[1]["declared"] == "decimal(18,2)");
   CHECK(fs[1]["physical"] == "decimal(12,2)");
@@ -252,10 +252,10 @@ TEST_CASE("contract generate proposes each live table's columns as TOML sections
   CHECK(r.exit_code == 0);
   CHECK(r.out ==
         "[sources.shop.tables.\"customers\"]\n"
-        "columns = { id = \"int\", name = \"text\" }\n"
+        "columns = { id = \"bigint\", name = \"text\" }\n"
         "\n"
         "[sources.shop.tables.\"orders\"]\n"
-        "columns = { id = \"int\", total = \"decimal(12,2)\", status = \"text\" }\n");
+        "columns = { id = \"bigint\", total = \"decimal(12,2)\", status = \"text\" }\n");
   CHECK(r.err.find(fmt::format("note: table:{} has no live table", f.table("refunds"))) !=
         std::string::npos);
   CHECK(read_file(f.w.path() / "flotilla.toml") == before);  // generate alone writes nothing
@@ -338,17 +338,17 @@ TEST_CASE("contract generate --write keeps a commented config byte for byte, and
       "  # orders: pin the total\n"
       "  [sources.shop.tables.orders]\n"
       "  description = \"Orders, one row per order.\"\n"
-      "  columns = { id = \"int\", total = \"decimal(12,2)\", status = \"text\" }   # to adopt\n"
+      "  columns = { id = \"bigint\", total = \"decimal(12,2)\", status = \"text\" }   # to adopt\n"
       "  cursor_column = \"id\"\n"
       "\n"
       "[sources.shop.tables.\"line items\"]\n"
-      "columns = { id = \"int\", \"unit price\" = \"decimal(10,2)\", \"Menge ü\" = \"int\", "
+      "columns = { id = \"bigint\", \"unit price\" = \"decimal(10,2)\", \"Menge ü\" = \"int\", "
       "\"say \\\"hi\\\"\" = \"text\" }\n"
       "# no columns yet\n"
       "unique_key = [\"id\"]\n"
       "\n"
       "[sources.shop.tables.\"customers\"]\n"
-      "columns = { id = \"int\", name = \"text\" }\n" +
+      "columns = { id = \"bigint\", name = \"text\" }\n" +
       tail;
   CHECK(read_file(w.path() / "flotilla.toml") == expected);
 

@@ -49,7 +49,7 @@ TEST_CASE("the sqlite catalog lists every table with portable types and its key"
   CHECK_FALSE(orders.inferred);
   CHECK(orders.marker.has_value());
   const std::vector<std::pair<std::string, portable_type>> expected{
-      {"id", portable_type::of(type_kind::int32)},
+      {"id", portable_type::of(type_kind::bigint)},  // INTEGER PRIMARY KEY: the rowid
       {"customer", portable_type::of(type_kind::bigint)},
       {"qty", portable_type::of(type_kind::smallint)},
       {"total", portable_type::decimal(12, 2)},
@@ -74,6 +74,8 @@ TEST_CASE("the sqlite catalog lists every table with portable types and its key"
     CHECK(orders.columns.columns[i].type == expected[i].second);
   }
   CHECK(orders.columns.key() == std::vector<std::string>{"id"});
+  // Only a one-column INTEGER key is the rowid: a composite key's columns stay int.
+  CHECK(find_column(cat.tables[0], "order_id").type == portable_type::of(type_kind::int32));
   CHECK_FALSE(find_column(orders, "id").nullable);
   CHECK_FALSE(find_column(orders, "customer").nullable);
   CHECK(find_column(orders, "qty").nullable);
