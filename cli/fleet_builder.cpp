@@ -460,7 +460,9 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           return kept_catalog(*record, source, version, marker);
         };
       if (reuse_staged)
-        ps.staged_catalog = [store, src, target, only] { return staged_catalog(*store, *src, *target, only); };
+        ps.staged_catalog = [store, src, target, only] {
+          return staged_catalog(*store, *src, *target, only);
+        };
       ps.keep_catalog = [store, source, run_id](const sources::catalog& cat, std::string_view version) {
         // A failed write only costs the next run a catalog read.
         if (auto record = catalog_record(cat, source, version, run_id, now_us()))

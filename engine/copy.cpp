@@ -179,7 +179,8 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       // source's columns first (seed 004): its warning, or under fail its refusal, is
       // about the same change, and `schema accept` needs what it observed.
       if (job.gate) {
-        auto verdict = job.gate(staged_cols ? *staged_cols : job.table.columns, job.reuse.has_value());
+        auto verdict =
+            job.gate(staged_cols ? *staged_cols : job.table.columns, job.reuse.has_value());
         out.gate_detail = std::move(verdict.detail);
         if (!verdict.proceed) {
           out.status = table_status::failed;

@@ -252,8 +252,9 @@ struct planner {
         // table is the truth. Values the live column holds as they are (a text column
         // whose values now all look like numbers; whole numbers in a double column) load
         // in its type.
-        const bool holds = schema::can_read_as(want, have) ||
-                           (schema::is_integer(want.kind) && have.kind == schema::type_kind::float64);
+        const bool holds =
+            schema::can_read_as(want, have) ||
+            (schema::is_integer(want.kind) && have.kind == schema::type_kind::float64);
         if (holds) {
           for (auto& c : p.load_columns.columns)
             if (schema::same_name(c.name, col.name, rule))

@@ -293,7 +293,8 @@ TEST_CASE("a DuckDB schema named like a database is qualified with the file's da
   };
   const auto c = GENERATE(case_t{"wh.duckdb", "wh", "wh"}, case_t{"wh.duckdb", "WH", "wh"},
                           case_t{"wh.duckdb", "temp", "wh"}, case_t{"wh.duckdb", "system", "wh"},
-                          case_t{"dw.v2.duckdb", "dw", "dw"}, case_t{"main.duckdb", "main_db", "main_db"},
+                          case_t{"dw.v2.duckdb", "dw", "dw"},
+                          case_t{"main.duckdb", "main_db", "main_db"},
                           case_t{"wh.duckdb", "other", "wh"});
   CAPTURE(c.path, c.schema);
   workdir w;

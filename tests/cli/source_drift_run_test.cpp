@@ -233,7 +233,7 @@ TEST_CASE("retry loads staged data while the source is unavailable; other failur
   CHECK(again["tables"].empty());
 }
 
-TEST_CASE("with prune_unchanged, rows added after the staged run arrive with the run after a retry") {
+TEST_CASE("with prune_unchanged, rows added after the staged run arrive with the next run") {
   shop s("fail", "prune_unchanged = true\n");
   REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
   s.source("ALTER TABLE orders ADD COLUMN note TEXT; INSERT INTO orders VALUES (3, 30, 'x')");
@@ -418,7 +418,8 @@ TEST_CASE("CSV datasets: a value past the inferred rows names its line, and a pi
                                         "\"text\" }") &&
                         !Catch::Contains("sample_size"));
   // The pin the message names: the file is parsed with it, every row loads.
-  w.write("flotilla.toml", base + "\n[sources.crm.tables.\"orders\"]\ncolumns = { amount = \"text\" }\n");
+  w.write("flotilla.toml",
+          base + "\n[sources.crm.tables.\"orders\"]\ncolumns = { amount = \"text\" }\n");
   CHECK(flotilla_json(w, {"run"}, &code)["status"] == "success");
   CHECK(sqlite_query(w.file("wh.db"), "SELECT count(*), max(id) FROM raw__orders WHERE amount = "
                                       "'n/a'")[0] == std::vector<std::string>{"1", "25001"});
