@@ -183,13 +183,18 @@ run_events_section publish_events(storage::state_store& store, const config::pro
     for (const auto& t : p.tables) {
       const auto& o = t.outcome;
       const std::string& target = targets.emplace_back(display_name(t.target));
+      const std::size_t first_event = table_events.size();
+      // A copied or failed table's events carry when they happened: table_started its
+      // copy's start, the others its end (a pruned or skipped table's: when emitted).
+      const std::int64_t ended = o.finished_at_us;
       table_events.emplace_back(events::table_event_line{
           .source = t.source,
           .table = t.table,
           .target_table = target,
           .mode = o.reused_staged ? std::string_view("retry")
                   : o.plan        ? engine::to_string(o.plan->load)
-                                  : std::string_view("none")});
+                                  : std::string_view("none"),
+          .timestamp_us = ended != 0 ? ended - o.duration_us : 0});
       if (o.plan && o.status == engine::table_status::copied)
         for (const auto& step : o.plan->drift.steps)
           table_events.emplace_back(events::schema_action(
@@ -218,7 +223,11 @@ run_events_section publish_events(storage::state_store& store, const config::pro
           .rows = o.rows,
           .error = o.error ? std::string_view(*o.error) : std::string_view(),
           .error_code = o.error_code,
-          .duration_us = o.duration_us});
+          .duration_us = o.duration_us,
+          .timestamp_us = ended});
+      for (std::size_t i = first_event; ended != 0 && i < table_events.size(); ++i)
+        if (auto* e = std::get_if<events::pb::Event>(&table_events[i]))
+          e->set_timestamp_us(ended);
       switch (o.status) {
         case engine::table_status::copied: ++totals.tables_copied; break;
         case engine::table_status::pruned: ++totals.tables_pruned; break;

@@ -421,6 +421,9 @@ table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table
   out.duration_us = std::chrono::duration_cast<std::chrono::microseconds>(
                         std::chrono::steady_clock::now() - started)
                         .count();
+  out.finished_at_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
   if (out.plan) {
     table_plan& p = *out.plan;
     p.ddl = {};

@@ -122,6 +122,7 @@ struct table_outcome {
   std::optional<staged_output> staged;   ///< the gate failed the table: its data is kept here
   bool reused_staged = false;            ///< the rows came from an earlier run's staged data
   std::int64_t duration_us = 0;          ///< copy_table's wall time, plan to commit
+  std::int64_t finished_at_us = 0;       ///< when copy_table returned, µs since the epoch
 };
 
 /// Plans the table against the live target, without changing anything.

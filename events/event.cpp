@@ -593,11 +593,13 @@ void append_json(std::string& out, const table_event_line& t, std::string_view r
 }
 
 pb::Event table_event_line::to_event() const {
-  if (!finished)
-    return table_started(source, table, target_table, mode);
-  return table_finished(source, table,
-                        {std::string(status), rows, std::string(error), std::string(error_code),
-                         duration_us, std::string(target_table)});
+  pb::Event e = finished ? table_finished(source, table,
+                                          {std::string(status), rows, std::string(error),
+                                           std::string(error_code), duration_us,
+                                           std::string(target_table)})
+                         : table_started(source, table, target_table, mode);
+  e.set_timestamp_us(timestamp_us);
+  return e;
 }
 
 std::string to_json_tree(const pb::Event& e) {

@@ -117,6 +117,8 @@ struct table_event_line {
   std::string_view error{};
   std::string_view error_code{};
   std::int64_t duration_us = 0;
+  /// When it happened, µs since the epoch; 0: when it is emitted.
+  std::int64_t timestamp_us = 0;
 
   /// The event table_started() or table_finished() builds from the same fields.
   [[nodiscard]] pb::Event to_event() const;

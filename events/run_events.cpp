@@ -158,7 +158,8 @@ const std::string* ready_payload(const storage::pb::OutboxEntry& entry, bool wan
 
 storage::pb::OutboxEntry run_events::stamp(pb::Event& e, std::string& lines, bool kept) {
   e.set_sequence(++sequence_);
-  e.set_timestamp_us(now_us());
+  if (e.timestamp_us() == 0)  // else it carries when it happened (a table's copy)
+    e.set_timestamp_us(now_us());
   if (e.type().empty())
     e.set_type(std::string(payload_name(e)));
   const std::size_t start = lines.size();
@@ -230,7 +231,8 @@ result<std::size_t> run_events::emit_batch(std::vector<batch_event> events) {
         write_lines();
       if (auto* t = std::get_if<table_event_line>(&item)) {
         if (!outbox_) {
-          append_json(lines, *t, run_id_, ++sequence_, now_us(), project_);
+          append_json(lines, *t, run_id_, ++sequence_,
+                      t->timestamp_us != 0 ? t->timestamp_us : now_us(), project_);
           lines += '\n';
           continue;
         }

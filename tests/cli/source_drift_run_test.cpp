@@ -450,7 +450,12 @@ TEST_CASE("table events carry the DDL that ran, the table's duration, and a viol
 
   std::size_t actions = 0;
   std::size_t violations = 0;
+  std::int64_t orders_started = 0, orders_action = 0;
   for (const auto& e : events) {
+    if (e["type"] == "table_started" && e["table"] == "orders")
+      orders_started = e["timestamp_us"];
+    if (e["type"] == "schema_action")
+      orders_action = e["timestamp_us"];
     if (e["type"] == "schema_action") {
       ++actions;
       CHECK(e["table"] == "orders");
@@ -467,6 +472,10 @@ TEST_CASE("table events carry the DDL that ran, the table's duration, and a viol
     } else if (e["type"] == "table_finished" && e["table"] == "orders") {
       CHECK(e["table_finished"]["status"] == "copied");
       CHECK(e["table_finished"]["duration_us"].get<std::int64_t>() > 0);
+      // The timestamps are when the copy began and ended, its actions at its end.
+      CHECK(e["timestamp_us"].get<std::int64_t>() - orders_started ==
+            e["table_finished"]["duration_us"].get<std::int64_t>());
+      CHECK(orders_action == e["timestamp_us"].get<std::int64_t>());
     }
   }
   CHECK(actions == 1);
