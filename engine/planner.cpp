@@ -81,13 +81,19 @@ struct planner {
                        column, T(source), T(declared), column, T(source));
   }
 
-  /// The first failure stands. `column`, `expected` and `actual` name the column, its
-  /// declared (or table's) type and the type the source has, where the failure has them.
+  /// The first failure stands, with its code. `column`, `expected` and `actual` name the
+  /// column, its declared (or table's) type and the type the source has, where the
+  /// failure has them. Later failures of other kinds or columns join its reason (`also
+  /// [code]: ...`), so one plan shows everything to fix in the table.
   void fail(std::string code, std::string reason, std::string column = {},
             std::string expected = {}, std::string actual = {}) {
-    if (!p.error)
+    if (!p.error) {
       p.error = plan_error{std::move(code), std::move(reason), std::move(column),
                            std::move(expected), std::move(actual)};
+      return;
+    }
+    if (code != "FLT-S008" && p.error->code != "FLT-S008")  // review: one change at a time
+      p.error->reason += fmt::format("; also [{}]: {}", code, reason);
   }
 
   /// Columns to load, from the source and the declarations (seed 000's contracts).

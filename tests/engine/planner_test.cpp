@@ -324,3 +324,19 @@ TEST_CASE("a refused table's reason says what to do") {
   CHECK(e.code == "FLT-S003");
   CHECK_THAT(e.reason, Catch::Contains("on_schema_change = \"append_new_columns\""));
 }
+
+TEST_CASE("a refused table lists every problem, the first one's code and column first") {
+  auto d = *dialects::make_dialect("duckdb");
+  const auto live = S({{"id", T("int")}, {"total", T("decimal(12,2)")}});
+  engine::table_settings st;
+  st.enforced = true;
+  st.declared = {{"id", T("int")}, {"total", T("int")}, {"coupon", T("text")}};
+  auto p = engine::plan_table(S({{"id", T("int")}, {"total", T("decimal(12,2)")}}), live,
+                              engine::target_state::present, *d, orders, st);
+  REQUIRE(p.error.has_value());
+  CHECK(p.error->code == "FLT-S002");
+  CHECK(p.error->column == "total");
+  CHECK_THAT(p.error->reason, Catch::StartsWith("total has type decimal(12,2)") &&
+                                  Catch::Contains("; also [FLT-S001]: coupon is declared but "
+                                                  "the source has no such column"));
+}
