@@ -55,6 +55,18 @@ struct shop {
   }
 };
 
+/// A project whose CSV source `crm` reads ./files into target `wh` (`dialect`, file
+/// `path`, schema `raw`); `project_keys` go under [project], `extra` after everything.
+void csv_project(const workdir& w, const std::string& dialect, const std::string& path,
+                 const std::string& project_keys = "", const std::string& extra = "") {
+  std::filesystem::create_directories(w.path() / "files");
+  w.write("flotilla.toml",
+          fmt::format("[project]\nname = \"p\"\n{}\n[targets.wh]\ndialect = \"{}\"\n"
+                      "path = \"{}\"\nschema = \"raw\"\n\n[sources.crm]\nadapter = \"csv\"\n"
+                      "path = \"files\"\ntarget = \"wh\"\ninclude = [\"*\"]\n{}",
+                      project_keys, dialect, path, extra));
+}
+
 std::size_t count_type(const std::vector<nlohmann::json>& events, const std::string& type) {
   std::size_t n = 0;
   for (const auto& e : events)
@@ -333,13 +345,8 @@ TEST_CASE("CSV datasets: a column that outgrew its inferred type still goes thro
   const std::string policy = GENERATE(std::string("warn"), std::string("fail"));
   CAPTURE(policy);
   workdir w;
-  std::filesystem::create_directories(w.path() / "files");
+  csv_project(w, "duckdb", "wh.duckdb", fmt::format("on_source_drift = \"{}\"\n", policy));
   w.write("files/leads.csv", "id,score\n1,5\n2,7\n");
-  w.write("flotilla.toml",
-          fmt::format("[project]\non_source_drift = \"{}\"\n\n[targets.wh]\ndialect = \"duckdb\"\n"
-                      "path = \"wh.duckdb\"\nschema = \"raw\"\n\n[sources.crm]\nadapter = \"csv\"\n"
-                      "path = \"files\"\ntarget = \"wh\"\ninclude = [\"*\"]\n",
-                      policy));
   REQUIRE(flotilla_json(w, {"run"})["status"] == "success");
   w.write("files/leads.csv", "id,score\n1,5\n2,seven\n");
   auto r = run_flotilla(w, {"run", "--output", "json"});
@@ -365,14 +372,9 @@ TEST_CASE("CSV datasets: values the live column still holds load in its type") {
   const std::string target = GENERATE(std::string("duckdb"), std::string("sqlite"));
   CAPTURE(target);
   workdir w;
-  std::filesystem::create_directories(w.path() / "files");
+  csv_project(w, target, "wh.db");
   w.write("files/leads.csv", "id,code,score\n1,a,0.5\n");
   w.write("files/empty.csv", "id,note\n");
-  w.write("flotilla.toml",
-          fmt::format("[project]\nname = \"p\"\n\n[targets.wh]\ndialect = \"{}\"\n"
-                      "path = \"wh.db\"\nschema = \"raw\"\n\n[sources.crm]\nadapter = \"csv\"\n"
-                      "path = \"files\"\ntarget = \"wh\"\n",
-                      target));
   REQUIRE(flotilla_json(w, {"run"})["status"] == "success");
   w.write("files/leads.csv", "id,code,score\n1,7,2\n2,8,3\n");
   w.write("files/empty.csv", "id,note\n1,42\n");
@@ -397,17 +399,12 @@ TEST_CASE("CSV datasets: values the live column still holds load in its type") {
 
 TEST_CASE("CSV datasets: a value past the inferred rows names its line, and a pin reads it") {
   workdir w;
-  std::filesystem::create_directories(w.path() / "files");
+  csv_project(w, "sqlite", "wh.db");
   std::string csv = "id,amount\n";
   for (int i = 1; i <= 25000; ++i)  // past DuckDB's sniffing sample
     csv += fmt::format("{},{}\n", i, i);
   csv += "25001,n/a\n";
   w.write("files/orders.csv", csv);
-  const std::string base =
-      "[project]\nname = \"p\"\n\n[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.db\"\n"
-      "schema = \"raw\"\n\n[sources.crm]\nadapter = \"csv\"\npath = \"files\"\n"
-      "target = \"wh\"\n";
-  w.write("flotilla.toml", base);
   int code = 0;
   auto failed = flotilla_json(w, {"run"}, &code);
   CHECK(code == 1);
@@ -418,8 +415,8 @@ TEST_CASE("CSV datasets: a value past the inferred rows names its line, and a pi
                                         "\"text\" }") &&
                         !Catch::Contains("sample_size"));
   // The pin the message names: the file is parsed with it, every row loads.
-  w.write("flotilla.toml",
-          base + "\n[sources.crm.tables.\"orders\"]\ncolumns = { amount = \"text\" }\n");
+  csv_project(w, "sqlite", "wh.db", "",
+              "\n[sources.crm.tables.\"orders\"]\ncolumns = { amount = \"text\" }\n");
   CHECK(flotilla_json(w, {"run"}, &code)["status"] == "success");
   CHECK(sqlite_query(w.file("wh.db"), "SELECT count(*), max(id) FROM raw__orders WHERE amount = "
                                       "'n/a'")[0] == std::vector<std::string>{"1", "25001"});
