@@ -171,8 +171,7 @@ std::optional<sources::catalog> staged_catalog(const storage::state_store& store
     if (key.starts_with(prefix) && key != prefix + "*")
       wanted.insert(key);
   const bool every = only.empty() || only.contains(prefix + "*");
-  const bool has_schemas = src.adapter == config::adapter_kind::postgres ||
-                           src.adapter == config::adapter_kind::duckdb;
+  const bool has_schemas = config::has_schemas(src.adapter);
   sources::catalog out;
   try {
     for (const auto& e : *entries) {

@@ -326,6 +326,10 @@ std::string target_schema(const target_config& t, const source_config& s) {
   return std::move(*r);
 }
 
+bool has_schemas(adapter_kind a) {
+  return a == adapter_kind::postgres || a == adapter_kind::duckdb;
+}
+
 std::string duckdb_database_name(std::string_view path) {
   if (path.empty() || path == ":memory:")
     return "memory";
@@ -353,9 +357,7 @@ target_table_name target_table(const target_config& t, const source_config& s,
   }
   // SQLite, CSV and JSON sources have no schemas: their catalog names are bare, and a
   // dot in one ("a.b") is part of the table's name, not a schema's end.
-  const bool bare = s.adapter == adapter_kind::sqlite || s.adapter == adapter_kind::csv ||
-                    s.adapter == adapter_kind::json;
-  const std::string_view table = bare ? catalog_name : table_part(catalog_name);
+  const std::string_view table = has_schemas(s.adapter) ? table_part(catalog_name) : catalog_name;
   if (t.dialect == "sqlite") {
     out.name = schema.empty() ? std::string{table} : fmt::format("{}__{}", schema, table);
   } else {

@@ -99,6 +99,10 @@ struct target_table_name {
   std::string name;
 };
 
+/// True for the adapters whose catalog names are "schema.table" (postgres, duckdb); the
+/// others' (sqlite, csv, json) are bare, a dot in one being part of the table's name.
+[[nodiscard]] bool has_schemas(adapter_kind a);
+
 /// The name DuckDB gives the database in the file `path`: the file name up to its first
 /// '.' (leading dots skipped), with "_db" after its own names main, system and temp;
 /// "memory" for ":memory:".

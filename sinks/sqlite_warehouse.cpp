@@ -171,7 +171,7 @@ class sqlite_warehouse final : public warehouse_base {
       // references. (A full refresh renames nothing: dialect::replaces_in_place.)
       run("PRAGMA legacy_alter_table = ON");
       run("PRAGMA cache_size = -65536");  // 64 MiB: bulk loads touch many index pages
-    } catch (const std::exception& e) {
+    } catch (const std::exception&) {
       // The first statement is where a file that is not SQLite's shows: name the file.
       const std::string msg = sqlite3_errmsg(db_);
       sqlite3_close(db_);
