@@ -262,28 +262,34 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
               if (shared)
                 connections->shared = st.warehouse;
             }
+            auto& src = st.sources[t.job.source_name];
+            std::unique_ptr<sources::source> stand_in;
+            const auto open_source = [&] {
+              if (src)
+                return;
+              for (const auto& p : spec->pipelines)
+                if (p.source.name == t.job.source_name) {
+                  try {
+                    src = sources::open_source(p.source);
+                  } catch (const std::exception& e) {
+                    if (!t.job.reuse)
+                      throw;
+                    stand_in = std::make_unique<unavailable_source>(p.source.adapter, e.what());
+                  }
+                }
+            };
             if (spec->plan_only) {
               engine::table_job job = t.job;
               job.target_tables = target_tables;
-              report->outcome.plan = engine::plan_against_target(*st.warehouse, job);
+              // An inferred table's file answers what its double columns need as decimals.
+              if (t.job.table.inferred)
+                open_source();
+              report->outcome.plan = engine::plan_against_target(*st.warehouse, job, src.get());
               report->outcome.status = engine::table_status::copied;
             } else {
               if (shared_held.owns_lock())
                 shared_held.unlock();  // the copy holds it where it uses the target
-              auto& src = st.sources[t.job.source_name];
-              std::unique_ptr<sources::source> stand_in;
-              if (!src) {
-                for (const auto& p : spec->pipelines)
-                  if (p.source.name == t.job.source_name) {
-                    try {
-                      src = sources::open_source(p.source);
-                    } catch (const std::exception& e) {
-                      if (!t.job.reuse)
-                        throw;
-                      stand_in = std::make_unique<unavailable_source>(p.source.adapter, e.what());
-                    }
-                  }
-              }
+              open_source();
               engine::table_job job = t.job;
               job.target_tables = target_tables;
               job.target_lock = shared ? &connections->shared_use : nullptr;

@@ -1,5 +1,6 @@
 #include "engine/copy.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <filesystem>
@@ -44,6 +45,66 @@ described describe_target(sinks::warehouse& wh, const table_job& job) {
     d.state = target_state::unreadable;
   }
   return d;
+}
+
+/// Digits before the point a live column's values may have: 0 when it holds no numbers.
+int integer_digits(const schema::portable_type& t) {
+  using k = schema::type_kind;
+  switch (t.kind) {
+    case k::boolean: return 1;
+    case k::smallint: return 5;
+    case k::int32: return 10;
+    case k::bigint: return 19;
+    case k::decimal: return t.precision - t.scale;
+    default: return 0;
+  }
+}
+
+/// Seed 000 widens an inferred column along bool -> int -> decimal, but DuckDB's file
+/// readers infer a double for any number with a point. Where such a column meets a live
+/// boolean, integer or decimal column, the plan sees the narrowest decimal holding both
+/// the live column's values and every value in the file: the live decimal itself when it
+/// holds them, or a wider one that auto_widen may take. A column with any value that is
+/// not a plain decimal number stays a double, and its table fails FLT-S005 as before.
+schema::table_schema with_decimal_fit(sources::source& src, const table_job& job,
+                                      const std::optional<schema::table_schema>& live,
+                                      const dialects::dialect& dialect) {
+  schema::table_schema out = job.table.columns;
+  if (!job.table.inferred || !live)
+    return out;
+  const auto rule = dialect.names();
+  std::vector<std::string> asked;
+  std::vector<schema::column*> patched;
+  std::vector<schema::portable_type> have;
+  for (auto& c : out.columns) {
+    if (c.type.kind != schema::type_kind::float64)
+      continue;
+    const bool pinned = std::any_of(job.settings.declared.begin(), job.settings.declared.end(),
+                                    [&](const auto& d) { return schema::same_name(d.name, c.name, rule); });
+    const auto* l = live->find(c.name, rule);
+    if (pinned || l == nullptr)
+      continue;
+    const auto t = dialect.canonical(l->type);
+    if (integer_digits(t) == 0)
+      continue;
+    asked.push_back(c.name);
+    patched.push_back(&c);
+    have.push_back(t);
+  }
+  if (asked.empty())
+    return out;
+  const auto fits = src.decimal_fit(job.table, asked);
+  for (std::size_t i = 0; i < fits.size() && i < asked.size(); ++i) {
+    if (!fits[i])
+      continue;
+    const int scale = std::max(fits[i]->scale, have[i].kind == schema::type_kind::decimal
+                                                   ? have[i].scale
+                                                   : 0);
+    const int digits = std::max(fits[i]->integer, integer_digits(have[i])) + scale;
+    if (digits <= 38)
+      patched[i]->type = schema::portable_type::decimal(digits, scale);
+  }
+  return out;
 }
 
 sinks::load_mode mode_of(load_kind k) {
@@ -124,16 +185,19 @@ class batch_loader {
 
 }  // namespace
 
-table_plan plan_against_target(sinks::warehouse& wh, const table_job& job) {
+table_plan plan_against_target(sinks::warehouse& wh, const table_job& job,
+                               sources::source* src) {
   auto d = describe_target(wh, job);
   auto settings = job.settings;
   settings.inferred = job.table.inferred;
-  auto p = plan_table(job.table.columns, d.live, d.state, wh.dialect(), job.target, settings);
+  const auto columns =
+      src ? with_decimal_fit(*src, job, d.live, wh.dialect()) : job.table.columns;
+  auto p = plan_table(columns, d.live, d.state, wh.dialect(), job.target, settings);
   // A full refresh the target may do in place shows the statements the load will run.
   if (p.load == load_kind::full_refresh && !p.swap_sql.empty() && !p.error &&
       wh.empties_in_place(job.target)) {
     settings.empties_in_place = true;
-    p = plan_table(job.table.columns, d.live, d.state, wh.dialect(), job.target, settings);
+    p = plan_table(columns, d.live, d.state, wh.dialect(), job.target, settings);
   }
   return p;
 }
@@ -171,8 +235,8 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     std::optional<schema::table_schema> staged_cols;
     if (job.reuse)
       staged_cols = staged_columns(job.reuse->path);
-    out.plan = plan_table(staged_cols ? *staged_cols : job.table.columns, d.live, d.state,
-                          wh.dialect(), job.target, settings);
+    out.plan = plan_table(staged_cols ? *staged_cols : with_decimal_fit(src, job, d.live, wh.dialect()),
+                          d.live, d.state, wh.dialect(), job.target, settings);
     const table_plan& plan = *out.plan;
     if (plan.error) {
       // Decided before anything touched the target. The drift gate still looks at the

@@ -125,8 +125,11 @@ struct table_outcome {
   std::int64_t finished_at_us = 0;       ///< when copy_table returned, µs since the epoch
 };
 
-/// Plans the table against the live target, without changing anything.
-[[nodiscard]] table_plan plan_against_target(sinks::warehouse& wh, const table_job& job);
+/// Plans the table against the live target, without changing anything. `src`, when
+/// given, answers what an inferred double column's values need as a decimal (seed 000's
+/// auto_widen lattice); reading the file is the only thing it does.
+[[nodiscard]] table_plan plan_against_target(sinks::warehouse& wh, const table_job& job,
+                                             sources::source* src = nullptr);
 
 /// Copies one table. Never throws: failures come back in the outcome. The outcome's plan
 /// keeps what a run reports (shape action, drift, load kind, warnings, error); its

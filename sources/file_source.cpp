@@ -172,6 +172,51 @@ class file_source final : public source {
     return out;
   }
 
+  std::vector<std::optional<decimal_digits>> decimal_fit(
+      const source_table& table, const std::vector<std::string>& columns) override {
+    std::vector<std::optional<decimal_digits>> out(columns.size());
+    if (columns.empty())
+      return out;
+    const std::string path = file_of(table.name);
+    // The text each value was written as: a CSV file's own; JSON's numbers as their
+    // shortest spelling (12.50 reads 12.5, as JSON means the same number).
+    std::string select;
+    for (std::size_t i = 0; i < columns.size(); ++i) {
+      const std::string v = fmt::format("trim(CAST({} AS VARCHAR))", quote_ident(columns[i]));
+      select += fmt::format(
+          "{}CAST(bool_and({} IS NULL OR regexp_full_match({}, "
+          "'[-+]?([0-9]+([.][0-9]*)?|[.][0-9]+)')) AS VARCHAR), "
+          "CAST(coalesce(max(length(ltrim(regexp_replace(split_part({}, '.', 1), '[-+]', ''), "
+          "'0'))), 0) AS VARCHAR), "
+          "CAST(coalesce(max(length({}) - strpos({}, '.')) FILTER (WHERE strpos({}, '.') > 0), "
+          "0) AS VARCHAR)",
+          i ? ", " : "", v, v, v, v, v, v);
+    }
+    const std::string from =
+        json_ ? relation(path)
+              : fmt::format("read_csv({}, all_varchar = true)", quote_literal(path));
+    try {
+      duck::connection con(db());
+      const auto rows = con.strings(fmt::format("SELECT {} FROM {}", select, from));
+      if (rows.size() != 1)
+        return out;
+      for (std::size_t i = 0; i < columns.size(); ++i) {
+        const auto& row = rows[0];
+        if (row[3 * i].value_or("false") != "true")
+          continue;
+        const decimal_digits d{std::stoi(row[3 * i + 1].value_or("0")),
+                               std::stoi(row[3 * i + 2].value_or("0"))};
+        if (d.integer + d.scale <= 38)
+          out[i] = d;
+      }
+    } catch (const duck::failure& e) {
+      throw error::read_failed(options_.name, table.name, path,
+                               json_ ? json_reason(path, e.what()) : std::string(e.what()),
+                               fix_file);
+    }
+    return out;
+  }
+
   read_result read(const read_request& request, const batch_consumer& consume) override {
     if (request.table == nullptr)
       throw error::bad_request(options_.name, "read request names no table");

@@ -86,6 +86,12 @@ struct read_result {
 /// Receives each batch, on the thread that called read() (the copy takes a shared target
 /// connection's lock in it and releases it on that thread); return false to stop reading
 /// early.
+/// The digits a column of decimal numbers needs: before and after the point.
+struct decimal_digits {
+  int integer = 0;
+  int scale = 0;
+};
+
 using batch_consumer = std::function<bool(schema::row_batch&&)>;
 
 class source {
@@ -106,6 +112,15 @@ class source {
   /// Version of the adapter's catalog read (type mapping, marker format): a kept catalog
   /// is reused only by a build whose adapter reports the same version.
   [[nodiscard]] virtual std::string_view catalog_version() const { return {}; }
+  /// For inferred sources (csv, json), whose readers infer a double for any number with
+  /// a point: for each named column, the digits its values need, when every value is a
+  /// plain decimal number (no exponent, no inf or nan) and the type fits decimal(38); an
+  /// empty answer otherwise. Reads the whole table. Other adapters answer none.
+  [[nodiscard]] virtual std::vector<std::optional<decimal_digits>> decimal_fit(
+      const source_table& table, const std::vector<std::string>& columns) {
+    (void)table;
+    return std::vector<std::optional<decimal_digits>>(columns.size());
+  }
   /// Reads rows; values follow schema/rows.hpp for each column's portable type.
   virtual read_result read(const read_request& request, const batch_consumer& consume) = 0;
 };

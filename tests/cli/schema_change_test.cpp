@@ -240,6 +240,48 @@ TEST_CASE("seed 000: an inferred CSV column never changes type on its own; auto_
         std::string::npos);
 }
 
+TEST_CASE("seed 000: auto_widen takes an inferred int column to the decimal its new values need") {
+  // DuckDB's file readers infer a double for any number with a point; the lattice is
+  // bool -> int -> decimal, so the file is read for the digits the values need.
+  workdir w;
+  w.write("orders.csv", "id,amount\n1,12\n2,3\n");
+  const std::string base = "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\nschema = \"raw\"\n"
+                           "[sources.files]\nadapter = \"csv\"\npath = \"orders.csv\"\n";
+  w.write("flotilla.toml", base);
+  REQUIRE(run_flotilla(w, {"run"}).exit_code == 0);
+  w.write("orders.csv", "id,amount\n1,12\n2,3.25\n3,-99999.125\n");
+  int rc = -1;
+  auto failed = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  const std::string err = (*find_table(failed, "raw.orders"))["error"];
+  CHECK(err.find("the table has bigint, the data now needs decimal(22,3)") != std::string::npos);
+  CHECK(err.find("set auto_widen = true") != std::string::npos);
+
+  w.write("flotilla.toml", base + "auto_widen = true\n");
+  CHECK(run_flotilla(w, {"plan"}).out.find("amount bigint -> decimal(22,3)") != std::string::npos);
+  REQUIRE(run_flotilla(w, {"run"}).exit_code == 0);
+  const auto wh = w.file("wh.duckdb");
+  CHECK(duckdb_query(wh, "SELECT data_type FROM information_schema.columns WHERE table_name = "
+                         "'orders' AND column_name = 'amount'")[0][0] == "DECIMAL(22,3)");
+  // Exact, never through a double: -99999.125 and 3.25 as written.
+  CHECK(duckdb_query(wh, "SELECT sum(amount)::VARCHAR FROM raw.orders")[0][0] == "-99983.875");
+
+  // The widened column holds the next file's values as they are: no drift, no change.
+  w.write("orders.csv", "id,amount\n1,0.5\n");
+  auto again = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  CHECK(again["drift"]["tables_drifted"] == 0);
+  CHECK(duckdb_query(wh, "SELECT amount::VARCHAR FROM raw.orders")[0][0] == "0.500");
+
+  // A value that is no plain decimal (an exponent) keeps the double, which is never
+  // taken by itself: pin it.
+  w.write("orders.csv", "id,amount\n1,1.5e3\n");
+  auto exp = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  const std::string pin = (*find_table(exp, "raw.orders"))["error"];
+  CHECK(pin.find("needs double; pin it with columns") != std::string::npos);
+}
+
 TEST_CASE("seed 001: the governance gate lets granted additive changes through and refuses the rest") {
   fleet f("duckdb");
   const std::string gate = "[resilience]\nauto_apply_additive_drift = true\n[policy]\n"
