@@ -124,8 +124,8 @@ std::optional<std::pair<std::string, std::string>> conversion_error(std::string_
                   source, table, c[1].str())};
 }
 
-// Fields in the first record of a CSV file, splitting on commas outside double quotes.
-std::size_t header_fields(const std::string& path) {
+// Fields in the first record of a CSV file, splitting on `delim` outside double quotes.
+std::size_t header_fields(const std::string& path, char delim = ',') {
   std::ifstream in(path, std::ios::binary);
   std::size_t fields = 1;
   bool quoted = false;
@@ -133,12 +133,46 @@ std::size_t header_fields(const std::string& path) {
   while (in.get(c)) {
     if (c == '"')
       quoted = !quoted;
-    else if (!quoted && c == ',')
+    else if (!quoted && c == delim)
       ++fields;
     else if (!quoted && (c == '\n' || c == '\r'))
       break;
   }
   return fields;
+}
+
+/// Whether a value in the CSV file begins with a double quote: at the file's or a line's
+/// start, or right after a delimiter DuckDB may sniff (, ; tab |). One pass over the bytes.
+bool quote_opens_a_value(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::array<char, 1 << 16> buf{};
+  char prev = '\n';
+  while (in) {
+    in.read(buf.data(), buf.size());
+    const auto n = static_cast<std::size_t>(in.gcount());
+    for (std::size_t i = 0; i < n; ++i) {
+      const char c = buf[i];
+      if (c == '"' && (prev == '\n' || prev == '\r' || prev == ',' || prev == ';' ||
+                       prev == '\t' || prev == '|'))
+        return true;
+      prev = c;
+    }
+  }
+  return false;
+}
+
+/// DuckDB's complaint about a CSV read, in Flotilla's terms where it has them: the line
+/// and what is wrong with it, without DuckDB's list of reader options to change.
+std::string csv_reason(std::string reason) {
+  static const std::regex line(R"(CSV Error on Line: (\d+))");
+  std::smatch l;
+  if (reason.find("unterminated quote") != std::string::npos && std::regex_search(reason, l, line))
+    return fmt::format("line {}: a value opens a double quote that is never closed, so every "
+                       "line after it would be read into that value",
+                       l[1].str());
+  if (auto at = reason.find("\n\nPossible fixes"); at != std::string::npos)
+    reason.erase(at);
+  return reason;
 }
 
 class file_source final : public source {
@@ -230,6 +264,8 @@ class file_source final : public source {
     spec.fix = fix_file;
     try {
       duck::connection con(db());
+      if (!json_)
+        check_quotes(con, path);
       return duck::scan(con, spec, consume);
     } catch (const duck::failure& e) {
       if (auto c = conversion_error(e.what(), options_.name, request.table->name))
@@ -371,8 +407,7 @@ class file_source final : public source {
           reason = strict.what();
         }
       }
-      if (json_)
-        reason = json_reason(path, std::move(reason));
+      reason = json_ ? json_reason(path, std::move(reason)) : csv_reason(std::move(reason));
       throw error::catalog_failed(options_.name, "file " + path, reason, fix_file);
     }
     std::vector<std::pair<std::string, std::string>> out;
@@ -381,15 +416,35 @@ class file_source final : public source {
     return out;
   }
 
-  void strict_check(duck::connection& con, const std::string& path) {
-    const std::size_t n = header_fields(path);
+  void strict_check(duck::connection& con, const std::string& path, char delim = ',') {
+    const std::size_t n = header_fields(path, delim);
     std::string columns;
     for (std::size_t i = 1; i <= n; ++i)
       columns += fmt::format("{}'c{}': 'VARCHAR'", i > 1 ? ", " : "", i);
     con.exec(fmt::format(
-        "SELECT count(*) FROM read_csv({}, auto_detect = false, delim = ',', quote = '\"', "
+        "SELECT count(*) FROM read_csv({}, auto_detect = false, delim = {}, quote = '\"', "
         "escape = '\"', header = true, columns = {{{}}})",
-        quote_literal(path), columns));
+        quote_literal(path), quote_literal(std::string(1, delim)), columns));
+  }
+
+  /// A value that opens a double quote and never closes it makes DuckDB's sniffer settle
+  /// on no quoting at all, and the file would load with the quote kept and the value cut
+  /// at the next delimiter. Such a file is read strictly with quoting, so the read fails
+  /// naming the line instead.
+  void check_quotes(duck::connection& con, const std::string& path) {
+    if (!quote_opens_a_value(path))
+      return;
+    const auto sniffed =
+        con.strings(fmt::format("SELECT Delimiter, Quote FROM sniff_csv({})", quote_literal(path)));
+    const std::string quote = sniffed.size() == 1 ? sniffed[0][1].value_or("") : "\"";
+    if (!quote.empty() && quote != "(empty)")  // how sniff_csv spells none
+      return;
+    const std::string delim = sniffed[0][0].value_or(",");
+    try {
+      strict_check(con, path, delim.size() == 1 ? delim[0] : ',');
+    } catch (const duck::failure& e) {
+      throw duck::failure(csv_reason(e.what()));
+    }
   }
 
   const duck::database& db() {

@@ -146,6 +146,50 @@ TEST_CASE("a malformed csv row beyond the sniffed sample fails the read with its
                                            Catch::Contains("Line: 30002"));
 }
 
+TEST_CASE("a csv value that opens a quote and never closes it fails the read with its line") {
+  // DuckDB's sniffer settles on no quoting for such a file, which would load `"bob` and
+  // cut the value at the comma; the read names the line instead.
+  temp_dir dir;
+  write_file(dir.file("t.csv"), "id,name,note\n1,ann,ok\n2,\"bob,late\n3,cy,fine\n");
+  write_file(dir.file("s.csv"), "id;name\n1;x\n2;\"y\n");
+  // Quotes inside a value, and values quoted properly, still read.
+  write_file(dir.file("inch.csv"), "id,len\n1,5\"\n2,7\n");
+  write_file(dir.file("ok.csv"), "id,name\n1,\"a,b\"\n2,c\n");
+  auto src = open_files("csv", dir.path.string());
+  const catalog cat = src->read_catalog();
+  CHECK_THROWS_WITH(read_all(*src, find_table(cat, "t")),
+                    Catch::Contains("t.csv") && Catch::Contains("line 3: a value opens a double quote"));
+  CHECK_THROWS_WITH(read_all(*src, find_table(cat, "s")), Catch::Contains("line 3:"));
+  const auto inch = read_all(*src, find_table(cat, "inch"));
+  REQUIRE(inch.rows.size() == 2);
+  CHECK(inch.rows[0][1] == text("5\""));
+  const auto ok = read_all(*src, find_table(cat, "ok"));
+  REQUIRE(ok.rows.size() == 2);
+  CHECK(ok.rows[0][1] == text("a,b"));
+}
+
+TEST_CASE("decimal_fit counts the digits a file's numbers need, or none for a non-decimal") {
+  temp_dir dir;
+  write_file(dir.file("n.csv"), "a,b,c\n12.50,1.5e3,1\n-0003.1,2,\n+.125,x,2\n");
+  write_file(dir.file("j.json"), "{\"a\": 12.50}\n{\"a\": -3.125}\n");
+  auto csv = open_files("csv", dir.file("n.csv"));
+  const catalog cat = csv->read_catalog();
+  const auto fit = csv->decimal_fit(find_table(cat, "n"), {"a", "b", "c"});
+  REQUIRE(fit.size() == 3);
+  REQUIRE(fit[0]);
+  CHECK(fit[0]->integer == 2);
+  CHECK(fit[0]->scale == 3);  // "+.125"; "12.50" keeps the 2 it was written with
+  CHECK_FALSE(fit[1]);        // an exponent, and text
+  REQUIRE(fit[2]);            // whole numbers and an empty value
+  CHECK(fit[2]->scale == 0);
+  auto json = open_files("json", dir.file("j.json"));
+  const catalog jc = json->read_catalog();
+  const auto jf = json->decimal_fit(find_table(jc, "j"), {"a"});
+  REQUIRE(jf[0]);
+  CHECK(jf[0]->integer == 2);
+  CHECK(jf[0]->scale == 3);
+}
+
 TEST_CASE("malformed json is an error naming the file and the line") {
   temp_dir dir;
   write_file(dir.file("bad.ndjson"), "{\"a\": 1}\n{\"a\": 2}\n{\"a\": \n");
