@@ -20,7 +20,12 @@ constexpr const char* columns_expr = R"sql(
             'key', coalesce(a.attnum = ANY (i.indkey), false),
             'default', pg_catalog.pg_get_expr(d.adbin, d.adrelid),
             'has_missing', a.atthasmissing,
-            'missing', CASE WHEN a.atthasmissing THEN a.attmissingval::text END)
+            'missing', CASE WHEN a.atthasmissing THEN a.attmissingval::text END,
+            'collation', CASE WHEN a.attcollation IN (0, 100) THEN ''
+                         ELSE (SELECT co.collname FROM pg_catalog.pg_collation co
+                                WHERE co.oid = a.attcollation) END,
+            'identity', a.attidentity <> '',
+            'generated', a.attgenerated <> '')
           ORDER BY a.attnum)
      FROM pg_catalog.pg_attribute a
      LEFT JOIN pg_catalog.pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
@@ -181,6 +186,13 @@ std::vector<source_column> parse_columns_json(std::string_view json) {
         s.missing_value = m;
       }
     }
+    // Absent from log rows a capture before version 3 wrote: unknown, not changed.
+    if (c.contains("collation") && c["collation"].is_string())
+      s.collation = c["collation"].get<std::string>();
+    if (c.contains("identity") && c["identity"].is_boolean())
+      s.identity = c["identity"].get<bool>();
+    if (c.contains("generated") && c["generated"].is_boolean())
+      s.generated = c["generated"].get<bool>();
     out.push_back(std::move(s));
   }
   return out;
@@ -195,6 +207,12 @@ std::string columns_json(const std::vector<source_column>& columns) {
     o["default"] = c.default_expr ? nlohmann::json(*c.default_expr) : nlohmann::json(nullptr);
     o["missing"] = c.missing_value ? nlohmann::json("{" + *c.missing_value + "}")
                                    : nlohmann::json(nullptr);
+    if (c.collation)
+      o["collation"] = *c.collation;
+    if (c.identity)
+      o["identity"] = *c.identity;
+    if (c.generated)
+      o["generated"] = *c.generated;
     j.push_back(std::move(o));
   }
   return j.dump();
@@ -230,6 +248,12 @@ ddl_event parse_ddl_event(
   return e;
 }
 
+namespace {
+std::string collation_name(const std::string& c) {
+  return c.empty() ? std::string("default") : "\"" + c + "\"";
+}
+}  // namespace
+
 std::vector<column_diff> diff_columns(const std::vector<source_column>& before,
                                       const std::vector<source_column>& after) {
   std::vector<column_diff> out;
@@ -255,7 +279,26 @@ std::vector<column_diff> diff_columns(const std::vector<source_column>& before,
       out.push_back({column_diff::kind::retyped, a->name, a->type, &b, a});
     if (a->not_null != b.not_null && !(a->key && !b.key))
       out.push_back({column_diff::kind::nullability, a->name, "", &b, a});
-    if (a->default_expr != b.default_expr)
+    // A generated column's expression is its pg_attrdef entry too: a change of it is a
+    // change of the generated property, not of a default.
+    const auto known_changed = [](const auto& x, const auto& y) { return x && y && *x != *y; };
+    if (known_changed(b.collation, a->collation))
+      out.push_back({column_diff::kind::collation, a->name,
+                     fmt::format("collation {} -> {}", collation_name(*b.collation),
+                                 collation_name(*a->collation)),
+                     &b, a});
+    if (known_changed(b.identity, a->identity))
+      out.push_back({column_diff::kind::identity, a->name,
+                     *a->identity ? "identity added" : "identity dropped", &b, a});
+    const bool generated = a->generated.value_or(false) || b.generated.value_or(false);
+    if (known_changed(b.generated, a->generated) ||
+        (generated && a->default_expr != b.default_expr))
+      out.push_back({column_diff::kind::generated, a->name,
+                     a->generated == b.generated ? "generation expression changed"
+                     : a->generated.value_or(false) ? "now generated"
+                                                    : "no longer generated",
+                     &b, a});
+    else if (a->default_expr != b.default_expr)
       out.push_back({column_diff::kind::default_changed, a->name, "", &b, a});
   }
   for (const auto& a : after)

@@ -21,7 +21,7 @@ inline constexpr std::string_view ddl_log_table = "ddl_log";
 
 /// Stamped on the trigger function (COMMENT ON FUNCTION): a capture installed by another
 /// version is installed again.
-inline constexpr std::string_view capture_version = "flotilla ddl capture 2";
+inline constexpr std::string_view capture_version = "flotilla ddl capture 3";
 
 /// Statements that create (or refresh) the log table, the trigger function and the two
 /// event triggers (ddl_command_end and sql_drop). Needs a superuser on the source. The
@@ -52,6 +52,13 @@ struct source_column {
   /// rows read `missing_value`.
   bool has_missing = false;
   std::optional<std::string> missing_value;
+  /// The column's collation when not its type's default (pg_collation.collname; empty:
+  /// the default), whether it is an identity column, whether it is generated (its
+  /// `default_expr` then holds the expression). nullopt: logged by a capture before
+  /// version 3, which did not record it.
+  std::optional<std::string> collation;
+  std::optional<bool> identity;
+  std::optional<bool> generated;
 
   friend bool operator==(const source_column&, const source_column&) = default;
 };
@@ -93,6 +100,9 @@ struct column_diff {
     retyped,
     nullability,
     default_changed,
+    collation,   ///< `to`: "collation default -> \"de_DE\""
+    identity,    ///< `to`: "identity added" / "identity dropped"
+    generated,   ///< `to`: "now generated" / "no longer generated" / expression changed
     key_changed,
   };
   kind what = kind::added;

@@ -15,6 +15,9 @@ captured_column to_column(const source_column& c) {
   out.type = sources::map_postgres_type(c.type);
   out.nullable = !c.not_null;
   out.key = c.key;
+  out.collation = c.collation.value_or("");
+  out.identity = c.identity.value_or(false);
+  out.generated = c.generated.value_or(false);
   if (c.default_expr) {
     out.default_expr = *c.default_expr;
     // ADD COLUMN ... DEFAULT stores a constant as metadata (atthasmissing); a volatile
@@ -78,6 +81,15 @@ std::vector<source_change> to_source_changes(const std::string& table,
         break;
       case column_diff::kind::default_changed:
         add(set_default{d.column, d.after->default_expr.value_or("")});
+        break;
+      case column_diff::kind::collation:
+        add(column_property_change{d.column, "collation", d.to});
+        break;
+      case column_diff::kind::identity:
+        add(column_property_change{d.column, "identity", d.to});
+        break;
+      case column_diff::kind::generated:
+        add(column_property_change{d.column, "generated", d.to});
         break;
       case column_diff::kind::key_changed: {
         key_change k;

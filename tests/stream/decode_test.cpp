@@ -129,3 +129,28 @@ TEST_CASE("columns are matched by attnum, so a rename is one change") {
   auto cols = parse_columns_json(columns_json(after));
   CHECK(cols == after);
 }
+
+TEST_CASE("collation, identity and generated changes are column changes; unrecorded ones are not") {
+  std::vector<source_column> before{{"id", 1, "integer", true, true, {}, false, {}},
+                                    {"note", 2, "text", false, false, {}, false, {}}};
+  // Logged by an older capture: the properties are unknown, so nothing changed.
+  auto after = before;
+  after[1].collation = "de_DE";
+  after[0].identity = true;
+  CHECK(diff_columns(before, after).empty());
+
+  before[0].identity = false;
+  before[1].collation = "";
+  before[1].generated = false;
+  after[1].generated = true;
+  after[1].default_expr = "upper(id::text)";
+  const auto diff = diff_columns(before, after);
+  REQUIRE(diff.size() == 3);
+  CHECK(diff[0].what == column_diff::kind::identity);
+  CHECK(diff[0].to == "identity added");
+  CHECK(diff[1].what == column_diff::kind::collation);
+  CHECK(diff[1].to == "collation default -> \"de_DE\"");
+  CHECK(diff[2].what == column_diff::kind::generated);  // not a default change
+  CHECK(diff[2].to == "now generated");
+  CHECK(parse_columns_json(columns_json(after)) == after);
+}

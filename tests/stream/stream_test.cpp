@@ -218,6 +218,35 @@ TEST_CASE("a change the capture cannot carry stops the stream before it", "[stre
   CHECK(count(f.target(), "st_shop.orders") == "4");
 }
 
+TEST_CASE("a collation change, or an identity or generated column added, stops the stream",
+          "[stream]") {
+  // Seed 002: a collation, identity or computed column change stops the pipeline before
+  // the change; an added column whose existing rows get their own values does too.
+  fixture f;
+  make_orders(f, "orders", 2);
+  const auto stops_at = [&](const std::string& ddl, const std::string& reason, int rows) {
+    stream_process p(f, {"--reload"});
+    REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == std::to_string(rows); }));
+    pg_exec(f.source(), fmt::format("INSERT INTO orders (id, note) VALUES ({}, 'before')", rows + 1));
+    pg_exec(f.source(), ddl);
+    pg_exec(f.source(), fmt::format("INSERT INTO orders (id, note) VALUES ({}, 'after')", rows + 2));
+    CHECK(p.wait(30s) == 1);
+    CHECK(p.err().find(reason) != std::string::npos);
+    CHECK(count(f.target(), "st_shop.orders") == std::to_string(rows + 1));  // none after it
+  };
+  stops_at("ALTER TABLE orders ALTER COLUMN note TYPE text COLLATE \"C\"",
+           "the collation of column 'note' changed (collation default -> \"C\")", 2);
+  {
+    stream_process again(f);  // a restart stops there again
+    CHECK(again.wait(30s) == 1);
+    CHECK(again.err().find("the collation of column 'note' changed") != std::string::npos);
+  }
+  stops_at("ALTER TABLE orders ADD COLUMN seq int GENERATED ALWAYS AS IDENTITY",
+           "column 'seq' was added as an identity column", 4);
+  stops_at("ALTER TABLE orders ADD COLUMN twice numeric GENERATED ALWAYS AS (amount * 2) STORED",
+           "column 'twice' was added as a generated column", 6);
+}
+
 TEST_CASE("a table with a generated column is refused before anything is copied", "[stream]") {
   // PostgreSQL 15 sends no generated column in logical replication: streamed, its values
   // would turn NULL on the target.
