@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "dialects/widening.hpp"
+#include "schema/compat.hpp"
 
 namespace flotilla::cdc {
 namespace {
@@ -209,6 +210,30 @@ outcome decider::run() {
   return std::visit([this](const auto& c) { return on(c); }, change_.change);
 }
 
+/// Whether `ddl` names `name` as an identifier, quoted or not (ASCII case folded).
+bool names_identifier(std::string_view ddl, std::string_view name) {
+  if (ddl.empty() || name.empty())
+    return false;
+  const auto lower = [](std::string_view v) {
+    std::string out(v);
+    for (auto& ch : out)
+      ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return out;
+  };
+  const std::string text = lower(ddl);
+  const std::string n = lower(name);
+  const auto part = [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '$';
+  };
+  for (auto at = text.find(n); at != std::string::npos; at = text.find(n, at + 1)) {
+    const bool open = at == 0 || !part(text[at - 1]);
+    const bool close = at + n.size() == text.size() || !part(text[at + n.size()]);
+    if (open && close)
+      return true;
+  }
+  return false;
+}
+
 std::optional<outcome> decider::check_shape() const {
   if (events() || !target_.actual)
     return std::nullopt;
@@ -228,7 +253,8 @@ std::optional<outcome> decider::check_shape() const {
       continue;
     }
     const auto want = d_->canonical(c.type);
-    if (live->type != want)
+    if (live->type != want &&
+        !(names_identifier(target_.edited_ddl, c.name) && schema::can_read_as(want, live->type)))
       problems.push_back(fmt::format("column {} is {}, expected {}", d_->quote(c.name),
                                      d_->physical_type(live->type), d_->physical_type(want)));
   }

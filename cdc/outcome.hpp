@@ -163,6 +163,10 @@ struct target_info {
   /// When set and it differs from the shape the captured table maps to, the stream
   /// stops at the change (a table altered by hand). nullopt: not checked.
   std::optional<schema::table_schema> actual;
+  /// The DDL of the table's last review when it was edited before it ran (seed 003: "you
+  /// want the target to differ, for example a wider type"): a column it names may be
+  /// wider on the target than the source's type maps to. Empty: none.
+  std::string edited_ddl;
 };
 
 // ---- outcomes ----------------------------------------------------------------------

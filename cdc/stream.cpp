@@ -228,6 +228,7 @@ struct ddl_change {
   ddl_event event;
   nlohmann::json fields;  ///< the log row, kept as it is while the table is held
   std::optional<schema::table_schema> live;
+  std::string edited_ddl;  ///< target_info::edited_ddl
 };
 
 /// One change of a table's transaction, as the table actor receives it.
@@ -387,13 +388,16 @@ class table_logic {
   /// schema change event to `b` and gives `t` the new shape; a held one is returned as
   /// it is.
   outcome decide_into(batch& b, table_state& t, const ddl_event& e, lsn_t at,
-                      const std::optional<schema::table_schema>& live, bool read_live) const {
+                      const std::optional<schema::table_schema>& live, bool read_live,
+                      const std::string& edited_ddl = {}) const {
     target_info info;
     info.name = cx_.target;
     info.kind = cx_.kind;
     info.table = t.target;
-    if (read_live && cx_.relational)
+    if (read_live && cx_.relational) {
       info.actual = live;
+      info.edited_ddl = edited_ddl;
+    }
     outcome o = decide_ddl(cx_.source, t.name, t.columns, e, format_lsn(at), info);
     if (auto* st = std::get_if<stopped>(&o))
       throw stop_error(fmt::format("{} [{}] {}", st->message, st->code, st->remedy));
@@ -560,7 +564,7 @@ class table_logic {
     if (auto it = b.steps.find(t.key); it != b.steps.end())
       for (const auto& step : it->second)
         pending_ddl = pending_ddl || std::holds_alternative<ddl_step>(step);
-    outcome o = decide_into(b, t, e, at, d.live, !pending_ddl);
+    outcome o = decide_into(b, t, e, at, d.live, !pending_ddl, d.edited_ddl);
     if (std::holds_alternative<applied>(o)) {
       b.positions[t.name] = {at, columns_json(t.columns)};
       return;
@@ -1710,6 +1714,7 @@ class source_stream {
           continue;  // a table the stream does not capture (seed 002: not captured until added)
         }
         d.live = live_shape(it->second);
+        d.edited_ddl = edited_ddl(it->second);
         route(it->second, std::move(d));
         continue;
       }
@@ -1741,6 +1746,25 @@ class source_stream {
     if (it == live_shapes_.end())
       it = live_shapes_.emplace(index, target_->describe(slots_[index].target)).first;
     return it->second;
+  }
+
+  /// The DDL the table's last review ran on this target when it was edited from the
+  /// proposal; empty otherwise.
+  std::string edited_ddl(std::size_t index) const {
+    if (!target_ || !o_.store)
+      return {};
+    auto r = load_review(*o_.store, tgt_name_, tables_[index].key);
+    if (!r || !*r || (*r)->hold.state() != pb::HOLD_STATE_RESUMED)
+      return {};
+    const auto& h = (*r)->hold;
+    const auto trimmed = [](std::string_view v) {
+      const auto b = v.find_first_not_of(" \t\r\n;");
+      const auto e = v.find_last_not_of(" \t\r\n;");
+      return b == std::string_view::npos ? std::string_view{} : v.substr(b, e - b + 1);
+    };
+    if (trimmed(h.applied_ddl()) == trimmed(h.proposed_ddl()))
+      return {};
+    return h.applied_ddl();
   }
 
   // ---- the table actors ---------------------------------------------------------------

@@ -324,6 +324,23 @@ TEST_CASE("a target table altered by hand stops at the change") {
     CHECK_THAT(as_stopped(with_actual(s)).reason,
                Catch::Contains("column \"qty\" is BIGINT, expected INTEGER"));
   }
+  SECTION("a column a review's edited DDL made wider") {
+    auto s = pg_shape();
+    s.columns[3].type = ty("bigint");
+    auto t = target(pg);
+    t.actual = s;
+    t.edited_ddl = "ALTER TABLE s.orders ALTER COLUMN \"QTY\" TYPE bigint";
+    CHECK(std::holds_alternative<applied>(
+        decide_outcome(base, source_change{drop_column{"note"}, lsn}, t)));
+    // Narrower than the source, or a column the edit names only as part of a word: stops.
+    t.actual->columns[3].type = ty("smallint");
+    CHECK(as_stopped(decide_outcome(base, source_change{drop_column{"note"}, lsn}, t)).code ==
+          code_target_shape);
+    t.actual->columns[3].type = ty("bigint");
+    t.edited_ddl = "ALTER TABLE s.orders ALTER COLUMN qty_total TYPE bigint";
+    CHECK(as_stopped(decide_outcome(base, source_change{drop_column{"note"}, lsn}, t)).code ==
+          code_target_shape);
+  }
   SECTION("a column dropped by hand") {
     auto s = pg_shape();
     s.columns.erase(s.columns.begin() + 4);

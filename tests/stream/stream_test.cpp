@@ -369,6 +369,38 @@ TEST_CASE("an applied review replays the kept changes under the new shape, once"
   CHECK(again.stop() == 0);
 }
 
+TEST_CASE("a review edited to a wider target type streams on through later DDL", "[stream]") {
+  // Seed 003: edit the DDL when "you want the target to differ, for example a wider type
+  // than the proposal". The wider column is then the shape the stream expects; a column
+  // the edit did not name, changed by hand, still stops it (seed 002).
+  fixture f;
+  make_orders(f, "orders", 2);
+  stream_process p(f);
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "2"; }));
+  pg_exec(f.source(), "ALTER TABLE orders RENAME COLUMN id TO order_id");
+  REQUIRE(eventually([&] {
+    return hold_state(f) == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW;
+  }));
+  submit(f, flotilla::cdc::decision_kind::apply_edited,
+         "ALTER TABLE st_shop.orders RENAME COLUMN id TO order_id;\n"
+         "ALTER TABLE st_shop.orders ALTER COLUMN amount TYPE numeric(18,2);");
+  REQUIRE(eventually([&] { return hold_state(f) == flotilla::storage::pb::HOLD_STATE_RESUMED; }));
+  pg_exec(f.source(), "ALTER TABLE orders ADD COLUMN memo text");
+  pg_exec(f.source(), "INSERT INTO orders VALUES (3, 'n', 12.5, 'm')");
+  CHECK(eventually([&] { return count(f.target(), "st_shop.orders") == "3"; }));
+  CHECK(pg_query(f.target(), "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE "
+                             "attrelid = 'st_shop.orders'::regclass AND attname = 'amount'") ==
+        rows{{"numeric(18,2)"}});
+  CHECK(pg_query(f.target(), "SELECT memo FROM st_shop.orders WHERE order_id = 3") == rows{{"m"}});
+  // By hand, on a column the review did not name: stops at the next DDL.
+  pg_exec(f.target(), "ALTER TABLE st_shop.orders ALTER COLUMN note TYPE varchar(500)");
+  pg_exec(f.source(), "ALTER TABLE orders ADD COLUMN memo2 text");
+  CHECK(p.wait(30s) == 1);
+  INFO(p.err());
+  CHECK(p.err().find("column \"note\" is VARCHAR(500), expected TEXT") !=
+        std::string::npos);
+}
+
 TEST_CASE("a replay the target refuses fails its review alone; fixed, the review applies again",
           "[stream]") {
   fixture f;
