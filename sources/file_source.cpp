@@ -191,7 +191,16 @@ class file_source final : public source {
       t.name = name;
       t.inferred = true;
       shape_hash shape;
-      for (auto& [column, declared] : describe(path)) {
+      std::vector<std::pair<std::string, std::string>> described;
+      try {
+        described = describe(name, path);
+      } catch (const source_error& e) {
+        // One malformed file fails its own table, not the source's others.
+        t.unreadable = e.what();
+        out.tables.push_back(std::move(t));
+        continue;
+      }
+      for (auto& [column, declared] : described) {
         schema::column c;
         c.name = column;
         c.type = map_duckdb_type(declared);
@@ -385,7 +394,8 @@ class file_source final : public source {
   }
 
   // Column names and DuckDB types as DuckDB's reader infers them.
-  std::vector<std::pair<std::string, std::string>> describe(const std::string& path) {
+  std::vector<std::pair<std::string, std::string>> describe(const std::string& table,
+                                                            const std::string& path) {
     const std::string sql = fmt::format(
         "SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM {})", relation(path));
     std::vector<std::vector<std::optional<std::string>>> rows;
@@ -408,7 +418,7 @@ class file_source final : public source {
         }
       }
       reason = json_ ? json_reason(path, std::move(reason)) : csv_reason(std::move(reason));
-      throw error::catalog_failed(options_.name, "file " + path, reason, fix_file);
+      throw error::read_failed(options_.name, table, path, reason, fix_file);
     }
     std::vector<std::pair<std::string, std::string>> out;
     for (auto& row : rows)

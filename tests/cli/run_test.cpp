@@ -270,6 +270,30 @@ TEST_CASE("a failing table does not stop the others") {
   CHECK((*find_table(run, "staging__us_west__shop.customers"))["status"] == "copied");
 }
 
+TEST_CASE("a malformed file fails its own table; the source's other files load") {
+  workdir w;
+  std::filesystem::create_directories(w.file("drops"));
+  w.write("drops/good.csv", "id,name\n1,a\n2,b\n");
+  w.write("drops/bad.csv", "id,name,x\n1,\"a,b\",x\n2,\"c,d,y\n3,e,f\n");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.db\"\n"
+                           "[sources.drops]\nadapter = \"csv\"\npath = \"drops\"\n");
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  CHECK(run["status"] == "partial");
+  const auto* bad = find_table(run, "drops__bad");
+  REQUIRE(bad != nullptr);
+  CHECK((*bad)["status"] == "failed");
+  CHECK((*bad)["error_code"] == "FLT-R002");
+  const std::string why = (*bad)["error"];
+  CHECK(why.find("bad.csv") != std::string::npos);
+  CHECK(why.find("line 3: a value opens a double quote that is never closed") != std::string::npos);
+  CHECK((*find_table(run, "drops__good"))["rows"] == 2);
+  auto plan = run_flotilla(w, {"plan"});
+  CHECK(plan.exit_code == 1);
+  CHECK(plan.out.find("line 3: a value opens a double quote") != std::string::npos);
+}
+
 TEST_CASE("hostile identifiers are quoted and cannot break out of SQL") {
   workdir w;
   sqlite_exec(w.file("shop.db"),
