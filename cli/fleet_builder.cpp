@@ -12,6 +12,8 @@
 #include <random>
 #include <set>
 
+#include <unistd.h>
+
 #include <fmt/chrono.h>
 #include <fmt/core.h>
 #include <google/protobuf/arena.h>
@@ -111,6 +113,15 @@ std::string staged_file_name(const std::string& key) {
   return fmt::format("{}-{:016x}.rows", out, std::hash<std::string>{}(key));
 }
 
+/// Seed 004's console warning. On a terminal it is the drifted table's child node in
+/// yellow, on a line of its own under the live progress line; piped, the plain line.
+void print_drift_warning(const std::string& dataset, const std::string& warning) {
+  if (isatty(STDERR_FILENO))
+    fmt::print(stderr, "\r\x1b[K{}\n\u2514\u2500\u2500 \x1b[33m{}\x1b[0m\n", dataset, warning);
+  else
+    fmt::print(stderr, "{}\n", warning);
+}
+
 /// The source-drift gate of one table (seed 004): reads the baseline, evaluates the
 /// staged data against it, prints the warning, and hands the verdict back through the
 /// table's outcome for the state commit, the run record and the events.
@@ -145,7 +156,7 @@ engine::drift_gate make_drift_gate(storage::state_store* store, config::drift_po
       in.baseline = &**baseline;
     auto verdict = std::make_shared<events::drift_verdict>(events::evaluate_source_drift(in));
     if (verdict->decision == events::drift_decision::warn)
-      fmt::print(stderr, "{}\n", verdict->warning);
+      print_drift_warning(verdict->dataset, verdict->warning);
     if (verdict->decision == events::drift_decision::fail) {
       r.proceed = false;
       r.error_code = verdict->error_code;

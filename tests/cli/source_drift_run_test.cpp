@@ -2,8 +2,10 @@
 // DuckDB), `flotilla schema accept` and `flotilla retry` reusing staged data.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include <fmt/core.h>
@@ -132,6 +134,18 @@ TEST_CASE("warn: the first run seeds silently; a change warns every run until ac
   // The text summary counts the source drift beside the target's.
   auto text = run_flotilla(s.w, {"run"});
   CHECK(text.out.find("; source drift: 1 checked, 1 drifted\n") != std::string::npos);
+
+  // On a terminal the warning is the table's yellow child node, under the progress line
+  // (`script` gives the run a pseudo-terminal).
+  const char* bin = std::getenv("FLOTILLA_BIN");
+  REQUIRE(bin != nullptr);
+  REQUIRE(std::system(fmt::format("cd '{}' && script -qec '{} run' /dev/null > tty.out 2>&1",
+                                  s.w.path().string(), bin)
+                          .c_str()) == 0);
+  std::ifstream tty(s.w.file("tty.out"));
+  const std::string screen((std::istreambuf_iterator<char>(tty)), std::istreambuf_iterator<char>());
+  CHECK(screen.find("shop.orders\r\n\u2514\u2500\u2500 \x1b[33mwarning: source drift on shop.orders: "
+                    "column 'note' added TEXT") != std::string::npos);
 
   auto accept = run_flotilla(s.w, {"schema", "accept"});
   CHECK(accept.exit_code == 0);
