@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -236,7 +237,11 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
           } else {
             const auto& target_options = spec->targets[target_index].options;
             auto plan_dialect = dialects::make_dialect(target_options.dialect);
-            if (spec->plan_only && plan_dialect && !(*plan_dialect)->executable()) {
+            // A target file that does not exist yet has no tables: plan never creates it.
+            std::error_code missing;
+            const bool no_file = spec->plan_only && !target_options.path.empty() &&
+                                 !std::filesystem::exists(target_options.path, missing);
+            if (spec->plan_only && plan_dialect && (!(*plan_dialect)->executable() || no_file)) {
               // Plan-only warehouses: no connection; the plan shows the SQL a first load
               // would run there.
               report->outcome.plan = engine::plan_table(

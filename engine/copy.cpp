@@ -260,13 +260,6 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     }
     if (plan.reset_watermark || plan.load == load_kind::full_refresh)
       watermark.reset();
-    if (incremental && !settings.cursor_column.empty() &&
-        plan.load_columns.find(settings.cursor_column, schema::name_rule::case_insensitive) ==
-            nullptr)
-      throw sinks::sink_error(fmt::format(
-          "cursor_column '{}' is not a column of source table '{}'; fix cursor_column in "
-          "[sources.{}.tables.\"{}\"]",
-          settings.cursor_column, job.table.qualified(), job.source_name, job.table.qualified()));
 
     // What to read: the planned columns, past the watermark on an incremental table.
     const auto read_request_of = [&] {

@@ -96,6 +96,37 @@ struct planner {
       p.error->reason += fmt::format("; also [{}]: {}", code, reason);
   }
 
+  /// What the load cannot do whatever the target holds, found before anything runs:
+  /// two loaded columns the target would take for one, and a cursor_column or unique_key
+  /// column that is not loaded.
+  void check_loaded_columns() {
+    const auto& loaded = p.load_columns.columns;
+    for (std::size_t i = 0; i < loaded.size(); ++i)
+      for (std::size_t j = i + 1; j < loaded.size(); ++j)
+        if (schema::same_name(loaded[i].name, loaded[j].name, names()))
+          fail("FLT-S009",
+               fmt::format("columns '{}' and '{}' are one column on {}, whose names ignore case; "
+                           "rename one at the source, or declare the columns to load "
+                           "(contract = \"enforced\") without one of them",
+                           loaded[i].name, loaded[j].name, dialect.name()),
+               loaded[j].name);
+    std::string list;
+    for (const auto& c : loaded)
+      list += (list.empty() ? "" : ", ") + c.name;
+    const auto missing = [&](const std::string& key, const std::string& column) {
+      if (p.load_columns.find(column, schema::name_rule::case_insensitive) == nullptr)
+        fail("FLT-S010",
+             fmt::format("{} '{}' is not among the table's loaded columns ({}); set it to one of "
+                         "them in the table's section of flotilla.toml",
+                         key, column, list),
+             column);
+    };
+    if (!settings.cursor_column.empty())
+      missing("cursor_column", settings.cursor_column);
+    for (const auto& k : settings.unique_key)
+      missing("unique_key column", k);
+  }
+
   /// Columns to load, from the source and the declarations (seed 000's contracts).
   void choose_columns() {
     const auto rule = names();
@@ -534,6 +565,7 @@ table_plan plan_table(const schema::table_schema& source,
   p.target = target;
   planner pl{source, dialect, target, settings, p};
   pl.choose_columns();
+  pl.check_loaded_columns();
   p.unique_key = settings.unique_key;
   if (p.unique_key.empty() && !settings.cursor_column.empty())
     p.unique_key = loaded_source_key(source, p.load_columns, dialect.names());

@@ -421,6 +421,11 @@ TEST_CASE("plan shows the actions and SQL without changing the target") {
   sqlite_exec(w.file("shop.db"), k_orders_sql);
   write_config(w, "duckdb");
   int rc = -1;
+  // Before the first run there is no target file, and plan does not create one.
+  auto first = flotilla_json(w, {"plan"}, &rc);
+  CHECK(rc == 0);
+  CHECK((*find_table(first, "staging__us_west__shop.orders"))["shape_action"] == "create");
+  CHECK_FALSE(std::filesystem::exists(w.file("wh.duckdb")));
   flotilla_json(w, {"run"}, &rc);
   sqlite_exec(w.file("shop.db"), "ALTER TABLE orders ADD COLUMN coupon TEXT;");
   auto plan = flotilla_json(w, {"plan"}, &rc);

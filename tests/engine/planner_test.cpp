@@ -340,3 +340,39 @@ TEST_CASE("a refused table lists every problem, the first one's code and column 
                                   Catch::Contains("; also [FLT-S001]: coupon is declared but "
                                                   "the source has no such column"));
 }
+
+TEST_CASE("names a target would take for one column, and key settings naming no loaded column, "
+          "fail the plan") {
+  const auto columns = S({{"id", T("int")}, {"Mixed", T("text")}, {"mixed", T("text")}});
+  for (const char* name : {"duckdb", "sqlite", "postgres"}) {
+    INFO(name);
+    auto d = *dialects::make_dialect(name);
+    auto p = engine::plan_table(columns, std::nullopt, engine::target_state::absent, *d, orders,
+                                {});
+    if (std::string(name) == "postgres") {  // quoted names keep their case there
+      CHECK_FALSE(p.error);
+      continue;
+    }
+    REQUIRE(p.error);
+    CHECK(p.error->code == "FLT-S009");
+    CHECK_THAT(p.error->reason, Catch::Contains("columns 'Mixed' and 'mixed' are one column"));
+  }
+  auto d = *dialects::make_dialect("duckdb");
+  engine::table_settings s;
+  s.cursor_column = "updaetd_at";
+  s.unique_key = {"ID"};  // names match as the source's do: case aside
+  auto p = engine::plan_table(S({{"id", T("int")}, {"updated_at", T("timestamp_ntz")}}),
+                              std::nullopt, engine::target_state::absent, *d, orders, s);
+  REQUIRE(p.error);
+  CHECK(p.error->code == "FLT-S010");
+  CHECK(p.error->column == "updaetd_at");
+  CHECK_THAT(p.error->reason, Catch::Contains("(id, updated_at)") && !Catch::Contains("also"));
+  // A column an enforced contract leaves out is not loaded either.
+  s.cursor_column = "updated_at";
+  s.enforced = true;
+  s.declared = {schema::column{"id", T("int")}};
+  p = engine::plan_table(S({{"id", T("int")}, {"updated_at", T("timestamp_ntz")}}), std::nullopt,
+                         engine::target_state::absent, *d, orders, s);
+  REQUIRE(p.error);
+  CHECK_THAT(p.error->reason, Catch::StartsWith("cursor_column 'updated_at' is not among"));
+}
