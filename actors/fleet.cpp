@@ -232,7 +232,7 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
             report->outcome.error = "stopped by the user before this table started";
           } else if (!t.job.table.unreadable.empty()) {
             report->outcome.status = engine::table_status::failed;
-            report->outcome.error_code = "FLT-R002";
+            report->outcome.error_code = t.job.table.absent ? "FLT-R005" : "FLT-R002";
             report->outcome.error = t.job.table.unreadable;
           } else {
             const auto& target_options = spec->targets[target_index].options;

@@ -286,7 +286,8 @@ scenario_result run_prune(bench_context& ctx) {
                         per_client, grouped(total), grouped(ctx.opt.prune_rows), ctx.runs_text());
   auto d = prepare_fleet(fs::path(ctx.scratch) / "prune", clients, per_client, ctx.opt.prune_rows,
                          ctx.opt.skew);
-  // A config over the same sources that selects no table: process start, config, state
+  // A config over the same sources that selects no table (a pattern that matches none:
+  // a plain name the source lacks would fail as a typo): process start, config, state
   // and one catalog read per source, without any per-table work.
   fs::create_directories(d.root / "floor");
   const auto floor_config = (d.root / "floor" / "flotilla.toml").string();
@@ -294,7 +295,7 @@ scenario_result run_prune(bench_context& ctx) {
     std::vector<toml_source> sources;
     for (const auto& c : d.layout.clients)
       sources.push_back({c.name, "sqlite", (d.data / (c.name + ".db")).string(), "",
-                         {"no_such_table"}, {{"client", c.name}}, true});
+                         {"no_such_table*"}, {{"client", c.name}}, true});
     write_config(floor_config, toml_target{"duckdb", (d.root / "floor" / "warehouse.duckdb").string(), "", "{source}"},
                  sources);
   }

@@ -332,6 +332,10 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         std::string name;
         std::size_t index;  // in cat.tables
       };
+      // Tables flotilla.toml names that the source lacks fail, named (a typo would
+      // otherwise select nothing, silently); a retry covers only the tables it retries.
+      const auto unmatched = only.empty() ? config::unmatched_table_names(*src, names, filters)
+                                          : std::vector<config::unmatched_name>{};
       std::vector<chosen> selected;
       std::vector<std::string> keys;
       selected.reserve(names.size());
@@ -446,6 +450,23 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                    .empty())
             ts.prune = false;
         }
+      }
+      for (const auto& m : unmatched) {
+        actors::table_spec& ts = out.emplace_back();
+        ts.target_index = target_index;
+        ts.job.source_name = src->name;
+        ts.job.target_name = target->name;
+        ts.job.table.name = m.name;
+        ts.job.table.absent = true;
+        ts.job.table.unreadable = fmt::format(
+            "source '{}' has no table '{}', which flotilla.toml names {}{}; fix the name, or {}",
+            src->name, m.name,
+            m.where == "section" ? fmt::format("in [sources.{}.tables.\"{}\"]", src->name, m.name)
+                                 : fmt::format("in include of [sources.{}]", src->name),
+            m.nearest.empty() ? "" : fmt::format(" (did you mean '{}'?)", m.nearest),
+            m.where == "section" ? "remove the section" : "remove it from include");
+        auto where = config::target_table(*target, *src, m.name);
+        ts.job.target = dialects::table_ref{where.catalog, where.schema, where.name};
       }
       return out;
     };

@@ -235,6 +235,54 @@ std::vector<std::size_t> select_table_indices(const source_config& s,
   return out;
 }
 
+std::vector<unmatched_name> unmatched_table_names(const source_config& s,
+                                                 const std::vector<std::string>& catalog_table_names,
+                                                 const std::vector<filter>& filters) {
+  std::vector<unmatched_name> out;
+  if (!source_may_match(s, filters))
+    return out;
+  const auto lower = [](std::string_view v) {
+    std::string l(v);
+    for (auto& ch : l)
+      ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return l;
+  };
+  // The catalog's names as the name rule compares them, so each lookup is one probe.
+  std::set<std::string> whole_qualified, whole_bare, parts;
+  for (const auto& n : catalog_table_names) {
+    if (qualified(n)) {
+      whole_qualified.insert(lower(n));
+      parts.insert(lower(table_part(n)));
+    } else {
+      whole_bare.insert(lower(n));
+    }
+  }
+  const auto found = [&](std::string_view name) {
+    if (qualified(name))
+      return whole_qualified.contains(lower(name)) || whole_bare.contains(lower(table_part(name)));
+    return whole_bare.contains(lower(name)) || parts.contains(lower(name));
+  };
+  std::set<std::string> seen;
+  const auto consider = [&](const std::string& name, const char* where) {
+    if (found(name) || !seen.insert(lower(name)).second)
+      return;
+    for (const auto& e : s.exclude)
+      if (table_name_matches(e, name))
+        return;
+    for (const auto& f : filters)
+      if (f.key == "table" && !table_name_matches(f.value, name))
+        return;
+    std::vector<std::string_view> candidates(catalog_table_names.begin(), catalog_table_names.end());
+    out.push_back({name, where, nearest(name, candidates)});
+  };
+  for (const auto& t : s.tables)
+    consider(t.name, "section");
+  for (const auto& i : s.include)
+    if (i.find('*') == std::string::npos)
+      consider(i, "include");
+  return out;
+}
+
 std::vector<std::string> select_tables(const source_config& s,
                                        const std::vector<std::string>& catalog_table_names,
                                        const std::vector<filter>& filters) {

@@ -68,6 +68,21 @@ void index_tables(source_config& s);
                                                      const std::vector<std::string>& catalog_table_names,
                                                      const std::vector<filter>& filters);
 
+/// A table flotilla.toml names (a table section, or an include entry without `*`) that
+/// matches no table of the source's catalog: a typo, or a table gone from the source.
+struct unmatched_name {
+  std::string name;
+  std::string where;    ///< "section" or "include"
+  std::string nearest;  ///< the catalog name it most likely meant; empty when none is close
+};
+
+/// The names above for a source, in file order (sections, then include), leaving out
+/// those an exclude pattern or a `table=` filter rules out; none when source_may_match
+/// is false.
+[[nodiscard]] std::vector<unmatched_name> unmatched_table_names(
+    const source_config& s, const std::vector<std::string>& catalog_table_names,
+    const std::vector<filter>& filters);
+
 /// select_tables as positions in `catalog_table_names`, ascending.
 [[nodiscard]] std::vector<std::size_t> select_table_indices(
     const source_config& s, const std::vector<std::string>& catalog_table_names,

@@ -42,6 +42,9 @@ struct source_table {
   /// this says why, naming the file, the line and the fix. The table fails when planned
   /// or copied; the source's other tables go on. It has no columns and no marker.
   std::string unreadable;
+  /// A stand-in for a table flotilla.toml names and the source does not have
+  /// (`unreadable` says so): it fails as FLT-R005 rather than FLT-R002.
+  bool absent = false;
 
   /// Moves packed columns into `columns`; false (and nothing changed) when they are
   /// malformed. True at once when there is nothing to unpack.

@@ -270,6 +270,36 @@ TEST_CASE("a failing table does not stop the others") {
   CHECK((*find_table(run, "staging__us_west__shop.customers"))["status"] == "copied");
 }
 
+TEST_CASE("a table flotilla.toml names that the source lacks fails, with the name it likely meant") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  write_config(w, "duckdb",
+               "include = [\"customers\", \"ordrs\", \"archive_*\"]\n"
+               "[sources.shop.tables.ordres]\ncursor_column = \"id\"\n");
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  CHECK(run["status"] == "partial");
+  CHECK((*find_table(run, "staging__us_west__shop.customers"))["status"] == "copied");
+  for (const auto& [table, where] : std::vector<std::pair<std::string, std::string>>{
+           {"ordres", "in [sources.shop.tables.\"ordres\"]"},
+           {"ordrs", "in include of [sources.shop]"}}) {
+    const auto* t = find_table(run, "staging__us_west__shop." + table);
+    REQUIRE(t != nullptr);
+    CHECK((*t)["status"] == "failed");
+    CHECK((*t)["error_code"] == "FLT-R005");
+    const std::string why = (*t)["error"];
+    CHECK(why.find(fmt::format("source 'shop' has no table '{}', which flotilla.toml names {} "
+                               "(did you mean 'orders'?)",
+                               table, where)) != std::string::npos);
+  }
+  // A pattern that matches nothing is not a name, and a filter narrows what is reported.
+  CHECK(find_table(run, "staging__us_west__shop.archive_*") == nullptr);
+  auto filtered = flotilla_json(w, {"run", "--filter", "table=customers"}, &rc);
+  CHECK(rc == 0);
+  CHECK(filtered["tables"].size() == 1);
+}
+
 TEST_CASE("a malformed file fails its own table; the source's other files load") {
   workdir w;
   std::filesystem::create_directories(w.file("drops"));
