@@ -490,8 +490,10 @@ class loader {
              *cat, "one of database or catalog",
              "database and catalog name the same thing; set only one");
     tc.database = db ? *db : cat ? *cat : "";
-    if (auto s = string(t, "schema", path, false))
+    if (auto s = string(t, "schema", path, false)) {
       tc.schema = *s;
+      tc.schema_at = pos_of(t.get("schema")->source());
+    }
     if (const auto* n = t.get("block_size")) {
       if (tc.dialect != "duckdb" && !tc.dialect.empty())
         report(errc::not_applicable, n->source(), key_path_append(path, "block_size"), render(*n),
@@ -701,12 +703,14 @@ class loader {
       auto* s = v->as_string();
       if (!s) {
         wrong_type(*v, kp, "a portable type name such as \"decimal(18,2)\"");
+        ++tc.columns_rejected;
         continue;
       }
       auto type = schema::parse_type(s->get());
       if (!type) {
         report(errc::invalid_column_type, v->source(), kp, s->get(),
                std::string{schema::valid_type_names()}, type.error().message);
+        ++tc.columns_rejected;
         continue;
       }
       for (const auto& c : tc.columns)

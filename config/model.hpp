@@ -108,6 +108,8 @@ struct table_config {
   std::string cursor_column;            ///< empty: full refresh. Default: ""
   std::vector<std::string> unique_key;  ///< merge key. Default: none
   std::vector<declared_column> columns; ///< in declaration order. Default: none
+  /// Declared columns the loader reported (bad type) and left out of `columns`.
+  std::size_t columns_rejected = 0;
   policy_overrides policy;              ///< Default: all inherited
   position at;                          ///< the section header
 };
@@ -124,6 +126,7 @@ struct target_config {
   /// "staging__{region}__{source}". sqlite has no schemas: the expansion prefixes the
   /// table name instead ("<schema>__<table>"). Default: "{source}"
   std::string schema = "{source}";
+  position schema_at;  ///< where `schema` is set; the section header when it is not
   /// duckdb: the storage block size, in bytes, of a database file Flotilla creates (16384,
   /// 32768, 65536, 131072 or 262144); an existing file must have it. 0: not set: a new
   /// file gets 65536, an existing one keeps its own. Default: 0

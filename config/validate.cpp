@@ -32,7 +32,8 @@ struct checker {
     for (const auto& t : p.targets) {
       auto names = template_placeholders(t.schema);
       if (!names) {
-        report(errc::malformed_template, t.at, key_path({"targets", t.name, "schema"}), t.schema,
+        report(errc::malformed_template, t.schema_at.line ? t.schema_at : t.at,
+               key_path({"targets", t.name, "schema"}), t.schema,
                "literal text and {source} or {<tag>} placeholders",
                fmt::format("malformed schema template: {}", names.error().message));
         continue;
@@ -61,7 +62,7 @@ struct checker {
     if (pol.contract != contract_mode::enforced)
       return;
     const std::string path = key_path({"sources", s.name, "tables", t.name});
-    if (t.columns.empty()) {
+    if (t.columns.empty() && t.columns_rejected == 0) {  // a rejected one is reported already
       report(errc::contract_without_columns, t.at, key_path_append(path, "columns"), "",
              "columns = { name = \"type\", ... }",
              fmt::format("table '{}' of source '{}' has contract = \"enforced\" (from the {}) but "

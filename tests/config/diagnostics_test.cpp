@@ -283,7 +283,9 @@ dialect = "postgres"
 dsn = "postgresql://x"
 schema = "staging__{region"
 )toml");
-  expect(r, errc::malformed_template, "targets.wh.schema");
+  const auto& d = expect(r, errc::malformed_template, "targets.wh.schema");
+  CHECK(d.line == 5);  // the schema key, not the section header
+  CHECK(d.column == 10);
 }
 
 TEST_CASE("numbers out of range and empty strings are FLT-C012") {
@@ -420,6 +422,19 @@ cursor_column = "updated_at"
 )toml");
   const auto& d = expect(r, errc::contract_without_columns, "sources.shop.tables.orders.columns");
   CHECK(d.message.find("from the source") != std::string::npos);
+
+  // A column declared with a bad type is reported as that (FLT-C008), not as none declared.
+  auto typo = load(std::string{one_target} + R"toml(
+[sources.shop]
+adapter = "sqlite"
+path = "s.db"
+contract = "enforced"
+
+[sources.shop.tables.orders]
+columns = { total = "decimall(18,2)" }
+)toml");
+  expect(typo, errc::invalid_column_type, "sources.shop.tables.orders.columns.total");
+  CHECK(find_code(typo, errc::contract_without_columns) == nullptr);
 }
 
 TEST_CASE("an enforced table's cursor and key columns must be declared: FLT-C018") {
