@@ -936,14 +936,26 @@ class source_stream {
       throw std::runtime_error(captured.error().message);
     for (const auto& c : *captured) {
       std::string name = c.key.substr(prefix.size());
-      if (c.record.slot() == slot_ && !on_source_.contains(name))
+      if (c.record.slot() == slot_ && !on_source_.contains(name)) {
+        if (c.record.relid() != 0)
+          gone_relids_[c.record.relid()] = name;
         gone_.insert(std::move(name));
+      }
     }
   }
 
   /// The DROP of a table noted by note_gone_tables: the same stop as when it was captured.
   void stop_at_gone_table(const ddl_event& e) const {
     const std::string name = e.schema + "." + e.table;
+    // A captured table renamed: its DDL names it by its new name, its oid stays.
+    if (auto renamed = gone_relids_.find(e.relid);
+        !e.dropped && e.relid != 0 && renamed != gone_relids_.end() && renamed->second != name)
+      throw stop_error(fmt::format(
+          "PostgreSQL logical schema history gap for '{}': captured table {} was renamed to {}, "
+          "while the target table keeps the old name [{}] Replace {} with {} in the source's "
+          "include list, rename the target table to match, then start the stream with "
+          "--reload, which copies every table again",
+          renamed->second, renamed->second, name, code_table_renamed, renamed->second, name));
     if (!e.dropped || !gone_.contains(name))
       return;
     throw stop_error(fmt::format(
@@ -1161,6 +1173,7 @@ class source_stream {
       p.set_run_id(o_.run_id);
       p.set_updated_at_us(now_us());
       p.set_columns(columns_json(t.columns));
+      p.set_relid(t.relid);
       check(o_.store->put(pos_prefix_ + t.key, p));
     }
     save_position(slot.consistent_point);
@@ -2022,6 +2035,7 @@ class source_stream {
   std::unordered_map<std::string, std::size_t> by_name_;
   std::unordered_set<std::string> on_source_;  ///< every table the source has, by name
   std::unordered_set<std::string> gone_;       ///< captured by this slot, gone from the source
+  std::unordered_map<std::uint32_t, std::string> gone_relids_;  ///< their oids, where recorded
   std::unordered_map<std::string, std::size_t> by_key_;
   std::uint32_t ddl_log_relid_ = 0;
   std::vector<std::string> ddl_log_columns_;
