@@ -1243,16 +1243,46 @@ class source_stream {
     sinks::load_request req;
     req.target = t.target;
     req.columns = portable_of(t.columns);
+    const auto& cols = req.columns.columns;
+    for (std::size_t i = 0; i < cols.size(); ++i)
+      for (std::size_t j = i + 1; j < cols.size(); ++j)
+        if (schema::same_name(cols[i].name, cols[j].name, d.names()))
+          throw std::runtime_error(fmt::format(
+              "source '{}': table '{}' has the columns '{}' and '{}', which are one column on "
+              "{}, whose names ignore case; rename one of them at the source, or take the "
+              "table out of the source's include list, then start the stream with --reload",
+              src_.name, t.name, cols[i].name, cols[j].name, d.name()));
     // A full refresh keeps live columns the load lacks; a copy of another shape (reload
-    // or resync after a rename or a key change) starts from a new table instead.
+    // or resync after a rename or a key change) starts from a new table instead. The old
+    // one is moved aside until the copy commits, and put back if it fails.
+    std::optional<dialects::table_ref> aside;
     if (auto live = target_->describe(t.target)) {
-      bool same = live->columns.size() == req.columns.columns.size();
+      bool same = live->columns.size() == cols.size();
       for (std::size_t i = 0; same && i < live->columns.size(); ++i)
-        same = live->columns[i].name == req.columns.columns[i].name &&
-               live->columns[i].key == req.columns.columns[i].key;
-      if (!same)
-        target_->execute({d.drop_table(t.target)});
+        same = live->columns[i].name == cols[i].name && live->columns[i].key == cols[i].key;
+      if (!same) {
+        aside = t.target;
+        aside->name += "__flotilla_previous";
+        target_->execute(d.swap_in(t.target, *aside));
+      }
     }
+    try {
+      load_snapshot(copy, t, req);
+    } catch (...) {
+      if (aside)
+        target_->execute(d.swap_in(*aside, t.target));
+      throw;
+    }
+    if (aside)
+      target_->execute({d.drop_table(*aside)});
+    t.applied = at;
+    if (o_.progress)
+      o_.progress->copied_rows += t.copied;
+    target_->execute(positions_sql(d, slot_, {{t.name, {at, columns_json(t.columns)}}}));
+  }
+
+  /// The snapshot's rows of `t` into a relational target, committed; sets t.copied.
+  void load_snapshot(pg_connection& copy, table_state& t, sinks::load_request& req) {
     req.mode = sinks::load_mode::replace;
     auto writer = target_->begin_load(req);
     std::string select;
@@ -1296,13 +1326,7 @@ class source_stream {
     if (!rows.cells.empty())
       writer->write(rows);
     writer->commit();
-    writer.reset();
-    t.applied = at;
     t.copied = n;
-    if (o_.progress)
-      o_.progress->copied_rows += n;
-    target_->execute(positions_sql(d, slot_, {{t.name, {at, columns_json(t.columns)}}}));
-    (void)d;
   }
 
   /// A reload copies every table again: every open review closes, every kept change goes.
