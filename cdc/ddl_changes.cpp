@@ -71,7 +71,17 @@ std::vector<source_change> to_source_changes(const std::string& table,
   for (const auto& d : diff_columns(before, event.columns)) {
     switch (d.what) {
       case column_diff::kind::added: add(add_column{to_column(*d.after)}); break;
-      case column_diff::kind::dropped: add(drop_column{d.column}); break;
+      case column_diff::kind::dropped: {
+        drop_column drop{d.column};
+        if (d.before && d.before->key) {  // the key the source has now, not the rest of the old
+          drop.key_after.emplace();
+          for (const auto& c : event.columns)
+            if (c.key)
+              drop.key_after->push_back(c.name);
+        }
+        add(std::move(drop));
+        break;
+      }
       case column_diff::kind::renamed: add(rename_column{d.column, d.to}); break;
       case column_diff::kind::retyped:
         add(alter_type{d.column, sources::map_postgres_type(d.after->type)});

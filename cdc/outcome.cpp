@@ -396,8 +396,11 @@ outcome decider::on(const drop_column& c) const {
                   "again first.",
                   d_->quote(c.column))};
   if (target_.kind == target_kind::postgres) {
-    lines.push_back("-- PostgreSQL drops the primary key with its column; create it again over "
-                    "the remaining key columns.");
+    lines.push_back(new_key.empty()
+                        ? "-- PostgreSQL drops the primary key with its column; the source table "
+                          "has no row key now, and the target follows it."
+                        : "-- PostgreSQL drops the primary key with its column; create it again "
+                          "over the remaining key columns.");
     lines.push_back(stmt(alter(fmt::format("DROP COLUMN {}", d_->quote(c.column)))));
     if (!new_key.empty())
       lines.push_back(stmt(alter(fmt::format("ADD PRIMARY KEY ({})", key_list(*d_, new_key)))));
@@ -767,6 +770,9 @@ captured_table apply_change(const captured_table& before, const change_kind& cha
     void operator()(const add_column& a) const { t.columns.push_back(a.column); }
     void operator()(const drop_column& c) const {
       std::erase_if(t.columns, [&](const auto& x) { return x.name == c.column; });
+      if (c.key_after)
+        for (auto& x : t.columns)
+          x.key = std::find(c.key_after->begin(), c.key_after->end(), x.name) != c.key_after->end();
     }
     void operator()(const rename_column& c) const {
       if (auto* x = col(c.from))

@@ -68,6 +68,10 @@ struct add_column {
 /// ALTER TABLE ... DROP COLUMN.
 struct drop_column {
   std::string column;
+  /// The row key as the source has it after the statement, when the capture knows it
+  /// (PostgreSQL drops the whole primary key with a key column); nullopt: the remaining
+  /// key columns.
+  std::optional<std::vector<std::string>> key_after = std::nullopt;
 };
 /// ALTER TABLE ... RENAME COLUMN from TO to.
 struct rename_column {

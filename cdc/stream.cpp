@@ -1050,17 +1050,38 @@ class source_stream {
   /// it gets REPLICA IDENTITY FULL (else the source would refuse them once the table is in
   /// a publication, or send only a unique index's columns).
   void identify_keyless_rows() {
-    for (const auto& t : tables_) {
-      if (!t.layout.key.empty())
-        continue;
-      auto dot = t.name.find('.');
-      const std::string qualified =
-          pg_ident(t.name.substr(0, dot)) + "." + pg_ident(t.name.substr(dot + 1));
-      auto r = source_->query(fmt::format(
-          "SELECT relreplident FROM pg_catalog.pg_class WHERE oid = {}::regclass",
-          pg_literal(qualified)));
-      if (!r.empty() && r[0][0] && *r[0][0] != "f")
-        source_->exec(fmt::format("ALTER TABLE {} REPLICA IDENTITY FULL", qualified));
+    for (const auto& t : tables_)
+      if (t.layout.key.empty())
+        identify_rows(t.name);
+  }
+
+  /// REPLICA IDENTITY FULL for the table `name` ("schema.table"), unless it has it.
+  void identify_rows(const std::string& name) {
+    auto dot = name.find('.');
+    const std::string qualified =
+        pg_ident(name.substr(0, dot)) + "." + pg_ident(name.substr(dot + 1));
+    auto r = source_->query(fmt::format(
+        "SELECT relreplident FROM pg_catalog.pg_class WHERE oid = {}::regclass",
+        pg_literal(qualified)));
+    if (!r.empty() && r[0][0] && *r[0][0] != "f")
+      source_->exec(fmt::format("ALTER TABLE {} REPLICA IDENTITY FULL", qualified));
+  }
+
+  /// A captured table that lost its primary key on the source (PostgreSQL drops it with a
+  /// key column) would refuse every UPDATE and DELETE there while it is published: it gets
+  /// REPLICA IDENTITY FULL at once, as a keyless table does at setup.
+  void identify_rows_after(const ddl_event& e) {
+    if (e.dropped || e.columns.empty() ||
+        std::any_of(e.columns.begin(), e.columns.end(), [](const auto& c) { return c.key; }))
+      return;
+    try {
+      identify_rows(e.schema + "." + e.table);
+    } catch (const std::exception& x) {
+      fmt::print(stderr,
+                 "warning: source '{}': table {}.{} has no row key now, and REPLICA IDENTITY "
+                 "FULL could not be set ({}); UPDATE and DELETE on it fail until it is: run "
+                 "ALTER TABLE ... REPLICA IDENTITY FULL on the source\n",
+                 src_.name, e.schema, e.table, x.what());
     }
   }
 
@@ -1752,6 +1773,7 @@ class source_stream {
         }
         d.live = live_shape(it->second);
         d.edited_ddl = edited_ddl(it->second);
+        identify_rows_after(d.event);
         route(it->second, std::move(d));
         continue;
       }

@@ -458,6 +458,18 @@ TEST_CASE("DROP COLUMN of a key column is held: drop with a comment that the key
     CHECK_THAT(h.data_consequence(),
                Catch::Contains("Values in the dropped column are discarded on the target."));
   }
+  SECTION("postgres, the source's whole primary key dropped with the column") {
+    const auto& h = as_held(decide(drop_column{"line", std::vector<std::string>{}}, pg, t));
+    CHECK(h.proposed_ddl() ==
+          "-- \"line\" is part of the row key: the key constraint must be dropped and created "
+          "again first.\n"
+          "-- PostgreSQL drops the primary key with its column; the source table has no row key "
+          "now, and the target follows it.\n"
+          "ALTER TABLE \"s\".\"orders\" DROP COLUMN \"line\";");
+    CHECK_THAT(h.data_consequence(), Catch::Contains("The row key changes to none"));
+    const auto& dk = as_held(decide(drop_column{"line", std::vector<std::string>{}}, duck, t));
+    CHECK_THAT(dk.proposed_ddl(), !Catch::Contains("PRIMARY KEY"));
+  }
   SECTION("duckdb rebuilds the table without the column") {
     const auto& h = as_held(decide(drop_column{"line"}, duck, t));
     CHECK(h.kind() == "drop_column");

@@ -529,6 +529,34 @@ TEST_CASE("changes made while a table is held are decided in order after its rev
   INFO(p2.err());
 }
 
+TEST_CASE("a key column dropped: held with the key the source has now, and the source table "
+          "keeps taking updates",
+          "[stream]") {
+  fixture f;
+  pg_exec(f.source(), "CREATE TABLE orders (id bigint, line int, note text, amount numeric(12,2), "
+                      "PRIMARY KEY (id, line)); INSERT INTO orders VALUES (1, 1, 'a', 1), (1, 2, "
+                      "'b', 2)");
+  stream_process p(f);
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "2"; }));
+  pg_exec(f.source(), "ALTER TABLE orders DROP COLUMN line");
+  REQUIRE(eventually([&] {
+    return hold_state(f) == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW;
+  }));
+  const auto h = hold_of(f);
+  CHECK_THAT(h.proposed_ddl(), Catch::Contains("the source table has no row key now") &&
+                                   !Catch::Contains("ADD PRIMARY KEY"));
+  CHECK_THAT(h.data_consequence(), Catch::Contains("The row key changes to none"));
+  // PostgreSQL dropped the primary key with the column: without REPLICA IDENTITY FULL the
+  // published table would refuse every UPDATE and DELETE on the source.
+  CHECK(eventually([&] {
+    return pg_query(f.source(), "SELECT relreplident FROM pg_class WHERE oid = "
+                                "'public.orders'::regclass") == rows{{"f"}};
+  }));
+  CHECK(pg_try(f.source(), "UPDATE orders SET note = 'c' WHERE note = 'a'").empty());
+  CHECK(pg_try(f.source(), "DELETE FROM orders WHERE note = 'b'").empty());
+  CHECK(p.stop() == 0);
+}
+
 TEST_CASE("a key change is held until a resync copies the table again", "[stream]") {
   fixture f;
   make_orders(f, "orders", 3);
