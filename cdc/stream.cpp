@@ -1986,12 +1986,16 @@ class source_stream {
     }
     const auto& d = target_->dialect();
     std::vector<std::string> sql;
+    std::vector<std::pair<std::string, std::string>> ddl;  // (statement, source table)
     for (const auto& [key, steps] : b.steps) {
       const table_slot* t = find_key(key);
       if (!t)
         continue;
       for (const auto& s : steps) {
         auto part = step_sql(d, t->target, s);
+        if (std::holds_alternative<ddl_step>(s))
+          for (const auto& statement : part)
+            ddl.emplace_back(statement, t->name);
         sql.insert(sql.end(), std::make_move_iterator(part.begin()),
                    std::make_move_iterator(part.end()));
       }
@@ -2015,6 +2019,18 @@ class source_stream {
     try {
       target_->execute(sql);
     } catch (const std::exception& e) {
+      // A schema change the target refused (a value that no longer fits a narrower type):
+      // named with its table, and what to do.
+      const std::string why = e.what();
+      for (const auto& [statement, table] : ddl)
+        if (why.find(statement.substr(0, 60)) != std::string::npos)
+          throw std::runtime_error(fmt::format(
+              "source '{}': target '{}' refused the schema change of {} at source position "
+              "{}: {}; nothing of the changes from there was applied. Make the target table "
+              "able to take the change (a value that no longer fits the new type: fix or "
+              "remove it on the target), then start the stream again; or run `flotilla stream "
+              "--reload` to copy every table again",
+              src_.name, tgt_name_, table, format_lsn(b.end_lsn), why));
       throw std::runtime_error(fmt::format(
           "source '{}': target '{}' refused the changes up to source position {}: {}; nothing "
           "of them was applied, and the next start retries them",
