@@ -205,7 +205,8 @@ std::string outcome_line(const review& r) {
       what = "the DDL ran; the stream replays the kept changes, then the table resumes";
       break;
     case cdc::pb::HOLD_STATE_AWAITING_RESYNC:
-      what = r.note.resync == cdc::resync_state::requested
+      what = r.note.resync == cdc::resync_state::requested ||
+                     r.note.resync == cdc::resync_state::running
                  ? "the stream copies the table again, then it resumes"
                  : "the table needs a fresh copy: run `flotilla review resync`";
       break;
