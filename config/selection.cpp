@@ -239,7 +239,11 @@ std::vector<unmatched_name> unmatched_table_names(const source_config& s,
                                                  const std::vector<std::string>& catalog_table_names,
                                                  const std::vector<filter>& filters) {
   std::vector<unmatched_name> out;
-  if (!source_may_match(s, filters))
+  const bool names_any = !s.tables.empty() || std::any_of(s.include.begin(), s.include.end(),
+                                                          [](const std::string& i) {
+                                                            return i.find('*') == std::string::npos;
+                                                          });
+  if (!names_any || !source_may_match(s, filters))
     return out;
   const auto lower = [](std::string_view v) {
     std::string l(v);
