@@ -235,9 +235,9 @@ std::vector<std::size_t> select_table_indices(const source_config& s,
   return out;
 }
 
-std::vector<unmatched_name> unmatched_table_names(const source_config& s,
-                                                 const std::vector<std::string>& catalog_table_names,
-                                                 const std::vector<filter>& filters) {
+std::vector<unmatched_name> unmatched_table_names(
+    const source_config& s, const std::vector<std::string>& catalog_table_names,
+    const std::vector<filter>& filters) {
   std::vector<unmatched_name> out;
   const bool names_any = !s.tables.empty() || std::any_of(s.include.begin(), s.include.end(),
                                                           [](const std::string& i) {
@@ -276,7 +276,8 @@ std::vector<unmatched_name> unmatched_table_names(const source_config& s,
     for (const auto& f : filters)
       if (f.key == "table" && !table_name_matches(f.value, name))
         return;
-    std::vector<std::string_view> candidates(catalog_table_names.begin(), catalog_table_names.end());
+    const std::vector<std::string_view> candidates(catalog_table_names.begin(),
+                                                   catalog_table_names.end());
     out.push_back({name, where, nearest(name, candidates)});
   };
   for (const auto& t : s.tables)

@@ -79,8 +79,10 @@ schema::table_schema with_decimal_fit(sources::source& src, const table_job& job
   for (auto& c : out.columns) {
     if (c.type.kind != schema::type_kind::float64)
       continue;
-    const bool pinned = std::any_of(job.settings.declared.begin(), job.settings.declared.end(),
-                                    [&](const auto& d) { return schema::same_name(d.name, c.name, rule); });
+    const auto& declared = job.settings.declared;
+    const bool pinned = std::any_of(declared.begin(), declared.end(), [&](const auto& d) {
+      return schema::same_name(d.name, c.name, rule);
+    });
     const auto* l = live->find(c.name, rule);
     if (pinned || l == nullptr)
       continue;
