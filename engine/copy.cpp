@@ -237,8 +237,9 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     std::optional<schema::table_schema> staged_cols;
     if (job.reuse)
       staged_cols = staged_columns(job.reuse->path);
-    out.plan = plan_table(staged_cols ? *staged_cols : with_decimal_fit(src, job, d.live, wh.dialect()),
-                          d.live, d.state, wh.dialect(), job.target, settings);
+    const auto columns =
+        staged_cols ? *staged_cols : with_decimal_fit(src, job, d.live, wh.dialect());
+    out.plan = plan_table(columns, d.live, d.state, wh.dialect(), job.target, settings);
     const table_plan& plan = *out.plan;
     if (plan.error) {
       // Decided before anything touched the target. The drift gate still looks at the
