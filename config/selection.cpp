@@ -278,7 +278,19 @@ std::vector<unmatched_name> unmatched_table_names(
         return;
     const std::vector<std::string_view> candidates(catalog_table_names.begin(),
                                                    catalog_table_names.end());
-    out.push_back({name, where, nearest(name, candidates)});
+    std::string guess = nearest(name, candidates);
+    if (guess.empty()) {  // "public.ordrs" against bare names: the table parts compared
+      std::vector<std::string_view> parts;
+      for (const auto& n : catalog_table_names)
+        parts.push_back(table_part(n));
+      const std::string part = nearest(table_part(name), parts);
+      for (const auto& n : catalog_table_names)
+        if (!part.empty() && iequals(table_part(n), part)) {
+          guess = n;
+          break;
+        }
+    }
+    out.push_back({name, where, std::move(guess)});
   };
   for (const auto& t : s.tables)
     consider(t.name, "section");

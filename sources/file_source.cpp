@@ -141,6 +141,21 @@ std::size_t header_fields(const std::string& path, char delim = ',') {
   return fields;
 }
 
+/// The delimiter the file's first line most likely uses (, ; tab |, outside double
+/// quotes), and how many fields it splits that line into.
+std::pair<char, std::size_t> header_delimiter(const std::string& path) {
+  char best = ',';
+  std::size_t most = 0;
+  for (char d : {',', ';', '\t', '|'}) {
+    const std::size_t n = header_fields(path, d);
+    if (n > most) {
+      most = n;
+      best = d;
+    }
+  }
+  return {best, most};
+}
+
 /// Whether a value in the CSV file begins with a double quote: at the file's or a line's
 /// start, or right after a delimiter DuckDB may sniff (, ; tab |). One pass over the bytes.
 bool quote_opens_a_value(const std::string& path) {
@@ -232,8 +247,10 @@ class file_source final : public source {
           "CAST(coalesce(max(length(ltrim(regexp_replace(split_part({}, '.', 1), '[-+]', ''), "
           "'0'))), 0) AS VARCHAR), "
           "CAST(coalesce(max(length({}) - strpos({}, '.')) FILTER (WHERE strpos({}, '.') > 0), "
-          "0) AS VARCHAR)",
-          i ? ", " : "", v, v, v, v, v, v);
+          "0) AS VARCHAR), "
+          "CAST(coalesce(max(length(ltrim(regexp_replace({}, '[-+.]', '', 'g'), '0'))), 0) "
+          "AS VARCHAR)",
+          i ? ", " : "", v, v, v, v, v, v, v);
     }
     const std::string from =
         json_ ? relation(path)
@@ -245,11 +262,14 @@ class file_source final : public source {
         return out;
       for (std::size_t i = 0; i < columns.size(); ++i) {
         const auto& row = rows[0];
-        if (row[3 * i].value_or("false") != "true")
+        if (row[4 * i].value_or("false") != "true")
           continue;
-        const decimal_digits d{std::stoi(row[3 * i + 1].value_or("0")),
-                               std::stoi(row[3 * i + 2].value_or("0"))};
-        if (d.integer + d.scale <= 38)
+        const decimal_digits d{std::stoi(row[4 * i + 1].value_or("0")),
+                               std::stoi(row[4 * i + 2].value_or("0"))};
+        // JSON numbers arrive as doubles, exact to 15 significant digits: a longer one may
+        // have lost digits already, so no decimal is claimed for it.
+        const int significant = std::stoi(row[4 * i + 3].value_or("0"));
+        if (d.integer + d.scale <= 38 && (!json_ || significant <= 15))
           out[i] = d;
       }
     } catch (const duck::failure& e) {
@@ -403,16 +423,23 @@ class file_source final : public source {
       duck::connection con(db());
       rows = con.strings(sql);
       // A malformed row in the sample makes DuckDB's sniffer settle on a dialect in
-      // which every row agrees: one column holding whole lines. Re-read such a file
-      // strictly as comma-separated, so DuckDB names the offending line.
-      if (!json_ && rows.size() == 1 && header_fields(path) > 1)
-        strict_check(con, path);
+      // which every row agrees: one column holding whole lines, or the rows from the
+      // malformed one on, the lines before it skipped. Re-read such a file strictly with
+      // its header's delimiter, so DuckDB names the offending line.
+      if (!json_) {
+        const auto [delim, fields] = header_delimiter(path);
+        if (rows.size() == 1 && fields > 1)
+          strict_check(con, path, delim);
+        else if (!rows.empty() && rows[0][0].value_or("") == "column0" &&
+                 skips_delimited_lines(con, path))
+          strict_check(con, path, delim);
+      }
     } catch (const duck::failure& e) {
       std::string reason = e.what();
       if (!json_ && reason.find("Error when sniffing file") != std::string::npos) {
         try {
           duck::connection con(db());
-          strict_check(con, path);
+          strict_check(con, path, header_delimiter(path).first);
         } catch (const duck::failure& strict) {
           reason = strict.what();
         }
@@ -435,6 +462,24 @@ class file_source final : public source {
         "SELECT count(*) FROM read_csv({}, auto_detect = false, delim = {}, quote = '\"', "
         "escape = '\"', header = true, columns = {{{}}})",
         quote_literal(path), quote_literal(std::string(1, delim)), columns));
+  }
+
+  /// Whether DuckDB's sniffer skips lines at the file's start that hold its delimiter:
+  /// rows, not a title, left out because a later line has more fields.
+  bool skips_delimited_lines(duck::connection& con, const std::string& path) {
+    const auto sniffed = con.strings(
+        fmt::format("SELECT CAST(SkipRows AS VARCHAR), Delimiter FROM sniff_csv({})",
+                    quote_literal(path)));
+    if (sniffed.size() != 1)
+      return false;
+    const std::size_t skip = std::stoul(sniffed[0][0].value_or("0"));
+    const std::string delim = sniffed[0][1].value_or(",");
+    std::ifstream in(path, std::ios::binary);
+    std::string line;
+    for (std::size_t i = 0; i < skip && std::getline(in, line); ++i)
+      if (!delim.empty() && line.find(delim[0]) != std::string::npos)
+        return true;
+    return false;
   }
 
   /// A value that opens a double quote and never closes it makes DuckDB's sniffer settle

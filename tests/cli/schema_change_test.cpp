@@ -266,6 +266,20 @@ TEST_CASE("seed 000: auto_widen takes an inferred int column to the decimal its 
   // Exact, never through a double: -99999.125 and 3.25 as written.
   CHECK(duckdb_query(wh, "SELECT sum(amount)::VARCHAR FROM raw.orders")[0][0] == "-99983.875");
 
+  // Whole numbers written with a point fit a live integer column as they are.
+  {
+    workdir v;
+    v.write("n.csv", "id,amount\n1,12\n");
+    v.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.db\"\n"
+                             "[sources.files]\nadapter = \"csv\"\npath = \"n.csv\"\n");
+    REQUIRE(run_flotilla(v, {"run"}).exit_code == 0);
+    v.write("n.csv", "id,amount\n2,7.\n");
+    auto whole = flotilla_json(v, {"run"}, &rc);
+    CHECK(rc == 0);
+    CHECK(whole["drift"]["tables_drifted"] == 0);
+    CHECK(sqlite_query(v.file("wh.db"), "SELECT amount FROM files__n")[0][0] == "7");
+  }
+
   // The widened column holds the next file's values as they are: no drift, no change.
   w.write("orders.csv", "id,amount\n1,0.5\n");
   auto again = flotilla_json(w, {"run"}, &rc);

@@ -124,6 +124,8 @@ TEST_CASE("a malformed csv row is an error naming the file and the line") {
   content += "51,x,1,extra\n52,y,2\n";
   write_file(dir.file("bad.csv"), content);
   write_file(dir.file("good.csv"), "id\n1\n");
+  // A surplus field on the last line: DuckDB's sniffer would skip every line before it.
+  write_file(dir.file("last.csv"), "id,name\n1,alice\n2,bob\n3,carol,x,y\n");
   auto src = open_files("csv", dir.path.string());
   // The malformed file's table says why it cannot be read; the source's others can.
   const catalog cat = src->read_catalog();
@@ -134,6 +136,7 @@ TEST_CASE("a malformed csv row is an error naming the file and the line") {
   CHECK(bad.columns.columns.empty());
   CHECK_FALSE(bad.marker);
   CHECK(find_table(cat, "good").unreadable.empty());
+  CHECK_THAT(find_table(cat, "last").unreadable, Catch::Contains("Line: 4"));
   CHECK(read_all(*src, find_table(cat, "good")).rows.size() == 1);
 }
 
@@ -159,6 +162,7 @@ TEST_CASE("a csv value that opens a quote and never closes it fails the read wit
   temp_dir dir;
   write_file(dir.file("t.csv"), "id,name,note\n1,ann,ok\n2,\"bob,late\n3,cy,fine\n");
   write_file(dir.file("s.csv"), "id;name\n1;x\n2;\"y\n");
+  write_file(dir.file("s2.csv"), "id;name\n1;alice\n2;\"bob;late\n3;carol\n");
   // Quotes inside a value, and values quoted properly, still read.
   write_file(dir.file("inch.csv"), "id,len\n1,5\"\n2,7\n");
   write_file(dir.file("ok.csv"), "id,name\n1,\"a,b\"\n2,c\n");
@@ -167,6 +171,8 @@ TEST_CASE("a csv value that opens a quote and never closes it fails the read wit
   CHECK_THROWS_WITH(read_all(*src, find_table(cat, "t")),
                     Catch::Contains("t.csv") && Catch::Contains("line 3: a value opens a double quote"));
   CHECK_THROWS_WITH(read_all(*src, find_table(cat, "s")), Catch::Contains("line 3:"));
+  // DuckDB reads that one as a single column of whole lines: its header says otherwise.
+  CHECK_THAT(find_table(cat, "s2").unreadable, Catch::Contains("line 3: a value opens"));
   const auto inch = read_all(*src, find_table(cat, "inch"));
   REQUIRE(inch.rows.size() == 2);
   CHECK(inch.rows[0][1] == text("5\""));
@@ -178,7 +184,8 @@ TEST_CASE("a csv value that opens a quote and never closes it fails the read wit
 TEST_CASE("decimal_fit counts the digits a file's numbers need, or none for a non-decimal") {
   temp_dir dir;
   write_file(dir.file("n.csv"), "a,b,c\n12.50,1.5e3,1\n-0003.1,2,\n+.125,x,2\n");
-  write_file(dir.file("j.json"), "{\"a\": 12.50}\n{\"a\": -3.125}\n");
+  write_file(dir.file("j.json"), "{\"a\": 12.50, \"b\": 1.5}\n{\"a\": -3.125, \"b\": "
+                                 "1.1234567890123456789}\n");
   auto csv = open_files("csv", dir.file("n.csv"));
   const catalog cat = csv->read_catalog();
   const auto fit = csv->decimal_fit(find_table(cat, "n"), {"a", "b", "c"});
@@ -191,10 +198,11 @@ TEST_CASE("decimal_fit counts the digits a file's numbers need, or none for a no
   CHECK(fit[2]->scale == 0);
   auto json = open_files("json", dir.file("j.json"));
   const catalog jc = json->read_catalog();
-  const auto jf = json->decimal_fit(find_table(jc, "j"), {"a"});
+  const auto jf = json->decimal_fit(find_table(jc, "j"), {"a", "b"});
   REQUIRE(jf[0]);
   CHECK(jf[0]->integer == 2);
   CHECK(jf[0]->scale == 3);
+  CHECK_FALSE(jf[1]);  // more digits than a double keeps: none claimed
 }
 
 TEST_CASE("malformed json is an error naming the file and the line") {
