@@ -214,14 +214,8 @@ outcome decider::run() {
 bool names_identifier(std::string_view ddl, std::string_view name) {
   if (ddl.empty() || name.empty())
     return false;
-  const auto lower = [](std::string_view v) {
-    std::string out(v);
-    for (auto& ch : out)
-      ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    return out;
-  };
-  const std::string text = lower(ddl);
-  const std::string n = lower(name);
+  const std::string text = schema::fold_name(ddl, schema::name_rule::case_insensitive);
+  const std::string n = schema::fold_name(name, schema::name_rule::case_insensitive);
   const auto part = [](char ch) {
     return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '$';
   };

@@ -245,12 +245,6 @@ std::vector<unmatched_name> unmatched_table_names(
                                                           });
   if (!names_any || !source_may_match(s, filters))
     return out;
-  const auto lower = [](std::string_view v) {
-    std::string l(v);
-    for (auto& ch : l)
-      ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    return l;
-  };
   // The catalog's names as the name rule compares them, so each lookup is one probe.
   std::set<std::string> whole_qualified, whole_bare, parts;
   for (const auto& n : catalog_table_names) {
