@@ -7,6 +7,7 @@
 
 #include <sqlite3.h>
 
+#include <filesystem>
 #include <utility>
 
 #include <fmt/format.h>
@@ -152,6 +153,11 @@ class sqlite_warehouse final : public warehouse_base {
       : warehouse_base(options.name, std::move(d)) {
     if (options.path.empty())
       throw error("a sqlite target needs a path (the database file)");
+    // As a DuckDB target does: the file's directory is made when missing.
+    std::error_code ec;
+    const auto parent = std::filesystem::path(options.path).parent_path();
+    if (!parent.empty())
+      std::filesystem::create_directories(parent, ec);
     const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
     if (sqlite3_open_v2(options.path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
       const std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";

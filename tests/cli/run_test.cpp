@@ -324,6 +324,19 @@ TEST_CASE("a malformed file fails its own table; the source's other files load")
   CHECK(plan.out.find("line 3: a value opens a double quote") != std::string::npos);
 }
 
+TEST_CASE("a file target's directory is made when missing, for SQLite as for DuckDB") {
+  for (const char* dialect : {"sqlite", "duckdb"}) {
+    INFO(dialect);
+    workdir w;
+    sqlite_exec(w.file("shop.db"), k_orders_sql);
+    w.write("flotilla.toml", fmt::format("[targets.wh]\ndialect = \"{}\"\npath = \"out/sub/wh.db\"\n"
+                                         "[sources.shop]\nadapter = \"sqlite\"\npath = \"shop.db\"\n",
+                                         dialect));
+    CHECK(run_flotilla(w, {"run"}).exit_code == 0);
+    CHECK(std::filesystem::exists(w.file("out/sub/wh.db")));
+  }
+}
+
 TEST_CASE("hostile identifiers are quoted and cannot break out of SQL") {
   workdir w;
   sqlite_exec(w.file("shop.db"),
