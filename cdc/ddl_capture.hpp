@@ -56,9 +56,9 @@ struct source_column {
   /// the default), whether it is an identity column, whether it is generated (its
   /// `default_expr` then holds the expression). nullopt: logged by a capture before
   /// version 3, which did not record it.
-  std::optional<std::string> collation;
-  std::optional<bool> identity;
-  std::optional<bool> generated;
+  std::optional<std::string> collation = {};
+  std::optional<bool> identity = {};
+  std::optional<bool> generated = {};
 
   friend bool operator==(const source_column&, const source_column&) = default;
 };

@@ -170,7 +170,7 @@ struct target_info {
   /// The DDL of the table's last review when it was edited before it ran (seed 003: "you
   /// want the target to differ, for example a wider type"): a column it names may be
   /// wider on the target than the source's type maps to. Empty: none.
-  std::string edited_ddl;
+  std::string edited_ddl = {};
 };
 
 // ---- outcomes ----------------------------------------------------------------------

@@ -228,7 +228,7 @@ struct ddl_change {
   ddl_event event;
   nlohmann::json fields;  ///< the log row, kept as it is while the table is held
   std::optional<schema::table_schema> live;
-  std::string edited_ddl;  ///< target_info::edited_ddl
+  std::string edited_ddl = {};  ///< target_info::edited_ddl
 };
 
 /// One change of a table's transaction, as the table actor receives it.
