@@ -16,6 +16,7 @@
 #include <shared_mutex>
 #include <thread>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <type_traits>
@@ -640,6 +641,18 @@ class duckdb_warehouse final : public warehouse_base {
                               "not a thread count; set a whole number from 1 to 4096, or unset "
                               "it for one fewer than this machine's cores",
                               options.path, std::getenv("FLOTILLA_DUCKDB_THREADS")));
+    {
+      // DuckDB would take a SQLite file for one its sqlite extension writes (and try to
+      // fetch that extension from the network).
+      char head[16] = {};
+      if (std::ifstream in(options.path, std::ios::binary);
+          in.read(head, sizeof head) &&
+          std::string_view(head, sizeof head) == std::string_view("SQLite format 3\0", 16))
+        throw error(fmt::format("cannot open DuckDB database '{}': the file is a SQLite "
+                                "database; set dialect = \"sqlite\" in [targets.{}], or "
+                                "point path at a DuckDB file",
+                                options.path, options.name));
+    }
     duckdb_config config = nullptr;
     if (duckdb_create_config(&config) == DuckDBError)
       throw error(fmt::format("cannot open DuckDB database '{}': cannot create a configuration",
@@ -661,6 +674,9 @@ class duckdb_warehouse final : public warehouse_base {
                                 options.path, version));
       }
     }
+    // No extension is fetched or loaded behind the user's back.
+    duckdb_set_config(config, "autoinstall_known_extensions", "false");
+    duckdb_set_config(config, "autoload_known_extensions", "false");
     // The block size of a file it creates. An existing file keeps its own: checked below
     // against a block size the target sets.
     const std::uint32_t block_size =

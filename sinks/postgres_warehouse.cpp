@@ -50,6 +50,17 @@ std::string trimmed(const char* msg) {
   return s;
 }
 
+/// Why a statement failed: the result's message, else the connection's (a connection the
+/// server ended leaves the result without one).
+std::string result_error(const PGresult* r, const PGconn* conn) {
+  std::string s = r ? trimmed(PQresultErrorMessage(r)) : std::string();
+  if (s.empty())
+    s = trimmed(PQerrorMessage(conn));
+  if (s.empty())
+    s = "the server gave no reason (the connection may have been closed)";
+  return s;
+}
+
 /// One field of a result: nullopt for NULL.
 std::optional<std::string> field(const PGresult* r, int row, int col) {
   if (PQgetisnull(r, row, col))
@@ -196,7 +207,7 @@ class pg_inserter final : public row_inserter {
     std::string failure;
     while (PGresult* r = PQgetResult(conn_)) {
       if (PQresultStatus(r) != PGRES_COMMAND_OK && failure.empty())
-        failure = trimmed(PQresultErrorMessage(r));
+        failure = result_error(r, conn_);
       PQclear(r);
     }
     if (!failure.empty())
@@ -230,7 +241,7 @@ class pg_inserter final : public row_inserter {
     const std::string sql = binary ? copy_sql_ + " (FORMAT binary)" : copy_sql_;
     result_holder h(PQexec(conn_, sql.c_str()));
     if (PQresultStatus(h.r) != PGRES_COPY_IN)
-      throw sink_error(fmt::format("{} (in: {})", trimmed(PQresultErrorMessage(h.r)), sql));
+      throw sink_error(fmt::format("{} (in: {})", result_error(h.r, conn_), sql));
     copying_ = true;
     binary_ = binary;
     if (binary)  // signature, flags (no OIDs), no header extension
@@ -401,7 +412,7 @@ class postgres_warehouse final : public warehouse_base {
       result_holder p(PQprepare(conn_, statement, sql.c_str(), 3, nullptr));
       if (PQresultStatus(p.r) != PGRES_COMMAND_OK)
         throw error(fmt::format("cannot read the columns of {}: {}", dialect().qualified(table),
-                                trimmed(PQresultErrorMessage(p.r))));
+                                result_error(p.r, conn_)));
       describe_prepared_ = true;
     }
     const char* params[3] = {table.schema.empty() ? nullptr : table.schema.c_str(),
@@ -409,7 +420,7 @@ class postgres_warehouse final : public warehouse_base {
     result_holder h(PQexecPrepared(conn_, statement, 3, params, nullptr, nullptr, 0));
     if (PQresultStatus(h.r) != PGRES_TUPLES_OK)
       throw error(fmt::format("cannot read the columns of {}: {}", dialect().qualified(table),
-                              trimmed(PQresultErrorMessage(h.r))));
+                              result_error(h.r, conn_)));
     const text_rows rows = collect(h.r);
     if (rows.empty())
       return std::nullopt;
@@ -449,7 +460,7 @@ class postgres_warehouse final : public warehouse_base {
     auto failed = [&](PGresult* r) {
       return error(fmt::format("cannot read the columns of the tables of schema {}: {}",
                                schema.empty() ? std::string("(current)") : schema,
-                               trimmed(PQresultErrorMessage(r))));
+                               result_error(r, conn_)));
     };
     table_reader reader(*this, schema);
     // Read from the result as it is: a copy of every row first doubled the memory.
@@ -519,7 +530,7 @@ class postgres_warehouse final : public warehouse_base {
     if (status == PGRES_COMMAND_OK)
       return {};
     if (status != PGRES_TUPLES_OK)
-      throw error(fmt::format("{} (in: {})", trimmed(PQresultErrorMessage(h.r)), sql));
+      throw error(fmt::format("{} (in: {})", result_error(h.r, conn_), sql));
     return collect(h.r);
   }
 
@@ -527,7 +538,7 @@ class postgres_warehouse final : public warehouse_base {
     result_holder h(PQexec(conn_, sql.c_str()));
     const auto status = PQresultStatus(h.r);
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK)
-      throw error(fmt::format("{} (in: {})", trimmed(PQresultErrorMessage(h.r)), sql));
+      throw error(fmt::format("{} (in: {})", result_error(h.r, conn_), sql));
   }
 
   void begin() override { run("BEGIN"); }
@@ -592,14 +603,14 @@ class postgres_warehouse final : public warehouse_base {
       result_holder p(PQprepare(conn_, statement, sql.c_str(), 2, nullptr));
       if (PQresultStatus(p.r) != PGRES_COMMAND_OK)
         throw error(fmt::format("cannot read the size of {}: {}", name,
-                                trimmed(PQresultErrorMessage(p.r))));
+                                result_error(p.r, conn_)));
       in_place_prepared_ = true;
     }
     const char* params[2] = {name.c_str(), in_place_limit_.c_str()};
     result_holder h(PQexecPrepared(conn_, statement, 2, params, nullptr, nullptr, 0));
     if (PQresultStatus(h.r) != PGRES_TUPLES_OK)
       throw error(fmt::format("cannot read the size of {}: {}", name,
-                              trimmed(PQresultErrorMessage(h.r))));
+                              result_error(h.r, conn_)));
     return PQntuples(h.r) == 1 && field(h.r, 0, 0) == "t";
   }
 

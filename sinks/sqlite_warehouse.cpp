@@ -65,6 +65,29 @@ text_rows collect(sqlite3* db, sqlite3_stmt* s, const std::string& sql) {
   return out;
 }
 
+/// How much of a decimal's text to bind so that a NUMERIC-affinity column keeps it
+/// exactly; 0: no way. SQLite stores a whole-number literal within 64 bits as an INTEGER,
+/// and anything else, "123456789012345678.00" included, as a REAL: 15 significant digits.
+/// So a whole number's zero fraction is left out, and other values need at most 15
+/// significant digits.
+std::size_t exact_length(std::string_view v) {
+  if (v.size() <= 16)
+    return v.size();  // at most 15 digits with a point, or a whole number of at most 16
+  const std::size_t sign = (v[0] == '-' || v[0] == '+') ? 1 : 0;
+  const std::size_t point = std::min(v.find('.'), v.size());
+  const std::string_view whole = v.substr(sign, point - sign);
+  const std::string_view fraction = point < v.size() ? v.substr(point + 1) : std::string_view();
+  const std::size_t lead = std::min(whole.find_first_not_of('0'), whole.size());
+  const auto fraction_end = fraction.find_last_not_of('0');
+  if (fraction_end == std::string_view::npos)  // a whole number
+    return whole.size() - lead <= 18 ? point : 0;  // 18 digits always fit in 64 bits
+  // Significant digits from the first nonzero one to the fraction's last nonzero one.
+  std::size_t digits = whole.size() - lead + fraction_end + 1;
+  if (lead == whole.size())  // 0.000123: the fraction's leading zeros do not count
+    digits -= std::min(fraction.find_first_not_of('0'), fraction.size());
+  return digits <= 15 ? v.size() : 0;
+}
+
 class sqlite_inserter final : public row_inserter {
  public:
   sqlite_inserter(sqlite3* db, const dialects::dialect& d, const table_ref& t,
@@ -79,7 +102,10 @@ class sqlite_inserter final : public row_inserter {
       }
       cols += d.quote(c.name);
       marks += '?';
-      bytes_.push_back(c.type.kind == schema::type_kind::bytes);
+      text_kind_.push_back(c.type.kind == schema::type_kind::bytes     ? text_kind::bytes
+                           : c.type.kind == schema::type_kind::decimal ? text_kind::decimal
+                                                                       : text_kind::text);
+      names_.push_back(c.name);
     }
     if (with_seq_) {
       cols += ", " + d.quote(seq_column);
@@ -114,10 +140,25 @@ class sqlite_inserter final : public row_inserter {
             break;
           case schema::value::tag::text:
             // The batch outlives the step, so SQLite need not copy the bytes.
-            if (bytes_[c])
+            if (text_kind_[c] == text_kind::bytes) {
               sqlite3_bind_blob64(s, at, v.s.data(), v.s.size(), SQLITE_STATIC);
-            else
-              sqlite3_bind_text64(s, at, v.s.data(), v.s.size(), SQLITE_STATIC, SQLITE_UTF8);
+              break;
+            }
+            if (text_kind_[c] == text_kind::decimal) {
+              const std::size_t keep = exact_length(v.s);
+              if (keep != 0) {
+                sqlite3_bind_text64(s, at, v.s.data(), keep, SQLITE_STATIC, SQLITE_UTF8);
+                break;
+              }
+              throw sink_error(fmt::format(
+                  "{}: row {}: column {} holds {}, which SQLite cannot store exactly (its "
+                  "numbers keep 15 significant digits, or a whole number within 64 bits); "
+                  "declare the column as text to keep every digit (columns = {{ {} = "
+                  "\"text\" }}), or load into a duckdb or postgres target",
+                  dialect_.qualified(table_), first_seq + r, dialect_.quote(names_[c]), v.s,
+                  names_[c]));
+            }
+            sqlite3_bind_text64(s, at, v.s.data(), v.s.size(), SQLITE_STATIC, SQLITE_UTF8);
             break;
         }
       }
@@ -142,7 +183,9 @@ class sqlite_inserter final : public row_inserter {
   const dialects::dialect& dialect_;
   table_ref table_;
   bool with_seq_;
-  std::vector<bool> bytes_;
+  enum class text_kind : std::uint8_t { text, bytes, decimal };
+  std::vector<text_kind> text_kind_;
+  std::vector<std::string> names_;
   std::string sql_;
   statement stmt_;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 
 #include <fmt/format.h>
 
@@ -411,6 +412,12 @@ struct logical {
 // ---- database and connection -----------------------------------------------------
 
 database database::open_read_only(const std::string& path) {
+  // DuckDB would take a SQLite file for one its sqlite extension reads (and try to fetch it).
+  char head[16] = {};
+  if (std::ifstream in(path, std::ios::binary); in.read(head, sizeof head) &&
+      std::string_view(head, sizeof head) == std::string_view("SQLite format 3\0", 16))
+    throw failure("the file is a SQLite database, not a DuckDB one: read it with "
+                  "adapter = \"sqlite\"");
   config cfg;
   cfg.set("access_mode", "READ_ONLY");
   cfg.set("autoinstall_known_extensions", "false");

@@ -90,6 +90,33 @@ std::optional<std::string> json_error_at(const std::string& path) {
   return std::nullopt;
 }
 
+/// A file that opens a JSON array and does not close it (cut short: `[{...},{...},`),
+/// which DuckDB reads as the records before the cut: the place it breaks, or nullopt.
+std::optional<std::string> unclosed_array(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  const std::streamoff size = in.tellg();
+  if (!in || size <= 0)
+    return std::nullopt;
+  const auto non_space = [](char c) { return !std::isspace(static_cast<unsigned char>(c)); };
+  std::string head(static_cast<std::size_t>(std::min<std::streamoff>(size, 4096)), '\0');
+  in.seekg(0);
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  std::size_t from = head.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;  // a UTF-8 BOM
+  const auto first = std::find_if(head.begin() + static_cast<std::ptrdiff_t>(from), head.end(),
+                                  non_space);
+  if (first == head.end() || *first != '[')
+    return std::nullopt;
+  std::string tail(static_cast<std::size_t>(std::min<std::streamoff>(size, 4096)), '\0');
+  in.seekg(size - static_cast<std::streamoff>(tail.size()));
+  in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+  const auto last = std::find_if(tail.rbegin(), tail.rend(), non_space);
+  if (last != tail.rend() && *last == ']')
+    return std::nullopt;
+  return "malformed JSON, " +
+         json_error_at(path).value_or("the array that opens the file is never closed") +
+         " (the file looks cut short)";
+}
+
 /// DuckDB's reason, with the place a malformed JSON file breaks as counted from its start.
 std::string json_reason(const std::string& path, std::string reason) {
   if (reason.find("Malformed JSON") == std::string::npos)
@@ -286,6 +313,62 @@ class file_source final : public source {
     return out;
   }
 
+  std::vector<std::optional<std::string>> unfit_values(
+      const source_table& table, const std::vector<schema::column>& declared) override {
+    std::vector<std::optional<std::string>> out(declared.size());
+    std::string select;
+    std::vector<std::size_t> asked;
+    for (std::size_t i = 0; i < declared.size(); ++i) {
+      const auto& t = declared[i].type;
+      const std::string v =
+          fmt::format("trim(CAST({} AS VARCHAR))", quote_ident(declared[i].name));
+      std::string fits;
+      using k = schema::type_kind;
+      switch (t.kind) {
+        case k::smallint:
+        case k::int32:
+        case k::bigint:
+          fits = fmt::format("regexp_full_match({0}, '[-+]?[0-9]+([.]0*)?') AND "
+                             "TRY_CAST({0} AS {1}) IS NOT NULL",
+                             v, t.kind == k::smallint ? "SMALLINT"
+                                : t.kind == k::int32  ? "INTEGER"
+                                                      : "BIGINT");
+          break;
+        case k::decimal:
+          fits = fmt::format("regexp_full_match({0}, '[-+]?([0-9]+([.][0-9]*)?|[.][0-9]+)') AND "
+                             "length(rtrim(split_part({0}, '.', 2), '0')) <= {2} AND "
+                             "TRY_CAST({0} AS DECIMAL({1},{2})) IS NOT NULL",
+                             v, t.precision, t.scale);
+          break;
+        case k::boolean:
+          fits = fmt::format("lower({}) IN ('true', 'false', 't', 'f', '1', '0')", v);
+          break;
+        default: continue;
+      }
+      select += fmt::format("{}min({}) FILTER (WHERE {} IS NOT NULL AND NOT ({}))",
+                            asked.empty() ? "" : ", ", v, v, fits);
+      asked.push_back(i);
+    }
+    if (asked.empty())
+      return out;
+    const std::string path = file_of(table.name);
+    const std::string from =
+        json_ ? relation(path)
+              : fmt::format("read_csv({}, all_varchar = true)", quote_literal(path));
+    try {
+      duck::connection con(db());
+      const auto rows = con.strings(fmt::format("SELECT {} FROM {}", select, from));
+      if (rows.size() == 1)
+        for (std::size_t j = 0; j < asked.size(); ++j)
+          out[asked[j]] = rows[0][j];
+    } catch (const duck::failure& e) {
+      throw error::read_failed(options_.name, table.name, path,
+                               json_ ? json_reason(path, e.what()) : std::string(e.what()),
+                               fix_file);
+    }
+    return out;
+  }
+
   read_result read(const read_request& request, const batch_consumer& consume) override {
     if (request.table == nullptr)
       throw error::bad_request(options_.name, "read request names no table");
@@ -301,6 +384,8 @@ class file_source final : public source {
       duck::connection con(db());
       if (!json_)
         check_quotes(con, path);
+      else if (auto cut = unclosed_array(path))
+        throw error::read_failed(options_.name, request.table->name, path, *cut, fix_file);
       return duck::scan(con, spec, consume);
     } catch (const duck::failure& e) {
       if (auto c = conversion_error(e.what(), options_.name, request.table->name))

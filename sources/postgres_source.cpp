@@ -52,7 +52,10 @@ constexpr const char* session_settings =
 constexpr const char* catalog_sql = R"sql(
 WITH rels AS MATERIALIZED (
   SELECT c.oid, n.nspname, c.relname, c.relkind,
-         CASE WHEN c.relkind IN ('r', 'm') THEN
+         -- No marker for a parent of inheritance children (its copy reads their rows,
+         -- its counters do not count them) or while statistics are off in the database.
+         CASE WHEN c.relkind IN ('r', 'm') AND NOT c.relhassubclass
+                   AND pg_catalog.current_setting('track_counts') = 'on' THEN
            concat_ws(':', c.relfilenode,
                      pg_catalog.pg_stat_get_tuples_inserted(c.oid),
                      pg_catalog.pg_stat_get_tuples_updated(c.oid),

@@ -128,6 +128,17 @@ class source {
     (void)table;
     return std::vector<std::optional<decimal_digits>>(columns.size());
   }
+  /// For inferred sources (csv, json), whose declared columns are parsed as declared: for
+  /// each named column, a value in the file that its declared type cannot hold exactly
+  /// (a fraction in an integer, more decimals than the scale, out of range, a boolean
+  /// other than true/false/t/f/1/0); nullopt when every value fits, or when the type is
+  /// not one checked (integers, decimals, booleans are). Reads the whole table. Other
+  /// adapters answer none.
+  [[nodiscard]] virtual std::vector<std::optional<std::string>> unfit_values(
+      const source_table& table, const std::vector<schema::column>& declared) {
+    (void)table;
+    return std::vector<std::optional<std::string>>(declared.size());
+  }
   /// Reads rows; values follow schema/rows.hpp for each column's portable type.
   virtual read_result read(const read_request& request, const batch_consumer& consume) = 0;
 };

@@ -224,10 +224,13 @@ TEST_CASE("malformed json names the line and column counted from the file's star
   // A bad first record, and records as one array over several lines.
   write_file(dir.file("first.json"), "{\"id\": 1, \"v\": x}\n{\"id\": 2, \"v\": 2}\n");
   write_file(dir.file("array.json"), "[\n  {\"id\": 1, \"v\": 1},\n  {\"id\": 2, \"v\": x}\n]\n");
+  // An array cut short after a whole record, which DuckDB reads as the records before.
+  write_file(dir.file("cut.json"), "[{\"id\": 1},\n{\"id\": 2},\n");
   for (const auto& [file, at] : std::vector<std::pair<std::string, std::string>>{
            {"late.json", "line 2999, column 19"},
            {"first.json", "line 1, column 16"},
-           {"array.json", "line 3, column 18"}}) {
+           {"array.json", "line 3, column 18"},
+           {"cut.json", "cut short"}}) {
     CAPTURE(file);
     auto src = open_files("json", dir.file(file));
     std::string message;

@@ -355,6 +355,24 @@ TEST_CASE("the postgres marker stays the same without a write and changes after 
   }
 }
 
+TEST_CASE("no postgres marker where the counters cannot see every change of the copy") {
+  pg_schema s;
+  s.exec("CREATE TABLE p (id integer PRIMARY KEY, v text); CREATE TABLE c () INHERITS (p);"
+         "CREATE TABLE lone (x integer); INSERT INTO p VALUES (1, 'a'); INSERT INTO c VALUES (2, 'b');");
+  s.flush_stats();
+  auto src = open_pg(s.dsn());
+  auto cat = src->read_catalog();
+  // The parent's copy reads its child's rows, which the parent's counters do not count.
+  CHECK_FALSE(cat.find(s.name() + ".p")->marker.has_value());
+  CHECK(cat.find(s.name() + ".c")->marker.has_value());
+  CHECK(cat.find(s.name() + ".lone")->marker.has_value());
+  // Statistics off: the counters stand still, so no table gets a marker.
+  auto off = open_pg(s.dsn() + (s.dsn().find('?') == std::string::npos ? "?" : "&") +
+                     "options=-c%20track_counts%3Doff");
+  auto without = off->read_catalog();
+  CHECK_FALSE(without.find(s.name() + ".lone")->marker.has_value());
+}
+
 TEST_CASE("hostile postgres schema, table and column names are quoted") {
   pg_schema s;
   const std::string weird_schema = s.name() + " \"q\"; x";
