@@ -230,6 +230,10 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
           if (spec->cancel && spec->cancel->load()) {
             report->outcome.status = engine::table_status::skipped;
             report->outcome.error = "stopped by the user before this table started";
+          } else if (!t.conflict.empty()) {
+            report->outcome.status = engine::table_status::failed;
+            report->outcome.error_code = "FLT-R006";
+            report->outcome.error = t.conflict;
           } else if (!t.job.table.unreadable.empty()) {
             report->outcome.status = engine::table_status::failed;
             report->outcome.error_code = t.job.table.absent ? "FLT-R005" : "FLT-R002";
@@ -343,6 +347,9 @@ std::string not_pruned(const table_spec& t) {
   if (!t.job.table.marker)
     return "the source offers no change marker for this table (a view, or an adapter "
            "without one), so it is copied every run";
+  if (t.settings_changed)
+    return "the table's settings changed since the last copy (its target, declared columns, "
+           "cursor, key or policies)";
   if (!t.last_marker)
     return "no earlier copy is recorded";
   if (*t.job.table.marker != *t.last_marker)

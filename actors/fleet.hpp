@@ -26,8 +26,15 @@ struct table_spec {
   std::size_t target_index = 0;
   /// prune_unchanged is on for this table (and not turned off by --no-prune).
   bool prune = false;
-  /// The marker recorded at the last successful copy.
+  /// The marker recorded at the last successful copy, when it ran under the same settings.
   std::optional<std::string> last_marker;
+  /// Hash of the settings the copy runs under (ChangeMarker.settings).
+  std::string settings_hash;
+  /// A copy is recorded, under other settings: the table is not pruned.
+  bool settings_changed = false;
+  /// Another selected table lands on the same target table: why this one is refused
+  /// (FLT-R006). Empty: none.
+  std::string conflict;
   /// Staged data an earlier run kept for this table (StagedEntry.location); the file is
   /// removed once the table commits. Empty: none.
   std::string staged_path;

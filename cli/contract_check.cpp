@@ -96,6 +96,9 @@ contract_survey survey_contracts(const config::project& p,
     target_reader& reader = found->second;
     for (const auto& name : selected) {
       contract_table t;
+      for (auto& c : catalog.tables)
+        if (c.qualified() == name)
+          t.source_columns = std::move(c.columns);
       t.source = s.name;
       t.source_table = name;
       t.target = target->name;

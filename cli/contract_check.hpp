@@ -45,6 +45,7 @@ struct contract_table {
   config::contract_mode contract = config::contract_mode::none;
   const dialects::dialect* dialect = nullptr;  ///< the target's, for canonical types
   std::optional<schema::table_schema> live;    ///< nullopt: no live table, or unreadable
+  schema::table_schema source_columns;         ///< the source table's, from its catalog
   std::string unreadable;                      ///< why the live table could not be read
 };
 

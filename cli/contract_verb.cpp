@@ -222,10 +222,23 @@ int do_generate(const global_options& g, const contract_args& a) {
       d.section = t.section ? t.section->name : "";
       d.table = t.source_table;
       nlohmann::json cols = nlohmann::json::array();
+      nlohmann::json left_out = nlohmann::json::array();
       for (const auto& c : t.live->columns) {
+        // A column the source dropped stays in the live table (never dropped), but a
+        // declaration of it would fail every plan (FLT-S001): it is not proposed.
+        if (t.source_columns.find(c.name, t.dialect->names()) == nullptr) {
+          fmt::print(stderr,
+                     "note: table:{} column '{}' is in the live table but no longer in the "
+                     "source; not declared\n",
+                     name, c.name);
+          left_out.push_back(c.name);
+          continue;
+        }
         d.columns.push_back(config::column_declaration{c.name, schema::to_string(c.type)});
         cols.push_back({{"name", c.name}, {"type", d.columns.back().type}});
       }
+      if (!left_out.empty())
+        row["not_in_source"] = std::move(left_out);
       row["status"] = "proposed";
       row["section"] = section_of(d);
       row["columns"] = std::move(cols);

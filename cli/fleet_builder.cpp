@@ -9,8 +9,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <random>
 #include <set>
+#include <unordered_map>
 
 #include <unistd.h>
 
@@ -25,6 +27,7 @@
 #include "config/policy.hpp"
 #include "engine/staging.hpp"
 #include "events/source_drift.hpp"
+#include "sources/marker.hpp"
 #include "storage/state_store.hpp"
 
 namespace flotilla::cli {
@@ -64,8 +67,9 @@ std::string display_name(const dialects::table_ref& t) {
 std::string new_run_id() {
   auto now = std::chrono::system_clock::now();
   std::random_device rd;
+  // In UTC, as its Z says, whatever the machine's time zone.
   return fmt::format("{:%Y%m%dT%H%M%SZ}-{:04x}",
-                     std::chrono::floor<std::chrono::seconds>(now), rd() & 0xffff);
+                     fmt::gmtime(std::chrono::system_clock::to_time_t(now)), rd() & 0xffff);
 }
 
 std::unique_ptr<storage::state_store> open_state(const config::project& p, bool create) {
@@ -249,6 +253,57 @@ void remove_orphan_staged(const config::project& p, const storage::state_store& 
   }
 }
 
+namespace {
+
+/// A connection string without its password: rotating a password is no new warehouse.
+std::string without_password(std::string dsn) {
+  // key=value form: password=secret or password='se cret'
+  for (auto at = dsn.find("password="); at != std::string::npos; at = dsn.find("password=")) {
+    auto end = at + 9;
+    if (end < dsn.size() && dsn[end] == '\'') {
+      end = dsn.find('\'', end + 1);
+      end = end == std::string::npos ? dsn.size() : end + 1;
+    } else {
+      end = dsn.find(' ', end);
+      end = end == std::string::npos ? dsn.size() : end;
+    }
+    dsn.erase(at, end - at);
+  }
+  // URI form: postgresql://user:secret@host/db
+  if (auto scheme = dsn.find("://"); scheme != std::string::npos)
+    if (auto atsign = dsn.find('@', scheme); atsign != std::string::npos)
+      if (auto colon = dsn.find(':', scheme + 3); colon != std::string::npos && colon < atsign)
+        dsn.erase(colon, atsign - colon);
+  return dsn;
+}
+
+}  // namespace
+
+std::string settings_hash(const config::target_config& target, const engine::table_job& job) {
+  sources::shape_hash h;
+  h.add("settings/1");
+  h.add(target.name);
+  h.add(target.dialect);
+  h.add(target.path);
+  h.add(without_password(target.dsn));
+  h.add(target.database);
+  h.add(job.target.catalog);
+  h.add(job.target.schema);
+  h.add(job.target.name);
+  const auto& st = job.settings;
+  for (const auto& c : st.declared) {
+    h.add(c.name);
+    h.add(schema::to_string(c.type));
+  }
+  h.add(st.cursor_column);
+  for (const auto& k : st.unique_key)
+    h.add(k);
+  h.add(fmt::format("{}{}{}{}{}{}", st.enforced, static_cast<int>(st.on_schema_change),
+                    static_cast<int>(st.type_change_rebuild), st.auto_widen,
+                    st.governance_gate, st.additive_granted));
+  return h.hex();
+}
+
 const events::drift_verdict* drift_verdict_of(const engine::table_outcome& o) {
   if (!o.gate_detail.has_value())
     return nullptr;
@@ -292,6 +347,13 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
               "{}` and apply, edit, resync or remove, then run again",
               r.short_id(), cdc::state_name(r.hold.state()), r.hold.source_change(),
               r.short_id());
+  // Each target table is written by one selected table of the run: a second one that
+  // lands on it is refused, naming the first, rather than overwriting its rows.
+  struct target_claims {
+    std::mutex mu;
+    std::unordered_map<std::string, std::string> by_table;  // target table -> source.table
+  };
+  auto claims = std::make_shared<target_claims>();
   for (const auto& s : p.sources) {
     if (!config::source_may_match(s, filters))
       continue;
@@ -322,7 +384,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     });
     ps.select = [project, src, target, target_index, filters, store, no_prune, allow_rebuild,
                  only, reuse_staged, run_id, plan_only, may_gate,
-                 holds](sources::catalog& cat) {
+                 holds, claims](sources::catalog& cat) {
       std::vector<std::string> names;
       names.reserve(cat.tables.size());
       for (const auto& t : cat.tables)
@@ -373,6 +435,23 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         ts.job.table = std::move(cat.tables[selected[i].index]);
         auto where = config::target_table(*target, *src, name);
         ts.job.target = dialects::table_ref{where.catalog, where.schema, where.name};
+        {
+          // PostgreSQL keeps the case of the quoted names; the others ignore it.
+          std::string claim = fmt::format("{}\n{}\n{}\n{}", target->name, where.catalog,
+                                          where.schema, where.name);
+          if (target->dialect != "postgres")
+            for (auto& c : claim)
+              c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+          std::lock_guard lock(claims->mu);
+          auto [at, fresh] = claims->by_table.try_emplace(std::move(claim), key);
+          if (!fresh)
+            ts.conflict = fmt::format(
+                "{} lands on target table {} of target '{}', which {} also loads in this run: "
+                "the two would overwrite each other's rows, so this one is not copied. Give "
+                "them distinct target tables, e.g. schema = \"staging__{{source}}\" in "
+                "[targets.{}]",
+                key, display_name(ts.job.target), target->name, at->second, target->name);
+        }
         auto& st = ts.job.settings;
         if (section) {
           st.cursor_column = section->cursor_column;
@@ -401,6 +480,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         st.auto_widen_from = std::string(config::to_string(policy.from.auto_widen));
         ts.job.batch_rows = src->batch_rows;
         ts.prune = policy.prune_unchanged && !no_prune;
+        if (policy.prune_unchanged)  // --no-prune too: the marker it records keeps it
+          ts.settings_hash = settings_hash(*target, ts.job);
         const bool declared = section != nullptr && !section->columns.empty();
         const bool gated = store != nullptr && !plan_only &&
                            events::drift_gate_applies(policy.on_source_drift, declared);
@@ -421,8 +502,12 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           if (state->watermark && !ts.job.settings.cursor_column.empty() &&
               state->watermark->cursor_column() == ts.job.settings.cursor_column)
             ts.job.watermark = state->watermark->value();
-          if (state->marker)
-            ts.last_marker = state->marker->marker();
+          if (state->marker) {
+            if (state->marker->settings() == ts.settings_hash)
+              ts.last_marker = state->marker->marker();
+            else
+              ts.settings_changed = true;
+          }
           if (state->staged) {
             ts.staged_path = state->staged->location();
             if (reuse_staged && state->staged->target() == target->name &&
@@ -541,6 +626,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       if (r.marker) {
         storage::pb::ChangeMarker m;
         m.set_marker(*r.marker);
+        m.set_settings(t.settings_hash);
         m.set_run_id(run_id);
         m.set_recorded_at_us(now_us());
         c.marker = m;

@@ -61,6 +61,11 @@ struct fleet_options {
 /// Removes the staged files no StagedEntry keeps: those of runs killed while they staged
 /// (a kill -9 leaves each gated table's file), with their emptied run directories. Call
 /// it holding the store (its lock keeps other runs out).
+/// Hash of the settings a table's copy runs under (ChangeMarker.settings): its target and
+/// target table, declared columns, cursor, key and policies. Pruning needs it unchanged.
+[[nodiscard]] std::string settings_hash(const config::target_config& target,
+                                        const engine::table_job& job);
+
 void remove_orphan_staged(const config::project& p, const storage::state_store& store);
 
 [[nodiscard]] std::unique_ptr<storage::state_store> open_state(const config::project& p,

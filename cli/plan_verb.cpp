@@ -74,6 +74,8 @@ int do_plan(const global_options& g, const plan_args& a) {
       if (o.status == engine::table_status::failed) {
         ++failed;
         row["status"] = "failed";
+        if (!o.error_code.empty())
+          row["error_code"] = o.error_code;
         row["error"] = o.error.value_or("");
         errors.push_back({{"table", display_name(t.target)}, {"error", o.error.value_or("")}});
       } else if (o.status == engine::table_status::pruned) {

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/fleet_builder.hpp"
@@ -42,6 +43,7 @@ int do_retry(const global_options& g, run_request req) {
   if (!project)
     return 2;
   std::string latest_id;
+  bool interrupted = false;
   {
     auto store = open_state(*project, false);
     if (!store)
@@ -55,13 +57,27 @@ int do_retry(const global_options& g, run_request req) {
       return nothing_to_retry(req, "nothing to retry: no run has been recorded yet", "");
     const auto& run = **latest;
     latest_id = run.run_id();
+    interrupted = run.status() == "running" || run.status() == "interrupted";
+    if (interrupted) {
+      // Killed or crashed before it recorded its tables: run its selection again. What it
+      // committed is pruned or carried on from its watermarks; staged data is reused.
+      req.filters.assign(run.filters().begin(), run.filters().end());
+      req.only.insert(run.only().begin(), run.only().end());
+    }
     for (const auto& t : run.tables())
       if (t.status() == "failed" || t.status() == "skipped")
         req.only.insert(t.source() + "." + t.source_table());
     for (const auto& s : run.failed_sources())
       req.only.insert(s + ".*");
   }  // the store is closed here: the run opens it again
-  if (req.only.empty())
+  if (interrupted)
+    fmt::print(stderr, "run {} did not finish (the process was killed or crashed); retrying {}\n",
+               latest_id,
+               !req.only.empty()     ? fmt::format("its {} table(s)", req.only.size())
+               : req.filters.empty() ? std::string("every table")
+                                     : fmt::format("the tables of --filter {}",
+                                                   fmt::join(req.filters, " --filter ")));
+  else if (req.only.empty())
     return nothing_to_retry(
         req, fmt::format("nothing to retry: the latest run ({}) has no failed table", latest_id),
         latest_id);

@@ -80,6 +80,44 @@ class progress_line {
   std::thread thread_;
 };
 
+/// The run's record at its start, status "running", so that a run killed or crashed before
+/// its end is known: the next run marks it "interrupted", and `retry` runs its tables again.
+void record_start(storage::state_store& store, const run_request& req, const std::string& run_id,
+                  std::int64_t started) {
+  storage::pb::RunRecord r;
+  r.set_run_id(run_id);
+  r.set_status("running");
+  r.set_started_at_us(started);
+  r.set_command(req.command);
+  r.set_retry_of(req.retry_of);
+  for (const auto& f : req.filters)
+    r.add_filters(f);
+  for (const auto& t : req.only)
+    r.add_only(t);
+  if (auto st = store.put_run(r); !st)
+    fmt::print(stderr, "warning: the run's start could not be recorded: {}\n",
+               st.error().message);
+}
+
+/// A latest run still "running" when another starts (the store's lock keeps two runs
+/// apart) was killed or crashed: it is recorded as "interrupted", and named.
+void close_interrupted(storage::state_store& store, const run_request& req) {
+  auto latest = store.latest_run();
+  if (!latest || !*latest || (*latest)->status() != "running")
+    return;
+  auto& r = **latest;
+  r.set_status("interrupted");
+  if (auto st = store.put_run(r); !st)
+    fmt::print(stderr, "warning: the run {} could not be marked interrupted: {}\n", r.run_id(),
+               st.error().message);
+  if (req.retry_of == r.run_id())
+    return;  // `retry` said so already
+  fmt::print(stderr,
+             "note: run {} did not finish (the process was killed or crashed). What it "
+             "committed is kept; this run goes on from there.\n",
+             r.run_id());
+}
+
 void record_run(storage::state_store& store, const run_request& req, const std::string& run_id,
                 std::int64_t started, const run_summary& summary,
                 const std::vector<actors::pipeline_report>& reports) {
@@ -97,6 +135,8 @@ void record_run(storage::state_store& store, const run_request& req, const std::
   r.set_retry_of(req.retry_of);
   for (const auto& f : req.filters)
     r.add_filters(f);
+  for (const auto& t : req.only)
+    r.add_only(t);
   for (const auto& p : reports) {
     if (p.error)
       r.add_failed_sources(p.source);
@@ -257,10 +297,32 @@ run_events_section publish_events(storage::state_store& store, const config::pro
 
 }  // namespace
 
+/// Plan-only warehouses (snowflake, bigquery, ...) are never connected to: a run that
+/// selects a source loading into one is a usage error, said before anything runs.
+bool refuse_plan_only_targets(const config::project& p,
+                              const std::vector<config::filter>& filters) {
+  bool refused = false;
+  for (const auto& s : p.sources) {
+    const auto* target = p.target_of(s);
+    if (target == nullptr || target->executed || !config::source_may_match(s, filters))
+      continue;
+    fmt::print(stderr,
+               "error: source '{}' loads into target '{}', a {} warehouse, which Flotilla "
+               "plans for but does not connect to: `flotilla plan` shows the SQL for it. "
+               "Leave the source out of the run with --filter, or point it at a duckdb, "
+               "postgres or sqlite target\n",
+               s.name, target->name, target->dialect);
+    refused = true;
+  }
+  return refused;
+}
+
 int execute_run(const global_options& g, const run_request& a) {
   std::vector<config::filter> filters;
   auto project = load_or_report(g, a.filters, filters);
   if (!project)
+    return 2;
+  if (refuse_plan_only_targets(*project, filters))
     return 2;
   auto store = open_state(*project, true);
   if (!store)
@@ -268,6 +330,8 @@ int execute_run(const global_options& g, const run_request& a) {
   remove_orphan_staged(*project, *store);
   const std::string run_id = new_run_id();
   const std::int64_t started = now_us();
+  close_interrupted(*store, a);
+  record_start(*store, a, run_id, started);
   fleet_options fo;
   fo.no_prune = a.no_prune;
   fo.allow_type_change_rebuild = a.allow_rebuild;

@@ -29,6 +29,10 @@ std::int64_t now_us() {
       .count();
 }
 
+bool unfinished(const storage::pb::RunRecord& run) {
+  return run.status() == "running" || run.status() == "interrupted";
+}
+
 int do_accept(const global_options& g, const schema_args& a) {
   std::vector<config::filter> filters;
   auto project = load_or_report(g, {}, filters);
@@ -48,6 +52,21 @@ int do_accept(const global_options& g, const schema_args& a) {
       return 2;
     }
     latest = std::move(*run);
+    if (latest && unfinished(*latest)) {
+      // A run killed before its end recorded no observed schema: the latest finished
+      // run's are the ones to accept, as when the killed run had left nothing.
+      auto recent = store->recent_runs();
+      if (!recent) {
+        fmt::print(stderr, "{}\n", recent.error().message);
+        return 2;
+      }
+      latest.reset();
+      for (auto& r : *recent)
+        if (!unfinished(r)) {
+          latest = std::move(r);
+          break;
+        }
+    }
     auto stored = store->list<storage::pb::SchemaBaseline>();
     if (!stored) {
       fmt::print(stderr, "{}\n", stored.error().message);

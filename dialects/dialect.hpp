@@ -41,6 +41,9 @@ class dialect : public schema::type_rules {
   /// True for the targets Flotilla executes against (duckdb, postgres, sqlite); the
   /// others are plan-only.
   [[nodiscard]] virtual bool executable() const { return false; }
+  /// The longest name the engine keeps whole, in bytes (PostgreSQL cuts longer ones to
+  /// 63 bytes, so two names alike in those would be one); 0: no limit that matters.
+  [[nodiscard]] virtual std::size_t max_identifier_bytes() const { return 0; }
 
   // ---- types --------------------------------------------------------------------
   /// Portable -> the engine's own type spelling used in DDL.

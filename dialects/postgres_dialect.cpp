@@ -15,7 +15,7 @@ using schema::portable_type;
 using schema::type_kind;
 
 /// NAMEDATALEN - 1: longer identifiers are truncated by the server.
-constexpr std::size_t max_identifier_bytes = 63;
+constexpr std::size_t identifier_limit = 63;
 
 // format_type() spellings, then information_schema's and pg_type.typname's.
 constexpr type_name type_names[] = {
@@ -69,6 +69,9 @@ class postgres_dialect final : public dialect {
  public:
   [[nodiscard]] std::string_view name() const override { return "postgres"; }
   [[nodiscard]] bool executable() const override { return true; }
+  [[nodiscard]] std::size_t max_identifier_bytes() const override {
+    return identifier_limit;
+  }
   [[nodiscard]] bool supports_transactional_ddl() const override { return true; }
   /// Flotilla always quotes, and quoted identifiers are case-sensitive.
   [[nodiscard]] schema::name_rule names() const override {
@@ -143,7 +146,7 @@ class postgres_dialect final : public dialect {
   [[nodiscard]] std::vector<std::string> rebuild_and_swap(
       const table_ref& t, const schema::table_schema& old_schema,
       const schema::table_schema& new_schema) const override {
-    const table_ref tmp = sibling(t, rebuild_suffix, max_identifier_bytes);
+    const table_ref tmp = sibling(t, rebuild_suffix, identifier_limit);
     swap_steps steps;
     steps.before_drop.push_back(copy_grants(t, tmp));
     steps.after_rename.push_back(rename_primary_key(t));
@@ -216,7 +219,7 @@ class postgres_dialect final : public dialect {
   /// (at a character boundary) so the whole fits in 63 bytes.
   [[nodiscard]] static std::string primary_key_name(const std::string& table) {
     constexpr std::string_view suffix = "_pkey";
-    std::size_t keep = std::min(table.size(), max_identifier_bytes - suffix.size());
+    std::size_t keep = std::min(table.size(), identifier_limit - suffix.size());
     while (keep > 0 && keep < table.size() &&
            (static_cast<unsigned char>(table[keep]) & 0xC0) == 0x80)
       --keep;

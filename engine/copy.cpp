@@ -13,6 +13,7 @@
 #include "engine/change_queue.hpp"
 #include "engine/coerce.hpp"
 #include "engine/staging.hpp"
+#include "schema/compat.hpp"
 
 namespace flotilla::engine {
 
@@ -115,6 +116,27 @@ schema::table_schema with_decimal_fit(sources::source& src, const table_job& job
   return out;
 }
 
+/// A csv/json file is parsed as its declared types, and DuckDB's casts round (7.9 read
+/// as an int is 8, 2 as a boolean is true): where a declared type cannot read the
+/// inferred one (schema::can_read_as), the file's values are checked, and a value the
+/// declared type cannot hold exactly fails the plan (FLT-S002) instead of loading changed.
+void note_unfit_values(sources::source& src, const table_job& job, table_settings& settings,
+                       const dialects::dialect& dialect) {
+  if (!job.table.inferred || job.settings.declared.empty())
+    return;
+  std::vector<schema::column> asked;
+  for (const auto& d : job.settings.declared)
+    if (const auto* c = job.table.columns.find(d.name, dialect.names()))
+      if (!schema::can_read_as(c->type, d.type))
+        asked.push_back(schema::column{c->name, d.type});
+  if (asked.empty())
+    return;
+  const auto unfit = src.unfit_values(job.table, asked);
+  for (std::size_t i = 0; i < unfit.size() && i < asked.size(); ++i)
+    if (unfit[i])
+      settings.unfit.emplace_back(asked[i].name, *unfit[i]);
+}
+
 sinks::load_mode mode_of(load_kind k) {
   switch (k) {
     case load_kind::full_refresh: return sinks::load_mode::replace;
@@ -200,6 +222,8 @@ table_plan plan_against_target(sinks::warehouse& wh, const table_job& job,
   settings.inferred = job.table.inferred;
   const auto columns =
       src ? with_decimal_fit(*src, job, d.live, wh.dialect()) : job.table.columns;
+  if (src)
+    note_unfit_values(*src, job, settings, wh.dialect());
   auto p = plan_table(columns, d.live, d.state, wh.dialect(), job.target, settings);
   // A full refresh the target may do in place shows the statements the load will run.
   if (p.load == load_kind::full_refresh && !p.swap_sql.empty() && !p.error &&
@@ -245,6 +269,8 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       staged_cols = staged_columns(job.reuse->path);
     const auto columns =
         staged_cols ? *staged_cols : with_decimal_fit(src, job, d.live, wh.dialect());
+    if (!staged_cols)
+      note_unfit_values(src, job, settings, wh.dialect());
     out.plan = plan_table(columns, d.live, d.state, wh.dialect(), job.target, settings);
     const table_plan& plan = *out.plan;
     if (plan.error) {

@@ -81,6 +81,22 @@ struct planner {
                        column, T(source), T(declared), column, T(source));
   }
 
+  /// A declared column of a file whose values its type cannot hold: the value, or null.
+  const std::string* unfit_value(const std::string& column) const {
+    for (const auto& [name, value] : settings.unfit)
+      if (schema::same_name(name, column, names()))
+        return &value;
+    return nullptr;
+  }
+  void fail_unfit(const column& s, const portable_type& declared, const std::string& value) {
+    fail("FLT-S002",
+         fmt::format("{} holds the value '{}', which {} cannot hold exactly (the file is "
+                     "parsed as declared); declare a type that holds every value of the "
+                     "column (columns = {{ {} = \"{}\" }}), or fix the file",
+                     s.name, value, T(declared), s.name, T(s.type)),
+         s.name, T(declared), T(s.type));
+  }
+
   /// The first failure stands, with its code. `column`, `expected` and `actual` name the
   /// column, its declared (or table's) type and the type the source has, where the
   /// failure has them. Later failures of other kinds or columns join its reason (`also
@@ -121,6 +137,25 @@ struct planner {
                          key, column, list),
              column);
     };
+    // A name the target would cut could make two tables or columns one, silently.
+    if (const std::size_t limit = dialect.max_identifier_bytes(); limit != 0) {
+      const auto too_long = [&](std::string_view what, const std::string& name,
+                                std::string_view fix) {
+        if (name.size() > limit)
+          fail("FLT-S011",
+               fmt::format("{} '{}' is {} bytes long, and {} keeps only the first {} of a "
+                           "name (two names alike in those would be one); {}",
+                           what, name, name.size(), dialect.name(), limit, fix),
+               what == "column" ? name : std::string());
+      };
+      too_long("target schema", target.schema,
+               "shorten the target's schema template or the tags it uses");
+      too_long("target table", target.name, "rename the table at the source");
+      for (const auto& c : loaded)
+        too_long("column", c.name,
+                 "rename it at the source, or leave it out (contract = \"enforced\" with "
+                 "columns that do not name it)");
+    }
     if (!settings.cursor_column.empty())
       missing("cursor_column", settings.cursor_column);
     for (const auto& k : settings.unique_key)
@@ -141,6 +176,10 @@ struct planner {
         out.type = d.type;
         if (settings.inferred) {
           // A file is parsed as its declared types (the inference only guessed them).
+          if (const auto* v = unfit_value(s->name)) {
+            fail_unfit(*s, d.type, *v);
+            continue;
+          }
           p.read_columns.columns.push_back(out);
           p.load_columns.columns.push_back(out);
           continue;
@@ -165,6 +204,10 @@ struct planner {
       column out = s;
       if (const column* d = find_declared(settings, s.name, rule)) {
         if (settings.inferred) {  // parsed as declared, as above
+          if (const auto* v = unfit_value(s.name)) {
+            fail_unfit(s, d->type, *v);
+            continue;
+          }
           out.type = d->type;
           p.read_columns.columns.push_back(out);
           p.load_columns.columns.push_back(out);

@@ -16,6 +16,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dialects/dialect.hpp"
@@ -49,6 +50,9 @@ struct table_settings {
   bool rebuild_confirmed = false;       ///< --allow-type-change-rebuild. Default: false
   bool auto_widen = false;              ///< Default: false
   bool inferred = false;                ///< csv/json: types inferred from the data
+  /// csv/json: declared columns holding a value their declared type cannot hold exactly,
+  /// with that value (sources::source::unfit_values). Default: none
+  std::vector<std::pair<std::string, std::string>> unfit;
   bool governance_gate = false;         ///< [resilience] auto_apply_additive_drift
   bool additive_granted = false;        ///< [policy] grants has schema_change.additive
   /// The target empties the live table in place for a full refresh that keeps its

@@ -1,6 +1,7 @@
 #include "events/schema_accept.hpp"
 
 #include <algorithm>
+#include <cctype>
 
 #include <fmt/format.h>
 
@@ -48,10 +49,33 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
         order.push_back(name);
         continue;
       }
+      // "pg.orders" for "pg.public.orders": the name the run reports is suggested.
+      std::string nearest;
+      const auto lower = [](std::string v) {
+        for (auto& c : v)
+          c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        return v;
+      };
+      const auto dot = name.find('.');
+      for (const auto& [known, _] : observed) {
+        const bool same_source = dot != std::string::npos &&
+                                 known.compare(0, dot + 1, name, 0, dot + 1) == 0;
+        const std::string tail = dot == std::string::npos ? "" : "." + name.substr(dot + 1);
+        if (lower(known) == lower(name) ||
+            (same_source && known.size() > tail.size() &&
+             known.compare(known.size() - tail.size(), tail.size(), tail) == 0)) {
+          nearest = known;
+          break;
+        }
+      }
       const std::string run =
           latest == nullptr ? std::string("no run has been recorded yet")
-                            : fmt::format("the latest run ({}) recorded no observed schema for it",
-                                          latest->run_id());
+          : !nearest.empty()
+              ? fmt::format("the latest run ({}) observed no dataset of that name (did you mean "
+                            "'{}'?)",
+                            latest->run_id(), nearest)
+              : fmt::format("the latest run ({}) recorded no observed schema for it",
+                            latest->run_id());
       plan.errors.push_back(error{
           errc::no_observed_schema,
           fmt::format("cannot accept '{}': {}. Datasets are named <source>.<table> as the run "

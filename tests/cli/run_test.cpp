@@ -606,8 +606,10 @@ path = "shop.db"
       has_create |= s.get<std::string>().find("CREATE") != std::string::npos;
   CHECK(has_create);
   auto run = run_flotilla(w, {"run"});
-  CHECK(run.exit_code != 0);
-  CHECK(run.out.find("plan") != std::string::npos);
+  CHECK(run.exit_code == 2);
+  CHECK(run.err.find("source 'shop' loads into target 'sf', a snowflake warehouse") !=
+        std::string::npos);
+  CHECK(run.err.find("flotilla plan") != std::string::npos);
 }
 
 TEST_CASE("kill -9 in the middle of a run, then a rerun: nothing lost, nothing duplicated") {
@@ -648,6 +650,41 @@ TEST_CASE("kill -9 in the middle of a run, then a rerun: nothing lost, nothing d
     CHECK(rows[0][0] == "2500");
     CHECK(rows[0][1] == "2500");
   }
+}
+
+TEST_CASE("kill -9, then retry: the interrupted run is named and its selection runs again") {
+  workdir w;
+  std::string sql;
+  for (int t = 0; t < 4; ++t)
+    sql += fmt::format("CREATE TABLE t{0} (id INTEGER PRIMARY KEY, v TEXT);"
+                       "INSERT INTO t{0} VALUES (1, 'a'), (2, 'b');",
+                       t);
+  sqlite_exec(w.file("shop.db"), sql);
+  write_config(w, "duckdb", "prune_unchanged = true\n");
+  setenv("FLOTILLA_CRASH_AT", "2:after_state", 1);
+  auto crashed = run_flotilla(w, {"run", "--filter", "client=acme"});
+  unsetenv("FLOTILLA_CRASH_AT");
+  REQUIRE(crashed.exit_code != 0);
+  auto retried = run_flotilla(w, {"retry", "--output", "json"});
+  CHECK(retried.exit_code == 0);
+  CHECK(retried.err.find("did not finish") != std::string::npos);
+  CHECK(retried.err.find("--filter client=acme") != std::string::npos);
+  auto j = nlohmann::json::parse(retried.out);
+  REQUIRE(j["tables"].size() == 4);
+  std::size_t pruned = 0;
+  for (const auto& t : j["tables"]) {
+    CHECK(t["status"] != "failed");
+    pruned += t["status"] == "pruned" ? 1 : 0;
+  }
+  CHECK(pruned == 2);  // the two tables the killed run committed
+  for (int t = 0; t < 4; ++t)
+    CHECK(duckdb_query(w.file("wh.duckdb"),
+                       fmt::format("SELECT count(*) FROM staging__us_west__shop.t{}", t))[0][0] ==
+          "2");
+  // The retry finished: nothing is left to retry.
+  auto again = run_flotilla(w, {"retry"});
+  CHECK(again.exit_code == 0);
+  CHECK(again.out.find("nothing to retry") != std::string::npos);
 }
 
 TEST_CASE("Ctrl-C stops cleanly: tables in flight roll back, the rest are skipped, a rerun completes") {

@@ -230,6 +230,45 @@ TEST_CASE(
   CHECK(all.out == "nothing to accept\n");
 }
 
+TEST_CASE("schema accept of a name without its schema suggests the dataset the run reports") {
+  temp_dir dir;
+  std::ofstream(dir.path() / "flotilla.toml") << unreachable_config;
+  {
+    auto s = flotilla::events::test::open_store(dir.path() / ".flotilla" / "state");
+    put_baseline(s, "pg.public.orders", cols({{"id", "bigint"}}));
+    spb::RunRecord run;
+    run.set_run_id("run-3");
+    run.set_status("partial");
+    run.set_started_at_us(3);
+    observed_table(run, "pg", "public.orders", cols({{"id", "bigint"}, {"note", "text"}}));
+    REQUIRE(s.put_run(run));
+  }
+  auto r = run_flotilla(dir, {"schema", "accept", "pg.orders"});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("did you mean 'pg.public.orders'?"));
+}
+
+TEST_CASE("schema accept reads the latest finished run, past a run that was killed") {
+  temp_dir dir;
+  std::ofstream(dir.path() / "flotilla.toml") << unreachable_config;
+  drifted_state(dir);
+  {
+    auto s = flotilla::events::test::open_store(dir.path() / ".flotilla" / "state");
+    spb::RunRecord killed;
+    killed.set_run_id("run-3");
+    killed.set_status("running");  // recorded at its start; the process died
+    killed.set_command("run");
+    killed.set_started_at_us(3);
+    REQUIRE(s.put_run(killed));
+  }
+  auto r = run_flotilla(dir, {"schema", "accept", "shop.orders"});
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out ==
+        "shop.orders: column 'amount' retyped BIGINT -> VARCHAR\n"
+        "accepted 1 schema change(s)\n");
+}
+
 TEST_CASE("schema accept before any run: nothing to accept, or FLT-D002 for a name") {
   temp_dir dir;
   std::ofstream(dir.path() / "flotilla.toml") << unreachable_config;

@@ -1,0 +1,332 @@
+// End-to-end: runs that would have loaded wrong or stale data with `success`, now either
+// load the right data or fail naming what to fix. The real flotilla binary against real
+// SQLite, CSV and JSON sources and DuckDB and SQLite targets.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include <fmt/core.h>
+
+#include "tests/cli/harness.hpp"
+
+using namespace flotilla::test;
+
+namespace {
+
+const char* k_source = R"(
+CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT);
+INSERT INTO t VALUES (1, 'a'), (2, 'b');
+)";
+
+void write_pruned_config(const workdir& w, const std::string& schema, const std::string& extra) {
+  w.write("flotilla.toml", fmt::format(R"([targets.wh]
+dialect = "duckdb"
+path = "wh.duckdb"
+schema = "{}"
+[sources.s]
+adapter = "sqlite"
+path = "src.db"
+prune_unchanged = true
+{}
+)",
+                                       schema, extra));
+}
+
+std::string status_of(const nlohmann::json& run, const std::string& table) {
+  const auto* t = find_table(run, table);
+  return t ? (*t)["status"].get<std::string>() : std::string("absent");
+}
+
+}  // namespace
+
+TEST_CASE("a pruned table whose target or declared columns changed in flotilla.toml is copied") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), k_source);
+  write_pruned_config(w, "old_schema", "");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  auto same = flotilla_json(w, {"run"}, &rc);
+  CHECK(status_of(same, "old_schema.t") == "pruned");  // nothing changed: pruned
+
+  // A new target schema: the table lands there, though the source did not change.
+  write_pruned_config(w, "new_schema", "");
+  auto moved = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  CHECK(status_of(moved, "new_schema.t") == "copied");
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM new_schema.t")[0][0] == "2");
+  CHECK(status_of(flotilla_json(w, {"run"}, &rc), "new_schema.t") == "pruned");
+
+  // A new pin: applied at once.
+  write_pruned_config(w, "new_schema", "[sources.s.tables.t]\ncolumns = { id = \"decimal(38,0)\" }\n");
+  auto plan = flotilla_json(w, {"plan"}, &rc);
+  const auto* planned = find_table(plan, "new_schema.t");
+  REQUIRE(planned != nullptr);
+  CHECK((*planned)["status"] != "pruned");
+  auto pinned = flotilla_json(w, {"run", "--allow-type-change-rebuild"}, &rc);
+  CHECK(rc == 0);
+  CHECK(status_of(pinned, "new_schema.t") == "copied");
+  CHECK(duckdb_query(w.file("wh.duckdb"),
+                     "SELECT data_type FROM information_schema.columns WHERE table_schema = "
+                     "'new_schema' AND table_name = 't' AND column_name = 'id'")[0][0] ==
+        "DECIMAL(38,0)");
+}
+
+TEST_CASE("two sources landing on one target table: the second is refused, nothing overwritten") {
+  workdir w;
+  sqlite_exec(w.file("acme.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY, who TEXT);"
+                                 "INSERT INTO orders VALUES (1, 'acme'), (2, 'acme');");
+  sqlite_exec(w.file("globex.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY, who TEXT);"
+                                   "INSERT INTO orders VALUES (7, 'globex');");
+  w.write("flotilla.toml", R"toml([targets.wh]
+dialect = "sqlite"
+path = "wh.sqlite"
+schema = "stg_{region}"
+[sources.acme]
+adapter = "sqlite"
+path = "acme.db"
+tags = { region = "us" }
+[sources.globex]
+adapter = "sqlite"
+path = "globex.db"
+tags = { region = "us" }
+)toml");
+  for (const char* verb : {"plan", "run"}) {
+    INFO(verb);
+    int rc = -1;
+    auto j = flotilla_json(w, {verb}, &rc);
+    CHECK(rc == 1);
+    std::size_t refused = 0, fine = 0;
+    std::string loaded_by;
+    for (const auto& t : j["tables"]) {
+      if (t["status"] == "failed") {
+        ++refused;
+        CHECK(t["error_code"] == "FLT-R006");
+        const auto error = t["error"].get<std::string>();
+        CHECK(error.find("stg_us__orders") != std::string::npos);
+        CHECK(error.find("overwrite") != std::string::npos);
+      } else {
+        ++fine;
+        loaded_by = t["source"].get<std::string>();
+      }
+    }
+    CHECK(refused == 1);
+    CHECK(fine == 1);
+    if (std::string(verb) == "run") {
+      // The target holds exactly the rows of the source that loaded.
+      auto rows = sqlite_query(w.file("wh.sqlite"),
+                               "SELECT count(*), min(who), max(who) FROM stg_us__orders");
+      CHECK(rows[0][1] == loaded_by);
+      CHECK(rows[0][2] == loaded_by);
+      CHECK(rows[0][0] == (loaded_by == "acme" ? "2" : "1"));
+    }
+  }
+}
+
+TEST_CASE("a csv/json value its declared type cannot hold fails plan and run, loading nothing") {
+  workdir w;
+  std::filesystem::create_directories(w.path() / "csv");
+  std::filesystem::create_directories(w.path() / "json");
+  w.write("csv/c.csv", "id,n,amt\n1,7,1.25\n");
+  w.write("json/j.json", "{\"id\": 1, \"b\": true, \"n\": 7}\n");
+  w.write("flotilla.toml", R"toml([targets.wh]
+dialect = "duckdb"
+path = "wh.duckdb"
+[sources.c]
+adapter = "csv"
+path = "csv"
+[sources.c.tables.c]
+columns = { n = "int", amt = "decimal(5,2)" }
+[sources.j]
+adapter = "json"
+path = "json"
+[sources.j.tables.j]
+columns = { b = "bool", n = "int" }
+)toml");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  // Whole numbers written with a point, and a fraction the scale holds, still fit.
+  w.write("csv/c.csv", "id,n,amt\n1,7,1.25\n2,8.0,2.5\n");
+  flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT sum(n), sum(amt) FROM c.c")[0] ==
+        std::vector<std::string>{"15", "3.75"});
+
+  w.write("csv/c.csv", "id,n,amt\n1,7,1.25\n2,7.9,123.456\n");
+  w.write("json/j.json", "{\"id\": 1, \"b\": true, \"n\": 7}\n{\"id\": 2, \"b\": 2, \"n\": 7}\n");
+  for (const char* verb : {"plan", "run"}) {
+    INFO(verb);
+    auto j = flotilla_json(w, {verb}, &rc);
+    CHECK(rc == 1);
+    const auto* c = find_table(j, "c.c");
+    REQUIRE(c != nullptr);
+    CHECK((*c)["status"] == "failed");
+    const auto ce = (*c)["error"].get<std::string>();
+    CHECK(ce.find("n holds the value '7.9', which int cannot hold exactly") != std::string::npos);
+    CHECK(ce.find("amt holds the value '123.456', which decimal(5,2)") != std::string::npos);
+    const auto* jt = find_table(j, "j.j");
+    REQUIRE(jt != nullptr);
+    CHECK((*jt)["status"] == "failed");
+    CHECK((*jt)["error"].get<std::string>().find("b holds the value '2', which bool") !=
+          std::string::npos);
+  }
+  // The targets keep what the last good run loaded.
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*), sum(n) FROM c.c")[0] ==
+        std::vector<std::string>{"2", "15"});
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM j.j")[0][0] == "1");
+}
+
+TEST_CASE("a decimal SQLite cannot store exactly fails its table instead of loading rounded") {
+  workdir w;
+  std::filesystem::create_directories(w.path() / "csv");
+  w.write("csv/d.csv", "id,amt\n1,1234567890123.25\n2,123456789012345678\n");
+  w.write("flotilla.toml", R"toml([targets.wh]
+dialect = "sqlite"
+path = "wh.sqlite"
+[sources.c]
+adapter = "csv"
+path = "csv"
+[sources.c.tables.d]
+columns = { amt = "decimal(20,2)" }
+)toml");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  CHECK(sqlite_query(w.file("wh.sqlite"),
+                     "SELECT CAST(amt AS TEXT) FROM c__d ORDER BY id") ==
+        std::vector<std::vector<std::string>>{{"1234567890123.25"}, {"123456789012345678"}});
+
+  w.write("csv/d.csv", "id,amt\n1,1234567890123.25\n2,123456789012345678.91\n");
+  auto j = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  const auto* d = find_table(j, "c__d");
+  REQUIRE(d != nullptr);
+  CHECK((*d)["status"] == "failed");
+  const auto error = (*d)["error"].get<std::string>();
+  CHECK(error.find("123456789012345678.91") != std::string::npos);
+  CHECK(error.find("cannot store exactly") != std::string::npos);
+  // The table keeps its earlier rows.
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT count(*) FROM c__d")[0][0] == "2");
+}
+
+TEST_CASE("contract generate does not declare a column the source dropped") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE a (id INTEGER PRIMARY KEY, v TEXT, w TEXT);"
+                                "INSERT INTO a VALUES (1, 'x', 'y');");
+  w.write("flotilla.toml", R"toml([targets.wh]
+dialect = "duckdb"
+path = "wh.duckdb"
+[sources.s]
+adapter = "sqlite"
+path = "src.db"
+)toml");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  sqlite_exec(w.file("src.db"), "ALTER TABLE a DROP COLUMN v;");
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  auto gen = run_flotilla(w, {"contract", "generate", "--write"});
+  CHECK(gen.exit_code == 0);
+  CHECK(gen.err.find("column 'v' is in the live table but no longer in the source") !=
+        std::string::npos);
+  auto plan = flotilla_json(w, {"plan"}, &rc);
+  CHECK(rc == 0);
+  auto diff = run_flotilla(w, {"contract", "diff"});
+  CHECK(diff.exit_code == 0);
+}
+
+TEST_CASE("tables whose names differ only in case are one table on SQLite: one is refused") {
+  workdir w;
+  std::filesystem::create_directories(w.path() / "csv");
+  w.write("csv/Orders.csv", "id,who\n1,upper\n2,upper\n");
+  w.write("csv/orders.csv", "id,who\n10,lower\n");
+  w.write("flotilla.toml", R"toml([targets.wh]
+dialect = "sqlite"
+path = "wh.sqlite"
+schema = ""
+[sources.c]
+adapter = "csv"
+path = "csv"
+)toml");
+  int rc = -1;
+  auto j = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  std::size_t refused = 0;
+  std::string loaded;
+  for (const auto& t : j["tables"]) {
+    if (t["status"] == "failed") {
+      ++refused;
+      CHECK(t["error_code"] == "FLT-R006");
+    } else {
+      loaded = t["source_table"].get<std::string>();
+    }
+  }
+  CHECK(refused == 1);
+  auto rows = sqlite_query(w.file("wh.sqlite"), "SELECT count(*) FROM orders");
+  CHECK(rows[0][0] == (loaded == "Orders" ? "2" : "1"));
+}
+
+TEST_CASE("a name PostgreSQL would cut to 63 bytes fails its table, naming it") {
+  workdir w;
+  const std::string suffix = unique_suffix();
+  const std::string long_table(70, 't');
+  const std::string long_column(70, 'c');
+  sqlite_exec(w.file("src.db"),
+              fmt::format("CREATE TABLE {} (id INTEGER PRIMARY KEY);"
+                          "CREATE TABLE short (id INTEGER PRIMARY KEY, {} TEXT);"
+                          "CREATE TABLE fine (id INTEGER PRIMARY KEY);",
+                          long_table, long_column));
+  w.write("flotilla.toml", fmt::format(R"toml([targets.wh]
+dialect = "postgres"
+dsn = "{}"
+schema = "lim_{}"
+[sources.s]
+adapter = "sqlite"
+path = "src.db"
+)toml",
+                                       pg_dsn(), suffix));
+  for (const char* verb : {"plan", "run"}) {
+    INFO(verb);
+    int rc = -1;
+    auto j = flotilla_json(w, {verb}, &rc);
+    CHECK(rc == 1);
+    const auto* t = find_table(j, "lim_" + suffix + "." + long_table);
+    REQUIRE(t != nullptr);
+    CHECK((*t)["status"] == "failed");
+    CHECK((*t)["error"].get<std::string>().find("is 70 bytes long") != std::string::npos);
+    const auto* c = find_table(j, "lim_" + suffix + ".short");
+    REQUIRE(c != nullptr);
+    CHECK((*c)["status"] == "failed");
+    CHECK((*c)["error"].get<std::string>().find("column '" + long_column + "'") !=
+          std::string::npos);
+    const auto* f = find_table(j, "lim_" + suffix + ".fine");
+    REQUIRE(f != nullptr);
+    CHECK((*f)["status"] != "failed");
+  }
+  pg_exec(pg_dsn(), "DROP SCHEMA IF EXISTS lim_" + suffix + " CASCADE");
+}
+
+TEST_CASE("a duckdb target or source path naming a SQLite file is refused, naming it") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), k_source);
+  sqlite_exec(w.file("other.db"), k_source);
+  w.write("flotilla.toml", R"toml([targets.wh]
+dialect = "duckdb"
+path = "other.db"
+[sources.s]
+adapter = "sqlite"
+path = "src.db"
+[sources.d]
+adapter = "duckdb"
+path = "src.db"
+)toml");
+  auto r = run_flotilla(w, {"run"});
+  CHECK(r.exit_code == 1);
+  const std::string said = r.out + r.err;
+  CHECK(said.find("the file is a SQLite database") != std::string::npos);
+  CHECK(said.find("extensions.duckdb.org") == std::string::npos);
+  // The SQLite file is left as it was.
+  CHECK(sqlite_query(w.file("other.db"), "SELECT count(*) FROM sqlite_master")[0][0] == "1");
+}
