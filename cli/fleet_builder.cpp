@@ -88,6 +88,25 @@ std::unique_ptr<storage::state_store> open_state(const config::project& p, bool 
   return std::make_unique<storage::state_store>(std::move(*s));
 }
 
+std::unique_ptr<storage::state_store> open_state_to_read(const config::project& p) {
+  std::filesystem::path dir = std::filesystem::path(p.state_dir) / "state";
+  if (!std::filesystem::exists(dir))
+    return nullptr;
+  storage::store_options opts;
+  opts.create_if_missing = false;
+  opts.sync_writes = false;
+  auto s = storage::state_store::open(dir, opts);
+  if (!s && s.error().code == storage::errc::locked) {
+    opts.read_only = true;  // a run holds it: read what it has committed so far
+    s = storage::state_store::open(dir, opts);
+  }
+  if (!s) {
+    fmt::print(stderr, "{}\n", s.error().message);
+    return nullptr;
+  }
+  return std::make_unique<storage::state_store>(std::move(*s));
+}
+
 namespace {
 
 std::string table_key(const std::string& source, const std::string& table) {

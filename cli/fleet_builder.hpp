@@ -70,5 +70,9 @@ void remove_orphan_staged(const config::project& p, const storage::state_store& 
 
 [[nodiscard]] std::unique_ptr<storage::state_store> open_state(const config::project& p,
                                                                bool create);
+/// Opens the project's state store to read it (nullptr when there is none yet), read-only
+/// while another process (a run) holds it.
+[[nodiscard]] std::unique_ptr<storage::state_store> open_state_to_read(
+    const config::project& p);
 
 }  // namespace flotilla::cli

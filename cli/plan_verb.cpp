@@ -39,7 +39,7 @@ int do_plan(const global_options& g, const plan_args& a) {
   if (!project)
     return 2;
   // Plan reads local state (markers, watermarks) when it exists, and never creates it.
-  auto store = open_state(*project, false);
+  auto store = open_state_to_read(*project);
   fleet_options fo;
   fo.plan_only = true;
   fo.no_prune = a.no_prune;

@@ -294,15 +294,20 @@ void print_run_text(const std::string& run_id, const std::vector<actors::pipelin
       fmt::print("failed  source {}  {}\n", p.source, *p.error);
   for (const auto& e : events.errors)
     fmt::print("events  {}\n", e);
+  std::size_t failed_sources = 0;
+  for (const auto& p : reports)
+    failed_sources += p.error ? 1 : 0;
+  const std::string sources_failed =
+      failed_sources == 0 ? std::string() : fmt::format(", {} source(s) failed", failed_sources);
   const std::string source_drift =
       summary.source_checked == 0
           ? std::string()
           : fmt::format("; source drift: {} checked, {} drifted", summary.source_checked,
                         summary.source_drifted);
-  fmt::print("Run {}  {}: {} copied, {} pruned, {} failed, {} skipped, {} rows; drift: {} checked, "
-             "{} drifted{}\n",
-             run_id, summary.status, copied, pruned, failed, skipped, rows, summary.tables_checked,
-             summary.tables_drifted, source_drift);
+  fmt::print("Run {}  {}: {} copied, {} pruned, {} failed, {} skipped{}, {} rows; drift: {} "
+             "checked, {} drifted{}\n",
+             run_id, summary.status, copied, pruned, failed, skipped, sources_failed, rows,
+             summary.tables_checked, summary.tables_drifted, source_drift);
 }
 
 }  // namespace flotilla::cli

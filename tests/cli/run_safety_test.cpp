@@ -7,6 +7,7 @@
 
 #include <fmt/core.h>
 
+#include "storage/state_store.hpp"
 #include "tests/cli/harness.hpp"
 
 using namespace flotilla::test;
@@ -329,4 +330,22 @@ path = "src.db"
   CHECK(said.find("extensions.duckdb.org") == std::string::npos);
   // The SQLite file is left as it was.
   CHECK(sqlite_query(w.file("other.db"), "SELECT count(*) FROM sqlite_master")[0][0] == "1");
+}
+
+TEST_CASE("plan reads the state while a run holds it, and shows what would be pruned") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), k_source);
+  write_pruned_config(w, "s", "");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  // This process holds the store's lock, as a running `flotilla run` would.
+  auto held = flotilla::storage::state_store::open(w.path() / ".flotilla" / "state");
+  REQUIRE(held);
+  auto plan = flotilla_json(w, {"plan"}, &rc);
+  CHECK(rc == 0);
+  CHECK(status_of(plan, "s.t") == "pruned");
+  auto run = run_flotilla(w, {"run"});
+  CHECK(run.exit_code == 2);  // a second run waits for nobody: it is refused, naming the lock
+  CHECK(run.err.find("LOCK") != std::string::npos);
 }

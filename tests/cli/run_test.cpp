@@ -429,6 +429,10 @@ TEST_CASE("a source the run cannot read is in the run JSON's errors and in run_f
   REQUIRE(finished["source_errors"].size() == 1);
   CHECK(finished["source_errors"][0]["source"] == "gone");
   CHECK(finished["source_errors"][0]["error"] == error);
+  // The text summary counts the failed source.
+  auto text = run_flotilla(w, {"run"});
+  CHECK(text.exit_code == 1);
+  CHECK(text.out.find("0 skipped, 1 source(s) failed,") != std::string::npos);
 }
 
 TEST_CASE("an unknown command is named, with the commands there are, and exits 2") {
