@@ -209,6 +209,45 @@ bool quote_opens_a_value(const std::string& path) {
   return false;
 }
 
+/// DuckDB's readers rename a column whose name another column of the file has in another
+/// case ("a", "A" load as "a", "A_1"), so such a file cannot load under its own names.
+/// The message naming the two, or nullopt. Cheap unless a name looks renamed: only then is
+/// the file's own header (CSV) or first 64 KiB (JSON) read to tell a real "A_1" apart.
+std::optional<std::string> renamed_column(
+    const std::string& path, bool json,
+    const std::vector<std::pair<std::string, std::string>>& described) {
+  static const std::regex numbered(R"((.+)_[0-9]+)");
+  const auto lower = [](std::string v) {
+    for (auto& c : v)
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return v;
+  };
+  for (const auto& [name, type] : described) {
+    std::smatch m;
+    if (!std::regex_match(name, m, numbered))
+      continue;
+    const std::string base = m[1].str();
+    const auto other = std::find_if(described.begin(), described.end(), [&](const auto& d) {
+      return d.first != base && lower(d.first) == lower(base);
+    });
+    if (other == described.end())
+      continue;
+    std::ifstream in(path, std::ios::binary);
+    std::string head(64 * 1024, '\0');
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    head.resize(static_cast<std::size_t>(in.gcount()));
+    if (!json)
+      head = head.substr(0, head.find_first_of("\r\n"));
+    if (head.find(json ? "\"" + name + "\"" : name) != std::string::npos)
+      continue;  // the file has the name itself
+    return fmt::format("the file's columns '{}' and '{}' differ only in case, which DuckDB's "
+                       "reader cannot tell apart (it would load the second as '{}'); rename "
+                       "one of them in the file",
+                       other->first, base, name);
+  }
+  return std::nullopt;
+}
+
 /// DuckDB's complaint about a CSV read, in Flotilla's terms where it has them: the line
 /// and what is wrong with it, without DuckDB's list of reader options to change.
 std::string csv_reason(std::string reason) {
@@ -245,6 +284,11 @@ class file_source final : public source {
       } catch (const source_error& e) {
         // One malformed file fails its own table, not the source's others.
         t.unreadable = e.what();
+        out.tables.push_back(std::move(t));
+        continue;
+      }
+      if (auto renamed = renamed_column(path, json_, described)) {
+        t.unreadable = error::read_failed(options_.name, name, path, *renamed, fix_file).what();
         out.tables.push_back(std::move(t));
         continue;
       }

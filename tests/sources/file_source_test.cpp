@@ -287,3 +287,24 @@ TEST_CASE("a missing csv path is reported with the source and path") {
                     Catch::Contains("source 'drops'") && Catch::Contains("nope") &&
                         Catch::Contains("check path"));
 }
+
+TEST_CASE("a csv/json file whose column names differ only in case fails, naming both") {
+  temp_dir dir;
+  write_file(dir.file("cased.csv"), "id,a,A\n1,x,y\n");
+  write_file(dir.file("real.csv"), "id,a,a_1\n1,x,y\n");  // a name of its own: loads
+  write_file(dir.file("keys.json"), "{\"id\": 1, \"a\": \"x\", \"A\": \"y\"}\n");
+  for (const char* adapter : {"csv", "json"}) {
+    auto src = open_files(adapter, dir.path.string());
+    const auto cat = src->read_catalog();
+    if (std::string(adapter) == "csv") {
+      CHECK_THAT(find_table(cat, "cased").unreadable,
+                 Catch::Contains("columns 'a' and 'A' differ only in case") &&
+                     Catch::Contains("cased.csv"));
+      CHECK(find_table(cat, "real").unreadable.empty());
+      CHECK(find_table(cat, "real").columns.columns.size() == 3);
+    } else {
+      CHECK_THAT(find_table(cat, "keys").unreadable,
+                 Catch::Contains("columns 'a' and 'A' differ only in case"));
+    }
+  }
+}
