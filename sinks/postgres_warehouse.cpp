@@ -210,8 +210,14 @@ class pg_inserter final : public row_inserter {
         failure = result_error(r, conn_);
       PQclear(r);
     }
-    if (!failure.empty())
+    if (!failure.empty()) {
+      // PostgreSQL's text types cannot hold a NUL byte; its message names only the line.
+      if (failure.find("0x00") != std::string::npos)
+        failure += ". A text value holds a NUL byte (0x00), which PostgreSQL's text types "
+                   "cannot store: remove it at the source (a BLOB column of a SQLite source "
+                   "loads as bytea), or load the table into a duckdb or sqlite target";
       throw sink_error(fmt::format("{}: COPY failed: {}", dialect_.qualified(table_), failure));
+    }
   }
 
  private:

@@ -516,3 +516,12 @@ TEST_CASE("a second load on the same connection waits for the first to finish") 
   w->commit();
   CHECK_NOTHROW(wh->execute({"SELECT 1"}));
 }
+
+TEST_CASE("a NUL byte in a text value fails a PostgreSQL load, saying so and what to do") {
+  test_target target("postgres");
+  auto wh = target.open();
+  const auto t = target.table("nul_text");
+  CHECK_THROWS_WITH(load(*wh, t, cols({col("id", "int"), col("v", "text")}), load_mode::replace,
+                         {{I(1), T("ok")}, {I(2), T(std::string("a\0b", 3))}}),
+                    Catch::Contains("NUL byte (0x00)") && Catch::Contains("remove it at the source"));
+}
