@@ -309,6 +309,15 @@ events_report run_events::finish(std::optional<std::chrono::milliseconds> timeou
     std::lock_guard lock(mu_);
     if (d.failure)
       keep(*d.failure);
+    // Each failure's events_undelivered notice below joins the outbox too: the count the
+    // relay gave is raised by them, so the message and the run JSON's `pending` agree.
+    if (outbox_ && store_ != nullptr) {
+      const std::string said = fmt::format(". {} event(s) are kept", d.pending);
+      d.pending += errors_.size();
+      for (auto& e : errors_)
+        if (auto at = e.message.find(said); at != std::string::npos)
+          e.message.replace(at, said.size(), fmt::format(". {} event(s) are kept", d.pending));
+    }
     failures = errors_;
   }
   // Tell the file (and, through the outbox, the next delivery) what went wrong.

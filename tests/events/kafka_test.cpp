@@ -242,6 +242,8 @@ TEST_CASE(
     CHECK(first_run == 12);  // 11 run events and the events_undelivered notice
     CHECK(report.pending == first_run);
     CHECK(store.outbox_size().value() == first_run);
+    // The message counts what the outbox keeps, the notice included.
+    CHECK_THAT(e.message, Catch::Contains("12 event(s) are kept in the outbox"));
     // The NDJSON file says it too, as its last line.
     auto lines = read_lines(report.log_path);
     REQUIRE(lines.size() == first_run);
@@ -250,7 +252,7 @@ TEST_CASE(
     CHECK(last->type() == "events_undelivered");
     CHECK(last->events_undelivered().error_code() == "FLT-E001");
     CHECK(last->events_undelivered().sink() == "kafka");
-    CHECK(last->events_undelivered().pending() == 11);
+    CHECK(last->events_undelivered().pending() == 12);  // itself included
     CHECK_THAT(last->events_undelivered().error(), Catch::Contains("Connection refused"));
   }
 
