@@ -2,6 +2,7 @@
 // producing the same messages (key, value, headers, timestamp) to the same mock cluster.
 // The sink comes from the events module; a build without it still measures the raw
 // side and reports the sink as not measurable.
+#include <charconv>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -137,8 +138,14 @@ scenario_result run_kafka_events(bench_context& ctx) {
   // As the outbox relay hands a backlog to a sink: this many entries per deliver() call.
 #if FLOTILLA_BENCH_HAVE_EVENTS
   std::size_t batch = events::relay_options{}.batch_size;
-  if (const char* b = std::getenv("FLOTILLA_BENCH_KAFKA_BATCH"))
-    batch = std::stoull(b);
+  if (const char* b = std::getenv("FLOTILLA_BENCH_KAFKA_BATCH")) {
+    const std::string_view text(b);
+    const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), batch);
+    if (ec != std::errc{} || p != text.data() + text.size() || batch == 0)
+      throw std::runtime_error(fmt::format("FLOTILLA_BENCH_KAFKA_BATCH='{}' is not a batch size; "
+                                           "set a whole number of at least 1, or unset it",
+                                           text));
+  }
 #else
   const std::size_t batch = 5000;
 #endif

@@ -6,6 +6,7 @@
 //   flotilla-bench --smoke --require-pg   tiny sizes: checks the harness (CTest label bench)
 //   flotilla-bench --list
 //   flotilla-bench step <name> k=v...     one timed path (internal: run in a child process)
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -71,6 +72,21 @@ const CLI::Validator at_least_one(
     },
     "N>=1");
 
+/// A count of repetitions: a whole number from `low` to 1,000 (more would run for days,
+/// and warm-up plus runs must not wrap around).
+CLI::Validator repetitions(std::uint64_t low) {
+  return CLI::Validator(
+      [low](std::string& text) -> std::string {
+        std::uint64_t n = 0;
+        const auto* end = text.data() + text.size();
+        const auto [p, ec] = std::from_chars(text.data(), end, n);
+        if (ec != std::errc{} || p != end || n < low || n > 1000)
+          return fmt::format("must be a whole number from {} to 1000, got '{}'", low, text);
+        return {};
+      },
+      fmt::format("{}..1000", low));
+}
+
 /// A number of at least 0.
 const CLI::Validator not_negative(
     [](std::string& text) -> std::string {
@@ -115,12 +131,17 @@ int main(int argc, char** argv) {
   bool list = false;
   CLI::App app{"flotilla-bench: Flotilla's throughput against each engine's raw path, measured "
                "in the same run on the same data"};
-  app.add_option("scenarios", selected, "scenarios to run (default: all); see --list");
+  std::string names;
+  for (const auto& s : all_scenarios())
+    names += (names.empty() ? "" : ", ") + std::string(s.name);
+  app.add_option("scenarios", selected,
+                 "scenarios to run (default: all): " + names + "; --list says what each measures");
   app.add_flag("--list", list, "list the scenarios and exit");
   app.add_flag("--smoke", o.smoke, "tiny sizes, one run, no warm-up: checks the harness, not speed");
   app.add_option("--runs", o.runs, "measured runs of each path")
-      ->check(at_least_one)->capture_default_str();
-  app.add_option("--warmup", o.warmup, "unmeasured runs first")->capture_default_str();
+      ->check(repetitions(1))->capture_default_str();
+  app.add_option("--warmup", o.warmup, "unmeasured runs first")
+      ->check(repetitions(0))->capture_default_str();
   app.add_option("--rows", o.rows, "copy-wide: rows of the wide table")
       ->check(at_least_one)->capture_default_str();
   app.add_option("--fleet-rows", o.fleet_rows, "fleet-scale: total rows per point")
@@ -214,6 +235,41 @@ int main(int argc, char** argv) {
   if (to_run.empty())
     for (const auto& s : all_scenarios())
       to_run.push_back(&s);
+  const auto selects = [&](std::string_view name) {
+    return std::any_of(to_run.begin(), to_run.end(),
+                       [&](const scenario* s) { return s->name == name; });
+  };
+  // fleet-scale's figures are against its 1-table point: it is always measured.
+  if (selects("fleet-scale") &&
+      std::find(o.fleet_tables.begin(), o.fleet_tables.end(), 1) == o.fleet_tables.end()) {
+    o.fleet_tables.insert(o.fleet_tables.begin(), 1);
+    fmt::print(stderr, "fleet-scale: the 1-table point is added: throughput kept and the "
+                       "cost per table are measured against it\n");
+  }
+  // Every generated table holds at least one row.
+  if (selects("fleet-scale")) {
+    std::uint64_t most = *std::max_element(o.fleet_tables.begin(), o.fleet_tables.end());
+    if (!o.fleet_grid.empty()) {
+      const auto [clients, tables] = parse_grid(o.fleet_grid);
+      most = std::max<std::uint64_t>(most, clients * tables);
+    }
+    if (o.fleet_rows < most) {
+      fmt::print(stderr, "--fleet-rows {} is fewer than the {} tables of the largest fleet-scale "
+                         "point: every table holds at least one row; raise --fleet-rows or "
+                         "lower --fleet-tables / --fleet-grid\n",
+                 o.fleet_rows, most);
+      return 2;
+    }
+  }
+  if (selects("prune")) {
+    const auto [clients, tables] = parse_grid(o.prune_grid);
+    if (o.prune_rows < clients * tables) {
+      fmt::print(stderr, "--prune-rows {} is fewer than the {} tables of --prune-grid {}: every "
+                         "table holds at least one row; raise --prune-rows or shrink the grid\n",
+                 o.prune_rows, clients * tables, o.prune_grid);
+      return 2;
+    }
+  }
 
   bench_context ctx;
   ctx.opt = o;
