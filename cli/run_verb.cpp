@@ -82,11 +82,10 @@ class progress_line {
 
 /// The run's record at its start, status "running", so that a run killed or crashed before
 /// its end is known: the next run marks it "interrupted", and `retry` runs its tables again.
-void record_start(storage::state_store& store, const run_request& req, const std::string& run_id,
-                  std::int64_t started) {
-  storage::pb::RunRecord r;
+/// What a run record says of the request, at its start and at its end alike.
+void describe_request(storage::pb::RunRecord& r, const run_request& req, const std::string& run_id,
+                      std::int64_t started) {
   r.set_run_id(run_id);
-  r.set_status("running");
   r.set_started_at_us(started);
   r.set_command(req.command);
   r.set_retry_of(req.retry_of);
@@ -94,6 +93,13 @@ void record_start(storage::state_store& store, const run_request& req, const std
     r.add_filters(f);
   for (const auto& t : req.only)
     r.add_only(t);
+}
+
+void record_start(storage::state_store& store, const run_request& req, const std::string& run_id,
+                  std::int64_t started) {
+  storage::pb::RunRecord r;
+  describe_request(r, req, run_id, started);
+  r.set_status("running");
   if (auto st = store.put_run(r); !st)
     fmt::print(stderr, "warning: the run's start could not be recorded: {}\n",
                st.error().message);
@@ -127,16 +133,9 @@ void record_run(storage::state_store& store, const run_request& req, const std::
   arena_options.max_block_size = 1024 * 1024;
   google::protobuf::Arena arena(arena_options);
   auto& r = *google::protobuf::Arena::CreateMessage<storage::pb::RunRecord>(&arena);
-  r.set_run_id(run_id);
+  describe_request(r, req, run_id, started);
   r.set_status(summary.status);
-  r.set_started_at_us(started);
   r.set_finished_at_us(now_us());
-  r.set_command(req.command);
-  r.set_retry_of(req.retry_of);
-  for (const auto& f : req.filters)
-    r.add_filters(f);
-  for (const auto& t : req.only)
-    r.add_only(t);
   for (const auto& p : reports) {
     if (p.error)
       r.add_failed_sources(p.source);

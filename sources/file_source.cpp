@@ -329,30 +329,19 @@ class file_source final : public source {
           "AS VARCHAR)",
           i ? ", " : "", v, v, v, v, v, v, v);
     }
-    const std::string from =
-        json_ ? relation(path)
-              : fmt::format("read_csv({}, all_varchar = true)", quote_literal(path));
-    try {
-      duck::connection con(db());
-      const auto rows = con.strings(fmt::format("SELECT {} FROM {}", select, from));
-      if (rows.size() != 1)
-        return out;
-      for (std::size_t i = 0; i < columns.size(); ++i) {
-        const auto& row = rows[0];
-        if (row[4 * i].value_or("false") != "true")
-          continue;
-        const decimal_digits d{std::stoi(row[4 * i + 1].value_or("0")),
-                               std::stoi(row[4 * i + 2].value_or("0"))};
-        // JSON numbers arrive as doubles, exact to 15 significant digits: a longer one may
-        // have lost digits already, so no decimal is claimed for it.
-        const int significant = std::stoi(row[4 * i + 3].value_or("0"));
-        if (d.integer + d.scale <= 38 && (!json_ || significant <= 15))
-          out[i] = d;
-      }
-    } catch (const duck::failure& e) {
-      throw error::read_failed(options_.name, table.name, path,
-                               json_ ? json_reason(path, e.what()) : std::string(e.what()),
-                               fix_file);
+    const auto row = aggregates(table.name, path, select);
+    if (!row)
+      return out;
+    for (std::size_t i = 0; i < columns.size(); ++i) {
+      if ((*row)[4 * i].value_or("false") != "true")
+        continue;
+      const decimal_digits d{std::stoi((*row)[4 * i + 1].value_or("0")),
+                             std::stoi((*row)[4 * i + 2].value_or("0"))};
+      // JSON numbers arrive as doubles, exact to 15 significant digits: a longer one may
+      // have lost digits already, so no decimal is claimed for it.
+      const int significant = std::stoi((*row)[4 * i + 3].value_or("0"));
+      if (d.integer + d.scale <= 38 && (!json_ || significant <= 15))
+        out[i] = d;
     }
     return out;
   }
@@ -395,21 +384,10 @@ class file_source final : public source {
     }
     if (asked.empty())
       return out;
-    const std::string path = file_of(table.name);
-    const std::string from =
-        json_ ? relation(path)
-              : fmt::format("read_csv({}, all_varchar = true)", quote_literal(path));
-    try {
-      duck::connection con(db());
-      const auto rows = con.strings(fmt::format("SELECT {} FROM {}", select, from));
-      if (rows.size() == 1)
-        for (std::size_t j = 0; j < asked.size(); ++j)
-          out[asked[j]] = rows[0][j];
-    } catch (const duck::failure& e) {
-      throw error::read_failed(options_.name, table.name, path,
-                               json_ ? json_reason(path, e.what()) : std::string(e.what()),
-                               fix_file);
-    }
+    const auto row = aggregates(table.name, file_of(table.name), select);
+    if (row)
+      for (std::size_t j = 0; j < asked.size(); ++j)
+        out[asked[j]] = (*row)[j];
     return out;
   }
 
@@ -445,6 +423,27 @@ class file_source final : public source {
   }
 
  private:
+  /// One row of aggregates `select` over the file's values as text (CSV read all as
+  /// VARCHAR; JSON as DuckDB reads it, cast by `select`); nullopt for no row.
+  std::optional<std::vector<std::optional<std::string>>> aggregates(const std::string& table,
+                                                                    const std::string& path,
+                                                                    const std::string& select) {
+    const std::string from =
+        json_ ? relation(path)
+              : fmt::format("read_csv({}, all_varchar = true)", quote_literal(path));
+    try {
+      duck::connection con(db());
+      auto rows = con.strings(fmt::format("SELECT {} FROM {}", select, from));
+      if (rows.size() != 1)
+        return std::nullopt;
+      return std::move(rows[0]);
+    } catch (const duck::failure& e) {
+      throw error::read_failed(options_.name, table, path,
+                               json_ ? json_reason(path, e.what()) : std::string(e.what()),
+                               fix_file);
+    }
+  }
+
   [[nodiscard]] bool wanted_extension(const fs::path& p) const {
     const std::string ext = p.extension().string();
     if (json_)
