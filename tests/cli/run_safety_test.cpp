@@ -59,7 +59,8 @@ TEST_CASE("a pruned table whose target or declared columns changed in flotilla.t
   CHECK(status_of(flotilla_json(w, {"run"}, &rc), "new_schema.t") == "pruned");
 
   // A new pin: applied at once.
-  write_pruned_config(w, "new_schema", "[sources.s.tables.t]\ncolumns = { id = \"decimal(38,0)\" }\n");
+  write_pruned_config(w, "new_schema",
+                      "[sources.s.tables.t]\ncolumns = { id = \"decimal(38,0)\" }\n");
   auto plan = flotilla_json(w, {"plan"}, &rc);
   const auto* planned = find_table(plan, "new_schema.t");
   REQUIRE(planned != nullptr);

@@ -523,5 +523,6 @@ TEST_CASE("a NUL byte in a text value fails a PostgreSQL load, saying so and wha
   const auto t = target.table("nul_text");
   CHECK_THROWS_WITH(load(*wh, t, cols({col("id", "int"), col("v", "text")}), load_mode::replace,
                          {{I(1), T("ok")}, {I(2), T(std::string("a\0b", 3))}}),
-                    Catch::Contains("NUL byte (0x00)") && Catch::Contains("remove it at the source"));
+                    Catch::Contains("NUL byte (0x00)") &&
+                        Catch::Contains("remove it at the source"));
 }
