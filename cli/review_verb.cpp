@@ -208,6 +208,10 @@ std::string outcome_line(const review& r) {
       what = r.note.resync == cdc::resync_state::requested ||
                      r.note.resync == cdc::resync_state::running
                  ? "the stream copies the table again, then it resumes"
+             : r.note.resync == cdc::resync_state::failed
+                 ? fmt::format("the copy failed{}: {}",
+                               r.note.resync_error.empty() ? "" : ": " + r.note.resync_error,
+                               cdc::resync_failed_message)
                  : "the table needs a fresh copy: run `flotilla review resync`";
       break;
     case cdc::pb::HOLD_STATE_REMOVED: what = "the table is no longer applied on this target"; break;
