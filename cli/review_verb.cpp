@@ -223,7 +223,10 @@ std::string outcome_line(const review& r) {
 }
 
 int report_result(const review_args& a, const cdc::decision_result& r, const storage::state_store* store) {
-  const int code = r.exit_code();
+  // A decision carried out whose copy then failed (seen before this command returns):
+  // the table is not back, so the command fails too.
+  const bool copy_failed = r.after && r.after->note.resync == cdc::resync_state::failed;
+  const int code = r.exit_code() == 0 && copy_failed ? 1 : r.exit_code();
   if (a.output == "json") {
     nlohmann::json j{{"status", r.queued ? "queued"
                                 : r.status == cdc::decision_result::outcome::done    ? "done"
@@ -241,10 +244,10 @@ int report_result(const review_args& a, const cdc::decision_result& r, const sto
     fmt::print("{}\n", r.message);
     return 0;
   }
-  if (code == 0) {
+  if (r.exit_code() == 0) {
     if (r.after)
-      fmt::print("{}\n", outcome_line(*r.after));
-    return 0;
+      fmt::print(copy_failed ? stderr : stdout, "{}\n", outcome_line(*r.after));
+    return code;
   }
   fmt::print(stderr, "error {}: {}\n", r.code, r.message);
   if (!r.hint.empty())
