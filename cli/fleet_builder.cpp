@@ -27,6 +27,7 @@
 #include "config/policy.hpp"
 #include "engine/staging.hpp"
 #include "events/source_drift.hpp"
+#include "sources/errors.hpp"
 #include "sources/marker.hpp"
 #include "storage/state_store.hpp"
 
@@ -272,39 +273,13 @@ void remove_orphan_staged(const config::project& p, const storage::state_store& 
   }
 }
 
-namespace {
-
-/// A connection string without its password: rotating a password is no new warehouse.
-std::string without_password(std::string dsn) {
-  // key=value form: password=secret or password='se cret'
-  for (auto at = dsn.find("password="); at != std::string::npos; at = dsn.find("password=")) {
-    auto end = at + 9;
-    if (end < dsn.size() && dsn[end] == '\'') {
-      end = dsn.find('\'', end + 1);
-      end = end == std::string::npos ? dsn.size() : end + 1;
-    } else {
-      end = dsn.find(' ', end);
-      end = end == std::string::npos ? dsn.size() : end;
-    }
-    dsn.erase(at, end - at);
-  }
-  // URI form: postgresql://user:secret@host/db
-  if (auto scheme = dsn.find("://"); scheme != std::string::npos)
-    if (auto atsign = dsn.find('@', scheme); atsign != std::string::npos)
-      if (auto colon = dsn.find(':', scheme + 3); colon != std::string::npos && colon < atsign)
-        dsn.erase(colon, atsign - colon);
-  return dsn;
-}
-
-}  // namespace
-
 std::string settings_hash(const config::target_config& target, const engine::table_job& job) {
   sources::shape_hash h;
   h.add("settings/1");
   h.add(target.name);
   h.add(target.dialect);
   h.add(target.path);
-  h.add(without_password(target.dsn));
+  h.add(sources::error::redact_dsn(target.dsn));  // a new password is no new warehouse
   h.add(target.database);
   h.add(job.target.catalog);
   h.add(job.target.schema);

@@ -57,7 +57,7 @@ int do_retry(const global_options& g, run_request req) {
       return nothing_to_retry(req, "nothing to retry: no run has been recorded yet", "");
     const auto& run = **latest;
     latest_id = run.run_id();
-    interrupted = run.status() == "running" || run.status() == "interrupted";
+    interrupted = unfinished_run_status(run.status());
     if (interrupted) {
       // Killed or crashed before it recorded its tables: run its selection again. What it
       // committed is pruned or carried on from its watermarks; staged data is reused.

@@ -3,6 +3,7 @@
 
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/verbs.hpp"
@@ -20,6 +21,12 @@ struct run_request {
   std::set<std::string> only;
   bool reuse_staged = false;
 };
+
+/// A run record's status while its run has not finished: "running" (recorded at its
+/// start; still so when the process was killed) or "interrupted" (so marked by the next).
+[[nodiscard]] inline bool unfinished_run_status(std::string_view status) {
+  return status == "running" || status == "interrupted";
+}
 
 /// Runs the selected tables, records the run, writes its events, prints the result.
 /// Returns the exit code (0 success, 1 a table failed, 2 configuration).

@@ -12,6 +12,7 @@
 #include <fmt/core.h>
 
 #include "cli/fleet_builder.hpp"
+#include "cli/run_exec.hpp"
 #include "cli/verbs.hpp"
 #include "events/schema_accept.hpp"
 #include "storage/state_store.hpp"
@@ -27,10 +28,6 @@ std::int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-bool unfinished(const storage::pb::RunRecord& run) {
-  return run.status() == "running" || run.status() == "interrupted";
 }
 
 int do_accept(const global_options& g, const schema_args& a) {
@@ -52,7 +49,7 @@ int do_accept(const global_options& g, const schema_args& a) {
       return 2;
     }
     latest = std::move(*run);
-    if (latest && unfinished(*latest)) {
+    if (latest && unfinished_run_status(latest->status())) {
       // A run killed before its end recorded no observed schema: the latest finished
       // run's are the ones to accept, as when the killed run had left nothing.
       auto recent = store->recent_runs();
@@ -62,7 +59,7 @@ int do_accept(const global_options& g, const schema_args& a) {
       }
       latest.reset();
       for (auto& r : *recent)
-        if (!unfinished(r)) {
+        if (!unfinished_run_status(r.status())) {
           latest = std::move(r);
           break;
         }

@@ -1,9 +1,10 @@
 #include "events/schema_accept.hpp"
 
 #include <algorithm>
-#include <cctype>
 
 #include <fmt/format.h>
+
+#include "schema/table.hpp"
 
 namespace flotilla::events {
 
@@ -51,17 +52,12 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
       }
       // "pg.orders" for "pg.public.orders": the name the run reports is suggested.
       std::string nearest;
-      const auto lower = [](std::string v) {
-        for (auto& c : v)
-          c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        return v;
-      };
       const auto dot = name.find('.');
       for (const auto& [known, _] : observed) {
         const bool same_source = dot != std::string::npos &&
                                  known.compare(0, dot + 1, name, 0, dot + 1) == 0;
         const std::string tail = dot == std::string::npos ? "" : "." + name.substr(dot + 1);
-        if (lower(known) == lower(name) ||
+        if (schema::same_name(known, name, schema::name_rule::case_insensitive) ||
             (same_source && known.size() > tail.size() &&
              known.compare(known.size() - tail.size(), tail.size(), tail) == 0)) {
           nearest = known;

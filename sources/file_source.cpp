@@ -217,18 +217,14 @@ std::optional<std::string> renamed_column(
     const std::string& path, bool json,
     const std::vector<std::pair<std::string, std::string>>& described) {
   static const std::regex numbered(R"((.+)_[0-9]+)");
-  const auto lower = [](std::string v) {
-    for (auto& c : v)
-      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return v;
-  };
   for (const auto& [name, type] : described) {
     std::smatch m;
     if (!std::regex_match(name, m, numbered))
       continue;
     const std::string base = m[1].str();
     const auto other = std::find_if(described.begin(), described.end(), [&](const auto& d) {
-      return d.first != base && lower(d.first) == lower(base);
+      return d.first != base &&
+             schema::same_name(d.first, base, schema::name_rule::case_insensitive);
     });
     if (other == described.end())
       continue;
