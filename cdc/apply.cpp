@@ -319,6 +319,46 @@ std::vector<std::string> step_sql(const dialects::dialect& d, const dialects::ta
   return out;
 }
 
+bool rows_then_ddl(const std::vector<table_step>& steps) {
+  bool rows = false;
+  for (const auto& s : steps) {
+    if (const auto* ddl = std::get_if<ddl_step>(&s)) {
+      if (rows && !ddl->statements.empty())
+        return true;
+    } else {
+      rows = true;
+    }
+  }
+  return false;
+}
+
+std::string definition_query(const dialects::dialect& d, const dialects::table_ref& table) {
+  const std::string where = fmt::format(
+      "database_name = {} AND schema_name = {} AND table_name = {}",
+      table.catalog.empty() ? "current_database()" : d.literal(table.catalog),
+      d.literal(table.schema.empty() ? "main" : table.schema), d.literal(table.name));
+  return fmt::format("SELECT sql FROM (SELECT 0 AS k, sql FROM duckdb_tables() WHERE {} "
+                     "UNION ALL SELECT 1, sql FROM duckdb_indexes() WHERE {} AND sql IS NOT "
+                     "NULL) ORDER BY k",
+                     where, where);
+}
+
+std::vector<std::string> rebuild_sql(const dialects::dialect& d, const dialects::table_ref& table,
+                                     const std::vector<std::string>& definition) {
+  if (definition.empty())
+    return {};
+  dialects::table_ref aside = table;
+  aside.name += "__flotilla_rebuild";
+  const std::string qt = d.qualified(table);
+  const std::string qa = d.qualified(aside);
+  std::vector<std::string> out{fmt::format("CREATE TABLE {} AS SELECT * FROM {}", qa, qt),
+                               d.drop_table(table), definition.front(),
+                               fmt::format("INSERT INTO {} SELECT * FROM {}", qt, qa),
+                               d.drop_table(aside)};
+  out.insert(out.end(), definition.begin() + 1, definition.end());
+  return out;
+}
+
 // ---- positions ---------------------------------------------------------------------------
 
 dialects::table_ref positions_table() { return {"", "_flotilla", "cdc_positions"}; }

@@ -77,6 +77,25 @@ using table_step = std::variant<net_changes, truncate_step, ddl_step, keyless_ch
                                                 const dialects::table_ref& table,
                                                 const table_step& step);
 
+/// Whether `steps` write rows of their table before a DDL step alters it. DuckDB cannot
+/// commit a transaction that changes a table's rows and then alters the table ("another
+/// transaction has altered this table"); it can once the table is created in that
+/// transaction, so such a batch rebuilds the table first (rebuild_sql).
+[[nodiscard]] bool rows_then_ddl(const std::vector<table_step>& steps);
+
+/// DuckDB: the query returning `table`'s own definition, then its indexes' (`CREATE
+/// TABLE ...`, `CREATE INDEX ...`; duckdb_tables() and duckdb_indexes()), one per row.
+[[nodiscard]] std::string definition_query(const dialects::dialect& d,
+                                           const dialects::table_ref& table);
+
+/// DuckDB: statements that create `table` again within the transaction, with its rows,
+/// from `definition` (definition_query's answer): its rows copied aside, the table
+/// dropped and created from its definition, the rows put back, its indexes created.
+/// Empty when `definition` is.
+[[nodiscard]] std::vector<std::string> rebuild_sql(const dialects::dialect& d,
+                                                   const dialects::table_ref& table,
+                                                   const std::vector<std::string>& definition);
+
 /// A value of the stream (PostgreSQL text output) as a SQL literal of the target.
 [[nodiscard]] std::string value_sql(const dialects::dialect& d, const schema::portable_type& t,
                                     const tuple_value& v);

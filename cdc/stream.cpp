@@ -1991,6 +1991,15 @@ class source_stream {
       const table_slot* t = find_key(key);
       if (!t)
         continue;
+      if (d.name() == "duckdb" && rows_then_ddl(steps)) {
+        std::vector<std::string> definition;
+        for (auto& row : target_->query(definition_query(d, t->target)))
+          if (!row.empty() && row[0])
+            definition.push_back(std::move(*row[0]));
+        auto rebuild = rebuild_sql(d, t->target, definition);
+        sql.insert(sql.end(), std::make_move_iterator(rebuild.begin()),
+                   std::make_move_iterator(rebuild.end()));
+      }
       for (const auto& s : steps) {
         auto part = step_sql(d, t->target, s);
         if (std::holds_alternative<ddl_step>(s))

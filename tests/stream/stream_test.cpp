@@ -307,6 +307,58 @@ TEST_CASE("changes reach a DuckDB target", "[stream]") {
                   {"7", "seven", "7.00", "true"}});
 }
 
+TEST_CASE("rows changed, then the table altered, in one source transaction reach a DuckDB "
+          "target", "[stream]") {
+  fixture f(true);
+  make_orders(f, "orders", 5);
+  // Everything written so far applied: the slot confirmed it (the target file is the
+  // stream's while it runs).
+  const auto all_applied = [&] {
+    auto lsn = pg_query(f.source(), "SELECT pg_current_wal_insert_lsn()::text")[0][0];
+    return eventually([&] {
+      auto r = pg_try_rows(f.source(), "SELECT confirmed_flush_lsn >= '" + lsn +
+                                           "'::pg_lsn FROM pg_replication_slots WHERE "
+                                           "slot_name = '" + f.slot() + "'");
+      return r && !r->empty() && (*r)[0][0] == "t";
+    });
+  };
+  {
+    stream_process first(f);
+    pg_exec(f.source(), "INSERT INTO orders VALUES (7, 'seven', 7)");
+    REQUIRE(all_applied());
+    CHECK(first.stop() == 0);
+  }
+  // An index made on the target by hand survives the table's rebuild.
+  duckdb_query(f.duckdb_file(), "CREATE INDEX orders_note ON st_shop.orders (note)");
+  stream_process p(f);
+  pg_exec(f.source(),
+          "BEGIN; UPDATE orders SET note = 'one' WHERE id = 1; DELETE FROM orders WHERE id = 2; "
+          "ALTER TABLE orders ADD COLUMN flag boolean; UPDATE orders SET flag = true WHERE id = 3; "
+          "ALTER TABLE orders ADD COLUMN rank integer; INSERT INTO orders VALUES (6, 'six', 6, "
+          "false, 1); COMMIT");
+  pg_exec(f.source(), "UPDATE orders SET rank = 2 WHERE id = 4");
+  CHECK(all_applied());
+  CHECK(p.stop() == 0);
+  CAPTURE(p.err());
+  auto r = duckdb_query(f.duckdb_file(),
+                        "SELECT id, note, CAST(amount AS VARCHAR), CAST(flag AS VARCHAR), "
+                        "CAST(rank AS VARCHAR) FROM st_shop.orders ORDER BY id");
+  CHECK(r == rows{{"1", "one", "1.25", "NULL", "NULL"},
+                  {"3", "note 3", "3.75", "true", "NULL"},
+                  {"4", "note 4", "5.00", "NULL", "2"},
+                  {"5", "note 5", "6.25", "NULL", "NULL"},
+                  {"6", "six", "6.00", "false", "1"},
+                  {"7", "seven", "7.00", "NULL", "NULL"}});
+  // The key and the hand-made index are the table's still.
+  CHECK(duckdb_query(f.duckdb_file(),
+                     "SELECT count(*) FROM duckdb_constraints() WHERE table_name = 'orders' AND "
+                     "constraint_type = 'PRIMARY KEY'") == rows{{"1"}});
+  CHECK(duckdb_query(f.duckdb_file(), "SELECT index_name FROM duckdb_indexes() WHERE "
+                                      "table_name = 'orders'") == rows{{"orders_note"}});
+  CHECK(duckdb_query(f.duckdb_file(), "SELECT count(*) FROM duckdb_tables() WHERE table_name "
+                                      "LIKE '%flotilla_rebuild'") == rows{{"0"}});
+}
+
 namespace {
 
 std::string submit(const fixture& f, flotilla::cdc::decision_kind kind, std::string ddl = "") {
