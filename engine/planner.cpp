@@ -623,6 +623,12 @@ table_plan plan_table(const schema::table_schema& source,
     if (state == target_state::unreadable)  // rebuilt from scratch: nothing of it can be kept
       p.ddl.push_back(dialect.drop_table(target));
     pl.full_refresh();
+    // A unique_key other than the source's own key may repeat in the source's rows: the
+    // first load merges too (into the table it creates), so the table starts as every
+    // later run keeps it, one row per key, the last one read (reads go in cursor order).
+    if (incremental && state == target_state::absent && !settings.unique_key.empty() &&
+        settings.unique_key != loaded_source_key(source, p.load_columns, dialect.names()))
+      p.load = load_kind::merge;
     return p;
   }
   p.drift_checked = true;
