@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "schema/calendar.hpp"
 #include "sources/copy_text.hpp"
 #include "sources/values.hpp"
 
@@ -235,13 +236,18 @@ std::string value_sql(const dialects::dialect& d, const schema::portable_type& t
           return fmt::format("from_hex({})", d.literal(hex_of(*raw)));
       }
       break;
+    case type_kind::date:
+    case type_kind::timestamp_ntz:
+    case type_kind::timestamp_tz:
+      // DuckDB reads PostgreSQL's "0044-03-15 BC" as the year 44 AD: give it the ISO year.
+      if (d.name() != "postgres" && v.text.ends_with(" BC"))
+        if (auto iso = schema::iso_from_pg_era(v.text))
+          return d.literal(*iso);
+      return d.literal(v.text);
     case type_kind::decimal:
     case type_kind::varchar:
     case type_kind::text:
-    case type_kind::date:
     case type_kind::time:
-    case type_kind::timestamp_ntz:
-    case type_kind::timestamp_tz:
       // A string literal takes the column's type on both engines: no cast to parse.
       return d.literal(v.text);
     default: break;

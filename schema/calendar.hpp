@@ -4,6 +4,9 @@
 /// them in binary.
 
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
 
 namespace flotilla::schema {
 
@@ -20,5 +23,14 @@ namespace flotilla::schema {
 
 static_assert(days_from_civil(1970, 1, 1) == 0);
 static_assert(days_from_civil(2000, 3, 1) == 11017);
+
+/// Dates before year 1. Flotilla's text of a date or timestamp counts years as ISO 8601
+/// does (astronomical: 1 BC is year 0000, 44 BC is -0043), as DuckDB reads and prints
+/// them; PostgreSQL writes and reads "0044-03-15 BC" instead, and DuckDB reads that text
+/// as the year 44 AD. iso_from_pg_era turns PostgreSQL's "... BC" text into ISO text,
+/// pg_era_from_iso ISO text of a year before 1 into PostgreSQL's; both give nullopt for
+/// any other text (no change needed).
+[[nodiscard]] std::optional<std::string> iso_from_pg_era(std::string_view text);
+[[nodiscard]] std::optional<std::string> pg_era_from_iso(std::string_view text);
 
 }  // namespace flotilla::schema

@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "schema/calendar.hpp"
 #include "sinks/warehouse_internal.hpp"
 
 namespace flotilla::sinks::detail {
@@ -118,6 +119,9 @@ class pg_inserter final : public row_inserter {
         cols += ", ";
       cols += d.quote(c.name);
       bytes_.push_back(c.type.kind == schema::type_kind::bytes);
+      dated_.push_back(c.type.kind == schema::type_kind::date ||
+                       c.type.kind == schema::type_kind::timestamp_ntz ||
+                       c.type.kind == schema::type_kind::timestamp_tz);
     }
     if (with_seq_)
       cols += ", " + d.quote(seq_column);
@@ -178,6 +182,9 @@ class pg_inserter final : public row_inserter {
             if (bytes_[c]) {
               buf_ += "\\\\x";  // bytea's hex input form, its backslash escaped for COPY
               append_hex(buf_, v.s);
+            } else if (dated_[c] && (v.s.starts_with('-') || v.s.starts_with("0000-"))) {
+              // ISO year 0 or before (-0043 is 44 BC): PostgreSQL's text says "BC".
+              append_copy_text(buf_, schema::pg_era_from_iso(v.s).value_or(v.s));
             } else {
               append_copy_text(buf_, v.s);
             }
@@ -269,6 +276,7 @@ class pg_inserter final : public row_inserter {
   table_ref table_;
   bool with_seq_;
   std::vector<bool> bytes_;
+  std::vector<bool> dated_;  ///< date and timestamp columns
   std::string copy_sql_;
   std::string buf_;
   bool copying_ = false;

@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "schema/calendar.hpp"
 #include "sources/adapters.hpp"
 #include "sources/batch_builder.hpp"
 #include "sources/big_endian.hpp"
@@ -616,6 +617,16 @@ class postgres_source final : public source {
         cell.s = std::move(*raw);
         return true;
       }
+      case type_kind::date:
+      case type_kind::timestamp_ntz:
+      case type_kind::timestamp_tz:
+        cell.kind = value::tag::text;
+        // "0044-03-15 BC": the ISO year (-0043) that every target reads as such.
+        if (auto iso = text.ends_with(" BC") ? schema::iso_from_pg_era(text) : std::nullopt)
+          cell.s = std::move(*iso);
+        else
+          cell.s.assign(text.data(), text.size());
+        return true;
       default:
         cell.kind = value::tag::text;
         cell.s.assign(text.data(), text.size());

@@ -134,3 +134,64 @@ TEST_CASE("a table that cannot be pruned says why (seed 001: no change marker)")
   CHECK(plan.out.find("not pruned  the source offers no change marker") != std::string::npos);
   pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE", s, t));
 }
+
+TEST_CASE("dates before year 1 keep their era from PostgreSQL to DuckDB and back") {
+  // PostgreSQL writes "0044-03-15 BC"; DuckDB reads that text as 44 AD and writes
+  // "-0043-03-15" (ISO years), which PostgreSQL refuses.
+  workdir w;
+  const std::string s = "bcsrc_" + unique_suffix();
+  const std::string t = "bctgt_" + unique_suffix();
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE; CREATE SCHEMA {0};"
+                                "CREATE TABLE {0}.d (id integer PRIMARY KEY, d date, ts timestamp, "
+                                "tz timestamptz);"
+                                "INSERT INTO {0}.d VALUES (1, '0044-03-15 BC', '0044-03-15 "
+                                "12:00:00 BC', '0001-01-01 00:00:00+00 BC'), (2, '2000-01-01', "
+                                "'0001-01-01 00:00:00', '2000-01-01 00:00:00+00')",
+                                s));
+  w.write("flotilla.toml", fmt::format(R"([targets.lake]
+dialect = "duckdb"
+path = "lake.duckdb"
+schema = "arch"
+
+[targets.pg]
+dialect = "postgres"
+dsn = "{0}"
+schema = "{2}"
+
+[sources.app]
+adapter = "postgres"
+dsn = "{0}"
+include = ["{1}.d"]
+target = "lake"
+
+[sources.back]
+adapter = "duckdb"
+path = "lake.duckdb"
+include = ["arch.d"]
+target = "pg"
+)",
+                                       pg_dsn(), s, t));
+  int rc = -1;
+  auto first = flotilla_json(w, {"run", "--filter", "source=app"}, &rc);
+  INFO(first.dump());
+  CHECK(rc == 0);
+  CHECK(duckdb_query(w.file("lake.duckdb"),
+                     "SELECT CAST(d AS VARCHAR), CAST(ts AS VARCHAR), year(d), "
+                     "CAST(tz AS VARCHAR) FROM arch.d ORDER BY id") ==
+        std::vector<std::vector<std::string>>{
+            {"0044-03-15 (BC)", "0044-03-15 (BC) 12:00:00", "-43", "0001-01-01 (BC) 00:00:00+00"},
+            {"2000-01-01", "0001-01-01 00:00:00", "2000", "2000-01-01 00:00:00+00"}});
+  auto back = flotilla_json(w, {"run", "--filter", "source=back"}, &rc);
+  INFO(back.dump());
+  CHECK(rc == 0);
+  const auto texts = [&](const std::string& schema) {
+    return pg_query(pg_dsn(), fmt::format("SET TIME ZONE 'UTC'; SELECT d::text, ts::text, "
+                                          "tz::text FROM {}.d ORDER BY id",
+                                          schema));
+  };
+  CHECK(texts(t) == texts(s));
+  CHECK(texts(t)[0][0] == "0044-03-15 BC");
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE; DROP SCHEMA IF EXISTS {1} "
+                                "CASCADE",
+                                s, t));
+}

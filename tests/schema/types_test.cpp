@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include "schema/calendar.hpp"
 #include "schema/types.hpp"
 
 using namespace flotilla::schema;
@@ -54,4 +55,20 @@ TEST_CASE("numeric and string families are classified") {
   CHECK_FALSE(is_numeric(type_kind::text));
   CHECK(is_string(type_kind::varchar));
   CHECK_FALSE(is_string(type_kind::json));
+}
+
+TEST_CASE("dates before year 1 convert between PostgreSQL's era text and ISO years") {
+  using flotilla::schema::iso_from_pg_era;
+  using flotilla::schema::pg_era_from_iso;
+  CHECK(iso_from_pg_era("0044-03-15 BC") == "-0043-03-15");
+  CHECK(iso_from_pg_era("0001-01-01 00:00:00+00 BC") == "0000-01-01 00:00:00+00");
+  CHECK(iso_from_pg_era("4713-11-24 12:30:00.5 BC") == "-4712-11-24 12:30:00.5");
+  CHECK(iso_from_pg_era("2000-01-01") == std::nullopt);
+  CHECK(iso_from_pg_era("infinity") == std::nullopt);
+  CHECK(pg_era_from_iso("-0043-03-15") == "0044-03-15 BC");
+  CHECK(pg_era_from_iso("0000-01-01 00:00:00+00") == "0001-01-01 00:00:00+00 BC");
+  CHECK(pg_era_from_iso("0001-01-01") == std::nullopt);
+  CHECK(pg_era_from_iso("-infinity") == std::nullopt);
+  for (const char* iso : {"-0043-03-15", "0000-12-31 23:59:59", "-12345-01-01"})
+    CHECK(iso_from_pg_era(*pg_era_from_iso(iso)) == iso);
 }
