@@ -333,3 +333,35 @@ TEST_CASE("seed 001: the governance gate lets granted additive changes through a
   CHECK(ddl.find("CREATE TABLE") != std::string::npos);
   CHECK(ddl.find("\"status\" INTEGER") != std::string::npos);
 }
+
+TEST_CASE("a SQLite table rebuilt for a dropped NOT NULL keeps its dates, JSON and UUIDs") {
+  workdir w;
+  sqlite_exec(w.file("app.db"),
+              "CREATE TABLE ev (id INTEGER PRIMARY KEY, created TIMESTAMP, d DATE, t TIME, "
+              "j JSON, u UUID, note TEXT NOT NULL, upd INTEGER);"
+              "INSERT INTO ev VALUES (1, '2024-01-01 10:00:00', '2024-02-03', '12:30:00', "
+              "'{\"a\": 1}', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'n1', 1);");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+                           "[sources.app]\nadapter = \"sqlite\"\npath = \"app.db\"\n"
+                           "[sources.app.tables.ev]\ncursor_column = \"upd\"\n");
+  const std::string query = "SELECT id, created, d, t, j, u, note FROM app__ev ORDER BY id";
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  const auto before = sqlite_query(w.file("wh.sqlite"), query);
+  REQUIRE(before.size() == 1);
+  sqlite_exec(w.file("app.db"),
+              "ALTER TABLE ev DROP COLUMN note;"
+              "INSERT INTO ev VALUES (2, '2024-09-09 09:09:09', '2024-09-10', '01:02:03', '{}', "
+              "'c0eebc99-9c0b-4ef8-bb6d-6bb9bd380a13', 2);");
+  auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump());
+  CHECK(rc == 0);
+  const auto after = sqlite_query(w.file("wh.sqlite"), query);
+  REQUIRE(after.size() == 2);
+  CHECK(after[0] == before[0]);
+  CHECK(after[0] == std::vector<std::string>{"1", "2024-01-01 10:00:00", "2024-02-03", "12:30:00",
+                                             "{\"a\": 1}", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+                                             "n1"});
+  CHECK(after[1][6] == "NULL");
+}

@@ -412,3 +412,21 @@ TEST_CASE("names are qualified catalog.schema.table, leaving out empty parts") {
   CHECK_THROWS_AS(D("sqlite").qualified({"wh", "shop", "orders"}), std::invalid_argument);
   CHECK_THROWS_AS(D("duckdb").qualified({"wh", "shop", ""}), std::invalid_argument);
 }
+
+TEST_CASE("a sqlite rebuild copies dates, times, JSON and UUIDs as they are") {
+  // SQLite's CAST goes by affinity: CAST('2024-01-01 10:00:00' AS TIMESTAMP) is 2024.
+  for (const char* t : {"date", "time", "timestamp", "timestamptz", "json", "uuid", "bigint",
+                        "decimal(12,2)", "double", "bytes"}) {
+    INFO(t);
+    const auto ty = *schema::parse_type(t);
+    CHECK(D("sqlite").cast("\"f\"", ty, ty) == "\"f\"");
+  }
+  CHECK(D("sqlite").cast("\"f\"", *schema::parse_type("int"), *schema::parse_type("bigint")) ==
+        "\"f\"");
+  CHECK(D("sqlite").cast("\"f\"", *schema::parse_type("timestamp"),
+                         *schema::parse_type("timestamptz")) == "(\"f\" || '+00')");
+  CHECK(D("sqlite").cast("\"f\"", *schema::parse_type("date"),
+                         *schema::parse_type("timestamp")) == "(\"f\" || ' 00:00:00')");
+  CHECK(D("sqlite").cast("\"f\"", *schema::parse_type("bigint"), *schema::parse_type("text")) ==
+        "CAST(\"f\" AS TEXT)");
+}
