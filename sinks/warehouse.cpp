@@ -282,11 +282,14 @@ sink_error warehouse_base::error(std::string_view what) const {
   return sink_error(fmt::format("target '{}': {}", target_name_, what));
 }
 
+constexpr std::string_view unmappable_words = "that Flotilla cannot map";
+
+
 sink_error warehouse_base::unmappable(const table_ref& table, std::string_view column,
                                       std::string_view type,
                                       const schema::type_error& why) const {
-  return error(fmt::format("{}: column '{}' has type {} that Flotilla cannot map: {}",
-                           dialect().qualified(table), column, type, why.message));
+  return error(fmt::format("{}: column '{}' has type {} {}: {}", dialect().qualified(table),
+                           column, type, unmappable_words, why.message));
 }
 
 void warehouse_base::begin_with(const std::vector<std::string>& statements) {
@@ -429,6 +432,11 @@ std::string value_text(const schema::value& v) {
 }
 
 }  // namespace detail
+
+bool is_unmappable_column(std::string_view message) {
+  return message.find(detail::unmappable_words) != std::string_view::npos;
+}
+
 }  // namespace flotilla::sinks
 
 namespace flotilla::sinks::detail {

@@ -22,6 +22,10 @@ struct sink_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Whether a describe() error says that a column of the live table has a type Flotilla
+/// cannot map: the table exists and was read, unlike a target that cannot be read.
+[[nodiscard]] bool is_unmappable_column(std::string_view message);
+
 enum class load_mode {
   replace,  ///< full refresh: load a staging table, swap it in atomically at commit
   append,   ///< insert the rows into the live table

@@ -365,3 +365,32 @@ TEST_CASE("a SQLite table rebuilt for a dropped NOT NULL keeps its dates, JSON a
                                              "n1"});
   CHECK(after[1][6] == "NULL");
 }
+
+TEST_CASE("a live table with a column Flotilla cannot map fails; it is never dropped") {
+  fleet f("postgres");
+  f.config("");
+  int rc = -1;
+  flotilla_json(f.w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  // A column added on the target by hand, of a type with no portable form.
+  pg_exec(pg_dsn(), fmt::format("ALTER TABLE {} ADD COLUMN sla interval DEFAULT '1 day'",
+                                f.sql("orders")));
+  auto plan = flotilla_json(f.w, {"plan"}, &rc);
+  CHECK(rc == 1);
+  const auto* p = plan_table(plan, f.table("orders"));
+  REQUIRE(p != nullptr);
+  CHECK((*p)["error_code"] == "FLT-S012");
+  auto run = flotilla_json(f.w, {"run"}, &rc);
+  INFO(run.dump());
+  CHECK(rc == 1);
+  const auto* t = find_table(run, f.table("orders"));
+  REQUIRE(t != nullptr);
+  CHECK((*t)["status"] == "failed");
+  CHECK((*t)["error_code"] == "FLT-S012");
+  CHECK_THAT((*t)["error"].get<std::string>(),
+             Catch::Contains("column 'sla' has type interval") &&
+                 Catch::Contains("left as it is"));
+  CHECK((*find_table(run, f.table("customers")))["status"] == "copied");
+  CHECK(f.query(fmt::format("SELECT count(*), min(sla)::text FROM {}", f.sql("orders"))) ==
+        std::vector<std::vector<std::string>>{{"2", "1 day"}});
+}
