@@ -33,7 +33,7 @@ namespace {
 struct described {
   std::optional<schema::table_schema> live;
   target_state state = target_state::absent;
-  std::string unmappable;  ///< the live table has a column of a type Flotilla cannot map
+  std::string unreadable;  ///< why the live table could not be described
 };
 
 described describe_target(sinks::warehouse& wh, const table_job& job) {
@@ -43,29 +43,40 @@ described describe_target(sinks::warehouse& wh, const table_job& job) {
     d.live = job.target_tables ? job.target_tables->describe(wh, t) : wh.describe(t);
     d.state = d.live ? target_state::present : target_state::absent;
   } catch (const std::exception& e) {
-    // Seed 001: an unreadable target is treated as absent and rebuilt. A table that was
-    // read but has a column of a type Flotilla cannot map is not unreadable.
-    if (sinks::is_unmappable_column(e.what()))
-      d.unmappable = e.what();
     d.state = target_state::unreadable;
+    d.unreadable = e.what();
   }
   return d;
 }
 
-/// The plan of a table whose live table has a column Flotilla cannot map (one added on
-/// the target by hand, say): it fails, and the table is left as it is. Rebuilding it as
-/// if unreadable would drop that column and every row the source no longer has (seed
-/// 000: columns are never dropped).
-table_plan refuse_unmappable(const dialects::table_ref& target, const std::string& why) {
-  table_plan p;
-  p.target = target;
-  p.shape_action = "none";
-  p.error = plan_error{
-      "FLT-S012",
-      fmt::format("{}. The live table is left as it is rather than dropped and copied anew: "
-                  "change that column on the target to a type Flotilla maps (e.g. text), or "
-                  "drop the column; or drop the table to have it copied again",
-                  why)};
+/// The plan of a table whose live table could not be described. Seed 001 (Rocky, the
+/// default without a contract): treated as absent and rebuilt with a full refresh, which
+/// plan and the run's table say. Seed 000 (SQLLoad, under an enforced contract) never
+/// drops a column: a live table read but holding a column of a type Flotilla cannot map
+/// (one added on the target by hand, say) fails FLT-S012 and is left as it is.
+table_plan plan_described(const schema::table_schema& columns, const described& d,
+                          const dialects::dialect& dialect, const dialects::table_ref& target,
+                          const table_settings& settings) {
+  if (d.state == target_state::unreadable && settings.enforced &&
+      sinks::is_unmappable_column(d.unreadable)) {
+    table_plan p;
+    p.target = target;
+    p.shape_action = "none";
+    p.error = plan_error{
+        "FLT-S012",
+        fmt::format("{}. Under an enforced contract the live table is left as it is rather "
+                    "than dropped and copied anew: change that column on the target to a type "
+                    "Flotilla maps (e.g. text), or drop the column; or drop the table to have "
+                    "it copied again",
+                    d.unreadable)};
+    return p;
+  }
+  table_plan p = plan_table(columns, d.live, d.state, dialect, target, settings);
+  if (d.state == target_state::unreadable)
+    p.warnings.push_back(fmt::format(
+        "the live table could not be read ({}): it is treated as absent, dropped and copied "
+        "anew with a full refresh; columns and rows only it has are lost",
+        d.unreadable));
   return p;
 }
 
@@ -245,14 +256,12 @@ table_plan plan_against_target(sinks::warehouse& wh, const table_job& job,
       src ? with_decimal_fit(*src, job, d.live, wh.dialect()) : job.table.columns;
   if (src)
     note_unfit_values(*src, job, settings, wh.dialect());
-  if (!d.unmappable.empty())
-    return refuse_unmappable(job.target, d.unmappable);
-  auto p = plan_table(columns, d.live, d.state, wh.dialect(), job.target, settings);
+  auto p = plan_described(columns, d, wh.dialect(), job.target, settings);
   // A full refresh the target may do in place shows the statements the load will run.
   if (p.load == load_kind::full_refresh && !p.swap_sql.empty() && !p.error &&
       wh.empties_in_place(job.target)) {
     settings.empties_in_place = true;
-    p = plan_table(columns, d.live, d.state, wh.dialect(), job.target, settings);
+    p = plan_described(columns, d, wh.dialect(), job.target, settings);
   }
   return p;
 }
@@ -294,9 +303,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
         staged_cols ? *staged_cols : with_decimal_fit(src, job, d.live, wh.dialect());
     if (!staged_cols)
       note_unfit_values(src, job, settings, wh.dialect());
-    out.plan = d.unmappable.empty()
-                   ? plan_table(columns, d.live, d.state, wh.dialect(), job.target, settings)
-                   : refuse_unmappable(job.target, d.unmappable);
+    out.plan = plan_described(columns, d, wh.dialect(), job.target, settings);
     const table_plan& plan = *out.plan;
     if (plan.error) {
       // Decided before anything touched the target. The drift gate still looks at the

@@ -366,9 +366,11 @@ TEST_CASE("a SQLite table rebuilt for a dropped NOT NULL keeps its dates, JSON a
   CHECK(after[1][6] == "NULL");
 }
 
-TEST_CASE("a live table with a column Flotilla cannot map fails; it is never dropped") {
+TEST_CASE("under an enforced contract a live table with a column Flotilla cannot map fails; "
+          "it is not dropped") {
   fleet f("postgres");
-  f.config("");
+  f.config("[sources.app.tables.orders]\ncontract = \"enforced\"\n"
+           "columns = { id = \"bigint\", total = \"decimal(12,2)\", status = \"text\" }\n");
   int rc = -1;
   flotilla_json(f.w, {"run"}, &rc);
   REQUIRE(rc == 0);
@@ -390,6 +392,13 @@ TEST_CASE("a live table with a column Flotilla cannot map fails; it is never dro
   CHECK_THAT((*t)["error"].get<std::string>(),
              Catch::Contains("column 'sla' has type interval") &&
                  Catch::Contains("left as it is"));
+  // Without a contract (seed 001, Rocky): treated as absent and rebuilt, which plan says.
+  f.config("");
+  auto rocky = flotilla_json(f.w, {"plan"}, &rc);
+  const auto* r = plan_table(rocky, f.table("orders"));
+  REQUIRE(r != nullptr);
+  CHECK_THAT((*r)["warnings"].dump(), Catch::Contains("could not be read") &&
+                                         Catch::Contains("copied anew with a full refresh"));
   CHECK((*find_table(run, f.table("customers")))["status"] == "copied");
   CHECK(f.query(fmt::format("SELECT count(*), min(sla)::text FROM {}", f.sql("orders"))) ==
         std::vector<std::vector<std::string>>{{"2", "1 day"}});
