@@ -89,9 +89,15 @@ class reader {
 
 staged_writer::staged_writer(std::filesystem::path path, const schema::table_schema& columns)
     : path_(std::move(path)), tmp_(path_.string() + ".tmp"), width_(columns.columns.size()) {
-  std::error_code ec;
-  std::filesystem::create_directories(path_.parent_path(), ec);
-  file_ = std::fopen(tmp_.c_str(), "wb");
+  // Another table of the run removes the run's directory once its own staged file is
+  // spent and the directory is empty: made again if it went between the two calls.
+  for (int attempt = 0; attempt < 8 && !file_; ++attempt) {
+    std::error_code ec;
+    std::filesystem::create_directories(path_.parent_path(), ec);
+    file_ = std::fopen(tmp_.c_str(), "wb");
+    if (!file_ && errno != ENOENT)
+      break;
+  }
   if (!file_)
     throw staging_error(fmt::format("cannot stage data in {}: {}; make the state directory "
                                     "writable",
