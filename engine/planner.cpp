@@ -612,6 +612,13 @@ table_plan plan_table(const schema::table_schema& source,
   p.unique_key = settings.unique_key;
   if (p.unique_key.empty() && !settings.cursor_column.empty())
     p.unique_key = loaded_source_key(source, p.load_columns, dialect.names());
+  else if (!p.unique_key.empty() &&
+           p.unique_key != loaded_source_key(source, p.load_columns, dialect.names()))
+    // Rows merge on the unique_key, so the source's own key is not the table's: a row
+    // whose unique_key changed would arrive as a second row of its source key. (A NULL in
+    // a unique_key column matches nothing and is inserted, so it is no primary key either.)
+    for (auto& c : p.load_columns.columns)
+      c.key = false;
 
   const bool incremental = !settings.cursor_column.empty();
   if (!target.schema.empty())

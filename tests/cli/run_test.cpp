@@ -296,6 +296,27 @@ TEST_CASE("a first load keeps one row per unique_key, the last in cursor order")
   }
 }
 
+TEST_CASE("a unique_key other than the source's key is the only key rows merge on") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE c (id INTEGER PRIMARY KEY, code TEXT NOT NULL "
+                                "UNIQUE, v TEXT, u INT);"
+                                "INSERT INTO c VALUES (1, 'A', 'x', 1), (2, 'B', 'y', 2);");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n"
+                           "[sources.s.tables.c]\ncursor_column = \"u\"\nunique_key = [\"code\"]\n");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  // Row 1 comes again under another code: a new row of the key the rows merge on.
+  sqlite_exec(w.file("src.db"), "UPDATE c SET code = 'A2', v = 'x2', u = 3 WHERE id = 1;"
+                                "INSERT INTO c VALUES (3, 'C', 'z', 4);");
+  auto second = flotilla_json(w, {"run"}, &rc);
+  INFO(second.dump());
+  CHECK(rc == 0);
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT code, v FROM s.c ORDER BY code") ==
+        std::vector<std::vector<std::string>>{{"A", "x"}, {"A2", "x2"}, {"B", "y"}, {"C", "z"}});
+}
+
 TEST_CASE("a failing table does not stop the others") {
   workdir w;
   sqlite_exec(w.file("shop.db"), k_orders_sql);
