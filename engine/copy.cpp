@@ -30,6 +30,23 @@ std::string_view to_string(table_status s) {
 
 namespace {
 
+/// The commit token of an incremental table: its cursor column and its watermark, so that
+/// the token of another cursor column (the setting changed) is never taken for this one's.
+std::string token_of(const std::string& cursor, const std::string& watermark) {
+  return fmt::format("\x1e{}\x1f{}", cursor, watermark);
+}
+
+/// The watermark a commit token holds for `cursor`; nullopt when it is another column's.
+/// A token written before the column was kept is its watermark alone.
+std::optional<std::string> watermark_of(const std::string& token, const std::string& cursor) {
+  if (!token.starts_with('\x1e'))
+    return token;
+  const auto sep = token.find('\x1f');
+  if (sep == std::string::npos || token.compare(1, sep - 1, cursor) != 0)
+    return std::nullopt;
+  return token.substr(sep + 1);
+}
+
 struct described {
   std::optional<schema::table_schema> live;
   target_state state = target_state::absent;
@@ -288,7 +305,8 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       // The target keeps the watermark committed with its rows: if a crash came
       // between the target commit and the state commit, the target is right.
       if (auto token = wh.committed_token(job.target); token && !token->empty())
-        watermark = token;
+        if (auto committed = watermark_of(*token, settings.cursor_column))
+          watermark = std::move(committed);
       settings.has_watermark = watermark.has_value();
     }
     ensure_schema_once(wh, job);
@@ -399,7 +417,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       req.mode = mode_of(plan.load);
       req.unique_key = plan.unique_key;
       if (incremental)
-        req.commit_token = watermark.value_or("");
+        req.commit_token = watermark ? token_of(settings.cursor_column, *watermark) : "";
       writer = wh.begin_load(req);
       loader.emplace(*writer, job, plan, coerced);
     };
@@ -412,7 +430,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
         return true;
       });
       if (incremental && staged_watermark)
-        writer->set_commit_token(*staged_watermark);
+        writer->set_commit_token(token_of(settings.cursor_column, *staged_watermark));
       writer->commit();
       out.rows = writer->rows();
       out.status = table_status::copied;
@@ -515,7 +533,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       max_cursor = read_result.max_cursor;
 
     if (incremental && max_cursor)
-      writer->set_commit_token(*max_cursor);
+      writer->set_commit_token(token_of(settings.cursor_column, *max_cursor));
     writer->commit();
     out.rows = writer->rows();
     out.status = table_status::copied;

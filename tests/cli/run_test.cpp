@@ -317,6 +317,30 @@ TEST_CASE("a unique_key other than the source's key is the only key rows merge o
         std::vector<std::vector<std::string>>{{"A", "x"}, {"A2", "x2"}, {"B", "y"}, {"C", "z"}});
 }
 
+TEST_CASE("a changed cursor_column starts from its own watermark, not the old column's") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE e (id INTEGER PRIMARY KEY, seq INT, ver INT);"
+                                "INSERT INTO e VALUES (1, 1000, 1), (2, 1001, 2);");
+  const auto config = [&](const char* cursor) {
+    w.write("flotilla.toml", fmt::format("[targets.wh]\ndialect = \"sqlite\"\npath = "
+                                         "\"wh.sqlite\"\n[sources.s]\nadapter = \"sqlite\"\n"
+                                         "path = \"src.db\"\n[sources.s.tables.e]\n"
+                                         "cursor_column = \"{}\"\n",
+                                         cursor));
+  };
+  config("seq");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  config("ver");
+  sqlite_exec(w.file("src.db"), "INSERT INTO e VALUES (3, 1002, 3), (4, 1003, 4);");
+  auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump());
+  CHECK(rc == 0);
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT count(*), max(ver) FROM s__e") ==
+        std::vector<std::vector<std::string>>{{"4", "4"}});
+}
+
 TEST_CASE("a failing table does not stop the others") {
   workdir w;
   sqlite_exec(w.file("shop.db"), k_orders_sql);
