@@ -430,7 +430,7 @@ class sqlite_source final : public source {
                                  types[i], result.rows);
         }
         if (static_cast<int>(i) == cursor_index && !cell.is_null())
-          result.max_cursor = cursor_text(cell);
+          result.max_cursor = stored_cursor(stmt.get(), static_cast<int>(i), types[i], cell);
       }
       if (batch.full() && !consume(batch.take()))
         return result;
@@ -479,12 +479,29 @@ class sqlite_source final : public source {
 
   // Watermarks arrive as text. SQLite compares by storage class, so numbers are bound as
   // numbers; everything else as text, which NUMERIC-affinity columns convert themselves.
+  /// The watermark of a cursor value as SQLite stores it, so that `cursor > ?1` compares
+  /// as the read's ORDER BY did: an integer as one (a column without a declared type, or
+  /// a timestamp kept as unix seconds, would otherwise be compared with text, which every
+  /// integer sorts before), and a date or time kept as text in its own form ("T" or space,
+  /// an offset), not the form it loads in.
+  static std::string stored_cursor(sqlite3_stmt* s, int col, const portable_type& t,
+                                   const value& cell) {
+    const int storage = sqlite3_column_type(s, col);
+    if (storage == SQLITE_INTEGER)
+      return std::to_string(sqlite3_column_int64(s, col));
+    const bool dated = t.kind == type_kind::date || t.kind == type_kind::time ||
+                       t.kind == type_kind::timestamp_ntz || t.kind == type_kind::timestamp_tz;
+    if (storage == SQLITE_TEXT && dated)
+      return as_text(s, col);
+    return cursor_text(cell);
+  }
+
   static void bind_watermark(sqlite3_stmt* s, const std::string& after, const portable_type& t) {
-    if (schema::is_integer(t.kind)) {
-      if (auto i = parse_int64(after)) {
-        sqlite3_bind_int64(s, 1, *i);
-        return;
-      }
+    // An integer binds as one whatever the column's type (see stored_cursor); a TEXT
+    // column converts it back to the same text before comparing.
+    if (auto i = parse_int64(after); i && std::to_string(*i) == after) {
+      sqlite3_bind_int64(s, 1, *i);
+      return;
     }
     if (t.kind == type_kind::float32 || t.kind == type_kind::float64) {
       if (auto d = parse_double(after)) {
