@@ -7,6 +7,8 @@
 
 #include <sqlite3.h>
 
+#include <cmath>
+
 #include <filesystem>
 #include <utility>
 
@@ -136,6 +138,13 @@ class sqlite_inserter final : public row_inserter {
             sqlite3_bind_int64(s, at, v.i);
             break;
           case schema::value::tag::real:
+            if (std::isnan(v.d))  // SQLite stores a NaN as NULL
+              throw sink_error(fmt::format(
+                  "{}: row {}: column {} holds NaN, which SQLite cannot store (it would keep "
+                  "NULL); declare the column as text to keep it (columns = {{ {} = \"text\" "
+                  "}}), or load into a duckdb or postgres target",
+                  dialect_.qualified(table_), first_seq + r + 1, dialect_.quote(names_[c]),
+                  names_[c]));
             sqlite3_bind_double(s, at, v.d);
             break;
           case schema::value::tag::text:
@@ -155,7 +164,7 @@ class sqlite_inserter final : public row_inserter {
                   "numbers keep 15 significant digits, or a whole number within 64 bits); "
                   "declare the column as text to keep every digit (columns = {{ {} = "
                   "\"text\" }}), or load into a duckdb or postgres target",
-                  dialect_.qualified(table_), first_seq + r, dialect_.quote(names_[c]), v.s,
+                  dialect_.qualified(table_), first_seq + r + 1, dialect_.quote(names_[c]), v.s,
                   names_[c]));
             }
             sqlite3_bind_text64(s, at, v.s.data(), v.s.size(), SQLITE_STATIC, SQLITE_UTF8);
@@ -168,7 +177,7 @@ class sqlite_inserter final : public row_inserter {
       const int rc = sqlite3_step(s);
       sqlite3_reset(s);
       if (rc != SQLITE_DONE)
-        throw sink_error(fmt::format("{}: row {}: {}", dialect_.qualified(table_), first_seq + r,
+        throw sink_error(fmt::format("{}: row {}: {}", dialect_.qualified(table_), first_seq + r + 1,
                                      sqlite3_errmsg(db_)));
     }
     sqlite3_clear_bindings(s);

@@ -375,6 +375,30 @@ TEST_CASE("SQLite cursors compare as SQLite stores them: untyped, 'T' timestamps
         std::vector<std::vector<std::string>>{{"1,2,3,4", "1,2,3", "1,2"}});
 }
 
+TEST_CASE("a NaN SQLite cannot store fails its table, naming the column; never a NULL") {
+  workdir w;
+  std::filesystem::create_directories(w.file("data"));
+  w.write("data/t.csv", "id,x\n1,NaN\n2,1.5\n");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+                           "[sources.c]\nadapter = \"csv\"\npath = \"data\"\n");
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  const auto* t = find_table(run, "c__t");
+  REQUIRE(t != nullptr);
+  CHECK((*t)["status"] == "failed");
+  CHECK_THAT((*t)["error"].get<std::string>(),
+             Catch::Contains("row 1: column \"x\" holds NaN") && Catch::Contains("x = \"text\""));
+  // Pinned as text, the value is kept.
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+                           "[sources.c]\nadapter = \"csv\"\npath = \"data\"\n"
+                           "[sources.c.tables.t]\ncolumns = { x = \"text\" }\n");
+  flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT x FROM c__t ORDER BY id") ==
+        std::vector<std::vector<std::string>>{{"NaN"}, {"1.5"}});
+}
+
 TEST_CASE("a failing table does not stop the others") {
   workdir w;
   sqlite_exec(w.file("shop.db"), k_orders_sql);
