@@ -28,7 +28,10 @@ constexpr const char* columns_expr = R"sql(
             'generated', a.attgenerated <> '')
           ORDER BY a.attnum)
      FROM pg_catalog.pg_attribute a
+     -- A DEFERRABLE key is no row key here: PostgreSQL cannot use it as the replica
+     -- identity, and a statement may swap its values between rows before the commit.
      LEFT JOIN pg_catalog.pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
+                                      AND i.indimmediate
      LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
     WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped))sql";
 
