@@ -881,12 +881,11 @@ class source_stream {
                                            src_.name, tgt_name_));
     }
     make_logic();
-    select_tables();
-
     auto saved = o_.store->get<pb::CdcPosition>(pos_prefix_ + src_.name);
     if (!saved)
       throw std::runtime_error(saved.error().message);
     bool fresh = o_.reload || !*saved || (*saved)->slot() != slot_;
+    select_tables(!fresh);
     if (!fresh) {
       auto rows = source_->query(fmt::format(
           "SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = {}", pg_literal(slot_)));
@@ -895,17 +894,6 @@ class source_stream {
             "source '{}': replication slot '{}' no longer exists on the source, so changes "
             "since {} are lost; run `flotilla stream --reload` to copy every table again",
             src_.name, slot_, (*saved)->position()));
-      for (const auto& t : tables_) {
-        auto p = o_.store->get<pb::CdcPosition>(pos_prefix_ + t.key);
-        if (!p)
-          throw std::runtime_error(p.error().message);
-        if (!*p)
-          throw std::runtime_error(fmt::format(
-              "source '{}': table '{}' was not captured when the stream started; the "
-              "selected tables changed, so run `flotilla stream --reload` to copy every "
-              "table again",
-              src_.name, t.name));
-      }
       note_gone_tables();
     }
     lsn_t start_at = 0;
@@ -966,7 +954,11 @@ class source_stream {
         name, name, code_table_dropped));
   }
 
-  void select_tables() {
+  /// The tables the stream captures. A restart (`resuming`) captures the ones it captured
+  /// before: a table selected now that it did not capture (created on the source since,
+  /// or newly included) is not captured until a reload copies it (seed 002: a new table
+  /// is not captured until it is added to the pipeline), and a notice says so.
+  void select_tables(bool resuming) {
     auto names_rows = source_->query(
         "SELECT n.nspname || '.' || c.relname FROM pg_catalog.pg_class c JOIN "
         "pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind IN ('r', 'p') "
@@ -985,6 +977,19 @@ class source_stream {
       table_state t;
       t.name = name;
       t.key = src_.name + "." + name;
+      if (resuming) {
+        auto p = o_.store->get<pb::CdcPosition>(pos_prefix_ + t.key);
+        if (!p)
+          throw std::runtime_error(p.error().message);
+        if (!*p) {
+          std::fprintf(stderr,
+                       "notice: source '%s': table '%s' was not captured when the stream "
+                       "started (created or included since); it is not captured until "
+                       "`flotilla stream --reload` copies every table again\n",
+                       src_.name.c_str(), name.c_str());
+          continue;
+        }
+      }
       if (wh_) {
         auto where = config::target_table(*wh_, src_, name);
         t.target = dialects::table_ref{where.catalog, where.schema, where.name};

@@ -291,6 +291,28 @@ TEST_CASE("a table whose key is DEFERRABLE streams row by row: swapped keys lose
   CHECK(p.stop() == 0);
 }
 
+TEST_CASE("a table created on the source while streaming is not captured; a restart goes on",
+          "[stream]") {
+  fixture f;
+  make_orders(f, "orders", 2);
+  {
+    stream_process p(f);
+    REQUIRE(eventually([&] { return same_orders(f); }));
+    pg_exec(f.source(), "CREATE TABLE scratch (x int); INSERT INTO scratch VALUES (1)");
+    pg_exec(f.source(), "INSERT INTO orders VALUES (3, 'three', 3)");
+    REQUIRE(eventually([&] { return same_orders(f); }));
+    CHECK(p.stop() == 0);
+  }
+  stream_process again(f);
+  pg_exec(f.source(), "INSERT INTO orders VALUES (4, 'four', 4); INSERT INTO scratch VALUES (2)");
+  CHECK(eventually([&] { return same_orders(f); }));
+  CHECK(count(f.target(), "st_shop.orders") == "4");
+  CHECK(count(f.target(), "st_shop.scratch") == "missing");
+  CHECK(again.stop() == 0);
+  CHECK_THAT(again.err(), Catch::Contains("table 'public.scratch' was not captured") &&
+                              Catch::Contains("--reload"));
+}
+
 TEST_CASE("changes reach a DuckDB target", "[stream]") {
   fixture f(true);
   make_orders(f, "orders", 5);
