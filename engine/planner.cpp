@@ -1,6 +1,7 @@
 #include "engine/planner.hpp"
 
 #include <algorithm>
+#include <cctype>
 
 #include <fmt/format.h>
 
@@ -156,10 +157,42 @@ struct planner {
                  "rename it at the source, or leave it out (contract = \"enforced\" with "
                  "columns that do not name it)");
     }
+    check_reserved_names();
     if (!settings.cursor_column.empty())
       missing("cursor_column", settings.cursor_column);
     for (const auto& k : settings.unique_key)
       missing("unique_key column", k);
+  }
+
+  /// Names Flotilla keeps for its own tables and columns (the `_flotilla` schema, the
+  /// `_flotilla_commits` table, `<table>__flotilla_staging`, `__flotilla_merge`,
+  /// `__flotilla_rebuild`, the merge's `__flotilla_seq` column): a source table or column
+  /// so named would be taken for one of Flotilla's, then overwritten, dropped or merged
+  /// into. Such a table fails instead, named.
+  void check_reserved_names() {
+    const auto lower = [](std::string_view s) {
+      std::string out(s);
+      for (auto& c : out)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      return out;
+    };
+    const std::string table = lower(target.name);
+    if (lower(target.schema) == "_flotilla" || table == "_flotilla_commits" ||
+        table.find("__flotilla_") != std::string::npos)
+      fail("FLT-S013",
+           fmt::format("target table {} has a name Flotilla keeps for its own tables (the "
+                       "_flotilla schema, _flotilla_commits, names holding __flotilla_), which "
+                       "it would overwrite or drop; rename the table at the source, exclude it, "
+                       "or give the target another schema",
+                       dialect.qualified(target)));
+    for (const auto& c : p.load_columns.columns)
+      if (lower(c.name).starts_with("__flotilla_"))
+        fail("FLT-S013",
+             fmt::format("column '{}' has a name Flotilla keeps for its own columns (names "
+                         "starting __flotilla_); rename it at the source, or leave it out "
+                         "(contract = \"enforced\" with columns that do not name it)",
+                         c.name),
+             c.name);
   }
 
   /// Columns to load, from the source and the declarations (seed 000's contracts).

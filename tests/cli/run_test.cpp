@@ -399,6 +399,37 @@ TEST_CASE("a NaN SQLite cannot store fails its table, naming the column; never a
         std::vector<std::vector<std::string>>{{"NaN"}, {"1.5"}});
 }
 
+TEST_CASE("a source table or column named as Flotilla's own fails, named; nothing of it loads") {
+  workdir w;
+  sqlite_exec(w.file("src.db"),
+              "CREATE TABLE orders (id INTEGER PRIMARY KEY, v TEXT);"
+              "INSERT INTO orders VALUES (1, 'a');"
+              "CREATE TABLE orders__flotilla_staging (id INTEGER PRIMARY KEY, v TEXT);"
+              "INSERT INTO orders__flotilla_staging VALUES (1, 'b');"
+              "CREATE TABLE _flotilla_commits (x INT);"
+              "CREATE TABLE items (id INTEGER PRIMARY KEY, __FLOTILLA_seq INT);");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+                           "schema = \"\"\n[sources.s]\nadapter = \"sqlite\"\n"
+                           "path = \"src.db\"\n");
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump());
+  CHECK(rc == 1);
+  CHECK((*find_table(run, "orders"))["status"] == "copied");
+  for (const char* t : {"orders__flotilla_staging", "_flotilla_commits", "items"}) {
+    INFO(t);
+    const auto* r = find_table(run, t);
+    REQUIRE(r != nullptr);
+    CHECK((*r)["status"] == "failed");
+    CHECK((*r)["error_code"] == "FLT-S013");
+  }
+  CHECK_THAT((*find_table(run, "items"))["error"].get<std::string>(),
+             Catch::Contains("column '__FLOTILLA_seq'"));
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT count(*) FROM sqlite_master WHERE name IN "
+                                          "('items', 'orders__flotilla_staging')") ==
+        std::vector<std::vector<std::string>>{{"0"}});
+}
+
 TEST_CASE("a failing table does not stop the others") {
   workdir w;
   sqlite_exec(w.file("shop.db"), k_orders_sql);
