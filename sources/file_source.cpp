@@ -92,20 +92,27 @@ std::optional<std::string> json_error_at(const std::string& path) {
 
 /// A file that opens a JSON array and does not close it (cut short: `[{...},{...},`),
 /// which DuckDB reads as the records before the cut: the place it breaks, or nullopt.
+/// Whether a JSON file is one array of records (its first character past a BOM and
+/// white space is '['), rather than one record per line.
+bool json_array_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(4096, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  const std::size_t from = head.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;  // a UTF-8 BOM
+  const auto first = std::find_if(head.begin() + static_cast<std::ptrdiff_t>(from), head.end(),
+                                  [](char c) { return !std::isspace(static_cast<unsigned char>(c)); });
+  return first != head.end() && *first == '[';
+}
+
 std::optional<std::string> unclosed_array(const std::string& path) {
+  if (!json_array_file(path))
+    return std::nullopt;
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   const std::streamoff size = in.tellg();
   if (!in || size <= 0)
     return std::nullopt;
   const auto non_space = [](char c) { return !std::isspace(static_cast<unsigned char>(c)); };
-  std::string head(static_cast<std::size_t>(std::min<std::streamoff>(size, 4096)), '\0');
-  in.seekg(0);
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  std::size_t from = head.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;  // a UTF-8 BOM
-  const auto first = std::find_if(head.begin() + static_cast<std::ptrdiff_t>(from), head.end(),
-                                  non_space);
-  if (first == head.end() || *first != '[')
-    return std::nullopt;
   std::string tail(static_cast<std::size_t>(std::min<std::streamoff>(size, 4096)), '\0');
   in.seekg(size - static_cast<std::streamoff>(tail.size()));
   in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
@@ -500,12 +507,32 @@ class file_source final : public source {
     return fmt::format("{}({})", json_ ? "read_json_auto" : "read_csv", quote_literal(path));
   }
 
+  /// A JSON file read with its columns as inferred, and the values nested in a record
+  /// (objects, arrays: portable json) read as JSON, as they are in the file: read as the
+  /// STRUCT DuckDB infers, each object would get every key any of them has, NULL where it
+  /// had none. The inferred relation when a column has no such DuckDB type.
+  [[nodiscard]] std::string json_relation(const std::string& path,
+                                          const schema::table_schema& inferred) const {
+    std::string columns;
+    for (const auto& c : inferred.columns) {
+      const std::string t =
+          c.type.kind == schema::type_kind::json ? "JSON" : duckdb_parse_type(c.type);
+      if (t.empty())
+        return relation(path);
+      columns += fmt::format("{}{}: {}", columns.empty() ? "" : ", ", quote_literal(c.name),
+                             quote_literal(t));
+    }
+    if (columns.empty())
+      return relation(path);
+    return fmt::format("read_json_auto({}, columns = {{{}}})", quote_literal(path), columns);
+  }
+
   /// The relation a read scans: a CSV file's columns pinned to another type than the one
   /// inferred are parsed as that type (`types = {...}`), so a value the inference did not
   /// foresee (text further down a column of numbers) reads as the pin says.
   [[nodiscard]] std::string relation(const std::string& path, const read_request& request) const {
     if (json_)
-      return relation(path);
+      return json_relation(path, request.table->columns);
     std::string types;
     for (const auto& c : request.columns.columns) {
       const auto* inferred =

@@ -308,3 +308,24 @@ TEST_CASE("a csv/json file whose column names differ only in case fails, naming 
     }
   }
 }
+
+TEST_CASE("json objects nested in records read as they are, without other records' keys") {
+  temp_dir dir;
+  write_file(dir.file("docs.ndjson"), "{\"id\": 1, \"o\": {\"a\": 1}}\n"
+                                      "{\"id\": 2, \"o\": {\"b\": [2, {\"c\": null}]}}\n"
+                                      "{\"id\": 3, \"o\": {}}\n");
+  write_file(dir.file("arr.json"), R"([{"id": 1, "o": {"a": 1}}, {"id": 2, "o": {"b": 2}}])");
+  auto src = open_files("json", dir.path.string());
+  const catalog cat = src->read_catalog();
+  const auto& docs = find_table(cat, "docs");
+  CHECK(find_column(docs, "o").type == of(type_kind::json));
+  auto r = read_all(*src, docs, {"id", "o"});
+  REQUIRE(r.rows.size() == 3);
+  CHECK(r.rows[0][1] == text("{\"a\":1}"));
+  CHECK(r.rows[1][1] == text("{\"b\":[2,{\"c\":null}]}"));
+  CHECK(r.rows[2][1] == text("{}"));
+  r = read_all(*src, find_table(cat, "arr"), {"id", "o"});
+  REQUIRE(r.rows.size() == 2);
+  CHECK(r.rows[0] == std::vector<value>{integer(1), text("{\"a\":1}")});
+  CHECK(r.rows[1] == std::vector<value>{integer(2), text("{\"b\":2}")});
+}
