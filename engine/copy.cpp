@@ -423,6 +423,13 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     };
 
     if (load_from) {
+      // Reused staged rows whose watermark the target already holds were committed by a
+      // run that died before its state commit: loading them again would append them twice.
+      if (job.reuse && incremental && staged_watermark && watermark == staged_watermark) {
+        out.status = table_status::copied;
+        out.new_watermark = staged_watermark;
+        return out;
+      }
       // Load the staged rows; nothing is read from the source again.
       start_load();
       read_staged(*load_from, job.batch_rows, [&](schema::row_batch&& batch) {

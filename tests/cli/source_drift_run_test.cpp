@@ -538,3 +538,31 @@ TEST_CASE("seed 004: many tables staged at once all load; none trips over anothe
   }
   CHECK(s.staged_files() == 0);
 }
+
+TEST_CASE("seed 004: a retry killed after its target commit is finished by the next, rows once") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE ap (id INT, v TEXT, u INT);"
+                                "INSERT INTO ap VALUES (1, 'a', 1), (2, 'b', 2);");
+  w.write("flotilla.toml", "[project]\non_source_drift = \"fail\"\n[targets.wh]\n"
+                           "dialect = \"sqlite\"\npath = \"wh.sqlite\"\n[sources.s]\n"
+                           "adapter = \"sqlite\"\npath = \"src.db\"\n[sources.s.tables.ap]\n"
+                           "cursor_column = \"u\"\n");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  // Drift under fail: the new rows are staged; accepted, a retry loads them (keyless: append).
+  sqlite_exec(w.file("src.db"), "ALTER TABLE ap ADD COLUMN x INT;"
+                                "INSERT INTO ap VALUES (3, 'c', 3, 0), (4, 'd', 4, 0);");
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 1);
+  REQUIRE(run_flotilla(w, {"schema", "accept"}).exit_code == 0);
+  {
+    scoped_env crash("FLOTILLA_CRASH_AT", "1:before_state");
+    CHECK(run_flotilla(w, {"retry"}).exit_code != 0);
+  }
+  auto retry = flotilla_json(w, {"retry"}, &rc);
+  INFO(retry.dump());
+  CHECK(rc == 0);
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT count(*), count(DISTINCT id) FROM s__ap") ==
+        std::vector<std::vector<std::string>>{{"4", "4"}});
+}
