@@ -141,12 +141,14 @@ void write_table(pretty_json& w, const actors::table_report& t, const std::strin
   w.end_object();
 }
 
-/// The drift actions taken: only a copied table's (a refused or failed one took none).
+/// The drift actions taken: a copied table's, and a failed one's whose DDL had run (a
+/// refused table took none).
 template <class Each>
 void for_each_action(const std::vector<actors::pipeline_report>& reports, Each&& each) {
   for (const auto& p : reports)
     for (const auto& t : p.tables)
-      if (t.outcome.plan && t.outcome.status == engine::table_status::copied)
+      if (t.outcome.plan &&
+          (t.outcome.status == engine::table_status::copied || t.outcome.ddl_applied))
         for (const auto& s : t.outcome.plan->drift.steps)
           each(t, s);
 }

@@ -234,7 +234,7 @@ run_events_section publish_events(storage::state_store& store, const config::pro
                   : o.plan        ? engine::to_string(o.plan->load)
                                   : std::string_view("none"),
           .timestamp_us = ended != 0 ? ended - o.duration_us : 0});
-      if (o.plan && o.status == engine::table_status::copied)
+      if (o.plan && (o.status == engine::table_status::copied || o.ddl_applied))
         for (const auto& step : o.plan->drift.steps)
           table_events.emplace_back(events::schema_action(
               t.source, t.table,

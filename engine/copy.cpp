@@ -409,8 +409,10 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     std::optional<batch_loader> loader;
     const auto start_load = [&] {
       hold_target();
-      if (!plan.ddl.empty())
+      if (!plan.ddl.empty()) {
         wh.execute(plan.ddl);
+        out.ddl_applied = true;
+      }
       sinks::load_request req;
       req.target = job.target;
       req.columns = plan.load_columns;

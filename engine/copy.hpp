@@ -121,6 +121,9 @@ struct table_outcome {
   std::any gate_detail;                  ///< what the drift gate returned, when it ran
   std::optional<staged_output> staged;   ///< the gate failed the table: its data is kept here
   bool reused_staged = false;            ///< the rows came from an earlier run's staged data
+  /// The plan's DDL ran and committed (in its own transaction, before the load), whether
+  /// or not the load after it did: its drift actions were taken.
+  bool ddl_applied = false;
   std::int64_t duration_us = 0;          ///< copy_table's wall time, plan to commit
   std::int64_t finished_at_us = 0;       ///< when copy_table returned, µs since the epoch
 };

@@ -403,3 +403,25 @@ TEST_CASE("under an enforced contract a live table with a column Flotilla cannot
   CHECK(f.query(fmt::format("SELECT count(*), min(sla)::text FROM {}", f.sql("orders"))) ==
         std::vector<std::vector<std::string>>{{"2", "1 day"}});
 }
+
+TEST_CASE("a drift action whose DDL committed before the load failed is reported as taken") {
+  fleet f("postgres");
+  f.config("");
+  int rc = -1;
+  flotilla_json(f.w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  // The target refuses the next rows; the column is added before the load, on its own.
+  pg_exec(pg_dsn(), fmt::format("ALTER TABLE {} ADD CONSTRAINT small CHECK (total < 100)",
+                                f.sql("orders")));
+  sqlite_exec(f.w.file("app.db"), "ALTER TABLE orders ADD COLUMN coupon TEXT;"
+                                  "UPDATE orders SET total = 500 WHERE id = 1;");
+  auto run = flotilla_json(f.w, {"run"}, &rc);
+  INFO(run.dump());
+  CHECK(rc == 1);
+  CHECK((*find_table(run, f.table("orders")))["status"] == "failed");
+  CHECK(f.column_type("orders", "coupon") == "text");
+  bool reported = false;
+  for (const auto& a : run["drift"]["actions_taken"])
+    reported = reported || (a["table"] == f.table("orders") && a["action"] == "add_columns");
+  CHECK(reported);
+}
