@@ -546,9 +546,12 @@ read_result scan(connection& con, const scan_spec& spec, const batch_consumer& c
       physical.push_back(duckdb_prepared_statement_column_type(ps.p, i));
   }
 
+  // Each value under a name no column has, so ORDER BY the cursor means the column, not
+  // its cast in the select list.
   std::string sql = "SELECT ";
   for (std::size_t i = 0; i < names.size(); ++i)
-    sql += (i ? ", " : "") + select_expr(quote_ident(names[i]), physical[i], types[i]);
+    sql += fmt::format("{}{} AS \"__flotilla_c{}\"", i ? ", " : "",
+                       select_expr(quote_ident(names[i]), physical[i], types[i]), i);
   sql += " FROM " + spec.relation;
   if (!req.cursor_column.empty()) {
     const std::string q = quote_ident(req.cursor_column);

@@ -291,9 +291,14 @@ class postgres_source final : public source {
       throw error::bad_request(options_.name,
                                fmt::format("read of table '{}' requests no columns", qualified));
 
+    // Each value under a name no column has: ORDER BY the cursor then means the table's
+    // column, not its text in the select list (a bare numeric or an enum reads as text,
+    // where "10" sorts before "9").
     std::string select = "SELECT ";
     for (std::size_t i = 0; i < names.size(); ++i)
-      select += (i ? ", " : "") + select_expr(quote_ident(names[i]), types[i], stored_kind(names[i]));
+      select += fmt::format("{}{} AS \"__flotilla_c{}\"", i ? ", " : "",
+                            select_expr(quote_ident(names[i]), types[i], stored_kind(names[i])),
+                            i);
     select += " FROM ";
     if (!table.schema.empty())
       select += quote_ident(table.schema) + ".";

@@ -449,3 +449,21 @@ TEST_CASE("one catalog query reads hundreds of postgres tables") {
   WARN("postgres catalog: " << cat.tables.size() << " tables in " << us << " us ("
                             << us / static_cast<long>(cat.tables.size()) << " us per table)");
 }
+
+TEST_CASE("a postgres cursor read as text still goes in the column's own order") {
+  // A bare numeric reads as text: ordered by that text, 99 would come last and be the
+  // watermark, and the next read would take 100 again.
+  pg_schema s;
+  s.exec("CREATE TABLE " + s.name() + ".nm (id int, n numeric);"
+         "INSERT INTO " + s.name() + ".nm VALUES (1, 9), (2, 10), (3, 99), (4, 100)");
+  auto src = open_pg(s.dsn());
+  const catalog cat = src->read_catalog();
+  const auto& nm = find_table(cat, s.name() + ".nm");
+  CHECK(find_column(nm, "n").type == of(type_kind::text));
+  auto r = read_all(*src, nm, {"id", "n"}, "n");
+  REQUIRE(r.rows.size() == 4);
+  CHECK(r.result.max_cursor == "100");
+  r = read_all(*src, nm, {"id"}, "n", "99");
+  CHECK(r.rows.size() == 1);
+  CHECK(r.result.max_cursor == "100");
+}
