@@ -430,6 +430,23 @@ TEST_CASE("a source table or column named as Flotilla's own fails, named; nothin
         std::vector<std::vector<std::string>>{{"0"}});
 }
 
+TEST_CASE("events kept for an unreachable broker still count as pending once the sink is gone") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  const std::string base = "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.shop]\nadapter = \"sqlite\"\npath = \"shop.db\"\n";
+  w.write("flotilla.toml", base + "[events.kafka]\nbrokers = \"127.0.0.1:1\"\ntopic = \"t\"\n"
+                                  "[events.kafka.settings]\n\"message.timeout.ms\" = 1000\n");
+  int rc = -1;
+  auto first = flotilla_json(w, {"run"}, &rc);
+  const auto kept = first["events"]["pending"].get<int>();
+  CHECK(kept > 0);
+  w.write("flotilla.toml", base);
+  auto second = flotilla_json(w, {"run"}, &rc);
+  INFO(second.dump());
+  CHECK(second["events"]["pending"] == kept);
+}
+
 TEST_CASE("a failing table does not stop the others") {
   workdir w;
   sqlite_exec(w.file("shop.db"), k_orders_sql);
