@@ -632,7 +632,9 @@ delivery kafka_sink::deliver(std::span<const storage::pb::OutboxEntry> batch,
                       fmt::format("Kafka ({}) did not acknowledge the events within {} ms: {}. "
                                   "Check that the brokers are up and reachable from this machine "
                                   "(events.kafka.brokers in flotilla.toml)",
-                                  p.where(), timeout.count(), reason)};
+                                  // librdkafka gives each message message.timeout.ms at
+                                  // most, however long the relay would wait.
+                                  p.where(), std::min(timeout, p.timeout).count(), reason)};
   }
   return d;
 }
