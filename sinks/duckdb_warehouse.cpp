@@ -363,6 +363,20 @@ class duckdb_inserter final : public row_inserter {
 
   [[noreturn]] void fail(std::string_view what) {
     std::string msg = app_ ? duckdb_appender_error(app_) : "unknown error";
+    // A value with no binary form for its column went in as text, which the appender does
+    // not cast: the value does not fit the column's type. Named, with what to do.
+    static constexpr std::string_view mismatch = "type mismatch in AppendDataChunk";
+    static constexpr std::string_view for_column = "for column ";
+    if (const auto at = msg.find(for_column);
+        msg.find(mismatch) != std::string::npos && at != std::string::npos) {
+      const std::size_t c = std::strtoul(msg.c_str() + at + for_column.size(), nullptr, 10);
+      if (c < names_.size())
+        throw sink_error(fmt::format(
+            "{}: column {} holds a value its type cannot hold (out of the type's range or "
+            "precision); declare the column as text to load it as it is (columns = {{ {} = "
+            "\"text\" }}), or fix the value at the source (DuckDB: {})",
+            dialect_.qualified(table_), dialect_.quote(names_[c]), names_[c], msg));
+    }
     throw sink_error(fmt::format("{}: {}: {}", dialect_.qualified(table_), what, msg));
   }
 

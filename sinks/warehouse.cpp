@@ -517,6 +517,7 @@ std::optional<double> as_real(const schema::value& v) {
 sink_error bad_value(const dialects::dialect& d, const dialects::table_ref& t,
                      std::string_view column, std::uint64_t row, const schema::value& v,
                      std::string_view engine_type) {
+  // `row` counts from 0; people count rows from 1.
   std::string shown = value_text(v);
   if (shown.size() > 64)
     shown = shown.substr(0, 64) + "...";
@@ -526,7 +527,8 @@ sink_error bad_value(const dialects::dialect& d, const dialects::table_ref& t,
   return sink_error(fmt::format(
       "{}: row {}, column '{}': value '{}' does not fit type {}; declare a type that holds it "
       "in flotilla.toml (the table's columns = {{ {} = \"{}\" }}) and run again",
-      d.qualified(t), row, column, shown, engine_type, column, integer ? "bigint" : "<type>"));
+      d.qualified(t), row + 1, column, shown, engine_type, column,
+      integer ? "bigint" : "<type>"));
 }
 
 }  // namespace flotilla::sinks::detail

@@ -447,6 +447,25 @@ TEST_CASE("events kept for an unreachable broker still count as pending once the
   CHECK(second["events"]["pending"] == kept);
 }
 
+TEST_CASE("a value its DuckDB column cannot hold fails the table naming the column and the fix") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE rdec (id INTEGER PRIMARY KEY, d DECIMAL(5,2));"
+                                "INSERT INTO rdec VALUES (1, 1.5), (2, 123456.789);"
+                                "CREATE TABLE big (id INTEGER PRIMARY KEY, n INT);"
+                                "INSERT INTO big VALUES (1, 1), (2, 1099511627776);");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n");
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump());
+  CHECK(rc == 1);
+  CHECK_THAT((*find_table(run, "s.rdec"))["error"].get<std::string>(),
+             Catch::Contains("column \"d\" holds a value its type cannot hold") &&
+                 Catch::Contains("d = \"text\""));
+  CHECK_THAT((*find_table(run, "s.big"))["error"].get<std::string>(),
+             Catch::Contains("row 2, column 'n': value '1099511627776'"));
+}
+
 TEST_CASE("a failing table does not stop the others") {
   workdir w;
   sqlite_exec(w.file("shop.db"), k_orders_sql);
