@@ -309,7 +309,6 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
           watermark = std::move(committed);
       settings.has_watermark = watermark.has_value();
     }
-    ensure_schema_once(wh, job);
     auto d = describe_target(wh, job);
     if (target_held.owns_lock())
       target_held.unlock();
@@ -409,6 +408,8 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     std::optional<batch_loader> loader;
     const auto start_load = [&] {
       hold_target();
+      // Only a table that loads makes its schema: one refused by its plan leaves none.
+      ensure_schema_once(wh, job);
       if (!plan.ddl.empty()) {
         wh.execute(plan.ddl);
         out.ddl_applied = true;

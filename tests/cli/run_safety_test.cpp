@@ -308,6 +308,18 @@ path = "src.db"
     CHECK((*f)["status"] != "failed");
   }
   pg_exec(pg_dsn(), "DROP SCHEMA IF EXISTS lim_" + suffix + " CASCADE");
+  // A schema name too long fails every table of it, and none creates it cut short.
+  const std::string long_schema = "lim_" + suffix + std::string(70, 's');
+  w.write("flotilla.toml", fmt::format("[targets.wh]\ndialect = \"postgres\"\ndsn = \"{}\"\n"
+                                       "schema = \"{}\"\n[sources.s]\nadapter = \"sqlite\"\n"
+                                       "path = \"src.db\"\ninclude = [\"fine\"]\n",
+                                       pg_dsn(), long_schema));
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  CHECK(pg_query(pg_dsn(), fmt::format("SELECT count(*) FROM pg_namespace WHERE nspname = '{}'",
+                                       long_schema.substr(0, 63))) ==
+        std::vector<std::vector<std::string>>{{"0"}});
 }
 
 TEST_CASE("a duckdb target or source path naming a SQLite file is refused, naming it") {
