@@ -438,13 +438,24 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
               c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
           std::lock_guard lock(claims->mu);
           auto [at, fresh] = claims->by_table.try_emplace(std::move(claim), key);
-          if (!fresh)
+          if (!fresh) {
+            // Two tables of one source differ only where the target cannot tell them
+            // apart (their schema, their case): a template cannot part them.
+            const bool same_source = at->second.starts_with(src->name + ".");
+            const std::string fix =
+                same_source
+                    ? fmt::format("Rename one of them at the source, or leave one out "
+                                  "(exclude = [\"{}\"] in [sources.{}])",
+                                  name, src->name)
+                    : fmt::format("Give them distinct target tables, e.g. a schema template "
+                                  "with {{source}} in [targets.{}], or rename or exclude one "
+                                  "of them",
+                                  target->name);
             ts.conflict = fmt::format(
                 "{} lands on target table {} of target '{}', which {} also loads in this run: "
-                "the two would overwrite each other's rows, so this one is not copied. Give "
-                "them distinct target tables, e.g. schema = \"staging__{{source}}\" in "
-                "[targets.{}]",
-                key, display_name(ts.job.target), target->name, at->second, target->name);
+                "the two would overwrite each other's rows, so this one is not copied. {}",
+                key, display_name(ts.job.target), target->name, at->second, fix);
+          }
         }
         auto& st = ts.job.settings;
         if (section) {
