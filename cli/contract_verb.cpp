@@ -283,8 +283,9 @@ int do_generate(const global_options& g, const contract_args& a) {
     for (std::size_t i = 0; i < decls.size(); ++i)
       fmt::print("  {:<18}{}\n", edit_label(edits[i]), section_of(decls[i]));
   } else if (decls.empty()) {
-    fmt::print(failed ? "Nothing to write: no selected table could be declared (see above)\n"
-                      : "Nothing to write: no selected table has a live table\n");
+    fmt::print("Nothing to write: {}\n",
+               failed ? "no selected table could be declared (see above)"
+                      : "no selected table has a live table");
   }
   return failed ? 1 : 0;
 }
