@@ -645,7 +645,7 @@ table_plan plan_table(const schema::table_schema& source,
   p.unique_key = settings.unique_key;
   if (p.unique_key.empty() && !settings.cursor_column.empty())
     p.unique_key = loaded_source_key(source, p.load_columns, dialect.names());
-  else if (!p.unique_key.empty() &&
+  else if (!settings.cursor_column.empty() && !p.unique_key.empty() &&
            p.unique_key != loaded_source_key(source, p.load_columns, dialect.names()))
     // Rows merge on the unique_key, so the source's own key is not the table's: a row
     // whose unique_key changed would arrive as a second row of its source key. (A NULL in

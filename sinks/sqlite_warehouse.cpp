@@ -177,7 +177,8 @@ class sqlite_inserter final : public row_inserter {
       const int rc = sqlite3_step(s);
       sqlite3_reset(s);
       if (rc != SQLITE_DONE)
-        throw sink_error(fmt::format("{}: row {}: {}", dialect_.qualified(table_), first_seq + r + 1,
+        throw sink_error(fmt::format("{}: row {}: {}", dialect_.qualified(table_),
+                                     first_seq + r + 1,
                                      sqlite3_errmsg(db_)));
     }
     sqlite3_clear_bindings(s);

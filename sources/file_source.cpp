@@ -100,8 +100,9 @@ bool json_array_file(const std::string& path) {
   in.read(head.data(), static_cast<std::streamsize>(head.size()));
   head.resize(static_cast<std::size_t>(in.gcount()));
   const std::size_t from = head.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;  // a UTF-8 BOM
-  const auto first = std::find_if(head.begin() + static_cast<std::ptrdiff_t>(from), head.end(),
-                                  [](char c) { return !std::isspace(static_cast<unsigned char>(c)); });
+  const auto non_space = [](char c) { return !std::isspace(static_cast<unsigned char>(c)); };
+  const auto first =
+      std::find_if(head.begin() + static_cast<std::ptrdiff_t>(from), head.end(), non_space);
   return first != head.end() && *first == '[';
 }
 
