@@ -10,6 +10,7 @@
 
 #include "cli/fleet_builder.hpp"
 #include "cli/verbs.hpp"
+#include "config/selection.hpp"
 #include "dialects/dialect.hpp"
 #include "storage/state_store.hpp"
 
@@ -70,6 +71,10 @@ int do_plan(const global_options& g, const plan_args& a) {
       nlohmann::json row{{"table", display_name(t.target)},
                          {"source", t.source},
                          {"source_table", t.table}};
+      if (const auto* src = project->find_source(t.source))
+        if (const auto* section = config::find_table(*src, t.table);
+            section != nullptr && !section->description.empty())
+          row["description"] = section->description;
       const auto& o = t.outcome;
       if (o.status == engine::table_status::failed) {
         ++failed;
@@ -136,7 +141,7 @@ int do_plan(const global_options& g, const plan_args& a) {
   }
 
   fmt::print("Plan ready  {} selected, {} to alter, {} to load\n\n", selected, to_alter, to_load);
-  fmt::print("{:<52}{}\n", fmt::format("Objects ({})", tables.size()), "flotilla run");
+  fmt::print("{:<50}  {}\n", fmt::format("Objects ({})", tables.size()), "flotilla run");
   for (std::size_t i = 0; i < tables.size(); ++i) {
     const auto& t = tables[i];
     const bool last = i + 1 == tables.size();
@@ -146,8 +151,11 @@ int do_plan(const global_options& g, const plan_args& a) {
                                                  : t["status"].get<std::string>();
     if (t["status"] == "planned" && t["load"] != "full_refresh")
       label += fmt::format(", {}", t["load"].get<std::string>());
-    fmt::print("{:<52}{}\n", branch + t["table"].get<std::string>(), label);
+    // At least two spaces between a long name and its label.
+    fmt::print("{:<50}  {}\n", branch + t["table"].get<std::string>(), label);
     std::vector<std::string> lines;
+    if (t.contains("description"))
+      lines.push_back(fmt::format("description  {}", t["description"].get<std::string>()));
     if (t.contains("actions"))
       for (const auto& s : t["actions"]) {
         std::string line = s["line"];

@@ -466,6 +466,24 @@ TEST_CASE("a value its DuckDB column cannot hold fails the table naming the colu
              Catch::Contains("row 2, column 'n': value '1099511627776'"));
 }
 
+TEST_CASE("plan shows a table's description, and a long name apart from its status") {
+  workdir w;
+  const std::string long_name(60, 'n');
+  sqlite_exec(w.file("src.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY);"
+                                "CREATE TABLE " + long_name + " (id INTEGER PRIMARY KEY);");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n"
+                           "include = [\"*\"]\n[sources.s.tables.orders]\n"
+                           "description = \"Orders, one row per order.\"\n");
+  const auto text = run_flotilla(w, {"plan"}).out;
+  CHECK_THAT(text, Catch::Contains("description  Orders, one row per order.") &&
+                       Catch::Contains("s." + long_name + "  create table"));
+  auto j = flotilla_json(w, {"plan"});
+  const auto* orders = find_table(j, "s.orders");
+  REQUIRE(orders != nullptr);
+  CHECK((*orders)["description"] == "Orders, one row per order.");
+}
+
 TEST_CASE("a failing table does not stop the others") {
   workdir w;
   sqlite_exec(w.file("shop.db"), k_orders_sql);
