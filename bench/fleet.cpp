@@ -48,6 +48,16 @@ struct fleet_dir {
   }
 
   /// Arguments of the raw-fleet-copy step for this fleet's target.
+  /// Where a path's copy lands, for the count-target step.
+  [[nodiscard]] step_args target_args(bool raw) const {
+    if (!pg_name.empty())
+      return {{"dialect", "postgres"}, {"dsn", raw ? raw_pg_dsn : pg_dsn}};
+    if (sqlite_target)
+      return {{"dialect", "sqlite"},
+              {"path", (root / (raw ? "raw_target.sqlite" : "warehouse.sqlite")).string()}};
+    return {{"dialect", "duckdb"}, {"path", (raw ? raw_warehouse : warehouse).string()}};
+  }
+
   [[nodiscard]] step_args raw_args() const {
     if (!raw_pg_dsn.empty())
       return {{"dir", data.string()}, {"pg", raw_pg_dsn}};
@@ -206,6 +216,19 @@ scenario_result run_fleet_scale(bench_context& ctx) {
     });
   }
   interleave(ctx.opt.warmup, ctx.opt.runs, bodies);
+  // Both paths left every table with all its rows: counted in the targets themselves,
+  // not taken from what each path reports.
+  for (const auto& p : points)
+    for (const bool raw : {true, false}) {
+      const auto m = measure_step("count-target", p.dir.target_args(raw));
+      const auto tables = m.detail.value("tables", std::uint64_t{0});
+      const auto rows = m.detail.value("rows", std::uint64_t{0});
+      if (tables != p.dir.layout.tables() || rows != p.dir.layout.rows())
+        throw std::runtime_error(fmt::format(
+            "{} {}: the target holds {} tables with {} rows, expected {} tables with {} rows",
+            p.label, raw ? "raw" : "flotilla", tables, rows, p.dir.layout.tables(),
+            p.dir.layout.rows()));
+    }
   // Both paths' DuckDB files have the block size asked for, or Flotilla's default.
   if (target == "duckdb")
     for (const auto& p : points) {

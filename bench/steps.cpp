@@ -127,6 +127,35 @@ int step_drift_check(const step_args& a) {
   return 0;
 }
 
+/// What a fleet copy left in a target: its tables (Flotilla's own bookkeeping left out)
+/// and the rows they hold, counted table by table. Not timed: it checks a measured run.
+int step_count_target(const step_args& a) {
+  sinks::warehouse_options wo;
+  wo.name = "bench";
+  wo.dialect = need(a, "dialect");
+  wo.path = opt(a, "path");
+  wo.dsn = opt(a, "dsn");
+  auto wh = sinks::open_warehouse(wo);
+  std::string list;
+  if (wo.dialect == "sqlite")
+    list = "SELECT '', name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%'";
+  else
+    list = "SELECT table_schema, table_name FROM information_schema.tables WHERE table_type = "
+           "'BASE TABLE' AND table_schema NOT IN ('pg_catalog', 'information_schema')";
+  std::uint64_t tables = 0, rows = 0;
+  for (const auto& r : wh->query(list)) {
+    const std::string schema = r.at(0).value_or(""), table = r.at(1).value_or("");
+    if (schema.starts_with("_flotilla") || table.starts_with("_flotilla"))
+      continue;
+    const auto n = wh->query("SELECT count(*) FROM " +
+                             wh->dialect().qualified({"", schema, table}));
+    ++tables;
+    rows += std::stoull(n.at(0).at(0).value_or("0"));
+  }
+  std::printf("%s\n", nlohmann::json{{"tables", tables}, {"rows", rows}}.dump().c_str());
+  return 0;
+}
+
 }  // namespace
 
 step_args parse_step_args(const std::vector<std::string>& args) {
@@ -146,6 +175,8 @@ int run_step(const std::string& name, const step_args& a) {
       return step_copy(a);
     if (name == "drift-check")
       return step_drift_check(a);
+    if (name == "count-target")
+      return step_count_target(a);
     if (name == "raw-read-sqlite") {
       stopwatch sw;
       const auto r = raw_read_sqlite(need(a, "path"), need(a, "table"));

@@ -9,7 +9,7 @@
 ///                      target_dialect target_path|target_dsn target_schema target_table
 ///   raw-fleet-copy     dir (*.db files) duckdb     raw-catalog-sqlite dir
 ///   raw-catalog-pg     dsn                         drift-check      src_dsn dst_dsn dst_schema
-///   kafka-raw          bootstrap topic events
+///   kafka-raw          bootstrap topic events      count-target     dialect path|dsn (untimed)
 
 #include <map>
 #include <string>
