@@ -419,6 +419,10 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       req.columns = plan.load_columns;
       req.mode = mode_of(plan.load);
       req.unique_key = plan.unique_key;
+      if (req.mode == sinks::load_mode::merge && d.live)
+        for (const auto& c : d.live->columns)
+          if (plan.load_columns.find(c.name, wh.dialect().names()) == nullptr)
+            req.keeps_other_columns = true;
       if (incremental)
         req.commit_token = watermark ? token_of(settings.cursor_column, *watermark) : "";
       writer = wh.begin_load(req);

@@ -230,12 +230,62 @@ class loader final : public table_writer {
       key.push_back(request_.columns.find(k, d.names())->name);
       partition += (partition.empty() ? "" : ", ") + d.quote(key.back());
     }
+    // The last arriving version of every key.
+    const std::string latest =
+        fmt::format("(SELECT {0} FROM (SELECT {0}, row_number() OVER (PARTITION BY {1} ORDER BY "
+                    "{2} DESC) AS {3} FROM {4}) AS {5} WHERE {3} = 1)",
+                    cols, partition, d.quote(seq_column), rn, stage, d.quote("__flotilla_v"));
+    if (request_.keeps_other_columns)
+      return update_then_insert(live, cols, key, latest);
     return {
         d.delete_matching(request_.target, into_, key),
-        fmt::format("INSERT INTO {0} ({1}) SELECT {1} FROM (SELECT {1}, row_number() OVER "
-                    "(PARTITION BY {2} ORDER BY {3} DESC) AS {4} FROM {5}) AS {6} WHERE {4} = 1",
-                    live, cols, partition, d.quote(seq_column), rn, stage, n),
+        fmt::format("INSERT INTO {0} ({1}) SELECT {1} FROM {2} AS {3}", live, cols, latest, n),
     };
+  }
+
+  /// The merge of a live table holding columns beyond the load: the rows whose key
+  /// arrives again have their loaded columns updated (the others keep their values), and
+  /// the keys not in the live table are inserted. A key holding a NULL matches nothing.
+  [[nodiscard]] std::vector<std::string> update_then_insert(
+      const std::string& live, const std::string& cols, const std::vector<std::string>& key,
+      const std::string& latest) const {
+    const auto& d = wh_.dialect();
+    const std::string l = d.quote("__flotilla_live");
+    const std::string n = d.quote("__flotilla_new");
+    const auto rule = d.names();
+    std::string set, match, key_cols, key_not_null, new_key_null;
+    for (const auto& k : key) {
+      const std::string q = d.quote(k);
+      const char* sep = match.empty() ? "" : " AND ";
+      match += fmt::format("{}{}.{} = {}.{}", sep, n, q, l, q);
+      key_cols += (key_cols.empty() ? "" : ", ") + q;
+      key_not_null += fmt::format("{}{} IS NOT NULL", sep, q);
+      new_key_null += fmt::format("{}{}.{} IS NULL", new_key_null.empty() ? "" : " OR ", n, q);
+    }
+    for (const auto& c : request_.columns.columns) {
+      bool is_key = false;
+      for (const auto& k : key)
+        is_key = is_key || schema::same_name(c.name, k, rule);
+      if (!is_key)
+        set += fmt::format("{}{} = {}.{}", set.empty() ? "" : ", ", d.quote(c.name), n,
+                           d.quote(c.name));
+    }
+    std::vector<std::string> out;
+    if (!set.empty())
+      out.push_back(fmt::format("UPDATE {} AS {} SET {} FROM {} AS {} WHERE {}", live, l, set,
+                                latest, n, match));
+    // NOT IN over the live keys that hold no NULL (SQLite runs it with one index of them,
+    // where a correlated NOT EXISTS is a nested loop without a key index).
+    std::string new_row;
+    for (const auto& k : key)
+      new_row += (new_row.empty() ? "" : ", ") + fmt::format("{}.{}", n, d.quote(k));
+    if (key.size() > 1)
+      new_row = "(" + new_row + ")";
+    out.push_back(fmt::format(
+        "INSERT INTO {0} ({1}) SELECT {1} FROM {2} AS {3} WHERE {4} OR {5} NOT IN (SELECT {6} "
+        "FROM {0} WHERE {7})",
+        live, cols, latest, n, new_key_null, new_row, key_cols, key_not_null));
+    return out;
   }
 
   [[nodiscard]] std::string token_statement() const {

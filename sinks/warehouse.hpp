@@ -40,6 +40,10 @@ struct load_request {
   /// State written in the same target transaction as the rows (the table's
   /// watermark, so a crash between target and RocksDB commits is repaired on rerun).
   std::optional<std::string> commit_token;
+  /// Merge only: the live table has columns the load does not carry (dropped at the
+  /// source, added by hand). A row arriving again then updates only the loaded columns,
+  /// so those columns keep their values, rather than being deleted and inserted anew.
+  bool keeps_other_columns = false;
 };
 
 /// Loads one table. Nothing is visible to readers before commit(); a writer destroyed
