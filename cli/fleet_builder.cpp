@@ -662,6 +662,13 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     };
     // A table the drift gate failed keeps its staged data for `flotilla retry`.
     spec.on_failed = [store, run_id](const actors::table_spec& t, actors::table_report& r) {
+      // Seed 004: the first gated run seeds the baseline from what it observed, whether
+      // or not the table then loaded; otherwise the next run would seed again, from a
+      // schema that may have drifted meanwhile, and let it through unseen.
+      const auto* v = drift_verdict_of(r.outcome);
+      if (v != nullptr && v->new_baseline && !r.outcome.reused_staged)
+        if (auto st = store->put(v->dataset, *v->new_baseline); !st)
+          throw std::runtime_error(st.error().message);
       if (!r.outcome.staged)
         return;
       const auto& staged = *r.outcome.staged;
@@ -673,7 +680,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       if (staged.watermark)
         e.set_watermark_value(*staged.watermark);
       *e.mutable_observed_schema() = events::to_observed(staged.columns);
-      if (const auto* v = drift_verdict_of(r.outcome))
+      if (v != nullptr)
         e.set_hints_hash(v->hints_hash);
       e.set_created_at_us(now_us());
       if (r.marker)

@@ -1,5 +1,6 @@
 // `flotilla retry`: re-runs the failed tables of the latest run, loading the data they
 // staged instead of extracting again (seed 004; docs/events.md, "Retry").
+#include <filesystem>
 #include <memory>
 #include <set>
 
@@ -45,9 +46,11 @@ int do_retry(const global_options& g, run_request req) {
   std::string latest_id;
   bool interrupted = false;
   {
+    if (!std::filesystem::exists(std::filesystem::path(project->state_dir) / "state"))
+      return nothing_to_retry(req, "nothing to retry: no run has been recorded yet", "");
     auto store = open_state(*project, false);
     if (!store)
-      return nothing_to_retry(req, "nothing to retry: no run has been recorded yet", "");
+      return 2;  // locked by a run, or unreadable: open_state said why
     auto latest = store->latest_run();
     if (!latest) {
       fmt::print(stderr, "{}\n", latest.error().message);

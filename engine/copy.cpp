@@ -362,6 +362,8 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     // and only then touch the target.
     std::optional<std::filesystem::path> load_from;
     std::optional<std::string> staged_watermark;
+    // This run's staged data, kept for `flotilla retry` if the target then fails.
+    std::optional<staged_output> kept;
     if (job.reuse) {
       load_from = job.reuse->path;
       staged_watermark = job.reuse->watermark;
@@ -389,6 +391,8 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       staged.finish();
       staged_watermark = incremental && rres.max_cursor ? rres.max_cursor : watermark;
       load_from = staged.path();
+      kept = staged_output{staged.path().string(), staged.rows(), staged_watermark,
+                           plan.read_columns};
       auto verdict = job.gate(plan.read_columns, false);
       out.gate_detail = std::move(verdict.detail);
       if (!verdict.proceed) {
@@ -437,15 +441,23 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
         out.new_watermark = staged_watermark;
         return out;
       }
-      // Load the staged rows; nothing is read from the source again.
-      start_load();
-      read_staged(*load_from, job.batch_rows, [&](schema::row_batch&& batch) {
-        loader->write(batch);
-        return true;
-      });
-      if (incremental && staged_watermark)
-        writer->set_commit_token(token_of(settings.cursor_column, *staged_watermark));
-      writer->commit();
+      // Load the staged rows; nothing is read from the source again. Should the target
+      // fail, seed 004: the staged data is kept, as for a refused table, and `retry`
+      // loads it without the source.
+      try {
+        start_load();
+        read_staged(*load_from, job.batch_rows, [&](schema::row_batch&& batch) {
+          loader->write(batch);
+          return true;
+        });
+        if (incremental && staged_watermark)
+          writer->set_commit_token(token_of(settings.cursor_column, *staged_watermark));
+        writer->commit();
+      } catch (...) {
+        if (kept)
+          out.staged = std::move(kept);
+        throw;
+      }
       out.rows = writer->rows();
       out.status = table_status::copied;
       if (incremental)

@@ -567,7 +567,11 @@ struct planner {
                                        first->reason, by));
         break;
       case rebuild_rule::deny:
-        fail("FLT-S007", fmt::format("{}, which rebuilds the table; {} stops the table",
+        fail("FLT-S007", fmt::format("{}, which rebuilds the table; {} stops the table. To "
+                                     "rebuild it, set type_change_rebuild = \"allow\" (or "
+                                     "\"require_confirmation\" and run with "
+                                     "--allow-type-change-rebuild) where it is set; or restore "
+                                     "the column's type at the source",
                                      first->reason, by));
         break;
     }

@@ -366,3 +366,18 @@ TEST_CASE("plan reads the state while a run holds it, and shows what would be pr
   CHECK(run.exit_code == 2);  // a second run waits for nobody: it is refused, naming the lock
   CHECK(run.err.find("LOCK") != std::string::npos);
 }
+
+TEST_CASE("retry while a run holds the state is refused with exit 2, claiming nothing") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), k_source);
+  write_pruned_config(w, "s", "");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  auto held = flotilla::storage::state_store::open(w.path() / ".flotilla" / "state");
+  REQUIRE(held);
+  auto retry = run_flotilla(w, {"retry"});
+  CHECK(retry.exit_code == 2);
+  CHECK(retry.err.find("LOCK") != std::string::npos);
+  CHECK(retry.out.find("nothing to retry") == std::string::npos);
+}

@@ -192,7 +192,9 @@ TEST_CASE("seed 000: type_change_rebuild needs the flag, allows, or denies a reb
            "type_change_rebuild = \"deny\"\n");
   auto denied = flotilla_json(f.w, {"run", "--allow-type-change-rebuild"}, &rc);
   CHECK(rc == 1);
-  CHECK((*find_table(denied, "raw.orders"))["error"].get<std::string>().find("deny") != std::string::npos);
+  const auto denied_error = (*find_table(denied, "raw.orders"))["error"].get<std::string>();
+  CHECK(denied_error.find("deny") != std::string::npos);
+  CHECK(denied_error.find("set type_change_rebuild = \"allow\"") != std::string::npos);
 
   f.config("[sources.app.tables.orders]\ncolumns = { total = \"decimal(18,2)\" }\n");
   auto confirmed = flotilla_json(f.w, {"run", "--allow-type-change-rebuild"}, &rc);

@@ -566,3 +566,71 @@ TEST_CASE("seed 004: a retry killed after its target commit is finished by the n
   CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT count(*), count(DISTINCT id) FROM s__ap") ==
         std::vector<std::vector<std::string>>{{"4", "4"}});
 }
+
+namespace {
+
+/// A SQLite source `s` (table `a`) into a SQLite target whose table a trigger can make
+/// fail, as a target that is down fails a load after the gate has looked at the rows.
+struct failing_target {
+  workdir w;
+  failing_target() {
+    sqlite_exec(w.file("src.db"),
+                "CREATE TABLE a (id INTEGER PRIMARY KEY, amount INTEGER); INSERT INTO a VALUES (1, 5);");
+    config("ignore");
+    int rc = -1;
+    flotilla_json(w, {"run"}, &rc);  // the target table exists
+    REQUIRE(rc == 0);
+    config("fail");
+  }
+  void config(const std::string& policy) const {
+    w.write("flotilla.toml",
+            fmt::format("[project]\nname = \"p\"\non_source_drift = \"{}\"\n"
+                        "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+                        "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\ntarget = \"wh\"\n"
+                        "include = [\"*\"]\n",
+                        policy));
+  }
+  void break_target(bool broken) const {
+    sqlite_exec(w.file("wh.sqlite"),
+                broken ? "CREATE TRIGGER boom BEFORE INSERT ON s__a BEGIN "
+                         "SELECT raise(ABORT, 'target down'); END;"
+                       : "DROP TRIGGER boom;");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("seed 004: a first gated run whose target fails still seeds the baseline") {
+  failing_target f;
+  f.break_target(true);
+  int rc = -1;
+  auto first = flotilla_json(f.w, {"run"}, &rc);
+  CHECK(rc == 1);
+  CHECK(first["tables"][0]["error_code"] == "FLT-R001");
+  f.break_target(false);
+  // The source drifts before the next run: seeding again now would let it through.
+  sqlite_exec(f.w.file("src.db"),
+              "CREATE TABLE a2 (id INTEGER PRIMARY KEY, amount TEXT); INSERT INTO a2 SELECT * FROM a;"
+              "INSERT INTO a2 VALUES (2, 'n/a'); DROP TABLE a; ALTER TABLE a2 RENAME TO a;");
+  auto second = flotilla_json(f.w, {"run"}, &rc);
+  CHECK(rc == 1);
+  CHECK(second["tables"][0]["error_code"] == "FLT-D001");
+  CHECK(sqlite_query(f.w.file("wh.sqlite"), "SELECT count(*) FROM s__a")[0][0] == "1");
+}
+
+TEST_CASE("seed 004: rows staged before the target failed load through retry, without the source") {
+  failing_target f;
+  sqlite_exec(f.w.file("src.db"), "INSERT INTO a VALUES (2, 6);");
+  f.break_target(true);
+  int rc = -1;
+  flotilla_json(f.w, {"run"}, &rc);
+  CHECK(rc == 1);
+  f.break_target(false);
+  std::filesystem::rename(f.w.file("src.db"), f.w.file("away.db"));
+  auto retry = flotilla_json(f.w, {"retry"}, &rc);
+  CHECK(rc == 0);
+  REQUIRE(retry["tables"].size() == 1);
+  CHECK(retry["tables"][0]["reused_staged"] == true);
+  CHECK(sqlite_query(f.w.file("wh.sqlite"), "SELECT group_concat(amount) FROM s__a")[0][0] ==
+        "5,6");
+}
