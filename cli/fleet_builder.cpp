@@ -442,8 +442,20 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
             // Two tables of one source differ only where the target cannot tell them
             // apart (their schema, their case): a template cannot part them.
             const bool same_source = at->second.starts_with(src->name + ".");
+            // Names that differ only by case: patterns ignore case, so an exclude would
+            // leave out both.
+            const auto folded = [](std::string v) {
+              for (auto& c : v)
+                c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+              return v;
+            };
+            const bool case_only = same_source && folded(at->second) == folded(key);
             const std::string fix =
-                same_source
+                case_only
+                    ? std::string("Rename one of them at the source: the two names differ only "
+                                  "by case, which include and exclude patterns ignore, so "
+                                  "excluding one would leave out both")
+                : same_source
                     ? fmt::format("Rename one of them at the source, or leave one out "
                                   "(exclude = [\"{}\"] in [sources.{}])",
                                   name, src->name)
