@@ -211,11 +211,35 @@ class pg_inserter final : public row_inserter {
     if (PQputCopyEnd(conn_, nullptr) != 1)
       throw sink_error(fmt::format("{}: COPY failed: {}", dialect_.qualified(table_),
                                    trimmed(PQerrorMessage(conn_))));
-    std::string failure;
+    std::string failure, state, context;
     while (PGresult* r = PQgetResult(conn_)) {
-      if (PQresultStatus(r) != PGRES_COMMAND_OK && failure.empty())
+      if (PQresultStatus(r) != PGRES_COMMAND_OK && failure.empty()) {
         failure = result_error(r, conn_);
+        const char* code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+        const char* where = PQresultErrorField(r, PG_DIAG_CONTEXT);
+        state = code ? code : "";
+        context = where ? where : "";
+      }
       PQclear(r);
+    }
+    // A value its column's type cannot hold (out of range, too long, too precise): name
+    // the column from PostgreSQL's context ("COPY t, line 3, column n: ...") and the fix.
+    if (state == "22003" || state == "22001") {
+      static constexpr std::string_view at = ", column ";
+      if (const auto from = context.find(at); from != std::string::npos) {
+        const auto name_from = from + at.size();
+        const auto to = context.find(": ", name_from);
+        const std::string column = context.substr(
+            name_from, to == std::string::npos ? std::string::npos : to - name_from);
+        const bool integer = failure.find("out of range for type integer") != std::string::npos ||
+                             failure.find("out of range for type smallint") != std::string::npos;
+        throw sink_error(fmt::format(
+            "{}: column {} holds a value its type cannot hold; declare the column's type in "
+            "the table's section of flotilla.toml (columns = {{ {} = \"{}\" }}), or fix the "
+            "value at the source (PostgreSQL: {})",
+            dialect_.qualified(table_), dialect_.quote(column), column,
+            integer ? "bigint" : "text", failure));
+      }
     }
     if (!failure.empty()) {
       // PostgreSQL's text types cannot hold a NUL byte; its message names only the line.

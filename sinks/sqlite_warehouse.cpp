@@ -203,7 +203,7 @@ class sqlite_inserter final : public row_inserter {
 class sqlite_warehouse final : public warehouse_base {
  public:
   sqlite_warehouse(const warehouse_options& options, std::unique_ptr<dialects::dialect> d)
-      : warehouse_base(options.name, std::move(d)) {
+      : warehouse_base(options.name, std::move(d)), path_(options.path) {
     if (options.path.empty())
       throw error("a sqlite target needs a path (the database file)");
     // As a DuckDB target does: the file's directory is made when missing.
@@ -361,6 +361,10 @@ class sqlite_warehouse final : public warehouse_base {
     if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &msg) != SQLITE_OK) {
       std::string m = msg ? msg : sqlite3_errmsg(db_);
       sqlite3_free(msg);
+      if ((sqlite3_extended_errcode(db_) & 0xff) == SQLITE_BUSY)
+        throw error(fmt::format("{} (in: {}): another process holds a write lock on '{}' (waited "
+                                "{} s for it); let it finish or stop it, then run again",
+                                m, sql, path_, busy_timeout_ms / 1000));
       throw error(fmt::format("{} (in: {})", m, sql));
     }
   }
@@ -407,6 +411,7 @@ class sqlite_warehouse final : public warehouse_base {
   }
 
  private:
+  std::string path_;
   sqlite3* db_ = nullptr;
 };
 

@@ -447,6 +447,34 @@ TEST_CASE("events kept for an unreachable broker still count as pending once the
   CHECK(second["events"]["pending"] == kept);
 }
 
+TEST_CASE("a value its PostgreSQL column cannot hold fails the table naming the column and the "
+          "pin, and the pin loads it") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE big (id INTEGER PRIMARY KEY, n INT);"
+                                "INSERT INTO big VALUES (1, 1), (2, 9000000000);");
+  const std::string schema = "wide_" + unique_suffix();
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE", schema));
+  const std::string base = fmt::format(
+      "[targets.wh]\ndialect = \"postgres\"\ndsn = \"{}\"\nschema = \"{}\"\n"
+      "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n",
+      pg_dsn(), schema);
+  w.write("flotilla.toml", base);
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump());
+  CHECK(rc == 1);
+  const auto* big = find_table(run, schema + ".big");
+  REQUIRE(big != nullptr);
+  CHECK_THAT((*big)["error"].get<std::string>(),
+             Catch::Contains("column \"n\" holds a value its type cannot hold") &&
+                 Catch::Contains("columns = { n = \"bigint\" }"));
+  w.write("flotilla.toml", base + "[sources.s.tables.big]\ncolumns = { n = \"bigint\" }\n");
+  flotilla_json(w, {"run", "--allow-type-change-rebuild"}, &rc);
+  CHECK(rc == 0);
+  CHECK(pg_query(pg_dsn(), fmt::format("SELECT max(n) FROM {}.big", schema))[0][0] == "9000000000");
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE", schema));
+}
+
 TEST_CASE("a value its DuckDB column cannot hold fails the table naming the column and the fix") {
   workdir w;
   sqlite_exec(w.file("src.db"), "CREATE TABLE rdec (id INTEGER PRIMARY KEY, d DECIMAL(5,2));"
