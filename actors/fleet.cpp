@@ -342,6 +342,8 @@ bool unchanged(const table_spec& t) {
 }
 
 std::string not_pruned(const table_spec& t) {
+  if (!t.not_pruned.empty())
+    return t.not_pruned;
   if (!t.prune || unchanged(t))
     return {};
   if (!t.job.table.marker)

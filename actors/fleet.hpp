@@ -41,6 +41,9 @@ struct table_spec {
   /// An open review of the stream holds the table on its target: why. The table is
   /// reported held and nothing is copied. Empty: not held.
   std::string held;
+  /// Why a table prune_unchanged would otherwise skip is copied (the run JSON's
+  /// not_pruned), where the marker alone does not say. Empty: the marker decides.
+  std::string not_pruned;
 };
 
 struct pipeline_spec {

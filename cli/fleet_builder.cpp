@@ -500,8 +500,9 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         if (policy.prune_unchanged)  // --no-prune too: the marker it records keeps it
           ts.settings_hash = settings_hash(*target, ts.job);
         const bool declared = section != nullptr && !section->columns.empty();
-        const bool gated = store != nullptr && !plan_only &&
-                           events::drift_gate_applies(policy.on_source_drift, declared);
+        const bool gate_applies =
+            store != nullptr && events::drift_gate_applies(policy.on_source_drift, declared);
+        const bool gated = gate_applies && !plan_only;
         if (gated) {
           // The read shape: every column (none listed), and the cursor filter's shape
           // without its value, so an incremental table's watermark never reseeds.
@@ -545,12 +546,19 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           }
           // Under warn the warning repeats every run until accepted: a table whose last
           // observed schema differs from its baseline is never pruned.
-          if (gated && ts.prune && state->result && state->result->has_observed_schema() &&
-              state->baseline &&
+          // `plan` says so too.
+          if (gate_applies && ts.prune && state->result &&
+              state->result->has_observed_schema() && state->baseline &&
               !events::compare_columns(state->baseline->columns(),
                                        state->result->observed_schema())
-                   .empty())
+                   .empty()) {
             ts.prune = false;
+            ts.not_pruned = fmt::format(
+                "on_source_drift = {}: its last observed source schema differs from its "
+                "baseline, so it is copied (and warned about) every run until `flotilla schema "
+                "accept {}`",
+                config::to_string(policy.on_source_drift), key);
+          }
         }
       }
       for (const auto& m : unmatched) {

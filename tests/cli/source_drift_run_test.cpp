@@ -114,6 +114,12 @@ TEST_CASE("warn: the first run seeds silently; a change warns every run until ac
     auto j = nlohmann::json::parse(r.out);
     const auto& orders = *find_table(j, "raw.orders");
     CHECK(orders["status"] == "copied");  // not pruned: the warning repeats
+    if (round == 1) {  // and says why, as plan does
+      CHECK_THAT(orders["not_pruned"].get<std::string>(),
+                 Catch::Contains("flotilla schema accept shop.orders"));
+      auto plan = flotilla_json(s.w, {"plan"});
+      CHECK((*find_table(plan, "raw.orders"))["status"] != "pruned");
+    }
     CHECK(orders["source_drift"]["decision"] == "warn");
     CHECK(orders["source_drift"]["changes"][0]["kind"] == "added");
     CHECK(orders["source_drift"]["changes"][0]["column"] == "note");
