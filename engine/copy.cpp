@@ -333,7 +333,23 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
         if (!verdict.proceed) {
           out.status = table_status::failed;
           out.error_code = verdict.error_code;
-          out.error = verdict.error;
+          // Nothing was staged: the plan refuses the table too, so accepting the drift
+          // alone does not load it, and there is nothing for `retry` to reuse.
+          std::string said = verdict.error;
+          static constexpr std::string_view staged_words =
+              " was written, and its staged data is kept. If the change is expected, run ";
+          if (const auto at = said.find(staged_words); at != std::string::npos) {
+            const auto accept_from = at + staged_words.size();
+            const auto then = said.find(", then `flotilla retry`", accept_from);
+            const std::string accept = said.substr(
+                accept_from, then == std::string::npos ? std::string::npos : then - accept_from);
+            said = fmt::format(
+                "{} was written; nothing was staged, as the target refuses the change too "
+                "({}: {}). If the change is expected, run {}, resolve that refusal as it says, "
+                "then `flotilla run`",
+                said.substr(0, at), plan.error->code, plan.error->reason, accept);
+          }
+          out.error = std::move(said);
           return out;
         }
       }

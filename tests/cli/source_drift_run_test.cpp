@@ -374,6 +374,11 @@ TEST_CASE("CSV datasets: a column that outgrew its inferred type still goes thro
   auto j = nlohmann::json::parse(r.out);
   const auto& leads = *find_table(j, "raw.leads");
   CHECK(leads["error_code"] == (policy == "fail" ? "FLT-D001" : "FLT-S005"));
+  if (policy == "fail") {  // nothing was staged: retry has nothing to load, and says so
+    CHECK_THAT(leads["error"].get<std::string>(),
+               Catch::Contains("nothing was staged") && Catch::Contains("FLT-S005") &&
+                   !Catch::Contains("flotilla retry"));
+  }
   CHECK(leads["source_drift"]["decision"] == policy);
   CHECK(leads["source_drift"]["changes"][0]["column"] == "score");
   CHECK(leads["source_drift"]["changes"][0]["kind"] == "retyped");
