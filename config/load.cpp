@@ -647,11 +647,16 @@ class loader {
     for (auto&& [ck, cv] : *t)
       if (cv.is_table() && !contains(table_keys, ck.str())) {
         const std::string dotted = fmt::format("{}.{}", name, ck.str());
+        // A mistyped key holding an inline table (`colums = { ... }`) is a typo, not a
+        // nested table name.
+        const auto near = nearest(ck.str(), table_keys);
         report(errc::unknown_key, ck.source(), key_path_append(path, ck.str()),
                std::string{ck.str()}, join(table_keys),
-               fmt::format("'{}' is not a key of a table section; a dotted table name must be "
-                           "quoted: tables.\"{}\"",
-                           ck.str(), dotted));
+               !near.empty()
+                   ? fmt::format("unknown key '{}'; did you mean '{}'?", ck.str(), near)
+                   : fmt::format("'{}' is not a key of a table section; a dotted table name "
+                                 "must be quoted: tables.\"{}\"",
+                                 ck.str(), dotted));
       }
     check_table_keys(*t, path);
 

@@ -71,6 +71,19 @@ on_schema_chnage = "fail"
   CHECK(d.allowed.find("on_schema_change") != std::string::npos);
 }
 
+TEST_CASE("a mistyped key holding an inline table in a table section suggests the key") {
+  auto r = load(std::string{one_target} + R"toml(
+[sources.shop]
+adapter = "sqlite"
+path = "s.db"
+[sources.shop.tables.orders]
+colums = { id = "int" }
+)toml");
+  const auto& d = expect(r, errc::unknown_key, "sources.shop.tables.orders.colums");
+  CHECK(d.message.find("did you mean 'columns'?") != std::string::npos);
+  CHECK(d.message.find("must be quoted") == std::string::npos);
+}
+
 TEST_CASE("an unknown section at the top level suggests the nearest section") {
   auto r = load(std::string{one_target} + "[sorces.shop]\nadapter = \"csv\"\n");
   const auto& d = expect(r, errc::unknown_key, "sorces");
