@@ -369,6 +369,11 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       if (incremental) {
         rr.cursor_column = settings.cursor_column;
         rr.after = watermark;
+        // A merge upserts by key, so the rows at the watermark itself are read again:
+        // a row committed after the last run with the same cursor value (a timestamp of
+        // the same second) is not lost. An append, which would duplicate them, reads
+        // strictly past it.
+        rr.after_inclusive = plan.load == load_kind::merge;
       }
       rr.batch_rows = job.batch_rows;
       return rr;

@@ -556,7 +556,7 @@ read_result scan(connection& con, const scan_spec& spec, const batch_consumer& c
   if (!req.cursor_column.empty()) {
     const std::string q = quote_ident(req.cursor_column);
     if (req.after)
-      sql += " WHERE " + q + " > " + quote_literal(*req.after);
+      sql += " WHERE " + q + (req.after_inclusive ? " >= " : " > ") + quote_literal(*req.after);
     sql += " ORDER BY " + q + " ASC NULLS LAST";
   }
 

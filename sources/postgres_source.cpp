@@ -306,7 +306,8 @@ class postgres_source final : public source {
     if (!cursor.empty()) {
       const std::string q = quote_ident(cursor);
       if (request.after)
-        select += " WHERE " + q + " > " + quote_literal(*request.after);
+        select += " WHERE " + q + (request.after_inclusive ? " >= " : " > ") +
+                  quote_literal(*request.after);
       select += " ORDER BY " + q + " ASC NULLS LAST";
     }
     const bool binary = request.copy_text && request.copy_binary && cursor.empty();

@@ -66,9 +66,11 @@ struct catalog {
 struct read_request {
   const source_table* table = nullptr;
   schema::table_schema columns;  ///< the columns to read, in this order
-  /// Incremental reads: rows with cursor_column > after (when set), ordered by it.
+  /// Incremental reads: rows with cursor_column > after (when set; >= with
+  /// after_inclusive), ordered by it.
   std::string cursor_column;
   std::optional<std::string> after;
+  bool after_inclusive = false;
   std::size_t batch_rows = 8192;
   /// A PostgreSQL source passes rows through as COPY text batches
   /// (schema::row_batch::copy_text) when the read has no cursor; other sources ignore

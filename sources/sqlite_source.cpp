@@ -401,7 +401,8 @@ class sqlite_source final : public source {
     sql += " FROM " + quote_ident(table);
     if (!request.cursor_column.empty()) {
       if (request.after)
-        sql += " WHERE " + quote_ident(request.cursor_column) + " > ?1";
+        sql += " WHERE " + quote_ident(request.cursor_column) +
+               (request.after_inclusive ? " >= ?1" : " > ?1");
       sql += " ORDER BY " + quote_ident(request.cursor_column);
     }
 

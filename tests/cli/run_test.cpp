@@ -246,13 +246,42 @@ TEST_CASE("an incremental table with a unique key never duplicates rows on rerun
               "INSERT INTO orders VALUES (4, 'new', 4.00, 4, 'd', '2025-02-02 00:00:00');");
   auto second = flotilla_json(w, {"run"}, &rc);
   CHECK(rc == 0);
-  CHECK((*find_table(second, "staging__us_west__shop.orders"))["rows"] == 2);
+  // The two changed rows, and the row at the first run's watermark, merged again.
+  CHECK((*find_table(second, "staging__us_west__shop.orders"))["rows"] == 3);
   auto third = flotilla_json(w, {"run"}, &rc);
-  CHECK((*find_table(third, "staging__us_west__shop.orders"))["rows"] == 0);
+  // The row at the watermark is read and merged again: nothing new, nothing doubled.
+  CHECK((*find_table(third, "staging__us_west__shop.orders"))["rows"] == 1);
   auto rows = duckdb_query(w.file("wh.duckdb"),
                            "SELECT id, status FROM staging__us_west__shop.orders ORDER BY id");
   REQUIRE(rows.size() == 4);
   CHECK(rows[1][1] == "refunded");
+  // A row written after the last run with the watermark's own cursor value arrives.
+  sqlite_exec(w.file("shop.db"),
+              "INSERT INTO orders VALUES (5, 'late', 5.00, 5, 'e', '2025-02-02 00:00:00');");
+  flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  CHECK(duckdb_query(w.file("wh.duckdb"),
+                     "SELECT count(*), count(DISTINCT id), max(id) FROM "
+                     "staging__us_west__shop.orders") ==
+        std::vector<std::vector<std::string>>{{"5", "5", "5"}});
+}
+
+TEST_CASE("an append-only incremental table reads strictly past its watermark") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  sqlite_exec(w.file("shop.db"), "CREATE TABLE log (n INTEGER, what TEXT);"
+                                 "INSERT INTO log VALUES (1, 'a'), (2, 'b');");
+  write_config(w, "duckdb", "\n[sources.shop.tables.log]\ncursor_column = \"n\"\n");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  sqlite_exec(w.file("shop.db"), "INSERT INTO log VALUES (3, 'c');");
+  auto second = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  CHECK((*find_table(second, "staging__us_west__shop.log"))["rows"] == 1);
+  CHECK(duckdb_query(w.file("wh.duckdb"),
+                     "SELECT string_agg(what, ',' ORDER BY n) FROM staging__us_west__shop.log") ==
+        std::vector<std::vector<std::string>>{{"a,b,c"}});
 }
 
 TEST_CASE("a first load keeps one row per unique_key, the last in cursor order") {
