@@ -82,6 +82,16 @@ struct planner {
                        column, T(source), T(declared), column, T(source));
   }
 
+  /// How a declared column is read from the source: in its source type, except a decimal
+  /// declared as text, which is read as the source's own text, so that a value no decimal
+  /// holds (PostgreSQL's 'NaN') loads as it is rather than failing the read.
+  static column read_as(const column& s, const portable_type& declared) {
+    column r = s;
+    if (s.type.kind == schema::type_kind::decimal && declared.kind == schema::type_kind::text)
+      r.type = declared;
+    return r;
+  }
+
   /// A declared column of a file whose values its type cannot hold: the value, or null.
   const std::string* unfit_value(const std::string& column) const {
     for (const auto& [name, value] : settings.unfit)
@@ -222,7 +232,7 @@ struct planner {
                T(s->type));
           continue;
         }
-        p.read_columns.columns.push_back(*s);
+        p.read_columns.columns.push_back(read_as(*s, d.type));
         p.load_columns.columns.push_back(out);
       }
       for (const auto& s : source.columns)
@@ -252,6 +262,9 @@ struct planner {
           continue;
         }
         out.type = d->type;
+        p.read_columns.columns.push_back(read_as(s, d->type));
+        p.load_columns.columns.push_back(out);
+        continue;
       }
       p.read_columns.columns.push_back(s);
       p.load_columns.columns.push_back(out);

@@ -504,6 +504,34 @@ TEST_CASE("a value its PostgreSQL column cannot hold fails the table naming the 
   pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE", schema));
 }
 
+TEST_CASE("a decimal pinned as text is read as the source's text: NaN and values no decimal "
+          "holds load as they are") {
+  const std::string schema = "nan_" + unique_suffix();
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE; CREATE SCHEMA {0};"
+                                "CREATE TABLE {0}.m (id int PRIMARY KEY, n numeric(10,2));"
+                                "INSERT INTO {0}.m VALUES (1, 'NaN'), (2, 1.5)",
+                                schema));
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE d (id INTEGER PRIMARY KEY, v DECIMAL(5,2));"
+                                "INSERT INTO d VALUES (1, 1.5), (2, 123456.789);");
+  w.write("flotilla.toml",
+          fmt::format("[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                      "[sources.p]\nadapter = \"postgres\"\ndsn = \"{}\"\ninclude = [\"{}.m\"]\n"
+                      "[sources.p.tables.\"{}.m\"]\ncolumns = {{ n = \"text\" }}\n"
+                      "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n"
+                      "[sources.s.tables.d]\ncolumns = {{ v = \"text\" }}\n",
+                      pg_dsn(), schema, schema));
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump());
+  CHECK(rc == 0);
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT string_agg(n, ',' ORDER BY id) FROM p.m") ==
+        std::vector<std::vector<std::string>>{{"NaN,1.50"}});
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT string_agg(v, ',' ORDER BY id) FROM s.d") ==
+        std::vector<std::vector<std::string>>{{"1.5,123456.789"}});
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE", schema));
+}
+
 TEST_CASE("a value its DuckDB column cannot hold fails the table naming the column and the fix") {
   workdir w;
   sqlite_exec(w.file("src.db"), "CREATE TABLE rdec (id INTEGER PRIMARY KEY, d DECIMAL(5,2));"
