@@ -296,6 +296,42 @@ run_events_section publish_events(storage::state_store& store, const config::pro
 
 }  // namespace
 
+/// A source that could not be read at all has no catalog to list its tables: those an
+/// earlier run copied are reported failed with the source's reason, so that the run JSON,
+/// the run record and the events count them (a monitor counting failed tables sees
+/// them). Not where the selection names tables (`--filter table=`, a retry's tables):
+/// without the catalog it cannot be told which of them it would select.
+void list_tables_of_failed_sources(const storage::state_store& store,
+                                   const std::vector<config::filter>& filters,
+                                   const std::set<std::string>& only,
+                                   std::vector<actors::pipeline_report>& reports) {
+  for (const auto& f : filters)
+    if (f.key == "table")
+      return;
+  for (auto& p : reports) {
+    if (!p.error || !p.tables.empty())
+      continue;
+    if (!only.empty() && !only.contains(p.source + ".*"))
+      continue;
+    auto known = store.list<storage::pb::TableResult>(p.source + ".");
+    if (!known)
+      continue;
+    for (const auto& k : *known) {
+      if (k.record.source() != p.source || k.record.source_table().empty())
+        continue;
+      auto& t = p.tables.emplace_back();
+      t.source = p.source;
+      t.table = k.record.source_table();
+      t.target = dialects::table_ref{"", "", k.record.table()};
+      t.outcome.status = engine::table_status::failed;
+      t.outcome.error_code = "FLT-R002";
+      t.outcome.error = fmt::format("source '{}' could not be read, so this table was not "
+                                    "copied: {}",
+                                    p.source, *p.error);
+    }
+  }
+}
+
 /// Plan-only warehouses (snowflake, bigquery, ...) are never connected to: a run that
 /// selects a source loading into one is a usage error, said before anything runs.
 bool refuse_plan_only_targets(const config::project& p,
@@ -348,6 +384,7 @@ int execute_run(const global_options& g, const run_request& a) {
     progress_line line(counters);
     reports = actors::run_fleet(spec);
   }
+  list_tables_of_failed_sources(*store, filters, a.only, reports);
   const run_summary summary = summarize(reports);
   // The run record and the run JSON's table rows do not depend on the events: a second
   // thread writes them while the events are published (for a large fleet these are most

@@ -3,6 +3,7 @@
 // SQLite, CSV and JSON sources and DuckDB and SQLite targets.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 
 #include <fmt/core.h>
@@ -382,4 +383,35 @@ TEST_CASE("retry while a run holds the state is refused with exit 2, claiming no
   CHECK(retry.exit_code == 2);
   CHECK(retry.err.find("LOCK") != std::string::npos);
   CHECK(retry.out.find("nothing to retry") == std::string::npos);
+}
+
+TEST_CASE("a source that cannot be read lists the tables an earlier run copied as failed") {
+  workdir w;
+  sqlite_exec(w.file("a.db"), "CREATE TABLE t1 (id INTEGER PRIMARY KEY); CREATE TABLE t2 (id INT);");
+  sqlite_exec(w.file("b.db"), "CREATE TABLE u (id INT);");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+                           "[sources.a]\nadapter = \"sqlite\"\npath = \"a.db\"\n"
+                           "[sources.b]\nadapter = \"sqlite\"\npath = \"b.db\"\n");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  w.write("a.db", "not a database");
+  auto run = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  CHECK(run["status"] == "partial");
+  std::vector<std::string> failed;
+  for (const auto& t : run["tables"])
+    if (t["status"] == "failed") {
+      failed.push_back(t["source_table"].get<std::string>());
+      CHECK(t["error_code"] == "FLT-R002");
+      CHECK_THAT(t["error"].get<std::string>(), Catch::Contains("source 'a' could not be read"));
+    }
+  std::sort(failed.begin(), failed.end());
+  CHECK(failed == std::vector<std::string>{"t1", "t2"});
+  REQUIRE(run["errors"].size() == 1);
+  CHECK(run["errors"][0]["source"] == "a");
+  // A selection naming tables lists none of them: it cannot tell which it would select.
+  auto filtered = flotilla_json(w, {"run", "--filter", "table=u"}, &rc);
+  for (const auto& t : filtered["tables"])
+    CHECK(t["source"] != "a");
 }
