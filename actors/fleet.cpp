@@ -329,6 +329,11 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
           report->outcome.error_code = "FLT-R003";
           report->outcome.error = e.what();
         }
+        // A table that failed before its source gave a change marker (a file it could not
+        // parse) says nothing of why it was not pruned: "no change marker" would be wrong.
+        if (report->outcome.status == engine::table_status::failed && !t.job.table.marker &&
+            t.not_pruned.empty())
+          report->not_pruned.clear();
         self->send(task.reply_to, table_done{report});
         self->send(dispatcher_handle, idle_atom::value, caf::actor_cast<caf::actor>(self));
       },
