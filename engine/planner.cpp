@@ -1,7 +1,9 @@
 #include "engine/planner.hpp"
 
+#include <regex>
 #include <algorithm>
 #include <cctype>
+#include <regex>
 
 #include <fmt/format.h>
 
@@ -100,12 +102,16 @@ struct planner {
     return nullptr;
   }
   void fail_unfit(const column& s, const portable_type& declared, const std::string& value) {
+    // The inferred type holds a number; a value that is no number only text holds.
+    static const std::regex number(R"(\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*)");
+    const std::string holds =
+        std::regex_match(value, number) ? T(s.type) : std::string("text");
     fail("FLT-S002",
          fmt::format("{} holds the value '{}', which {} cannot hold exactly (the file is "
                      "parsed as declared); declare a type that holds every value of the "
                      "column (columns = {{ {} = \"{}\" }}), or fix the file",
-                     s.name, value, T(declared), s.name, T(s.type)),
-         s.name, T(declared), T(s.type));
+                     s.name, value, T(declared), s.name, holds),
+         s.name, T(declared), holds);
   }
 
   /// The first failure stands, with its code. `column`, `expected` and `actual` name the

@@ -152,8 +152,8 @@ std::optional<std::pair<std::string, std::string>> conversion_error(std::string_
   for (auto& ch : type)
     ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   return std::pair{
-      fmt::format("line {}: column '{}' holds '{}', which is not a {} as its type was inferred "
-                  "from the file's first rows",
+      fmt::format("line {}: column '{}' holds '{}', which is not a {} (the column's type, as "
+                  "declared in flotilla.toml or else inferred from the file's first rows)",
                   l[1].str(), c[1].str(), v[1].str(), type),
       fmt::format("pin the column's type in flotilla.toml ([sources.{}.tables.\"{}\"] columns = "
                   "{{ {} = \"text\" }}), or fix the value",

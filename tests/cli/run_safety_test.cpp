@@ -415,3 +415,23 @@ TEST_CASE("a source that cannot be read lists the tables an earlier run copied a
   for (const auto& t : filtered["tables"])
     CHECK(t["source"] != "a");
 }
+
+TEST_CASE("a pinned CSV column with a word past the inferred rows is told to be text") {
+  workdir w;
+  std::filesystem::create_directories(w.path() / "d");
+  std::string csv = "id,amt\n";
+  for (int i = 1; i <= 30000; ++i)
+    csv += std::to_string(i) + "," + (i == 25000 ? std::string("abc") : std::to_string(i)) + "\n";
+  w.write("d/p.csv", csv);
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.c]\nadapter = \"csv\"\npath = \"d\"\n"
+                           "[sources.c.tables.p]\ncolumns = { amt = \"int\" }\n");
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  const auto* p = find_table(run, "c.p");
+  REQUIRE(p != nullptr);
+  CHECK_THAT((*p)["error"].get<std::string>(),
+             Catch::Contains("'abc'") && Catch::Contains("columns = { amt = \"text\" }") &&
+                 !Catch::Contains("\"bigint\""));
+}
