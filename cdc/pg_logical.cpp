@@ -282,10 +282,45 @@ replication_connection::replication_connection(const std::string& dsn, std::stri
 
 replication_connection::~replication_connection() = default;
 
-created_slot replication_connection::create_slot(const std::string& slot, bool temporary) {
+created_slot replication_connection::create_slot(const std::string& slot, bool temporary,
+                                                 const std::function<bool()>& cancelled) {
   const std::string sql = fmt::format("CREATE_REPLICATION_SLOT {}{} LOGICAL pgoutput EXPORT_SNAPSHOT",
                                       pg_ident(slot), temporary ? " TEMPORARY" : "");
-  result_guard r(PQexec(impl_->conn, sql.c_str()));
+  // The server makes the slot once every transaction open on it has ended (in any
+  // database): that may take long, so wait in slices, say why, and give way to a stop.
+  PGconn* c = impl_->conn;
+  if (PQsendQuery(c, sql.c_str()) != 1)
+    throw pg_error(fmt::format("source '{}': cannot create replication slot '{}': {}",
+                               impl_->who, slot, trim_message(PQerrorMessage(c))));
+  const auto started = std::chrono::steady_clock::now();
+  bool said = false;
+  while (PQisBusy(c)) {
+    if (cancelled && cancelled())
+      throw pg_error(fmt::format("source '{}': stopped while creating replication slot '{}'",
+                                 impl_->who, slot));
+    if (!said && std::chrono::steady_clock::now() - started > std::chrono::seconds(3)) {
+      said = true;
+      fmt::print(stderr,
+                 "source '{}': creating replication slot '{}' waits for the transactions open "
+                 "on the server to end (pg_stat_activity lists them: state 'idle in "
+                 "transaction' or long queries)\n",
+                 impl_->who, slot);
+    }
+    const int fd = PQsocket(c);
+    fd_set in;
+    FD_ZERO(&in);
+    FD_SET(fd, &in);
+    timeval tv{0, 250000};
+    const int ready = select(fd + 1, &in, nullptr, nullptr, &tv);
+    if (ready < 0 && errno != EINTR)
+      throw pg_error(fmt::format("source '{}': waiting for replication slot '{}' failed: {}",
+                                 impl_->who, slot, std::strerror(errno)));
+    if (ready > 0 && !PQconsumeInput(c))
+      break;  // the result below says why
+  }
+  result_guard r(PQgetResult(c));
+  while (PGresult* rest = PQgetResult(c))
+    PQclear(rest);
   if (PQresultStatus(r.r) != PGRES_TUPLES_OK || PQntuples(r.r) != 1)
     throw pg_error(fmt::format(
         "source '{}': cannot create replication slot '{}': {}; check max_replication_slots "

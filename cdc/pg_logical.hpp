@@ -81,7 +81,10 @@ class replication_connection {
   /// CREATE_REPLICATION_SLOT ... LOGICAL pgoutput EXPORT_SNAPSHOT. The snapshot stays
   /// valid until this connection runs its next command. A temporary slot goes away with
   /// the connection.
-  [[nodiscard]] created_slot create_slot(const std::string& slot, bool temporary = false);
+  /// Creates the slot; `cancelled` (when set) is asked while the server waits for open
+  /// transactions to end, and true gives up with pg_error.
+  [[nodiscard]] created_slot create_slot(const std::string& slot, bool temporary = false,
+                                         const std::function<bool()>& cancelled = {});
   /// START_REPLICATION SLOT ... LOGICAL <from> (proto_version '1', publication_names ...).
   void start(const std::string& slot, lsn_t from, const std::string& publication);
   /// The next message, waiting at most `timeout_ms`; nullopt on timeout. Throws pg_error

@@ -1153,7 +1153,7 @@ class source_stream {
         pg_literal(slot_)));
     if (o_.reload)
       clear_holds();
-    created_slot slot = replication_->create_slot(slot_);
+    created_slot slot = replication_->create_slot(slot_, false, [this] { return cancelled(); });
     // Copy every table from the snapshot the slot starts at: no gap, no duplicate.
     pg_connection copy(src_.dsn, src_.name);
     copy.exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
@@ -1587,7 +1587,7 @@ class source_stream {
     try {
       replication_connection temp(src_.dsn, src_.name);
       const std::string temp_slot = slot_.substr(0, 40) + "_resync";
-      created_slot snap = temp.create_slot(temp_slot, true);
+      created_slot snap = temp.create_slot(temp_slot, true, [this] { return cancelled(); });
       pg_connection copy(src_.dsn, src_.name);
       copy.exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
       copy.exec(fmt::format("SET TRANSACTION SNAPSHOT {}", pg_literal(snap.snapshot)));

@@ -42,7 +42,7 @@
   X(L, PQgetisnull) X(L, PQgetlength) X(L, PQgetvalue) X(L, PQhost) X(L, PQnfields)       \
   X(L, PQntuples) X(L, PQport) X(L, PQprepare)                                            \
   X(L, PQputCopyData) X(L, PQputCopyEnd) X(L, PQresultErrorField) X(L, PQresultErrorMessage)  \
-  X(L, PQresultStatus)                                                                    \
+  X(L, PQresultStatus) X(L, PQsendQuery) X(L, PQisBusy)                                  \
   X(L, PQsetNoticeProcessor) X(L, PQsocket) X(L, PQstatus) X(L, PQtransactionStatus)
 
 #define FLOTILLA_CURL_FUNCTIONS(X, L)                                                      \

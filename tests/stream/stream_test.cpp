@@ -7,6 +7,8 @@
 
 #include <unistd.h>
 
+#include <libpq-fe.h>
+
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
 
@@ -1037,4 +1039,25 @@ TEST_CASE("a source user that is not a superuser streams once a superuser ran --
   }
   pg_exec(admin, "DROP ROLE IF EXISTS " + dev);
   pg_exec(admin, "DROP ROLE IF EXISTS " + app);
+}
+
+TEST_CASE("a stop while the slot waits for open transactions ends the start at once",
+          "[stream]") {
+  fixture f;
+  make_orders(f, "orders", 2);
+  // A transaction holding an id, open on the source server: the slot waits for it.
+  PGconn* open_tx = PQconnectdb(f.source().c_str());
+  REQUIRE(PQstatus(open_tx) == CONNECTION_OK);
+  PQclear(PQexec(open_tx, "BEGIN"));
+  PQclear(PQexec(open_tx, "SELECT txid_current()"));
+  stream_process p(f);
+  CHECK(eventually([&] { return p.err().find("waits for the transactions open") !=
+                                std::string::npos; }, 60s));
+  // Stopped while the transaction is still open: the stream does not wait for it.
+  const int rc = p.stop();
+  INFO(p.err());
+  CHECK(rc == 1);
+  CHECK_THAT(p.err(), Catch::Contains("stopped while creating replication slot"));
+  PQclear(PQexec(open_tx, "COMMIT"));
+  PQfinish(open_tx);
 }
