@@ -708,6 +708,13 @@ table_plan plan_table(const schema::table_schema& source,
         break;
       }
   }
+  if (p.error && incremental) {
+    // Refused, but the run JSON still says how the table loads.
+    p.load = p.unique_key.empty() && settings.has_watermark ? load_kind::incremental
+             : !p.unique_key.empty()                       ? load_kind::merge
+                                                           : load_kind::full_refresh;
+    return p;
+  }
   if (p.error || p.shape_action == "recreate")
     return p;
   if (incremental && settings.has_watermark)

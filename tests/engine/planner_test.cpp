@@ -121,6 +121,21 @@ TEST_CASE("a new column is added before an incremental load continues from the w
         "ALTER TABLE \"staging__us_west__shop\".\"orders\" ADD COLUMN \"coupon\" VARCHAR");
 }
 
+TEST_CASE("a refused incremental table still says it merges") {
+  auto d = *dialects::make_dialect("sqlite");
+  engine::table_settings s;
+  s.cursor_column = "updated_at";
+  s.unique_key = {"id"};
+  s.has_watermark = true;
+  s.type_change_rebuild = engine::rebuild_rule::deny;
+  auto live = S({{"id", T("int")}, {"n", T("bigint")}, {"updated_at", T("text")}});
+  auto src = S({{"id", T("int")}, {"n", T("int")}, {"updated_at", T("text")}});
+  auto p = engine::plan_table(src, live, engine::target_state::present, *d, orders, s);
+  REQUIRE(p.error);
+  CHECK(p.error->code == "FLT-S007");
+  CHECK(p.load == engine::load_kind::merge);
+}
+
 TEST_CASE("an incremental table's NOT NULL column the source dropped or made nullable takes NULL") {
   engine::table_settings s;
   s.cursor_column = "ts";
