@@ -310,6 +310,14 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
               if (spec->progress_counters)
                 job.rows_progress = &spec->progress_counters->rows;
               report->outcome = engine::copy_table(src ? *src : *stand_in, *st.warehouse, job);
+              // PostgreSQL names a new table's array type after the table, cut to 63 bytes:
+              // two tables created at once whose names share their first 62 bytes race for
+              // it, and the loser's CREATE fails. Once the winner committed, PostgreSQL
+              // picks another name: the table is tried once more.
+              if (report->outcome.status == engine::table_status::failed &&
+                  report->outcome.error &&
+                  report->outcome.error->find("pg_type_typname_nsp_index") != std::string::npos)
+                report->outcome = engine::copy_table(src ? *src : *stand_in, *st.warehouse, job);
               if (report->outcome.status == engine::table_status::copied && spec->on_committed)
                 spec->on_committed(t, *report);
               else if (report->outcome.status == engine::table_status::failed && spec->on_failed)

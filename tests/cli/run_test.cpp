@@ -532,6 +532,32 @@ TEST_CASE("a decimal pinned as text is read as the source's text: NaN and values
   pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE", schema));
 }
 
+TEST_CASE("two PostgreSQL tables whose names share their first 62 bytes are created at once") {
+  const std::string src = "long_src_" + unique_suffix(), dst = "long_dst_" + unique_suffix();
+  const std::string a(62, 'o'), b = a + "b";
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE; CREATE SCHEMA {0};"
+                                "CREATE TABLE {0}.\"{1}a\" (id int PRIMARY KEY, v text);"
+                                "CREATE TABLE {0}.\"{2}\" (id int PRIMARY KEY, v text);"
+                                "INSERT INTO {0}.\"{1}a\" VALUES (1, 'a');"
+                                "INSERT INTO {0}.\"{2}\" VALUES (1, 'b')",
+                                src, a, b));
+  workdir w;
+  w.write("flotilla.toml",
+          fmt::format("[targets.wh]\ndialect = \"postgres\"\ndsn = \"{0}\"\nschema = \"{1}\"\n"
+                      "[sources.p]\nadapter = \"postgres\"\ndsn = \"{0}\"\ninclude = [\"{2}.*\"]\n",
+                      pg_dsn(), dst, src));
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump());
+  CHECK(rc == 0);
+  CHECK(pg_query(pg_dsn(), fmt::format("SELECT (SELECT v FROM {0}.\"{1}a\") || (SELECT v FROM "
+                                       "{0}.\"{2}\")",
+                                       dst, a, b))[0][0] == "ab");
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE; DROP SCHEMA IF EXISTS {1} "
+                                "CASCADE",
+                                src, dst));
+}
+
 TEST_CASE("a value its DuckDB column cannot hold fails the table naming the column and the fix") {
   workdir w;
   sqlite_exec(w.file("src.db"), "CREATE TABLE rdec (id INTEGER PRIMARY KEY, d DECIMAL(5,2));"
