@@ -36,6 +36,34 @@ namespace fs = std::filesystem;
 constexpr std::string_view fix_file =
     "fix the file at the line named, or move it out of the source's path";
 
+/// Where a CSV file mixes line endings (CRLF lines and LF-only ones), which DuckDB's
+/// reader cannot parse ("state machine reached an invalid state"), naming no line:
+/// the first line that ends unlike the first one. Quoted newlines are not told apart.
+std::optional<std::string> mixed_line_endings(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::size_t line = 1;
+  int first = 0;  // 1: CRLF, 2: LF
+  char prev = 0;
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    for (std::streamsize i = 0; i < in.gcount(); ++i) {
+      const char c = buf[i];
+      if (c == '\n') {
+        const int kind = prev == '\r' ? 1 : 2;
+        if (first == 0)
+          first = kind;
+        else if (kind != first)
+          return fmt::format("the file mixes line endings: line 1 ends with {}, line {} with {}; "
+                             "convert it to one kind (dos2unix or unix2dos), or",
+                             first == 1 ? "CRLF" : "LF", line, kind == 1 ? "CRLF" : "LF");
+        ++line;
+      }
+      prev = c;
+    }
+  }
+  return std::nullopt;
+}
+
 /// Takes every SAX event and keeps the first error: a JSON check in constant memory.
 struct json_checker : nlohmann::json_sax<nlohmann::json> {
   std::string error;
@@ -603,6 +631,10 @@ class file_source final : public source {
         }
       }
       reason = json_ ? json_reason(path, std::move(reason)) : csv_reason(std::move(reason));
+      if (!json_)
+        if (auto mixed = mixed_line_endings(path))
+          throw error::read_failed(options_.name, table, path, reason,
+                                   fmt::format("{} {}", *mixed, fix_file));
       throw error::read_failed(options_.name, table, path, reason, fix_file);
     }
     std::vector<std::pair<std::string, std::string>> out;

@@ -435,3 +435,19 @@ TEST_CASE("a pinned CSV column with a word past the inferred rows is told to be 
              Catch::Contains("'abc'") && Catch::Contains("columns = { amt = \"text\" }") &&
                  !Catch::Contains("\"bigint\""));
 }
+
+TEST_CASE("a CSV file mixing CRLF and LF line endings fails naming the first line that differs") {
+  workdir w;
+  std::filesystem::create_directories(w.path() / "d");
+  w.write("d/t.csv", "id,name\r\n1,a\r\n2,b\r\n3,c\n");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.c]\nadapter = \"csv\"\npath = \"d\"\n");
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  const auto* t = find_table(run, "c.t");
+  REQUIRE(t != nullptr);
+  CHECK_THAT((*t)["error"].get<std::string>(),
+             Catch::Contains("line 1 ends with CRLF, line 4 with LF") &&
+                 Catch::Contains("dos2unix"));
+}
