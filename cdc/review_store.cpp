@@ -2,8 +2,26 @@
 
 namespace flotilla::cdc {
 
+std::string edited_ddl_of(const pb::HoldRecord& h) {
+  const auto trimmed = [](std::string_view v) {
+    const auto b = v.find_first_not_of(" \t\r\n;");
+    const auto e = v.find_last_not_of(" \t\r\n;");
+    return b == std::string_view::npos ? std::string_view{} : v.substr(b, e - b + 1);
+  };
+  std::string out = h.earlier_edits();
+  if (h.state() == pb::HOLD_STATE_RESUMED && !trimmed(h.applied_ddl()).empty() &&
+      trimmed(h.applied_ddl()) != trimmed(h.proposed_ddl()))
+    out += (out.empty() ? "" : ";\n") + h.applied_ddl();
+  return out;
+}
+
 storage::result<review> create_review(storage::state_store& store, pb::HoldRecord draft,
                                       std::span<const pb::HeldChange> kept, std::int64_t now_us) {
+  // The edits of the table's earlier review (resumed) stay in force on the target.
+  if (auto earlier = store.get_hold(draft.target(), draft.table()); earlier && *earlier &&
+                                                                   (*earlier)->state() ==
+                                                                       pb::HOLD_STATE_RESUMED)
+    draft.set_earlier_edits(edited_ddl_of(**earlier));
   review r = open_review(std::move(draft), now_us);
   // The record and the first kept changes together, then the note; a note missing after
   // a crash between the two reads as a fresh one (note_for), which is what was written.

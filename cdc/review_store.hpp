@@ -15,6 +15,10 @@
 
 namespace flotilla::cdc {
 
+/// The DDL a resumed review ran in place of its proposal, after the edits of the table's
+/// earlier reviews it carries (`earlier_edits`); empty when none is in force.
+[[nodiscard]] std::string edited_ddl_of(const pb::HoldRecord& h);
+
 /// Opens the review of a held change: writes the hold record (state awaiting_review,
 /// timestamps `now_us`) with its first kept changes, then its note. Returns the review.
 [[nodiscard]] storage::result<review> create_review(storage::state_store& store,

@@ -1812,23 +1812,15 @@ class source_stream {
     return it->second;
   }
 
-  /// The DDL the table's last review ran on this target when it was edited from the
-  /// proposal; empty otherwise.
+  /// The DDL the table's reviews ran on this target where edited from their proposals
+  /// (the last one's, and the earlier ones' it carries); empty otherwise.
   std::string edited_ddl(std::size_t index) const {
     if (!target_ || !o_.store)
       return {};
     auto r = load_review(*o_.store, tgt_name_, tables_[index].key);
     if (!r || !*r || (*r)->hold.state() != pb::HOLD_STATE_RESUMED)
       return {};
-    const auto& h = (*r)->hold;
-    const auto trimmed = [](std::string_view v) {
-      const auto b = v.find_first_not_of(" \t\r\n;");
-      const auto e = v.find_last_not_of(" \t\r\n;");
-      return b == std::string_view::npos ? std::string_view{} : v.substr(b, e - b + 1);
-    };
-    if (trimmed(h.applied_ddl()) == trimmed(h.proposed_ddl()))
-      return {};
-    return h.applied_ddl();
+    return edited_ddl_of((*r)->hold);
   }
 
   // ---- the table actors ---------------------------------------------------------------

@@ -670,6 +670,18 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         if (!r.outcome.reused_staged)
           events::record_observation(c.result, *v);
       }
+      if (r.outcome.reused_staged && !c.result.has_observed_schema()) {
+        // A retry under warn does not check the staged data again (seed 004: its run
+        // records no observed schema, so accept has nothing to read), but the table's
+        // state keeps what the staged run observed: a drift not accepted yet keeps the
+        // table from being pruned, and the next run warns again.
+        if (auto e = store->get<storage::pb::StagedEntry>(key); e && *e &&
+                                                              (*e)->observed_schema_size() > 0) {
+          *c.result.mutable_observed_schema() = (*e)->observed_schema();
+          c.result.set_has_observed_schema(true);
+          c.result.set_hints_hash((*e)->hints_hash());
+        }
+      }
       auto st = store->commit_table(key, c);
       if (!st)
         throw std::runtime_error(st.error().message);

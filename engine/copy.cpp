@@ -371,9 +371,12 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
         rr.after = watermark;
         // A merge upserts by key, so the rows at the watermark itself are read again:
         // a row committed after the last run with the same cursor value (a timestamp of
-        // the same second) is not lost. An append, which would duplicate them, reads
-        // strictly past it.
-        rr.after_inclusive = plan.load == load_kind::merge;
+        // the same second) is not lost. Not those with a NULL in the key, which match
+        // nothing and would be inserted again; nor on an append, for the same reason.
+        if (plan.load == load_kind::merge)
+          for (const auto& k : plan.unique_key)
+            if (const auto* c = plan.read_columns.find(k, wh.dialect().names()))
+              rr.inclusive_key.push_back(c->name);
       }
       rr.batch_rows = job.batch_rows;
       return rr;

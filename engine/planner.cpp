@@ -666,6 +666,20 @@ table_plan plan_table(const schema::table_schema& source,
   pl.choose_columns();
   pl.check_loaded_columns();
   p.unique_key = settings.unique_key;
+  // A key column named in another case than the source's (as cursor_column may be): the
+  // loaded column's own spelling, where exactly one matches ignoring case.
+  for (auto& k : p.unique_key)
+    if (p.load_columns.find(k, dialect.names()) == nullptr) {
+      const schema::column* only = nullptr;
+      std::size_t matches = 0;
+      for (const auto& c : p.load_columns.columns)
+        if (schema::same_name(c.name, k, schema::name_rule::case_insensitive)) {
+          only = &c;
+          ++matches;
+        }
+      if (matches == 1)
+        k = only->name;
+    }
   if (p.unique_key.empty() && !settings.cursor_column.empty())
     p.unique_key = loaded_source_key(source, p.load_columns, dialect.names());
   else if (!settings.cursor_column.empty() && !p.unique_key.empty() &&

@@ -274,8 +274,17 @@ class loader final : public table_writer {
     if (!set.empty())
       out.push_back(fmt::format("UPDATE {} AS {} SET {} FROM {} AS {} WHERE {}", live, l, set,
                                 latest, n, match));
-    // NOT IN over the live keys that hold no NULL (SQLite runs it with one index of them,
-    // where a correlated NOT EXISTS is a nested loop without a key index).
+    // The new keys. PostgreSQL and DuckDB run NOT EXISTS as a hashed anti-join (a NOT IN
+    // whose keys outgrow work_mem is a scan of the live table per arriving row); SQLite
+    // runs NOT IN over the live keys that hold no NULL with one index of them, where its
+    // correlated NOT EXISTS is a nested loop without a key index.
+    if (d.name() != "sqlite") {
+      out.push_back(fmt::format(
+          "INSERT INTO {0} ({1}) SELECT {1} FROM {2} AS {3} WHERE NOT EXISTS (SELECT 1 FROM {0} "
+          "AS {4} WHERE {5})",
+          live, cols, latest, n, l, match));
+      return out;
+    }
     std::string new_row;
     for (const auto& k : key)
       new_row += (new_row.empty() ? "" : ", ") + fmt::format("{}.{}", n, d.quote(k));

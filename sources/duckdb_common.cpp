@@ -555,8 +555,16 @@ read_result scan(connection& con, const scan_spec& spec, const batch_consumer& c
   sql += " FROM " + spec.relation;
   if (!req.cursor_column.empty()) {
     const std::string q = quote_ident(req.cursor_column);
-    if (req.after)
-      sql += " WHERE " + q + (req.after_inclusive ? " >= " : " > ") + quote_literal(*req.after);
+    if (req.after) {
+      const std::string at = quote_literal(*req.after);
+      sql += " WHERE " + q + " > " + at;
+      if (!req.inclusive_key.empty()) {
+        sql += " OR (" + q + " = " + at;
+        for (const auto& k : req.inclusive_key)
+          sql += " AND " + quote_ident(k) + " IS NOT NULL";
+        sql += ")";
+      }
+    }
     sql += " ORDER BY " + q + " ASC NULLS LAST";
   }
 

@@ -305,9 +305,16 @@ class postgres_source final : public source {
     select += quote_ident(table.name);
     if (!cursor.empty()) {
       const std::string q = quote_ident(cursor);
-      if (request.after)
-        select += " WHERE " + q + (request.after_inclusive ? " >= " : " > ") +
-                  quote_literal(*request.after);
+      if (request.after) {
+        const std::string at = quote_literal(*request.after);
+        select += " WHERE " + q + " > " + at;
+        if (!request.inclusive_key.empty()) {
+          select += " OR (" + q + " = " + at;
+          for (const auto& k : request.inclusive_key)
+            select += " AND " + quote_ident(k) + " IS NOT NULL";
+          select += ")";
+        }
+      }
       select += " ORDER BY " + q + " ASC NULLS LAST";
     }
     const bool binary = request.copy_text && request.copy_binary && cursor.empty();

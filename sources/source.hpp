@@ -66,11 +66,13 @@ struct catalog {
 struct read_request {
   const source_table* table = nullptr;
   schema::table_schema columns;  ///< the columns to read, in this order
-  /// Incremental reads: rows with cursor_column > after (when set; >= with
-  /// after_inclusive), ordered by it.
+  /// Incremental reads: rows with cursor_column > after (when set), ordered by it; with
+  /// inclusive_key, also the rows with cursor_column = after whose key columns (source
+  /// names) hold no NULL: a merge takes them again, where a NULL-keyed row would be
+  /// inserted twice.
   std::string cursor_column;
   std::optional<std::string> after;
-  bool after_inclusive = false;
+  std::vector<std::string> inclusive_key;
   std::size_t batch_rows = 8192;
   /// A PostgreSQL source passes rows through as COPY text batches
   /// (schema::row_batch::copy_text) when the read has no cursor; other sources ignore

@@ -266,6 +266,28 @@ TEST_CASE("an incremental table with a unique key never duplicates rows on rerun
         std::vector<std::vector<std::string>>{{"5", "5", "5"}});
 }
 
+TEST_CASE("rows at the watermark with a NULL in the merge key are not inserted again") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  sqlite_exec(w.file("shop.db"), "CREATE TABLE codes (id INTEGER PRIMARY KEY, code TEXT, ts INT);"
+                                 "INSERT INTO codes VALUES (1, 'A', 1), (2, NULL, 2);");
+  write_config(w, "sqlite",
+               "\n[sources.shop.tables.codes]\ncursor_column = \"ts\"\nunique_key = [\"CODE\"]\n");
+  int rc = -1;
+  for (int run = 0; run < 3; ++run) {
+    flotilla_json(w, {"run"}, &rc);
+    CHECK(rc == 0);
+  }
+  auto rows = sqlite_query(w.file("wh.sqlite"),
+                           "SELECT count(*) FROM sqlite_master WHERE type = 'table'");
+  REQUIRE(rows[0][0] != "0");
+  auto names = sqlite_query(w.file("wh.sqlite"), "SELECT name FROM sqlite_master WHERE type = "
+                                                 "'table' AND name LIKE '%codes'");
+  REQUIRE(names.size() == 1);
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT count(*) FROM \"" + names[0][0] + "\"")[0][0] ==
+        "2");
+}
+
 TEST_CASE("an append-only incremental table reads strictly past its watermark") {
   workdir w;
   sqlite_exec(w.file("shop.db"), k_orders_sql);

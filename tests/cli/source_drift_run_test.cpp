@@ -651,3 +651,29 @@ TEST_CASE("seed 004: rows staged before the target failed load through retry, wi
   CHECK(sqlite_query(f.w.file("wh.sqlite"), "SELECT group_concat(amount) FROM s__a")[0][0] ==
         "5,6");
 }
+
+TEST_CASE("warn: a retry loading staged rows leaves the drift standing: the next run warns") {
+  failing_target f;
+  f.w.write("flotilla.toml",
+            "[project]\nname = \"p\"\non_source_drift = \"warn\"\n"
+            "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+            "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\ntarget = \"wh\"\n"
+            "include = [\"*\"]\nprune_unchanged = true\n");
+  int rc = -1;
+  flotilla_json(f.w, {"run"}, &rc);  // seeds the baseline
+  REQUIRE(rc == 0);
+  sqlite_exec(f.w.file("src.db"), "ALTER TABLE a ADD COLUMN note TEXT; INSERT INTO a VALUES (3, 30, 'x');");
+  f.break_target(true);
+  flotilla_json(f.w, {"run"}, &rc);
+  REQUIRE(rc == 1);
+  f.break_target(false);
+  flotilla_json(f.w, {"retry"}, &rc);
+  REQUIRE(rc == 0);
+  auto next = run_flotilla(f.w, {"run", "--output", "json"});
+  CHECK(next.exit_code == 0);
+  CHECK(next.err.find("warning: source drift on s.a") != std::string::npos);
+  auto j = nlohmann::json::parse(next.out);
+  CHECK(j["tables"][0]["status"] == "copied");
+  CHECK_THAT(j["tables"][0]["not_pruned"].get<std::string>(),
+             Catch::Contains("flotilla schema accept s.a"));
+}

@@ -121,6 +121,17 @@ TEST_CASE("a new column is added before an incremental load continues from the w
         "ALTER TABLE \"staging__us_west__shop\".\"orders\" ADD COLUMN \"coupon\" VARCHAR");
 }
 
+TEST_CASE("a unique_key spelled in another case takes the loaded column's spelling") {
+  auto d = *dialects::make_dialect("postgres");
+  engine::table_settings s;
+  s.cursor_column = "upd";
+  s.unique_key = {"CODE"};
+  auto src = S({{"Code", T("text")}, {"upd", T("text")}});
+  auto p = engine::plan_table(src, std::nullopt, engine::target_state::absent, *d, orders, s);
+  CHECK_FALSE(p.error);
+  CHECK(p.unique_key == std::vector<std::string>{"Code"});
+}
+
 TEST_CASE("a refused incremental table still says it merges") {
   auto d = *dialects::make_dialect("sqlite");
   engine::table_settings s;
