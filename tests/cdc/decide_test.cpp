@@ -373,3 +373,27 @@ TEST_CASE("the inbox: a withdrawn request is never carried out; one a stopped st
   CHECK_THAT(written->message, Catch::Contains("The stream stopped while carrying out this decision"));
   CHECK(std::filesystem::is_empty(inbox_dir(dir.path())));
 }
+
+TEST_CASE("the DDL an edited review ran stays in force through the table's later reviews") {
+  temp_dir dir;
+  auto store = test::open_store(dir.path());
+  const target_info info{"wh", target_kind::duckdb, {"", "s", "orders"}, std::nullopt};
+  auto first = create(store, held_draft(test::orders(), rename_column{"id", "order_id"}, info));
+  // Resumed with DDL of the user's own: a wider type than proposed.
+  auto resumed = first.hold;
+  resumed.set_state(pb::HOLD_STATE_RESUMED);
+  resumed.set_applied_ddl(resumed.proposed_ddl() + "; ALTER TABLE s.orders ALTER qty TYPE bigint");
+  REQUIRE(store.put_hold(resumed.target(), resumed.table(), resumed, {}));
+  CHECK_THAT(edited_ddl_of(resumed), Catch::Contains("qty TYPE bigint"));
+  // The next review of the table, resumed as proposed, still carries it.
+  auto second = create(store, held_draft(test::orders(), rename_column{"id", "ident"}, info));
+  CHECK_THAT(second.hold.earlier_edits(), Catch::Contains("qty TYPE bigint"));
+  auto next = second.hold;
+  next.set_state(pb::HOLD_STATE_RESUMED);
+  next.set_applied_ddl(next.proposed_ddl());
+  CHECK_THAT(edited_ddl_of(next), Catch::Contains("qty TYPE bigint"));
+  // A review resumed as proposed, with no earlier edit, has none.
+  resumed.set_applied_ddl(resumed.proposed_ddl());
+  resumed.clear_earlier_edits();
+  CHECK(edited_ddl_of(resumed).empty());
+}
