@@ -555,16 +555,8 @@ read_result scan(connection& con, const scan_spec& spec, const batch_consumer& c
   sql += " FROM " + spec.relation;
   if (!req.cursor_column.empty()) {
     const std::string q = quote_ident(req.cursor_column);
-    if (req.after) {
-      const std::string at = quote_literal(*req.after);
-      sql += " WHERE " + q + " > " + at;
-      if (!req.inclusive_key.empty()) {
-        sql += " OR (" + q + " = " + at;
-        for (const auto& k : req.inclusive_key)
-          sql += " AND " + quote_ident(k) + " IS NOT NULL";
-        sql += ")";
-      }
-    }
+    if (req.after)
+      sql += past_watermark(q, quote_literal(*req.after), req.inclusive_key);
     sql += " ORDER BY " + q + " ASC NULLS LAST";
   }
 

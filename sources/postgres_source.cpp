@@ -305,16 +305,8 @@ class postgres_source final : public source {
     select += quote_ident(table.name);
     if (!cursor.empty()) {
       const std::string q = quote_ident(cursor);
-      if (request.after) {
-        const std::string at = quote_literal(*request.after);
-        select += " WHERE " + q + " > " + at;
-        if (!request.inclusive_key.empty()) {
-          select += " OR (" + q + " = " + at;
-          for (const auto& k : request.inclusive_key)
-            select += " AND " + quote_ident(k) + " IS NOT NULL";
-          select += ")";
-        }
-      }
+      if (request.after)
+        select += past_watermark(q, quote_literal(*request.after), request.inclusive_key);
       select += " ORDER BY " + q + " ASC NULLS LAST";
     }
     const bool binary = request.copy_text && request.copy_binary && cursor.empty();

@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace flotilla::sources {
 
@@ -33,6 +34,21 @@ namespace flotilla::sources {
   }
   out.push_back('\'');
   return out;
+}
+
+/// The WHERE clause of an incremental read past `after` (an SQL value: a literal, or a
+/// parameter such as ?1) of the quoted cursor column `cursor`; with `inclusive_key`
+/// (source column names), also the rows at `after` whose key holds no NULL.
+[[nodiscard]] inline std::string past_watermark(const std::string& cursor,
+                                                const std::string& after,
+                                                const std::vector<std::string>& inclusive_key) {
+  std::string out = " WHERE " + cursor + " > " + after;
+  if (inclusive_key.empty())
+    return out;
+  out += " OR (" + cursor + " = " + after;
+  for (const auto& k : inclusive_key)
+    out += " AND " + quote_ident(k) + " IS NOT NULL";
+  return out + ")";
 }
 
 }  // namespace flotilla::sources

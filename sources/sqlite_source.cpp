@@ -400,16 +400,8 @@ class sqlite_source final : public source {
                                fmt::format("read of table '{}' requests no columns", table));
     sql += " FROM " + quote_ident(table);
     if (!request.cursor_column.empty()) {
-      if (request.after) {
-        const std::string c = quote_ident(request.cursor_column);
-        sql += " WHERE " + c + " > ?1";
-        if (!request.inclusive_key.empty()) {
-          sql += " OR (" + c + " = ?1";
-          for (const auto& k : request.inclusive_key)
-            sql += " AND " + quote_ident(k) + " IS NOT NULL";
-          sql += ")";
-        }
-      }
+      if (request.after)
+        sql += past_watermark(quote_ident(request.cursor_column), "?1", request.inclusive_key);
       sql += " ORDER BY " + quote_ident(request.cursor_column);
     }
 
