@@ -152,7 +152,7 @@ void print_drift_warning(const std::string& dataset, const std::string& warning)
 engine::drift_gate make_drift_gate(storage::state_store* store, config::drift_policy policy,
                                    std::string source, std::string table, std::string run_id,
                                    std::string hints) {
-  return [=](const schema::table_schema& staged, bool reused) {
+  return [=](const schema::table_schema& staged, bool reused, const std::string& refusal) {
     engine::drift_gate_result r;
     // Seed 004: a retry that reuses staged data does not run the gate again under warn
     // (the run that staged it already reported); under fail it re-checks the staged
@@ -165,6 +165,7 @@ engine::drift_gate make_drift_gate(storage::state_store* store, config::drift_po
     in.table = table;
     in.run_id = run_id;
     in.hints_hash = hints;
+    in.refusal = refusal;
     in.now_us = now_us();
     events::observed_columns recorded;
     if (reused) {

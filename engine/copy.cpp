@@ -328,28 +328,13 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       // about the same change, and `schema accept` needs what it observed.
       if (job.gate) {
         auto verdict =
-            job.gate(staged_cols ? *staged_cols : job.table.columns, job.reuse.has_value());
+            job.gate(staged_cols ? *staged_cols : job.table.columns, job.reuse.has_value(),
+                     fmt::format("{}: {}", plan.error->code, plan.error->reason));
         out.gate_detail = std::move(verdict.detail);
         if (!verdict.proceed) {
           out.status = table_status::failed;
           out.error_code = verdict.error_code;
-          // Nothing was staged: the plan refuses the table too, so accepting the drift
-          // alone does not load it, and there is nothing for `retry` to reuse.
-          std::string said = verdict.error;
-          static constexpr std::string_view staged_words =
-              " was written, and its staged data is kept. If the change is expected, run ";
-          if (const auto at = said.find(staged_words); at != std::string::npos) {
-            const auto accept_from = at + staged_words.size();
-            const auto then = said.find(", then `flotilla retry`", accept_from);
-            const std::string accept = said.substr(
-                accept_from, then == std::string::npos ? std::string::npos : then - accept_from);
-            said = fmt::format(
-                "{} was written; nothing was staged, as the target refuses the change too "
-                "({}: {}). If the change is expected, run {}, resolve that refusal as it says, "
-                "then `flotilla run`",
-                said.substr(0, at), plan.error->code, plan.error->reason, accept);
-          }
-          out.error = std::move(said);
+          out.error = verdict.error;
           return out;
         }
       }
@@ -393,7 +378,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       staged_watermark = job.reuse->watermark;
       out.reused_staged = true;
       if (job.gate) {
-        auto verdict = job.gate(*staged_cols, true);
+        auto verdict = job.gate(*staged_cols, true, {});
         out.gate_detail = std::move(verdict.detail);
         if (!verdict.proceed) {
           out.status = table_status::failed;
@@ -417,7 +402,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       load_from = staged.path();
       kept = staged_output{staged.path().string(), staged.rows(), staged_watermark,
                            plan.read_columns};
-      auto verdict = job.gate(plan.read_columns, false);
+      auto verdict = job.gate(plan.read_columns, false, {});
       out.gate_detail = std::move(verdict.detail);
       if (!verdict.proceed) {
         out.status = table_status::failed;

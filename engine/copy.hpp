@@ -29,7 +29,10 @@ struct drift_gate_result {
 
 /// Called once a table's rows are staged, before its target is touched. `staged` is the
 /// schema of the staged data; `reused` says it was staged by an earlier run (retry).
-using drift_gate = std::function<drift_gate_result(const schema::table_schema& staged, bool reused)>;
+/// `refusal`: where the target's plan refuses the table too, its code and reason
+/// ("FLT-S005: ..."): nothing is staged then, and a refusal says so. Empty otherwise.
+using drift_gate = std::function<drift_gate_result(const schema::table_schema& staged,
+                                                   bool reused, const std::string& refusal)>;
 
 /// Staged data an earlier run kept (StagedEntry), for `flotilla retry`.
 struct staged_input {

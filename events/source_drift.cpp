@@ -189,11 +189,19 @@ drift_verdict evaluate_source_drift(const drift_input& in) {
   }
   v.decision = drift_decision::fail;
   v.error_code = code_name(errc::source_drift);
-  v.error = fmt::format(
-      "source drift on {}: {}{}; on_source_drift = fail stopped the table before any target "
-      "was written, and its staged data is kept. If the change is expected, run `flotilla "
-      "schema accept {}`, then `flotilla retry`",
-      v.dataset, what, since, shell_word(v.dataset));
+  if (!in.refusal.empty())
+    v.error = fmt::format(
+        "source drift on {}: {}{}; on_source_drift = fail stopped the table before any target "
+        "was written; nothing was staged, as the target refuses the change too ({}). If the "
+        "change is expected, run `flotilla schema accept {}`, resolve that refusal as it says, "
+        "then `flotilla run`",
+        v.dataset, what, since, in.refusal, shell_word(v.dataset));
+  else
+    v.error = fmt::format(
+        "source drift on {}: {}{}; on_source_drift = fail stopped the table before any target "
+        "was written, and its staged data is kept. If the change is expected, run `flotilla "
+        "schema accept {}`, then `flotilla retry`",
+        v.dataset, what, since, shell_word(v.dataset));
   return v;
 }
 

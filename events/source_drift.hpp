@@ -102,6 +102,9 @@ struct drift_input {
   /// The stored baseline of "<source>.<table>"; null when there is none.
   const storage::pb::SchemaBaseline* baseline = nullptr;
   std::int64_t now_us = 0;  ///< recorded_at_us of a seeded baseline
+  /// The target's own refusal of the table ("FLT-S005: ..."), when its plan refuses it
+  /// too: nothing is staged, and a fail verdict says what to resolve instead of retry.
+  std::string refusal{};
 };
 
 struct drift_verdict {

@@ -202,6 +202,16 @@ TEST_CASE("fail stops the table with FLT-D001 naming the dataset, the changes an
   auto e = source_drift_detected(v);
   CHECK(e.source_drift_detected().policy() == "fail");
   CHECK(e.source_drift_detected().changes_size() == 1);
+
+  // The target refuses the change too: nothing was staged, so no retry is promised.
+  auto refused_in = input(drift_policy::fail, observed, &stored);
+  refused_in.refusal = "FLT-S005: column 'amount' outgrew its inferred type";
+  auto refused = evaluate_source_drift(refused_in);
+  CHECK(refused.error_code == "FLT-D001");
+  CHECK_THAT(refused.error,
+             Catch::Contains("nothing was staged, as the target refuses the change too "
+                             "(FLT-S005: column 'amount' outgrew its inferred type)") &&
+                 !Catch::Contains("flotilla retry"));
 }
 
 TEST_CASE("columns are matched by exact name; moves and nullability are not changes") {
