@@ -1,13 +1,64 @@
 // flotilla: the command line. One file per verb; main only wires them.
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
 #include "cli/verbs.hpp"
+#include "config/errc.hpp"
 #include "engine/heap.hpp"
+
+namespace {
+
+/// The deepest subcommand the command line selected (the app itself when none).
+CLI::App* selected_command(CLI::App& app) {
+  CLI::App* at = &app;
+  while (!at->get_subcommands().empty())
+    at = at->get_subcommands().front();
+  return at;
+}
+
+std::string command_path(const CLI::App* at, const CLI::App& app) {
+  std::string path;
+  for (const CLI::App* a = at; a != nullptr && a != &app; a = a->get_parent())
+    path = a->get_name() + (path.empty() ? "" : " " + path);
+  return path;
+}
+
+/// "did you mean" for words the command line did not expect: an unknown flag gets the
+/// selected command's nearest flag, an unknown command the nearest command.
+std::string hints_for_extras(CLI::App& app, const std::vector<std::string>& extras) {
+  CLI::App* at = selected_command(app);
+  std::vector<std::string> flags;
+  for (const CLI::App* a = at; a != nullptr; a = a->get_parent())
+    for (const CLI::Option* o : a->get_options()) {
+      for (const auto& l : o->get_lnames())
+        flags.push_back("--" + l);
+      for (const auto& s : o->get_snames())
+        flags.push_back("-" + s);
+    }
+  std::vector<std::string_view> candidates(flags.begin(), flags.end());
+  std::string out;
+  for (const auto& x : extras) {
+    if (!x.starts_with("-"))
+      continue;
+    const std::string word = x.substr(0, x.find('='));
+    const std::string near = flotilla::config::nearest(word, candidates);
+    const std::string where =
+        at == &app ? std::string("flotilla") : "flotilla " + command_path(at, app);
+    if (!near.empty())
+      out += fmt::format("unknown flag '{}' for '{}'; did you mean '{}'?\n", word, where, near);
+    else
+      out += fmt::format("unknown flag '{}' for '{}'; see flotilla {} --help for its flags\n",
+                         word, where, command_path(at, app));
+  }
+  return out;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   flotilla::engine::prepare_process_heap();
@@ -15,6 +66,10 @@ int main(int argc, char** argv) {
   CLI::App app{"flotilla: replicate tables from fleets of sources into warehouses and event "
                "streams, handling schema drift"};
   app.require_subcommand(1);
+  app.set_version_flag("--version,-V", "flotilla " FLOTILLA_VERSION);
+  // -c may also follow the command (`flotilla plan -c f.toml`): subcommands hand the
+  // options they do not know to the top level.
+  app.fallthrough();
   global_options g;
   app.add_option("-c,--config", g.config_path, "path of flotilla.toml")
       ->capture_default_str();
@@ -24,21 +79,39 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // A word that is no command: name it and the commands there are, rather than
-    // CLI11's "A subcommand is required".
+    // A word that is no command: name it, the nearest command and the commands there
+    // are, rather than CLI11's "A subcommand is required".
     if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
-      CLI::App* at = &app;
-      while (!at->get_subcommands().empty())
-        at = at->get_subcommands().front();
-      const auto extra = at->remaining();
+      CLI::App* at = selected_command(app);
+      const auto extra = app.remaining(true);  // with fallthrough the top level holds them
       if (!extra.empty() && !extra.front().starts_with("-")) {
-        std::string names;
+        std::vector<std::string> names;
         for (const auto* sub : at->get_subcommands({}))
-          names += (names.empty() ? "" : ", ") + sub->get_name();
-        fmt::print(stderr, "unknown command '{}'{}; use one of: {}\nRun with --help for more "
+          names.push_back(sub->get_name());
+        std::vector<std::string_view> candidates(names.begin(), names.end());
+        const std::string near = flotilla::config::nearest(extra.front(), candidates);
+        std::string list;
+        for (const auto& n : names)
+          list += (list.empty() ? "" : ", ") + n;
+        fmt::print(stderr, "unknown command '{}'{}; {}use one of: {}\nRun with --help for more "
                    "information.\n",
                    extra.front(), at == &app ? "" : fmt::format(" for '{}'", at->get_name()),
-                   names);
+                   near.empty() ? "" : fmt::format("did you mean '{}'? ", near), list);
+        return 2;
+      }
+      if (extra.empty()) {
+        std::string list;
+        for (const auto* sub : at->get_subcommands({}))
+          list += (list.empty() ? "" : ", ") + sub->get_name();
+        fmt::print(stderr, "{} needs a command: {}\nRun with --help for more information.\n",
+                   at == &app ? std::string("flotilla") : "flotilla " + command_path(at, app), list);
+        return 2;
+      }
+    }
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+      const std::string hints = hints_for_extras(app, app.remaining(true));
+      if (!hints.empty()) {
+        fmt::print(stderr, "{}Run with --help for more information.\n", hints);
         return 2;
       }
     }

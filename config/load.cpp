@@ -4,6 +4,8 @@
 #include <array>
 #include <cctype>
 #include <filesystem>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <system_error>
@@ -972,17 +974,30 @@ load_result load_project(const std::string& path) {
   std::error_code ec;
   const bool exists = fs::exists(path, ec);
   std::ifstream in;
-  if (exists && !fs::is_directory(path, ec))
+  const bool directory = exists && fs::is_directory(path, ec);
+  int open_errno = 0;
+  if (exists && !directory) {
+    errno = 0;
     in.open(path, std::ios::binary);
+    open_errno = errno;
+  }
   if (!in.is_open()) {
     diagnostic d;
     d.code = errc::file_not_found;
     d.file = path;
     d.value = path;
-    d.message = exists ? fmt::format("cannot read config file '{}'", path)
-                       : fmt::format("config file '{}' not found; pass -c <path> or create "
-                                     "flotilla.toml in the working directory",
-                                     path);
+    if (!exists)
+      d.message = fmt::format("config file '{}' not found; pass -c <path> or create "
+                              "flotilla.toml in the working directory",
+                              path);
+    else if (directory)
+      d.message = fmt::format("cannot read config file '{}': it is a directory; pass -c with "
+                              "the path of the flotilla.toml inside it",
+                              path);
+    else
+      d.message = fmt::format("cannot read config file '{}': {}; give the user running flotilla "
+                              "read access to it (e.g. chmod a+r), or pass -c with a readable copy",
+                              path, open_errno != 0 ? std::strerror(open_errno) : "unreadable");
     return load_result{empty_project(path), {std::move(d)}};
   }
   std::ostringstream text;

@@ -804,7 +804,37 @@ TEST_CASE("an unknown command is named, with the commands there are, and exits 2
   CHECK_THAT(r.err, Catch::StartsWith("unknown command 'frobnicate'; use one of: plan, run,"));
   r = run_flotilla(w, {"review", "lst"});
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.err, Catch::StartsWith("unknown command 'lst' for 'review'; use one of: list,"));
+  CHECK_THAT(r.err, Catch::StartsWith("unknown command 'lst' for 'review'; did you mean 'list'? "
+                                      "use one of: list,"));
+  r = run_flotilla(w, {"pln"});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::StartsWith("unknown command 'pln'; did you mean 'plan'?"));
+  r = run_flotilla(w, {"contract"});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::StartsWith("flotilla contract needs a command: diff, generate"));
+}
+
+TEST_CASE("a mistyped flag gets the nearest flag of its command; -c may follow the command") {
+  workdir w;
+  auto r = run_flotilla(w, {"run", "--fitler", "client=acme"});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::StartsWith("unknown flag '--fitler' for 'flotilla run'; did you mean "
+                                      "'--filter'?"));
+  r = run_flotilla(w, {"plan", "--no-prun"});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("did you mean '--no-prune'?"));
+  r = run_flotilla(w, {"--version"});
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::StartsWith("flotilla "));
+  // -c after the command names the config as well as before it.
+  w.write("elsewhere.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n");
+  r = run_flotilla(w, {"plan", "-c", w.file("elsewhere.toml")});
+  CHECK(r.exit_code == 0);
+  // A config file that exists but cannot be read says why.
+  std::filesystem::create_directories(w.file("dir.toml"));
+  r = run_flotilla(w, {"-c", w.file("dir.toml"), "plan"});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("it is a directory"));
 }
 
 TEST_CASE("configuration errors are reported together and exit 2") {
@@ -1090,6 +1120,19 @@ TEST_CASE("Ctrl-C stops cleanly: tables in flight roll back, the rest are skippe
   for (int t = 0; t < 24; ++t)
     CHECK(duckdb_query(w.file("wh.duckdb"),
                        fmt::format("SELECT count(*) FROM staging__us_west__shop.t{}", t))[0][0] == "300");
+}
+
+TEST_CASE("Ctrl-C after the last table committed: the run succeeded and exits 0") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  write_config(w, "duckdb");
+  setenv("FLOTILLA_INTERRUPT_AT", "1", 1);  // SIGINT right after the only table's commit
+  int rc = -1;
+  auto stopped = flotilla_json(w, {"run"}, &rc);
+  unsetenv("FLOTILLA_INTERRUPT_AT");
+  CHECK(stopped["status"] == "success");
+  CHECK((*find_table(stopped, "staging__us_west__shop.orders"))["status"] == "copied");
+  CHECK(rc == 0);
 }
 
 TEST_CASE("an unreadable target table is treated as absent and rebuilt with a full refresh") {
