@@ -142,39 +142,96 @@ std::vector<std::string> keyless_sql(const dialects::dialect& d, const std::stri
 
 void net_changes::insert(const tuple& row) {
   ++changes;
-  rows[key_text(layout, row)] = entry{state::upsert, row};
+  rows[key_text(layout, row)] = entry{state::upsert, row, std::nullopt, false};
 }
 
 void net_changes::update(const std::optional<tuple>& old_row, const tuple& row) {
   ++changes;
   const std::string key = key_text(layout, row);
+  if (old_row && has_unchanged(row)) {
+    const std::string old_key = key_text(layout, *old_row);
+    if (old_key != key) {
+      // The key changed and some values were not sent: they are where the row was.
+      tuple merged = row;
+      const auto prev = rows.find(old_key);
+      const auto here = rows.find(key);
+      const bool clears = here != rows.end() && (here->second.what == state::removed ||
+                                                 here->second.clears_key);
+      if (prev != rows.end() && prev->second.what != state::removed) {
+        const bool complete = fill_unchanged(merged, prev->second.row);
+        if (prev->second.what == state::upsert && complete) {
+          // The whole row is known (inserted in this batch, or sent whole).
+          prev->second = entry{state::removed, *old_row, std::nullopt, false};
+          rows[key] = entry{state::upsert, std::move(merged), std::nullopt, false};
+          return;
+        }
+        entry moved{state::moved, std::move(merged),
+                    prev->second.what == state::moved ? prev->second.from : old_row, clears};
+        const bool kept_clear = prev->second.clears_key;
+        if (kept_clear)
+          // What the target held under the old key before the row moved in goes.
+          prev->second = entry{state::removed, *old_row, std::nullopt, false};
+        else
+          rows.erase(prev);
+        rows[key] = std::move(moved);
+        return;
+      }
+      rows[key] = entry{state::moved, std::move(merged), *old_row, clears};
+      return;
+    }
+  }
   if (old_row) {
     const std::string old_key = key_text(layout, *old_row);
     if (old_key != key)
-      rows[old_key] = entry{state::removed, *old_row};
-  }
-  if (!has_unchanged(row)) {
-    rows[key] = entry{state::upsert, row};
-    return;
+      rows[old_key] = entry{state::removed, *old_row, std::nullopt, false};
   }
   auto it = rows.find(key);
+  if (!has_unchanged(row)) {
+    if (it != rows.end() && it->second.what == state::moved) {
+      // Whole now: the row the target holds under the earlier key goes, and it is
+      // written under its new one (over any row the target still has there).
+      const std::string from_key = key_text(layout, *it->second.from);
+      if (!rows.contains(from_key))
+        rows[from_key] = entry{state::removed, *it->second.from, std::nullopt, false};
+    }
+    rows[key] = entry{state::upsert, row, std::nullopt, false};
+    return;
+  }
   tuple merged = row;
+  if (it != rows.end() && it->second.what == state::moved) {
+    (void)fill_unchanged(merged, it->second.row);
+    it->second.row = std::move(merged);
+    return;
+  }
   if (it != rows.end() && it->second.what != state::removed) {
     const bool complete = fill_unchanged(merged, it->second.row);
     it->second = entry{it->second.what == state::upsert && complete ? state::upsert : state::partial,
-                       std::move(merged)};
+                       std::move(merged), std::nullopt, false};
     return;
   }
   if (old_row && fill_unchanged(merged, *old_row)) {
-    rows[key] = entry{state::upsert, std::move(merged)};
+    rows[key] = entry{state::upsert, std::move(merged), std::nullopt, false};
     return;
   }
-  rows[key] = entry{state::partial, std::move(merged)};
+  rows[key] = entry{state::partial, std::move(merged), std::nullopt, false};
 }
 
 void net_changes::remove(const tuple& old_row) {
   ++changes;
-  rows[key_text(layout, old_row)] = entry{state::removed, old_row};
+  const std::string key = key_text(layout, old_row);
+  const auto it = rows.find(key);
+  if (it != rows.end() && it->second.what == state::moved) {
+    // The target still holds the row under its earlier key: that row goes (unless this
+    // batch wrote another row there, which replaces it anyway).
+    const std::string from_key = key_text(layout, *it->second.from);
+    if (!rows.contains(from_key))
+      rows[from_key] = entry{state::removed, *it->second.from, std::nullopt, false};
+    if (!it->second.clears_key) {
+      rows.erase(it);
+      return;
+    }
+  }
+  rows[key] = entry{state::removed, old_row, std::nullopt, false};
 }
 
 void keyless_changes::update(const std::optional<tuple>& old_row, const tuple& row) {
@@ -270,11 +327,17 @@ std::vector<std::string> step_sql(const dialects::dialect& d, const dialects::ta
   const auto& net = std::get<net_changes>(step);
   const row_layout& l = net.layout;
   std::vector<const tuple*> removed, upserts, partials;
+  std::vector<const net_changes::entry*> moves;
   for (const auto& [k, e] : net.rows) {
     switch (e.what) {
       case net_changes::state::removed: removed.push_back(&e.row); break;
       case net_changes::state::upsert: upserts.push_back(&e.row); break;
       case net_changes::state::partial: partials.push_back(&e.row); break;
+      case net_changes::state::moved:
+        moves.push_back(&e);
+        if (e.clears_key)
+          removed.push_back(&e.row);
+        break;
     }
   }
   for (std::size_t i = 0; i < removed.size(); i += rows_per_statement) {
@@ -282,6 +345,18 @@ std::vector<std::string> step_sql(const dialects::dialect& d, const dialects::ta
                                     removed.begin() + static_cast<std::ptrdiff_t>(
                                         std::min(removed.size(), i + rows_per_statement)));
     out.push_back(fmt::format("DELETE FROM {} WHERE {}", qt, key_condition(d, l, chunk)));
+  }
+  // Rows whose key changed, updated where the target holds them (after the deletes, which
+  // may free their new keys; before the inserts, which may reuse their old ones).
+  for (const auto* m : moves) {
+    std::string sets;
+    for (std::size_t c = 0; c < l.names.size(); ++c) {
+      if (m->row[c].type == tuple_value::kind::unchanged)
+        continue;
+      sets += fmt::format("{}{} = {}", sets.empty() ? "" : ", ", d.quote(l.names[c]),
+                          value_sql(d, l.types[c], m->row[c]));
+    }
+    out.push_back(fmt::format("UPDATE {} SET {} WHERE {}", qt, sets, key_condition(d, l, {&*m->from})));
   }
   if (!upserts.empty()) {
     std::string cols, keys, sets;

@@ -35,10 +35,15 @@ struct row_layout {
 /// Net changes of one table since the last barrier, under one layout.
 struct net_changes {
   row_layout layout;
-  enum class state : std::uint8_t { upsert, removed, partial };
+  /// moved: a row whose key changed while some of its values were not sent (unchanged
+  /// TOAST values): the target holds it under `from`'s key, and it is updated there,
+  /// key included, keeping the values not sent.
+  enum class state : std::uint8_t { upsert, removed, partial, moved };
   struct entry {
     state what = state::upsert;
-    tuple row;  ///< upsert/partial: the new image; removed: the key columns
+    tuple row;  ///< upsert/partial/moved: the new image; removed: the key columns
+    std::optional<tuple> from;  ///< moved: the row (its key columns) the target holds
+    bool clears_key = false;    ///< moved: a row the target holds under the new key goes first
   };
   std::map<std::string, entry> rows;  ///< by key text
   std::uint64_t changes = 0;

@@ -359,10 +359,18 @@ class table_logic {
       std::optional<tuple> old;
       if (u->old_row)
         old = to_layout(t, *u->old_row);
+      // An old image of the key alone (the key changed, default replica identity): its
+      // other columns are not values but unknown, so none fills the new row's unchanged
+      // (TOAST) values, which the target still holds under the old key.
+      std::optional<tuple> old_image = old;
+      if (old_image && u->old_is_key)
+        for (std::size_t i = 0; i < old_image->size(); ++i)
+          if (std::find(t.layout.key.begin(), t.layout.key.end(), i) == t.layout.key.end())
+            (*old_image)[i].type = tuple_value::kind::unchanged;
       if (held) {
-        keep(t, b, "update", at, old, row);
+        keep(t, b, "update", at, old_image, row);
       } else {
-        apply_update(b, t, old, row);
+        apply_update(b, t, old_image, row);
         add_row_event(b, t, "update", at, &row, &row, old ? &*old : nullptr);
       }
     } else if (auto* d = std::get_if<delete_message>(&c)) {

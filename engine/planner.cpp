@@ -104,8 +104,16 @@ struct planner {
   void fail_unfit(const column& s, const portable_type& declared, const std::string& value) {
     // The inferred type holds a number; a value that is no number only text holds.
     static const std::regex number(R"(\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*)");
-    const std::string holds =
-        std::regex_match(value, number) ? T(s.type) : std::string("text");
+    // A double keeps 15 significant digits: a longer number only text holds as written.
+    std::size_t digits = 0;
+    for (const char c : value.substr(0, value.find_first_of("eE")))
+      digits += (c >= '0' && c <= '9' && (digits > 0 || c != '0')) ? 1 : 0;
+    const bool inexact_double =
+        (s.type.kind == schema::type_kind::float64 ||
+         s.type.kind == schema::type_kind::float32) && digits > 15;
+    const std::string holds = std::regex_match(value, number) && !inexact_double
+                                  ? T(s.type)
+                                  : std::string("text");
     fail("FLT-S002",
          fmt::format("{} holds the value '{}', which {} cannot hold exactly (the file is "
                      "parsed as declared); declare a type that holds every value of the "
@@ -699,6 +707,10 @@ table_plan plan_table(const schema::table_schema& source,
     p.reset_watermark = true;
     if (state == target_state::unreadable)  // rebuilt from scratch: nothing of it can be kept
       p.ddl.push_back(dialect.drop_table(target));
+    if (p.error && p.load_columns.columns.empty()) {
+      p.load = load_kind::full_refresh;
+      return p;  // refused, and no column left to create the table with
+    }
     pl.full_refresh();
     // A unique_key other than the source's own key may repeat in the source's rows: the
     // first load merges too (into the table it creates), so the table starts as every

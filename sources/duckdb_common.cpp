@@ -144,6 +144,12 @@ std::string select_expr(const std::string& q, duckdb_type physical, const portab
     case type_kind::time:
       return physical == DUCKDB_TYPE_TIME ? q : cast(q, "TIME");
     case type_kind::timestamp_ntz:
+      // Nanoseconds truncate to the microsecond below, before 1970 too (DuckDB's own cast
+      // rounds those toward 1970: 1969-12-31 23:59:59.999999999 would become 1970).
+      if (physical == DUCKDB_TYPE_TIMESTAMP_NS)
+        return fmt::format("make_timestamp((epoch_ns({0}) - ((epoch_ns({0}) % 1000 + 1000) % "
+                           "1000)) // 1000)",
+                           q);
       return physical == DUCKDB_TYPE_TIMESTAMP ? q : cast(q, "TIMESTAMP");
     case type_kind::timestamp_tz:
       return physical == DUCKDB_TYPE_TIMESTAMP_TZ ? q : cast(q, "TIMESTAMPTZ");

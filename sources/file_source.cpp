@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cmath>
 #include <cstring>
+#include <functional>
 #include <span>
 #include <filesystem>
 #include <fstream>
@@ -151,6 +153,179 @@ std::optional<std::string> unclosed_array(const std::string& path) {
   return "malformed JSON, " +
          json_error_at(path).value_or("the array that opens the file is never closed") +
          " (the file looks cut short)";
+}
+
+/// A decimal number's value as its significant digits and the power of ten of the first:
+/// "-0012.3400e-5" and "1.234e-4" are both {"1234", -3}. Zero has no digits.
+struct decimal_value {
+  bool negative = false;
+  std::string digits;
+  long exponent = 0;
+  friend bool operator==(const decimal_value&, const decimal_value&) = default;
+};
+
+decimal_value decimal_of(std::string_view text) {
+  decimal_value v;
+  if (!text.empty() && (text[0] == '-' || text[0] == '+')) {
+    v.negative = text[0] == '-';
+    text.remove_prefix(1);
+  }
+  long exp = 0;
+  if (const auto e = text.find_first_of("eE"); e != std::string_view::npos) {
+    exp = std::strtol(std::string(text.substr(e + 1)).c_str(), nullptr, 10);
+    text = text.substr(0, e);
+  }
+  const auto point = text.find('.');
+  const std::string_view whole = text.substr(0, point);
+  const std::string_view frac = point == std::string_view::npos ? "" : text.substr(point + 1);
+  std::string digits = std::string(whole) + std::string(frac);
+  long at = static_cast<long>(whole.size());
+  const auto first = digits.find_first_not_of('0');
+  if (first == std::string::npos)
+    return decimal_value{};  // zero, of either sign
+  at -= static_cast<long>(first);
+  digits.erase(0, first);
+  digits.erase(digits.find_last_not_of('0') + 1);
+  v.digits = std::move(digits);
+  v.exponent = at + exp;
+  return v;
+}
+
+/// Finds the first number in a JSON file that DuckDB's reader would not load as written:
+/// it reads a number with a point or an exponent as a double (its JSON columns too), so
+/// one with more digits than a double keeps (12345678901234567.123456789) would load
+/// rounded; and an integer read into a double column (inferred from the file's numbers)
+/// past 2^53 likewise. `float_column` tells whether a top-level key's column reads as a
+/// double. Per line for a file of one record per line; a file that is one array is read
+/// as one document, its records counted.
+struct json_digit_checker : nlohmann::json_sax<nlohmann::json> {
+  std::function<bool(const std::string&)> float_column;
+  std::size_t depth = 0, record_depth = 0, records = 0;
+  std::string column;  // the current record's key (its column)
+  std::string found;
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t v) override {
+    return whole(v < 0 ? -static_cast<double>(v) : static_cast<double>(v), std::to_string(v));
+  }
+  bool number_unsigned(number_unsigned_t v) override {
+    return whole(static_cast<double>(v), std::to_string(v));
+  }
+  bool number_float(number_float_t v, const string_t& raw) override {
+    if (!std::isfinite(v))
+      return true;
+    const bool integer_literal = raw.find_first_of(".eE") == string_t::npos;
+    if (integer_literal && !float_column(column))
+      return true;  // an integer past 64 bits reads exactly as text or a decimal
+    if (decimal_of(raw) == decimal_of(fmt::format("{}", v)))
+      return true;
+    found = fmt::format("column '{}' holds the number {}, which has more digits than the JSON "
+                        "reader keeps: it reads such numbers as doubles, and it would load as "
+                        "{}",
+                        column, raw, fmt::format("{}", v));
+    return false;
+  }
+  bool whole(double magnitude, const std::string& text) {
+    if (magnitude <= 9007199254740992.0 || !float_column(column))
+      return true;
+    found = fmt::format("column '{}' holds the integer {}, past the 2^53 a double (the type "
+                        "inferred from the file's numbers) holds exactly",
+                        column, text);
+    return false;
+  }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    ++depth;
+    if (record_depth == 0)
+      record_depth = depth;
+    if (depth == record_depth)
+      ++records;
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (depth == record_depth)
+      column = k;
+    return true;
+  }
+  bool end_object() override {
+    --depth;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    ++depth;
+    return true;
+  }
+  bool end_array() override {
+    --depth;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;  // malformed JSON is told by the read itself
+  }
+};
+
+/// The first JSON number that would load changed ("line N: column ... "), or nullopt.
+std::optional<std::string> json_lost_digits(const std::string& path,
+                                            std::function<bool(const std::string&)> float_column) {
+  std::ifstream in(path, std::ios::binary);
+  json_digit_checker check;
+  check.float_column = std::move(float_column);
+  if (json_array_file(path)) {
+    nlohmann::json::sax_parse(in, &check, nlohmann::json::input_format_t::json, false);
+    if (check.found.empty())
+      return std::nullopt;
+    return fmt::format("record {}: {}", check.records, check.found);
+  }
+  std::size_t n = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++n;
+    // Only a line with a long run of digits can hold such a number: the rest are skipped
+    // unparsed (16 digits: a double keeps any 15).
+    std::size_t run = 0, longest = 0;
+    for (const char c : line) {
+      run = (c >= '0' && c <= '9') ? run + 1 : (c == '.' ? run : 0);
+      longest = std::max(longest, run);
+    }
+    if (longest < 16)
+      continue;
+    check.depth = check.record_depth = 0;
+    nlohmann::json::sax_parse(line, &check, nlohmann::json::input_format_t::json, false);
+    if (!check.found.empty())
+      return fmt::format("line {}: {}", n, check.found);
+  }
+  return std::nullopt;
+}
+
+/// The top-level key (column) of the first number written `literal` in a JSON file, or
+/// empty: names the column of a value DuckDB's reader could not convert.
+std::string json_column_of_number(const std::string& path, const std::string& literal) {
+  struct finder : json_digit_checker {
+    std::string literal, hit;
+    bool number_integer(number_integer_t v) override { return seen(std::to_string(v)); }
+    bool number_unsigned(number_unsigned_t v) override { return seen(std::to_string(v)); }
+    bool number_float(number_float_t, const string_t& raw) override { return seen(raw); }
+    bool seen(const std::string& text) {
+      if (text != literal)
+        return true;
+      hit = column;
+      return false;
+    }
+  } f;
+  f.literal = literal;
+  f.float_column = [](const std::string&) { return false; };
+  std::ifstream in(path, std::ios::binary);
+  if (json_array_file(path)) {
+    nlohmann::json::sax_parse(in, &f, nlohmann::json::input_format_t::json, false);
+    return f.hit;
+  }
+  for (std::string line; f.hit.empty() && std::getline(in, line);) {
+    if (line.find(literal) == std::string::npos)
+      continue;
+    f.depth = f.record_depth = 0;
+    nlohmann::json::sax_parse(line, &f, nlohmann::json::input_format_t::json, false);
+  }
+  return f.hit;
 }
 
 /// DuckDB's reason, with the place a malformed JSON file breaks as counted from its start.
@@ -367,15 +542,37 @@ class file_source final : public source {
     for (std::size_t i = 0; i < columns.size(); ++i) {
       if ((*row)[4 * i].value_or("false") != "true")
         continue;
+      const int significant = std::stoi((*row)[4 * i + 3].value_or("0"));
       const decimal_digits d{std::stoi((*row)[4 * i + 1].value_or("0")),
-                             std::stoi((*row)[4 * i + 2].value_or("0"))};
+                             std::stoi((*row)[4 * i + 2].value_or("0")), significant};
       // JSON numbers arrive as doubles, exact to 15 significant digits: a longer one may
       // have lost digits already, so no decimal is claimed for it.
-      const int significant = std::stoi((*row)[4 * i + 3].value_or("0"));
-      if (d.integer + d.scale <= 38 && (!json_ || significant <= 15))
+      if (!json_ || (significant <= 15 && d.integer + d.scale <= 38))
         out[i] = d;
     }
     return out;
+  }
+
+  /// Whether a CSV file may hold a number with more significant digits than a double keeps:
+  /// a run of 16 digits or more. One fast pass over the bytes.
+  static bool may_hold_long_numbers(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::array<char, 1 << 16> buf{};
+    std::size_t run = 0;
+    while (in) {
+      in.read(buf.data(), buf.size());
+      const auto n = static_cast<std::size_t>(in.gcount());
+      for (std::size_t i = 0; i < n; ++i) {
+        const char c = buf[i];
+        if (c >= '0' && c <= '9') {
+          if (++run >= 16)
+            return true;
+        } else if (c != '.') {
+          run = 0;
+        }
+      }
+    }
+    return false;
   }
 
   std::vector<std::optional<std::string>> unfit_values(
@@ -436,22 +633,66 @@ class file_source final : public source {
     spec.fix = fix_file;
     try {
       duck::connection con(db());
-      if (!json_)
+      if (!json_) {
         check_quotes(con, path);
+        check_long_numbers(con, path, request);
+        if (auto keeping = keeping_empty_strings(con, path, request))
+          spec.relation = std::move(*keeping);
+      }
       else if (auto cut = unclosed_array(path))
         throw error::read_failed(options_.name, request.table->name, path, *cut, fix_file);
+      if (json_) {
+        const auto float_column = [&](const std::string& name) {
+          const auto* c = request.columns.find(name, schema::name_rule::case_sensitive);
+          if (c == nullptr)
+            c = request.table->columns.find(name, schema::name_rule::case_sensitive);
+          return c != nullptr && (c->type.kind == schema::type_kind::float64 ||
+                                  c->type.kind == schema::type_kind::float32);
+        };
+        if (auto lost = json_lost_digits(path, float_column))
+          throw error::read_failed(
+              options_.name, request.table->name, path, *lost,
+              "write the value as a JSON string (\"12345678901234567.123456789\"), which "
+              "loads exactly, and pin the column's type in flotilla.toml ([sources." +
+                  options_.name + ".tables.\"" + request.table->name +
+                  "\"] columns = { <column> = \"decimal(p,s)\" } or \"text\")");
+      }
       return duck::scan(con, spec, consume);
     } catch (const duck::failure& e) {
       if (auto c = conversion_error(e.what(), options_.name, request.table->name))
         throw error::read_failed(options_.name, request.table->name, path, c->first, c->second);
+      if (json_)
+        out_of_range_number(path, request.table->name, e.what());
       throw error::read_failed(options_.name, request.table->name, path,
                                json_ ? json_reason(path, e.what()) : std::string(e.what()),
                                fix_file);
     } catch (const source_error& e) {
       if (auto c = conversion_error(e.what(), options_.name, request.table->name))
         throw error::read_failed(options_.name, request.table->name, path, c->first, c->second);
+      if (json_)
+        out_of_range_number(path, request.table->name, e.what());
       throw;
     }
+  }
+
+  /// DuckDB's JSON reader's "Failed to cast value to numerical: N" in Flotilla's terms: the
+  /// column holding N and the pin that reads it. Returns when the column is not found.
+  void out_of_range_number(const std::string& path, const std::string& table,
+                           const std::string& what) {
+      static const std::regex numerical(R"(Failed to cast value to numerical: ([-+0-9.eE]+))");
+      std::smatch m;
+      if (json_ && std::regex_search(what, m, numerical)) {
+        const std::string column = json_column_of_number(path, m[1].str());
+        if (!column.empty())
+          throw error::read_failed(
+              options_.name, table, path,
+              fmt::format("column '{}' holds the number {}, past the range of the type the "
+                          "reader inferred from the file's first records",
+                          column, m[1].str()),
+              fmt::format("pin the column's type in flotilla.toml ([sources.{}.tables.\"{}\"] "
+                          "columns = {{ {} = \"text\" }}, or a decimal wide enough)",
+                          options_.name, table, column));
+      }
   }
 
  private:
@@ -541,11 +782,17 @@ class file_source final : public source {
   /// STRUCT DuckDB infers, each object would get every key any of them has, NULL where it
   /// had none. The inferred relation when a column has no such DuckDB type.
   [[nodiscard]] std::string json_relation(const std::string& path,
-                                          const schema::table_schema& inferred) const {
+                                          const schema::table_schema& inferred,
+                                          const schema::table_schema* requested = nullptr) const {
     std::string columns;
     for (const auto& c : inferred.columns) {
+      // A column pinned to another type is read as the pin says: text reads an integer
+      // past 64 bits, which no number type of the reader holds, as the digits it is.
+      const auto* pinned = requested ? requested->find(c.name, schema::name_rule::case_sensitive)
+                                     : nullptr;
+      const schema::portable_type& type = pinned ? pinned->type : c.type;
       const std::string t =
-          c.type.kind == schema::type_kind::json ? "JSON" : duckdb_parse_type(c.type);
+          type.kind == schema::type_kind::json ? "JSON" : duckdb_parse_type(type);
       if (t.empty())
         return relation(path);
       columns += fmt::format("{}{}: {}", columns.empty() ? "" : ", ", quote_literal(c.name),
@@ -561,7 +808,7 @@ class file_source final : public source {
   /// foresee (text further down a column of numbers) reads as the pin says.
   [[nodiscard]] std::string relation(const std::string& path, const read_request& request) const {
     if (json_)
-      return json_relation(path, request.table->columns);
+      return json_relation(path, request.table->columns, &request.columns);
     std::string types;
     for (const auto& c : request.columns.columns) {
       const auto* inferred =
@@ -595,6 +842,9 @@ class file_source final : public source {
       case k::date: return "DATE";
       case k::timestamp_ntz: return "TIMESTAMP";
       case k::timestamp_tz: return "TIMESTAMPTZ";
+      case k::time: return "TIME";
+      case k::uuid: return "UUID";
+      case k::bytes: return "BLOB";
       default: return {};
     }
   }
@@ -641,6 +891,114 @@ class file_source final : public source {
     for (auto& row : rows)
       out.emplace_back(row[0].value_or(""), row[1].value_or("VARCHAR"));
     return out;
+  }
+
+  /// DuckDB's CSV reader infers a double for numbers with a point or past 64 bits, which
+  /// would round one with more digits than a double keeps (12345678901234567.123456789,
+  /// 18446744073709551615): a column read as a double holding such a value fails the read,
+  /// naming the column and the value, instead of loading it changed (seed 000: inferred
+  /// types never become float by themselves).
+  void check_long_numbers(duck::connection& con, const std::string& path,
+                          const read_request& request) {
+    std::vector<std::string> doubles;
+    for (const auto& c : request.columns.columns)
+      if (c.type.kind == schema::type_kind::float64 || c.type.kind == schema::type_kind::float32)
+        doubles.push_back(c.name);
+    if (doubles.empty() || !may_hold_long_numbers(path))
+      return;
+    std::string select, where;
+    for (const auto& name : doubles) {
+      const std::string v = fmt::format("trim({})", quote_ident(name));
+      const std::string long_value = fmt::format(
+          "length(ltrim(regexp_replace(split_part(lower({0}), 'e', 1), '[^0-9]', '', 'g'), "
+          "'0')) > 15",
+          v);
+      select += fmt::format("{}CASE WHEN {} THEN {} END", select.empty() ? "" : ", ", long_value, v);
+      where += fmt::format("{}{}", where.empty() ? "" : " OR ", long_value);
+    }
+    const auto rows = con.strings(fmt::format("SELECT {} FROM read_csv({}, all_varchar = true) "
+                                              "WHERE {} LIMIT 1000",
+                                              select, quote_literal(path), where));
+    for (const auto& row : rows)
+      for (std::size_t i = 0; i < row.size() && i < doubles.size(); ++i) {
+        if (!row[i])
+          continue;
+        const std::string& text = *row[i];
+        char* end = nullptr;
+        const double d = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || !std::isfinite(d))
+          continue;
+        const std::string as_double = fmt::format("{}", d);
+        if (decimal_of(text) == decimal_of(as_double))
+          continue;
+        const decimal_value v = decimal_of(text);
+        const long scale = std::max<long>(0, static_cast<long>(v.digits.size()) - v.exponent);
+        const long whole = std::max<long>(1, v.exponent);
+        const std::string pin =
+            whole + scale <= 38
+                ? fmt::format("\"decimal({},{})\" }}, a wider decimal, or {{ {} = \"text\"",
+                              whole + scale, scale, doubles[i])
+                : std::string("\"text\"");
+        throw error::read_failed(
+            options_.name, request.table->name, path,
+            fmt::format("column '{}' holds the number {}, which has more digits than the double "
+                        "its type was inferred as keeps: it would load as {}",
+                        doubles[i], text, as_double),
+            fmt::format("pin the column's type in flotilla.toml ([sources.{}.tables.\"{}\"] "
+                        "columns = {{ {} = {} }})",
+                        options_.name, request.table->name, doubles[i], pin));
+      }
+  }
+
+  /// A quoted empty value ("") is an empty string, an unquoted one (nothing between the
+  /// delimiters) NULL, as PostgreSQL's COPY ... CSV writes them; DuckDB's reader makes both
+  /// NULL unless told (allow_quoted_nulls = false), and then a "" in a number or date
+  /// column is an error. A file holding "" reads every column as its read type with
+  /// quoted empties kept, when every "" is in a text column (checked by a first pass);
+  /// nullopt (read as usual: "" as NULL) otherwise.
+  std::optional<std::string> keeping_empty_strings(duck::connection& con, const std::string& path,
+                                                   const read_request& request) {
+    if (!has_quoted_empty(path))
+      return std::nullopt;
+    std::string types, typed;
+    for (const auto& c : request.columns.columns) {
+      const std::string t = duckdb_parse_type(c.type);
+      if (t.empty())
+        return std::nullopt;
+      types += fmt::format("{}{}: {}", types.empty() ? "" : ", ", quote_literal(c.name),
+                           quote_literal(t));
+      if (t != "VARCHAR")  // the columns a "" can fail (named, so the reader parses them)
+        typed += fmt::format("{}{}", typed.empty() ? "" : ", ", quote_ident(c.name));
+    }
+    if (types.empty())
+      return std::nullopt;
+    std::string relation = fmt::format("read_csv({}, allow_quoted_nulls = false, types = {{{}}})",
+                                       quote_literal(path), types);
+    try {
+      if (!typed.empty())
+        con.exec(fmt::format("SELECT count(*) FROM {} WHERE hash({}) IS NOT NULL", relation, typed));
+    } catch (const duck::failure&) {
+      return std::nullopt;  // a "" where no text goes: read as NULL, as before
+    }
+    return relation;
+  }
+
+  /// Whether a CSV file has a field that is just "" (at a line's start or after a
+  /// delimiter, and followed by one or the line's end). One pass over the bytes.
+  static bool has_quoted_empty(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto edge = [](char c) {
+      return c == '\n' || c == '\r' || c == ',' || c == ';' || c == '\t' || c == '|';
+    };
+    for (std::size_t at = data.find("\"\""); at != std::string::npos;
+         at = data.find("\"\"", at + 1)) {
+      const bool opens = at == 0 || edge(data[at - 1]);
+      const bool closes = at + 2 >= data.size() || edge(data[at + 2]);
+      if (opens && closes)
+        return true;
+    }
+    return false;
   }
 
   void strict_check(duck::connection& con, const std::string& path, char delim = ',') {

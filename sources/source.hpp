@@ -101,6 +101,9 @@ struct read_result {
 struct decimal_digits {
   int integer = 0;
   int scale = 0;
+  /// The most significant digits one value has (leading zeros left out): past 15 a
+  /// double may not hold the value as written.
+  int significant = 0;
 };
 
 using batch_consumer = std::function<bool(schema::row_batch&&)>;
@@ -125,8 +128,10 @@ class source {
   [[nodiscard]] virtual std::string_view catalog_version() const { return {}; }
   /// For inferred sources (csv, json), whose readers infer a double for any number with
   /// a point: for each named column, the digits its values need, when every value is a
-  /// plain decimal number (no exponent, no inf or nan) and the type fits decimal(38); an
-  /// empty answer otherwise. Reads the whole table. Other adapters answer none.
+  /// plain decimal number (no exponent, no inf or nan); an empty answer otherwise (and for
+  /// json also when a value has more digits than the double it was read as keeps). The
+  /// caller checks the digits fit its decimal. Reads the whole table. Other adapters
+  /// answer none.
   [[nodiscard]] virtual std::vector<std::optional<decimal_digits>> decimal_fit(
       const source_table& table, const std::vector<std::string>& columns) {
     (void)table;

@@ -115,6 +115,52 @@ TEST_CASE("an update without its unchanged TOAST value updates only the columns 
   CHECK(sql[0] == "UPDATE \"s\".\"orders\" SET \"n\" = 5 WHERE \"id\" IN (9)");
 }
 
+TEST_CASE("a key change without its unchanged TOAST value moves the row where the target holds it") {
+  net_changes n;
+  n.layout = orders_layout();
+  n.layout.names.push_back("n");
+  n.layout.types.push_back(flotilla::schema::portable_type::of(flotilla::schema::type_kind::int32));
+  const tuple_value unknown{tuple_value::kind::unchanged, ""};
+  // Old image of the key alone: its other columns are unknown, not NULL.
+  n.update(tuple{text("1"), unknown, unknown}, {text("100"), unknown, text("5")});
+  auto d = flotilla::dialects::make_dialect("postgres");
+  REQUIRE(d);
+  auto sql = step_sql(**d, {"", "s", "orders"}, n);
+  REQUIRE(sql.size() == 1);
+  CHECK(sql[0] == "UPDATE \"s\".\"orders\" SET \"id\" = 100, \"n\" = 5 WHERE \"id\" IN (1)");
+
+  // Moved on again, then sent whole: the row under the first key goes, the whole row lands.
+  n.update(tuple{text("100"), unknown, unknown}, {text("200"), unknown, text("6")});
+  sql = step_sql(**d, {"", "s", "orders"}, n);
+  REQUIRE(sql.size() == 1);
+  CHECK(sql[0] == "UPDATE \"s\".\"orders\" SET \"id\" = 200, \"n\" = 6 WHERE \"id\" IN (1)");
+  n.update(std::nullopt, {text("200"), text("whole"), text("7")});
+  sql = step_sql(**d, {"", "s", "orders"}, n);
+  REQUIRE(sql.size() == 2);
+  CHECK(sql[0] == "DELETE FROM \"s\".\"orders\" WHERE \"id\" IN (1)");
+  CHECK(sql[1].starts_with("INSERT INTO \"s\".\"orders\" (\"id\", \"note\", \"n\") VALUES (200, "
+                           "'whole', 7)"));
+
+  // A moved row deleted: the target's row under the old key goes.
+  net_changes m;
+  m.layout = n.layout;
+  m.update(tuple{text("1"), unknown, unknown}, {text("100"), unknown, text("5")});
+  m.remove(tuple{text("100"), unknown, unknown});
+  sql = step_sql(**d, {"", "s", "orders"}, m);
+  REQUIRE(sql.size() == 1);
+  CHECK(sql[0] == "DELETE FROM \"s\".\"orders\" WHERE \"id\" IN (1)");
+
+  // Moved into a key whose row was deleted earlier in the batch: that row goes first.
+  net_changes c;
+  c.layout = n.layout;
+  c.remove(tuple{text("100"), unknown, unknown});
+  c.update(tuple{text("1"), unknown, unknown}, {text("100"), unknown, text("5")});
+  sql = step_sql(**d, {"", "s", "orders"}, c);
+  REQUIRE(sql.size() == 2);
+  CHECK(sql[0] == "DELETE FROM \"s\".\"orders\" WHERE \"id\" IN (100)");
+  CHECK(sql[1] == "UPDATE \"s\".\"orders\" SET \"id\" = 100, \"n\" = 5 WHERE \"id\" IN (1)");
+}
+
 TEST_CASE("columns are matched by attnum, so a rename is one change") {
   std::vector<source_column> before{{"id", 1, "integer", true, true, {}, false, {}},
                                     {"note", 2, "text", false, false, {}, false, {}}};

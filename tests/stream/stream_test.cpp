@@ -746,6 +746,11 @@ TEST_CASE("an update that leaves a TOASTed value unchanged keeps it on the targe
   pg_exec(f.source(), "UPDATE docs SET n = 1 WHERE id = 1");
   pg_exec(f.source(), "BEGIN; INSERT INTO docs VALUES (4, 0, 'small'); UPDATE docs SET n = 2 "
                       "WHERE id = 4; UPDATE docs SET n = 2 WHERE id = 2; COMMIT");
+  // A key change sends the old key alone and the body as unchanged: the body moves with
+  // the row (it once loaded as NULL), alone and chained in one transaction.
+  pg_exec(f.source(), "UPDATE docs SET id = 100 WHERE id = 3");
+  pg_exec(f.source(), "BEGIN; UPDATE docs SET id = 10 WHERE id = 1; UPDATE docs SET id = 11, "
+                      "n = 9 WHERE id = 10; COMMIT");
   const char* digest = "SELECT string_agg(id || ':' || n || ':' || md5(body), ',' ORDER BY id) "
                        "FROM ";
   CHECK(eventually([&] {

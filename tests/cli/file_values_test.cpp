@@ -1,0 +1,99 @@
+// End-to-end: CSV and JSON values load as the file writes them, or the table fails
+// naming the column, the value and the pin that loads it; nothing loads changed.
+// The real flotilla binary against real files and a DuckDB target.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <string>
+
+#include "tests/cli/harness.hpp"
+
+using namespace flotilla::test;
+
+namespace {
+
+void write_config(const workdir& w, const std::string& tables) {
+  w.write("flotilla.toml", R"([targets.wh]
+dialect = "duckdb"
+path = "wh.duckdb"
+[sources.f]
+adapter = "json"
+path = "json"
+[sources.c]
+adapter = "csv"
+path = "csv"
+)" + tables);
+}
+
+std::string error_of(const nlohmann::json& run, const std::string& table) {
+  const auto* t = find_table(run, table);
+  REQUIRE(t != nullptr);
+  return (*t)["error"].is_string() ? (*t)["error"].get<std::string>() : std::string();
+}
+
+}  // namespace
+
+TEST_CASE("json numbers a double cannot keep fail naming the column; strings and text pins load exactly") {
+  workdir w;
+  std::filesystem::create_directories(w.path() / "json");
+  std::filesystem::create_directories(w.path() / "csv");
+  w.write("json/pay.ndjson", "{\"id\":1,\"amount\":12345678901234567.123456789}\n"
+                             "{\"id\":2,\"amount\":0.10}\n");
+  w.write("json/hashes.ndjson", "{\"id\":1,\"h\":18446744073709551615}\n{\"id\":2,\"h\":5}\n");
+  // A UUID column once made every nested object read as a STRUCT of all records' keys.
+  w.write("json/ev.ndjson",
+          "{\"id\":1,\"u\":\"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11\",\"o\":{\"a\":1},\"l\":[1,\"x\",null]}\n"
+          "{\"id\":2,\"u\":\"00000000-0000-0000-0000-000000000000\",\"o\":{\"b\":\"x\"},\"l\":[\"q\"]}\n");
+  write_config(w, "");
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  const std::string pay = error_of(run, "f.pay");
+  CHECK_THAT(pay, Catch::Contains("line 1: column 'amount' holds the number "
+                                  "12345678901234567.123456789") &&
+                      Catch::Contains("write the value as a JSON string"));
+  CHECK_THAT(error_of(run, "f.hashes"),
+             Catch::Contains("column 'h' holds the number 18446744073709551615") &&
+                 Catch::Contains("columns = { h = \"text\" }"));
+  CHECK(duckdb_query(w.file("wh.duckdb"),
+                     "SELECT string_agg(o::VARCHAR || ' ' || l::VARCHAR, '|' ORDER BY id) FROM f.ev")[0][0] ==
+        "{\"a\":1} [1,\"x\",null]|{\"b\":\"x\"} [\"q\"]");
+
+  w.write("json/pay.ndjson", "{\"id\":1,\"amount\":\"12345678901234567.123456789\"}\n"
+                             "{\"id\":2,\"amount\":\"0.10\"}\n");
+  write_config(w, "[sources.f.tables.pay]\ncolumns = { amount = \"decimal(38,9)\" }\n"
+                  "[sources.f.tables.hashes]\ncolumns = { h = \"text\" }\n");
+  run = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT amount::VARCHAR FROM f.pay ORDER BY id") ==
+        std::vector<std::vector<std::string>>{{"12345678901234567.123456789"}, {"0.100000000"}});
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT h FROM f.hashes ORDER BY id") ==
+        std::vector<std::vector<std::string>>{{"18446744073709551615"}, {"5"}});
+}
+
+TEST_CASE("csv numbers a double cannot keep fail naming the pin; a quoted empty value is an empty string") {
+  workdir w;
+  std::filesystem::create_directories(w.path() / "json");
+  std::filesystem::create_directories(w.path() / "csv");
+  w.write("csv/ledger.csv", "id,balance\n1,12345678901234567.123456789\n2,0.5\n");
+  w.write("csv/people.csv", "id,nick\n1,\"\"\n2,\n3,\"bob\"\n");
+  // A "" in a number column cannot be an empty string: there every "" stays NULL.
+  w.write("csv/mixed.csv", "id,nick,n\n1,\"\",\"\"\n2,,\n3,\"bob\",\"5\"\n");
+  write_config(w, "");
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  CHECK_THAT(error_of(run, "c.ledger"),
+             Catch::Contains("column 'balance' holds the number 12345678901234567.123456789") &&
+                 Catch::Contains("columns = { balance = \"decimal(26,9)\" }"));
+  CHECK(duckdb_query(w.file("wh.duckdb"),
+                     "SELECT id, nick IS NULL, coalesce(nick, '-') FROM c.people ORDER BY id") ==
+        std::vector<std::vector<std::string>>{{"1", "false", ""}, {"2", "true", "-"}, {"3", "false", "bob"}});
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM c.mixed WHERE nick IS NULL")[0][0] ==
+        "2");
+  write_config(w, "[sources.c.tables.ledger]\ncolumns = { balance = \"decimal(26,9)\" }\n");
+  run = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT balance::VARCHAR FROM c.ledger ORDER BY id")[0][0] ==
+        "12345678901234567.123456789");
+}
