@@ -1373,6 +1373,15 @@ class source_stream {
         continue;
       if (is_open(r.hold.state()))
         check(save_review(*o_.store, closed_by_reload(r, now_us())));
+      // A table removed from the pipeline is copied again too (seed 003: the reload copies
+      // every table), so it rejoins the stream: its review stays closed as removed, marked
+      // as superseded by this reload.
+      if (r.hold.state() == pb::HOLD_STATE_REMOVED && r.note.phase != "reloaded") {
+        review superseded = r;
+        superseded.note.phase = "reloaded";
+        superseded.hold.set_updated_at_us(now_us());
+        check(save_review(*o_.store, superseded));
+      }
       check(o_.store->clear_held_changes(tgt_name_, r.hold.table()));
     }
   }
@@ -1446,7 +1455,8 @@ class source_stream {
         continue;
       // A closed review (resumed, closed by a reload) asks nothing of its table; a removed
       // table stays removed. Neither needs the table's state again.
-      const bool removed = r.hold.state() == pb::HOLD_STATE_REMOVED;
+      const bool removed =
+          r.hold.state() == pb::HOLD_STATE_REMOVED && r.note.phase != "reloaded";
       if ((!holds_table(r) && !removed) || (removed && removed_.contains(it->second)))
         continue;
       if (removed)
@@ -1454,7 +1464,7 @@ class source_stream {
       // The table's actor lends its state for the decision, at this batch boundary.
       with_table(it->second, [&](table_state& t) {
         const bool was_held = t.state == table_state::mode::held;
-        if (r.hold.state() == pb::HOLD_STATE_REMOVED) {
+        if (removed) {
           t.state = table_state::mode::removed;
         } else if (ready_to_replay(r)) {
           try {

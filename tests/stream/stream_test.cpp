@@ -733,6 +733,41 @@ TEST_CASE("--reload closes every review and copies every table again", "[stream]
   CHECK(store->held_change_count("wh", "shop.public.orders").value_or(99) == 0);
 }
 
+TEST_CASE("a table removed from the pipeline rejoins the stream after --reload copies it",
+          "[stream]") {
+  fixture f;
+  make_orders(f, "orders", 3);
+  {
+    stream_process p(f);
+    REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "3"; }));
+    pg_exec(f.source(), "ALTER TABLE orders RENAME COLUMN id TO order_id");
+    REQUIRE(eventually([&] {
+      return hold_state(f) == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW;
+    }));
+    const std::string id = submit(f, flotilla::cdc::decision_kind::remove);
+    REQUIRE(eventually([&] {
+      return flotilla::cdc::read_result(std::filesystem::path(f.dir()) / ".flotilla", id)
+          .has_value();
+    }));
+    CHECK(p.stop() == 0);
+  }
+  CHECK(hold_of(f).state() == flotilla::storage::pb::HOLD_STATE_REMOVED);
+  stream_process p(f, {"--reload"});
+  CHECK(eventually([&] {
+    auto r = pg_try_rows(f.target(), "SELECT count(DISTINCT order_id) FROM st_shop.orders");
+    return r && *r == rows{{"3"}};
+  }));
+  // Copied again, so streamed again: not frozen at the reload's snapshot.
+  pg_exec(f.source(), "INSERT INTO orders VALUES (4, 'after the reload', 1)");
+  pg_exec(f.source(), "UPDATE orders SET note = 'changed' WHERE order_id = 1");
+  CHECK(eventually([&] {
+    auto r = pg_try_rows(f.target(), "SELECT count(*), count(*) FILTER (WHERE note = 'changed') "
+                                     "FROM st_shop.orders");
+    return r && *r == rows{{"4", "1"}};
+  }));
+  CHECK(p.stop() == 0);
+}
+
 TEST_CASE("an update that leaves a TOASTed value unchanged keeps it on the target",
           "[stream]") {
   fixture f;
