@@ -444,6 +444,39 @@ struct planner {
                            want});
       }
     }
+    // An incremental table merges on its key: a live primary key other than that key
+    // (the source's key changed, or unique_key was set later) would refuse rows the merge
+    // means to insert, on every run. Only a new table has the new key: seed 001's full
+    // refresh.
+    if (!settings.cursor_column.empty() && !p.unique_key.empty()) {
+      std::vector<std::string> live_key;
+      for (const auto& c : live.columns)
+        if (c.key)
+          live_key.push_back(c.name);
+      const auto same_key = [&] {
+        if (live_key.size() != p.unique_key.size())
+          return false;
+        for (const auto& k : p.unique_key)
+          if (std::none_of(live_key.begin(), live_key.end(),
+                           [&](const auto& n) { return schema::same_name(n, k, rule); }))
+            return false;
+        return true;
+      };
+      if (!live_key.empty() && !same_key()) {
+        const auto list = [](const std::vector<std::string>& names) {
+          std::string out;
+          for (const auto& n : names)
+            out += (out.empty() ? "" : ", ") + n;
+          return out;
+        };
+        recreate = true;
+        d.steps.push_back(
+            {evolution_action::drop_and_recreate, p.unique_key.front(),
+             fmt::format("the table's key changed ({}) -> ({})", list(live_key),
+                         list(p.unique_key)),
+             "the live table's primary key would refuse rows merged on the new key"});
+      }
+    }
     for (const auto& name : ignored)
       drop_load_column(name);
     if (p.error)

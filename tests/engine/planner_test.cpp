@@ -132,6 +132,34 @@ TEST_CASE("a unique_key spelled in another case takes the loaded column's spelli
   CHECK(p.unique_key == std::vector<std::string>{"Code"});
 }
 
+TEST_CASE("an incremental table whose key changed at the source is recreated, not merged into the old key") {
+  auto d = *dialects::make_dialect("duckdb");
+  engine::table_settings s;
+  s.cursor_column = "updated_at";
+  s.has_watermark = true;
+  auto live = S({{"id", T("int"), false, true}, {"line", T("int")}, {"updated_at", T("timestamp_ntz")}});
+  auto src = S({{"id", T("int"), false, true},
+                {"line", T("int"), false, true},
+                {"updated_at", T("timestamp_ntz")}});
+  auto p = engine::plan_table(src, live, engine::target_state::present, *d, orders, s);
+  CHECK_FALSE(p.error);
+  CHECK(p.shape_action == "recreate");
+  CHECK(p.reset_watermark);
+  CHECK(p.load == engine::load_kind::full_refresh);
+  REQUIRE(p.drift.steps.size() == 1);
+  CHECK(p.drift.steps[0].action == schema::evolution_action::drop_and_recreate);
+  CHECK(p.drift.steps[0].reason == "the table's key changed (id) -> (id, line)");
+  // The same key: merged as before.
+  auto same = engine::plan_table(src, src, engine::target_state::present, *d, orders, s);
+  CHECK(same.shape_action == "none");
+  CHECK(same.load == engine::load_kind::merge);
+  // type_change_rebuild = deny stops it, as any recreate.
+  s.type_change_rebuild = engine::rebuild_rule::deny;
+  auto denied = engine::plan_table(src, live, engine::target_state::present, *d, orders, s);
+  REQUIRE(denied.error);
+  CHECK(denied.error->code == "FLT-S007");
+}
+
 TEST_CASE("a refused incremental table still says it merges") {
   auto d = *dialects::make_dialect("sqlite");
   engine::table_settings s;
