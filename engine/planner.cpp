@@ -315,6 +315,19 @@ struct planner {
     std::vector<std::string> ignored;
     bool rebuild = false;
     bool recreate = false;
+    // A declared column refused because the source's new type cannot be read as declared
+    // (FLT-S002) is not loaded, but its source type no longer matches the live one: drift,
+    // refused (seed 001's definition), counted as FLT-S005's refusals are.
+    if (p.error)
+      for (const auto& decl : settings.declared) {
+        const column* s = source.find(decl.name, rule);
+        const column* l = live.find(decl.name, rule);
+        if (s == nullptr || l == nullptr || p.load_columns.find(decl.name, rule) != nullptr)
+          continue;
+        const auto have = dialect.canonical(l->type), want = dialect.canonical(s->type);
+        if (have != want)
+          d.unsafe_retypes.push_back({l->name, have, want});
+      }
     for (const auto& col : std::vector<column>(p.load_columns.columns)) {
       const column* l = live.find(col.name, rule);
       const bool pinned = find_declared(settings, col.name, rule) != nullptr;

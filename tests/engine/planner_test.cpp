@@ -160,6 +160,20 @@ TEST_CASE("an incremental table whose key changed at the source is recreated, no
   CHECK(denied.error->code == "FLT-S007");
 }
 
+TEST_CASE("a declared column whose new source type cannot be read as declared counts as drift") {
+  auto d = *dialects::make_dialect("duckdb");
+  engine::table_settings s;
+  s.declared = {{"method", T("int")}};
+  auto live = S({{"id", T("int")}, {"method", T("int")}});
+  auto src = S({{"id", T("int")}, {"method", T("text")}});
+  auto p = engine::plan_table(src, live, engine::target_state::present, *d, orders, s);
+  REQUIRE(p.error);
+  CHECK(p.error->code == "FLT-S002");
+  CHECK(p.drift.drifted());
+  auto same = engine::plan_table(live, live, engine::target_state::present, *d, orders, s);
+  CHECK_FALSE(same.drift.drifted());
+}
+
 TEST_CASE("a refused incremental table still says it merges") {
   auto d = *dialects::make_dialect("sqlite");
   engine::table_settings s;
