@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 
 #include "config/policy.hpp"
+#include "config/toml_edit.hpp"
 #include "sinks/warehouse.hpp"
 #include "sources/source.hpp"
 
@@ -60,6 +61,7 @@ std::string_view to_string(finding_kind k) {
     case finding_kind::undeclared: return "undeclared";
     case finding_kind::missing_table: return "missing_table";
     case finding_kind::unreadable: return "unreadable";
+    case finding_kind::missing_source_table: return "missing_source_table";
   }
   return "unknown";
 }
@@ -88,7 +90,8 @@ contract_survey survey_contracts(const config::project& p,
     for (const auto& t : catalog.tables)
       names.push_back(t.qualified());
     const auto selected = config::select_tables(s, names, filters);
-    if (selected.empty())
+    const auto unmatched = config::unmatched_table_names(s, names, filters);
+    if (selected.empty() && unmatched.empty())
       continue;
     auto found = targets.find(target->name);
     if (found == targets.end())
@@ -116,6 +119,27 @@ contract_survey survey_contracts(const config::project& p,
           t.unreadable = e.what();
         }
       }
+      out.tables.push_back(std::move(t));
+    }
+    // A table flotilla.toml names that the source does not have fails `run` (FLT-R005):
+    // the comparison reports it too, so a CI gate on `contract diff` sees it.
+    for (const auto& m : unmatched) {
+      contract_table t;
+      t.source = s.name;
+      t.source_table = m.name;
+      t.target = target->name;
+      const auto where = config::target_table(*target, s, m.name);
+      t.where = dialects::table_ref{where.catalog, where.schema, where.name};
+      t.section = config::find_table(s, m.name);
+      t.contract = config::effective_policy(p, s, t.section).contract;
+      t.dialect = reader.dialect;
+      t.absent_in_source = fmt::format(
+          "source '{}' has no table '{}', which flotilla.toml names in {}{}; fix the name, or "
+          "remove it from flotilla.toml",
+          s.name, m.name,
+          m.where == "section" ? config::table_header(s.name, m.name)
+                               : fmt::format("sources.{}.include", s.name),
+          m.nearest.empty() ? "" : fmt::format(" (did you mean '{}'?)", m.nearest));
       out.tables.push_back(std::move(t));
     }
   }
@@ -162,6 +186,8 @@ std::vector<contract_finding> compare_contract(const std::vector<config::declare
 }
 
 std::vector<contract_finding> findings_of(const contract_table& t) {
+  if (!t.absent_in_source.empty())
+    return {contract_finding{finding_kind::missing_source_table, "", "", "", t.absent_in_source}};
   if (!t.unreadable.empty() || t.dialect == nullptr)
     return {contract_finding{finding_kind::unreadable, "", "", "",
                              fmt::format("the live table cannot be read: {}", t.unreadable)}};

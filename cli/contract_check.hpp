@@ -22,6 +22,7 @@ enum class finding_kind : std::uint8_t {
   undeclared,     ///< contract = "enforced": a live column nothing declares
   missing_table,  ///< the live table does not exist
   unreadable,     ///< the live table cannot be read (plan-only target, connection error)
+  missing_source_table,  ///< flotilla.toml names a table the source does not have (FLT-R005)
 };
 
 [[nodiscard]] std::string_view to_string(finding_kind k);
@@ -47,6 +48,9 @@ struct contract_table {
   std::optional<schema::table_schema> live;    ///< nullopt: no live table, or unreadable
   schema::table_schema source_columns;         ///< the source table's, from its catalog
   std::string unreadable;                      ///< why the live table could not be read
+  /// Not empty: flotilla.toml names the table (a section, or an include without `*`) but
+  /// the source has no such table; why, as `run`'s FLT-R005 says it.
+  std::string absent_in_source;
 };
 
 /// A source whose catalog could not be read.

@@ -204,7 +204,11 @@ int do_generate(const global_options& g, const contract_args& a) {
                        {"source_table", t.source_table},
                        {"target", t.target}};
     std::string dup = t.live ? duplicate_column(*t.live) : "";
-    if (!t.unreadable.empty() || !dup.empty()) {
+    if (!t.absent_in_source.empty()) {
+      fmt::print(stderr, "note: table:{}: {}; nothing to propose\n", name, t.absent_in_source);
+      row["status"] = "missing_source_table";
+      row["error"] = t.absent_in_source;
+    } else if (!t.unreadable.empty() || !dup.empty()) {
       const std::string why = dup.empty()
                                   ? t.unreadable
                                   : fmt::format("its columns '{}' differ only in case", dup);

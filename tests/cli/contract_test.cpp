@@ -124,6 +124,25 @@ TEST_CASE("contract diff reports a declared column the live table lacks and a ta
         "0");
 }
 
+TEST_CASE("contract diff reports a declared table the source no longer has, as run fails it") {
+  contract_fleet f("duckdb");
+  f.load();
+  f.config("\n[sources.shop.tables.orders]\ncolumns = { total = \"decimal(12,2)\" }\n");
+  CHECK(run_flotilla(f.w, {"contract", "diff"}).exit_code == 0);
+  sqlite_exec(f.w.file("shop.db"), "DROP TABLE orders;");
+  auto r = run_flotilla(f.w, {"contract", "diff"});
+  CHECK(r.exit_code == 1);
+  CHECK(r.out.find("  DIFF  table:staging__us_west__shop.orders\n"
+                   "        missing_source_table: source 'shop' has no table 'orders'") !=
+        std::string::npos);
+  // A filter that leaves the table out leaves its finding out too.
+  CHECK(run_flotilla(f.w, {"contract", "diff", "--filter", "table=customers"}).exit_code == 0);
+  // generate proposes nothing for it and says why.
+  auto g = run_flotilla(f.w, {"contract", "generate"});
+  CHECK(g.exit_code == 0);
+  CHECK(g.err.find("source 'shop' has no table 'orders'") != std::string::npos);
+}
+
 TEST_CASE("an enforced contract's undeclared live columns are contract differences") {
   const std::string kind = GENERATE(std::string("duckdb"), std::string("postgres"));
   INFO("target " << kind);
