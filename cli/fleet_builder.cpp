@@ -510,6 +510,13 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           std::vector<std::string> filters_shape;
           if (!ts.job.settings.cursor_column.empty())
             filters_shape.push_back(ts.job.settings.cursor_column + " > ?");
+          // A file's columns are read as types the settings decide too: auto_widen reads
+          // an outgrown column as its wider type. Turning it on or off changes the read,
+          // not the source, so it reseeds the baseline (seed 004's hints) instead of
+          // reporting drift that is not there.
+          if (ts.job.settings.auto_widen &&
+              (src->adapter == config::adapter_kind::csv || src->adapter == config::adapter_kind::json))
+            filters_shape.push_back("auto_widen");
           ts.job.gate = make_drift_gate(store, policy.on_source_drift, src->name, name, run_id,
                                         events::hints_hash({}, filters_shape));
           ts.job.staging_path = (std::filesystem::path(project->state_dir) / "staged" / run_id /

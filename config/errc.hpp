@@ -35,6 +35,7 @@ enum class errc : std::uint8_t {
   invalid_filter = 20,        ///< FLT-C020 a --filter without '=' or with an empty key
   unknown_filter_key = 21,    ///< FLT-C021 a --filter key no selected source has as a tag
   excluded_section = 22,      ///< FLT-C022 (warning) exclude removes a table that has a section
+  filter_selects_nothing = 23,  ///< FLT-C023 --filter values that no source matches
 };
 
 enum class severity : std::uint8_t { error, warning };

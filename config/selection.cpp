@@ -119,6 +119,49 @@ std::vector<diagnostic> check_filters(const project& p, const std::vector<filter
                     : fmt::format("no source has a tag '{}'; did you mean '{}'?", f.key, near);
     out.push_back(std::move(d));
   }
+  if (!out.empty() || filters.empty())
+    return out;
+  // Known keys, but values no source has: a typo in a value would select nothing and the
+  // run would pass as an empty success (which then hides the latest real run from
+  // `schema accept` and `retry`).
+  const bool any = std::any_of(p.sources.begin(), p.sources.end(),
+                               [&](const source_config& s) { return source_may_match(s, filters); });
+  if (any)
+    return out;
+  diagnostic d;
+  d.code = errc::filter_selects_nothing;
+  d.key = "--filter";
+  std::string given;
+  for (const auto& f : filters)
+    given += (given.empty() ? "" : " ") + f.key + "=" + f.value;
+  d.value = given;
+  for (const auto& f : filters) {
+    if (f.key == "table")
+      continue;
+    const auto alone = std::any_of(p.sources.begin(), p.sources.end(), [&](const source_config& s) {
+      return source_may_match(s, std::vector<filter>{f});
+    });
+    if (alone)
+      continue;
+    std::set<std::string> values;
+    for (const auto& s : p.sources) {
+      if (f.key == "source") {
+        values.insert(s.name);
+      } else if (auto it = s.tags.find(f.key); it != s.tags.end()) {
+        values.insert(it->second);
+      }
+    }
+    std::vector<std::string_view> candidates(values.begin(), values.end());
+    const auto near = nearest(f.value, candidates);
+    d.allowed = fmt::format("{}", fmt::join(values, ", "));
+    d.message = fmt::format("no source has {} = '{}'{}; the values in flotilla.toml: {}", f.key,
+                            f.value, near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near),
+                            d.allowed);
+    out.push_back(std::move(d));
+    return out;
+  }
+  d.message = "no source matches all the filters together; each matches some source alone";
+  out.push_back(std::move(d));
   return out;
 }
 

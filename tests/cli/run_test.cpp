@@ -814,6 +814,26 @@ TEST_CASE("an unknown command is named, with the commands there are, and exits 2
   CHECK_THAT(r.err, Catch::StartsWith("flotilla contract needs a command: diff, generate"));
 }
 
+TEST_CASE("filter values no source has are FLT-C023: nothing runs, the latest run stays") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  write_config(w, "duckdb");
+  int rc = -1;
+  auto first = flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  auto r = run_flotilla(w, {"run", "--filter", "region=us_wset"});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("FLT-C023") &&
+                        Catch::Contains("no source has region = 'us_wset' (did you mean 'us_west'?)"));
+  r = run_flotilla(w, {"plan", "--filter", "source=SHOP"});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("did you mean 'shop'?"));
+  // A table filter matching nothing is no error: an empty, successful run.
+  auto none = flotilla_json(w, {"run", "--filter", "table=nothing_here"}, &rc);
+  CHECK(rc == 0);
+  CHECK(none["tables"].empty());
+}
+
 TEST_CASE("a mistyped flag gets the nearest flag of its command; -c may follow the command") {
   workdir w;
   auto r = run_flotilla(w, {"run", "--fitler", "client=acme"});

@@ -397,6 +397,25 @@ TEST_CASE("CSV datasets: a column that outgrew its inferred type still goes thro
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT sum(score) FROM raw.leads")[0][0] == "12");
 }
 
+TEST_CASE("CSV datasets: accept, then auto_widen: the wider read reseeds, no second accept") {
+  workdir w;
+  csv_project(w, "duckdb", "wh.duckdb", "on_source_drift = \"fail\"\n");
+  w.write("files/pay.csv", "id,amount\n1,10\n2,20\n");
+  REQUIRE(flotilla_json(w, {"run"})["status"] == "success");
+  w.write("files/pay.csv", "id,amount\n1,10\n2,20\n3,2.5\n");
+  int rc = -1;
+  auto refused = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  CHECK((*find_table(refused, "raw.pay"))["error_code"] == "FLT-D001");
+  REQUIRE(run_flotilla(w, {"schema", "accept", "crm.pay"}).exit_code == 0);
+  // The fix the refusal names: auto_widen reads amount as a decimal; the file is the same.
+  csv_project(w, "duckdb", "wh.duckdb", "on_source_drift = \"fail\"\n", "auto_widen = true\n");
+  auto widened = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  CHECK((*find_table(widened, "raw.pay"))["status"] == "copied");
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT sum(amount) FROM raw.pay")[0][0] == "32.5");
+}
+
 TEST_CASE("CSV datasets: values the live column still holds load in its type") {
   // A header-only first file makes every column text; later values that look like
   // numbers load as text. Whole numbers in a double column load as doubles.

@@ -100,11 +100,22 @@ TEST_CASE("a filter key no source has is FLT-C021 with a suggestion") {
   project p;
   p.sources.push_back(make_source("a", {{"client", "acme"}}));
   p.sources.push_back(make_source("b", {{"region", "eu"}}));
-  CHECK(check_filters(p, filters({"client=acme", "region=eu", "source=a", "table=x"})).empty());
+  CHECK(check_filters(p, filters({"client=acme", "source=a", "table=x"})).empty());
   auto ds = check_filters(p, filters({"clinet=acme"}));
   REQUIRE(ds.size() == 1);
   CHECK(ds[0].code == errc::unknown_filter_key);
   CHECK(ds[0].message.find("did you mean 'client'?") != std::string::npos);
+  // Known keys whose values no source has, alone or together: FLT-C023.
+  ds = check_filters(p, filters({"client=acmee"}));
+  REQUIRE(ds.size() == 1);
+  CHECK(ds[0].code == errc::filter_selects_nothing);
+  CHECK(ds[0].message == "no source has client = 'acmee' (did you mean 'acme'?); the values in "
+                         "flotilla.toml: acme");
+  ds = check_filters(p, filters({"client=acme", "region=eu"}));
+  REQUIRE(ds.size() == 1);
+  CHECK(ds[0].message.find("no source matches all the filters together") != std::string::npos);
+  // A table filter alone never rules a source out here.
+  CHECK(check_filters(p, filters({"table=nothing"})).empty());
 }
 
 TEST_CASE("table names match whole or by their table part when only one side is qualified") {
