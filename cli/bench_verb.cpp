@@ -61,6 +61,7 @@ verb bench_verb() {
         // Everything after `bench` belongs to the harness, its --help too.
         (*sub)->set_help_flag();
         (*sub)->prefix_command();
+        (*sub)->fallthrough(false);  // not even -c: the harness takes every flag itself
       },
       [=] { return *sub && (*sub)->parsed(); },
       [=] { return exec_bench((*sub)->remaining()); }};

@@ -814,6 +814,16 @@ TEST_CASE("an unknown command is named, with the commands there are, and exits 2
   CHECK_THAT(r.err, Catch::StartsWith("flotilla contract needs a command: diff, generate"));
 }
 
+TEST_CASE("flotilla bench hands every flag to the harness, its --help too") {
+  workdir w;
+  auto r = run_flotilla(w, {"bench", "--list"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("fleet-scale") != std::string::npos);
+  r = run_flotilla(w, {"bench", "--help"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("--smoke") != std::string::npos);
+}
+
 TEST_CASE("filter values no source has are FLT-C023: nothing runs, the latest run stays") {
   workdir w;
   sqlite_exec(w.file("shop.db"), k_orders_sql);
