@@ -370,6 +370,10 @@ class loader {
     for (const auto& e : names)
       if (e.name == s->get())
         return e.value;
+    // "postgresql" names the postgres adapter as it names the postgres dialect.
+    if constexpr (std::is_same_v<E, adapter_kind>)
+      if (s->get() == "postgresql")
+        return adapter_kind::postgres;
     keys candidates;
     for (const auto& e : names)
       candidates.push_back(e.name);
@@ -492,6 +496,19 @@ class loader {
              *cat, "one of database or catalog",
              "database and catalog name the same thing; set only one");
     tc.database = db ? *db : cat ? *cat : "";
+    // An executed target is one database already (a file, or the DSN's database): a
+    // catalog beside it is for the plan-only warehouses.
+    if (!tc.database.empty() &&
+        (tc.dialect == "duckdb" || tc.dialect == "sqlite" || tc.dialect == "postgres")) {
+      const char* which = db ? "database" : "catalog";
+      report(errc::not_applicable, t.get(which)->source(), key_path_append(path, which),
+             tc.database, "snowflake, bigquery, databricks or trino targets",
+             fmt::format("{} does not apply to a {} target: {}; remove it", which, tc.dialect,
+                         tc.dialect == "postgres"
+                             ? "the database is the one the dsn names (postgresql://.../DBNAME)"
+                             : "the database is the file `path` names"));
+      tc.database.clear();
+    }
     if (auto s = string(t, "schema", path, false)) {
       tc.schema = *s;
       tc.schema_at = pos_of(t.get("schema")->source());

@@ -1,6 +1,7 @@
 #include <string>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "config/load.hpp"
 #include "tests/config/helpers.hpp"
@@ -409,6 +410,21 @@ tags = { source = "x", "bad tag" = "y" }
   INFO(all_messages(r));
   CHECK(count_code(r, errc::invalid_name) == 3);
   expect(r, errc::invalid_name, "sources.\"shop.eu\"");
+}
+
+TEST_CASE("database or catalog on an executed target is FLT-C013; postgresql names the adapter") {
+  for (const char* dialect : {"duckdb", "sqlite"}) {
+    auto r = load(fmt::format("[targets.t]\ndialect = \"{}\"\npath = \"w.db\"\ncatalog = \"x\"\n",
+                              dialect));
+    REQUIRE(r.diagnostics.size() == 1);
+    CHECK(r.diagnostics[0].code == errc::not_applicable);
+    CHECK(r.diagnostics[0].key == "targets.t.catalog");
+  }
+  auto pg = load("[targets.t]\ndialect = \"postgres\"\ndsn = \"postgresql://h/db\"\ndatabase = \"x\"\n"
+                 "[sources.s]\nadapter = \"postgresql\"\ndsn = \"postgresql://h/src\"\n");
+  REQUIRE(pg.diagnostics.size() == 1);
+  CHECK(pg.diagnostics[0].key == "targets.t.database");
+  CHECK(pg.model->sources[0].adapter == adapter_kind::postgres);
 }
 
 TEST_CASE("database and catalog together are FLT-C015") {

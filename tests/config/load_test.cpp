@@ -28,7 +28,6 @@ schema = "staging__{region}__{source}"
 [targets.pg]
 dialect = "postgresql"
 dsn = "postgresql://127.0.0.1/flotilla"
-database = "analytics"
 
 [targets.snow]
 dialect = "Snowflake"
@@ -114,7 +113,7 @@ TEST_CASE("a valid full configuration loads every key into the model") {
   CHECK(p.targets[0].schema == "staging__{region}__{source}");
   CHECK(p.targets[1].dialect == "postgres");
   CHECK(p.targets[1].dsn == "postgresql://127.0.0.1/flotilla");
-  CHECK(p.targets[1].database == "analytics");
+  CHECK(p.targets[1].database.empty());  // the dsn names a postgres target's database
   CHECK(p.targets[1].schema == "{source}");
   CHECK(p.targets[2].dialect == "snowflake");
   CHECK_FALSE(p.targets[2].executed);
