@@ -248,9 +248,12 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
             if (spec->plan_only && plan_dialect && (!(*plan_dialect)->executable() || no_file)) {
               // Plan-only warehouses: no connection; the plan shows the SQL a first load
               // would run there.
+              // A file's declared columns are parsed as declared (as the run plans them).
+              auto settings = t.job.settings;
+              settings.inferred = t.job.table.inferred;
               report->outcome.plan = engine::plan_table(
                   t.job.table.columns, std::nullopt, engine::target_state::absent,
-                  **plan_dialect, t.job.target, t.job.settings);
+                  **plan_dialect, t.job.target, settings);
               report->outcome.status = engine::table_status::copied;
               self->send(task.reply_to, table_done{report});
               self->send(dispatcher_handle, idle_atom::value, caf::actor_cast<caf::actor>(self));

@@ -597,10 +597,17 @@ class file_source final : public source {
                                                       : "BIGINT");
           break;
         case k::decimal:
-          fits = fmt::format("regexp_full_match({0}, '[-+]?([0-9]+([.][0-9]*)?|[.][0-9]+)') AND "
-                             "length(rtrim(split_part({0}, '.', 2), '0')) <= {2} AND "
-                             "TRY_CAST({0} AS DECIMAL({1},{2})) IS NOT NULL",
-                             v, t.precision, t.scale);
+          // Past 38 digits DuckDB has no decimal to try: the digits are counted instead.
+          fits = t.precision <= 38
+                     ? fmt::format("regexp_full_match({0}, '[-+]?([0-9]+([.][0-9]*)?|[.][0-9]+)') "
+                                   "AND length(rtrim(split_part({0}, '.', 2), '0')) <= {2} AND "
+                                   "TRY_CAST({0} AS DECIMAL({1},{2})) IS NOT NULL",
+                                   v, t.precision, t.scale)
+                     : fmt::format("regexp_full_match({0}, '[-+]?([0-9]+([.][0-9]*)?|[.][0-9]+)') "
+                                   "AND length(rtrim(split_part({0}, '.', 2), '0')) <= {2} AND "
+                                   "length(ltrim(regexp_replace(split_part({0}, '.', 1), '[-+]', "
+                                   "''), '0')) <= {1} - {2}",
+                                   v, t.precision, t.scale);
           break;
         case k::boolean:
           fits = fmt::format("lower({}) IN ('true', 'false', 't', 'f', '1', '0')", v);
@@ -838,7 +845,10 @@ class file_source final : public source {
       case k::bigint: return "BIGINT";
       case k::float32: return "FLOAT";
       case k::float64: return "DOUBLE";
-      case k::decimal: return fmt::format("DECIMAL({},{})", t.precision, t.scale);
+      // DuckDB's decimals stop at 38 digits: a wider one is read as its text, exactly.
+      case k::decimal:
+        return t.precision <= 38 ? fmt::format("DECIMAL({},{})", t.precision, t.scale)
+                                 : std::string("VARCHAR");
       case k::date: return "DATE";
       case k::timestamp_ntz: return "TIMESTAMP";
       case k::timestamp_tz: return "TIMESTAMPTZ";

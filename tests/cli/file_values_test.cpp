@@ -97,3 +97,22 @@ TEST_CASE("csv numbers a double cannot keep fail naming the pin; a quoted empty 
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT balance::VARCHAR FROM c.ledger ORDER BY id")[0][0] ==
         "12345678901234567.123456789");
 }
+
+TEST_CASE("a file column pinned to a decimal plans before the first load, wider than 38 digits too") {
+  workdir w;
+  std::filesystem::create_directories(w.path() / "json");
+  std::filesystem::create_directories(w.path() / "csv");
+  w.write("json/p.json", "{\"id\":1,\"amt\":12345.25}\n{\"id\":2,\"amt\":1.5}\n");
+  w.write("csv/q.csv", "id,amt\n1,12345.25\n2,1.5\n");
+  write_config(w, "[sources.f.tables.p]\ncolumns = { amt = \"decimal(18,2)\" }\n"
+                  "[sources.c.tables.q]\ncolumns = { amt = \"decimal(40,2)\" }\n");
+  int rc = -1;
+  auto plan = flotilla_json(w, {"plan"}, &rc);  // no target file yet
+  CHECK(rc == 0);
+  CHECK((*find_table(plan, "f.p"))["status"] == "planned");
+  CHECK((*find_table(plan, "c.q"))["status"] == "planned");
+  auto run = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT sum(amt)::VARCHAR FROM c.q")[0][0] == "12346.75");
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT sum(amt)::VARCHAR FROM f.p")[0][0] == "12346.75");
+}
