@@ -36,6 +36,7 @@ enum class errc : std::uint8_t {
   unknown_filter_key = 21,    ///< FLT-C021 a --filter key no selected source has as a tag
   excluded_section = 22,      ///< FLT-C022 (warning) exclude removes a table that has a section
   filter_selects_nothing = 23,  ///< FLT-C023 --filter values that no source matches
+  environment_variable = 24,  ///< FLT-C024 a ${VAR} placeholder whose variable is not set
 };
 
 enum class severity : std::uint8_t { error, warning };

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <filesystem>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -280,12 +281,72 @@ class loader {
       wrong_type(*n, kp, "a string");
       return std::nullopt;
     }
-    if (non_empty && s->get().empty()) {
+    auto value = expand_environment(s->get(), n->source(), kp);
+    if (!value)
+      return std::nullopt;
+    if (non_empty && value->empty()) {
       report(errc::out_of_range, n->source(), kp, "", "a non-empty string",
              fmt::format("'{}' must not be empty", key));
       return std::nullopt;
     }
-    return s->get();
+    return value;
+  }
+
+  /// `${NAME}` in a string value is the environment variable NAME (`${NAME:-default}`:
+  /// the default when NAME is unset or empty); `$${` is a literal `${`. Secrets such as a
+  /// DSN's password stay out of flotilla.toml that way. An unset variable without a
+  /// default is FLT-C024, naming the key and the variable.
+  std::optional<std::string> expand_environment(const std::string& text,
+                                                const toml::source_region& at,
+                                                const std::string& kp) {
+    if (text.find('$') == std::string::npos)
+      return text;
+    std::string out;
+    for (std::size_t i = 0; i < text.size();) {
+      if (text.compare(i, 3, "$${") == 0) {
+        out += "${";
+        i += 3;
+        continue;
+      }
+      if (text.compare(i, 2, "${") != 0) {
+        out += text[i++];
+        continue;
+      }
+      const auto close = text.find('}', i + 2);
+      if (close == std::string::npos) {
+        report(errc::environment_variable, at, kp, text, "${NAME} or ${NAME:-default}",
+               "a '${' placeholder is not closed by '}' (write $${ for a literal ${)");
+        return std::nullopt;
+      }
+      const std::string inner = text.substr(i + 2, close - i - 2);
+      const auto dash = inner.find(":-");
+      const std::string name = inner.substr(0, dash);
+      const bool valid_name =
+          !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+          std::all_of(name.begin(), name.end(), [](char c) {
+            return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+          });
+      if (!valid_name) {
+        report(errc::environment_variable, at, kp, text, "${NAME} or ${NAME:-default}",
+               fmt::format("'${{{}}}' names no environment variable (letters, digits and _)",
+                           inner));
+        return std::nullopt;
+      }
+      const char* set = std::getenv(name.c_str());
+      if (set != nullptr && *set != '\0') {
+        out += set;
+      } else if (dash != std::string::npos) {
+        out += inner.substr(dash + 2);
+      } else {
+        report(errc::environment_variable, at, kp, text, "a set environment variable",
+               fmt::format("environment variable {} is not set; export it, or give a default "
+                           "(${{{}:-value}})",
+                           name, name));
+        return std::nullopt;
+      }
+      i = close + 1;
+    }
+    return out;
   }
 
   std::optional<bool> boolean(const toml::table& t, std::string_view key, const std::string& path) {

@@ -1,3 +1,4 @@
+#include <cstdlib>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -410,6 +411,25 @@ tags = { source = "x", "bad tag" = "y" }
   INFO(all_messages(r));
   CHECK(count_code(r, errc::invalid_name) == 3);
   expect(r, errc::invalid_name, "sources.\"shop.eu\"");
+}
+
+TEST_CASE("${VAR} in a string value is the environment variable; unset without a default is FLT-C024") {
+  ::setenv("FLOTILLA_TEST_WH", "from_env.duckdb", 1);
+  ::unsetenv("FLOTILLA_TEST_UNSET");
+  auto r = load("[targets.t]\ndialect = \"duckdb\"\npath = \"${FLOTILLA_TEST_WH}\"\n"
+                "[targets.u]\ndialect = \"duckdb\"\npath = \"${FLOTILLA_TEST_UNSET:-dflt.duckdb}\"\n"
+                "[targets.v]\ndialect = \"duckdb\"\npath = \"a$${b}\"\n");
+  REQUIRE(r.diagnostics.empty());
+  CHECK(r.model->targets[0].path.ends_with("from_env.duckdb"));
+  CHECK(r.model->targets[1].path.ends_with("dflt.duckdb"));
+  CHECK(r.model->targets[2].path.ends_with("a${b}"));
+  auto bad = load("[targets.t]\ndialect = \"postgres\"\ndsn = \"postgresql://u:${FLOTILLA_TEST_UNSET}@h/db\"\n");
+  REQUIRE(bad.diagnostics.size() == 1);
+  CHECK(bad.diagnostics[0].code == errc::environment_variable);
+  CHECK(bad.diagnostics[0].key == "targets.t.dsn");
+  CHECK(bad.diagnostics[0].message.find("environment variable FLOTILLA_TEST_UNSET is not set") !=
+        std::string::npos);
+  ::unsetenv("FLOTILLA_TEST_WH");
 }
 
 TEST_CASE("database or catalog on an executed target is FLT-C013; postgresql names the adapter") {
