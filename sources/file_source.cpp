@@ -997,18 +997,25 @@ class file_source final : public source {
   /// delimiter, and followed by one or the line's end). One pass over the bytes.
   static bool has_quoted_empty(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
-    std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const auto edge = [](char c) {
       return c == '\n' || c == '\r' || c == ',' || c == ';' || c == '\t' || c == '|';
     };
-    for (std::size_t at = data.find("\"\""); at != std::string::npos;
-         at = data.find("\"\"", at + 1)) {
-      const bool opens = at == 0 || edge(data[at - 1]);
-      const bool closes = at + 2 >= data.size() || edge(data[at + 2]);
-      if (opens && closes)
-        return true;
+    // The last three bytes seen: `before` `"` `"` then the byte after decides.
+    char before = '\n', q1 = '\n', q2 = '\n';  // the file's start acts as a line end
+    std::array<char, 1 << 16> buf{};
+    while (in) {
+      in.read(buf.data(), buf.size());
+      const auto n = static_cast<std::size_t>(in.gcount());
+      for (std::size_t i = 0; i < n; ++i) {
+        const char c = buf[i];
+        if (q1 == '"' && q2 == '"' && edge(before) && edge(c))
+          return true;
+        before = q1;
+        q1 = q2;
+        q2 = c;
+      }
     }
-    return false;
+    return q1 == '"' && q2 == '"' && edge(before);  // "" closing the file
   }
 
   void strict_check(duck::connection& con, const std::string& path, char delim = ',') {
