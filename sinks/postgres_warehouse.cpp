@@ -82,9 +82,11 @@ text_rows collect(PGresult* r) {
   return out;
 }
 
-/// Appends `s` escaped for COPY's text format.
-void append_copy_text(std::string& out, std::string_view s) {
+/// Appends `s` escaped for COPY's text format; false when `s` holds a NUL byte, which no
+/// PostgreSQL text value can (appended all the same: the caller reports it).
+bool append_copy_text(std::string& out, std::string_view s) {
   std::size_t start = 0;
+  bool clean = true;
   for (std::size_t i = 0; i < s.size(); ++i) {
     const char c = s[i];
     const char* esc = nullptr;
@@ -93,6 +95,7 @@ void append_copy_text(std::string& out, std::string_view s) {
       case '\t': esc = "\\t"; break;
       case '\n': esc = "\\n"; break;
       case '\r': esc = "\\r"; break;
+      case '\0': clean = false; continue;
       default: continue;
     }
     out.append(s.data() + start, i - start);
@@ -100,6 +103,7 @@ void append_copy_text(std::string& out, std::string_view s) {
     start = i + 1;
   }
   out.append(s.data() + start, s.size() - start);
+  return clean;
 }
 
 void append_int(std::string& out, std::int64_t v) {
@@ -118,6 +122,7 @@ class pg_inserter final : public row_inserter {
       if (!cols.empty())
         cols += ", ";
       cols += d.quote(c.name);
+      names_.push_back(c.name);
       bytes_.push_back(c.type.kind == schema::type_kind::bytes);
       dated_.push_back(c.type.kind == schema::type_kind::date ||
                        c.type.kind == schema::type_kind::timestamp_ntz ||
@@ -185,8 +190,14 @@ class pg_inserter final : public row_inserter {
             } else if (dated_[c] && (v.s.starts_with('-') || v.s.starts_with("0000-"))) {
               // ISO year 0 or before (-0043 is 44 BC): PostgreSQL's text says "BC".
               append_copy_text(buf_, schema::pg_era_from_iso(v.s).value_or(v.s));
-            } else {
-              append_copy_text(buf_, v.s);
+            } else if (!append_copy_text(buf_, v.s)) {
+              throw sink_error(fmt::format(
+                  "{}: column {} holds a text value with a NUL byte (0x00), which PostgreSQL's "
+                  "text types cannot store (row {} of the load); remove it at the source (a "
+                  "BLOB column of a SQLite source loads as bytea), or load the table into a "
+                  "duckdb or sqlite target",
+                  dialect_.qualified(table_), dialect_.quote(c < names_.size() ? names_[c] : "?"),
+                  rows_seen_ + r + 1));
             }
             break;
         }
@@ -199,6 +210,7 @@ class pg_inserter final : public row_inserter {
       if (buf_.size() >= copy_chunk)
         send();
     }
+    rows_seen_ += n;
   }
 
   void finish() override {
@@ -301,6 +313,8 @@ class pg_inserter final : public row_inserter {
   bool with_seq_;
   std::vector<bool> bytes_;
   std::vector<bool> dated_;  ///< date and timestamp columns
+  std::vector<std::string> names_;  ///< the columns, for messages
+  std::uint64_t rows_seen_ = 0;     ///< rows of earlier batches, for messages
   std::string copy_sql_;
   std::string buf_;
   bool copying_ = false;

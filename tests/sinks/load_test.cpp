@@ -559,5 +559,6 @@ TEST_CASE("a NUL byte in a text value fails a PostgreSQL load, saying so and wha
   CHECK_THROWS_WITH(load(*wh, t, cols({col("id", "int"), col("v", "text")}), load_mode::replace,
                          {{I(1), T("ok")}, {I(2), T(std::string("a\0b", 3))}}),
                     Catch::Contains("NUL byte (0x00)") &&
+                        Catch::Contains("column \"v\"") && Catch::Contains("row 2 of the load") &&
                         Catch::Contains("remove it at the source"));
 }
