@@ -16,6 +16,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "sources/adapters.hpp"
 #include "sources/batch_builder.hpp"
@@ -253,10 +254,21 @@ bool convert(sqlite3_stmt* s, int col, const portable_type& type, value& out) {
         return set_text(std::move(*u));
       return false;
     }
+    case type_kind::json:
+      // A JSON column's text must be JSON: a target's JSON column would take it unchecked
+      // (DuckDB) and fail every query that reads it, or refuse the load (PostgreSQL).
+      if (storage == SQLITE_TEXT) {
+        const std::string_view text = column_view(s, col);
+        if (!nlohmann::json::accept(text))
+          return false;
+        out.kind = value::tag::text;
+        out.s.assign(text.data(), text.size());
+        return true;
+      }
+      return set_text(as_text(s, col));
     case type_kind::bytes:
     case type_kind::varchar:
     case type_kind::text:
-    case type_kind::json:
       if (storage == SQLITE_TEXT) {
         // Straight from SQLite's buffer into the cell's string.
         const std::string_view text = column_view(s, col);

@@ -415,6 +415,22 @@ TEST_CASE("a sqlite value that is not its declared type names table, column and 
                         Catch::Contains("'n/a'") && Catch::Contains("decimal(8,2)"));
 }
 
+TEST_CASE("a sqlite JSON column holding text that is not JSON fails naming the value and the pin") {
+  temp_dir dir;
+  const auto db = dir.file("docs.db");
+  sqlite_exec(db, "CREATE TABLE docs (id INTEGER, body JSON); INSERT INTO docs VALUES "
+                  "(1, '{\"ok\": true}'), (2, NULL), (3, 'not json');");
+  auto src = open_sqlite(db);
+  const catalog cat = src->read_catalog();
+  CHECK_THROWS_WITH(read_all(*src, find_table(cat, "docs")),
+                    Catch::Contains("column 'body'") && Catch::Contains("row 3") &&
+                        Catch::Contains("'not json'") && Catch::Contains("body = \"text\""));
+  sqlite_exec(db, "UPDATE docs SET body = '[1, \"two\"]' WHERE id = 3;");
+  auto r = read_all(*src, find_table(src->read_catalog(), "docs"));
+  REQUIRE(r.rows.size() == 3);
+  CHECK(r.rows[2][1] == text("[1, \"two\"]"));
+}
+
 TEST_CASE("a missing sqlite file is reported with the source and path") {
   temp_dir dir;
   CHECK_THROWS_AS(open_sqlite(dir.file("nope.db")), source_error);
