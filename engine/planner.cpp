@@ -461,7 +461,7 @@ struct planner {
     // (the source's key changed, or unique_key was set later) would refuse rows the merge
     // means to insert, on every run. Only a new table has the new key: seed 001's full
     // refresh.
-    if (!settings.cursor_column.empty() && !p.unique_key.empty()) {
+    if (!settings.cursor_column.empty()) {
       std::vector<std::string> live_key;
       for (const auto& c : live.columns)
         if (c.key)
@@ -475,19 +475,22 @@ struct planner {
             return false;
         return true;
       };
+      // A key the source dropped (an append now) leaves a primary key that refuses the
+      // rows it appends again: recreated without it.
       if (!live_key.empty() && !same_key()) {
         const auto list = [](const std::vector<std::string>& names) {
           std::string out;
           for (const auto& n : names)
             out += (out.empty() ? "" : ", ") + n;
-          return out;
+          return out.empty() ? std::string("none") : out;
         };
         recreate = true;
         d.steps.push_back(
-            {evolution_action::drop_and_recreate, p.unique_key.front(),
+            {evolution_action::drop_and_recreate,
+             p.unique_key.empty() ? live_key.front() : p.unique_key.front(),
              fmt::format("the table's key changed ({}) -> ({})", list(live_key),
                          list(p.unique_key)),
-             "the live table's primary key would refuse rows merged on the new key"});
+             "the live table's primary key would refuse rows the load brings"});
       }
     }
     for (const auto& name : ignored)

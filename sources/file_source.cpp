@@ -203,6 +203,8 @@ struct json_digit_checker : nlohmann::json_sax<nlohmann::json> {
   std::size_t depth = 0, record_depth = 0, records = 0;
   std::string column;  // the current record's key (its column)
   std::string found;
+  std::string found_column;  ///< the record's key holding it
+  bool found_nested = false;  ///< inside an object or array, not the column's own value
   bool null() override { return true; }
   bool boolean(bool) override { return true; }
   bool number_integer(number_integer_t v) override {
@@ -219,15 +221,19 @@ struct json_digit_checker : nlohmann::json_sax<nlohmann::json> {
       return true;  // an integer past 64 bits reads exactly as text or a decimal
     if (decimal_of(raw) == decimal_of(fmt::format("{}", v)))
       return true;
-    found = fmt::format("column '{}' holds the number {}, which has more digits than the JSON "
+    found_column = column;
+    found_nested = depth > record_depth;
+    found = fmt::format("column '{}' holds{} the number {}, which has more digits than the JSON "
                         "reader keeps: it reads such numbers as doubles, and it would load as "
                         "{}",
-                        column, raw, fmt::format("{}", v));
+                        column, found_nested ? ", nested in its value," : "", raw,
+                        fmt::format("{}", v));
     return false;
   }
   bool whole(double magnitude, const std::string& text) {
-    if (magnitude <= 9007199254740992.0 || !float_column(column))
+    if (magnitude <= 9007199254740992.0 || !float_column(column) || depth > record_depth)
       return true;
+    found_column = column;
     found = fmt::format("column '{}' holds the integer {}, past the 2^53 a double (the type "
                         "inferred from the file's numbers) holds exactly",
                         column, text);
@@ -267,7 +273,8 @@ struct json_digit_checker : nlohmann::json_sax<nlohmann::json> {
 
 /// The first JSON number that would load changed ("line N: column ... "), or nullopt.
 std::optional<std::string> json_lost_digits(const std::string& path,
-                                            std::function<bool(const std::string&)> float_column) {
+                                            std::function<bool(const std::string&)> float_column,
+                                            std::string& column, bool& nested) {
   std::ifstream in(path, std::ios::binary);
   json_digit_checker check;
   check.float_column = std::move(float_column);
@@ -275,6 +282,8 @@ std::optional<std::string> json_lost_digits(const std::string& path,
     nlohmann::json::sax_parse(in, &check, nlohmann::json::input_format_t::json, false);
     if (check.found.empty())
       return std::nullopt;
+    column = check.found_column;
+    nested = check.found_nested;
     return fmt::format("record {}: {}", check.records, check.found);
   }
   std::size_t n = 0;
@@ -291,8 +300,11 @@ std::optional<std::string> json_lost_digits(const std::string& path,
       continue;
     check.depth = check.record_depth = 0;
     nlohmann::json::sax_parse(line, &check, nlohmann::json::input_format_t::json, false);
-    if (!check.found.empty())
+    if (!check.found.empty()) {
+      column = check.found_column;
+      nested = check.found_nested;
       return fmt::format("line {}: {}", n, check.found);
+    }
   }
   return std::nullopt;
 }
@@ -582,8 +594,12 @@ class file_source final : public source {
     std::vector<std::size_t> asked;
     for (std::size_t i = 0; i < declared.size(); ++i) {
       const auto& t = declared[i].type;
+      // A JSON column mixing numbers and strings reads as JSON, its strings quoted: a
+      // number written as a string ("12.50") is checked as the number it spells.
       const std::string v =
-          fmt::format("trim(CAST({} AS VARCHAR))", quote_ident(declared[i].name));
+          json_ ? fmt::format("trim(regexp_replace(CAST({} AS VARCHAR), '^\"(.*)\"$', '\\1'))",
+                              quote_ident(declared[i].name))
+                : fmt::format("trim(CAST({} AS VARCHAR))", quote_ident(declared[i].name));
       std::string fits;
       using k = schema::type_kind;
       switch (t.kind) {
@@ -656,13 +672,21 @@ class file_source final : public source {
           return c != nullptr && (c->type.kind == schema::type_kind::float64 ||
                                   c->type.kind == schema::type_kind::float32);
         };
-        if (auto lost = json_lost_digits(path, float_column))
+        std::string column;
+        bool nested = false;
+        if (auto lost = json_lost_digits(path, float_column, column, nested))
           throw error::read_failed(
               options_.name, request.table->name, path, *lost,
-              "write the value as a JSON string (\"12345678901234567.123456789\"), which "
-              "loads exactly, and pin the column's type in flotilla.toml ([sources." +
-                  options_.name + ".tables.\"" + request.table->name +
-                  "\"] columns = { <column> = \"decimal(p,s)\" } or \"text\")");
+              nested ? fmt::format("write that number as a JSON string inside the value of "
+                                   "'{}' (\"0.1000000000000000055511151231257827\"), which "
+                                   "keeps its digits, or leave it out of the file",
+                                   column)
+                     : fmt::format("write the value as a JSON string "
+                                   "(\"12345678901234567.123456789\"), which loads exactly, and "
+                                   "pin the column's type in flotilla.toml ([sources.{}.tables."
+                                   "\"{}\"] columns = {{ {} = \"decimal(p,s)\" }}, or "
+                                   "{{ {} = \"text\" }})",
+                                   options_.name, request.table->name, column, column));
       }
       return duck::scan(con, spec, consume);
     } catch (const duck::failure& e) {
@@ -941,18 +965,20 @@ class file_source final : public source {
         const std::string as_double = fmt::format("{}", d);
         if (decimal_of(text) == decimal_of(as_double))
           continue;
-        const decimal_value v = decimal_of(text);
-        const long scale = std::max<long>(0, static_cast<long>(v.digits.size()) - v.exponent);
-        const long whole = std::max<long>(1, v.exponent);
-        const std::string pin =
-            whole + scale <= 38
-                ? fmt::format("\"decimal({},{})\" }}, a wider decimal, or {{ {} = \"text\"",
-                              whole + scale, scale, doubles[i])
-                : std::string("\"text\"");
+        // The pin that holds every value of the column: the narrowest decimal, when all
+        // are plain decimal numbers that fit one; text otherwise.
+        std::string pin = "\"text\"";
+        if (const auto fit = decimal_fit(*request.table, {doubles[i]}); !fit.empty() && fit[0]) {
+          const int scale = fit[0]->scale;
+          const int digits = std::max(1, fit[0]->integer) + scale;
+          if (digits <= 38)
+            pin = fmt::format("\"decimal({},{})\" }}, or {{ {} = \"text\"", digits, scale,
+                              doubles[i]);
+        }
         throw error::read_failed(
             options_.name, request.table->name, path,
             fmt::format("column '{}' holds the number {}, which has more digits than the double "
-                        "its type was inferred as keeps: it would load as {}",
+                        "the column is read as keeps: it would load as {}",
                         doubles[i], text, as_double),
             fmt::format("pin the column's type in flotilla.toml ([sources.{}.tables.\"{}\"] "
                         "columns = {{ {} = {} }})",

@@ -116,3 +116,32 @@ TEST_CASE("a file column pinned to a decimal plans before the first load, wider 
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT sum(amt)::VARCHAR FROM c.q")[0][0] == "12346.75");
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT sum(amt)::VARCHAR FROM f.p")[0][0] == "12346.75");
 }
+
+TEST_CASE("pins the errors name hold the whole column; numbers as JSON strings load beside numbers") {
+  workdir w;
+  std::filesystem::create_directories(w.path() / "json");
+  std::filesystem::create_directories(w.path() / "csv");
+  w.write("csv/big.csv", "id,big\n1,18446744073709551615\n2,0.5\n");
+  // A producer that quotes only its long numbers; and a long number nested in an object.
+  w.write("json/e.ndjson", "{\"id\": 1, \"amt\": \"12345678901234567.123456789\"}\n"
+                           "{\"id\": 2, \"amt\": 7.25}\n");
+  w.write("json/ev.ndjson", "{\"id\":1,\"meta\":{\"p\":0.1000000000000000055511151231257827}}\n");
+  write_config(w, "[sources.f.tables.e]\ncolumns = { amt = \"decimal(30,9)\" }\n");
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  CHECK_THAT(error_of(run, "c.big"), Catch::Contains("columns = { big = \"decimal(21,1)\" }, or "
+                                                     "{ big = \"text\" }"));
+  CHECK_THAT(error_of(run, "f.ev"), Catch::Contains("column 'meta' holds, nested in its value,") &&
+                                        Catch::Contains("inside the value of 'meta'") &&
+                                        !Catch::Contains("<column>"));
+  CHECK(error_of(run, "f.e").empty());
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT amt::VARCHAR FROM f.e ORDER BY id") ==
+        std::vector<std::vector<std::string>>{{"12345678901234567.123456789"}, {"7.250000000"}});
+  write_config(w, "[sources.f.tables.e]\ncolumns = { amt = \"decimal(30,9)\" }\n"
+                  "[sources.c.tables.big]\ncolumns = { big = \"decimal(21,1)\" }\n");
+  run = flotilla_json(w, {"run"}, &rc);
+  CHECK(error_of(run, "c.big").empty());
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT max(big)::VARCHAR FROM c.big")[0][0] ==
+        "18446744073709551615.0");
+}

@@ -153,6 +153,12 @@ TEST_CASE("an incremental table whose key changed at the source is recreated, no
   auto same = engine::plan_table(src, src, engine::target_state::present, *d, orders, s);
   CHECK(same.shape_action == "none");
   CHECK(same.load == engine::load_kind::merge);
+  // The source dropped its key: the live key would refuse the rows appended again.
+  auto keyless = S({{"id", T("int")}, {"line", T("int")}, {"updated_at", T("timestamp_ntz")}});
+  auto dropped = engine::plan_table(keyless, live, engine::target_state::present, *d, orders, s);
+  CHECK(dropped.shape_action == "recreate");
+  REQUIRE(dropped.drift.steps.size() == 1);
+  CHECK(dropped.drift.steps[0].reason == "the table's key changed (id) -> (none)");
   // type_change_rebuild = deny stops it, as any recreate.
   s.type_change_rebuild = engine::rebuild_rule::deny;
   auto denied = engine::plan_table(src, live, engine::target_state::present, *d, orders, s);
