@@ -543,6 +543,13 @@ TEST_CASE("a replay the target refuses fails its review alone; fixed, the review
   pg_exec(f.source(), "INSERT INTO orders VALUES (3, 'kept', 1)");
   REQUIRE(eventually(
       [&] { return hold_state(f) == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW; }));
+  // The row is kept before the decision goes in (a decision taken before the stream read
+  // it would resume the table with nothing to replay).
+  REQUIRE(eventually([&] {
+    auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
+                                                      {.read_only = true});
+    return store && store->held_change_count("wh", "shop.public.orders").value_or(0) == 1;
+  }));
   // Edited to run nothing: the kept row names order_id, which the target lacks.
   (void)submit(f, flotilla::cdc::decision_kind::apply_edited, "-- nothing to do");
   REQUIRE(eventually(
