@@ -29,6 +29,7 @@
 #include "sources/marker.hpp"
 #include "sources/sql_text.hpp"
 #include "sources/type_mapping.hpp"
+#include "sources/values.hpp"
 
 namespace flotilla::sources {
 namespace {
@@ -219,15 +220,15 @@ struct json_digit_checker : nlohmann::json_sax<nlohmann::json> {
     const bool integer_literal = raw.find_first_of(".eE") == string_t::npos;
     if (integer_literal && !float_column(column))
       return true;  // an integer past 64 bits reads exactly as text or a decimal
-    if (decimal_of(raw) == decimal_of(fmt::format("{}", v)))
+    const std::string as_double = shortest_double(v);
+    if (decimal_of(raw) == decimal_of(as_double))
       return true;
     found_column = column;
     found_nested = depth > record_depth;
     found = fmt::format("column '{}' holds{} the number {}, which has more digits than the JSON "
                         "reader keeps: it reads such numbers as doubles, and it would load as "
                         "{}",
-                        column, found_nested ? ", nested in its value," : "", raw,
-                        fmt::format("{}", v));
+                        column, found_nested ? ", nested in its value," : "", raw, as_double);
     return false;
   }
   bool whole(double magnitude, const std::string& text) {
@@ -962,7 +963,7 @@ class file_source final : public source {
         const double d = std::strtod(text.c_str(), &end);
         if (end == text.c_str() || !std::isfinite(d))
           continue;
-        const std::string as_double = fmt::format("{}", d);
+        const std::string as_double = shortest_double(d);
         if (decimal_of(text) == decimal_of(as_double))
           continue;
         // The pin that holds every value of the column: the narrowest decimal, when all
