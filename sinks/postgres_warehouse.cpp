@@ -59,6 +59,16 @@ std::string result_error(const PGresult* r, const PGconn* conn) {
     s = trimmed(PQerrorMessage(conn));
   if (s.empty())
     s = "the server gave no reason (the connection may have been closed)";
+  // dependent_objects_still_exist: a swap or rebuild dropping a table that a view, a foreign
+  // key or a function of the user's depends on.
+  if (const char* state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
+      state && std::string_view(state) == "2BP01") {
+    // In place of the server's own HINT, which is to cascade.
+    if (const auto hint = s.find("\nHINT:"); hint != std::string::npos)
+      s.erase(hint);
+    s += "\nFlotilla replaces the table here and never drops what depends on it (no CASCADE): "
+         "drop the objects DETAIL names before the run and create them again after it";
+  }
   return s;
 }
 
@@ -346,12 +356,19 @@ std::string text_array(const std::vector<std::string>& names) {
 /// (postgres_warehouse::empties_in_place), as a SQL expression: `has_key` says whether `c`
 /// has a primary key, `limit` is in_place_max_bytes, and row `g` (emptiable_globals) holds
 /// the block size and whether any publication publishes deletes.
+/// A table a view or materialized view is built on is emptied in place whatever its size:
+/// its swap's DROP TABLE would fail on the view (never cascaded), so the in-place refresh
+/// is the one that can succeed. The view's rewrite rule depends on the table (pg_depend,
+/// deptype 'n'); the EXISTS comes last, so a table within the size limit never asks it.
 std::string emptiable_expression(std::string_view has_key, std::string_view limit) {
   return fmt::format(
       "(c.relkind = 'r' AND NOT c.relhastriggers AND NOT c.relhasrules "
       "AND NOT c.relrowsecurity "
       "AND (c.relreplident = 'f' OR (c.relreplident = 'd' AND {}) OR NOT g.deletes) "
-      "AND c.reltuples >= 0 AND c.relpages::bigint * g.bs <= {}::bigint)",
+      "AND ((c.reltuples >= 0 AND c.relpages::bigint * g.bs <= {}::bigint) "
+      "OR EXISTS (SELECT 1 FROM pg_catalog.pg_depend v "
+      "WHERE v.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND v.refobjid = c.oid "
+      "AND v.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass AND v.deptype = 'n')))",
       has_key, limit);
 }
 constexpr std::string_view emptiable_globals =

@@ -272,6 +272,53 @@ TEST_CASE("a PostgreSQL full refresh empties a small live table of the same colu
   CHECK(oid() != third);
 }
 
+TEST_CASE("a PostgreSQL full refresh empties a table a view is built on in place whatever its "
+          "size; a swap the view blocks fails saying what to do, and keeps the old rows") {
+  test_target target("postgres");
+  target.in_place_max_bytes = 1;  // every table is larger than this
+  auto wh = target.open();
+  auto reader = target.open();
+  const auto& d = wh->dialect();
+  const auto t = target.table("people");
+  const auto view = target.table("people_view");
+  const auto oid = [&] {
+    return column_of(reader->query("SELECT to_regclass(" + d.literal(d.qualified(t)) +
+                                   ")::oid::text")).at(0);
+  };
+  load(*wh, t, people(), load_mode::replace, people_rows(1, 3, "a"));
+  // Without a view, larger than the limit: swapped.
+  auto before = oid();
+  load(*wh, t, people(), load_mode::replace, people_rows(1, 3, "b"));
+  CHECK(oid() != before);
+  // With a view over it: emptied in place, the view answers the new rows.
+  wh->execute({"CREATE VIEW " + d.qualified(view) + " AS SELECT " + d.quote("name") + " FROM " +
+               d.qualified(t)});
+  before = oid();
+  CHECK(wh->empties_in_place(t));
+  load(*wh, t, people(), load_mode::replace, people_rows(4, 5, "c"));
+  CHECK(oid() == before);
+  CHECK(column_of(reader->query("SELECT " + d.quote("name") + " FROM " + d.qualified(view) +
+                                " ORDER BY 1")) == std::vector<std::string>{"c4", "c5"});
+
+  // Every refresh swapped (0): the view blocks the swap's DROP. The error says what depends
+  // on the table and what to do, not the server's advice to cascade; nothing is lost.
+  target.in_place_max_bytes = 0;
+  auto swapping = target.open();
+  try {
+    load(*swapping, t, people(), load_mode::replace, people_rows(6, 6, "d"));
+    FAIL("the swap should have failed on the view");
+  } catch (const std::exception& e) {
+    const std::string message = e.what();
+    CHECK_THAT(message, Catch::Contains("people_view depends on table"));
+    CHECK_THAT(message, Catch::Contains(
+                            "never drops what depends on it (no CASCADE): drop the objects "
+                            "DETAIL names before the run and create them again after it"));
+    CHECK_THAT(message, !Catch::Contains("Use DROP ... CASCADE"));
+  }
+  CHECK(names(*reader, t) == std::vector<std::string>{"c4", "c5"});
+  wh->execute({"DROP VIEW " + d.qualified(view)});
+}
+
 TEST_CASE("a PostgreSQL full refresh empties a keyless table in place once its size is known, "
           "and swaps it while it is published, which a DELETE could not empty") {
   test_target target("postgres");
