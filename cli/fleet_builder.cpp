@@ -477,6 +477,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           for (const auto& d : section->columns)
             st.declared.push_back(schema::column{d.name, d.type, true, false});
         }
+        st.read_as_declared = src->adapter == config::adapter_kind::sqlite;
         st.enforced = policy.contract == config::contract_mode::enforced;
         st.on_schema_change =
             policy.on_schema_change == config::schema_change_policy::ignore ? engine::new_column_rule::ignore

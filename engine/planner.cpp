@@ -87,11 +87,20 @@ struct planner {
   /// How a declared column is read from the source: in its source type, except a decimal
   /// declared as text, which is read as the source's own text, so that a value no decimal
   /// holds (PostgreSQL's 'NaN') loads as it is rather than failing the read.
-  static column read_as(const column& s, const portable_type& declared) {
+  /// A SQLite column's declared type does not bound what it holds, so a declared column
+  /// is read as declared there: each value converted exactly, or failing naming it.
+  column read_as(const column& s, const portable_type& declared) const {
     column r = s;
-    if (s.type.kind == schema::type_kind::decimal && declared.kind == schema::type_kind::text)
+    if (settings.read_as_declared ||
+        (s.type.kind == schema::type_kind::decimal && declared.kind == schema::type_kind::text))
       r.type = declared;
     return r;
+  }
+  /// Text takes any SQLite value as it is written ('N/A' in an INTEGER column), so a text
+  /// declaration is not bound by the column's declared type.
+  bool reads_any_as_text(const portable_type& declared) const {
+    return settings.read_as_declared && (declared.kind == schema::type_kind::text ||
+                                         declared.kind == schema::type_kind::varchar);
   }
 
   /// A declared column of a file whose values its type cannot hold: the value, or null.
@@ -231,7 +240,7 @@ struct planner {
         }
         column out = *s;
         out.type = d.type;
-        if (settings.inferred) {
+        if (settings.inferred || reads_any_as_text(d.type)) {
           // A file is parsed as its declared types (the inference only guessed them).
           if (const auto* v = unfit_value(s->name)) {
             fail_unfit(*s, d.type, *v);
@@ -260,7 +269,7 @@ struct planner {
     for (const auto& s : source.columns) {
       column out = s;
       if (const column* d = find_declared(settings, s.name, rule)) {
-        if (settings.inferred) {  // parsed as declared, as above
+        if (settings.inferred || reads_any_as_text(d->type)) {  // parsed as declared, as above
           if (const auto* v = unfit_value(s.name)) {
             fail_unfit(s, d->type, *v);
             continue;

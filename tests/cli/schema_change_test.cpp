@@ -427,3 +427,29 @@ TEST_CASE("a drift action whose DDL committed before the load failed is reported
     reported = reported || (a["table"] == f.table("orders") && a["action"] == "add_columns");
   CHECK(reported);
 }
+
+TEST_CASE("seed 000: a text pin reads a SQLite value its column's declared type cannot hold "
+          "as written; other pins still convert exactly or fail naming the value") {
+  fleet f("duckdb");
+  sqlite_exec(f.w.file("app.db"),
+              "CREATE TABLE stock(id INTEGER PRIMARY KEY, qty INTEGER, price REAL, flag BOOLEAN, "
+              "seen DATETIME);"
+              "INSERT INTO stock VALUES (1, 10, 0.30000000000000004, 1, '2024-01-01 00:00:00'),"
+              "(2, 'N/A', 'cheap', 'maybe', 'not a date');"
+              "CREATE TABLE counts(id INTEGER PRIMARY KEY, qty INTEGER);"
+              "INSERT INTO counts VALUES (1, 10), (2, 'N/A');");
+  f.config("[sources.app.tables.stock]\n"
+           "columns = { qty = \"text\", price = \"text\", flag = \"varchar(10)\", seen = \"text\" }\n"
+           "[sources.app.tables.counts]\ncolumns = { qty = \"bigint\" }\n");
+  int rc = -1;
+  auto run = flotilla_json(f.w, {"run"}, &rc);
+  CHECK(rc == 1);
+  CHECK((*find_table(run, "raw.stock"))["status"] == "copied");
+  CHECK(f.query("SELECT qty, price, flag, seen FROM " + f.sql("stock") + " ORDER BY id") ==
+        std::vector<std::vector<std::string>>{{"10", "0.30000000000000004", "1", "2024-01-01 00:00:00"},
+                                              {"N/A", "cheap", "maybe", "not a date"}});
+  // A pin that is no text still converts each value exactly: 'N/A' is no bigint.
+  const auto& t = *find_table(run, "raw.counts");
+  CHECK(t["status"] == "failed");
+  CHECK_THAT(t["error"].get<std::string>(), Catch::Contains("column 'qty', row 2: value 'N/A'"));
+}
