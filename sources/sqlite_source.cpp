@@ -294,19 +294,21 @@ class sqlite_source final : public source {
   }
   // Bump whenever read_catalog's result for the same file can change: the query, the
   // type mapping (map_sqlite_type), nullability or key rules, the table marker format.
-  [[nodiscard]] std::string_view catalog_version() const override { return "sqlite-catalog/2"; }
+  [[nodiscard]] std::string_view catalog_version() const override { return "sqlite-catalog/3"; }
 
   [[nodiscard]] catalog read_catalog() override {
     // The marker first: a write that lands after this point changes the next marker.
     const std::optional<std::string> file = sqlite_file_marker(options_.path);
     auto db = open();
-    // One query for every table: the table list joined with the table_info pragma.
+    // One query for every table: the table list joined with the table_xinfo pragma.
     // pragma_table_list (SQLite 3.37+) tells ordinary tables from views, virtual tables
-    // (whose module may not even be loadable here) and their shadow tables.
+    // (whose module may not even be loadable here) and their shadow tables. table_xinfo,
+    // unlike table_info, lists generated columns too (hidden 2: virtual, 3: stored): their
+    // values are the table's as much as any other column's.
     static constexpr const char* sql =
         "SELECT l.name, p.name, p.type, p.\"notnull\", p.pk "
-        "FROM pragma_table_list AS l JOIN pragma_table_info(l.name, 'main') AS p "
-        "WHERE l.schema = 'main' AND l.type = 'table' "
+        "FROM pragma_table_list AS l JOIN pragma_table_xinfo(l.name, 'main') AS p "
+        "WHERE l.schema = 'main' AND l.type = 'table' AND p.hidden IN (0, 2, 3) "
         "  AND l.name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
         "ORDER BY l.name, p.cid";
     statement stmt(db.get(), sql);

@@ -206,6 +206,26 @@ TEST_CASE("a sqlite read returns the requested columns in the requested order") 
   CHECK(r.rows[0] == std::vector<flotilla::schema::value>{real(2.5), integer(1)});
 }
 
+TEST_CASE("sqlite generated columns, virtual and stored, are listed and read like any other") {
+  temp_dir dir;
+  const auto db = dir.file("generated.db");
+  sqlite_exec(db, "CREATE TABLE t (id INTEGER PRIMARY KEY, a INT, "
+                  "b INT GENERATED ALWAYS AS (a * 2) VIRTUAL, "
+                  "c TEXT GENERATED ALWAYS AS ('v' || a) STORED, d REAL);"
+                  "INSERT INTO t (id, a, d) VALUES (1, 1, 0.5), (2, 2, NULL);");
+  auto src = open_sqlite(db);
+  const catalog cat = src->read_catalog();
+  const auto& t = find_table(cat, "t");
+  REQUIRE(t.columns.columns.size() == 5);
+  CHECK(find_column(t, "b").type == portable_type::of(type_kind::int32));
+  CHECK(find_column(t, "c").type == portable_type::of(type_kind::text));
+  CHECK(t.columns.columns[4].name == "d");  // in declaration order
+  const auto r = read_all(*src, t, {"id", "b", "c"});
+  REQUIRE(r.rows.size() == 2);
+  CHECK(r.rows[0] == std::vector<flotilla::schema::value>{integer(1), integer(2), text("v1")});
+  CHECK(r.rows[1] == std::vector<flotilla::schema::value>{integer(2), integer(4), text("v2")});
+}
+
 TEST_CASE("a contract type other than the declared one converts exactly") {
   temp_dir dir;
   const auto db = dir.file("contract.db");
