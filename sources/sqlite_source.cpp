@@ -203,13 +203,18 @@ bool convert(sqlite3_stmt* s, int col, const portable_type& type, value& out) {
       return set_text(std::move(*text));
     }
     case type_kind::date: {
-      if (storage == SQLITE_INTEGER)
-        return set_text(
-            format_timestamp(micros_from_unix_seconds(sqlite3_column_int64(s, col)), false)
-                .substr(0, 10));
+      constexpr std::int64_t micros_per_day = 86'400'000'000;
+      // Unix seconds or a julian day are a date only at midnight: a time of day would be
+      // dropped (then the value needs a timestamp or text pin).
+      if (storage == SQLITE_INTEGER) {
+        const std::int64_t us = micros_from_unix_seconds(sqlite3_column_int64(s, col));
+        if (us % micros_per_day != 0)
+          return false;
+        return set_text(format_timestamp(us, false).substr(0, 10));
+      }
       if (storage == SQLITE_FLOAT) {
         auto us = micros_from_julian_day(sqlite3_column_double(s, col));
-        if (!us)
+        if (!us || *us % micros_per_day != 0)
           return false;
         return set_text(format_timestamp(*us, false).substr(0, 10));
       }

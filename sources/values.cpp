@@ -541,7 +541,9 @@ std::optional<std::int64_t> parse_time(std::string_view text) {
 
 std::optional<std::string> normalize_date(std::string_view text) {
   auto ts = parse_timestamp(text);
-  if (!ts)
+  // A time of day other than midnight (UTC, after any offset) is no date: dropping it
+  // would change the value.
+  if (!ts || ts->micros % micros_per_day != 0)
     return std::nullopt;
   return format_date(floor_div(ts->micros, micros_per_day));
 }

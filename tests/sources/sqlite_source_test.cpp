@@ -95,7 +95,7 @@ TEST_CASE("sqlite values come out exactly as the portable types represent them")
       (2, '-0.5', 0, '2024-01-02T03:04:05.123456Z', '2024-06-30 23:59:59', '2024-02-29 00:00:00',
        '23:59:59.25', 'ünïcødé ✓ 日本', CAST('text as bytes' AS BLOB),
        x'a0eebc999c0b4ef8bb6d6bb9bd380a11', '[]', -2.5, -1),
-      (3, 7, 'true', 1700000000, 1700000000, 1700000000, NULL, '', x'', NULL, NULL, 1e300, 0),
+      (3, 7, 'true', 1700000000, 1700000000, 1699920000, NULL, '', x'', NULL, NULL, 1e300, 0),
       (4, -1234567890.126, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
   )");
   auto src = open_sqlite(db);
@@ -138,7 +138,7 @@ TEST_CASE("sqlite values come out exactly as the portable types represent them")
   CHECK(c[2] == boolean(true));
   CHECK(c[3] == text("2023-11-14 22:13:20"));  // unix seconds
   CHECK(c[4] == text("2023-11-14 22:13:20+00"));
-  CHECK(c[5] == text("2023-11-14"));
+  CHECK(c[5] == text("2023-11-14"));  // unix seconds of its midnight
   CHECK(c[6] == null());
   CHECK(c[7] == text(""));
   CHECK(c[8] == text(""));
@@ -433,6 +433,36 @@ TEST_CASE("a sqlite value that is not its declared type names table, column and 
                     Catch::Contains("source 'shop'") && Catch::Contains("table 't'") &&
                         Catch::Contains("column 'd'") && Catch::Contains("row 2") &&
                         Catch::Contains("'n/a'") && Catch::Contains("decimal(8,2)"));
+}
+
+TEST_CASE("a sqlite DATE value with a time of day fails naming it, rather than losing the time") {
+  temp_dir dir;
+  const auto db = dir.file("dates.db");
+  sqlite_exec(db, "CREATE TABLE t (id INTEGER PRIMARY KEY, d DATE);");
+  auto src = open_sqlite(db);
+  // Text, text with an offset, unix seconds and a julian day: each holds a time of day
+  // (or, moved to UTC, another date).
+  for (const std::string v : {"'2024-01-02 23:30:00'", "'2024-01-02T00:00:00-05:00'",
+                              "1700000000", "2460000.75"}) {
+    CAPTURE(v);
+    sqlite_exec(db, "DROP TABLE IF EXISTS t; CREATE TABLE t (id INTEGER PRIMARY KEY, d DATE);"
+                    "INSERT INTO t VALUES (1, '2024-01-02'), (2, " + v + ");");
+    const catalog cat = src->read_catalog();
+    CHECK_THROWS_WITH(read_all(*src, find_table(cat, "t")),
+                      Catch::Contains("column 'd', row 2") && Catch::Contains("not a valid date") &&
+                          Catch::Contains("columns = { d = \"text\" }"));
+  }
+  // Midnight, in any of those forms, is the date.
+  sqlite_exec(db, "DROP TABLE t; CREATE TABLE t (id INTEGER PRIMARY KEY, d DATE);"
+                  "INSERT INTO t VALUES (1, '2024-01-02 00:00:00'), (2, 1699920000), "
+                  "(3, 2460000.5), (4, '2024-01-02T05:00:00+05:00');");
+  const catalog cat = src->read_catalog();
+  const auto r = read_all(*src, find_table(cat, "t"), {"d"});
+  REQUIRE(r.rows.size() == 4);
+  CHECK(r.rows[0][0] == text("2024-01-02"));
+  CHECK(r.rows[1][0] == text("2023-11-14"));
+  CHECK(r.rows[2][0] == text("2023-02-25"));  // SQLite: date(2460000.5)
+  CHECK(r.rows[3][0] == text("2024-01-02"));
 }
 
 TEST_CASE("a sqlite JSON column holding text that is not JSON fails naming the value and the pin") {
