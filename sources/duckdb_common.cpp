@@ -552,6 +552,22 @@ read_result scan(connection& con, const scan_spec& spec, const batch_consumer& c
       physical.push_back(duckdb_prepared_statement_column_type(ps.p, i));
   }
 
+  // A TIMESTAMP_NS cursor loads truncated to the microsecond, but its watermark keeps the
+  // nanoseconds: read as text beside it (or instead of it, when not loaded). Cut to the
+  // microsecond, the watermark would sit below the last row read, and `cursor > watermark`
+  // would read that row again on every run (an append-only table would insert it again).
+  if (cursor_index != static_cast<std::size_t>(-1) &&
+      physical[cursor_index] == DUCKDB_TYPE_TIMESTAMP_NS) {
+    if (cursor_index < width) {
+      names.push_back(names[cursor_index]);
+      physical.push_back(DUCKDB_TYPE_TIMESTAMP_NS);
+      types.push_back(portable_type::of(type_kind::text));
+      cursor_index = names.size() - 1;
+    } else {
+      types[cursor_index] = portable_type::of(type_kind::text);
+    }
+  }
+
   // Each value under a name no column has, so ORDER BY the cursor means the column, not
   // its cast in the select list.
   std::string sql = "SELECT ";

@@ -216,6 +216,34 @@ TEST_CASE("an incremental duckdb read returns rows after the watermark in cursor
   CHECK(by_amount.result.max_cursor == "3.00");
 }
 
+TEST_CASE("a duckdb TIMESTAMP_NS cursor keeps its nanoseconds in the watermark, so the last "
+          "row is not read again") {
+  temp_dir dir;
+  const auto db = dir.file("ns.duckdb");
+  duckdb_exec(db, R"(
+    CREATE TABLE evs (ts TIMESTAMP_NS, v VARCHAR);
+    INSERT INTO evs VALUES ('2024-01-01 00:00:00.123456789', 'a'),
+                           ('2024-01-01 00:00:00.123456788', 'b');
+  )");
+  auto src = open_duckdb(db);
+  const catalog cat = src->read_catalog();
+  const auto& t = find_table(cat, "evs");
+  for (const std::vector<std::string> columns :
+       {std::vector<std::string>{"ts", "v"}, std::vector<std::string>{"v"}}) {
+    CAPTURE(columns.size());
+    auto first = read_all(*src, t, columns, "ts");
+    REQUIRE(first.rows.size() == 2);
+    if (columns.size() == 2)  // loaded truncated to the microsecond, as documented
+      CHECK(first.rows[1][0] == text("2024-01-01 00:00:00.123456"));
+    CHECK(first.result.max_cursor == "2024-01-01 00:00:00.123456789");
+    CHECK(read_all(*src, t, columns, "ts", *first.result.max_cursor).rows.empty());
+    // A row a nanosecond later is past it.
+    auto past = read_all(*src, t, columns, "ts", "2024-01-01 00:00:00.123456788");
+    REQUIRE(past.rows.size() == 1);
+    CHECK(past.rows[0].back() == text("a"));
+  }
+}
+
 TEST_CASE("duckdb rows arrive in batches of batch_rows across vector boundaries") {
   temp_dir dir;
   const auto db = dir.file("batches.duckdb");
