@@ -419,6 +419,7 @@ class sqlite_source final : public source {
                                fmt::format("read of table '{}' requests no columns", table));
     sql += " FROM " + quote_ident(table);
     if (!request.cursor_column.empty()) {
+      check_cursor_storage(db.get(), table, request.cursor_column);
       if (request.after)
         sql += past_watermark(quote_ident(request.cursor_column), "?1", request.inclusive_key);
       sql += " ORDER BY " + quote_ident(request.cursor_column);
@@ -494,6 +495,40 @@ class sqlite_source final : public source {
     // ~200 MB of pages it would never read again.
     sqlite3_exec(db, "PRAGMA cache_size = -256", nullptr, nullptr, nullptr);
     return sqlite_handle(handle.release(), &pool_);
+  }
+
+  /// SQLite orders every number before every text, whatever the text says: a cursor
+  /// column holding both (ISO text and unix seconds in one DATETIME column) would read a
+  /// later number as older than the watermark and skip its row for good. Fails the read
+  /// naming both forms. The smallest and largest values differ in storage class exactly
+  /// when the column mixes them; each is one index probe where the column has an index.
+  void check_cursor_storage(sqlite3* db, const std::string& table,
+                            const std::string& column) const {
+    const std::string c = quote_ident(column), t = quote_ident(table);
+    statement stmt(db, fmt::format("SELECT lo, typeof(lo), hi, typeof(hi) FROM "
+                                   "(SELECT (SELECT min({0}) FROM {1}) AS lo, "
+                                   "(SELECT max({0}) FROM {1}) AS hi)",
+                                   c, t));
+    if (stmt.prepare_rc() != SQLITE_OK)
+      throw error::read_failed(options_.name, table, options_.path, sqlite3_errmsg(db),
+                               "check that the table and its columns still exist");
+    if (sqlite3_step(stmt.get()) != SQLITE_ROW)
+      throw error::read_failed(options_.name, table, options_.path, sqlite3_errmsg(db),
+                               "check that the file is readable and not corrupt");
+    const auto kind = [](std::string t) { return t == "real" ? std::string("integer") : t; };
+    const std::string lo = column_text(stmt.get(), 1), hi = column_text(stmt.get(), 3);
+    if (lo == "null" || kind(lo) == kind(hi))
+      return;
+    throw error::read_failed(
+        options_.name, table, options_.path,
+        fmt::format("cursor column '{}' holds values of two kinds, {} ({}) and {} ({}), and "
+                    "SQLite orders every {} before every {}, so a row whose cursor is later "
+                    "could sort before the watermark and never be copied",
+                    column, lo, as_text(stmt.get(), 0), hi, as_text(stmt.get(), 2), lo, hi),
+        fmt::format("store the column in one form at the source (for unix seconds among "
+                    "text: UPDATE {0} SET {1} = datetime({1}, 'unixepoch') WHERE typeof({1}) = "
+                    "'integer'), or use another cursor_column",
+                    t, c));
   }
 
   // Watermarks arrive as text. SQLite compares by storage class, so numbers are bound as

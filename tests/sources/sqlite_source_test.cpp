@@ -285,6 +285,34 @@ TEST_CASE("an incremental sqlite read returns rows after the watermark in cursor
   }
 }
 
+TEST_CASE("a sqlite cursor column holding numbers and text fails the read naming both, since "
+          "SQLite orders every number before every text") {
+  temp_dir dir;
+  const auto db = dir.file("mixed.db");
+  sqlite_exec(db, "CREATE TABLE ev (id INTEGER PRIMARY KEY, ts DATETIME, n REAL);"
+                  "INSERT INTO ev VALUES (1, '2024-06-01 00:00:00', 1.5), (2, 1800000000, 2);");
+  auto src = open_sqlite(db);
+  const catalog cat = src->read_catalog();
+  const auto& t = find_table(cat, "ev");
+  // Read past a text watermark, the later row (unix seconds: 2027) would sort below it.
+  for (const std::optional<std::string> after :
+       {std::optional<std::string>(), std::optional<std::string>("2024-06-01 00:00:00")}) {
+    CHECK_THROWS_WITH(
+        after ? read_all(*src, t, {"id"}, "ts", *after) : read_all(*src, t, {"id"}, "ts"),
+        Catch::Contains("table 'ev' of source 'shop'") &&
+            Catch::Contains("cursor column 'ts' holds values of two kinds, integer (1800000000) "
+                            "and text (2024-06-01 00:00:00)") &&
+            Catch::Contains("UPDATE \"ev\" SET \"ts\" = datetime(\"ts\", 'unixepoch')"));
+  }
+  // Integers and reals are one kind: they compare as numbers.
+  CHECK(read_all(*src, t, {"id"}, "n", "1.5").rows.size() == 1);
+  // One form throughout reads as before.
+  sqlite_exec(db, "UPDATE ev SET ts = datetime(ts, 'unixepoch') WHERE typeof(ts) = 'integer';");
+  const auto r = read_all(*src, t, {"id"}, "ts", "2024-06-01 00:00:00");
+  REQUIRE(r.rows.size() == 1);
+  CHECK(r.rows[0][0] == integer(2));
+}
+
 TEST_CASE("sqlite rows arrive in batches of batch_rows and reading stops when asked") {
   temp_dir dir;
   const auto db = dir.file("batches.db");
