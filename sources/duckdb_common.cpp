@@ -132,6 +132,12 @@ std::string select_expr(const std::string& q, duckdb_type physical, const portab
       return physical == DUCKDB_TYPE_VARCHAR || physical == DUCKDB_TYPE_BLOB ? q
                                                                              : cast(q, "VARCHAR");
     case type_kind::json:
+      // to_json, not a cast: CAST(list AS JSON) writes a NULL element of a JSON[] as NULL,
+      // which is no JSON ([{"a":1}, NULL]); to_json writes null.
+      if (physical == DUCKDB_TYPE_LIST || physical == DUCKDB_TYPE_STRUCT ||
+          physical == DUCKDB_TYPE_MAP || physical == DUCKDB_TYPE_UNION ||
+          physical == DUCKDB_TYPE_ARRAY)
+        return fmt::format("to_json({})", q);
       return physical == DUCKDB_TYPE_VARCHAR ? q : cast(q, "JSON");
     case type_kind::uuid:
       return physical == DUCKDB_TYPE_VARCHAR || physical == DUCKDB_TYPE_BLOB ? q
@@ -161,9 +167,52 @@ std::string select_expr(const std::string& q, duckdb_type physical, const portab
 
 enum class how : std::uint8_t {
   boolean, i8, i16, i32, i64, u8, u16, u32, f32, f64, f32_decimal, f64_decimal,
-  dec16, dec32, dec64, dec128, text, text_decimal, text_uuid, blob_uuid,
+  dec16, dec32, dec64, dec128, text, text_decimal, text_uuid, text_json, blob_uuid,
   date, time, timestamp, timestamp_tz,
 };
+
+/// JSON text with DuckDB's non-finite doubles (NaN, Infinity, -Infinity, which to_json
+/// writes bare inside a STRUCT or LIST) as strings, the way PostgreSQL's to_json writes
+/// them: bare, they are no JSON, and a target's JSON column fails every query on them (or
+/// refuses the load). Nothing else changes; nullopt when there is nothing to change.
+std::optional<std::string> quote_non_finite(std::string_view json) {
+  if (json.find_first_of("NI") == std::string_view::npos)
+    return std::nullopt;
+  std::string out;
+  bool in_string = false, changed = false;
+  for (std::size_t i = 0; i < json.size(); ++i) {
+    const char ch = json[i];
+    if (in_string) {
+      out += ch;
+      if (ch == '\\' && i + 1 < json.size())
+        out += json[++i];
+      else if (ch == '"')
+        in_string = false;
+      continue;
+    }
+    if (ch == '"') {
+      in_string = true;
+      out += ch;
+      continue;
+    }
+    bool quoted = false;
+    for (const std::string_view token : {"NaN", "Infinity", "-Infinity"}) {
+      if (json.substr(i, token.size()) == token) {
+        out += '"';
+        out += token;
+        out += '"';
+        i += token.size() - 1;
+        quoted = changed = true;
+        break;
+      }
+    }
+    if (!quoted)
+      out += ch;
+  }
+  if (!changed)
+    return std::nullopt;
+  return out;
+}
 
 struct column_reader {
   how kind = how::text;
@@ -214,6 +263,7 @@ column_reader make_reader(duckdb_logical_type logical, const portable_type& want
     case DUCKDB_TYPE_VARCHAR:
       r.kind = want.kind == type_kind::decimal ? how::text_decimal
                : want.kind == type_kind::uuid  ? how::text_uuid
+               : want.kind == type_kind::json  ? how::text_json
                                                : how::text;
       r.scale = want.scale;
       break;
@@ -323,6 +373,15 @@ void read_slice(const column_reader& c, duckdb_vector vec, idx_t from, idx_t cou
       fill<duckdb_string_t>(vec, from, count, out, stride,
                             [](const duckdb_string_t& v, value& cell, idx_t) {
                               set_text(cell, view(v));
+                            });
+      break;
+    case how::text_json:
+      fill<duckdb_string_t>(vec, from, count, out, stride,
+                            [](const duckdb_string_t& v, value& cell, idx_t) {
+                              if (auto quoted = quote_non_finite(view(v)))
+                                set_text(cell, std::move(*quoted));
+                              else
+                                set_text(cell, view(v));
                             });
       break;
     case how::text_decimal:

@@ -244,6 +244,31 @@ TEST_CASE("a duckdb TIMESTAMP_NS cursor keeps its nanoseconds in the watermark, 
   }
 }
 
+TEST_CASE("duckdb nested values are valid JSON: null elements, and non-finite doubles as "
+          "strings") {
+  temp_dir dir;
+  const auto db = dir.file("nested.duckdb");
+  duckdb_exec(db, R"(
+    CREATE TABLE j (id INTEGER, jl JSON[], s STRUCT(d DOUBLE, t VARCHAR), l DOUBLE[]);
+    INSERT INTO j VALUES
+      (1, ['{"a":1}'::JSON, NULL], {'d': 'nan', 't': 'NaN"x:Infinity'}, [1.5, 'inf'::DOUBLE, '-inf'::DOUBLE]),
+      (2, NULL, {'d': 2.5, 't': NULL}, []);
+  )");
+  auto src = open_duckdb(db);
+  const catalog cat = src->read_catalog();
+  const auto& t = find_table(cat, "j");
+  CHECK(find_column(t, "jl").type == portable_type::of(type_kind::json));
+  const auto r = read_all(*src, t, {"jl", "s", "l"});
+  REQUIRE(r.rows.size() == 2);
+  CHECK(r.rows[0][0] == text(R"([{"a":1},null])"));
+  // A string that spells NaN stays as it is; only the bare doubles become strings.
+  CHECK(r.rows[0][1] == text(R"({"d":"NaN","t":"NaN\"x:Infinity"})"));
+  CHECK(r.rows[0][2] == text(R"([1.5,"Infinity","-Infinity"])"));
+  CHECK(r.rows[1][0] == null());
+  CHECK(r.rows[1][1] == text(R"({"d":2.5,"t":null})"));
+  CHECK(r.rows[1][2] == text("[]"));
+}
+
 TEST_CASE("duckdb rows arrive in batches of batch_rows across vector boundaries") {
   temp_dir dir;
   const auto db = dir.file("batches.duckdb");
