@@ -36,8 +36,11 @@ class duckdb_source final : public source {
         "SELECT c.schema_name, c.table_name, c.column_name, c.data_type, "
         "       CAST(c.is_nullable AS VARCHAR), "
         "       CAST(coalesce(list_contains(k.constraint_column_names, c.column_name), false) "
-        "            AS VARCHAR) "
+        "            AS VARCHAR), "
+        "       CAST(v.view_name IS NOT NULL AS VARCHAR) "
         "FROM duckdb_columns() AS c "
+        "LEFT JOIN duckdb_views() AS v ON v.database_name = c.database_name "
+        " AND v.schema_name = c.schema_name AND v.view_name = c.table_name "
         "LEFT JOIN (SELECT database_name, schema_name, table_name, constraint_column_names "
         "           FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY') AS k "
         "  ON k.database_name = c.database_name AND k.schema_name = c.schema_name "
@@ -54,8 +57,11 @@ class duckdb_source final : public source {
     }
     catalog out;
     shape_hash shape;
+    // A view has no marker: what it reads may change while the file does not (a CSV it
+    // reads with read_csv, now(), another attached file), so it is copied on every run.
+    bool view = false;
     auto finish = [&] {
-      if (!out.tables.empty() && file)
+      if (!out.tables.empty() && file && !view)
         out.tables.back().marker = *file + ";s:" + shape.hex();
     };
     for (auto& row : rows) {
@@ -69,6 +75,7 @@ class duckdb_source final : public source {
         t.schema = std::move(schema_name);
         t.name = std::move(table);
         out.tables.push_back(std::move(t));
+        view = row[6].value_or("false") == "true";
       }
       schema::column c;
       c.name = row[2].value_or("");

@@ -44,6 +44,10 @@ TEST_CASE("the duckdb catalog lists tables and views of every schema with portab
   const auto& lines = find_table(cat, "main.lines");
   CHECK(lines.columns.key() == std::vector<std::string>{"order_id", "line"});
   CHECK(find_table(cat, "sales.big_orders").columns.columns.size() == 2);
+  // A view has no change marker (what it reads may change while the file does not): it is
+  // never pruned. The tables have one.
+  CHECK_FALSE(find_table(cat, "sales.big_orders").marker.has_value());
+  CHECK(lines.marker.has_value());
 
   const auto& orders = find_table(cat, "sales.orders");
   CHECK(orders.schema == "sales");
