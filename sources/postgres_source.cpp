@@ -39,10 +39,14 @@ using schema::portable_type;
 using schema::type_kind;
 using schema::value;
 
+// row_security off, as pg_dump sets it: a table whose row-level security policies would
+// hide rows from the source's role fails its read instead of copying only the rows the
+// policies let through (see read_fix).
 constexpr const char* session_settings =
     "SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'; SET IntervalStyle = 'postgres'; "
     "SET extra_float_digits = 3; SET bytea_output = 'hex'; "
-    "SET standard_conforming_strings = on; SET client_encoding = 'UTF8'";
+    "SET standard_conforming_strings = on; SET client_encoding = 'UTF8'; "
+    "SET row_security = off";
 
 // One query for every table: columns (domains resolved to their base types), primary key
 // membership, and the change marker's ingredients from the statistics collector.
@@ -180,6 +184,17 @@ std::string select_expr(const std::string& q, const portable_type& want, type_ki
 constexpr std::string_view fix =
     "check that the table and its columns still exist and that the user may read them";
 
+/// What to do when a table's COPY fails with `reason`: for row-level security, which
+/// would have hidden rows from the role (the session runs with row_security off), how to
+/// let the role read every row.
+std::string read_fix(std::string_view reason) {
+  if (reason.find("row-level security") != std::string_view::npos)
+    return "the role Flotilla connects as would see only the rows the table's row-level "
+           "security policies allow it, and a copy is all rows or none: give that role "
+           "BYPASSRLS (ALTER ROLE ... BYPASSRLS), or connect as the table's owner";
+  return std::string(fix);
+}
+
 /// True for the types whose COPY text may hold a backslash escape: texts and bytea.
 bool may_be_escaped(type_kind k) {
   return k == type_kind::varchar || k == type_kind::text || k == type_kind::json ||
@@ -316,8 +331,10 @@ class postgres_source final : public source {
     {
       result_guard res;
       res.r = PQexec(conn.get(), sql.c_str());
-      if (PQresultStatus(res.r) != PGRES_COPY_OUT)
-        throw error::read_failed(options_.name, qualified, "", last_error(conn.get()), fix);
+      if (PQresultStatus(res.r) != PGRES_COPY_OUT) {
+        const std::string reason = last_error(conn.get());
+        throw error::read_failed(options_.name, qualified, "", reason, read_fix(reason));
+      }
     }
 
     const std::size_t batch_rows = request.batch_rows ? request.batch_rows : 8192;

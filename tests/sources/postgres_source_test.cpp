@@ -467,3 +467,43 @@ TEST_CASE("a postgres cursor read as text still goes in the column's own order")
   CHECK(r.rows.size() == 1);
   CHECK(r.result.max_cursor == "100");
 }
+
+TEST_CASE("a postgres table whose row-level security would hide rows from the role fails its "
+          "read saying how to read every row, rather than copying some") {
+  pg_schema s;
+  const std::string role = "flotilla_rls_" + unique_suffix();
+  s.exec("CREATE ROLE " + role + " LOGIN");
+  s.exec("CREATE TABLE accounts (id int PRIMARY KEY, owner text);"
+         "INSERT INTO accounts VALUES (1, 'alice'), (2, 'bob'), (3, 'carol');"
+         "ALTER TABLE accounts ENABLE ROW LEVEL SECURITY;"
+         "CREATE POLICY only_alice ON accounts FOR SELECT USING (owner = 'alice');"
+         "GRANT USAGE ON SCHEMA " + s.name() + " TO " + role + ";"
+         "GRANT SELECT ON accounts TO " + role);
+  // The test server's DSN, connecting as the role instead.
+  std::string as_role;
+  {
+    PQconninfoOption* options = PQconninfoParse(s.dsn().c_str(), nullptr);
+    REQUIRE(options != nullptr);
+    for (auto* o = options; o->keyword; ++o)
+      if (o->val && std::string(o->keyword) != "user")
+        as_role += std::string(o->keyword) + "='" + o->val + "' ";
+    PQconninfoFree(options);
+  }
+  as_role += "user=" + role;
+  {
+    auto src = open_pg(as_role);
+    const catalog cat = src->read_catalog();
+    const auto& t = find_table(cat, s.name() + ".accounts");
+    CHECK_THROWS_WITH(read_all(*src, t),
+                      Catch::Contains("table '" + s.name() + ".accounts'") &&
+                          Catch::Contains("row-level security") &&
+                          Catch::Contains("give that role BYPASSRLS"));
+  }
+  s.exec("ALTER ROLE " + role + " BYPASSRLS");
+  {
+    auto src = open_pg(as_role);
+    const catalog cat = src->read_catalog();
+    CHECK(read_all(*src, find_table(cat, s.name() + ".accounts")).rows.size() == 3);
+  }
+  s.exec("DROP OWNED BY " + role + "; DROP ROLE " + role);
+}
