@@ -1,8 +1,11 @@
 // flotilla: the command line. One file per verb; main only wires them.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
@@ -60,8 +63,27 @@ std::string hints_for_extras(CLI::App& app, const std::vector<std::string>& extr
 
 }  // namespace
 
+namespace {
+
+/// Raises the soft limit of open files to the hard one (at most 65,536): a fleet run opens
+/// a file or connection per source it reads at once, a database file, state and run
+/// records, and the usual soft limit of 1,024 is a default, not a policy.
+void raise_open_file_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0)
+    return;
+  const rlim_t wanted = std::min<rlim_t>(limit.rlim_max, 65536);
+  if (limit.rlim_cur < wanted) {
+    limit.rlim_cur = wanted;
+    setrlimit(RLIMIT_NOFILE, &limit);  // best effort: the old limit stays otherwise
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   flotilla::engine::prepare_process_heap();
+  raise_open_file_limit();
   using namespace flotilla::cli;
   CLI::App app{"flotilla: replicate tables from fleets of sources into warehouses and event "
                "streams, handling schema drift"};

@@ -7,6 +7,8 @@
 
 #include <sqlite3.h>
 
+#include <cerrno>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -286,6 +288,19 @@ bool convert(sqlite3_stmt* s, int col, const portable_type& type, value& out) {
   return false;
 }
 
+/// What to do about a failure of `db`'s last call: `otherwise`, unless SQLite says why in
+/// a way that has its own fix (a lock another process holds past the busy timeout, the
+/// process's open-file limit).
+std::string fix_for(sqlite3* db, std::string_view otherwise) {
+  if (db && (sqlite3_extended_errcode(db) & 0xff) == SQLITE_BUSY)
+    return "another process holds a lock on the file and kept it while Flotilla waited (10 s "
+           "a try): run again once its transaction ends";
+  if (db && sqlite3_system_errno(db) == EMFILE)
+    return "the process has as many files open as its limit allows (ulimit -n): raise the "
+           "limit";
+  return std::string(otherwise);
+}
+
 class sqlite_source final : public source {
  public:
   explicit sqlite_source(source_options options) : options_(std::move(options)) {}
@@ -319,7 +334,7 @@ class sqlite_source final : public source {
     statement stmt(db.get(), sql);
     if (stmt.prepare_rc() != SQLITE_OK)
       throw error::catalog_failed(options_.name, where(), sqlite3_errmsg(db.get()),
-                                  "check that the file is a SQLite database");
+                                  fix_for(db.get(), "check that the file is a SQLite database"));
     catalog out;
     out.file_marker = file;
     shape_hash shape;
@@ -376,8 +391,9 @@ class sqlite_source final : public source {
       out.tables.back().columns.columns.push_back(std::move(c));
     }
     if (rc != SQLITE_DONE)
-      throw error::catalog_failed(options_.name, where(), sqlite3_errmsg(db.get()),
-                                  "check that the file is a readable SQLite database");
+      throw error::catalog_failed(
+          options_.name, where(), sqlite3_errmsg(db.get()),
+          fix_for(db.get(), "check that the file is a readable SQLite database"));
     finish();
     return out;
   }
@@ -428,7 +444,7 @@ class sqlite_source final : public source {
     statement stmt(db.get(), sql);
     if (stmt.prepare_rc() != SQLITE_OK)
       throw error::read_failed(options_.name, table, options_.path, sqlite3_errmsg(db.get()),
-                               "check that the table and its columns still exist");
+                               fix_for(db.get(), "check that the table and its columns still exist"));
     if (request.after)
       bind_watermark(stmt.get(), *request.after, cursor_type);
 
@@ -457,7 +473,7 @@ class sqlite_source final : public source {
     }
     if (rc != SQLITE_DONE)
       throw error::read_failed(options_.name, table, options_.path, sqlite3_errmsg(db.get()),
-                               "check that the file is readable and not corrupt");
+                               fix_for(db.get(), "check that the file is readable and not corrupt"));
     if (batch.rows() > 0)
       consume(batch.take());
     return result;
@@ -487,7 +503,7 @@ class sqlite_source final : public source {
     if (rc != SQLITE_OK)
       throw error::cannot_open(options_.name, where(),
                                db ? sqlite3_errmsg(db) : sqlite3_errstr(rc),
-                               "check path and that the file is readable");
+                               fix_for(db, "check path and that the file is readable"));
     sqlite3_busy_timeout(db, 10'000);
     sqlite3_extended_result_codes(db, 1);
     // A small page cache: a copy reads each page once, and a run keeps a file's cache (2 MB
@@ -511,10 +527,10 @@ class sqlite_source final : public source {
                                    c, t));
     if (stmt.prepare_rc() != SQLITE_OK)
       throw error::read_failed(options_.name, table, options_.path, sqlite3_errmsg(db),
-                               "check that the table and its columns still exist");
+                               fix_for(db, "check that the table and its columns still exist"));
     if (sqlite3_step(stmt.get()) != SQLITE_ROW)
       throw error::read_failed(options_.name, table, options_.path, sqlite3_errmsg(db),
-                               "check that the file is readable and not corrupt");
+                               fix_for(db, "check that the file is readable and not corrupt"));
     const auto kind = [](std::string t) { return t == "real" ? std::string("integer") : t; };
     const std::string lo = column_text(stmt.get(), 1), hi = column_text(stmt.get(), 3);
     if (lo == "null" || kind(lo) == kind(hi))

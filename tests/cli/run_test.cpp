@@ -10,6 +10,8 @@
 
 #include <fmt/core.h>
 
+#include <libpq-fe.h>
+
 #include "tests/cli/harness.hpp"
 
 using namespace flotilla::test;
@@ -1289,4 +1291,43 @@ path = "shop.db"
     CHECK(t["status"] == "copied");
     CHECK(t["rows"] == 2);
   }
+}
+
+TEST_CASE("a fleet of PostgreSQL sources keeps a bounded number of source connections open, "
+          "so a role's connection limit does not fail the run") {
+  workdir w;
+  const std::string dsn = pg_dsn();
+  const std::string schema = "flt_conn_" + unique_suffix(), role = schema + "_r";
+  // 6 connections: two catalog readers and one worker keeping 4 sources open at once. Each
+  // of the 12 sources kept open for the whole run needed 12.
+  pg_exec(dsn, fmt::format("CREATE SCHEMA {0}; CREATE TABLE {0}.t (id int PRIMARY KEY);"
+                           "INSERT INTO {0}.t VALUES (1); CREATE ROLE {1} LOGIN CONNECTION LIMIT 6;"
+                           "GRANT USAGE ON SCHEMA {0} TO {1}; GRANT SELECT ON {0}.t TO {1}",
+                           schema, role));
+  std::string as_role;
+  {
+    PQconninfoOption* options = PQconninfoParse(dsn.c_str(), nullptr);
+    REQUIRE(options != nullptr);
+    for (auto* o = options; o->keyword; ++o)
+      if (o->val && std::string(o->keyword) != "user")
+        as_role += fmt::format("{}='{}' ", o->keyword, o->val);
+    PQconninfoFree(options);
+  }
+  as_role += "user=" + role;
+  std::string config = "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                       "[io]\nmax_connections_per_endpoint = 1\n";
+  for (int i = 1; i <= 12; ++i)
+    config += fmt::format("[sources.p{}]\nadapter = \"postgres\"\ndsn = \"{}\"\ninclude = [\"{}.t\"]\n",
+                          i, as_role, schema);
+  w.write("flotilla.toml", config);
+  int rc = -1;
+  const auto run = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  CHECK(run["status"] == "success");
+  std::size_t copied = 0;
+  for (const auto& t : run["tables"])
+    copied += t["status"] == "copied" ? 1 : 0;
+  CHECK(copied == 12);
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM p12.t")[0][0] == "1");
+  pg_exec(dsn, fmt::format("DROP SCHEMA {0} CASCADE; DROP OWNED BY {1}; DROP ROLE {1}", schema, role));
 }
