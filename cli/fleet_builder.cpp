@@ -380,6 +380,24 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     ps.select = [project, src, target, target_index, filters, store, no_prune, allow_rebuild,
                  only, reuse_staged, run_id, plan_only, may_gate,
                  holds, claims](sources::catalog& cat) {
+      // A source that lists no table at all where an earlier run copied some (a SQLite
+      // file emptied by a failed sync reads as an empty database) fails as a source that
+      // cannot be read does: its tables are reported failed, not silently gone.
+      if (cat.tables.empty() && store != nullptr) {
+        if (auto known = store->list<storage::pb::TableResult>(src->name + ".");
+            known && !known->empty()) {
+          std::size_t copied = 0;
+          for (const auto& k : *known)
+            copied += k.record.source() == src->name && !k.record.source_table().empty();
+          if (copied > 0)
+            throw std::runtime_error(fmt::format(
+                "source '{}' lists no tables, where earlier runs copied {} of it: nothing was "
+                "copied and the target tables stay as last copied. Check the source (an "
+                "emptied or replaced file?); if it really has no tables now, remove it from "
+                "flotilla.toml",
+                src->name, copied));
+        }
+      }
       std::vector<std::string> names;
       names.reserve(cat.tables.size());
       for (const auto& t : cat.tables)

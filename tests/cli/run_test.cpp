@@ -1331,3 +1331,36 @@ TEST_CASE("a fleet of PostgreSQL sources keeps a bounded number of source connec
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM p12.t")[0][0] == "1");
   pg_exec(dsn, fmt::format("DROP SCHEMA {0} CASCADE; DROP OWNED BY {1}; DROP ROLE {1}", schema, role));
 }
+
+TEST_CASE("a source that lists no tables where an earlier run copied some fails them, as an "
+          "unreadable source does") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE a (id INTEGER PRIMARY KEY); INSERT INTO a VALUES (1);"
+                                "CREATE TABLE b (id INTEGER PRIMARY KEY); INSERT INTO b VALUES (2);");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.shop]\nadapter = \"sqlite\"\npath = \"src.db\"\n");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  // A failed sync leaves the file empty: SQLite reads it as a database without tables.
+  std::filesystem::resize_file(w.file("src.db"), 0);
+  const auto run = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  CHECK(run["status"] == "failed");
+  REQUIRE(run["tables"].size() == 2);
+  for (const auto& t : run["tables"]) {
+    CHECK(t["status"] == "failed");
+    CHECK(t["error_code"] == "FLT-R002");
+    CHECK_THAT(t["error"].get<std::string>(),
+               Catch::Contains("source 'shop' lists no tables, where earlier runs copied 2"));
+  }
+  // The target keeps what was last copied.
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT id FROM shop.b")[0][0] == "2");
+  // A source never copied may list no tables: nothing to fail.
+  sqlite_exec(w.file("other.db"), "CREATE TABLE x (id int); DROP TABLE x;");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.other]\nadapter = \"sqlite\"\npath = \"other.db\"\n");
+  const auto empty = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  CHECK(empty["tables"].empty());
+}
