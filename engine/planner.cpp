@@ -96,11 +96,13 @@ struct planner {
       r.type = declared;
     return r;
   }
-  /// Text takes any SQLite value as it is written ('N/A' in an INTEGER column), so a text
-  /// declaration is not bound by the column's declared type.
+  /// Text takes any SQLite value as it is written ('N/A' in an INTEGER column), and bytes
+  /// any value's bytes (a BLOB in a TEXT column), so such a declaration is not bound by
+  /// the column's declared type.
   bool reads_any_as_text(const portable_type& declared) const {
     return settings.read_as_declared && (declared.kind == schema::type_kind::text ||
-                                         declared.kind == schema::type_kind::varchar);
+                                         declared.kind == schema::type_kind::varchar ||
+                                         declared.kind == schema::type_kind::bytes);
   }
 
   /// A declared column of a file whose values its type cannot hold: the value, or null.

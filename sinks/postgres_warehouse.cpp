@@ -203,11 +203,11 @@ class pg_inserter final : public row_inserter {
             } else if (!append_copy_text(buf_, v.s)) {
               throw sink_error(fmt::format(
                   "{}: column {} holds a text value with a NUL byte (0x00), which PostgreSQL's "
-                  "text types cannot store (row {} of the load); remove it at the source (a "
-                  "BLOB column of a SQLite source loads as bytea), or load the table into a "
-                  "duckdb or sqlite target",
+                  "text types cannot store (row {} of the load); declare the column bytes "
+                  "(columns = {{ {} = \"bytes\" }}: it loads as bytea), remove it at the "
+                  "source, or load the table into a duckdb or sqlite target",
                   dialect_.qualified(table_), dialect_.quote(c < names_.size() ? names_[c] : "?"),
-                  rows_seen_ + r + 1));
+                  rows_seen_ + r + 1, c < names_.size() ? names_[c] : "?"));
             }
             break;
         }

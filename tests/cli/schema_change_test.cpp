@@ -437,10 +437,13 @@ TEST_CASE("seed 000: a text pin reads a SQLite value its column's declared type 
               "INSERT INTO stock VALUES (1, 10, 0.30000000000000004, 1, '2024-01-01 00:00:00'),"
               "(2, 'N/A', 'cheap', 'maybe', 'not a date');"
               "CREATE TABLE counts(id INTEGER PRIMARY KEY, qty INTEGER);"
-              "INSERT INTO counts VALUES (1, 10), (2, 'N/A');");
+              "INSERT INTO counts VALUES (1, 10), (2, 'N/A');"
+              "CREATE TABLE notes(id INTEGER PRIMARY KEY, body TEXT);"
+              "INSERT INTO notes VALUES (1, 'plain'), (2, x'00ff41');");
   f.config("[sources.app.tables.stock]\n"
            "columns = { qty = \"text\", price = \"text\", flag = \"varchar(10)\", seen = \"text\" }\n"
-           "[sources.app.tables.counts]\ncolumns = { qty = \"bigint\" }\n");
+           "[sources.app.tables.counts]\ncolumns = { qty = \"bigint\" }\n"
+           "[sources.app.tables.notes]\ncolumns = { body = \"bytes\" }\n");
   int rc = -1;
   auto run = flotilla_json(f.w, {"run"}, &rc);
   CHECK(rc == 1);
@@ -448,6 +451,10 @@ TEST_CASE("seed 000: a text pin reads a SQLite value its column's declared type 
   CHECK(f.query("SELECT qty, price, flag, seen FROM " + f.sql("stock") + " ORDER BY id") ==
         std::vector<std::vector<std::string>>{{"10", "0.30000000000000004", "1", "2024-01-01 00:00:00"},
                                               {"N/A", "cheap", "maybe", "not a date"}});
+  // A bytes pin takes a TEXT column's blob (no UTF-8, a NUL byte) as its bytes.
+  CHECK((*find_table(run, "raw.notes"))["status"] == "copied");
+  CHECK(f.query("SELECT hex(body) FROM " + f.sql("notes") + " ORDER BY id") ==
+        std::vector<std::vector<std::string>>{{"706C61696E"}, {"00FF41"}});
   // A pin that is no text still converts each value exactly: 'N/A' is no bigint.
   const auto& t = *find_table(run, "raw.counts");
   CHECK(t["status"] == "failed");

@@ -609,3 +609,30 @@ TEST_CASE("a NUL byte in a text value fails a PostgreSQL load, saying so and wha
                         Catch::Contains("column \"v\"") && Catch::Contains("row 2 of the load") &&
                         Catch::Contains("remove it at the source"));
 }
+
+TEST_CASE("a DuckDB text column refuses a value that is not UTF-8, naming its row and column "
+          "and the bytes pin") {
+  test_target target("duckdb");
+  auto wh = target.open();
+  const auto t = target.table("notes");
+  try {
+    load(*wh, t, people(), load_mode::replace,
+         {{I(1), T("plain \xc3\xa9")}, {I(2), T(std::string("\xff" "A\x00", 3))}});
+    FAIL("a value that is not UTF-8 was loaded");
+  } catch (const std::exception& e) {
+    const std::string message = e.what();
+    CHECK_THAT(message, Catch::Contains("row 2, column 'name': the value is not UTF-8 text"));
+    CHECK_THAT(message, Catch::Contains("columns = { name = \"bytes\" }"));
+  }
+  // Valid UTF-8 of every length loads as it is; nothing of the failed load is left.
+  const std::string mixed = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80 0123456789";
+  load(*wh, t, people(), load_mode::replace, {{I(1), T(mixed)}});
+  CHECK(names(*wh, t) == std::vector<std::string>{mixed});
+  // Overlong forms and surrogates are not UTF-8 either.
+  for (const std::string& bad : {std::string("\xc0\xaf"), std::string("\xed\xa0\x80"),
+                                std::string("\xf4\x90\x80\x80"), std::string("ab\xe2\x82")}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH(load(*wh, t, people(), load_mode::replace, {{I(1), T(bad)}}),
+                      Catch::Contains("not UTF-8"));
+  }
+}
