@@ -122,9 +122,29 @@ class duckdb_source final : public source {
       try {
         db_.emplace(duck::database::open_read_only(options_.path));
       } catch (const duck::failure& e) {
-        throw error::cannot_open(options_.name, where(), e.what(),
-                                 "check path; a DuckDB file open for writing in another process "
-                                 "cannot be read until that process closes it");
+        // DuckDB's message may carry a stack trace (an internal error replaying a WAL):
+        // the reason is its first paragraph.
+        std::string reason = e.what();
+        if (const auto trace = reason.find("\n\nStack Trace"); trace != std::string::npos)
+          reason.erase(trace);
+        if (const auto trace = reason.find("Stack Trace:"); trace != std::string::npos)
+          reason.erase(trace);
+        if (reason.size() > 600)
+          reason = reason.substr(0, 600) + "...";
+        const bool locked = reason.find("Could not set lock") != std::string::npos ||
+                            reason.find("Conflicting lock") != std::string::npos;
+        const bool damaged = reason.find("Corrupt") != std::string::npos ||
+                             reason.find("checksum") != std::string::npos ||
+                             reason.find("WAL") != std::string::npos ||
+                             reason.find("INTERNAL") != std::string::npos ||
+                             reason.find("version") != std::string::npos;
+        throw error::cannot_open(
+            options_.name, where(), reason,
+            locked ? "another process has the file open for writing; it can be read once that "
+                     "process closes it"
+            : damaged ? "DuckDB cannot read the file (or its .wal) as it is: check it with the "
+                        "DuckDB version that wrote it, and restore it from a copy if it is damaged"
+                      : "check path and that the file is a DuckDB database");
       }
     }
     return *db_;

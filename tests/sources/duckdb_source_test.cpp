@@ -2,6 +2,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <fstream>
+#include <iterator>
+
 #include "sources/source.hpp"
 #include "tests/sources/support.hpp"
 
@@ -232,7 +235,7 @@ TEST_CASE("a duckdb TIMESTAMP_NS cursor keeps its nanoseconds in the watermark, 
   auto src = open_duckdb(db);
   const catalog cat = src->read_catalog();
   const auto& t = find_table(cat, "evs");
-  for (const std::vector<std::string> columns :
+  for (const std::vector<std::string>& columns :
        {std::vector<std::string>{"ts", "v"}, std::vector<std::string>{"v"}}) {
     CAPTURE(columns.size());
     auto first = read_all(*src, t, columns, "ts");
@@ -348,4 +351,27 @@ TEST_CASE("duckdb read errors name the source, table and file") {
   auto junk = open_duckdb(dir.file("junk.duckdb"));
   CHECK_THROWS_WITH(junk->read_catalog(),
                     Catch::Contains("source 'lake'") && Catch::Contains("junk.duckdb"));
+  // A damaged file: its reason and what to do, without DuckDB's stack trace or the advice
+  // meant for a file another process holds.
+  {
+    std::string bytes;
+    {
+      std::ifstream in(db, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    REQUIRE(bytes.size() > 8200);
+    bytes[4200] ^= 0x5a;  // inside the first database header, under its checksum
+    bytes[8200] ^= 0x5a;  // and the second
+    write_file(dir.file("damaged.duckdb"), bytes);
+  }
+  auto damaged = open_duckdb(dir.file("damaged.duckdb"));
+  try {
+    (void)damaged->read_catalog();
+    FAIL("a damaged file was read");
+  } catch (const std::exception& e) {
+    const std::string message = e.what();
+    CHECK_THAT(message, Catch::Contains("damaged.duckdb"));
+    CHECK_THAT(message, !Catch::Contains("Stack Trace"));
+    CHECK_THAT(message, !Catch::Contains("open for writing"));
+  }
 }
