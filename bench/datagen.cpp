@@ -306,15 +306,22 @@ fleet_layout make_fleet(std::size_t clients, std::size_t tables_per_client, std:
     cw[i] = std::pow(static_cast<double>(i + 1), -skew);
   for (std::size_t i = 0; i < tables_per_client; ++i)
     tw[i] = std::pow(static_cast<double>(i + 1), -skew);
-  // Give each client enough rows for one per table when the total allows.
-  const auto client_rows = apportion(total_rows, cw);
+  // Apportioned over every table of the fleet at once (weight: its client's times its
+  // own), so each table gets at least one row when the total allows: a client's share
+  // apportioned again over its tables left a small client's tail empty.
+  std::vector<double> weights;
+  weights.reserve(clients * tables_per_client);
+  for (std::size_t c = 0; c < clients; ++c)
+    for (std::size_t t = 0; t < tables_per_client; ++t)
+      weights.push_back(cw[c] * tw[t]);
+  const auto per_table = apportion(total_rows, weights);
   fleet_layout f;
   for (std::size_t c = 0; c < clients; ++c) {
     fleet_client fc;
     fc.name = fmt::format("c{:04}", c);
-    const auto per_table = apportion(client_rows[c], tw);
     for (std::size_t t = 0; t < tables_per_client; ++t)
-      fc.tables.push_back({fmt::format("t{:05}", t), per_table[t], mix(seed * 1'000'003 + c * 100'003 + t)});
+      fc.tables.push_back({fmt::format("t{:05}", t), per_table[c * tables_per_client + t],
+                           mix(seed * 1'000'003 + c * 100'003 + t)});
     f.clients.push_back(std::move(fc));
   }
   return f;

@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <set>
 
 #include <unistd.h>
 
@@ -60,17 +62,33 @@ nlohmann::json options_json(const bench_options& o) {
 /// The bench's own databases are named <this>_<pid>_<what>.
 constexpr const char* bench_database_prefix = "flotilla_bench";
 
-/// A size: a whole number of at least 1 (each of a list's values).
-const CLI::Validator at_least_one(
-    [](std::string& text) -> std::string {
-      std::uint64_t n = 0;
-      const auto* end = text.data() + text.size();
-      const auto [p, ec] = std::from_chars(text.data(), end, n);
-      if (ec != std::errc{} || p != end || n == 0)
-        return "must be a whole number of at least 1, got '" + text + "'";
-      return {};
-    },
-    "N>=1");
+/// A size: a whole number of at least 1 (each of a list's values) and at most `most`
+/// (beyond it a run would not fit this kind of machine's memory or a day: refused up
+/// front, naming the flag, rather than failing inside a scenario).
+CLI::Validator size_up_to(std::uint64_t most) {
+  return CLI::Validator(
+      [most](std::string& text) -> std::string {
+        std::uint64_t n = 0;
+        const auto* end = text.data() + text.size();
+        const auto [p, ec] = std::from_chars(text.data(), end, n);
+        if (ec != std::errc{} || p != end || n == 0)
+          return "must be a whole number of at least 1, got '" + text + "'";
+        if (n > most)
+          return fmt::format("must be at most {}, got '{}'", most, text);
+        return {};
+      },
+      fmt::format("1..{}", most));
+}
+
+/// The first value a list gives twice: each value of --fleet-tables or --peer-tables is
+/// one measured point, and a second one would measure a rerun of the first.
+std::optional<std::uint64_t> repeated(const std::vector<std::uint64_t>& values) {
+  std::set<std::uint64_t> seen;
+  for (const auto v : values)
+    if (!seen.insert(v).second)
+      return v;
+  return std::nullopt;
+}
 
 /// A count of repetitions: a whole number from `low` to 1,000 (more would run for days,
 /// and warm-up plus runs must not wrap around).
@@ -143,11 +161,11 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", o.warmup, "unmeasured runs first")
       ->check(repetitions(0))->capture_default_str();
   app.add_option("--rows", o.rows, "copy-wide: rows of the wide table")
-      ->check(at_least_one)->capture_default_str();
+      ->check(size_up_to(100000000))->capture_default_str();
   app.add_option("--fleet-rows", o.fleet_rows, "fleet-scale: total rows per point")
-      ->check(at_least_one)->capture_default_str();
+      ->check(size_up_to(100000000))->capture_default_str();
   app.add_option("--fleet-tables", o.fleet_tables, "fleet-scale: table counts (one client)")
-      ->delimiter(',')->allow_extra_args(false)->check(at_least_one)->capture_default_str();
+      ->delimiter(',')->allow_extra_args(false)->check(size_up_to(100000))->capture_default_str();
   app.add_option("--fleet-grid", o.fleet_grid, "fleet-scale: also CLIENTSxTABLES ('' for none)")
       ->check(grid(true))->capture_default_str();
   app.add_option("--fleet-target", o.fleet_target, "fleet-scale: warehouse, duckdb, postgres or sqlite")
@@ -165,15 +183,15 @@ int main(int argc, char** argv) {
   app.add_option("--prune-grid", o.prune_grid, "prune: CLIENTSxTABLES")
       ->check(grid(false))->capture_default_str();
   app.add_option("--prune-rows", o.prune_rows, "prune: total rows of the fleet")
-      ->check(at_least_one)->capture_default_str();
+      ->check(size_up_to(100000000))->capture_default_str();
   app.add_option("--drift-tables", o.drift_tables, "drift-check: PostgreSQL tables")
-      ->check(at_least_one)->capture_default_str();
+      ->check(size_up_to(100000))->capture_default_str();
   app.add_option("--events", o.events, "kafka-events: events per run")
-      ->check(at_least_one)->capture_default_str();
+      ->check(size_up_to(10000000))->capture_default_str();
   app.add_option("--peer-tables", o.peer_tables, "peer: table counts")
-      ->delimiter(',')->allow_extra_args(false)->check(at_least_one)->capture_default_str();
+      ->delimiter(',')->allow_extra_args(false)->check(size_up_to(100000))->capture_default_str();
   app.add_option("--peer-rows", o.peer_rows, "peer: mean rows per table")
-      ->check(at_least_one)->capture_default_str();
+      ->check(size_up_to(10000000))->capture_default_str();
   app.add_option("--out", o.out_dir, "directory for bench.json, scaling.svg and scratch data")
       ->capture_default_str();
   app.add_option("--flotilla", o.flotilla_bin, "the flotilla executable (default: beside this one)");
@@ -212,6 +230,13 @@ int main(int argc, char** argv) {
         if (n == "--peer-rows") o.peer_rows = given.peer_rows;
       }
   }
+  for (const auto& [flag, values] : {std::pair{"--fleet-tables", &o.fleet_tables},
+                                     std::pair{"--peer-tables", &o.peer_tables}})
+    if (const auto twice = repeated(*values)) {
+      fmt::print(stderr, "{}: {} is given twice; each value is one point of the scenario\n",
+                 flag, *twice);
+      return 2;
+    }
   if (o.fleet_block_size != 0 && o.fleet_target != "duckdb") {
     fmt::print(stderr, "--fleet-block-size applies to --fleet-target duckdb, not {}\n",
                o.fleet_target);
@@ -228,6 +253,10 @@ int main(int argc, char** argv) {
       for (const auto& s : all_scenarios())
         fmt::print(stderr, "{} ", s.name);
       fmt::print(stderr, "\n");
+      return 2;
+    }
+    if (std::find(to_run.begin(), to_run.end(), found) != to_run.end()) {
+      fmt::print(stderr, "scenario '{}' is named twice\n", name);
       return 2;
     }
     to_run.push_back(found);
@@ -281,7 +310,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   // Before any database is touched: a run refused for its arguments drops nothing.
-  const fs::path out = fs::absolute(o.out_dir);
+  if (o.out_dir.empty()) {
+    fmt::print(stderr, "--out: must name a directory, got ''\n");
+    return 2;
+  }
+  std::error_code absolute_error;
+  const fs::path out = fs::absolute(o.out_dir, absolute_error);
+  if (absolute_error) {
+    fmt::print(stderr, "--out: cannot use '{}': {}; pass --out DIR with a directory you can "
+                       "write\n", o.out_dir, absolute_error.message());
+    return 2;
+  }
   ctx.scratch = (out / "work").string();
   if (std::error_code ec; fs::create_directories(ctx.scratch, ec), ec) {
     fmt::print(stderr, "cannot create the output directory {}: {}; pass --out DIR with a "
@@ -302,6 +341,16 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // The peer scenario's tools, before any scenario runs: found missing only when peer
+  // starts, a full run would stop after an hour of the others.
+  if (ctx.pg_dsn && selects("peer"))
+    if (const auto missing = missing_peer_tools(o.require_pg); !missing.empty()) {
+      fmt::print(stderr, "peer needs {}, which {} not on PATH: scripts/setup installs {}; or "
+                         "leave peer out (name the other scenarios)\n",
+                 missing, missing.find(',') == std::string::npos ? "is" : "are",
+                 missing.find(',') == std::string::npos ? "it" : "them");
+      return 2;
+    }
   if (ctx.pg_dsn) {
     // A run interrupted or killed before it dropped its databases leaves them behind;
     // a fleet-scale one holds a million rows. They go now, each named.
@@ -352,6 +401,15 @@ int main(int argc, char** argv) {
   print_targets(results);
   const auto svg = (out / "scaling.svg").string();
   const auto plot_error = write_plot(results, svg);
+  // A plot an earlier run left beside this bench.json would show other figures than it.
+  if (!plot_error.empty()) {
+    std::error_code ignored;
+    fs::remove(svg, ignored);
+    fs::remove(out / "scaling.gp", ignored);
+    for (const auto& f : fs::directory_iterator(out, ignored))
+      if (f.path().extension() == ".dat")
+        fs::remove(f.path(), ignored);
+  }
   fmt::print("\nresults: {}\n", (out / "bench.json").string());
   if (plot_error.empty())
     fmt::print("plot:    {}\n", svg);

@@ -89,6 +89,17 @@ measurement from_process(const child_result& p, double rows, const std::string& 
 
 }  // namespace
 
+std::string missing_peer_tools(bool need_pgcopydb) {
+  std::string missing;
+  for (const char* tool : {"pg_dump", "psql"})
+    if (!on_path(tool))
+      missing += fmt::format("{}{} (Debian package postgresql-client)", missing.empty() ? "" : ", ",
+                             tool);
+  if (need_pgcopydb && !on_path("pgcopydb"))
+    missing += fmt::format("{}pgcopydb (Debian package pgcopydb)", missing.empty() ? "" : ", ");
+  return missing;
+}
+
 scenario_result run_peer(bench_context& ctx) {
   scenario_result r;
   r.name = "peer";

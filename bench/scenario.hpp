@@ -70,6 +70,10 @@ scenario_result run_fleet_scale(bench_context& ctx);
 scenario_result run_prune(bench_context& ctx);
 scenario_result run_drift_check(bench_context& ctx);
 scenario_result run_kafka_events(bench_context& ctx);
+/// The tools the peer scenario needs that are not on PATH, as a message naming them and
+/// their Debian packages; empty when all are there. pgcopydb counts only when
+/// `need_pgcopydb` (--require-pg: a CI run must measure every peer).
+[[nodiscard]] std::string missing_peer_tools(bool need_pgcopydb);
 scenario_result run_peer(bench_context& ctx);
 
 /// `count` times: calls each body in order (run i of every path back to back), first

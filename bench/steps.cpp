@@ -143,16 +143,22 @@ int step_count_target(const step_args& a) {
     list = "SELECT table_schema, table_name FROM information_schema.tables WHERE table_type = "
            "'BASE TABLE' AND table_schema NOT IN ('pg_catalog', 'information_schema')";
   std::uint64_t tables = 0, rows = 0;
+  nlohmann::json per_table = nlohmann::json::object();  // "schema.table" (or "table"): rows
   for (const auto& r : wh->query(list)) {
     const std::string schema = r.at(0).value_or(""), table = r.at(1).value_or("");
     if (schema.starts_with("_flotilla") || table.starts_with("_flotilla"))
       continue;
     const auto n = wh->query("SELECT count(*) FROM " +
                              wh->dialect().qualified({"", schema, table}));
+    const std::uint64_t count = std::stoull(n.at(0).at(0).value_or("0"));
     ++tables;
-    rows += std::stoull(n.at(0).at(0).value_or("0"));
+    rows += count;
+    per_table[schema.empty() ? table : schema + "." + table] = count;
   }
-  std::printf("%s\n", nlohmann::json{{"tables", tables}, {"rows", rows}}.dump().c_str());
+  std::printf("%s\n",
+              nlohmann::json{{"tables", tables}, {"rows", rows}, {"per_table", per_table}}
+                  .dump()
+                  .c_str());
   return 0;
 }
 
