@@ -431,6 +431,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       }
       std::vector<actors::table_spec> out;
       out.reserve(selected.size());
+      std::set<std::string> seen_keys;  // a key twice: a dot in a schema or table name
       for (std::size_t i = 0; i < selected.size(); ++i) {
         const std::string& name = selected[i].name;
         const std::string& key = keys[i];
@@ -446,9 +447,16 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         ts.job.target_name = target->name;
         // The catalog is this call's to use up: each table is selected at most once.
         ts.job.table = std::move(cat.tables[selected[i].index]);
-        auto where = config::target_table(*target, *src, name);
+        auto where = config::target_table_named(*target, *src, ts.job.table.name);
         ts.job.target = dialects::table_ref{where.catalog, where.schema, where.name};
-        {
+        if (!seen_keys.insert(key).second) {
+          // Its state (watermark, marker, baseline) would be the other table's.
+          ts.conflict = fmt::format(
+              "{} names two tables of source '{}' (a schema or table name holds a dot: "
+              "\"{}\".\"{}\" and another), which share one name in flotilla.toml and in "
+              "Flotilla's state, so this one is not copied. Rename one of them at the source",
+              name, src->name, ts.job.table.schema, ts.job.table.name);
+        } else {
           // PostgreSQL keeps the case of the quoted names; the others ignore it.
           std::string claim = fmt::format("{}\n{}\n{}\n{}", target->name, where.catalog,
                                           where.schema, where.name);

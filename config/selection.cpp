@@ -447,6 +447,14 @@ std::string duckdb_database_name(std::string_view path) {
 
 target_table_name target_table(const target_config& t, const source_config& s,
                                std::string_view catalog_name) {
+  // SQLite, CSV and JSON sources have no schemas: their catalog names are bare, and a
+  // dot in one ("a.b") is part of the table's name, not a schema's end.
+  return target_table_named(t, s,
+                            has_schemas(s.adapter) ? table_part(catalog_name) : catalog_name);
+}
+
+target_table_name target_table_named(const target_config& t, const source_config& s,
+                                     std::string_view table) {
   target_table_name out;
   out.catalog = t.database;
   const std::string schema = target_schema(t, s);
@@ -457,9 +465,6 @@ target_table_name target_table(const target_config& t, const source_config& s,
     if (iequals(schema, db) || iequals(schema, "system") || iequals(schema, "temp"))
       out.catalog = std::move(db);
   }
-  // SQLite, CSV and JSON sources have no schemas: their catalog names are bare, and a
-  // dot in one ("a.b") is part of the table's name, not a schema's end.
-  const std::string_view table = has_schemas(s.adapter) ? table_part(catalog_name) : catalog_name;
   if (t.dialect == "sqlite") {
     out.name = schema.empty() ? std::string{table} : fmt::format("{}__{}", schema, table);
   } else {

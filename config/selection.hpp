@@ -128,5 +128,10 @@ struct target_table_name {
 /// On duckdb, a schema named like a database gets that database as its catalog.
 [[nodiscard]] target_table_name target_table(const target_config& t, const source_config& s,
                                              std::string_view catalog_name);
+/// The same for a table known by its own name, not its catalog name: a schema or table
+/// name holding a dot ("crm.eu") splits the catalog name at the wrong dot.
+[[nodiscard]] target_table_name target_table_named(const target_config& t,
+                                                   const source_config& s,
+                                                   std::string_view table);
 
 }  // namespace flotilla::config

@@ -451,3 +451,36 @@ TEST_CASE("a CSV file mixing CRLF and LF line endings fails naming the first lin
              Catch::Contains("line 1 ends with CRLF, line 4 with LF") &&
                  Catch::Contains("dos2unix"));
 }
+
+TEST_CASE("a dot in a DuckDB source's schema name: each table lands under its own name, and "
+          "two tables that read as one name are told apart honestly") {
+  workdir w;
+  duckdb_exec(w.file("src.duckdb"),
+              "CREATE SCHEMA \"a.b\"; CREATE TABLE \"a.b\".c (id INT); INSERT INTO \"a.b\".c VALUES (1);"
+              "CREATE TABLE \"a.b\".solo (id INT); INSERT INTO \"a.b\".solo VALUES (3);"
+              "CREATE SCHEMA a; CREATE TABLE a.\"b.c\" (id INT); INSERT INTO a.\"b.c\" VALUES (2);");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.d]\nadapter = \"duckdb\"\npath = \"src.duckdb\"\n");
+  int rc = -1;
+  const auto run = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  // "a.b".solo is the table solo, not "b.solo".
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT id FROM d.solo")[0][0] == "3");
+  // "a.b".c and a."b.c" both read as a.b.c: one is copied, the other refused saying why
+  // (not that they differ only by case).
+  std::size_t copied = 0, refused = 0;
+  for (const auto& t : run["tables"]) {
+    if (t["source_table"] != "a.b.c")
+      continue;
+    if (t["status"] == "copied")
+      ++copied;
+    if (t["status"] == "failed") {
+      ++refused;
+      CHECK(t["error_code"] == "FLT-R006");
+      CHECK_THAT(t["error"].get<std::string>(), Catch::Contains("a schema or table name holds a dot"));
+      CHECK_THAT(t["error"].get<std::string>(), !Catch::Contains("case"));
+    }
+  }
+  CHECK(copied == 1);
+  CHECK(refused == 1);
+}
