@@ -454,6 +454,11 @@ class sqlite_source final : public source {
     batch_builder batch(request, width, batch_rows);
     int rc = SQLITE_OK;
     value cursor_cell;  // the cursor column when it is not among the requested ones
+    // SQLite lets a PRIMARY KEY other than INTEGER PRIMARY KEY hold NULL (a legacy it
+    // keeps); no target's key takes it, and the target's error would name no row.
+    std::vector<char> key(width);
+    for (std::size_t i = 0; i < width; ++i)
+      key[i] = request.columns.columns[i].key;
     while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
       ++result.rows;
       cursor_cell.clear();
@@ -465,6 +470,16 @@ class sqlite_source final : public source {
           throw error::bad_value(options_.name, table, name, as_text(stmt.get(), static_cast<int>(i)),
                                  types[i], result.rows);
         }
+        if (i < width && key[i] && cell.is_null())
+          throw error::read_failed(
+              options_.name, table, options_.path,
+              fmt::format("row {} holds NULL in column '{}' of the table's primary key (SQLite "
+                          "allows that in a key other than INTEGER PRIMARY KEY; a target's "
+                          "primary key does not)",
+                          result.rows, request.columns.columns[i].name),
+              fmt::format("give the row a key at the source, or delete it (DELETE FROM {} WHERE "
+                          "{} IS NULL)",
+                          quote_ident(table), quote_ident(request.columns.columns[i].name)));
         if (static_cast<int>(i) == cursor_index && !cell.is_null())
           result.max_cursor = stored_cursor(stmt.get(), static_cast<int>(i), types[i], cell);
       }

@@ -493,6 +493,21 @@ TEST_CASE("a sqlite DATE value with a time of day fails naming it, rather than l
   CHECK(r.rows[3][0] == text("2024-01-02"));
 }
 
+TEST_CASE("a NULL in a sqlite primary key other than INTEGER PRIMARY KEY fails naming the row "
+          "and the fix") {
+  temp_dir dir;
+  const auto db = dir.file("nullkey.db");
+  sqlite_exec(db, "CREATE TABLE t (id INT PRIMARY KEY, v TEXT);"
+                  "INSERT INTO t VALUES (1, 'a'), (NULL, 'b');");
+  auto src = open_sqlite(db);
+  const catalog cat = src->read_catalog();
+  CHECK_THROWS_WITH(read_all(*src, find_table(cat, "t")),
+                    Catch::Contains("row 2 holds NULL in column 'id' of the table's primary key") &&
+                        Catch::Contains("DELETE FROM \"t\" WHERE \"id\" IS NULL"));
+  // Without the key column, the rows read.
+  CHECK(read_all(*src, find_table(cat, "t"), {"v"}).rows.size() == 2);
+}
+
 TEST_CASE("a sqlite JSON column holding text that is not JSON fails naming the value and the pin") {
   temp_dir dir;
   const auto db = dir.file("docs.db");
