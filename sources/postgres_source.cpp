@@ -66,7 +66,10 @@ WITH rels AS MATERIALIZED (
                      pg_catalog.pg_stat_get_tuples_updated(c.oid),
                      pg_catalog.pg_stat_get_tuples_deleted(c.oid),
                      pg_catalog.pg_stat_get_live_tuples(c.oid))
-         END AS stats
+         END AS stats,
+         -- Whether the role may read it at all (plan then shows a table run would fail).
+         (pg_catalog.has_schema_privilege(n.oid, 'USAGE')
+          AND pg_catalog.has_any_column_privilege(c.oid, 'SELECT')) AS readable
   FROM pg_catalog.pg_class c
   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
   WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')
@@ -83,7 +86,8 @@ SELECT r.nspname, r.relname, a.attname,
        r.stats,
        (SELECT concat_ws(':', pg_catalog.pg_stat_get_db_stat_reset_time(d.oid),
                          pg_catalog.pg_postmaster_start_time())
-          FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
+          FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()),
+       r.readable
 FROM rels r
 JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped
 JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
@@ -240,6 +244,14 @@ class postgres_source final : public source {
         source_table t;
         t.schema = nsp;
         t.name = rel;
+        if (std::strcmp(PQgetvalue(res.r, r, 8), "t") != 0)
+          t.unreadable = error::read_failed(
+                             options_.name, t.qualified(), "",
+                             "permission denied: the role Flotilla connects as may not read it",
+                             fmt::format("grant it SELECT (GRANT SELECT ON {}.{} TO <role>, and "
+                                         "USAGE on the schema), or exclude the table",
+                                         quote_ident(t.schema), quote_ident(t.name)))
+                             .what();
         out.tables.push_back(std::move(t));
       }
       schema::column c;

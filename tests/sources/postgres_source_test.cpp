@@ -29,6 +29,18 @@ std::unique_ptr<source> open_pg(const std::string& dsn, const std::string& name 
 
 portable_type of(type_kind k) { return portable_type::of(k); }
 
+/// The test server's DSN, connecting as `role` instead.
+std::string dsn_as(const std::string& dsn, const std::string& role) {
+  std::string out;
+  PQconninfoOption* options = PQconninfoParse(dsn.c_str(), nullptr);
+  REQUIRE(options != nullptr);
+  for (auto* o = options; o->keyword; ++o)
+    if (o->val && std::string(o->keyword) != "user")
+      out += std::string(o->keyword) + "='" + o->val + "' ";
+  PQconninfoFree(options);
+  return out + "user=" + role;
+}
+
 }  // namespace
 
 TEST_CASE("the postgres catalog lists every user table with portable types and its key") {
@@ -479,17 +491,7 @@ TEST_CASE("a postgres table whose row-level security would hide rows from the ro
          "CREATE POLICY only_alice ON accounts FOR SELECT USING (owner = 'alice');"
          "GRANT USAGE ON SCHEMA " + s.name() + " TO " + role + ";"
          "GRANT SELECT ON accounts TO " + role);
-  // The test server's DSN, connecting as the role instead.
-  std::string as_role;
-  {
-    PQconninfoOption* options = PQconninfoParse(s.dsn().c_str(), nullptr);
-    REQUIRE(options != nullptr);
-    for (auto* o = options; o->keyword; ++o)
-      if (o->val && std::string(o->keyword) != "user")
-        as_role += std::string(o->keyword) + "='" + o->val + "' ";
-    PQconninfoFree(options);
-  }
-  as_role += "user=" + role;
+  const std::string as_role = dsn_as(s.dsn(), role);
   {
     auto src = open_pg(as_role);
     const catalog cat = src->read_catalog();
@@ -504,6 +506,24 @@ TEST_CASE("a postgres table whose row-level security would hide rows from the ro
     auto src = open_pg(as_role);
     const catalog cat = src->read_catalog();
     CHECK(read_all(*src, find_table(cat, s.name() + ".accounts")).rows.size() == 3);
+  }
+  s.exec("DROP OWNED BY " + role + "; DROP ROLE " + role);
+}
+
+TEST_CASE("the postgres catalog marks a table the role may not read, so a plan shows it failing") {
+  pg_schema s;
+  const std::string role = "flotilla_ro_" + unique_suffix();
+  s.exec("CREATE ROLE " + role + " LOGIN");
+  s.exec("CREATE TABLE open_t (id int); CREATE TABLE closed_t (id int);"
+         "GRANT USAGE ON SCHEMA " + s.name() + " TO " + role + ";"
+         "GRANT SELECT ON open_t TO " + role);
+  {
+    auto src = open_pg(dsn_as(s.dsn(), role));
+    const catalog cat = src->read_catalog();
+    CHECK(find_table(cat, s.name() + ".open_t").unreadable.empty());
+    CHECK_THAT(find_table(cat, s.name() + ".closed_t").unreadable,
+               Catch::Contains("permission denied: the role Flotilla connects as may not read it") &&
+                   Catch::Contains("GRANT SELECT ON \"" + s.name() + "\".\"closed_t\""));
   }
   s.exec("DROP OWNED BY " + role + "; DROP ROLE " + role);
 }
