@@ -271,6 +271,16 @@ std::optional<schema::value> text_value(std::string_view text, const schema::por
       if (auto raw = sources::decode_bytea_hex(text))
         return value::of_text(std::move(*raw));
       return std::nullopt;
+    case type_kind::date:
+    case type_kind::timestamp_ntz:
+    case type_kind::timestamp_tz:
+      // "0044-03-15 BC": the ISO year (-0043) every target reads as such, as a batch copy
+      // reads it (sources/postgres_source.cpp). Left as PostgreSQL prints it, DuckDB read
+      // a BC date as the AD one and refused a BC timestamp.
+      if (text.ends_with(" BC"))
+        if (auto iso = schema::iso_from_pg_era(text))
+          return value::of_text(std::move(*iso));
+      return value::of_text(std::string(text));
     default: return value::of_text(std::string(text));
   }
 }

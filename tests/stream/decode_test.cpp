@@ -200,3 +200,20 @@ TEST_CASE("collation, identity and generated changes are column changes; unrecor
   CHECK(diff[2].to == "now generated");
   CHECK(parse_columns_json(columns_json(after)) == after);
 }
+
+TEST_CASE("an initial copy reads PostgreSQL's BC dates and timestamps as ISO years, as a batch "
+          "copy does") {
+  using flotilla::schema::portable_type;
+  using flotilla::schema::type_kind;
+  const auto date = text_value("0001-06-01 BC", portable_type::of(type_kind::date));
+  REQUIRE(date);
+  CHECK(date->s == "0000-06-01");
+  const auto ts = text_value("0044-03-15 12:00:00 BC", portable_type::of(type_kind::timestamp_ntz));
+  REQUIRE(ts);
+  CHECK(ts->s == "-0043-03-15 12:00:00");
+  const auto tz = text_value("0044-03-15 12:00:00+00 BC", portable_type::of(type_kind::timestamp_tz));
+  REQUIRE(tz);
+  CHECK(tz->s == "-0043-03-15 12:00:00+00");
+  // AD values stay as PostgreSQL prints them.
+  CHECK(text_value("2020-01-01", portable_type::of(type_kind::date))->s == "2020-01-01");
+}
