@@ -96,13 +96,20 @@ struct planner {
       r.type = declared;
     return r;
   }
-  /// Text takes any SQLite value as it is written ('N/A' in an INTEGER column), and bytes
-  /// any value's bytes (a BLOB in a TEXT column), so such a declaration is not bound by
-  /// the column's declared type.
-  bool reads_any_as_text(const portable_type& declared) const {
-    return settings.read_as_declared && (declared.kind == schema::type_kind::text ||
-                                         declared.kind == schema::type_kind::varchar ||
-                                         declared.kind == schema::type_kind::bytes);
+  /// A SQLite column's declared type does not bound its values, so a declaration is not
+  /// bound by it either where that is what the user means: text takes any value as
+  /// written ('N/A' in an INTEGER column), bytes any value's bytes, and a TEXT column's
+  /// values (dates kept as ISO text, SQLite's usual form) parse as any declared type,
+  /// exactly or failing naming the value. A typed column keeps seed 000's check (a
+  /// decimal column declared int fails the plan).
+  bool reads_as_declared(const column& s, const portable_type& declared) const {
+    if (!settings.read_as_declared)
+      return false;
+    const auto textual = [](schema::type_kind k) {
+      return k == schema::type_kind::text || k == schema::type_kind::varchar;
+    };
+    return textual(declared.kind) || declared.kind == schema::type_kind::bytes ||
+           textual(s.type.kind);
   }
 
   /// A declared column of a file whose values its type cannot hold: the value, or null.
@@ -242,7 +249,7 @@ struct planner {
         }
         column out = *s;
         out.type = d.type;
-        if (settings.inferred || reads_any_as_text(d.type)) {
+        if (settings.inferred || reads_as_declared(*s, d.type)) {
           // A file is parsed as its declared types (the inference only guessed them).
           if (const auto* v = unfit_value(s->name)) {
             fail_unfit(*s, d.type, *v);
@@ -271,7 +278,7 @@ struct planner {
     for (const auto& s : source.columns) {
       column out = s;
       if (const column* d = find_declared(settings, s.name, rule)) {
-        if (settings.inferred || reads_any_as_text(d->type)) {  // parsed as declared, as above
+        if (settings.inferred || reads_as_declared(s, d->type)) {  // parsed as declared, as above
           if (const auto* v = unfit_value(s.name)) {
             fail_unfit(s, d->type, *v);
             continue;

@@ -467,6 +467,19 @@ class sqlite_source final : public source {
         if (!convert(stmt.get(), static_cast<int>(i), types[i], cell)) {
           const std::string& name = i < width ? request.columns.columns[i].name
                                               : request.cursor_column;
+          // A date with a time of day: said as such, with the pin that keeps the time.
+          if (value stamp; types[i].kind == type_kind::date &&
+                           convert(stmt.get(), static_cast<int>(i),
+                                   portable_type::of(type_kind::timestamp_ntz), stamp))
+            throw error::read_failed(
+                options_.name, table, options_.path,
+                fmt::format("column '{}', row {}: value '{}' holds a time of day, which a date "
+                            "would drop",
+                            name, result.rows, as_text(stmt.get(), static_cast<int>(i))),
+                fmt::format("declare the column as a timestamp in flotilla.toml "
+                            "([sources.{}.tables.\"{}\"] columns = {{ {} = \"timestamp_ntz\" }}), "
+                            "or text",
+                            options_.name, table, name));
           throw error::bad_value(options_.name, table, name, as_text(stmt.get(), static_cast<int>(i)),
                                  types[i], result.rows);
         }

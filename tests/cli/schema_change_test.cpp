@@ -439,11 +439,14 @@ TEST_CASE("seed 000: a text pin reads a SQLite value its column's declared type 
               "CREATE TABLE counts(id INTEGER PRIMARY KEY, qty INTEGER);"
               "INSERT INTO counts VALUES (1, 10), (2, 'N/A');"
               "CREATE TABLE notes(id INTEGER PRIMARY KEY, body TEXT);"
-              "INSERT INTO notes VALUES (1, 'plain'), (2, x'00ff41');");
+              "INSERT INTO notes VALUES (1, 'plain'), (2, x'00ff41');"
+              "CREATE TABLE days(id INTEGER PRIMARY KEY, d TEXT);"
+              "INSERT INTO days VALUES (1, '2024-01-02'), (2, '2024-01-03 00:00:00');");
   f.config("[sources.app.tables.stock]\n"
            "columns = { qty = \"text\", price = \"text\", flag = \"varchar(10)\", seen = \"text\" }\n"
            "[sources.app.tables.counts]\ncolumns = { qty = \"bigint\" }\n"
-           "[sources.app.tables.notes]\ncolumns = { body = \"bytes\" }\n");
+           "[sources.app.tables.notes]\ncolumns = { body = \"bytes\" }\n"
+           "[sources.app.tables.days]\ncolumns = { d = \"date\" }\n");
   int rc = -1;
   auto run = flotilla_json(f.w, {"run"}, &rc);
   CHECK(rc == 1);
@@ -455,6 +458,10 @@ TEST_CASE("seed 000: a text pin reads a SQLite value its column's declared type 
   CHECK((*find_table(run, "raw.notes"))["status"] == "copied");
   CHECK(f.query("SELECT hex(body) FROM " + f.sql("notes") + " ORDER BY id") ==
         std::vector<std::vector<std::string>>{{"706C61696E"}, {"00FF41"}});
+  // A date pin parses a TEXT column's ISO dates (SQLite has no date type).
+  CHECK((*find_table(run, "raw.days"))["status"] == "copied");
+  CHECK(f.query("SELECT CAST(d AS VARCHAR) FROM " + f.sql("days") + " ORDER BY id") ==
+        std::vector<std::vector<std::string>>{{"2024-01-02"}, {"2024-01-03"}});
   // A pin that is no text still converts each value exactly: 'N/A' is no bigint.
   const auto& t = *find_table(run, "raw.counts");
   CHECK(t["status"] == "failed");
