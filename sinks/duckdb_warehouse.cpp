@@ -521,7 +521,7 @@ class duckdb_inserter final : public row_inserter {
           // with no row or column; caught here, the error names both.
           if (kind == DUCKDB_TYPE_VARCHAR && !valid_utf8(v.s))
             throw sink_error(fmt::format(
-                "{}: row {}, column '{}': the value is not UTF-8 text (bytes such as a BLOB's "
+                "{}: row {} of the load, column '{}': the value is not UTF-8 text (bytes such as a BLOB's "
                 "in a text column), which a DuckDB VARCHAR cannot hold; declare the column "
                 "bytes to load it as a BLOB (columns = {{ {} = \"bytes\" }}), or fix the "
                 "value at the source",

@@ -59,6 +59,13 @@ std::string result_error(const PGresult* r, const PGconn* conn) {
     s = trimmed(PQerrorMessage(conn));
   if (s.empty())
     s = "the server gave no reason (the connection may have been closed)";
+  // A column type change a view over the table blocks (feature_not_supported, "cannot
+  // alter type of a column used by a view or rule"): the same fix as a blocked swap.
+  if (const char* state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
+      state && std::string_view(state) == "0A000" &&
+      s.find("used by a view or rule") != std::string::npos)
+    s += "\nFlotilla changes the column's type here and never drops what depends on it: drop "
+         "the views DETAIL names before the run and create them again after it";
   // dependent_objects_still_exist: a swap or rebuild dropping a table that a view, a foreign
   // key or a function of the user's depends on.
   if (const char* state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;

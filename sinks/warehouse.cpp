@@ -142,11 +142,26 @@ class loader final : public table_writer {
                                    request_.columns.columns.size()));
     try {
       inserter_->append(batch, rows_);
+    } catch (const sink_error& e) {
+      abandon();
+      throw sink_error(as_target(e.what()));
     } catch (...) {
       abandon();
       throw;
     }
     rows_ += batch.rows();
+  }
+
+  /// A value error names the table the rows go into, which may be the staging or merge
+  /// table: said as the target table, which the user knows.
+  std::string as_target(std::string message) const {
+    const auto& d = wh_.dialect();
+    if (d.qualified(into_) == d.qualified(request_.target))
+      return message;
+    const std::string from = d.qualified(into_), to = d.qualified(request_.target);
+    for (auto at = message.find(from); at != std::string::npos; at = message.find(from, at + to.size()))
+      message.replace(at, from.size(), to);
+    return message;
   }
 
   void set_commit_token(std::string token) override {

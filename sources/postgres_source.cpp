@@ -195,7 +195,9 @@ std::string read_fix(std::string_view reason) {
   if (reason.find("row-level security") != std::string_view::npos)
     return "the role Flotilla connects as would see only the rows the table's row-level "
            "security policies allow it, and a copy is all rows or none: give that role "
-           "BYPASSRLS (ALTER ROLE ... BYPASSRLS), or connect as the table's owner";
+           "BYPASSRLS (ALTER ROLE ... BYPASSRLS), or connect as the table's owner (when the "
+           "table has FORCE ROW LEVEL SECURITY, the owner too needs BYPASSRLS, or ALTER TABLE "
+           "... NO FORCE ROW LEVEL SECURITY)";
   return std::string(fix);
 }
 

@@ -621,7 +621,7 @@ TEST_CASE("a DuckDB text column refuses a value that is not UTF-8, naming its ro
     FAIL("a value that is not UTF-8 was loaded");
   } catch (const std::exception& e) {
     const std::string message = e.what();
-    CHECK_THAT(message, Catch::Contains("row 2, column 'name': the value is not UTF-8 text"));
+    CHECK_THAT(message, Catch::Contains("row 2 of the load, column 'name': the value is not UTF-8 text"));
     CHECK_THAT(message, Catch::Contains("columns = { name = \"bytes\" }"));
   }
   // Valid UTF-8 of every length loads as it is; nothing of the failed load is left.
