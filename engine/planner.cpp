@@ -99,17 +99,18 @@ struct planner {
   /// A SQLite column's declared type does not bound its values, so a declaration is not
   /// bound by it either where that is what the user means: text takes any value as
   /// written ('N/A' in an INTEGER column), bytes any value's bytes, and a TEXT column's
-  /// values (dates kept as ISO text, SQLite's usual form) parse as any declared type,
-  /// exactly or failing naming the value. A typed column keeps seed 000's check (a
-  /// decimal column declared int fails the plan).
+  /// values parse as a date, time or timestamp (SQLite has no such storage: ISO text is
+  /// its usual form), exactly or failing naming the value. Anything else keeps seed 000's
+  /// check at plan time (a TEXT or DECIMAL column declared int fails the plan, FLT-S002).
   bool reads_as_declared(const column& s, const portable_type& declared) const {
     if (!settings.read_as_declared)
       return false;
-    const auto textual = [](schema::type_kind k) {
-      return k == schema::type_kind::text || k == schema::type_kind::varchar;
-    };
-    return textual(declared.kind) || declared.kind == schema::type_kind::bytes ||
-           textual(s.type.kind);
+    using k = schema::type_kind;
+    const auto textual = [](k kind) { return kind == k::text || kind == k::varchar; };
+    const bool temporal = declared.kind == k::date || declared.kind == k::time ||
+                          declared.kind == k::timestamp_ntz || declared.kind == k::timestamp_tz;
+    return textual(declared.kind) || declared.kind == k::bytes ||
+           (textual(s.type.kind) && temporal);
   }
 
   /// A declared column of a file whose values its type cannot hold: the value, or null.

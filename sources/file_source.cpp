@@ -393,6 +393,22 @@ std::size_t header_fields(const std::string& path, char delim = ',') {
   return fields;
 }
 
+/// Whether the file's first line (after a UTF-8 BOM, and an opening double quote) begins
+/// with `name`: false when DuckDB took a later line as the header.
+bool first_line_starts_with(const std::string& path, std::string_view name) {
+  std::ifstream in(path, std::ios::binary);
+  std::string line;
+  std::getline(in, line);
+  std::string_view l = line;
+  if (l.starts_with("\xEF\xBB\xBF"))
+    l.remove_prefix(3);
+  if (l.starts_with('"'))
+    l.remove_prefix(1);
+  while (!l.empty() && (l.front() == ' ' || l.front() == '\t'))
+    l.remove_prefix(1);
+  return l.starts_with(name);
+}
+
 /// The delimiter the file's first line most likely uses (, ; tab |, outside double
 /// quotes), and how many fields it splits that line into.
 std::pair<char, std::size_t> header_delimiter(const std::string& path) {
@@ -912,6 +928,19 @@ class file_source final : public source {
       } else if (!json_ && !rows.empty() && rows[0][0].value_or("") == "column0" &&
                  skips_delimited_lines(con, path)) {
         strict_check(con, path, header_delimiter(path).first);
+      } else if (!json_ && !rows.empty() && rows[0][0].value_or("") != "column0" &&
+                 !first_line_starts_with(path, rows[0][0].value_or(""))) {
+        // A header taken from a later line: the lines before it would be left out, rows
+        // (a one-column file whose last line holds a comma) as much as a title.
+        if (const std::size_t skip = sniffed_skip(con, path); skip > 0)
+          throw error::read_failed(
+              options_.name, table, path,
+              fmt::format("DuckDB's reader takes line {} as the header and would leave out "
+                          "the {} line(s) before it, whose fields do not match the lines "
+                          "after",
+                          skip + 1, skip),
+              "if those lines are a title, remove them from the file; if they are rows, make "
+              "every line have the same fields (quote a value that holds the delimiter)");
       }
     } catch (const duck::failure& e) {
       std::string reason = e.what();
@@ -1062,6 +1091,15 @@ class file_source final : public source {
         "SELECT count(*) FROM read_csv({}, auto_detect = false, delim = {}, quote = '\"', "
         "escape = '\"', header = true, columns = {{{}}})",
         quote_literal(path), quote_literal(std::string(1, delim)), columns));
+  }
+
+  /// How many lines at the file's start DuckDB's sniffer skips (its SkipRows).
+  std::size_t sniffed_skip(duck::connection& con, const std::string& path) {
+    const auto sniffed = con.strings(fmt::format(
+        "SELECT CAST(SkipRows AS VARCHAR) FROM sniff_csv({}, sample_size = -1)", quote_literal(path)));
+    if (sniffed.size() != 1)
+      return 0;
+    return std::stoul(sniffed[0][0].value_or("0"));
   }
 
   /// Whether DuckDB's sniffer skips lines at the file's start that hold its delimiter:

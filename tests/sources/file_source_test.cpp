@@ -362,3 +362,26 @@ TEST_CASE("json objects nested in records read as they are, without other record
   CHECK(r.rows[0] == std::vector<value>{integer(1), text("{\"a\":1}")});
   CHECK(r.rows[1] == std::vector<value>{integer(2), text("{\"b\":2}")});
 }
+
+TEST_CASE("a csv whose header DuckDB would take from a later line fails the table, rather than "
+          "leave out the lines before it") {
+  temp_dir dir;
+  write_file(dir.file("notes.csv"), "comment\nhello\nworld\nfine, thanks\n");
+  write_file(dir.file("titled.csv"), "Report of 2024-01-01\nid,name\n1,a\n");
+  write_file(dir.file("quoted.csv"), "\"id\",\"name\"\n1,a\n");
+  write_file(dir.file("bom.csv"), "\xEF\xBB\xBFid,name\n1,a\n");
+  auto src = open_files("csv", dir.path.string());
+  const catalog cat = src->read_catalog();
+  CHECK_THAT(find_table(cat, "notes").unreadable,
+             Catch::Contains("takes line 4 as the header and would leave out the 3 line(s)"));
+  CHECK_THAT(find_table(cat, "titled").unreadable,
+             Catch::Contains("takes line 2 as the header") &&
+                 Catch::Contains("if those lines are a title, remove them from the file"));
+  // A header on the first line, quoted or after a BOM, is the header.
+  for (const char* ok : {"quoted", "bom"}) {
+    CAPTURE(ok);
+    const auto& t = find_table(cat, ok);
+    CHECK(t.unreadable.empty());
+    CHECK(read_all(*src, t).rows.size() == 1);
+  }
+}
