@@ -393,6 +393,25 @@ std::size_t header_fields(const std::string& path, char delim = ',') {
   return fields;
 }
 
+/// Whether the file holds nothing but white space (after a UTF-8 BOM), or for JSON an
+/// empty array: no header, no keys. Reads at most the first 64 KiB.
+bool empty_file(const std::string& path, bool json) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(1 << 16, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  if (head.size() == (1u << 16))
+    return false;
+  std::string_view v = head;
+  if (v.starts_with("\xEF\xBB\xBF"))
+    v.remove_prefix(3);
+  std::string compact;
+  for (char c : v)
+    if (c != ' ' && c != '\t' && c != '\r' && c != '\n')
+      compact += c;
+  return compact.empty() || (json && compact == "[]");
+}
+
 /// Whether the file's first line (after a UTF-8 BOM, and an opening double quote) begins
 /// with `name`: false when DuckDB took a later line as the header.
 bool first_line_starts_with(const std::string& path, std::string_view name) {
@@ -514,6 +533,21 @@ class file_source final : public source {
       t.name = name;
       t.inferred = true;
       shape_hash shape;
+      // A file with nothing in it (0 bytes, or only white space; for JSON also `[]`) has
+      // no header and no keys: DuckDB would invent a column (column0, json) that the
+      // target would keep for good, and empty the table. It fails instead.
+      if (empty_file(path, json_)) {
+        t.unreadable = error::read_failed(
+                           options_.name, name, path,
+                           "the file is empty: it has no header (or records), so its columns "
+                           "are unknown; nothing was loaded and the target table stays as last "
+                           "copied",
+                           "write the file again with its header, or move it out of the source's "
+                           "path")
+                           .what();
+        out.tables.push_back(std::move(t));
+        continue;
+      }
       std::vector<std::pair<std::string, std::string>> described;
       try {
         described = describe(name, path);

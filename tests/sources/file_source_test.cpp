@@ -385,3 +385,27 @@ TEST_CASE("a csv whose header DuckDB would take from a later line fails the tabl
     CHECK(read_all(*src, t).rows.size() == 1);
   }
 }
+
+TEST_CASE("an empty csv or json file fails its table: it has no columns to load") {
+  temp_dir dir;
+  write_file(dir.file("empty.csv"), "");
+  write_file(dir.file("blank.csv"), "\n\n");
+  write_file(dir.file("ok.csv"), "id\n1\n");
+  auto csv = open_files("csv", dir.path.string());
+  const catalog cat = csv->read_catalog();
+  for (const char* name : {"empty", "blank"}) {
+    CAPTURE(name);
+    CHECK_THAT(find_table(cat, name).unreadable, Catch::Contains("the file is empty"));
+    CHECK(find_table(cat, name).columns.columns.empty());
+  }
+  CHECK(find_table(cat, "ok").unreadable.empty());
+  temp_dir jdir;
+  write_file(jdir.file("none.json"), "[]");
+  write_file(jdir.file("nothing.ndjson"), "");
+  write_file(jdir.file("one.ndjson"), "{\"id\": 1}\n");
+  auto json = open_files("json", jdir.path.string());
+  const catalog jcat = json->read_catalog();
+  CHECK_THAT(find_table(jcat, "none").unreadable, Catch::Contains("the file is empty"));
+  CHECK_THAT(find_table(jcat, "nothing").unreadable, Catch::Contains("the file is empty"));
+  CHECK(find_table(jcat, "one").unreadable.empty());
+}
