@@ -896,7 +896,9 @@ class source_stream {
     select_tables(!fresh);
     if (!fresh) {
       auto rows = source_->query(fmt::format(
-          "SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = {}", pg_literal(slot_)));
+          "SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = {} "
+          "AND database = pg_catalog.current_database()",
+          pg_literal(slot_)));
       if (rows.empty())
         throw std::runtime_error(fmt::format(
             "source '{}': replication slot '{}' no longer exists on the source, so changes "
@@ -1155,9 +1157,24 @@ class source_stream {
                                                        : "ALTER PUBLICATION {} SET TABLE {}"),
                               pg_ident(publication_), list));
     publish_via_root();
+    // Slot names are the server's, not the database's: one of this name in another
+    // database is another stream's (a second project of the same name and source name
+    // on this server), never dropped.
+    auto elsewhere = source_->query(fmt::format(
+        "SELECT database FROM pg_catalog.pg_replication_slots WHERE slot_name = {} "
+        "AND database IS DISTINCT FROM pg_catalog.current_database()",
+        pg_literal(slot_)));
+    if (!elsewhere.empty())
+      throw std::runtime_error(fmt::format(
+          "source '{}': replication slot '{}' already exists on this server for database "
+          "'{}', another stream's (the slot is named after [project] name and the source's "
+          "name): Flotilla does not drop it; give this project another name in flotilla.toml "
+          "([project] name), or stop and remove the other stream",
+          src_.name, slot_, elsewhere[0][0].value_or("?")));
     source_->exec(fmt::format(
         "SELECT pg_catalog.pg_drop_replication_slot(slot_name) FROM "
-        "pg_catalog.pg_replication_slots WHERE slot_name = {}",
+        "pg_catalog.pg_replication_slots WHERE slot_name = {} "
+        "AND database = pg_catalog.current_database()",
         pg_literal(slot_)));
     if (o_.reload)
       clear_holds();
