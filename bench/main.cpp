@@ -62,18 +62,26 @@ nlohmann::json options_json(const bench_options& o) {
 /// The bench's own databases are named <this>_<pid>_<what>.
 constexpr const char* bench_database_prefix = "flotilla_bench";
 
+/// `text` as a whole number, all of it; nullopt otherwise (or past 64 bits).
+std::optional<std::uint64_t> whole_number(const std::string& text) {
+  std::uint64_t n = 0;
+  const auto* end = text.data() + text.size();
+  const auto [p, ec] = std::from_chars(text.data(), end, n);
+  if (ec != std::errc{} || p != end)
+    return std::nullopt;
+  return n;
+}
+
 /// A size: a whole number of at least 1 (each of a list's values) and at most `most`
 /// (beyond it a run would not fit this kind of machine's memory or a day: refused up
 /// front, naming the flag, rather than failing inside a scenario).
 CLI::Validator size_up_to(std::uint64_t most) {
   return CLI::Validator(
       [most](std::string& text) -> std::string {
-        std::uint64_t n = 0;
-        const auto* end = text.data() + text.size();
-        const auto [p, ec] = std::from_chars(text.data(), end, n);
-        if (ec != std::errc{} || p != end || n == 0)
+        const auto n = whole_number(text);
+        if (!n || *n == 0)
           return "must be a whole number of at least 1, got '" + text + "'";
-        if (n > most)
+        if (*n > most)
           return fmt::format("must be at most {}, got '{}'", most, text);
         return {};
       },
@@ -95,10 +103,8 @@ std::optional<std::uint64_t> repeated(const std::vector<std::uint64_t>& values) 
 CLI::Validator repetitions(std::uint64_t low) {
   return CLI::Validator(
       [low](std::string& text) -> std::string {
-        std::uint64_t n = 0;
-        const auto* end = text.data() + text.size();
-        const auto [p, ec] = std::from_chars(text.data(), end, n);
-        if (ec != std::errc{} || p != end || n < low || n > 1000)
+        const auto n = whole_number(text);
+        if (!n || *n < low || *n > 1000)
           return fmt::format("must be a whole number from {} to 1000, got '{}'", low, text);
         return {};
       },

@@ -476,25 +476,42 @@ std::optional<std::string> renamed_column(
     const std::string& path, bool json,
     const std::vector<std::pair<std::string, std::string>>& described) {
   static const std::regex numbered(R"((.+)_[0-9]+)");
-  for (const auto& [name, type] : described) {
+  static const std::regex unnamed(R"(column[0-9]+)");
+  std::string head;
+  const auto file_has = [&](const std::string& name) {
+    if (head.empty()) {
+      std::ifstream in(path, std::ios::binary);
+      head.assign(64 * 1024, '\0');
+      in.read(head.data(), static_cast<std::streamsize>(head.size()));
+      head.resize(static_cast<std::size_t>(in.gcount()));
+      if (!json)
+        head = head.substr(0, head.find_first_of("\r\n"));
+    }
+    return head.find(json ? "\"" + name + "\"" : name) != std::string::npos;
+  };
+  for (std::size_t i = 0; i < described.size(); ++i) {
+    const std::string& name = described[i].first;
+    // A CSV header field left empty: DuckDB names the column column<N>. Among named
+    // columns, that name is DuckDB's, not the file's.
+    if (!json && described.size() > 1 && std::regex_match(name, unnamed) &&
+        described.front().first != "column0" && !file_has(name))
+      return fmt::format("the file's header has no name for its column {} (DuckDB would call "
+                         "it '{}'); name it in the file",
+                         i + 1, name);
     std::smatch m;
     if (!std::regex_match(name, m, numbered))
       continue;
     const std::string base = m[1].str();
     const auto other = std::find_if(described.begin(), described.end(), [&](const auto& d) {
-      return d.first != base &&
+      return d.first != name &&
              schema::same_name(d.first, base, schema::name_rule::case_insensitive);
     });
-    if (other == described.end())
-      continue;
-    std::ifstream in(path, std::ios::binary);
-    std::string head(64 * 1024, '\0');
-    in.read(head.data(), static_cast<std::streamsize>(head.size()));
-    head.resize(static_cast<std::size_t>(in.gcount()));
-    if (!json)
-      head = head.substr(0, head.find_first_of("\r\n"));
-    if (head.find(json ? "\"" + name + "\"" : name) != std::string::npos)
-      continue;  // the file has the name itself
+    if (other == described.end() || file_has(name))
+      continue;  // no such pair, or the file has the name itself
+    if (other->first == base)
+      return fmt::format("the file has two columns named '{}' (DuckDB's reader would load the "
+                         "second as '{}'); rename one of them in the file",
+                         base, name);
     return fmt::format("the file's columns '{}' and '{}' differ only in case, which DuckDB's "
                        "reader cannot tell apart (it would load the second as '{}'); rename "
                        "one of them in the file",

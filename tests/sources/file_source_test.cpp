@@ -409,3 +409,17 @@ TEST_CASE("an empty csv or json file fails its table: it has no columns to load"
   CHECK_THAT(find_table(jcat, "nothing").unreadable, Catch::Contains("the file is empty"));
   CHECK(find_table(jcat, "one").unreadable.empty());
 }
+
+TEST_CASE("a csv header naming a column twice, or leaving one unnamed, fails the table") {
+  temp_dir dir;
+  write_file(dir.file("twice.csv"), "a,a,b\n1,2,3\n");
+  write_file(dir.file("unnamed.csv"), "a,b,\n1,2,3\n");
+  write_file(dir.file("numbered.csv"), "a,a_1\n1,2\n");  // the file's own names
+  auto src = open_files("csv", dir.path.string());
+  const catalog cat = src->read_catalog();
+  CHECK_THAT(find_table(cat, "twice").unreadable,
+             Catch::Contains("the file has two columns named 'a'"));
+  CHECK_THAT(find_table(cat, "unnamed").unreadable,
+             Catch::Contains("the file's header has no name for its column 3"));
+  CHECK(find_table(cat, "numbered").unreadable.empty());
+}
