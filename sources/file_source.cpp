@@ -529,6 +529,12 @@ std::string csv_reason(std::string reason) {
     return fmt::format("line {}: a value opens a double quote that is never closed, so every "
                        "line after it would be read into that value",
                        l[1].str());
+  if (reason.find("This file is not utf-8 encoded") != std::string::npos &&
+      std::regex_search(reason, l, line))
+    return fmt::format("line {} (or near it) is not UTF-8 text: the file is in another encoding "
+                       "(latin-1, windows-1252?), which Flotilla does not read; convert it to "
+                       "UTF-8 (iconv -f latin1 -t utf-8)",
+                       l[1].str());
   if (auto at = reason.find("\n\nPossible fixes"); at != std::string::npos)
     reason.erase(at);
   return reason;
@@ -829,7 +835,11 @@ class file_source final : public source {
     std::error_code ec;
     const fs::path root(options_.path);
     if (fs::is_regular_file(root, ec)) {
-      out.emplace(root.stem().string(), root.string());
+      // orders.csv.gz is the table orders, as orders.csv is (DuckDB reads it unpacked).
+      fs::path stem = root.stem();
+      if (root.extension() == ".gz" || root.extension() == ".zst")
+        stem = stem.stem();
+      out.emplace(stem.string(), root.string());
       return out;
     }
     if (!fs::is_directory(root, ec))

@@ -423,3 +423,13 @@ TEST_CASE("a csv header naming a column twice, or leaving one unnamed, fails the
              Catch::Contains("the file's header has no name for its column 3"));
   CHECK(find_table(cat, "numbered").unreadable.empty());
 }
+
+TEST_CASE("a latin-1 csv fails saying it is not UTF-8 and how to convert it") {
+  temp_dir dir;
+  write_file(dir.file("latin1.csv"), "id,name\n1,caf\xe9\n");
+  auto src = open_files("csv", dir.file("latin1.csv"));
+  const catalog cat = src->read_catalog();
+  CHECK_THAT(find_table(cat, "latin1").unreadable,
+             Catch::Contains("is not UTF-8 text") && Catch::Contains("iconv -f latin1 -t utf-8") &&
+                 !Catch::Contains("ignore_errors"));
+}
