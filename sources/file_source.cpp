@@ -215,8 +215,18 @@ struct json_digit_checker : nlohmann::json_sax<nlohmann::json> {
     return whole(static_cast<double>(v), std::to_string(v));
   }
   bool number_float(number_float_t v, const string_t& raw) override {
-    if (!std::isfinite(v))
-      return true;
+    // Past a double's range (1e400) it would load as an infinity; below it, as 0.
+    const bool overflow = !std::isfinite(v);
+    if (overflow || (v == 0 && raw.find_first_of("123456789") < raw.find_first_of("eE"))) {
+      found_column = column;
+      found_nested = depth > record_depth;
+      found = fmt::format("column '{}' holds{} the number {}, {} a double holds: it would load "
+                          "as {}",
+                          column, found_nested ? ", nested in its value," : "", raw,
+                          overflow ? "past the largest" : "below the smallest",
+                          overflow ? (v > 0 ? "inf" : "-inf") : "0");
+      return false;
+    }
     const bool integer_literal = raw.find_first_of(".eE") == string_t::npos;
     if (integer_literal && !float_column(column))
       return true;  // an integer past 64 bits reads exactly as text or a decimal
@@ -267,8 +277,20 @@ struct json_digit_checker : nlohmann::json_sax<nlohmann::json> {
     --depth;
     return true;
   }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
-    return false;  // malformed JSON is told by the read itself
+  bool parse_error(std::size_t, const std::string& token,
+                   const nlohmann::detail::exception& e) override {
+    // A number past a double's range is a parse error to nlohmann (out_of_range.406);
+    // DuckDB's reader would load it as an infinity. Other malformed JSON is told by the
+    // read itself.
+    if (e.id == 406) {
+      found_column = column;
+      found_nested = depth > record_depth;
+      found = fmt::format("column '{}' holds{} the number {}, past the largest a double holds: "
+                          "it would load as {}",
+                          column, found_nested ? ", nested in its value," : "", token,
+                          token.starts_with('-') ? "-inf" : "inf");
+    }
+    return false;
   }
 };
 
@@ -297,7 +319,9 @@ std::optional<std::string> json_lost_digits(const std::string& path,
       run = (c >= '0' && c <= '9') ? run + 1 : (c == '.' ? run : 0);
       longest = std::max(longest, run);
     }
-    if (longest < 16)
+    // ... or an exponent of 3 digits, past a double's range or below it.
+    static const std::regex wide_exponent(R"([0-9.][eE][+-]?[0-9]{3})");
+    if (longest < 16 && !std::regex_search(line, wide_exponent))
       continue;
     check.depth = check.record_depth = 0;
     nlohmann::json::sax_parse(line, &check, nlohmann::json::input_format_t::json, false);
@@ -641,10 +665,14 @@ class file_source final : public source {
 
   /// Whether a CSV file may hold a number with more significant digits than a double keeps:
   /// a run of 16 digits or more. One fast pass over the bytes.
+  /// Whether the file may hold a number a double does not keep: a run of 16 digits, or an
+  /// exponent of 3 digits (1e400 is past a double's range, 1e-400 below it).
   static bool may_hold_long_numbers(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     std::array<char, 1 << 16> buf{};
     std::size_t run = 0;
+    int exponent = -1;  // digits after an 'e' (and its sign); -1: not in an exponent
+    char last = 0;
     while (in) {
       in.read(buf.data(), buf.size());
       const auto n = static_cast<std::size_t>(in.gcount());
@@ -653,9 +681,17 @@ class file_source final : public source {
         if (c >= '0' && c <= '9') {
           if (++run >= 16)
             return true;
+          if (exponent >= 0 && ++exponent >= 3)
+            return true;
         } else if (c != '.') {
           run = 0;
+          const bool digit_before = last >= '0' && last <= '9';
+          if ((c == 'e' || c == 'E') && (digit_before || last == '.'))
+            exponent = 0;
+          else if (!((c == '+' || c == '-') && (last == 'e' || last == 'E') && exponent == 0))
+            exponent = -1;
         }
+        last = c;
       }
     }
     return false;
@@ -1042,9 +1078,10 @@ class file_source final : public source {
     std::string select, where;
     for (const auto& name : doubles) {
       const std::string v = fmt::format("trim({})", quote_ident(name));
+      // More digits than a double keeps, or an exponent that leaves its range.
       const std::string long_value = fmt::format(
-          "length(ltrim(regexp_replace(split_part(lower({0}), 'e', 1), '[^0-9]', '', 'g'), "
-          "'0')) > 15",
+          "(length(ltrim(regexp_replace(split_part(lower({0}), 'e', 1), '[^0-9]', '', 'g'), "
+          "'0')) > 15 OR regexp_matches({0}, '[eE][+-]?[0-9]{{3,}}'))",
           v);
       select += fmt::format("{}CASE WHEN {} THEN {} END", select.empty() ? "" : ", ", long_value, v);
       where += fmt::format("{}{}", where.empty() ? "" : " OR ", long_value);
@@ -1059,8 +1096,22 @@ class file_source final : public source {
         const std::string& text = *row[i];
         char* end = nullptr;
         const double d = std::strtod(text.c_str(), &end);
-        if (end == text.c_str() || !std::isfinite(d))
+        if (end == text.c_str())
           continue;
+        // Past a double's range it would load as an infinity; below it, as 0.
+        const bool overflow = !std::isfinite(d);
+        const bool underflow =
+            d == 0 && text.find_first_of("123456789") < text.find_first_of("eE");
+        if (overflow || underflow)
+          throw error::read_failed(
+              options_.name, request.table->name, path,
+              fmt::format("column '{}' holds the number {}, {} a double holds: it would load "
+                          "as {}",
+                          doubles[i], text, overflow ? "past the largest" : "below the smallest",
+                          overflow ? (d > 0 ? "inf" : "-inf") : "0"),
+              fmt::format("pin the column's type in flotilla.toml ([sources.{}.tables.\"{}\"] "
+                          "columns = {{ {} = \"text\" }})",
+                          options_.name, request.table->name, doubles[i]));
         const std::string as_double = shortest_double(d);
         if (decimal_of(text) == decimal_of(as_double))
           continue;

@@ -433,3 +433,25 @@ TEST_CASE("a latin-1 csv fails saying it is not UTF-8 and how to convert it") {
              Catch::Contains("is not UTF-8 text") && Catch::Contains("iconv -f latin1 -t utf-8") &&
                  !Catch::Contains("ignore_errors"));
 }
+
+TEST_CASE("a csv or json number past a double's range fails the read, rather than load as an "
+          "infinity or 0") {
+  temp_dir dir;
+  write_file(dir.file("big.csv"), "id,reading\n1,1e400\n2,2.5\n");
+  write_file(dir.file("tiny.csv"), "id,reading\n1,-1e-400\n2,2.5\n");
+  write_file(dir.file("fine.csv"), "id,reading\n1,1e300\n2,2.5e-300\n");
+  write_file(dir.file("big.ndjson"), "{\"id\": 1, \"reading\": 2.5}\n{\"id\": 2, \"reading\": -1e999}\n");
+  auto csv = open_files("csv", dir.path.string());
+  const catalog cat = csv->read_catalog();
+  CHECK_THROWS_WITH(read_all(*csv, find_table(cat, "big")),
+                    Catch::Contains("column 'reading' holds the number 1e400, past the largest a "
+                                    "double holds: it would load as inf"));
+  CHECK_THROWS_WITH(read_all(*csv, find_table(cat, "tiny")),
+                    Catch::Contains("below the smallest a double holds: it would load as 0"));
+  CHECK(read_all(*csv, find_table(cat, "fine")).rows.size() == 2);
+  auto json = open_files("json", dir.file("big.ndjson"));
+  const catalog jcat = json->read_catalog();
+  CHECK_THROWS_WITH(read_all(*json, find_table(jcat, "big")),
+                    Catch::Contains("line 2: column 'reading' holds the number -1e999, past the "
+                                    "largest a double holds: it would load as -inf"));
+}
