@@ -278,6 +278,7 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
               // A file's declared columns are parsed as declared (as the run plans them).
               auto settings = t.job.settings;
               settings.inferred = t.job.table.inferred;
+              settings.no_rows = t.job.table.no_rows;
               report->outcome.plan = engine::plan_table(
                   t.job.table.columns, std::nullopt, engine::target_state::absent,
                   **plan_dialect, t.job.target, settings);

@@ -269,6 +269,7 @@ table_plan plan_against_target(sinks::warehouse& wh, const table_job& job,
   auto d = describe_target(wh, job);
   auto settings = job.settings;
   settings.inferred = job.table.inferred;
+    settings.no_rows = job.table.no_rows;
   const auto columns =
       src ? with_decimal_fit(*src, job, d.live, wh.dialect()) : job.table.columns;
   if (src)
@@ -298,6 +299,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     };
     auto settings = job.settings;
     settings.inferred = job.table.inferred;
+    settings.no_rows = job.table.no_rows;
     std::optional<std::string> watermark = job.watermark;
     const bool incremental = !settings.cursor_column.empty();
     hold_target();

@@ -424,8 +424,9 @@ struct planner {
         // table is the truth. Values the live column holds as they are (a text column
         // whose values now all look like numbers; whole numbers in a double column) load
         // in its type.
+        // A file with no rows has no values to type its columns: the live types hold.
         const bool holds =
-            schema::can_read_as(want, have) ||
+            settings.no_rows || schema::can_read_as(want, have) ||
             (schema::is_integer(want.kind) && have.kind == schema::type_kind::float64);
         if (holds) {
           for (auto& c : p.load_columns.columns)

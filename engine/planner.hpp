@@ -50,6 +50,7 @@ struct table_settings {
   bool rebuild_confirmed = false;       ///< --allow-type-change-rebuild. Default: false
   bool auto_widen = false;              ///< Default: false
   bool inferred = false;                ///< csv/json: types inferred from the data
+  bool no_rows = false;                 ///< csv: a header and no rows (types unknown)
   /// sqlite: any column holds values of any storage class, so a declared column is read
   /// as declared (each value converted exactly or failing), not in the column's own type.
   bool read_as_declared = false;

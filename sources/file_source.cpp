@@ -436,12 +436,30 @@ bool empty_file(const std::string& path, bool json) {
   return compact.empty() || (json && compact == "[]");
 }
 
+/// Whether a CSV file is its header line alone (white space after it). Reads at most the
+/// first 64 KiB.
+bool header_only(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(1 << 16, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  if (head.size() == (1u << 16))
+    return false;
+  const auto end = head.find_first_of("\r\n");
+  if (end == std::string::npos)
+    return true;
+  return head.find_first_not_of(" \t\r\n", end) == std::string::npos;
+}
+
 /// Whether the file's first line (after a UTF-8 BOM, and an opening double quote) begins
 /// with `name`: false when DuckDB took a later line as the header.
 bool first_line_starts_with(const std::string& path, std::string_view name) {
   std::ifstream in(path, std::ios::binary);
   std::string line;
-  std::getline(in, line);
+  // Blank lines before the header hold nothing to leave out: the first other line counts.
+  while (std::getline(in, line) && line.find_first_not_of(" \t\r") == std::string::npos &&
+         line.find("\xEF\xBB\xBF") == std::string::npos) {
+  }
   std::string_view l = line;
   if (l.starts_with("\xEF\xBB\xBF"))
     l.remove_prefix(3);
@@ -513,12 +531,15 @@ std::optional<std::string> renamed_column(
     }
     return head.find(json ? "\"" + name + "\"" : name) != std::string::npos;
   };
+  // A file with a header has some column DuckDB did not name column<N> itself.
+  const bool has_header = std::any_of(described.begin(), described.end(), [](const auto& d) {
+    return !std::regex_match(d.first, unnamed);
+  });
   for (std::size_t i = 0; i < described.size(); ++i) {
     const std::string& name = described[i].first;
     // A CSV header field left empty: DuckDB names the column column<N>. Among named
     // columns, that name is DuckDB's, not the file's.
-    if (!json && described.size() > 1 && std::regex_match(name, unnamed) &&
-        described.front().first != "column0" && !file_has(name))
+    if (!json && has_header && std::regex_match(name, unnamed) && !file_has(name))
       return fmt::format("the file's header has no name for its column {} (DuckDB would call "
                          "it '{}'); name it in the file",
                          i + 1, name);
@@ -609,6 +630,7 @@ class file_source final : public source {
         out.tables.push_back(std::move(t));
         continue;
       }
+      t.no_rows = !json_ && header_only(path);
       for (auto& [column, declared] : described) {
         schema::column c;
         c.name = column;
@@ -1114,6 +1136,13 @@ class file_source final : public source {
                           options_.name, request.table->name, doubles[i]));
         const std::string as_double = shortest_double(d);
         if (decimal_of(text) == decimal_of(as_double))
+          continue;
+        // 15 significant digits or fewer: the double nearest them is the value (4.9e-324,
+        // a subnormal, prints as 5e-324 and is the same double).
+        std::size_t significant = 0;
+        for (const char ch : text.substr(0, text.find_first_of("eE")))
+          significant += (ch >= '0' && ch <= '9' && (significant > 0 || ch != '0')) ? 1 : 0;
+        if (significant <= 15)
           continue;
         // The pin that holds every value of the column: the narrowest decimal, when all
         // are plain decimal numbers that fit one; text otherwise.

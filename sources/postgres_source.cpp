@@ -67,9 +67,17 @@ WITH rels AS MATERIALIZED (
                      pg_catalog.pg_stat_get_tuples_deleted(c.oid),
                      pg_catalog.pg_stat_get_live_tuples(c.oid))
          END AS stats,
-         -- Whether the role may read it at all (plan then shows a table run would fail).
-         (pg_catalog.has_schema_privilege(n.oid, 'USAGE')
-          AND pg_catalog.has_any_column_privilege(c.oid, 'SELECT')) AS readable
+         -- What the role may not read, so that plan shows a table run would fail: NULL
+         -- when it may read every column, '' when it may not use the schema or read the
+         -- table at all, otherwise a column it may not read (grants of some columns).
+         CASE WHEN NOT pg_catalog.has_schema_privilege(n.oid, 'USAGE') THEN ''
+              WHEN pg_catalog.has_table_privilege(c.oid, 'SELECT') THEN NULL
+              WHEN NOT pg_catalog.has_any_column_privilege(c.oid, 'SELECT') THEN ''
+              ELSE (SELECT a.attname FROM pg_catalog.pg_attribute a
+                     WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+                       AND NOT pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT')
+                     ORDER BY a.attnum LIMIT 1)
+         END AS unreadable
   FROM pg_catalog.pg_class c
   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
   WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')
@@ -87,7 +95,7 @@ SELECT r.nspname, r.relname, a.attname,
        (SELECT concat_ws(':', pg_catalog.pg_stat_get_db_stat_reset_time(d.oid),
                          pg_catalog.pg_postmaster_start_time())
           FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()),
-       r.readable
+       r.unreadable
 FROM rels r
 JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped
 JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
@@ -246,14 +254,22 @@ class postgres_source final : public source {
         source_table t;
         t.schema = nsp;
         t.name = rel;
-        if (std::strcmp(PQgetvalue(res.r, r, 8), "t") != 0)
-          t.unreadable = error::read_failed(
-                             options_.name, t.qualified(), "",
-                             "permission denied: the role Flotilla connects as may not read it",
-                             fmt::format("grant it SELECT (GRANT SELECT ON {}.{} TO <role>, and "
-                                         "USAGE on the schema), or exclude the table",
-                                         quote_ident(t.schema), quote_ident(t.name)))
-                             .what();
+        if (!PQgetisnull(res.r, r, 8)) {
+          const std::string column = PQgetvalue(res.r, r, 8);
+          t.unreadable =
+              error::read_failed(
+                  options_.name, t.qualified(), "",
+                  column.empty()
+                      ? std::string("permission denied: the role Flotilla connects as may not "
+                                    "read it")
+                      : fmt::format("permission denied: the role Flotilla connects as may not "
+                                    "read its column '{}' (it was granted only some columns)",
+                                    column),
+                  fmt::format("grant it SELECT (GRANT SELECT ON {}.{} TO <role>, and USAGE on "
+                              "the schema), or exclude the table",
+                              quote_ident(t.schema), quote_ident(t.name)))
+                  .what();
+        }
         out.tables.push_back(std::move(t));
       }
       schema::column c;

@@ -38,6 +38,8 @@ struct source_table {
   std::optional<std::string> marker;
   /// True for csv/json: the types are inferred from the data.
   bool inferred = false;
+  /// csv: a header and no rows, so no value inferred the columns' types (DuckDB says text).
+  bool no_rows = false;
   /// Not empty: this table's columns could not be read (a malformed csv/json file), and
   /// this says why, naming the file, the line and the fix. The table fails when planned
   /// or copied; the source's other tables go on. It has no columns and no marker.

@@ -370,6 +370,7 @@ TEST_CASE("a csv whose header DuckDB would take from a later line fails the tabl
   write_file(dir.file("titled.csv"), "Report of 2024-01-01\nid,name\n1,a\n");
   write_file(dir.file("quoted.csv"), "\"id\",\"name\"\n1,a\n");
   write_file(dir.file("bom.csv"), "\xEF\xBB\xBFid,name\n1,a\n");
+  write_file(dir.file("blank.csv"), "\n  \nid,name\n1,a\n");  // blank lines hold no rows
   auto src = open_files("csv", dir.path.string());
   const catalog cat = src->read_catalog();
   CHECK_THAT(find_table(cat, "notes").unreadable,
@@ -378,7 +379,7 @@ TEST_CASE("a csv whose header DuckDB would take from a later line fails the tabl
              Catch::Contains("takes line 2 as the header") &&
                  Catch::Contains("if those lines are a title, remove them from the file"));
   // A header on the first line, quoted or after a BOM, is the header.
-  for (const char* ok : {"quoted", "bom"}) {
+  for (const char* ok : {"quoted", "bom", "blank"}) {
     CAPTURE(ok);
     const auto& t = find_table(cat, ok);
     CHECK(t.unreadable.empty());
@@ -414,6 +415,8 @@ TEST_CASE("a csv header naming a column twice, or leaving one unnamed, fails the
   temp_dir dir;
   write_file(dir.file("twice.csv"), "a,a,b\n1,2,3\n");
   write_file(dir.file("unnamed.csv"), "a,b,\n1,2,3\n");
+  write_file(dir.file("unnamed_first.csv"), ",x\n1,2\n");
+  write_file(dir.file("headerless.csv"), "1,2\n3,4\n");  // DuckDB's column0, column1
   write_file(dir.file("numbered.csv"), "a,a_1\n1,2\n");  // the file's own names
   auto src = open_files("csv", dir.path.string());
   const catalog cat = src->read_catalog();
@@ -421,7 +424,10 @@ TEST_CASE("a csv header naming a column twice, or leaving one unnamed, fails the
              Catch::Contains("the file has two columns named 'a'"));
   CHECK_THAT(find_table(cat, "unnamed").unreadable,
              Catch::Contains("the file's header has no name for its column 3"));
+  CHECK_THAT(find_table(cat, "unnamed_first").unreadable,
+             Catch::Contains("the file's header has no name for its column 1"));
   CHECK(find_table(cat, "numbered").unreadable.empty());
+  CHECK(find_table(cat, "headerless").unreadable.empty());
 }
 
 TEST_CASE("a latin-1 csv fails saying it is not UTF-8 and how to convert it") {
@@ -439,7 +445,7 @@ TEST_CASE("a csv or json number past a double's range fails the read, rather tha
   temp_dir dir;
   write_file(dir.file("big.csv"), "id,reading\n1,1e400\n2,2.5\n");
   write_file(dir.file("tiny.csv"), "id,reading\n1,-1e-400\n2,2.5\n");
-  write_file(dir.file("fine.csv"), "id,reading\n1,1e300\n2,2.5e-300\n");
+  write_file(dir.file("fine.csv"), "id,reading\n1,1e300\n2,2.5e-300\n3,4.9e-324\n");
   write_file(dir.file("big.ndjson"), "{\"id\": 1, \"reading\": 2.5}\n{\"id\": 2, \"reading\": -1e999}\n");
   auto csv = open_files("csv", dir.path.string());
   const catalog cat = csv->read_catalog();
@@ -448,7 +454,7 @@ TEST_CASE("a csv or json number past a double's range fails the read, rather tha
                                     "double holds: it would load as inf"));
   CHECK_THROWS_WITH(read_all(*csv, find_table(cat, "tiny")),
                     Catch::Contains("below the smallest a double holds: it would load as 0"));
-  CHECK(read_all(*csv, find_table(cat, "fine")).rows.size() == 2);
+  CHECK(read_all(*csv, find_table(cat, "fine")).rows.size() == 3);  // a subnormal is a double
   auto json = open_files("json", dir.file("big.ndjson"));
   const catalog jcat = json->read_catalog();
   CHECK_THROWS_WITH(read_all(*json, find_table(jcat, "big")),

@@ -515,8 +515,10 @@ TEST_CASE("the postgres catalog marks a table the role may not read, so a plan s
   const std::string role = "flotilla_ro_" + unique_suffix();
   s.exec("CREATE ROLE " + role + " LOGIN");
   s.exec("CREATE TABLE open_t (id int); CREATE TABLE closed_t (id int);"
+         "CREATE TABLE some_t (id int, secret text);"
          "GRANT USAGE ON SCHEMA " + s.name() + " TO " + role + ";"
-         "GRANT SELECT ON open_t TO " + role);
+         "GRANT SELECT ON open_t TO " + role + ";"
+         "GRANT SELECT (id) ON some_t TO " + role);
   {
     auto src = open_pg(dsn_as(s.dsn(), role));
     const catalog cat = src->read_catalog();
@@ -524,6 +526,9 @@ TEST_CASE("the postgres catalog marks a table the role may not read, so a plan s
     CHECK_THAT(find_table(cat, s.name() + ".closed_t").unreadable,
                Catch::Contains("permission denied: the role Flotilla connects as may not read it") &&
                    Catch::Contains("GRANT SELECT ON \"" + s.name() + "\".\"closed_t\""));
+    // Some columns granted: the table is still unreadable as a whole, naming one column.
+    CHECK_THAT(find_table(cat, s.name() + ".some_t").unreadable,
+               Catch::Contains("may not read its column 'secret'"));
   }
   s.exec("DROP OWNED BY " + role + "; DROP ROLE " + role);
 }
