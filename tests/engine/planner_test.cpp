@@ -350,6 +350,26 @@ TEST_CASE("an inferred column the live column still holds loads in the live type
   }
 }
 
+TEST_CASE("a header-only file (no rows) keeps the live types: its text columns are no change") {
+  auto d = *dialects::make_dialect("duckdb");
+  engine::table_settings s;
+  s.inferred = true;
+  s.no_rows = true;
+  const auto live = S({{"id", T("bigint")}, {"amount", T("decimal(12,2)")}});
+  auto p = engine::plan_table(S({{"id", T("text")}, {"amount", T("text")}}), live,
+                              engine::target_state::present, *d, orders, s);
+  CHECK_FALSE(p.error.has_value());
+  CHECK_FALSE(p.drift.drifted());
+  CHECK(p.load_columns.find("amount", schema::name_rule::case_insensitive)->type ==
+        T("decimal(12,2)"));
+  // With rows, the same text columns outgrew the live ones.
+  s.no_rows = false;
+  p = engine::plan_table(S({{"id", T("text")}, {"amount", T("text")}}), live,
+                         engine::target_state::present, *d, orders, s);
+  REQUIRE(p.error.has_value());
+  CHECK(p.error->code == "FLT-S005");
+}
+
 TEST_CASE("a change the governance gate holds carries the statements it would run") {
   auto d = *dialects::make_dialect("postgres");
   const auto live = S({{"id", T("int")}, {"amount", T("int")}});

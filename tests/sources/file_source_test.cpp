@@ -461,3 +461,14 @@ TEST_CASE("a csv or json number past a double's range fails the read, rather tha
                     Catch::Contains("line 2: column 'reading' holds the number -1e999, past the "
                                     "largest a double holds: it would load as -inf"));
 }
+
+TEST_CASE("a csv of a header and no rows says so in the catalog") {
+  temp_dir dir;
+  write_file(dir.file("header.csv"), "id,sku\n");
+  write_file(dir.file("rows.csv"), "id,sku\n1,a\n");
+  auto src = open_files("csv", dir.path.string());
+  const catalog cat = src->read_catalog();
+  CHECK(find_table(cat, "header").no_rows);
+  CHECK(find_table(cat, "header").unreadable.empty());
+  CHECK_FALSE(find_table(cat, "rows").no_rows);
+}
