@@ -417,14 +417,27 @@ std::size_t header_fields(const std::string& path, char delim = ',') {
   return fields;
 }
 
-/// Whether the file holds nothing but white space (after a UTF-8 BOM), or for JSON an
-/// empty array: no header, no keys. Reads at most the first 64 KiB.
-bool empty_file(const std::string& path, bool json) {
+/// The first 64 KiB of a file (all of a smaller one).
+constexpr std::size_t head_bytes = 1 << 16;
+std::string file_head(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  std::string head(1 << 16, '\0');
+  std::string head(head_bytes, '\0');
   in.read(head.data(), static_cast<std::streamsize>(head.size()));
   head.resize(static_cast<std::size_t>(in.gcount()));
-  if (head.size() == (1u << 16))
+  return head;
+}
+
+/// Whether the file is compressed (DuckDB's readers unpack .gz and .zst): its bytes say
+/// nothing about its lines.
+bool compressed(const std::string& path) {
+  return path.ends_with(".gz") || path.ends_with(".zst");
+}
+
+/// Whether the file holds nothing but white space (after a UTF-8 BOM), or for JSON an
+/// empty array: no header, no keys.
+bool empty_file(const std::string& path, bool json) {
+  const std::string head = file_head(path);
+  if (head.size() == head_bytes || (compressed(path) && !head.empty()))
     return false;
   std::string_view v = head;
   if (v.starts_with("\xEF\xBB\xBF"))
@@ -436,14 +449,10 @@ bool empty_file(const std::string& path, bool json) {
   return compact.empty() || (json && compact == "[]");
 }
 
-/// Whether a CSV file is its header line alone (white space after it). Reads at most the
-/// first 64 KiB.
+/// Whether a CSV file is its header line alone (white space after it).
 bool header_only(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::string head(1 << 16, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  head.resize(static_cast<std::size_t>(in.gcount()));
-  if (head.size() == (1u << 16))
+  const std::string head = file_head(path);
+  if (head.size() == head_bytes || compressed(path))
     return false;
   const auto end = head.find_first_of("\r\n");
   if (end == std::string::npos)
@@ -454,6 +463,8 @@ bool header_only(const std::string& path) {
 /// Whether the file's first line (after a UTF-8 BOM, and an opening double quote) begins
 /// with `name`: false when DuckDB took a later line as the header.
 bool first_line_starts_with(const std::string& path, std::string_view name) {
+  if (compressed(path))
+    return true;  // its lines are not its bytes: not checked
   std::ifstream in(path, std::ios::binary);
   std::string line;
   // Blank lines before the header hold nothing to leave out: the first other line counts.
@@ -517,15 +528,14 @@ bool quote_opens_a_value(const std::string& path) {
 std::optional<std::string> renamed_column(
     const std::string& path, bool json,
     const std::vector<std::pair<std::string, std::string>>& described) {
+  if (compressed(path))
+    return std::nullopt;  // its header is not its first bytes: not checked
   static const std::regex numbered(R"((.+)_[0-9]+)");
   static const std::regex unnamed(R"(column[0-9]+)");
   std::string head;
   const auto file_has = [&](const std::string& name) {
     if (head.empty()) {
-      std::ifstream in(path, std::ios::binary);
-      head.assign(64 * 1024, '\0');
-      in.read(head.data(), static_cast<std::streamsize>(head.size()));
-      head.resize(static_cast<std::size_t>(in.gcount()));
+      head = file_head(path);
       if (!json)
         head = head.substr(0, head.find_first_of("\r\n"));
     }
