@@ -374,7 +374,7 @@ std::string json_reason(const std::string& path, std::string reason) {
   return reason;
 }
 
-/// A value DuckDB could not convert to the type it inferred from the file's first rows,
+/// A value DuckDB could not convert to the type the column is read as (declared, or inferred),
 /// in Flotilla's terms: the line, the column, the value and the pin that fixes it.
 /// nullopt for any other error.
 std::optional<std::pair<std::string, std::string>> conversion_error(std::string_view reason,
@@ -393,7 +393,7 @@ std::optional<std::pair<std::string, std::string>> conversion_error(std::string_
     ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   return std::pair{
       fmt::format("line {}: column '{}' holds '{}', which is not a {} (the column's type, as "
-                  "declared in flotilla.toml or else inferred from the file's first rows)",
+                  "declared in flotilla.toml or else inferred from the file)",
                   l[1].str(), c[1].str(), v[1].str(), type),
       fmt::format("pin the column's type in flotilla.toml ([sources.{}.tables.\"{}\"] columns = "
                   "{{ {} = \"text\" }}), or fix the value",
@@ -860,7 +860,7 @@ class file_source final : public source {
           throw error::read_failed(
               options_.name, table, path,
               fmt::format("column '{}' holds the number {}, past the range of the type the "
-                          "reader inferred from the file's first records",
+                          "reader inferred from the file",
                           column, m[1].str()),
               fmt::format("pin the column's type in flotilla.toml ([sources.{}.tables.\"{}\"] "
                           "columns = {{ {} = \"text\" }}, or a decimal wide enough)",
