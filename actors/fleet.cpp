@@ -131,16 +131,29 @@ caf::behavior catalog_reader(caf::event_based_actor* self, bool trace) {
             auto src = sources::open_source(p.source);
             if (p.kept_catalog) {
               // An unchanged whole-source marker: the catalog read at it still holds.
-              if (auto marker = src->file_marker())
+              if (auto marker = src->file_marker()) {
                 if (auto kept = p.kept_catalog(*marker, src->catalog_version()))
                   reply.catalog = std::make_shared<sources::catalog>(std::move(*kept));
+              } else if (src->reuses_known_tables()) {
+                // A file per table: each unchanged file's table is taken from it.
+                if (auto known = p.kept_catalog({}, src->catalog_version()))
+                  src->known_tables(std::move(*known));
+              }
             }
-            if (trace)
+            if (trace && (reply.catalog || !src->reuses_known_tables()))
               fmt::print(stderr, "catalog {}: {}\n", p.source.name,
                          reply.catalog ? "kept (source marker unchanged)" : "read from the source");
             if (!reply.catalog) {
               reply.catalog = std::make_shared<sources::catalog>(src->read_catalog());
-              if (p.keep_catalog && reply.catalog->file_marker)
+              if (trace && src->reuses_known_tables())
+                // A table taken from the kept catalog still has its columns packed.
+                fmt::print(stderr, "catalog {}: read from the source, {} of {} tables kept (file "
+                                   "unchanged)\n",
+                           p.source.name,
+                           std::count_if(reply.catalog->tables.begin(), reply.catalog->tables.end(),
+                                         [](const auto& t) { return !t.packed_columns.empty(); }),
+                           reply.catalog->tables.size());
+              if (p.keep_catalog && (reply.catalog->file_marker || src->reuses_known_tables()))
                 p.keep_catalog(*reply.catalog, src->catalog_version());
             }
           } catch (const std::exception&) {

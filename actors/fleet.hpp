@@ -56,8 +56,10 @@ struct pipeline_spec {
   /// (sources::source::file_marker). `kept_catalog(marker, version)` returns the catalog
   /// kept for this source when it was read at that marker by that adapter version;
   /// otherwise the source's catalog is read and, when it carries a file marker, handed
-  /// to `keep_catalog(catalog, version)`. Both run in the catalog reader; either may be
-  /// empty (plan and --no-prune always read the source).
+  /// to `keep_catalog(catalog, version)`. A source without such a marker that reuses
+  /// known tables (csv, json) is handed `kept_catalog("", version)` and has its catalog
+  /// kept by every read. Both run in the catalog reader; either may be empty (plan and
+  /// --no-prune always read the source).
   std::function<std::optional<sources::catalog>(const std::string& marker, std::string_view version)>
       kept_catalog;
   std::function<void(const sources::catalog&, std::string_view version)> keep_catalog;

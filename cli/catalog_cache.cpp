@@ -38,6 +38,8 @@ std::optional<storage::pb::SourceCatalog> catalog_record(const sources::catalog&
     if (t.marker)
       ct->set_marker(*t.marker);
     ct->set_inferred(t.inferred);
+    ct->set_reader(t.reader);
+    ct->set_no_rows(t.no_rows);
     if (!t.packed_columns.empty()) {
       ct->set_columns(t.packed_columns);
       continue;
@@ -54,7 +56,7 @@ std::optional<sources::catalog> kept_catalog(storage::pb::SourceCatalog& record,
                                              const sources::source_options& source,
                                              std::string_view reader,
                                              const std::string& file_marker) {
-  if (file_marker.empty() || reader.empty() || record.file_marker() != file_marker ||
+  if (reader.empty() || record.file_marker() != file_marker ||
       record.adapter() != source.adapter || record.location() != source.path ||
       record.reader() != reader_of(reader))
     return std::nullopt;
@@ -63,7 +65,8 @@ std::optional<sources::catalog> kept_catalog(storage::pb::SourceCatalog& record,
   // this build's layout (its reader says so) and RocksDB checksums what it stores; a
   // table whose columns still do not unpack fails with what to do (actors/fleet.cpp).
   sources::catalog out;
-  out.file_marker = file_marker;
+  if (!file_marker.empty())
+    out.file_marker = file_marker;
   out.tables.reserve(static_cast<std::size_t>(record.tables_size()));
   // The record's strings are moved out, not copied: a fleet's record holds a packed
   // column list and a marker per table.
@@ -78,6 +81,8 @@ std::optional<sources::catalog> kept_catalog(storage::pb::SourceCatalog& record,
       t.marker = std::move(*ct.mutable_marker());
     }
     t.inferred = ct.inferred();
+    t.reader = std::move(*ct.mutable_reader());
+    t.no_rows = ct.no_rows();
     t.packed_columns = std::move(*ct.mutable_columns());
   }
   return out;

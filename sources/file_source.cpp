@@ -601,12 +601,27 @@ class file_source final : public source {
       : options_(std::move(options)), json_(options_.adapter == "json") {}
 
   [[nodiscard]] std::string_view adapter() const override { return json_ ? "json" : "csv"; }
+  [[nodiscard]] std::string_view catalog_version() const override { return "file-catalog/1"; }
+  [[nodiscard]] bool reuses_known_tables() const override { return true; }
+  void known_tables(catalog earlier) override {
+    known_.clear();
+    for (auto& t : earlier.tables)
+      if (t.marker && t.unreadable.empty() && (json_ || !t.reader.empty()))
+        known_.emplace(t.name, std::move(t));
+  }
 
   [[nodiscard]] catalog read_catalog() override {
     catalog out;
     for (const auto& [name, path] : files()) {
       // The marker first: a write that lands after this point changes the next marker.
       const std::optional<std::string> file = data_file_marker(path);
+      // An unchanged file: its table as an earlier run inferred it from every row.
+      if (auto k = known_.find(name); file && k != known_.end() &&
+                                      k->second.marker->starts_with(*file + ";s:")) {
+        out.tables.push_back(std::move(k->second));
+        known_.erase(k);
+        continue;
+      }
       source_table t;
       t.name = name;
       t.inferred = true;
@@ -628,7 +643,7 @@ class file_source final : public source {
       }
       std::vector<std::pair<std::string, std::string>> described;
       try {
-        described = describe(name, path);
+        described = describe(name, path, &t.reader);
       } catch (const source_error& e) {
         // One malformed file fails its own table, not the source's others.
         t.unreadable = e.what();
@@ -678,7 +693,7 @@ class file_source final : public source {
           "AS VARCHAR)",
           i ? ", " : "", v, v, v, v, v, v, v);
     }
-    const auto row = aggregates(table.name, path, select);
+    const auto row = aggregates(table, path, select);
     if (!row)
       return out;
     for (std::size_t i = 0; i < columns.size(); ++i) {
@@ -778,7 +793,7 @@ class file_source final : public source {
     }
     if (asked.empty())
       return out;
-    const auto row = aggregates(table.name, file_of(table.name), select);
+    const auto row = aggregates(table, file_of(table.name), select);
     if (row)
       for (std::size_t j = 0; j < asked.size(); ++j)
         out[asked[j]] = (*row)[j];
@@ -799,7 +814,8 @@ class file_source final : public source {
     try {
       duck::connection con(db());
       if (!json_) {
-        check_quotes(con, path);
+        if (request.table->reader.empty())  // else checked by the catalog's describe
+          check_quotes(con, path);
         check_long_numbers(con, path, request);
         if (auto keeping = keeping_empty_strings(con, path, request))
           spec.relation = std::move(*keeping);
@@ -871,12 +887,13 @@ class file_source final : public source {
  private:
   /// One row of aggregates `select` over the file's values as text (CSV read all as
   /// VARCHAR; JSON as DuckDB reads it, cast by `select`); nullopt for no row.
-  std::optional<std::vector<std::optional<std::string>>> aggregates(const std::string& table,
+  std::optional<std::vector<std::optional<std::string>>> aggregates(const source_table& source,
                                                                     const std::string& path,
                                                                     const std::string& select) {
+    const std::string& table = source.name;
+    // JSON with the columns as inferred: the reader then infers nothing again.
     const std::string from =
-        json_ ? relation(path)
-              : fmt::format("read_csv({}, sample_size = -1, all_varchar = true)", quote_literal(path));
+        json_ ? json_relation(path, source.columns) : text_relation(path, source);
     try {
       duck::connection con(db());
       auto rows = con.strings(fmt::format("SELECT {} FROM {}", select, from));
@@ -888,6 +905,13 @@ class file_source final : public source {
                                json_ ? json_reason(path, e.what()) : std::string(e.what()),
                                fix_file);
     }
+  }
+
+  /// A CSV file's values as the text they are written as: every column VARCHAR.
+  [[nodiscard]] static std::string text_relation(const std::string& path, const source_table& table) {
+    if (auto r = described_relation(path, table, nullptr, true))
+      return *r;
+    return fmt::format("read_csv({}, sample_size = -1, all_varchar = true)", quote_literal(path));
   }
 
   [[nodiscard]] bool wanted_extension(const fs::path& p) const {
@@ -994,6 +1018,8 @@ class file_source final : public source {
   [[nodiscard]] std::string relation(const std::string& path, const read_request& request) const {
     if (json_)
       return json_relation(path, request.table->columns, &request.columns);
+    if (auto r = described_relation(path, *request.table, &request.columns))
+      return *r;
     std::string types;
     for (const auto& c : request.columns.columns) {
       const auto* inferred =
@@ -1009,6 +1035,35 @@ class file_source final : public source {
     if (types.empty())
       return relation(path);
     return fmt::format("read_csv({}, sample_size = -1, types = {{{}}})", quote_literal(path), types);
+  }
+
+  /// A CSV file read with the dialect its catalog found (source_table::reader) and every
+  /// column's type given: as `requested` reads it when it names the column, else as the
+  /// catalog inferred it; all VARCHAR with `as_text`. The reader then sniffs nothing, where
+  /// inferring from every row again would cost a pass over the file per read. `extra`:
+  /// more read_csv arguments. nullopt: no dialect, or a type with no DuckDB name.
+  [[nodiscard]] static std::optional<std::string> described_relation(
+      const std::string& path, const source_table& table,
+      const schema::table_schema* requested, bool as_text = false, std::string_view extra = {}) {
+    if (table.reader.empty() || table.columns.columns.empty())
+      return std::nullopt;
+    std::string columns;
+    for (const auto& c : table.columns.columns) {
+      std::string t = "VARCHAR";
+      if (!as_text) {
+        const auto* r = requested ? requested->find(c.name, schema::name_rule::case_sensitive)
+                                  : nullptr;
+        t = r ? duckdb_parse_type(r->type) : std::string();
+        if (t.empty())
+          t = duckdb_parse_type(c.type);
+        if (t.empty())
+          return std::nullopt;
+      }
+      columns += fmt::format("{}{}: {}", columns.empty() ? "" : ", ", quote_literal(c.name),
+                             quote_literal(t));
+    }
+    return fmt::format("read_csv({}, {}{}, columns = {{{}}})", quote_literal(path), table.reader,
+                       extra, columns);
   }
 
   /// The DuckDB type a pinned CSV column is parsed as; empty: leave it to the inference.
@@ -1037,39 +1092,74 @@ class file_source final : public source {
     }
   }
 
-  // Column names and DuckDB types as DuckDB's reader infers them.
+  /// Column names and DuckDB types as DuckDB's reader infers them, from every row; for a
+  /// CSV file also its dialect as read_csv arguments (`*dialect`), found by the same pass
+  /// (sniff_csv), so a read parses the file as described without inferring it again.
   std::vector<std::pair<std::string, std::string>> describe(const std::string& table,
-                                                            const std::string& path) {
-    const std::string sql = fmt::format(
-        "SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM {})", relation(path));
+                                                            const std::string& path,
+                                                            std::string* dialect) {
+    const std::string sql =
+        json_ ? fmt::format("SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM {})",
+                            relation(path))
+              : fmt::format("SELECT c.name, c.type, Delimiter, Quote, Escape, NewLineDelimiter, "
+                            "Comment, CAST(SkipRows AS VARCHAR), CAST(HasHeader AS VARCHAR), "
+                            "DateFormat, TimestampFormat FROM (SELECT unnest(Columns) AS c, * "
+                            "FROM sniff_csv({}, sample_size = -1))",
+                            quote_literal(path));
     std::vector<std::vector<std::optional<std::string>>> rows;
     try {
       duck::connection con(db());
       rows = con.strings(sql);
+      if (!json_ && !rows.empty()) {
+        // How sniff_csv spells "none": (empty).
+        const auto option = [&](std::size_t i) {
+          const std::string& v = rows[0][i].value_or("(empty)");
+          return v == "(empty)" ? std::string() : v;
+        };
+        const std::string delim = option(2), quote = option(3);
+        *dialect = fmt::format("auto_detect = false, delim = {}, quote = {}, escape = {}, "
+                               "comment = {}, skip = {}, header = {}",
+                               quote_literal(delim), quote_literal(quote),
+                               quote_literal(option(4)), quote_literal(option(6)),
+                               std::stoul(option(7).empty() ? "0" : option(7)),
+                               option(8) == "true" ? "true" : "false");
+        if (const std::string n = option(5); !n.empty())
+          *dialect += fmt::format(", new_line = {}", quote_literal(n));
+        if (rows[0][9])
+          *dialect += fmt::format(", dateformat = {}", quote_literal(*rows[0][9]));
+        if (rows[0][10])
+          *dialect += fmt::format(", timestampformat = {}", quote_literal(*rows[0][10]));
+        // A value that opens a double quote and never closes it makes the sniffer settle
+        // on no quoting at all, and the file would load with the quote kept and the value
+        // cut at the next delimiter. Such a file is read strictly with quoting, so it fails
+        // naming the line instead.
+        if (quote.empty() && quote_opens_a_value(path))
+          strict_check(con, path, delim.size() == 1 ? delim[0] : ',');
+      }
       // A malformed row in the sample makes DuckDB's sniffer settle on a dialect in
       // which every row agrees: one column holding whole lines, or the rows from the
       // malformed one on, the lines before it skipped. Re-read such a file strictly with
       // its header's delimiter, so DuckDB names the offending line.
       // Both checks run only for such a file: the header is read only then.
+      const std::size_t skip = json_ || rows.empty() ? 0 : std::stoul(rows[0][7].value_or("0"));
       if (!json_ && rows.size() == 1) {
         if (const auto [delim, fields] = header_delimiter(path); fields > 1)
           strict_check(con, path, delim);
       } else if (!json_ && !rows.empty() && rows[0][0].value_or("") == "column0" &&
-                 skips_delimited_lines(con, path)) {
+                 skips_delimited_lines(path, skip, rows[0][2].value_or(","))) {
         strict_check(con, path, header_delimiter(path).first);
       } else if (!json_ && !rows.empty() && rows[0][0].value_or("") != "column0" &&
-                 !first_line_starts_with(path, rows[0][0].value_or(""))) {
+                 !first_line_starts_with(path, rows[0][0].value_or("")) && skip > 0) {
         // A header taken from a later line: the lines before it would be left out, rows
         // (a one-column file whose last line holds a comma) as much as a title.
-        if (const std::size_t skip = sniffed_skip(con, path); skip > 0)
-          throw error::read_failed(
-              options_.name, table, path,
-              fmt::format("DuckDB's reader takes line {} as the header and would leave out "
-                          "the {} line(s) before it, whose fields do not match the lines "
-                          "after",
-                          skip + 1, skip),
-              "if those lines are a title, remove them from the file; if they are rows, make "
-              "every line have the same fields (quote a value that holds the delimiter)");
+        throw error::read_failed(
+            options_.name, table, path,
+            fmt::format("DuckDB's reader takes line {} as the header and would leave out "
+                        "the {} line(s) before it, whose fields do not match the lines "
+                        "after",
+                        skip + 1, skip),
+            "if those lines are a title, remove them from the file; if they are rows, make "
+            "every line have the same fields (quote a value that holds the delimiter)");
       }
     } catch (const duck::failure& e) {
       std::string reason = e.what();
@@ -1118,9 +1208,8 @@ class file_source final : public source {
       select += fmt::format("{}CASE WHEN {} THEN {} END", select.empty() ? "" : ", ", long_value, v);
       where += fmt::format("{}{}", where.empty() ? "" : " OR ", long_value);
     }
-    const auto rows = con.strings(fmt::format("SELECT {} FROM read_csv({}, sample_size = -1, all_varchar = true) "
-                                              "WHERE {} LIMIT 1000",
-                                              select, quote_literal(path), where));
+    const auto rows = con.strings(fmt::format("SELECT {} FROM {} WHERE {} LIMIT 1000", select,
+                                              text_relation(path, *request.table), where));
     for (const auto& row : rows)
       for (std::size_t i = 0; i < row.size() && i < doubles.size(); ++i) {
         if (!row[i])
@@ -1197,8 +1286,12 @@ class file_source final : public source {
     }
     if (types.empty())
       return std::nullopt;
-    std::string relation = fmt::format("read_csv({}, sample_size = -1, allow_quoted_nulls = false, types = {{{}}})",
-                                       quote_literal(path), types);
+    std::string relation =
+        described_relation(path, *request.table, &request.columns, false,
+                           ", allow_quoted_nulls = false")
+            .value_or(fmt::format(
+                "read_csv({}, sample_size = -1, allow_quoted_nulls = false, types = {{{}}})",
+                quote_literal(path), types));
     try {
       if (!typed.empty())
         con.exec(fmt::format("SELECT count(*) FROM {} WHERE hash({}) IS NOT NULL", relation, typed));
@@ -1244,25 +1337,10 @@ class file_source final : public source {
         quote_literal(path), quote_literal(std::string(1, delim)), columns));
   }
 
-  /// How many lines at the file's start DuckDB's sniffer skips (its SkipRows).
-  std::size_t sniffed_skip(duck::connection& con, const std::string& path) {
-    const auto sniffed = con.strings(fmt::format(
-        "SELECT CAST(SkipRows AS VARCHAR) FROM sniff_csv({}, sample_size = -1)", quote_literal(path)));
-    if (sniffed.size() != 1)
-      return 0;
-    return std::stoul(sniffed[0][0].value_or("0"));
-  }
-
   /// Whether DuckDB's sniffer skips lines at the file's start that hold its delimiter:
   /// rows, not a title, left out because a later line has more fields.
-  bool skips_delimited_lines(duck::connection& con, const std::string& path) {
-    const auto sniffed = con.strings(
-        fmt::format("SELECT CAST(SkipRows AS VARCHAR), Delimiter FROM sniff_csv({}, sample_size = -1)",
-                    quote_literal(path)));
-    if (sniffed.size() != 1)
-      return false;
-    const std::size_t skip = std::stoul(sniffed[0][0].value_or("0"));
-    const std::string delim = sniffed[0][1].value_or(",");
+  static bool skips_delimited_lines(const std::string& path, std::size_t skip,
+                                    const std::string& delim) {
     std::ifstream in(path, std::ios::binary);
     std::string line;
     for (std::size_t i = 0; i < skip && std::getline(in, line); ++i)
@@ -1302,6 +1380,8 @@ class file_source final : public source {
   bool json_;
   std::mutex mutex_;
   std::optional<duck::database> db_;
+  /// known_tables(): an earlier run's tables by name, taken by read_catalog().
+  std::map<std::string, source_table> known_;
 };
 
 }  // namespace

@@ -40,6 +40,11 @@ struct source_table {
   bool inferred = false;
   /// csv: a header and no rows, so no value inferred the columns' types (DuckDB says text).
   bool no_rows = false;
+  /// csv: the dialect the catalog found in the file from every row (delimiter, quote,
+  /// header, date formats), as DuckDB read_csv arguments: the read and its checks parse
+  /// the file with it and the catalog's column types, without inferring them again.
+  /// Empty (a table not from this run's catalog): the read infers them.
+  std::string reader;
   /// Not empty: this table's columns could not be read (a malformed csv/json file), and
   /// this says why, naming the file, the line and the fix. The table fails when planned
   /// or copied; the source's other tables go on. It has no columns and no marker.
@@ -128,6 +133,14 @@ class source {
   /// Version of the adapter's catalog read (type mapping, marker format): a kept catalog
   /// is reused only by a build whose adapter reports the same version.
   [[nodiscard]] virtual std::string_view catalog_version() const { return {}; }
+  /// True for an adapter whose table markers each cover one file (csv, json): it offers
+  /// no whole-source marker, but takes an earlier run's kept catalog (known_tables) and
+  /// reuses each table whose file's marker is unchanged instead of inferring its columns
+  /// from the whole file again.
+  [[nodiscard]] virtual bool reuses_known_tables() const { return false; }
+  /// The tables an earlier run's catalog read, by this adapter version (their columns may
+  /// still be packed), for read_catalog() to reuse where reuses_known_tables() says so.
+  virtual void known_tables(catalog earlier) { (void)earlier; }
   /// For inferred sources (csv, json), whose readers infer a double for any number with
   /// a point: for each named column, the digits its values need, when every value is a
   /// plain decimal number (no exponent, no inf or nan); an empty answer otherwise (and for

@@ -6,6 +6,7 @@
 #include <sqlite3.h>
 
 #include <cstdlib>
+#include <filesystem>
 
 #include "storage/state_store.hpp"
 #include "tests/cli/harness.hpp"
@@ -275,4 +276,53 @@ TEST_CASE("any change of the SQLite file reads its catalog afresh and copies its
     CHECK(said(r, k_read));
     CHECK(status_of(r, "shop.orders") == "copied");
   }
+}
+
+TEST_CASE("a csv directory takes each unchanged file's table from the kept catalog") {
+  // A csv table's columns are inferred from every row of its file: a prune run does not
+  // read an unchanged file again to infer them, and a changed file is inferred afresh.
+  trace_catalogs trace;
+  workdir w;
+  std::filesystem::create_directories(w.file("files"));
+  w.write("files/a.csv", "id,amount\n1,10\n2,20\n");
+  w.write("files/b.csv", "id;note\n1;\"x;y\"\n");
+  w.write("flotilla.toml", R"([project]
+name = "test"
+
+[targets.wh]
+dialect = "duckdb"
+path = "wh.duckdb"
+
+[sources.files]
+adapter = "csv"
+path = "files"
+prune_unchanged = true
+)");
+  auto first = run(w);
+  INFO(first.err);
+  REQUIRE(first.exit_code == 0);
+  CHECK(said(first, "catalog files: read from the source, 0 of 2 tables kept"));
+  CHECK(status_of(first, "files.a") == "copied");
+
+  auto second = run(w);
+  CHECK(second.exit_code == 0);
+  CHECK(said(second, "catalog files: read from the source, 2 of 2 tables kept"));
+  CHECK(status_of(second, "files.a") == "pruned");
+  CHECK(status_of(second, "files.b") == "pruned");
+
+  // A changed file is inferred again (its new column and row land); the other is kept.
+  w.write("files/a.csv", "id,amount,note\n1,10,\n2,20,\n3,30,late\n");
+  auto third = run(w);
+  CHECK(third.exit_code == 0);
+  CHECK(said(third, "catalog files: read from the source, 1 of 2 tables kept"));
+  CHECK(status_of(third, "files.a") == "copied");
+  CHECK(status_of(third, "files.b") == "pruned");
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT note FROM files.a WHERE id = 3") ==
+        std::vector<std::vector<std::string>>{{"late"}});
+
+  // A kept table is read with the dialect its file was inferred with.
+  auto forced = run(w, {"run", "--no-prune"});
+  CHECK(forced.exit_code == 0);
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT note FROM files.b") ==
+        std::vector<std::vector<std::string>>{{"x;y"}});
 }
