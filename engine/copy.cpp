@@ -110,6 +110,40 @@ int integer_digits(const schema::portable_type& t) {
   }
 }
 
+/// A csv/json column with no value in the file (every row empty or null) has nothing to
+/// infer a type from, and DuckDB's readers say text (csv) or json: where it meets a live
+/// column of another type it takes the live type, as a file with no rows does, instead
+/// of failing as a type change (FLT-S005) whose advice would retype a good column.
+void keep_live_types_of_valueless(sources::source& src, const table_job& job,
+                                  const std::optional<schema::table_schema>& live,
+                                  const dialects::dialect& dialect, schema::table_schema& out) {
+  if (!job.table.inferred || !live)
+    return;
+  const auto rule = dialect.names();
+  std::vector<std::string> asked;
+  std::vector<std::pair<schema::column*, const schema::column*>> patched;
+  for (auto& c : out.columns) {
+    if (c.type.kind != schema::type_kind::text && c.type.kind != schema::type_kind::json)
+      continue;
+    const auto& declared = job.settings.declared;
+    if (std::any_of(declared.begin(), declared.end(),
+                    [&](const auto& d) { return schema::same_name(d.name, c.name, rule); }))
+      continue;
+    const auto* l = live->find(c.name, rule);
+    if (l == nullptr || dialect.canonical(l->type) == dialect.canonical(c.type) ||
+        schema::can_read_as(c.type, dialect.canonical(l->type)))
+      continue;  // new, or the live column holds the values as they are
+    asked.push_back(c.name);
+    patched.emplace_back(&c, l);
+  }
+  if (asked.empty())
+    return;
+  const auto empty = src.valueless(job.table, asked);
+  for (std::size_t i = 0; i < empty.size() && i < patched.size(); ++i)
+    if (empty[i])
+      patched[i].first->type = patched[i].second->type;
+}
+
 /// Seed 000 widens an inferred column along bool -> int -> decimal, but DuckDB's file
 /// readers infer a double for any number with a point. Where such a column meets a live
 /// boolean, integer or decimal column, the plan sees the narrowest decimal holding both
@@ -122,6 +156,7 @@ schema::table_schema with_decimal_fit(sources::source& src, const table_job& job
   schema::table_schema out = job.table.columns;
   if (!job.table.inferred || !live)
     return out;
+  keep_live_types_of_valueless(src, job, live, dialect, out);
   const auto rule = dialect.names();
   std::vector<std::string> asked;
   std::vector<schema::column*> patched;

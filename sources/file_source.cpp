@@ -427,6 +427,22 @@ std::string file_head(const std::string& path) {
   return head;
 }
 
+/// Whether `needle` occurs anywhere in the file's bytes. One pass.
+bool file_contains(const std::string& path, const std::string& needle) {
+  std::ifstream in(path, std::ios::binary);
+  std::string window;
+  std::array<char, 1 << 16> buf{};
+  while (in) {
+    in.read(buf.data(), buf.size());
+    // The end of the last chunk before this one, so a needle across chunks is found.
+    window.erase(0, window.size() > needle.size() ? window.size() - needle.size() : 0);
+    window.append(buf.data(), static_cast<std::size_t>(in.gcount()));
+    if (window.find(needle) != std::string::npos)
+      return true;
+  }
+  return false;
+}
+
 /// Whether the file is compressed (DuckDB's readers unpack .gz and .zst): its bytes say
 /// nothing about its lines.
 bool compressed(const std::string& path) {
@@ -532,6 +548,7 @@ std::optional<std::string> renamed_column(
     return std::nullopt;  // its header is not its first bytes: not checked
   static const std::regex numbered(R"((.+)_[0-9]+)");
   static const std::regex unnamed(R"(column[0-9]+)");
+  static const std::regex unnamed_key(R"(C[0-9]+)");
   std::string head;
   const auto file_has = [&](const std::string& name) {
     if (head.empty()) {
@@ -547,6 +564,13 @@ std::optional<std::string> renamed_column(
   });
   for (std::size_t i = 0; i < described.size(); ++i) {
     const std::string& name = described[i].first;
+    // A JSON key that is empty: DuckDB names the column C<N>, and a read naming the
+    // columns would then find no such key and load NULLs.
+    if (json && std::regex_match(name, unnamed_key) && !file_has(name) &&
+        !file_contains(path, "\"" + name + "\""))
+      return fmt::format("a record has an empty key (\"\": ...), which DuckDB would load as a "
+                         "column '{}' holding no values; name the key in the file",
+                         name);
     // A CSV header field left empty: DuckDB names the column column<N>. Among named
     // columns, that name is DuckDB's, not the file's.
     if (!json && has_header && std::regex_match(name, unnamed) && !file_has(name))
@@ -594,6 +618,17 @@ std::string csv_reason(std::string reason) {
     reason.erase(at);
   return reason;
 }
+
+/// Dates are inferred only from ISO dates (2024-03-15), timestamps only from ISO ones or
+/// those that begin with the year: a date written day- or month-first (03/04/2024) may
+/// read either way, and DuckDB's sniffer would guess the order from the file's values
+/// (one file day-first, the next month-first once it holds 12/25/2024), changing dates
+/// already loaded. Such columns are text, as written. The sniff and every read of a CSV
+/// file say so. JSON's inference is told the only forms it may take (its 'iso' dates;
+/// timestamps as 2024-01-02 03:04:05, the one form its own guesses took as ISO); a read
+/// that names every column's type parses them as DuckDB casts text (any ISO form).
+constexpr const char* k_csv_iso_dates = "dateformat = '%Y-%m-%d'";
+constexpr const char* k_json_iso = "dateformat = 'iso', timestampformat = '%Y-%m-%d %H:%M:%S'";
 
 class file_source final : public source {
  public:
@@ -710,6 +745,21 @@ class file_source final : public source {
     return out;
   }
 
+  std::vector<bool> valueless(const source_table& table,
+                              const std::vector<std::string>& columns) override {
+    std::vector<bool> out(columns.size(), false);
+    std::string select;
+    for (const auto& c : columns)
+      select += fmt::format("{}CAST(count({}) = 0 AS VARCHAR)", select.empty() ? "" : ", ",
+                            quote_ident(c));
+    if (select.empty())
+      return out;
+    if (const auto row = aggregates(table, file_of(table.name), select))
+      for (std::size_t i = 0; i < out.size() && i < row->size(); ++i)
+        out[i] = (*row)[i].value_or("false") == "true";
+    return out;
+  }
+
   /// Whether a CSV file may hold a number with more significant digits than a double keeps:
   /// a run of 16 digits or more. One fast pass over the bytes.
   /// Whether the file may hold a number a double does not keep: a run of 16 digits, or an
@@ -804,6 +854,26 @@ class file_source final : public source {
     if (request.table == nullptr)
       throw error::bad_request(options_.name, "read request names no table");
     const std::string path = file_of(request.table->name);
+    // The file as the catalog read it: one written to or replaced since would be parsed
+    // with the columns, types and dialect found in the file before (a header in another
+    // order swaps values), and was planned with them. Checked before and after the scan.
+    const auto changed = [&] {
+      if (!request.table->marker)
+        return false;
+      const auto now = data_file_marker(path);
+      return !now || !request.table->marker->starts_with(*now + ";s:");
+    };
+    const auto fail_changed = [&] {
+      throw error::read_failed(options_.name, request.table->name, path,
+                               "the file changed after this run read its columns (it was "
+                               "written to or replaced during the run), so none of its rows "
+                               "were loaded: they would have been read with the columns and "
+                               "types of the file before",
+                               "run again once the file is complete: the next run reads it as "
+                               "it is then");
+    };
+    if (changed())
+      fail_changed();
     duck::scan_spec spec;
     spec.relation = relation(path, request);
     spec.request = &request;
@@ -846,7 +916,10 @@ class file_source final : public source {
                                    "{{ {} = \"text\" }})",
                                    options_.name, request.table->name, column, column));
       }
-      return duck::scan(con, spec, consume);
+      auto result = duck::scan(con, spec, consume);
+      if (changed())
+        fail_changed();
+      return result;
     } catch (const duck::failure& e) {
       if (auto c = conversion_error(e.what(), options_.name, request.table->name))
         throw error::read_failed(options_.name, request.table->name, path, c->first, c->second);
@@ -981,8 +1054,10 @@ class file_source final : public source {
   /// offset dropped), and a JSON key first seen later was left out. Costs one more pass
   /// over a large file (measured: DESCRIBE of a 136 MB CSV, 0.6 s -> 3.0 s).
   [[nodiscard]] std::string relation(const std::string& path) const {
-    return fmt::format("{}({}, sample_size = -1)", json_ ? "read_json_auto" : "read_csv",
-                       quote_literal(path));
+    return json_ ? fmt::format("read_json_auto({}, sample_size = -1, {})", quote_literal(path),
+                               k_json_iso)
+                 : fmt::format("read_csv({}, sample_size = -1, {})", quote_literal(path),
+                               k_csv_iso_dates);
   }
 
   /// A JSON file read with its columns as inferred, and the values nested in a record
@@ -1008,7 +1083,8 @@ class file_source final : public source {
     }
     if (columns.empty())
       return relation(path);
-    return fmt::format("read_json_auto({}, sample_size = -1, columns = {{{}}})", quote_literal(path),
+    return fmt::format("read_json_auto({}, sample_size = -1, columns = {{{}}})",
+                       quote_literal(path),
                        columns);
   }
 
@@ -1034,7 +1110,8 @@ class file_source final : public source {
     }
     if (types.empty())
       return relation(path);
-    return fmt::format("read_csv({}, sample_size = -1, types = {{{}}})", quote_literal(path), types);
+    return fmt::format("read_csv({}, sample_size = -1, {}, types = {{{}}})", quote_literal(path),
+                       k_csv_iso_dates, types);
   }
 
   /// A CSV file read with the dialect its catalog found (source_table::reader) and every
@@ -1104,8 +1181,8 @@ class file_source final : public source {
               : fmt::format("SELECT c.name, c.type, Delimiter, Quote, Escape, NewLineDelimiter, "
                             "Comment, CAST(SkipRows AS VARCHAR), CAST(HasHeader AS VARCHAR), "
                             "DateFormat, TimestampFormat FROM (SELECT unnest(Columns) AS c, * "
-                            "FROM sniff_csv({}, sample_size = -1))",
-                            quote_literal(path));
+                            "FROM sniff_csv({}, sample_size = -1, {}))",
+                            quote_literal(path), k_csv_iso_dates);
     std::vector<std::vector<std::optional<std::string>>> rows;
     try {
       duck::connection con(db());
@@ -1127,8 +1204,16 @@ class file_source final : public source {
           *dialect += fmt::format(", new_line = {}", quote_literal(n));
         if (rows[0][9])
           *dialect += fmt::format(", dateformat = {}", quote_literal(*rows[0][9]));
-        if (rows[0][10])
+        // A timestamp format the sniffer guessed that does not begin with the year
+        // (03-20-2024 10:00:00 PM) may read day and month either way: its columns are
+        // text, as written, like dates that are not ISO (k_csv_iso_dates).
+        if (rows[0][10] && rows[0][10]->starts_with("%Y"))
           *dialect += fmt::format(", timestampformat = {}", quote_literal(*rows[0][10]));
+        else if (rows[0][10])
+          for (auto& row : rows)
+            if (const std::string& type = row[1].value_or("");
+                type == "TIMESTAMP" || type == "TIMESTAMP WITH TIME ZONE")
+              row[1] = "VARCHAR";
         // A value that opens a double quote and never closes it makes the sniffer settle
         // on no quoting at all, and the file would load with the quote kept and the value
         // cut at the next delimiter. Such a file is read strictly with quoting, so it fails
@@ -1290,8 +1375,8 @@ class file_source final : public source {
         described_relation(path, *request.table, &request.columns, false,
                            ", allow_quoted_nulls = false")
             .value_or(fmt::format(
-                "read_csv({}, sample_size = -1, allow_quoted_nulls = false, types = {{{}}})",
-                quote_literal(path), types));
+                "read_csv({}, sample_size = -1, {}, allow_quoted_nulls = false, types = {{{}}})",
+                quote_literal(path), k_csv_iso_dates, types));
     try {
       if (!typed.empty())
         con.exec(fmt::format("SELECT count(*) FROM {} WHERE hash({}) IS NOT NULL", relation, typed));

@@ -163,6 +163,14 @@ class source {
     (void)table;
     return std::vector<std::optional<std::string>>(declared.size());
   }
+  /// For inferred sources (csv, json): for each named column, whether no row of the file
+  /// holds a value in it (every one empty or null), so its inferred type (text, json) says
+  /// nothing. Reads the whole table. Other adapters answer false.
+  [[nodiscard]] virtual std::vector<bool> valueless(const source_table& table,
+                                                    const std::vector<std::string>& columns) {
+    (void)table;
+    return std::vector<bool>(columns.size(), false);
+  }
   /// Reads rows; values follow schema/rows.hpp for each column's portable type.
   virtual read_result read(const read_request& request, const batch_consumer& consume) = 0;
 };

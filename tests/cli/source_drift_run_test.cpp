@@ -701,3 +701,36 @@ TEST_CASE("warn: a retry loading staged rows leaves the drift standing: the next
   CHECK_THAT(j["tables"][0]["not_pruned"].get<std::string>(),
              Catch::Contains("flotilla schema accept s.a"));
 }
+
+TEST_CASE("CSV datasets: a column with no values in today's file keeps its live type") {
+  // DuckDB says text (csv) or json for a column it has no value to infer from: the rows
+  // load with NULLs into the live column, which keeps its type; no drift is reported.
+  for (const std::string target : {"sqlite", "duckdb"}) {
+    INFO(target);
+    workdir w;
+    const std::string path = target == "sqlite" ? "wh.db" : "wh.duckdb";
+    csv_project(w, target, path);
+    w.write("files/t.csv", "id,n,d,b\n1,10,2024-03-15,true\n2,20,2024-03-16,false\n");
+    int code = 0;
+    REQUIRE(flotilla_json(w, {"run"}, &code)["status"] == "success");
+    w.write("files/t.csv", "id,n,d,b\n1,,,\n2,,,\n3,,,\n");
+    auto run = flotilla_json(w, {"run"}, &code);
+    INFO(run.dump());
+    CHECK(code == 0);
+    CHECK(run["status"] == "success");
+    CHECK(run["drift"]["tables_drifted"] == 0);
+    const std::string q = target == "sqlite"
+                              ? "SELECT count(*), count(n), typeof(max(id)) FROM raw__t"
+                              : "SELECT count(*), count(n), typeof(max(id)) FROM raw.t";
+    const auto rows = target == "sqlite" ? sqlite_query(w.file(path), q) : duckdb_query(w.file(path), q);
+    CHECK(rows[0][0] == "3");
+    CHECK(rows[0][1] == "0");
+    const std::string types =
+        target == "sqlite"
+            ? "SELECT group_concat(type, ',') FROM pragma_table_info('raw__t')"
+            : "SELECT string_agg(data_type, ',' ORDER BY ordinal_position) FROM "
+              "information_schema.columns WHERE table_schema = 'raw' AND table_name = 't'";
+    const auto live = target == "sqlite" ? sqlite_query(w.file(path), types) : duckdb_query(w.file(path), types);
+    CHECK_THAT(live[0][0], !Catch::Contains("TEXT") && !Catch::Contains("VARCHAR"));
+  }
+}
