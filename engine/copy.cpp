@@ -122,7 +122,19 @@ void keep_live_types_of_valueless(sources::source& src, const table_job& job,
   const auto rule = dialect.names();
   std::vector<std::string> asked;
   std::vector<std::pair<schema::column*, const schema::column*>> patched;
+  // A JSON file's values read into a live json column as the JSON they are (a number,
+  // a string, a record): such a column holds whatever the file's values now infer as.
+  const bool json_file = src.adapter() == "json";
   for (auto& c : out.columns) {
+    if (json_file && c.type.kind != schema::type_kind::json) {
+      const auto* l = live->find(c.name, rule);
+      const auto& declared = job.settings.declared;
+      if (l != nullptr && dialect.canonical(l->type).kind == schema::type_kind::json &&
+          std::none_of(declared.begin(), declared.end(),
+                       [&](const auto& d) { return schema::same_name(d.name, c.name, rule); }))
+        c.type = l->type;
+      continue;
+    }
     if (c.type.kind != schema::type_kind::text && c.type.kind != schema::type_kind::json)
       continue;
     const auto& declared = job.settings.declared;

@@ -734,3 +734,26 @@ TEST_CASE("CSV datasets: a column with no values in today's file keeps its live 
     CHECK_THAT(live[0][0], !Catch::Contains("TEXT") && !Catch::Contains("VARCHAR"));
   }
 }
+
+TEST_CASE("JSON datasets: a column first seen with no values takes later values as json") {
+  // A key null in every record lands as a json column; numbers, strings and booleans
+  // later read into it as the JSON they are, instead of failing as a type change.
+  workdir w;
+  std::filesystem::create_directories(w.path() / "files");
+  w.write("flotilla.toml", "[project]\nname = \"p\"\n[targets.wh]\ndialect = \"duckdb\"\n"
+                           "path = \"wh.duckdb\"\nschema = \"raw\"\n\n[sources.crm]\n"
+                           "adapter = \"json\"\npath = \"files\"\ntarget = \"wh\"\n");
+  w.write("files/t.ndjson", "{\"id\": 1, \"n\": null}\n{\"id\": 2, \"n\": null}\n");
+  int code = 0;
+  REQUIRE(flotilla_json(w, {"run"}, &code)["status"] == "success");
+  w.write("files/t.ndjson", "{\"id\": 1, \"n\": 5}\n{\"id\": 2, \"n\": 7.5}\n");
+  auto run = flotilla_json(w, {"run"}, &code);
+  INFO(run.dump());
+  CHECK(run["status"] == "success");
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT CAST(n AS VARCHAR), typeof(n) FROM raw.t ORDER BY id") ==
+        std::vector<std::vector<std::string>>{{"5", "JSON"}, {"7.5", "JSON"}});
+  w.write("files/t.ndjson", "{\"id\": 1, \"n\": \"hello\"}\n{\"id\": 2, \"n\": true}\n");
+  CHECK(flotilla_json(w, {"run"}, &code)["status"] == "success");
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT CAST(n AS VARCHAR) FROM raw.t ORDER BY id") ==
+        std::vector<std::vector<std::string>>{{"\"hello\""}, {"true"}});
+}
