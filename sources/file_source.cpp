@@ -902,10 +902,19 @@ class file_source final : public source {
         };
         std::string column;
         bool nested = false;
-        if (auto lost = json_lost_digits(path, float_column, column, nested))
+        if (auto lost = json_lost_digits(path, float_column, column, nested)) {
+          // Read as text already (a pin): only the file can keep the digits.
+          const auto* read_as = request.columns.find(column, schema::name_rule::case_sensitive);
+          const bool as_text = read_as != nullptr && (read_as->type.kind == schema::type_kind::text ||
+                                                      read_as->type.kind == schema::type_kind::varchar);
           throw error::read_failed(
               options_.name, request.table->name, path, *lost,
-              nested ? fmt::format("write that number as a JSON string inside the value of "
+              !nested && as_text
+                  ? fmt::format("write that number as a JSON string (its digits in double "
+                                "quotes), which the text column '{}' keeps exactly: a JSON "
+                                "number is read as a double before it becomes text",
+                                column)
+              : nested ? fmt::format("write that number as a JSON string inside the value of "
                                    "'{}' (\"0.1000000000000000055511151231257827\"), which "
                                    "keeps its digits, or leave it out of the file",
                                    column)
@@ -915,6 +924,7 @@ class file_source final : public source {
                                    "\"{}\"] columns = {{ {} = \"decimal(p,s)\" }}, or "
                                    "{{ {} = \"text\" }})",
                                    options_.name, request.table->name, column, column));
+        }
       }
       auto result = duck::scan(con, spec, consume);
       if (changed())

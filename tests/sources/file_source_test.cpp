@@ -360,6 +360,26 @@ TEST_CASE("decimal_fit counts the digits a file's numbers need, or none for a no
   CHECK_FALSE(jf[1]);  // more digits than a double keeps: none claimed
 }
 
+TEST_CASE("a json number too long for a double, read as text, asks only for a json string") {
+  // The text pin is there already: a JSON number is read as a double before it becomes
+  // text, so only the file can keep its digits.
+  temp_dir dir;
+  write_file(dir.file("n.json"), "[{\"id\": 1, \"q\": 12345678901234567890.123}]\n");
+  auto src = open_files("json", dir.path.string());
+  const catalog cat = src->read_catalog();
+  const auto& n = find_table(cat, "n");
+  read_request req;
+  req.table = &n;
+  req.columns = n.columns;
+  for (auto& c : req.columns.columns)
+    if (c.name == "q")
+      c.type = of(type_kind::text);
+  CHECK_THROWS_WITH(src->read(req, [](flotilla::schema::row_batch&&) { return true; }),
+                    Catch::Contains("write that number as a JSON string") &&
+                        Catch::Contains("the text column 'q' keeps exactly") &&
+                        !Catch::Contains("columns = {"));
+}
+
 TEST_CASE("malformed json is an error naming the file and the line") {
   temp_dir dir;
   write_file(dir.file("bad.ndjson"), "{\"a\": 1}\n{\"a\": 2}\n{\"a\": \n");
