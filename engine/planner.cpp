@@ -130,14 +130,18 @@ struct planner {
     const bool inexact_double =
         (s.type.kind == schema::type_kind::float64 ||
          s.type.kind == schema::type_kind::float32) && digits > 15;
-    const std::string holds = std::regex_match(value, number) && !inexact_double
+    // A timestamp with its UTC offset, which a timestamp without time zone would drop.
+    const bool offset = declared.kind == schema::type_kind::timestamp_ntz;
+    const std::string holds = offset ? std::string("timestamp_tz")
+                              : std::regex_match(value, number) && !inexact_double
                                   ? T(s.type)
                                   : std::string("text");
     fail("FLT-S002",
-         fmt::format("{} holds the value '{}', which {} cannot hold exactly (the file is "
+         fmt::format("{} holds the value '{}', which {} cannot hold exactly{} (the file is "
                      "parsed as declared); declare a type that holds every value of the "
                      "column (columns = {{ {} = \"{}\" }}), or fix the file",
-                     s.name, value, T(declared), s.name, holds),
+                     s.name, value, T(declared),
+                     offset ? ": it would drop the value's UTC offset" : "", s.name, holds),
          s.name, T(declared), holds);
   }
 

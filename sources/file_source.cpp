@@ -760,8 +760,6 @@ class file_source final : public source {
     return out;
   }
 
-  /// Whether a CSV file may hold a number with more significant digits than a double keeps:
-  /// a run of 16 digits or more. One fast pass over the bytes.
   /// Whether the file may hold a number a double does not keep: a run of 16 digits, or an
   /// exponent of 3 digits (1e400 is past a double's range, 1e-400 below it).
   static bool may_hold_long_numbers(const std::string& path) {
@@ -834,6 +832,13 @@ class file_source final : public source {
           break;
         case k::boolean:
           fits = fmt::format("lower({}) IN ('true', 'false', 't', 'f', '1', '0')", v);
+          break;
+        case k::timestamp_ntz:
+          // A time of day with a UTC offset (Z, +02, +02:00), which DuckDB's parse (as
+          // PostgreSQL's) would drop, reading 10:00+02:00 as 10:00.
+          fits = fmt::format("NOT regexp_matches({}, '[0-9]:[0-9]{{2}}(:[0-9]{{2}}([.][0-9]*)?)?"
+                             "\\s*([zZ]|[+-][0-9]{{2}}(:?[0-9]{{2}})?)$')",
+                             v);
           break;
         default: continue;
       }

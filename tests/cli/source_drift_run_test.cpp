@@ -757,3 +757,26 @@ TEST_CASE("JSON datasets: a column first seen with no values takes later values 
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT CAST(n AS VARCHAR) FROM raw.t ORDER BY id") ==
         std::vector<std::vector<std::string>>{{"\"hello\""}, {"true"}});
 }
+
+TEST_CASE("CSV datasets: a timestamp_ntz pin refuses a value with a UTC offset it would drop") {
+  // DuckDB (as PostgreSQL) reads 10:00+02:00 as a timestamp without time zone by dropping
+  // the offset: the plan fails naming the value and the pin that keeps it.
+  workdir w;
+  csv_project(w, "duckdb", "wh.duckdb", "",
+              "\n[sources.crm.tables.\"t\"]\ncolumns = { at = \"timestamp_ntz\" }\n");
+  w.write("files/t.csv", "id,at\n1,2024-01-01 10:00:00\n2,2024-01-01T10:00:00+02:00\n");
+  int code = 0;
+  auto run = flotilla_json(w, {"run"}, &code);
+  CHECK(code == 1);
+  const auto* t = find_table(run, "raw.t");
+  REQUIRE(t != nullptr);
+  CHECK((*t)["error_code"] == "FLT-S002");
+  CHECK_THAT((*t)["error"].get<std::string>(),
+             Catch::Contains("2024-01-01T10:00:00+02:00") && Catch::Contains("UTC offset") &&
+                 Catch::Contains("columns = { at = \"timestamp_tz\" }"));
+  // Without offsets the pin reads every value.
+  w.write("files/t.csv", "id,at\n1,2024-01-01 10:00:00\n2,2024-01-01T11:00:00.5\n");
+  CHECK(flotilla_json(w, {"run"}, &code)["status"] == "success");
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT CAST(\"at\" AS VARCHAR) FROM raw.t ORDER BY id") ==
+        std::vector<std::vector<std::string>>{{"2024-01-01 10:00:00"}, {"2024-01-01 11:00:00.5"}});
+}
