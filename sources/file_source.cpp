@@ -624,11 +624,11 @@ std::string csv_reason(std::string reason) {
 /// read either way, and DuckDB's sniffer would guess the order from the file's values
 /// (one file day-first, the next month-first once it holds 12/25/2024), changing dates
 /// already loaded. Such columns are text, as written. The sniff and every read of a CSV
-/// file say so. JSON's inference is told the only forms it may take (its 'iso' dates;
-/// timestamps as 2024-01-02 03:04:05, the one form its own guesses took as ISO); a read
+/// file say so. JSON's inference is given ISO dates; the timestamp columns it infers keep
+/// their type only when every value begins with the year (year_first_timestamps); a read
 /// that names every column's type parses them as DuckDB casts text (any ISO form).
 constexpr const char* k_csv_iso_dates = "dateformat = '%Y-%m-%d'";
-constexpr const char* k_json_iso = "dateformat = 'iso', timestampformat = '%Y-%m-%d %H:%M:%S'";
+constexpr const char* k_json_iso = "dateformat = 'iso'";
 
 class file_source final : public source {
  public:
@@ -1202,6 +1202,8 @@ class file_source final : public source {
     try {
       duck::connection con(db());
       rows = con.strings(sql);
+      if (json_)
+        year_first_timestamps(con, path, rows);
       if (!json_ && !rows.empty()) {
         // How sniff_csv spells "none": (empty).
         const auto option = [&](std::size_t i) {
@@ -1224,11 +1226,15 @@ class file_source final : public source {
         // text, as written, like dates that are not ISO (k_csv_iso_dates).
         if (rows[0][10] && rows[0][10]->starts_with("%Y"))
           *dialect += fmt::format(", timestampformat = {}", quote_literal(*rows[0][10]));
-        else if (rows[0][10])
+        else if (rows[0][10]) {
           for (auto& row : rows)
             if (const std::string& type = row[1].value_or("");
                 type == "TIMESTAMP" || type == "TIMESTAMP WITH TIME ZONE")
               row[1] = "VARCHAR";
+          // That format applied to every timestamp column: an ISO one beside it read as
+          // text. Its columns are typed again as the sniffer types ISO timestamps.
+          iso_timestamps(con, path, *dialect, rows);
+        }
         // A value that opens a double quote and never closes it makes the sniffer settle
         // on no quoting at all, and the file would load with the quote kept and the value
         // cut at the next delimiter. Such a file is read strictly with quoting, so it fails
@@ -1282,6 +1288,91 @@ class file_source final : public source {
     for (auto& row : rows)
       out.emplace_back(row[0].value_or(""), row[1].value_or("VARCHAR"));
     return out;
+  }
+
+  /// JSON's inference guesses one timestamp format per file. The timestamp columns it
+  /// found (`described`: name, DuckDB type) with a value that does not begin with the year
+  /// are text: that format (03-04-2024 10:00:00 PM) reads day and month in an order the
+  /// values may not settle. And the text columns whose every value is a timestamp as the
+  /// reader takes them when it guesses no format (2024-03-15 10:00:00, fractions allowed),
+  /// made text only by the format another column settled, are timestamps. One pass over
+  /// those columns, read as text, for a file with a timestamp column.
+  static void year_first_timestamps(duck::connection& con, const std::string& path,
+                                    std::vector<std::vector<std::optional<std::string>>>& described) {
+    if (std::none_of(described.begin(), described.end(), [](const auto& d) {
+          return d[1].value_or("").starts_with("TIMESTAMP");
+        }))
+      return;
+    std::string columns, select;
+    std::vector<std::pair<std::size_t, bool>> asked;  // column, and whether a timestamp
+    for (std::size_t i = 0; i < described.size(); ++i) {
+      const std::string type = described[i][1].value_or("");
+      const bool stamp = type.starts_with("TIMESTAMP");
+      if (!stamp && type != "VARCHAR")
+        continue;
+      const std::string name = described[i][0].value_or("");
+      const std::string v = quote_ident(name);
+      columns += fmt::format("{}{}: 'VARCHAR'", columns.empty() ? "" : ", ", quote_literal(name));
+      select += select.empty() ? "" : ", ";
+      if (stamp) {
+        select += fmt::format("CAST(bool_and({0} IS NULL OR regexp_matches({0}, '^\\s*[0-9]{{4}}')) AS VARCHAR)", v);
+      } else {
+        select += fmt::format(
+            "CAST(count({0}) > 0 AND bool_and({0} IS NULL OR (regexp_full_match({0}, "
+            "'[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}} [0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}([.][0-9]+)?') AND "
+            "TRY_CAST({0} AS TIMESTAMP) IS NOT NULL)) AS VARCHAR)",
+            v);
+      }
+      asked.emplace_back(i, stamp);
+    }
+    const auto row =
+        con.strings(fmt::format("SELECT {} FROM read_json_auto({}, sample_size = -1, columns = {{{}}})",
+                                select, quote_literal(path), columns));
+    if (row.size() != 1)
+      return;
+    for (std::size_t j = 0; j < asked.size() && j < row[0].size(); ++j) {
+      const auto [i, stamp] = asked[j];
+      if (stamp && row[0][j].value_or("true") != "true")
+        described[i][1] = "VARCHAR";
+      else if (!stamp && row[0][j].value_or("false") == "true")
+        described[i][1] = "TIMESTAMP";
+    }
+  }
+
+  /// The text columns of a CSV file (`described`: name, DuckDB type) whose every value is
+  /// an ISO timestamp (2024-03-15 10:00:00, with T, fractions, an offset): typed TIMESTAMP,
+  /// or TIMESTAMP WITH TIME ZONE when some value has an offset, as DuckDB's sniffer types
+  /// them when it has guessed no other format. One pass over the file, read as text.
+  static void iso_timestamps(duck::connection& con, const std::string& path,
+                             const std::string& dialect,
+                             std::vector<std::vector<std::optional<std::string>>>& described) {
+    std::string columns, select;
+    std::vector<std::size_t> text;
+    for (std::size_t i = 0; i < described.size(); ++i) {
+      const std::string name = described[i][0].value_or("");
+      columns += fmt::format("{}{}: 'VARCHAR'", columns.empty() ? "" : ", ", quote_literal(name));
+      if (described[i][1].value_or("") != "VARCHAR")
+        continue;
+      const std::string v = fmt::format("trim({})", quote_ident(name));
+      select += fmt::format(
+          "{}CAST(count({}) > 0 AND bool_and({} IS NULL OR (regexp_matches({}, "
+          "'^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}[ T][0-9]') AND TRY_CAST({} AS TIMESTAMPTZ) IS NOT "
+          "NULL)) AS VARCHAR), CAST(bool_or(regexp_matches({}, '([zZ]|[+-][0-9]{{2}}(:?[0-9]{{2}})?)$')) "
+          "AS VARCHAR)",
+          select.empty() ? "" : ", ", v, v, v, v, v);
+      text.push_back(i);
+    }
+    if (text.empty())
+      return;
+    const auto row = con.strings(fmt::format("SELECT {} FROM read_csv({}, {}, columns = {{{}}})",
+                                             select, quote_literal(path), dialect, columns));
+    if (row.size() != 1)
+      return;
+    for (std::size_t j = 0; j < text.size(); ++j)
+      if (row[0][2 * j].value_or("false") == "true")
+        described[text[j]][1] = row[0][2 * j + 1].value_or("false") == "true"
+                                    ? "TIMESTAMP WITH TIME ZONE"
+                                    : "TIMESTAMP";
   }
 
   /// DuckDB's CSV reader infers a double for numbers with a point or past 64 bits, which

@@ -112,6 +112,10 @@ TEST_CASE("csv dates and timestamps written day- or month-first are text, as wri
                                 "2,03/04/2024,2024-03-16,03-04-2024 10:00:00 PM\n");
   write_file(dir.file("b.csv"), "id,us,at\n1,01/02/2024,2024-01-02 11:00:00\n"
                                 "2,12/25/2024,2024-12-25 22:00:00.5\n");
+  // The sniffer guesses one timestamp format for the file: an ISO column after a US one
+  // is typed as an ISO timestamp column still.
+  write_file(dir.file("c.csv"), "id,local,created\n1,20.03.2024 10:00:00,2024-03-15T10:00:00\n"
+                                "2,21.03.2024 09:00:00,2024-03-16T11:00:00+01:00\n");
   auto src = open_files("csv", dir.path.string());
   const catalog cat = src->read_catalog();
   const auto& a = find_table(cat, "a");
@@ -130,13 +134,19 @@ TEST_CASE("csv dates and timestamps written day- or month-first are text, as wri
   REQUIRE(rb.rows.size() == 2);
   CHECK(rb.rows[1] == std::vector<value>{integer(2), text("12/25/2024"),
                                          text("2024-12-25 22:00:00.5")});
+  const auto& c = find_table(cat, "c");
+  CHECK(find_column(c, "local").type == of(type_kind::text));
+  CHECK(find_column(c, "created").type == of(type_kind::timestamp_tz));
+  const auto rc = read_all(*src, c);
+  REQUIRE(rc.rows.size() == 2);
+  CHECK(rc.rows[0][1] == text("20.03.2024 10:00:00"));
 }
 
 TEST_CASE("json dates and timestamps are inferred only from their ISO forms") {
   temp_dir dir;
   write_file(dir.file("e.ndjson"),
-             "{\"id\": 1, \"d\": \"2024-03-15\", \"us\": \"01/02/2024\", \"at\": \"01-02-2024 11:00:00 AM\", \"ts\": \"2024-01-02 03:04:05\"}\n"
-             "{\"id\": 2, \"d\": \"2024-03-16\", \"us\": \"03/04/2024\", \"at\": \"03-04-2024 10:00:00 PM\", \"ts\": \"2024-01-03 00:00:00\"}\n");
+             "{\"id\": 1, \"d\": \"2024-03-15\", \"us\": \"01/02/2024\", \"at\": \"01-02-2024 11:00:00 AM\", \"ts\": \"2024-01-02 03:04:05\", \"ms\": \"2024-03-15 10:00:00.250\"}\n"
+             "{\"id\": 2, \"d\": \"2024-03-16\", \"us\": \"03/04/2024\", \"at\": \"03-04-2024 10:00:00 PM\", \"ts\": \"2024-01-03 00:00:00\", \"ms\": \"2024-03-16 11:30:00.5\"}\n");
   auto src = open_files("json", dir.path.string());
   const catalog cat = src->read_catalog();
   const auto& e = find_table(cat, "e");
@@ -144,11 +154,13 @@ TEST_CASE("json dates and timestamps are inferred only from their ISO forms") {
   CHECK(find_column(e, "us").type == of(type_kind::text));
   CHECK(find_column(e, "at").type == of(type_kind::text));
   CHECK(find_column(e, "ts").type == of(type_kind::timestamp_ntz));
+  CHECK(find_column(e, "ms").type == of(type_kind::timestamp_ntz));
   const auto r = read_all(*src, e);
   REQUIRE(r.rows.size() == 2);
   CHECK(r.rows[0] == std::vector<value>{integer(1), text("2024-03-15"), text("01/02/2024"),
                                         text("01-02-2024 11:00:00 AM"),
-                                        text("2024-01-02 03:04:05")});
+                                        text("2024-01-02 03:04:05"),
+                                        text("2024-03-15 10:00:00.25")});
 }
 
 TEST_CASE("a csv or json file changed after its catalog was read fails the read") {
