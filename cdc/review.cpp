@@ -439,6 +439,16 @@ review replay_failed(const review& r, std::string_view reason, std::int64_t now_
   return out;
 }
 
+review replay_stopped(const review& r, std::string_view reason, std::int64_t now_us) {
+  review out = replay_failed(r, reason, now_us);
+  out.hold.set_error(fmt::format(
+      "replaying the kept changes reached a change that stops the stream: {}. The changes "
+      "before it were applied; the table stays held at it. Resync the table (flotilla review "
+      "resync), or remove it, or reload the stream (flotilla stream --reload)",
+      reason));
+  return out;
+}
+
 review replay_finished(const review& r, std::int64_t now_us) {
   review out = r;
   out.hold.set_updated_at_us(now_us);

@@ -177,6 +177,11 @@ struct decision_plan {
 /// target short of a column they name, say); nothing of them was applied: paused: last
 /// decision failed, saying so. The table stays held.
 [[nodiscard]] review replay_failed(const review& r, std::string_view reason, std::int64_t now_us);
+/// The replay reached a kept change that stops the stream (a type change the target cannot
+/// make, say): the changes before it were applied, the table stays held at it, and the
+/// review is paused: last decision failed, saying so and what to do, so it takes a
+/// decision again (remove, resync).
+[[nodiscard]] review replay_stopped(const review& r, std::string_view reason, std::int64_t now_us);
 /// The stream replayed every kept change: resumed (closed).
 [[nodiscard]] review replay_finished(const review& r, std::int64_t now_us);
 /// The stream started copying the table again.

@@ -1563,7 +1563,21 @@ class source_stream {
       auto j = nlohmann::json::parse(c.payload(), nullptr, false);
       if (j.is_object() && j.value("op", "") == "ddl" && at > t.applied) {
         ddl_event e = parse_ddl_event(json_fields(j["event"]));
-        outcome o = logic_->decide_into(b, t, e, at, std::nullopt, false);
+        outcome o;
+        try {
+          o = logic_->decide_into(b, t, e, at, std::nullopt, false);
+        } catch (const stop_error& stop) {
+          // A kept change that stops the stream: what came before it commits (the stream
+          // stops before the change, seed 002), and the review says so and takes a
+          // decision again, instead of staying applying for good.
+          b.positions[t.name] = {last, columns_json(t.columns)};
+          commit_batch(b);
+          t.applied = last;
+          if (o_.progress)
+            o_.progress->changes += b.changes;
+          check(save_review(*o_.store, replay_stopped(r, stop.what(), now_us())));
+          throw;
+        }
         if (std::holds_alternative<applied>(o)) {
           last_seq = c.sequence();
           last = std::max(last, at);

@@ -569,6 +569,41 @@ TEST_CASE("a replay the target refuses fails its review alone; fixed, the review
   INFO(p.err());
 }
 
+TEST_CASE("a replay that reaches a kept change the stream cannot carry applies what came "
+          "before, stops, and leaves the review open to a decision",
+          "[stream]") {
+  fixture f;
+  make_orders(f, "orders", 2);
+  stream_process p(f);
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "2"; }));
+  pg_exec(f.source(), "ALTER TABLE orders RENAME COLUMN id TO order_id");
+  pg_exec(f.source(), "INSERT INTO orders VALUES (3, 'kept', 1)");
+  pg_exec(f.source(), "ALTER TABLE orders ALTER COLUMN amount TYPE text");  // a stop kind
+  pg_exec(f.source(), "INSERT INTO orders VALUES (4, 'after', 'x')");
+  REQUIRE(eventually([&] {
+    auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
+                                                      {.read_only = true});
+    return store && store->held_change_count("wh", "shop.public.orders").value_or(0) == 3;
+  }));
+  (void)submit(f, flotilla::cdc::decision_kind::apply_proposed);
+  // The stream stops at the change, as a live one would stop it (seed 002) ...
+  CHECK(p.wait(std::chrono::seconds(60)) == 1);
+  CHECK_THAT(p.err(), Catch::Contains("FLT-H002"));
+  // ... with the row before it applied, and the review saying what happened: it takes a
+  // decision again (it no longer stays applying).
+  CHECK(pg_query(f.target(), "SELECT order_id, note FROM st_shop.orders ORDER BY 1") ==
+        rows{{"1", "note 1"}, {"2", "note 2"}, {"3", "kept"}});
+  CHECK(hold_state(f) == flotilla::storage::pb::HOLD_STATE_LAST_DECISION_FAILED);
+  CHECK_THAT(hold_of(f).error(), Catch::Contains("reached a change that stops the stream") &&
+                                     Catch::Contains("FLT-H002") &&
+                                     Catch::Contains("before it were applied"));
+  (void)submit(f, flotilla::cdc::decision_kind::remove);
+  stream_process again(f);
+  CHECK(eventually([&] { return hold_state(f) == flotilla::storage::pb::HOLD_STATE_REMOVED; }));
+  CHECK(again.stop() == 0);
+  INFO(again.err());
+}
+
 TEST_CASE("rows written in a held DDL's own transaction are all kept and replayed once",
           "[stream]") {
   fixture f;
