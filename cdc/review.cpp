@@ -280,6 +280,16 @@ std::expected<decision_plan, refusal> check_decision(const review& r, const deci
   if (r.note.resync == resync_state::requested || r.note.resync == resync_state::running)
     return std::unexpected(refuse(code_resync_bound, std::string(resync_bound_message)));
 
+  // A replay that reached a kept change the stream cannot carry: applying again would stop
+  // the stream again, for every table.
+  if (state == pb::HOLD_STATE_LAST_DECISION_FAILED && r.note.phase == "stopped" &&
+      (d.kind == decision_kind::apply_proposed || d.kind == decision_kind::apply_edited))
+    return std::unexpected(refuse(
+        code_wrong_state,
+        "The kept changes of this table hold a change the stream cannot carry (the review's "
+        "error names it): applying would stop the stream again. Resync the table (flotilla "
+        "review resync), or remove it, or reload the stream (flotilla stream --reload)"));
+
   decision_plan p;
   p.kind = d.kind;
   if (d.kind == decision_kind::remove) {  // otherwise allowed at any time while open
@@ -446,6 +456,7 @@ review replay_stopped(const review& r, std::string_view reason, std::int64_t now
       "before it were applied; the table stays held at it. Resync the table (flotilla review "
       "resync), or remove it, or reload the stream (flotilla stream --reload)",
       reason));
+  out.note.phase = "stopped";  // apply would stop the stream again: check_decision refuses it
   return out;
 }
 

@@ -1295,13 +1295,16 @@ class file_source final : public source {
   /// are text: that format (03-04-2024 10:00:00 PM) reads day and month in an order the
   /// values may not settle. And the text columns whose every value is a timestamp as the
   /// reader takes them when it guesses no format (2024-03-15 10:00:00, fractions allowed),
-  /// made text only by the format another column settled, are timestamps. One pass over
-  /// those columns, read as text, for a file with a timestamp column.
+  /// made text by the format another column settled, or by values with and without
+  /// fractions of a second, which no one format reads, are timestamps. One pass over those
+  /// columns, read as text, for a file with a timestamp column or whose first bytes hold a
+  /// string that begins as such a timestamp.
   static void year_first_timestamps(duck::connection& con, const std::string& path,
                                     std::vector<std::vector<std::optional<std::string>>>& described) {
+    static const std::regex iso_stamp(R"("[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2})");
     if (std::none_of(described.begin(), described.end(), [](const auto& d) {
           return d[1].value_or("").starts_with("TIMESTAMP");
-        }))
+        }) && (compressed(path) || !std::regex_search(file_head(path), iso_stamp)))
       return;
     std::string columns, select;
     std::vector<std::pair<std::size_t, bool>> asked;  // column, and whether a timestamp

@@ -159,6 +159,25 @@ TEST_CASE("edited DDL can be up to 65,536 characters") {
   CHECK(refuse(r, {decision_kind::apply_edited, "  \n"}).code == code_no_ddl);
 }
 
+TEST_CASE("a replay stopped by a kept change takes resync or remove, not apply again") {
+  auto r = open_review(draft(rename_ddl), 100);
+  auto p = accept(r, {decision_kind::apply_proposed, ""});
+  auto replaying = decision_succeeded(begin_decision(r, p, 200), p, 201);
+  REQUIRE(ready_to_replay(replaying));
+  auto stopped = replay_stopped(replaying, "column 'w' changed type int -> text [FLT-H002]", 300);
+  CHECK(stopped.hold.state() == pb::HOLD_STATE_LAST_DECISION_FAILED);
+  CHECK(holds_table(stopped));
+  CHECK_FALSE(ready_to_replay(stopped));
+  CHECK_THAT(stopped.hold.error(), Catch::Contains("reached a change that stops the stream") &&
+                                       Catch::Contains("FLT-H002"));
+  // Applying would stop the stream again, for every table.
+  CHECK(refuse(stopped, {decision_kind::apply_proposed, ""}).code == code_wrong_state);
+  CHECK_THAT(refuse(stopped, {decision_kind::apply_edited, "SELECT 1"}).message,
+             Catch::Contains("Resync the table"));
+  CHECK(accept(stopped, {decision_kind::remove, ""}).remove);
+  CHECK(accept(stopped, {decision_kind::resync, ""}).resync);
+}
+
 TEST_CASE("a failed decision changes nothing and the review can be decided again") {
   auto r = open_review(draft(rename_ddl), 100);
   auto p = accept(r, {decision_kind::apply_proposed, ""});
