@@ -912,6 +912,7 @@ class source_stream {
       start_at = setup();
     } else {
       start_at = parse_lsn((*saved)->position()).value_or(0);
+      confirmed_ = start_at;  // the summary's position, should a held table's replay stop
       publish_via_root();
       load_positions();
       load_holds();
