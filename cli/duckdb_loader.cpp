@@ -45,7 +45,8 @@
   X(duckdb_destroy_logical_type) X(duckdb_destroy_pending) X(duckdb_destroy_prepare)      \
   X(duckdb_destroy_result) X(duckdb_disconnect) X(duckdb_execute_pending)                 \
   X(duckdb_execute_prepared) X(duckdb_fetch_chunk) X(duckdb_free)                         \
-  X(duckdb_get_or_create_from_cache) X(duckdb_get_type_id) X(duckdb_open_ext)             \
+  X(duckdb_get_or_create_from_cache) X(duckdb_get_type_id) X(duckdb_library_version)      \
+  X(duckdb_open_ext)                                                                      \
   X(duckdb_pending_error) X(duckdb_pending_prepared_streaming) X(duckdb_prepare)          \
   X(duckdb_prepare_error) X(duckdb_prepared_statement_column_type) X(duckdb_query)        \
   X(duckdb_result_error) X(duckdb_row_count) X(duckdb_set_config)                         \

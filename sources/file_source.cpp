@@ -636,7 +636,12 @@ class file_source final : public source {
       : options_(std::move(options)), json_(options_.adapter == "json") {}
 
   [[nodiscard]] std::string_view adapter() const override { return json_ ? "json" : "csv"; }
-  [[nodiscard]] std::string_view catalog_version() const override { return "file-catalog/1"; }
+  /// A kept catalog holds what DuckDB's reader inferred: another DuckDB infers again.
+  [[nodiscard]] std::string_view catalog_version() const override {
+    static const std::string version =
+        fmt::format("file-catalog/1;duckdb {}", duckdb_library_version());
+    return version;
+  }
   [[nodiscard]] bool reuses_known_tables() const override { return true; }
   void known_tables(catalog earlier) override {
     known_.clear();
