@@ -417,7 +417,12 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       keys.reserve(names.size());
       for (std::size_t index : config::select_table_indices(*src, names, filters)) {
         std::string key = table_key(src->name, names[index]);
-        if (!only.empty() && !only.contains(key) && !only.contains(src->name + ".*"))
+        // A retry names the tables the failed run reported; one flotilla.toml names
+        // without its schema ("orders" for public.orders) was reported so when the source
+        // lacked it.
+        const auto& schema_part = cat.tables[index].schema;
+        if (!only.empty() && !only.contains(key) && !only.contains(src->name + ".*") &&
+            (schema_part.empty() || !only.contains(table_key(src->name, cat.tables[index].name))))
           continue;
         selected.push_back({std::move(names[index]), index});
         keys.push_back(std::move(key));
@@ -531,6 +536,15 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         const bool gate_applies =
             store != nullptr && events::drift_gate_applies(policy.on_source_drift, declared);
         const bool gated = gate_applies && !plan_only;
+        // The drift gate is a policy too: turned on (or from warn to fail), the table is
+        // copied once so its baseline is seeded from what it lands now; a pruned first run
+        // would seed it at the next change instead, and never report that change.
+        if (gate_applies && !ts.settings_hash.empty()) {
+          sources::shape_hash h;
+          h.add(ts.settings_hash);
+          h.add(fmt::format("gate:{}", config::to_string(policy.on_source_drift)));
+          ts.settings_hash = h.hex();
+        }
         if (gated) {
           // The read shape: every column (none listed), and the cursor filter's shape
           // without its value, so an incremental table's watermark never reseeds.

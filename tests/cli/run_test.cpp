@@ -1364,3 +1364,31 @@ TEST_CASE("a source that lists no tables where an earlier run copied some fails 
   CHECK(rc == 0);
   CHECK(empty["tables"].empty());
 }
+
+TEST_CASE("retry copies a PostgreSQL table flotilla.toml names without its schema, once the "
+          "source has it again") {
+  workdir w;
+  const std::string dsn = pg_dsn();
+  const std::string table = "flt_retry_" + unique_suffix();
+  pg_exec(dsn, fmt::format("CREATE TABLE public.{0} (id int PRIMARY KEY, v text); "
+                           "INSERT INTO public.{0} VALUES (1, 'a')", table));
+  w.write("flotilla.toml", fmt::format("[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                                       "[sources.s]\nadapter = \"postgres\"\ndsn = \"{}\"\n"
+                                       "include = [\"{}\"]\n[sources.s.tables.{}]\n"
+                                       "cursor_column = \"id\"\n",
+                                       dsn, table, table));
+  int code = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &code)["status"] == "success");
+  pg_exec(dsn, "DROP TABLE public." + table);
+  auto failed = flotilla_json(w, {"run"}, &code);
+  CHECK(code == 1);
+  pg_exec(dsn, fmt::format("CREATE TABLE public.{0} (id int PRIMARY KEY, v text); "
+                           "INSERT INTO public.{0} VALUES (1, 'a'), (2, 'b')", table));
+  auto retried = flotilla_json(w, {"retry"}, &code);
+  pg_exec(dsn, "DROP TABLE public." + table);
+  INFO(failed.dump() << "\n" << retried.dump());
+  CHECK(code == 0);
+  REQUIRE(retried["tables"].size() == 1);
+  CHECK(retried["tables"][0]["status"] == "copied");
+  CHECK(retried["tables"][0]["table"] == "s." + table);
+}

@@ -780,3 +780,25 @@ TEST_CASE("CSV datasets: a timestamp_ntz pin refuses a value with a UTC offset i
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT CAST(\"at\" AS VARCHAR) FROM raw.t ORDER BY id") ==
         std::vector<std::vector<std::string>>{{"2024-01-01 10:00:00"}, {"2024-01-01 11:00:00.5"}});
 }
+
+TEST_CASE("turning on_source_drift on copies a pruned table once, seeding its baseline, so the "
+          "next change is reported") {
+  workdir w;
+  csv_project(w, "duckdb", "wh.duckdb", "", "prune_unchanged = true\n");
+  w.write("files/stores.csv", "id,price,country\n1,1.5,FR\n");
+  int code = 0;
+  REQUIRE(flotilla_json(w, {"run"}, &code)["status"] == "success");
+  csv_project(w, "duckdb", "wh.duckdb", "", "prune_unchanged = true\non_source_drift = \"fail\"\n");
+  auto seeded = flotilla_json(w, {"run"}, &code);
+  const auto* t = find_table(seeded, "raw.stores");
+  REQUIRE(t != nullptr);
+  CHECK((*t)["status"] == "copied");
+  CHECK((*t)["source_drift"]["decision"] == "seed");
+  w.write("files/stores.csv", "id,price,zip\n1,1.5,75001\n");
+  auto drifted = flotilla_json(w, {"run"}, &code);
+  CHECK(code == 1);
+  const auto* d = find_table(drifted, "raw.stores");
+  REQUIRE(d != nullptr);
+  CHECK((*d)["source_drift"]["decision"] == "fail");
+  CHECK_THAT((*d)["error"].get<std::string>(), Catch::Contains("country") && Catch::Contains("zip"));
+}
