@@ -631,8 +631,9 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     };
     if (store != nullptr && !plan_only) {
       // Kept catalogs: a run reads a file source's catalog only when its file marker
-      // changed (csv/json: infers only the files whose markers changed). Used only when a table of the source may be pruned (a run that copies
-      // every table reads the source anyway); kept by every run that read it.
+      // changed (csv/json: infers only the files whose markers changed). Used only when a
+      // table of the source may be pruned (a run that copies every table reads the source
+      // anyway); kept by every run that read it.
       const bool may_prune =
           !no_prune && any_table_policy(p, s, [](const config::table_policy& e) {
             return e.prune_unchanged;

@@ -110,41 +110,42 @@ int integer_digits(const schema::portable_type& t) {
   }
 }
 
-/// A csv/json column with no value in the file (every row empty or null) has nothing to
-/// infer a type from, and DuckDB's readers say text (csv) or json: where it meets a live
-/// column of another type it takes the live type, as a file with no rows does, instead
-/// of failing as a type change (FLT-S005) whose advice would retype a good column.
+/// Live types an inferred column keeps, though the file's values now infer another:
+/// - a csv/json column with no value in the file (every row empty or null) has nothing to
+///   infer a type from, and DuckDB's readers say text (csv) or json: where it meets a live
+///   column of another type it takes the live type, as a file with no rows does, instead
+///   of failing as a type change (FLT-S005) whose advice would retype a good column;
+/// - a JSON file's values read into a live json column as the JSON they are (a number, a
+///   string, a record): such a column holds whatever they now infer as.
+/// Pinned columns are read as pinned.
 void keep_live_types_of_valueless(sources::source& src, const table_job& job,
                                   const std::optional<schema::table_schema>& live,
                                   const dialects::dialect& dialect, schema::table_schema& out) {
   if (!job.table.inferred || !live)
     return;
   const auto rule = dialect.names();
+  const auto& declared = job.settings.declared;
+  const auto pinned = [&](const std::string& name) {
+    return std::any_of(declared.begin(), declared.end(),
+                       [&](const auto& d) { return schema::same_name(d.name, name, rule); });
+  };
   std::vector<std::string> asked;
   std::vector<std::pair<schema::column*, const schema::column*>> patched;
-  // A JSON file's values read into a live json column as the JSON they are (a number,
-  // a string, a record): such a column holds whatever the file's values now infer as.
   const bool json_file = src.adapter() == "json";
   for (auto& c : out.columns) {
+    const auto* l = live->find(c.name, rule);
+    if (l == nullptr || pinned(c.name))
+      continue;  // new, or read as pinned
     if (json_file && c.type.kind != schema::type_kind::json) {
-      const auto* l = live->find(c.name, rule);
-      const auto& declared = job.settings.declared;
-      if (l != nullptr && dialect.canonical(l->type).kind == schema::type_kind::json &&
-          std::none_of(declared.begin(), declared.end(),
-                       [&](const auto& d) { return schema::same_name(d.name, c.name, rule); }))
+      if (dialect.canonical(l->type).kind == schema::type_kind::json)
         c.type = l->type;
       continue;
     }
     if (c.type.kind != schema::type_kind::text && c.type.kind != schema::type_kind::json)
       continue;
-    const auto& declared = job.settings.declared;
-    if (std::any_of(declared.begin(), declared.end(),
-                    [&](const auto& d) { return schema::same_name(d.name, c.name, rule); }))
-      continue;
-    const auto* l = live->find(c.name, rule);
-    if (l == nullptr || dialect.canonical(l->type) == dialect.canonical(c.type) ||
+    if (dialect.canonical(l->type) == dialect.canonical(c.type) ||
         schema::can_read_as(c.type, dialect.canonical(l->type)))
-      continue;  // new, or the live column holds the values as they are
+      continue;  // the live column holds the values as they are
     asked.push_back(c.name);
     patched.emplace_back(&c, l);
   }
