@@ -628,6 +628,8 @@ std::string csv_reason(std::string reason) {
 /// their type only when every value begins with the year (year_first_timestamps); a read
 /// that names every column's type parses them as DuckDB casts text (any ISO form).
 constexpr const char* k_csv_iso_dates = "dateformat = '%Y-%m-%d'";
+/// A timestamp's UTC offset at the end of its text (Z, +02, +02:00), as a DuckDB regex.
+constexpr const char* k_utc_offset = "([zZ]|[+-][0-9]{2}(:?[0-9]{2})?)$";
 constexpr const char* k_json_iso = "dateformat = 'iso'";
 
 class file_source final : public source {
@@ -842,8 +844,8 @@ class file_source final : public source {
           // A time of day with a UTC offset (Z, +02, +02:00), which DuckDB's parse (as
           // PostgreSQL's) would drop, reading 10:00+02:00 as 10:00.
           fits = fmt::format("NOT regexp_matches({}, '[0-9]:[0-9]{{2}}(:[0-9]{{2}}([.][0-9]*)?)?"
-                             "\\s*([zZ]|[+-][0-9]{{2}}(:?[0-9]{{2}})?)$')",
-                             v);
+                             "\\s*{}')",
+                             v, k_utc_offset);
           break;
         default: continue;
       }
@@ -1295,6 +1297,25 @@ class file_source final : public source {
     return out;
   }
 
+  /// Whether `text` holds a string that begins as "2024-03-15 10:00: a quote, then digits
+  /// and separators in that shape. One pass, no regex (every JSON file's head is read).
+  static bool holds_iso_stamp(std::string_view text) {
+    static constexpr std::string_view shape = "\"dddd-dd-dd dd:dd";
+    const auto fits = [&](std::size_t at) {
+      for (std::size_t j = 0; j < shape.size(); ++j) {
+        const char c = text[at + j];
+        if (shape[j] == 'd' ? (c < '0' || c > '9') : c != shape[j])
+          return false;
+      }
+      return true;
+    };
+    for (std::size_t at = text.find('"'); at != std::string_view::npos && at + shape.size() <= text.size();
+         at = text.find('"', at + 1))
+      if (fits(at))
+        return true;
+    return false;
+  }
+
   /// JSON's inference guesses one timestamp format per file. The timestamp columns it
   /// found (`described`: name, DuckDB type) with a value that does not begin with the year
   /// are text: that format (03-04-2024 10:00:00 PM) reads day and month in an order the
@@ -1306,10 +1327,9 @@ class file_source final : public source {
   /// string that begins as such a timestamp.
   static void year_first_timestamps(duck::connection& con, const std::string& path,
                                     std::vector<std::vector<std::optional<std::string>>>& described) {
-    static const std::regex iso_stamp(R"("[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2})");
     if (std::none_of(described.begin(), described.end(), [](const auto& d) {
           return d[1].value_or("").starts_with("TIMESTAMP");
-        }) && (compressed(path) || !std::regex_search(file_head(path), iso_stamp)))
+        }) && (compressed(path) || !holds_iso_stamp(file_head(path))))
       return;
     std::string columns, select;
     std::vector<std::pair<std::size_t, bool>> asked;  // column, and whether a timestamp
@@ -1365,9 +1385,8 @@ class file_source final : public source {
       select += fmt::format(
           "{}CAST(count({}) > 0 AND bool_and({} IS NULL OR (regexp_matches({}, "
           "'^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}[ T][0-9]') AND TRY_CAST({} AS TIMESTAMPTZ) IS NOT "
-          "NULL)) AS VARCHAR), CAST(bool_or(regexp_matches({}, '([zZ]|[+-][0-9]{{2}}(:?[0-9]{{2}})?)$')) "
-          "AS VARCHAR)",
-          select.empty() ? "" : ", ", v, v, v, v, v);
+          "NULL)) AS VARCHAR), CAST(bool_or(regexp_matches({}, '{}')) AS VARCHAR)",
+          select.empty() ? "" : ", ", v, v, v, v, v, k_utc_offset);
       text.push_back(i);
     }
     if (text.empty())
