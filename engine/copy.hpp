@@ -55,6 +55,12 @@ struct table_job {
   dialects::table_ref target;
   table_settings settings;
   std::optional<std::string> watermark;  ///< last committed cursor value
+  /// The committed watermark (state's and the target's commit token) belongs to another
+  /// table than the source's one now (created anew): the copy loads the table as a first
+  /// run does.
+  bool watermark_void = false;
+  /// What the run decided about the table before its plan, said with the plan's warnings.
+  std::vector<std::string> warnings;
   std::size_t batch_rows = 8192;
   std::size_t queue_batches = 4;
   /// Rows written so far, for progress. May be null.

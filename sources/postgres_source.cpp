@@ -95,7 +95,8 @@ SELECT r.nspname, r.relname, a.attname,
        (SELECT concat_ws(':', pg_catalog.pg_stat_get_db_stat_reset_time(d.oid),
                          pg_catalog.pg_postmaster_start_time())
           FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()),
-       r.unreadable
+       r.unreadable,
+       r.oid
 FROM rels r
 JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped
 JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
@@ -254,6 +255,7 @@ class postgres_source final : public source {
         source_table t;
         t.schema = nsp;
         t.name = rel;
+        t.identity = fmt::format("pg-oid:{}", PQgetvalue(res.r, r, 9));
         if (!PQgetisnull(res.r, r, 8)) {
           const std::string column = PQgetvalue(res.r, r, 8);
           t.unreadable =

@@ -36,6 +36,11 @@ struct source_table {
   /// Change marker, when the adapter offers one: any change to the table's data or
   /// shape changes it. nullopt: the adapter cannot tell, so the table is copied.
   std::optional<std::string> marker;
+  /// The source's own identity of the table, when the adapter has one (PostgreSQL: its
+  /// oid): a table dropped and created again under the same name gets a new one, so an
+  /// incremental table's watermark, which belongs to the old table's rows, is not applied
+  /// to the new table's. Empty: the adapter cannot tell.
+  std::string identity;
   /// True for csv/json: the types are inferred from the data.
   bool inferred = false;
   /// csv: a header and no rows, so no value inferred the columns' types (DuckDB says text).

@@ -195,3 +195,57 @@ target = "pg"
                                 "CASCADE",
                                 s, t));
 }
+
+TEST_CASE("an incremental PostgreSQL table created anew is read in full, not past the old "
+          "table's watermark") {
+  workdir w;
+  const std::string s = "pgsrc_" + unique_suffix();
+  const std::string t = "pgtgt_" + unique_suffix();
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE; CREATE SCHEMA {0};"
+                                "CREATE TABLE {0}.ev (id int, at int); "
+                                "INSERT INTO {0}.ev VALUES (1, 100), (2, 200)",
+                                s));
+  w.write("flotilla.toml",
+          fmt::format("[project]\nname = \"p\"\n\n[targets.wh]\ndialect = \"postgres\"\n"
+                      "dsn = \"{0}\"\nschema = \"{2}\"\n\n[sources.app]\nadapter = \"postgres\"\n"
+                      "dsn = \"{0}\"\ninclude = [\"{1}.ev\"]\nprune_unchanged = true\n\n"
+                      "[sources.app.tables.\"{1}.ev\"]\ncursor_column = \"at\"\n",
+                      pg_dsn(), s, t));
+  const auto ids = [&] {
+    return pg_query(pg_dsn(), fmt::format("SELECT string_agg(id::text, ',' ORDER BY id) "
+                                          "FROM {}.ev", t))[0][0];
+  };
+  REQUIRE(flotilla_json(w, {"run"})["status"] == "success");
+  REQUIRE(ids() == "1,2");
+  // An append past the watermark loads as an increment.
+  pg_exec(pg_dsn(), fmt::format("INSERT INTO {}.ev VALUES (3, 300)", s));
+  auto second = flotilla_json(w, {"run"});
+  CHECK((*find_table(second, t + ".ev"))["load"] == "incremental");
+  CHECK((*find_table(second, t + ".ev"))["rows"] == 1);
+  CHECK_FALSE(find_table(second, t + ".ev")->contains("warnings"));
+  CHECK(ids() == "1,2,3");
+  // Dropped and created again, its rows below the old watermark (300): a read past it
+  // would load nothing.
+  pg_exec(pg_dsn(), fmt::format("DROP TABLE {0}.ev; CREATE TABLE {0}.ev (id int, at int); "
+                                "INSERT INTO {0}.ev VALUES (10, 50), (11, 60)",
+                                s));
+  auto plan = run_flotilla(w, {"plan"});
+  CHECK_THAT(plan.out, Catch::Contains("created anew"));
+  auto third = flotilla_json(w, {"run"});
+  INFO(third.dump(2));
+  const auto& ev = *find_table(third, t + ".ev");
+  CHECK(ev["status"] == "copied");
+  CHECK(ev["load"] == "full_refresh");
+  CHECK(ev["rows"] == 2);
+  REQUIRE(ev.contains("warnings"));
+  CHECK_THAT(ev["warnings"][0].get<std::string>(),
+             Catch::Contains("created anew") && Catch::Contains("at = 300"));
+  CHECK(ids() == "10,11");
+  // The new table's watermark is its own: the next append is an increment again.
+  pg_exec(pg_dsn(), fmt::format("INSERT INTO {}.ev VALUES (12, 70)", s));
+  auto fourth = flotilla_json(w, {"run"});
+  CHECK((*find_table(fourth, t + ".ev"))["load"] == "incremental");
+  CHECK((*find_table(fourth, t + ".ev"))["rows"] == 1);
+  CHECK(ids() == "10,11,12");
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE", s, t));
+}
