@@ -138,6 +138,12 @@ void write_table(pretty_json& w, const actors::table_report& t, const std::strin
   w.key("source_table").string(t.table);
   w.key("status").string(engine::to_string(o.status));
   w.key("table").string(target);
+  if (o.plan && !o.plan->warnings.empty()) {
+    w.key("warnings").begin_array();
+    for (const auto& x : o.plan->warnings)
+      w.string(x);
+    w.end_array();
+  }
   w.end_object();
 }
 
@@ -285,6 +291,11 @@ void print_run_text(const std::string& run_id, const std::vector<actors::pipelin
   for_each_action(reports, [&](const actors::table_report& t, const schema::evolution_step& s) {
     fmt::print("{:<20} {}  {}\n", schema::to_string(s.action), display_name(t.target), s.reason);
   });
+  for (const auto& p : reports)
+    for (const auto& t : p.tables)
+      if (t.outcome.plan && t.outcome.status != engine::table_status::failed)
+        for (const auto& x : t.outcome.plan->warnings)
+          fmt::print("warning  {}  {}\n", display_name(t.target), x);
   for (const auto& p : reports)
     for (const auto& t : p.tables)
       if (t.outcome.status == engine::table_status::failed)
