@@ -9,6 +9,7 @@
 #include "dialects/builtin.hpp"
 #include "dialects/ddl.hpp"
 #include "dialects/type_string.hpp"
+#include "dialects/widening.hpp"
 
 namespace flotilla::dialects::detail {
 namespace {
@@ -38,6 +39,7 @@ constexpr type_name exact_names[] = {
     {"datetime", type_kind::timestamp_ntz, params::ignored},
     {"timestamptz", type_kind::timestamp_tz, params::ignored},
     {"json", type_kind::json},
+    {"json text", type_kind::json},
     {"blob", type_kind::bytes},
     {"uuid", type_kind::uuid},
 };
@@ -73,9 +75,12 @@ class sqlite_dialect final : public dialect {
   /// all of sqlite_master): swapping staging tables in made a 10,000-table fleet
   /// quadratic (18 minutes for the first 5,600).
   [[nodiscard]] bool replaces_in_place() const override { return true; }
-  /// SQLite cannot change a column's type: every retype rebuilds the table.
-  [[nodiscard]] bool is_safe_widening(const portable_type&, const portable_type&) const override {
-    return false;
+  /// Seed 001's default allowlist. SQLite cannot change a column's type in place, so a
+  /// safe widening rebuilds the table with its rows (the planner's rebuild and swap), and
+  /// anything else is a full refresh.
+  [[nodiscard]] bool is_safe_widening(const portable_type& from,
+                                      const portable_type& to) const override {
+    return default_allowlist(from, to);
   }
 
   [[nodiscard]] std::string physical_type(const portable_type& t) const override {
@@ -93,7 +98,9 @@ class sqlite_dialect final : public dialect {
       case type_kind::time: return "TIME";
       case type_kind::timestamp_ntz: return "TIMESTAMP";
       case type_kind::timestamp_tz: return "TIMESTAMPTZ";
-      case type_kind::json: return "JSON";
+      // Not JSON: that is NUMERIC affinity, which stores a JSON number as an INTEGER or a
+      // REAL, rounding one past 64 bits or 15 digits. TEXT affinity keeps the text.
+      case type_kind::json: return "JSON TEXT";
       case type_kind::bytes: return "BLOB";
       case type_kind::uuid: return "UUID";
     }

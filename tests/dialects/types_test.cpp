@@ -84,7 +84,7 @@ TEST_CASE("each portable type is spelled in each engine's own DDL type") {
     {"time",           "TIME",                     "TIME",                     "TIME",          "TIME",              "TIME",             "STRING",        "TIME(6)"},
     {"timestamp_ntz",  "TIMESTAMP",                "TIMESTAMP",                "TIMESTAMP",     "TIMESTAMP_NTZ",     "DATETIME",         "TIMESTAMP_NTZ", "TIMESTAMP(6)"},
     {"timestamp_tz",   "TIMESTAMP WITH TIME ZONE", "TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ",   "TIMESTAMP_TZ",      "TIMESTAMP",        "TIMESTAMP",     "TIMESTAMP(6) WITH TIME ZONE"},
-    {"json",           "JSON",                     "JSONB",                    "JSON",          "VARIANT",           "JSON",             "STRING",        "JSON"},
+    {"json",           "JSON",                     "JSONB",                    "JSON TEXT",     "VARIANT",           "JSON",             "STRING",        "JSON"},
     {"bytes",          "BLOB",                     "BYTEA",                    "BLOB",          "BINARY",            "BYTES",            "BINARY",        "VARBINARY"},
     {"uuid",           "UUID",                     "UUID",                     "UUID",          "VARCHAR(36)",       "STRING",           "STRING",        "UUID"},
   };
@@ -377,6 +377,7 @@ TEST_CASE("sqlite reads the declared types Flotilla writes exactly and any other
       {"DOUBLE", "double"},
       {"TEXT", "text"},
       {"JSON", "json"},
+      {"JSON TEXT", "json"},
       {"BLOB", "bytes"},
       {"UUID", "uuid"},
       {"DATETIME", "timestamp_ntz"},

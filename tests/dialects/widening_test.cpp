@@ -115,32 +115,33 @@ TEST_CASE("each dialect classifies each type change as seed 001 and its override
     const char* trino;
   };
   // "same": both sides have one physical type on that engine, so there is no drift.
-  // SQLite never alters a type in place: every retype rebuilds.
+  // SQLite follows the default allowlist, but cannot alter a type in place: the planner
+  // rebuilds its table for a safe widening, rows kept (engine/planner.cpp).
   // clang-format off
   const row rows[] = {
     // from             to                duckdb    postgres  sqlite    snowflake  bigquery  databricks trino
     // Seed 001's default allowlist.
-    {"smallint",       "int",             alter,    alter,    recreate, same,      same,     alter,     alter},
-    {"int",            "bigint",          alter,    alter,    recreate, same,      same,     alter,     alter},
-    {"smallint",       "bigint",          alter,    alter,    recreate, same,      same,     alter,     alter},
-    {"float",          "double",          alter,    alter,    recreate, same,      same,     alter,     alter},
-    {"decimal(10,2)",  "decimal(12,2)",   alter,    alter,    recreate, alter,     recreate, alter,     alter},
-    {"varchar(20)",    "varchar(40)",     same,     alter,    recreate, alter,     same,     same,      alter},
-    {"varchar(20)",    "text",            same,     alter,    recreate, alter,     same,     same,      alter},
-    {"int",            "text",            alter,    alter,    recreate, recreate,  recreate, recreate,  alter},
-    {"bigint",         "text",            alter,    alter,    recreate, recreate,  recreate, recreate,  alter},
-    {"float",          "text",            alter,    alter,    recreate, recreate,  recreate, recreate,  alter},
-    {"double",         "text",            alter,    alter,    recreate, recreate,  recreate, recreate,  alter},
-    {"decimal(12,2)",  "text",            alter,    alter,    recreate, recreate,  recreate, recreate,  alter},
-    {"bool",           "text",            alter,    alter,    recreate, recreate,  recreate, recreate,  alter},
+    {"smallint",       "int",             alter,    alter,    alter,    same,      same,     alter,     alter},
+    {"int",            "bigint",          alter,    alter,    alter,    same,      same,     alter,     alter},
+    {"smallint",       "bigint",          alter,    alter,    alter,    same,      same,     alter,     alter},
+    {"float",          "double",          alter,    alter,    alter,    same,      same,     alter,     alter},
+    {"decimal(10,2)",  "decimal(12,2)",   alter,    alter,    alter,    alter,     recreate, alter,     alter},
+    {"varchar(20)",    "varchar(40)",     same,     alter,    alter,    alter,     same,     same,      alter},
+    {"varchar(20)",    "text",            same,     alter,    alter,    alter,     same,     same,      alter},
+    {"int",            "text",            alter,    alter,    alter,    recreate,  recreate, recreate,  alter},
+    {"bigint",         "text",            alter,    alter,    alter,    recreate,  recreate, recreate,  alter},
+    {"float",          "text",            alter,    alter,    alter,    recreate,  recreate, recreate,  alter},
+    {"double",         "text",            alter,    alter,    alter,    recreate,  recreate, recreate,  alter},
+    {"decimal(12,2)",  "text",            alter,    alter,    alter,    recreate,  recreate, recreate,  alter},
+    {"bool",           "text",            alter,    alter,    alter,    recreate,  recreate, recreate,  alter},
     // BigQuery's own three: INT64 -> NUMERIC, INT64 -> BIGNUMERIC, NUMERIC -> BIGNUMERIC.
     {"bigint",         "decimal(20,0)",   recreate, recreate, recreate, recreate,  alter,    recreate,  recreate},
     {"int",            "decimal(38,9)",   recreate, recreate, recreate, recreate,  alter,    recreate,  recreate},
     {"bigint",         "decimal(50,10)",  recreate, recreate, recreate, recreate,  alter,    recreate,  recreate},
     {"bigint",         "decimal(12,2)",   recreate, recreate, recreate, recreate,  recreate, recreate,  recreate},
-    {"decimal(12,2)",  "decimal(40,2)",   alter,    alter,    recreate, alter,     alter,    alter,     alter},
+    {"decimal(12,2)",  "decimal(40,2)",   alter,    alter,    alter,    alter,     alter,    alter,     alter},
     {"decimal(12,2)",  "decimal(40,4)",   recreate, recreate, recreate, recreate,  alter,    recreate,  recreate},
-    {"decimal(40,2)",  "decimal(50,2)",   same,     alter,    recreate, same,      recreate, same,      same},
+    {"decimal(40,2)",  "decimal(50,2)",   same,     alter,    alter,    same,      recreate, same,      same},
     // Narrowing and other changes cost a full refresh.
     {"decimal(12,2)",  "decimal(10,2)",   recreate, recreate, recreate, recreate,  recreate, recreate,  recreate},
     {"decimal(10,2)",  "decimal(12,4)",   recreate, recreate, recreate, recreate,  recreate, recreate,  recreate},
@@ -172,12 +173,13 @@ TEST_CASE("each dialect classifies each type change as seed 001 and its override
   }
 }
 
-TEST_CASE("sqlite never calls a type change safe, so every retype rebuilds") {
+TEST_CASE("sqlite takes seed 001's default allowlist, and changes no type in place") {
   for (const char* from : {"smallint", "int", "float", "decimal(10,2)", "varchar(20)", "bool"})
     for (const char* to : {"bigint", "double", "decimal(12,2)", "varchar(40)", "text"}) {
       INFO(from << " -> " << to);
-      CHECK_FALSE(D("sqlite").is_safe_widening(T(from), T(to)));
+      CHECK(D("sqlite").is_safe_widening(T(from), T(to)) == default_allowlist(T(from), T(to)));
     }
+  CHECK_FALSE(D("sqlite").supports_in_place_type_change());
 }
 
 TEST_CASE("a drift reason names the column and both types in the target's own spelling") {
