@@ -295,6 +295,12 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
               report->outcome.plan = engine::plan_table(
                   t.job.table.columns, std::nullopt, engine::target_state::absent,
                   **plan_dialect, t.job.target, settings);
+              if (!no_file)
+                report->outcome.plan->warnings.push_back(fmt::format(
+                    "dialect {} is plan-only: its live table was not read, so this is the SQL "
+                    "of a first load, drift unchecked; its swap replaces a table of this name "
+                    "if one exists there",
+                    (*plan_dialect)->name()));
               report->outcome.status = engine::table_status::copied;
               self->send(task.reply_to, table_done{report});
               self->send(dispatcher_handle, idle_atom::value, caf::actor_cast<caf::actor>(self));

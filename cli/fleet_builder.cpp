@@ -545,21 +545,24 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           h.add(fmt::format("gate:{}", config::to_string(policy.on_source_drift)));
           ts.settings_hash = h.hex();
         }
-        if (gated) {
-          // The read shape: every column (none listed), and the cursor filter's shape
-          // without its value, so an incremental table's watermark never reseeds.
+        // The read shape (seed 004's hints): every column (none listed), and the cursor
+        // filter's shape without its value, so an incremental table's watermark never
+        // reseeds. A file's columns are read as types the settings decide too: auto_widen
+        // reads an outgrown column as its wider type. Turning it on or off changes the
+        // read, not the source, so it reseeds the baseline instead of reporting drift that
+        // is not there.
+        const auto read_hints = [&] {
           std::vector<std::string> filters_shape;
           if (!ts.job.settings.cursor_column.empty())
             filters_shape.push_back(ts.job.settings.cursor_column + " > ?");
-          // A file's columns are read as types the settings decide too: auto_widen reads
-          // an outgrown column as its wider type. Turning it on or off changes the read,
-          // not the source, so it reseeds the baseline (seed 004's hints) instead of
-          // reporting drift that is not there.
           if (ts.job.settings.auto_widen &&
               (src->adapter == config::adapter_kind::csv || src->adapter == config::adapter_kind::json))
             filters_shape.push_back("auto_widen");
+          return events::hints_hash({}, filters_shape);
+        };
+        if (gated) {
           ts.job.gate = make_drift_gate(store, policy.on_source_drift, src->name, name, run_id,
-                                        events::hints_hash({}, filters_shape));
+                                        read_hints());
           ts.job.staging_path = (std::filesystem::path(project->state_dir) / "staged" / run_id /
                                  staged_file_name(key))
                                     .string();
@@ -567,8 +570,20 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         if (store) {
           const storage::table_state* state = &states[i];
           if (state->watermark && !ts.job.settings.cursor_column.empty() &&
-              state->watermark->cursor_column() == ts.job.settings.cursor_column)
-            ts.job.watermark = state->watermark->value();
+              state->watermark->cursor_column() == ts.job.settings.cursor_column) {
+            const std::string& was = state->watermark->source_table_id();
+            ts.job.watermark_void =
+                !was.empty() && !ts.job.table.identity.empty() && was != ts.job.table.identity;
+            if (ts.job.watermark_void)
+              ts.job.warnings.push_back(fmt::format(
+                  "the source table was created anew since the watermark {} = {} was "
+                  "committed (its identity went from {} to {}): that watermark belongs to "
+                  "the old table's rows, so this run reads every row, as a first run does",
+                  ts.job.settings.cursor_column, state->watermark->value(), was,
+                  ts.job.table.identity));
+            else
+              ts.job.watermark = state->watermark->value();
+          }
           if (state->marker) {
             if (state->marker->settings() == ts.settings_hash)
               ts.last_marker = state->marker->marker();
@@ -577,7 +592,16 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           }
           if (state->staged) {
             ts.staged_path = state->staged->location();
-            if (reuse_staged && state->staged->target() == target->name &&
+            // Staged data is reused only as the read that staged it: rows past an old
+            // watermark loaded as a full refresh would replace the table with them, and
+            // another cursor column would take the old one's value as its watermark.
+            const bool same_read = state->staged->hints_hash().empty() ||
+                                   state->staged->hints_hash() == read_hints();
+            if (reuse_staged && !same_read)
+              ts.job.warnings.push_back(
+                  "its staged data was read under other settings (cursor_column, auto_widen) "
+                  "than flotilla.toml's now: it is read from the source again");
+            if (reuse_staged && same_read && state->staged->target() == target->name &&
                 std::filesystem::exists(ts.staged_path)) {
               engine::staged_input in;
               in.path = ts.staged_path;
@@ -604,9 +628,12 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
             ts.prune = false;
             ts.not_pruned = fmt::format(
                 "on_source_drift = {}: its last observed source schema differs from its "
-                "baseline, so it is copied (and warned about) every run until `flotilla schema "
-                "accept {}`",
-                config::to_string(policy.on_source_drift), key);
+                "baseline, so it is {} every run until `flotilla schema accept {}`",
+                config::to_string(policy.on_source_drift),
+                policy.on_source_drift == config::drift_policy::fail
+                    ? "checked again (and failed while the change stands)"
+                    : "copied (and warned about)",
+                key);
           }
         }
       }
@@ -673,6 +700,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     // Fault injection for the crash tests: FLOTILLA_CRASH_AT=<n>:before_state|after_state
     // kills the process with SIGKILL around the n-th table's state commit.
     static std::atomic<long> commits{0};
+    // With a crash point, the commits go one at a time: exactly n are written before it.
+    static std::mutex one_at_a_time;
     long crash_at = 0;
     bool crash_before_state = false;
     if (const char* c = std::getenv("FLOTILLA_CRASH_AT")) {
@@ -685,6 +714,9 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       interrupt_at = std::strtol(c, nullptr, 10);
     spec.on_committed = [store, run_id, crash_at, crash_before_state, interrupt_at](
                             const actors::table_spec& t, actors::table_report& r) {
+      std::unique_lock<std::mutex> serial;
+      if (crash_at > 0)
+        serial = std::unique_lock(one_at_a_time);
       const long n = ++commits;
       if (crash_at > 0 && n == crash_at && crash_before_state)
         std::raise(SIGKILL);
@@ -694,6 +726,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         storage::pb::Watermark w;
         w.set_cursor_column(t.job.settings.cursor_column);
         w.set_value(*r.outcome.new_watermark);
+        w.set_source_table_id(t.job.table.identity);
         w.set_updated_run_id(run_id);
         w.set_updated_at_us(now_us());
         c.watermark = w;

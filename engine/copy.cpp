@@ -70,23 +70,40 @@ described describe_target(sinks::warehouse& wh, const table_job& job) {
 /// default without a contract): treated as absent and rebuilt with a full refresh, which
 /// plan and the run's table say. Seed 000 (SQLLoad, under an enforced contract) never
 /// drops a column: a live table read but holding a column of a type Flotilla cannot map
-/// (one added on the target by hand, say) fails FLT-S012 and is left as it is.
+/// (one added on the target by hand, say) fails FLT-S012 and is left as it is. So does
+/// it under type_change_rebuild = deny, and under require_confirmation without
+/// --allow-type-change-rebuild: dropping the table is a rebuild that keeps nothing.
 table_plan plan_described(const schema::table_schema& columns, const described& d,
                           const dialects::dialect& dialect, const dialects::table_ref& target,
                           const table_settings& settings) {
-  if (d.state == target_state::unreadable && settings.enforced &&
-      sinks::is_unmappable_column(d.unreadable)) {
-    table_plan p;
-    p.target = target;
-    p.shape_action = "none";
-    p.error = plan_error{
-        "FLT-S012",
-        fmt::format("{}. Under an enforced contract the live table is left as it is rather "
-                    "than dropped and copied anew: change that column on the target to a type "
-                    "Flotilla maps (e.g. text), or drop the column; or drop the table to have "
-                    "it copied again",
-                    d.unreadable)};
-    return p;
+  if (d.state == target_state::unreadable && sinks::is_unmappable_column(d.unreadable)) {
+    std::string by;
+    if (settings.enforced)
+      by = "Under an enforced contract";
+    else if (settings.type_change_rebuild == rebuild_rule::deny)
+      by = fmt::format("Under type_change_rebuild = deny ({})", settings.type_change_rebuild_from);
+    else if (settings.type_change_rebuild == rebuild_rule::require_confirmation &&
+             !settings.rebuild_confirmed)
+      by = fmt::format("Under type_change_rebuild = require_confirmation ({}), without "
+                       "--allow-type-change-rebuild",
+                       settings.type_change_rebuild_from);
+    if (!by.empty()) {
+      table_plan p;
+      p.target = target;
+      p.shape_action = "none";
+      p.error = plan_error{
+          "FLT-S012",
+          fmt::format("{}. {} the live table is left as it is rather than dropped and copied "
+                      "anew, which would lose that column, its values and the table's grants: "
+                      "change that column on the target to a type Flotilla maps (e.g. text), "
+                      "or drop the column; or drop the table to have it copied again{}",
+                      d.unreadable, by,
+                      settings.enforced || settings.type_change_rebuild == rebuild_rule::deny
+                          ? ""
+                          : "; or run with --allow-type-change-rebuild to drop it and copy it "
+                            "anew")};
+      return p;
+    }
   }
   table_plan p = plan_table(columns, d.live, d.state, dialect, target, settings);
   if (d.state == target_state::unreadable)
@@ -317,7 +334,8 @@ table_plan plan_against_target(sinks::warehouse& wh, const table_job& job,
   auto d = describe_target(wh, job);
   auto settings = job.settings;
   settings.inferred = job.table.inferred;
-    settings.no_rows = job.table.no_rows;
+  settings.no_rows = job.table.no_rows;
+  settings.has_watermark = !settings.cursor_column.empty() && job.watermark.has_value();
   const auto columns =
       src ? with_decimal_fit(*src, job, d.live, wh.dialect()) : job.table.columns;
   if (src)
@@ -329,10 +347,54 @@ table_plan plan_against_target(sinks::warehouse& wh, const table_job& job,
     settings.empties_in_place = true;
     p = plan_described(columns, d, wh.dialect(), job.target, settings);
   }
+  p.warnings.insert(p.warnings.begin(), job.warnings.begin(), job.warnings.end());
   return p;
 }
 
 namespace {
+
+/// A target's refusal as the run reports it (FLT-R001): which target, the engine's reason
+/// with the statement it refused cut short, and what to do about it.
+std::string target_failure(const table_job& job, std::string reason) {
+  if (job.cancel && job.cancel->load(std::memory_order_relaxed))
+    return reason;  // stopped by the user: nothing to fix
+  if (const auto in = reason.find(" (in: "); in != std::string::npos && reason.size() - in > 240)
+    reason = reason.substr(0, in + 200) + " ...)";
+  while (!reason.empty() && (reason.back() == '\n' || reason.back() == ' '))
+    reason.pop_back();
+  if (reason.starts_with("ERROR:"))
+    reason = reason.substr(reason.find_first_not_of(' ', 6));
+  std::string lower = reason;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const auto has = [&](std::string_view w) { return lower.find(w) != std::string::npos; };
+  const std::string_view then = "then run `flotilla retry`";
+  std::string fix;
+  if (has("permission denied") || has("must be owner") || has("insufficient privilege"))
+    fix = fmt::format("grant the role Flotilla connects as what the load needs on {} (INSERT, "
+                      "UPDATE, DELETE and SELECT on the table; CREATE on its schema), {}",
+                      job.target.schema.empty() ? job.target.name
+                                                : job.target.schema + "." + job.target.name,
+                      then);
+  else if (has("violates") || has("constraint failed") || has("constraint error"))
+    fix = fmt::format("a constraint on the target table refuses rows the source holds: drop or "
+                      "relax it on the target, or correct the rows at the source, {}",
+                      then);
+  else if (has("readonly") || has("read-only") || has("read only"))
+    fix = fmt::format("make the target writable for the user Flotilla runs as, {}", then);
+  else if (has("no space left") || has("disk is full") || has("disk full") || has("out of memory"))
+    fix = fmt::format("free space (or memory) where the target is, {}", then);
+  else if (has("locked") || has("lock timeout") || has("deadlock"))
+    fix = fmt::format("another process holds the target table: let it finish, {}", then);
+  else if (has("connect") || has("connection") || has("server closed") || has("timeout"))
+    fix = fmt::format("check that the target's server is reachable, {}", then);
+  else
+    fix = fmt::format("correct it on the target, {}; the run's other tables are not affected",
+                      then);
+  const std::string prefix = fmt::format("target '{}': ", job.target_name);
+  return fmt::format("{}{}; {}", job.target_name.empty() || reason.starts_with(prefix) ? "" : prefix,
+                     reason, fix);
+}
 
 table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_job& job) {
   table_outcome out;
@@ -353,10 +415,12 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     hold_target();
     if (incremental) {
       // The target keeps the watermark committed with its rows: if a crash came
-      // between the target commit and the state commit, the target is right.
-      if (auto token = wh.committed_token(job.target); token && !token->empty())
-        if (auto committed = watermark_of(*token, settings.cursor_column))
-          watermark = std::move(committed);
+      // between the target commit and the state commit, the target is right. Not when
+      // the source table was created anew: that watermark is the old table's too.
+      if (!job.watermark_void)
+        if (auto token = wh.committed_token(job.target); token && !token->empty())
+          if (auto committed = watermark_of(*token, settings.cursor_column))
+            watermark = std::move(committed);
       settings.has_watermark = watermark.has_value();
     }
     auto d = describe_target(wh, job);
@@ -371,6 +435,8 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     if (!staged_cols)
       note_unfit_values(src, job, settings, wh.dialect());
     out.plan = plan_described(columns, d, wh.dialect(), job.target, settings);
+    out.plan->warnings.insert(out.plan->warnings.begin(), job.warnings.begin(),
+                              job.warnings.end());
     const table_plan& plan = *out.plan;
     if (plan.error) {
       // Decided before anything touched the target. The drift gate still looks at the
@@ -635,7 +701,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
   } catch (const std::exception& e) {
     out.status = table_status::failed;
     out.error_code = "FLT-R001";
-    out.error = e.what();
+    out.error = target_failure(job, e.what());
   }
   return out;
 }

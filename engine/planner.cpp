@@ -1,12 +1,12 @@
 #include "engine/planner.hpp"
 
-#include <regex>
 #include <algorithm>
 #include <cctype>
 #include <regex>
 
 #include <fmt/format.h>
 
+#include "dialects/widening.hpp"
 #include "schema/compat.hpp"
 
 namespace flotilla::engine {
@@ -72,10 +72,17 @@ struct planner {
   schema::name_rule names() const { return dialect.names(); }
   std::string T(const portable_type& t) const { return schema::to_string(t); }
 
-  static std::string missing_declared(const std::string& column) {
+  std::string missing_declared(const std::string& name) const {
+    // The target's names are case-sensitive (PostgreSQL): a spelling that differs only in
+    // case is another column there, but most likely the one meant.
+    if (const schema::column* other = source.find(name, schema::name_rule::case_insensitive))
+      return fmt::format("{} is declared but the source has no such column: its column '{}' "
+                         "differs only in case, which names another column on this target; "
+                         "declare it as {} in the table's columns in flotilla.toml",
+                         name, other->name, other->name);
     return fmt::format("{} is declared but the source has no such column; add it at the "
                        "source, or remove it from the table's columns in flotilla.toml",
-                       column);
+                       name);
   }
   std::string unreadable_declared(const std::string& column, const portable_type& source,
                                   const portable_type& declared) const {
@@ -461,6 +468,19 @@ struct planner {
                            want});
         continue;
       }
+      // Seed 000 (SQLLoad, the default for a table with a contract): later runs follow
+      // the live table, changes made by hand included, so a live column that is a safe
+      // widening of the source's (int -> bigint, varchar(10) -> text, widened on the
+      // target) takes the source's values as they are. Not a live text column whose
+      // source turned numeric: that is seed 001's unsafe STRING -> INT, which a table with
+      // a contract stops on. Seed 001 (Rocky, without one) changes it back.
+      if ((settings.enforced || !settings.declared.empty()) &&
+          dialect.is_safe_widening(want, have) && !dialects::is_text_representation(want, have)) {
+        for (auto& c : p.load_columns.columns)
+          if (schema::same_name(c.name, col.name, rule))
+            c.type = l->type;
+        continue;
+      }
       // Seed 001's graduated evolution.
       if (dialect.is_safe_widening(have, want)) {
         const bool here = in_place(have, want, *l);
@@ -654,6 +674,14 @@ struct planner {
           first = &s;
     if (first == nullptr)
       return;
+    // Every column the rebuild changes, the unsafe ones first: one plan shows them all.
+    std::string reasons = first->reason;
+    for (const auto& s : p.drift.steps)
+      if (&s != first && s.action == evolution_action::drop_and_recreate)
+        reasons += ", " + s.reason;
+    for (const auto& s : p.drift.steps)
+      if (&s != first && s.action == evolution_action::rebuild)
+        reasons += ", " + s.reason;
     const std::string by = fmt::format("type_change_rebuild = {} ({})",
                                        rule_name(settings.type_change_rebuild),
                                        settings.type_change_rebuild_from);
@@ -664,7 +692,7 @@ struct planner {
         if (!settings.rebuild_confirmed)
           fail("FLT-S006", fmt::format("{}, which rebuilds the table; {} needs "
                                        "--allow-type-change-rebuild to run it",
-                                       first->reason, by));
+                                       reasons, by));
         break;
       case rebuild_rule::deny:
         fail("FLT-S007", fmt::format("{}, which rebuilds the table; {} stops the table. To "
@@ -672,7 +700,7 @@ struct planner {
                                      "\"require_confirmation\" and run with "
                                      "--allow-type-change-rebuild) where it is set; or restore "
                                      "the column's type at the source",
-                                     first->reason, by));
+                                     reasons, by));
         break;
     }
     for (auto& s : p.drift.steps)

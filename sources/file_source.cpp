@@ -443,6 +443,26 @@ bool file_contains(const std::string& path, const std::string& needle) {
   return false;
 }
 
+/// The line (1-based) of the file's first empty JSON key (`""` then `:`), 0 when none is
+/// found. One pass, line by line.
+std::size_t line_of_empty_key(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::size_t n = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++n;
+    for (auto at = line.find("\"\""); at != std::string::npos; at = line.find("\"\"", at + 2)) {
+      const auto next = line.find_first_not_of(" \t\r", at + 2);
+      // Not the end of an escaped quote inside a string ("a\""): a key starts after
+      // '{', ',' or blanks.
+      const auto before = at == 0 ? std::string::npos : line.find_last_not_of(" \t", at - 1);
+      if (next != std::string::npos && line[next] == ':' &&
+          (before == std::string::npos || line[before] == '{' || line[before] == ','))
+        return n;
+    }
+  }
+  return 0;
+}
+
 /// Whether the file is compressed (DuckDB's readers unpack .gz and .zst): its bytes say
 /// nothing about its lines.
 bool compressed(const std::string& path) {
@@ -568,9 +588,12 @@ std::optional<std::string> renamed_column(
     // columns would then find no such key and load NULLs.
     if (json && std::regex_match(name, unnamed_key) && !file_has(name) &&
         !file_contains(path, "\"" + name + "\""))
-      return fmt::format("a record has an empty key (\"\": ...), which DuckDB would load as a "
+    {
+      const std::size_t line = line_of_empty_key(path);
+      return fmt::format("{}a record has an empty key (\"\": ...), which DuckDB would load as a "
                          "column '{}' holding no values; name the key in the file",
-                         name);
+                         line == 0 ? std::string() : fmt::format("line {}: ", line), name);
+    }
     // A CSV header field left empty: DuckDB names the column column<N>. Among named
     // columns, that name is DuckDB's, not the file's.
     if (!json && has_header && std::regex_match(name, unnamed) && !file_has(name))
@@ -943,6 +966,10 @@ class file_source final : public source {
         fail_changed();
       return result;
     } catch (const duck::failure& e) {
+      // A file replaced during the scan fails it with a value of the new file that does
+      // not fit the old one's columns: the change is the cause, not the value.
+      if (changed())
+        fail_changed();
       if (auto c = conversion_error(e.what(), options_.name, request.table->name))
         throw error::read_failed(options_.name, request.table->name, path, c->first, c->second);
       if (json_)
@@ -951,6 +978,8 @@ class file_source final : public source {
                                json_ ? json_reason(path, e.what()) : std::string(e.what()),
                                fix_file);
     } catch (const source_error& e) {
+      if (changed())
+        fail_changed();
       if (auto c = conversion_error(e.what(), options_.name, request.table->name))
         throw error::read_failed(options_.name, request.table->name, path, c->first, c->second);
       if (json_)

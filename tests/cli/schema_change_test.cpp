@@ -2,7 +2,9 @@
 // PostgreSQL targets, through `flotilla plan` and `flotilla run`.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <fmt/core.h>
 
@@ -404,6 +406,170 @@ TEST_CASE("under an enforced contract a live table with a column Flotilla cannot
   CHECK((*find_table(run, f.table("customers")))["status"] == "copied");
   CHECK(f.query(fmt::format("SELECT count(*), min(sla)::text FROM {}", f.sql("orders"))) ==
         std::vector<std::vector<std::string>>{{"2", "1 day"}});
+}
+
+TEST_CASE("a live table with a column Flotilla cannot map is not dropped under deny, nor "
+          "under require_confirmation without the flag") {
+  fleet f("postgres");
+  f.config("[sources.app.tables.orders]\ncolumns = { total = \"decimal(18,2)\" }\n");
+  int rc = -1;
+  flotilla_json(f.w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  pg_exec(pg_dsn(), fmt::format("ALTER TABLE {0} ADD COLUMN sla interval DEFAULT '2 hours';"
+                                "GRANT SELECT ON {0} TO PUBLIC",
+                                f.sql("orders")));
+  const auto sla = [&] {
+    return f.query(fmt::format("SELECT count(*), min(sla)::text FROM {}", f.sql("orders")));
+  };
+  // A pin: require_confirmation by default.
+  auto run = flotilla_json(f.w, {"run"}, &rc);
+  INFO(run.dump());
+  CHECK(rc == 1);
+  const auto* t = find_table(run, f.table("orders"));
+  REQUIRE(t != nullptr);
+  CHECK((*t)["error_code"] == "FLT-S012");
+  CHECK_THAT((*t)["error"].get<std::string>(),
+             Catch::Contains("column 'sla'") &&
+                 Catch::Contains("type_change_rebuild = require_confirmation") &&
+                 Catch::Contains("--allow-type-change-rebuild"));
+  CHECK(sla() == std::vector<std::vector<std::string>>{{"2", "02:00:00"}});
+  // deny: the flag does not change it.
+  f.config("type_change_rebuild = \"deny\"\n");
+  run = flotilla_json(f.w, {"run", "--allow-type-change-rebuild"}, &rc);
+  CHECK(rc == 1);
+  CHECK((*find_table(run, f.table("orders")))["error_code"] == "FLT-S012");
+  CHECK_THAT((*find_table(run, f.table("orders")))["error"].get<std::string>(),
+             Catch::Contains("type_change_rebuild = deny (source)"));
+  CHECK(sla() == std::vector<std::vector<std::string>>{{"2", "02:00:00"}});
+  // Confirmed: seed 001's rebuild, said in the run's warnings.
+  f.config("[sources.app.tables.orders]\ncolumns = { total = \"decimal(18,2)\" }\n");
+  run = flotilla_json(f.w, {"run", "--allow-type-change-rebuild"}, &rc);
+  CHECK(rc == 0);
+  t = find_table(run, f.table("orders"));
+  CHECK((*t)["status"] == "copied");
+  CHECK_THAT((*t)["warnings"].dump(), Catch::Contains("copied anew with a full refresh"));
+  CHECK(f.query(fmt::format("SELECT count(*) FROM information_schema.columns WHERE "
+                            "table_schema = '{}' AND table_name = 'orders' AND "
+                            "column_name = 'sla'",
+                            f.schema))[0][0] == "0");
+}
+
+TEST_CASE("seed 001 on a SQLite target: a safe widening rebuilds the table with its rows, "
+          "so an incremental table keeps the rows the source no longer has") {
+  workdir w;
+  sqlite_exec(w.file("app.db"),
+              "CREATE TABLE ev (id INT PRIMARY KEY, upd INT NOT NULL, code VARCHAR(10), "
+              "qty INT);"
+              "INSERT INTO ev VALUES (1, 1, 'a', 5), (2, 2, 'b', 6);");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+                           "[sources.app]\nadapter = \"sqlite\"\npath = \"app.db\"\n"
+                           "[sources.app.tables.ev]\ncursor_column = \"upd\"\n");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  // The source purges an old row: the target keeps it (an append-only increment).
+  sqlite_exec(w.file("app.db"), "DELETE FROM ev WHERE id = 1; INSERT INTO ev VALUES (3, 3, 'c', 7)");
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  const std::string rows = "SELECT id, code, qty FROM app__ev ORDER BY id";
+  REQUIRE(sqlite_query(w.file("wh.sqlite"), rows).size() == 3);
+  // Widened the SQLite way: a new table, the rows copied, the old one dropped.
+  sqlite_exec(w.file("app.db"),
+              "ALTER TABLE ev RENAME TO o; CREATE TABLE ev (id INT PRIMARY KEY, upd INT NOT "
+              "NULL, code VARCHAR(20), qty BIGINT); INSERT INTO ev SELECT * FROM o; DROP TABLE o;"
+              "INSERT INTO ev VALUES (4, 4, 'a much longer', 9000000000)");
+  auto plan = run_flotilla(w, {"plan"});
+  CHECK_THAT(plan.out, !Catch::Contains("drop and recreate"));
+  auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump(2));
+  CHECK(rc == 0);
+  std::set<std::string> actions;
+  for (const auto& a : run["drift"]["actions_taken"])
+    actions.insert(a["action"].get<std::string>());
+  CHECK(actions == std::set<std::string>{"alter_column_types"});
+  CHECK(sqlite_query(w.file("wh.sqlite"), rows) ==
+        std::vector<std::vector<std::string>>{{"1", "a", "5"},
+                                              {"2", "b", "6"},
+                                              {"3", "c", "7"},
+                                              {"4", "a much longer", "9000000000"}});
+  CHECK(sqlite_query(w.file("wh.sqlite"),
+                     "SELECT type FROM pragma_table_info('app__ev') WHERE name IN ('code', "
+                     "'qty') ORDER BY name") ==
+        std::vector<std::vector<std::string>>{{"VARCHAR(20)"}, {"BIGINT"}});
+}
+
+TEST_CASE("a JSON number past 64 bits keeps every digit in a SQLite json column") {
+  workdir w;
+  std::filesystem::create_directories(w.path() / "data");
+  w.write("data/k.jsonl", "{\"id\":1,\"v\":\"abc\"}\n{\"id\":2,\"v\":12345678901234567890123}\n"
+                          "{\"id\":3,\"v\":9007199254740993}\n{\"id\":4,\"v\":1.10}\n");  // 1.10: read as the JSON number 1.1
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+                           "[sources.j]\nadapter = \"json\"\npath = \"data\"\n");
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump());
+  REQUIRE(rc == 0);
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT id, v, typeof(v) FROM j__k ORDER BY id") ==
+        std::vector<std::vector<std::string>>{{"1", "\"abc\"", "text"},
+                                              {"2", "12345678901234567890123", "text"},
+                                              {"3", "9007199254740993", "text"},
+                                              {"4", "1.1", "text"}});
+}
+
+TEST_CASE("seed 000: a table with a contract follows a live column widened by hand; one "
+          "without goes back to the source's type (seed 001)") {
+  const std::string target = GENERATE(std::string("postgres"), std::string("duckdb"));
+  INFO(target);
+  fleet f(target);
+  sqlite_exec(f.w.file("app.db"), "CREATE TABLE t (id INTEGER PRIMARY KEY, note VARCHAR(10), "
+                                  "y INT, x TEXT); INSERT INTO t VALUES (1, 'n', 5, 'x');");
+  f.config("[sources.app.tables.t]\ncolumns = { x = \"text\" }\n");
+  int rc = -1;
+  flotilla_json(f.w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  if (target == "postgres")
+    pg_exec(pg_dsn(), fmt::format("ALTER TABLE {0} ALTER COLUMN y TYPE bigint;"
+                                  "ALTER TABLE {0} ALTER COLUMN note TYPE text",
+                                  f.sql("t")));
+  else
+    duckdb_exec(f.w.file("wh.duckdb"),
+                fmt::format("ALTER TABLE {} ALTER COLUMN y TYPE BIGINT", f.sql("t")));
+  sqlite_exec(f.w.file("app.db"), "INSERT INTO t VALUES (2, 'm', 6, 'z')");
+  auto run = flotilla_json(f.w, {"run"}, &rc);
+  INFO(run.dump());
+  CHECK(rc == 0);
+  CHECK(run["drift"]["tables_drifted"] == 0);
+  CHECK(run["drift"]["actions_taken"].empty());
+  CHECK((f.column_type("t", "y") == "bigint" || f.column_type("t", "y") == "BIGINT"));
+  if (target == "postgres")
+    CHECK(f.column_type("t", "note") == "text");
+  CHECK(f.query(fmt::format("SELECT count(*), sum(y) FROM {}", f.sql("t"))) ==
+        std::vector<std::vector<std::string>>{{"2", "11"}});
+  // Without a contract, Rocky's: the hand change is drift, the rebuild lists every column.
+  f.config("type_change_rebuild = \"require_confirmation\"\n");
+  auto plan = flotilla_json(f.w, {"plan"}, &rc);
+  CHECK(rc == 1);
+  const auto* p = plan_table(plan, f.table("t"));
+  REQUIRE(p != nullptr);
+  CHECK((*p)["error_code"] == "FLT-S006");
+  CHECK_THAT((*p)["error"].get<std::string>(), Catch::Contains("column 'y' changed"));
+  if (target == "postgres")
+    CHECK_THAT((*p)["error"].get<std::string>(), Catch::Contains("column 'note' changed"));
+}
+
+TEST_CASE("a declared column spelled in another case than the source's is named in the error") {
+  fleet f("postgres");
+  sqlite_exec(f.w.file("app.db"), "CREATE TABLE c (id INTEGER PRIMARY KEY, \"Note\" TEXT);"
+                                  "INSERT INTO c VALUES (1, 'n')");
+  f.config("include = [\"c\"]\n[sources.app.tables.c]\ncolumns = { note = \"text\" }\n");
+  int rc = -1;
+  auto plan = flotilla_json(f.w, {"plan"}, &rc);
+  CHECK(rc == 1);
+  const auto* p = plan_table(plan, f.table("c"));
+  REQUIRE(p != nullptr);
+  CHECK((*p)["error_code"] == "FLT-S001");
+  CHECK_THAT((*p)["error"].get<std::string>(),
+             Catch::Contains("'Note' differs only in case") && Catch::Contains("declare it as Note"));
 }
 
 TEST_CASE("a drift action whose DDL committed before the load failed is reported as taken") {

@@ -344,6 +344,38 @@ TEST_CASE("fail on an incremental table: retry commits the staged rows and their
         std::vector<std::string>{"4", "4"});
 }
 
+TEST_CASE("retry reads the source again when the staged read's settings changed since") {
+  // Staged as an increment: only the rows past the watermark.
+  shop s("fail", "[sources.shop.tables.orders]\ncursor_column = \"id\"\n");
+  s.source("ALTER TABLE orders ADD COLUMN seq INTEGER; UPDATE orders SET seq = id + 100");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
+  s.source("ALTER TABLE orders ADD COLUMN note TEXT; INSERT INTO orders VALUES (3, 30, 103, 'x')");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "partial");
+  REQUIRE(run_flotilla(s.w, {"schema", "accept"}).exit_code == 0);
+  SECTION("no cursor now: a full refresh of the staged increment would lose rows 1 and 2") {
+    s.config("fail");
+  }
+  SECTION("another cursor column: the old one's value would become its watermark") {
+    s.config("fail", "[sources.shop.tables.orders]\ncursor_column = \"seq\"\n");
+  }
+  auto retry = flotilla_json(s.w, {"retry"});
+  INFO(retry.dump(2));
+  const auto* orders = find_table(retry, "raw.orders");
+  REQUIRE(orders != nullptr);
+  CHECK((*orders)["status"] == "copied");
+  CHECK_FALSE(orders->contains("reused_staged"));
+  REQUIRE(orders->contains("warnings"));
+  CHECK_THAT((*orders)["warnings"][0].get<std::string>(),
+             Catch::Contains("read from the source again"));
+  CHECK(s.target("SELECT count(*), count(DISTINCT id) FROM raw.orders")[0] ==
+        std::vector<std::string>{"3", "3"});
+  // The next row arrives: the watermark is the current cursor's own.
+  s.source("INSERT INTO orders VALUES (4, 40, 104, 'y')");
+  CHECK(flotilla_json(s.w, {"run"})["status"] == "success");
+  CHECK(s.target("SELECT count(*), count(DISTINCT id) FROM raw.orders")[0] ==
+        std::vector<std::string>{"4", "4"});
+}
+
 TEST_CASE("CSV datasets: the inferred schema is the observed schema") {
   workdir w;
   std::filesystem::create_directories(w.path() / "files");
@@ -648,6 +680,9 @@ TEST_CASE("seed 004: a first gated run whose target fails still seeds the baseli
   auto first = flotilla_json(f.w, {"run"}, &rc);
   CHECK(rc == 1);
   CHECK(first["tables"][0]["error_code"] == "FLT-R001");
+  // Which target, and what to do.
+  CHECK_THAT(first["tables"][0]["error"].get<std::string>(),
+             Catch::StartsWith("target 'wh': ") && Catch::Contains("flotilla retry"));
   f.break_target(false);
   // The source drifts before the next run: seeding again now would let it through.
   sqlite_exec(f.w.file("src.db"),
