@@ -8,11 +8,13 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <zlib.h>
 
 namespace flotilla::engine {
 namespace {
 
-constexpr char magic[] = "FLTSTG1\n";
+constexpr char magic[] = "FLTSTG2\n";
+constexpr char magic_v1[] = "FLTSTG1\n";  // before the CRC
 constexpr std::uint8_t batch_mark = 0xB1;
 constexpr std::uint8_t end_mark = 0xE0;
 
@@ -36,13 +38,28 @@ class reader {
     std::setvbuf(file_.get(), nullptr, _IOFBF, 1 << 20);
     char m[sizeof magic - 1];
     get(m, sizeof m);
-    if (std::memcmp(m, magic, sizeof m) != 0)
+    has_crc_ = std::memcmp(m, magic, sizeof m) == 0;
+    if (!has_crc_ && std::memcmp(m, magic_v1, sizeof m) != 0)
       corrupt("not a staged-data file");
+    crc_ = 0;  // of what follows the magic
   }
 
   void get(void* out, std::size_t n) {
     if (std::fread(out, 1, n, file_.get()) != n)
       corrupt("it ends early (incomplete or damaged)");
+    crc_ = static_cast<std::uint32_t>(::crc32_z(crc_, static_cast<const Bytef*>(out), n));
+  }
+  /// After the row total: the file's CRC matches what was read (a v1 file has none).
+  void check_crc() {
+    if (!has_crc_)
+      return;
+    const std::uint32_t read = crc_;
+    std::uint32_t stored = 0;
+    if (std::fread(&stored, 1, sizeof stored, file_.get()) != sizeof stored)
+      corrupt("it ends early (incomplete or damaged)");
+    if (stored != read)
+      corrupt("its checksum does not match its contents (the file was damaged or changed "
+              "after it was written)");
   }
   template <class T>
   T num() {
@@ -83,6 +100,8 @@ class reader {
  private:
   std::filesystem::path path_;
   std::unique_ptr<std::FILE, file_closer> file_;
+  std::uint32_t crc_ = 0;
+  bool has_crc_ = false;
 };
 
 }  // namespace
@@ -136,6 +155,10 @@ void staged_writer::put(const void* data, std::size_t n) {
 void staged_writer::flush() {
   if (buffer_.empty())
     return;
+  // The magic, the first flush's first bytes, is not counted.
+  const std::size_t skip = std::ftell(file_) == 0 ? sizeof magic - 1 : 0;
+  crc_ = static_cast<std::uint32_t>(::crc32_z(
+      crc_, reinterpret_cast<const Bytef*>(buffer_.data()) + skip, buffer_.size() - skip));
   if (std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size())
     throw staging_error(
         fmt::format("cannot write staged data {}: {}; free disk space", tmp_.string(), errno_text()));
@@ -178,6 +201,12 @@ void staged_writer::finish() {
   put(&end_mark, 1);
   put(&rows_, sizeof rows_);
   flush();
+  const std::uint32_t crc = crc_;
+  buffer_.append(reinterpret_cast<const char*>(&crc), sizeof crc);
+  if (std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size())
+    throw staging_error(
+        fmt::format("cannot write staged data {}: {}; free disk space", tmp_.string(), errno_text()));
+  buffer_.clear();
   if (std::fflush(file_) != 0 || ::fsync(::fileno(file_)) != 0)
     throw staging_error(
         fmt::format("cannot write staged data {}: {}; free disk space", tmp_.string(), errno_text()));
@@ -219,6 +248,7 @@ std::uint64_t read_staged(const std::filesystem::path& path, std::size_t batch_r
       auto expected = r.num<std::uint64_t>();
       if (expected != total)
         r.corrupt(fmt::format("it holds {} rows but says {}", total, expected));
+      r.check_crc();
       emit();
       return total;
     }

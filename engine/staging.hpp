@@ -4,10 +4,13 @@
 /// before any target is written; when the gate fails a table, the file is kept so that
 /// `flotilla retry` loads it instead of extracting again (docs/events.md, "Retry").
 ///
-/// Format (little-endian, one file per table and run): "FLTSTG1\n", the column count
+/// Format (little-endian, one file per table and run): "FLTSTG2\n", the column count
 /// and each column (name, portable type text, flags: nullable, key), then batches (row count, then
-/// each cell as a tag byte and its payload), then an end mark with the row total. A
-/// file without its end mark is incomplete (a crash while staging) and is refused.
+/// each cell as a tag byte and its payload), then an end mark with the row total, then
+/// the CRC-32 (zlib's) of every byte after the magic. A file without its end mark is
+/// incomplete (a crash while staging), one whose CRC differs is damaged: both are
+/// refused, before the load that reads them commits. "FLTSTG1\n" files (no CRC) are read
+/// as before.
 /// Files are written under a temporary name, fsync'ed and renamed: a staged file that
 /// exists is complete.
 
@@ -52,6 +55,7 @@ class staged_writer {
   std::string buffer_;
   std::size_t width_ = 0;
   std::uint64_t rows_ = 0;
+  std::uint32_t crc_ = 0;  ///< of every byte written after the magic
   bool finished_ = false;
 };
 
