@@ -4,6 +4,8 @@
 #include <optional>
 #include <regex>
 
+#include <fmt/format.h>
+
 #include "sources/type_mapping.hpp"
 
 namespace flotilla::cdc {
@@ -41,6 +43,17 @@ std::string partition_clause(const std::string& ddl) {
   for (auto& ch : verb)
     ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
   return verb + " PARTITION " + m[2].str();
+}
+
+/// The column a statement retypes with `ALTER [COLUMN] c [SET DATA] TYPE t USING expr`,
+/// when it does: PostgreSQL rewrites every row's value with the expression, and those
+/// values are not in the change stream. Empty when the statement has no such clause.
+std::string retyped_using(const std::string& ddl) {
+  static const std::regex clause(
+      R"(ALTER\s+(?:COLUMN\s+)?("(?:[^"]|"")+"|[^\s;]+)\s+(?:SET\s+DATA\s+)?TYPE\s[^;]*?\bUSING\b)",
+      std::regex::icase);
+  std::smatch m;
+  return std::regex_search(ddl, m, clause) ? m[1].str() : std::string();
 }
 
 }  // namespace
@@ -121,6 +134,24 @@ std::vector<source_change> to_source_changes(const std::string& table,
 outcome decide_ddl(const std::string& source, const std::string& table,
                    const std::vector<source_column>& before, const ddl_event& event,
                    const std::string& position, const target_info& target) {
+  if (!event.dropped)
+    if (const auto column = retyped_using(event.ddl); !column.empty()) {
+      // Seed 002: a change whose per-row values exist only in the rewrite stops the
+      // pipeline before it (as a volatile default does): applied, the target would keep
+      // every old value under the new type.
+      stopped s;
+      s.code = std::string(code_type_change);
+      s.reason = fmt::format(
+          "column {} was retyped with USING, which rewrites every row's value in the "
+          "table; the change stream does not carry those values, so the target would keep "
+          "the old ones",
+          column);
+      s.message = stop_message(table, s.reason);
+      s.remedy = "Reload the stream (flotilla stream --reload) to copy every table again "
+                 "from a fresh snapshot; next time change the type without USING and "
+                 "rewrite the values with an UPDATE, which the stream carries";
+      return s;
+    }
   captured_table current = to_captured(source, table, before);
   applied all;
   std::optional<held> first_hold;

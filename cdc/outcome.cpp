@@ -305,15 +305,16 @@ outcome decider::on(const add_column& a) const {
                             "matches column names case-insensitively",
                             c.name, other->name, target_.name, engine_name(target_.kind)),
                 join_ddl({fmt::format("-- The target name {} is taken by {} ({} matches names "
-                                      "case-insensitively).",
+                                      "case-insensitively), and a copy of the table needs both.",
                                       d_->quote(c.name), d_->quote(other->name),
                                       engine_name(target_.kind)),
-                          "-- Add the column under another name, for example:",
-                          "-- " + stmt(alter(fmt::format("ADD COLUMN {} {}",
-                                                         d_->quote(c.name + "_2"),
-                                                         d_->physical_type(c.type))))}),
-                "The new column gets a target name the source does not have, so the kept "
-                "changes cannot be replayed into it; the table needs a fresh copy.",
+                          "-- Rename one of the two columns at the source, for example:",
+                          fmt::format("--   ALTER TABLE {} RENAME COLUMN {} TO {};",
+                                      before_.name, d_->quote(c.name), d_->quote(c.name + "_2")),
+                          "-- then resync this review, which copies the table afresh; or remove "
+                          "it, leaving the target table as it is."}),
+                "The source's two columns cannot both be copied to this target; once one is "
+                "renamed at the source, a resync copies the table afresh.",
                 true);
   }
 
@@ -438,14 +439,18 @@ outcome decider::on(const rename_column& c) const {
                 fmt::format("the new name '{}' collides with column '{}' on target '{}': {} "
                             "matches column names case-insensitively",
                             c.to, clash->name, target_.name, engine_name(target_.kind)),
-                join_ddl({fmt::format("-- The target name {} is taken by {}: rename the column "
-                                      "to a name of your choice, for example:",
-                                      d_->quote(c.to), d_->quote(clash->name)),
-                          "-- " + stmt(alter(fmt::format("RENAME COLUMN {} TO {}",
-                                                         d_->quote(c.from),
-                                                         d_->quote(c.to + "_2"))))}),
-                "The column gets a target name the source does not have, so the kept changes "
-                "cannot be replayed into it; the table needs a fresh copy.",
+                join_ddl({fmt::format("-- The target name {} is taken by {} ({} matches names "
+                                      "case-insensitively), and a copy of the table needs both.",
+                                      d_->quote(c.to), d_->quote(clash->name),
+                                      engine_name(target_.kind)),
+                          "-- Rename the column at the source to a name the target can hold, "
+                          "for example:",
+                          fmt::format("--   ALTER TABLE {} RENAME COLUMN {} TO {};",
+                                      before_.name, d_->quote(c.to), d_->quote(c.to + "_2")),
+                          "-- then resync this review, which copies the table afresh; or remove "
+                          "it, leaving the target table as it is."}),
+                "The source's two columns cannot both be copied to this target; once one is "
+                "renamed at the source, a resync copies the table afresh.",
                 true);
   return apply({alter(fmt::format("RENAME COLUMN {} TO {}", d_->quote(c.from), d_->quote(c.to)))},
                fmt::format("column {} renamed to {} on the target", c.from, c.to));

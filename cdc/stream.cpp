@@ -2225,6 +2225,25 @@ stream_summary run_stream(const stream_options& o) {
     for (std::size_t k = 0; k < names.size(); ++k)
       pairs.push_back({s, names[k], k});
   }
+  // A warehouse the stream cannot apply changes to is a configuration error: said before
+  // anything starts, with the fix (exit 2).
+  for (const auto& p : pairs)
+    if (const auto* wh = o.project->find_target(p.target);
+        wh && !o.project->find_event_target(p.target) && wh->dialect != "duckdb" &&
+        wh->dialect != "postgres") {
+      out.exit_code = 2;
+      out.sources.push_back(
+          {p.source->name, "", "", "failed",
+           fmt::format("source '{}' streams into target '{}', a {} warehouse: flotilla stream "
+                       "applies changes to duckdb and postgres targets and publishes them to "
+                       "kafka and pubsub targets. Point the source's target (or stream_to) at "
+                       "one of those, or leave the source out of the stream with --filter; "
+                       "`flotilla run` copies it into {} in batches",
+                       p.source->name, p.target, wh->dialect, p.target),
+           {},
+           p.target});
+      return out;
+    }
   std::vector<source_summary> results(pairs.size());
   // The table actors of every stream; each stream thread talks to its own through a
   // scoped actor. Idle scheduler threads block instead of polling.

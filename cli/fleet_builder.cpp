@@ -569,6 +569,9 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         }
         if (store) {
           const storage::table_state* state = &states[i];
+          // Loaded in full now, incrementally before: the target's token goes with it.
+          ts.job.clear_token = state->watermark && ts.job.settings.cursor_column.empty() &&
+                               !state->watermark->cursor_column().empty();
           if (state->watermark && !ts.job.settings.cursor_column.empty() &&
               state->watermark->cursor_column() == ts.job.settings.cursor_column) {
             const std::string& was = state->watermark->source_table_id();
@@ -722,6 +725,13 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         std::raise(SIGKILL);
       storage::table_commit c;
       const auto key = table_key(t.job.source_name, r.table);
+      if (t.job.clear_token && r.outcome.status == engine::table_status::copied) {
+        // The watermark of the incremental loads before: none now, in the target too.
+        storage::pb::Watermark w;
+        w.set_updated_run_id(run_id);
+        w.set_updated_at_us(now_us());
+        c.watermark = w;
+      }
       if (!t.job.settings.cursor_column.empty() && r.outcome.new_watermark) {
         storage::pb::Watermark w;
         w.set_cursor_column(t.job.settings.cursor_column);

@@ -137,8 +137,19 @@ class sqlite_dialect final : public dialect {
     if (to.kind == type_kind::timestamp_ntz && from_date)
       return fmt::format("({} || ' 00:00:00')", expr);
     if ((to.kind == type_kind::text || to.kind == type_kind::varchar) && from.kind != to.kind &&
-        from.kind != type_kind::varchar && from.kind != type_kind::text)
+        from.kind != type_kind::varchar && from.kind != type_kind::text) {
+      // The text the other engines (and a load from the source) give: a boolean, stored
+      // as 0/1, as true/false; a decimal, stored as an INTEGER or a REAL, with its scale's
+      // digits (3.10, not 3.1).
+      if (from.kind == type_kind::boolean)
+        return fmt::format("CASE WHEN {0} IS NULL THEN NULL WHEN {0} THEN 'true' ELSE 'false' END",
+                           expr);
+      if (from.kind == type_kind::decimal)
+        return fmt::format("CASE WHEN typeof({0}) IN ('integer', 'real') THEN printf('%.{1}f', {0}) "
+                           "ELSE CAST({0} AS TEXT) END",
+                           expr, from.scale);
       return fmt::format("CAST({} AS TEXT)", expr);
+    }
     return std::string(expr);
   }
 

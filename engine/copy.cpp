@@ -459,8 +459,19 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       out.error = fmt::format("{}: {}", job.table.qualified(), plan.error->reason);
       return out;
     }
-    if (plan.reset_watermark || plan.load == load_kind::full_refresh)
+    if (plan.reset_watermark || plan.load == load_kind::full_refresh) {
+      // Staged rows read past the watermark are an increment: loaded as every row of a
+      // table created anew (its key changed), they would be all it keeps. Read the source.
+      if (job.reuse && incremental && watermark) {
+        table_job fresh = job;
+        fresh.reuse.reset();
+        fresh.warnings.push_back(
+            "its staged rows are only those past the watermark, and the table is now copied "
+            "in full (created anew or refreshed): it is read from the source again");
+        return copy_rows(src, wh, fresh);
+      }
       watermark.reset();
+    }
 
     // What to read: the planned columns, past the watermark on an incremental table.
     const auto read_request_of = [&] {
@@ -554,6 +565,8 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
             req.keeps_other_columns = true;
       if (incremental)
         req.commit_token = watermark ? token_of(settings.cursor_column, *watermark) : "";
+      else if (job.clear_token)
+        req.commit_token = "";
       writer = wh.begin_load(req);
       loader.emplace(*writer, job, plan, coerced);
     };

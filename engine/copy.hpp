@@ -59,6 +59,10 @@ struct table_job {
   /// table than the source's one now (created anew): the copy loads the table as a first
   /// run does.
   bool watermark_void = false;
+  /// A table loaded in full whose earlier incremental loads left a watermark in the
+  /// target (its commit token): the load clears it, so that a later incremental load
+  /// does not resume past rows this one replaced.
+  bool clear_token = false;
   /// What the run decided about the table before its plan, said with the plan's warnings.
   std::vector<std::string> warnings;
   std::size_t batch_rows = 8192;

@@ -1326,14 +1326,15 @@ class file_source final : public source {
     return out;
   }
 
-  /// Whether `text` holds a string that begins as "2024-03-15 10:00: a quote, then digits
-  /// and separators in that shape. One pass, no regex (every JSON file's head is read).
+  /// Whether `text` holds a string that begins as "2024-03-15 10:00 or "2024-03-15T10:00:
+  /// a quote, then digits and separators in that shape. One pass, no regex (every JSON
+  /// file's head is read).
   static bool holds_iso_stamp(std::string_view text) {
     static constexpr std::string_view shape = "\"dddd-dd-dd dd:dd";
     const auto fits = [&](std::size_t at) {
       for (std::size_t j = 0; j < shape.size(); ++j) {
         const char c = text[at + j];
-        if (shape[j] == 'd' ? (c < '0' || c > '9') : c != shape[j])
+        if (shape[j] == 'd' ? (c < '0' || c > '9') : c != shape[j] && !(j == 11 && c == 'T'))
           return false;
       }
       return true;
@@ -1348,12 +1349,14 @@ class file_source final : public source {
   /// JSON's inference guesses one timestamp format per file. The timestamp columns it
   /// found (`described`: name, DuckDB type) with a value that does not begin with the year
   /// are text: that format (03-04-2024 10:00:00 PM) reads day and month in an order the
-  /// values may not settle. And the text columns whose every value is a timestamp as the
-  /// reader takes them when it guesses no format (2024-03-15 10:00:00, fractions allowed),
-  /// made text by the format another column settled, or by values with and without
-  /// fractions of a second, which no one format reads, are timestamps. One pass over those
-  /// columns, read as text, for a file with a timestamp column or whose first bytes hold a
-  /// string that begins as such a timestamp.
+  /// values may not settle. And the text columns whose every value is an ISO-8601
+  /// timestamp (2024-03-15 10:00:00 or 2024-03-15T10:00:00, fractions allowed, a UTC
+  /// offset or Z too: what JavaScript's toISOString() writes), which the reader's own
+  /// inference leaves text (it takes neither T nor an offset, and settles one format per
+  /// file), are timestamps: with an offset in some value, TIMESTAMP WITH TIME ZONE (as the
+  /// CSV reader types them), else TIMESTAMP. One pass over those columns, read as text,
+  /// for a file with a timestamp column or whose first bytes hold a string that begins as
+  /// such a timestamp.
   static void year_first_timestamps(duck::connection& con, const std::string& path,
                                     std::vector<std::vector<std::optional<std::string>>>& described) {
     if (std::none_of(described.begin(), described.end(), [](const auto& d) {
@@ -1376,9 +1379,11 @@ class file_source final : public source {
       } else {
         select += fmt::format(
             "CAST(count({0}) > 0 AND bool_and({0} IS NULL OR (regexp_full_match({0}, "
-            "'[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}} [0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}([.][0-9]+)?') AND "
-            "TRY_CAST({0} AS TIMESTAMP) IS NOT NULL)) AS VARCHAR)",
-            v);
+            "'[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}[ T][0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}([.][0-9]+)?"
+            "{1}?') AND TRY_CAST({0} AS TIMESTAMPTZ) IS NOT NULL)) AS VARCHAR), "
+            "CAST(bool_or(regexp_matches({0}, '{2}')) AS VARCHAR)",
+            v, std::string_view(k_utc_offset).substr(0, std::string_view(k_utc_offset).size() - 1),
+            k_utc_offset);
       }
       asked.emplace_back(i, stamp);
     }
@@ -1387,12 +1392,16 @@ class file_source final : public source {
                                 select, quote_literal(path), columns));
     if (row.size() != 1)
       return;
-    for (std::size_t j = 0; j < asked.size() && j < row[0].size(); ++j) {
-      const auto [i, stamp] = asked[j];
-      if (stamp && row[0][j].value_or("true") != "true")
+    std::size_t at = 0;  // a text column has two answers: all timestamps, some offset
+    for (const auto& [i, stamp] : asked) {
+      if (at >= row[0].size())
+        break;
+      if (stamp && row[0][at].value_or("true") != "true")
         described[i][1] = "VARCHAR";
-      else if (!stamp && row[0][j].value_or("false") == "true")
-        described[i][1] = "TIMESTAMP";
+      else if (!stamp && row[0][at].value_or("false") == "true")
+        described[i][1] = row[0][at + 1].value_or("false") == "true" ? "TIMESTAMP WITH TIME ZONE"
+                                                                     : "TIMESTAMP";
+      at += stamp ? 1 : 2;
     }
   }
 

@@ -396,6 +396,43 @@ TEST_CASE("several changes in one ALTER TABLE meet the target as it was before t
   CHECK(as_stopped(decide_ddl("shop", "public.t", before, e, lsn, t)).code == code_target_shape);
 }
 
+TEST_CASE("a type change with USING rewrites every value the stream never carries: it stops") {
+  auto src = [](std::string name, int attnum, std::string type, bool key = false) {
+    source_column c;
+    c.name = std::move(name);
+    c.attnum = attnum;
+    c.type = std::move(type);
+    c.not_null = key;
+    c.key = key;
+    return c;
+  };
+  const std::vector<source_column> before{src("id", 1, "integer", true), src("qty", 2, "integer")};
+  ddl_event e;
+  e.command_tag = "ALTER TABLE";
+  e.object_type = "table";
+  e.schema = "public";
+  e.table = "t";
+  const auto t = target(pg);
+  const auto decide = [&](std::string ddl, std::string qty_type) {
+    e.ddl = std::move(ddl);
+    e.columns = {src("id", 1, "integer", true), src("qty", 2, std::move(qty_type))};
+    return decide_ddl("shop", "public.t", before, e, lsn, t);
+  };
+  // A widening the target could make, and the same type: the values changed all the same.
+  const auto& widened = as_stopped(decide("ALTER TABLE t ALTER COLUMN qty TYPE bigint USING qty * 100",
+                                          "bigint"));
+  CHECK(widened.code == code_type_change);
+  CHECK_THAT(widened.reason, Catch::Contains("column qty") && Catch::Contains("USING"));
+  CHECK_THAT(widened.remedy, Catch::Contains("--reload"));
+  CHECK(as_stopped(decide("alter table t alter \"qty\" set data type int using qty + 1",
+                          "integer")).code == code_type_change);
+  // Without USING, a widening applies as before; USING INDEX is no rewrite of values.
+  CHECK(as_applied(decide("ALTER TABLE t ALTER COLUMN qty TYPE bigint", "bigint")).statements.size() ==
+        1);
+  CHECK(std::holds_alternative<applied>(
+      decide("ALTER TABLE t ADD CONSTRAINT u UNIQUE USING INDEX t_qty", "integer")));
+}
+
 TEST_CASE("ATTACH or DETACH PARTITION on a captured table stops the stream; other DDL does not") {
   source_column id;
   id.name = "id";
@@ -521,6 +558,10 @@ TEST_CASE("a column name that collides on the target is held with a proposal tha
     CHECK(h.kind() == "add_column");
     CHECK(needs_edit(h.proposed_ddl()));
     CHECK(h.requires_resync());
+    // A copy of the table would need both names again: the way out is at the source.
+    CHECK_THAT(h.proposed_ddl(), Catch::Contains("at the source") &&
+                                     Catch::Contains("RENAME COLUMN \"QTY\" TO \"QTY_2\"") &&
+                                     !Catch::Contains("ADD COLUMN"));
   }
 }
 

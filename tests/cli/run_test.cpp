@@ -1397,3 +1397,62 @@ TEST_CASE("retry copies a PostgreSQL table flotilla.toml names without its schem
   CHECK(retried["tables"][0]["status"] == "copied");
   CHECK(retried["tables"][0]["table"] == "s." + table);
 }
+
+TEST_CASE("a table loaded in full between incremental loads does not resume past the old "
+          "watermark") {
+  workdir w;
+  const std::string target = GENERATE(std::string("sqlite"), std::string("duckdb"));
+  INFO(target);
+  const std::string wh = target == "sqlite" ? "dialect = \"sqlite\"\npath = \"wh.db\"\n"
+                                            : "dialect = \"duckdb\"\npath = \"wh.duckdb\"\n";
+  const auto config = [&](bool incremental) {
+    w.write("flotilla.toml",
+            fmt::format("[targets.wh]\n{}schema = \"\"\n[sources.s]\nadapter = \"sqlite\"\n"
+                        "path = \"src.db\"\ninclude = [\"t\"]\n{}",
+                        wh, incremental ? "[sources.s.tables.t]\ncursor_column = \"ver\"\n" : ""));
+  };
+  const auto ids = [&] {
+    const std::string q = "SELECT string_agg(CAST(id AS VARCHAR), ',' ORDER BY id) FROM t";
+    return target == "sqlite" ? sqlite_query(w.file("wh.db"),
+                                             "SELECT group_concat(id) FROM (SELECT id FROM t "
+                                             "ORDER BY id)")[0][0]
+                              : duckdb_query(w.file("wh.duckdb"), q)[0][0];
+  };
+  sqlite_exec(w.file("src.db"), "CREATE TABLE t (id INTEGER PRIMARY KEY, ver INTEGER);"
+                                "INSERT INTO t VALUES (1, 10), (2, 20), (3, 30);");
+  config(true);
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);  // watermark ver = 30
+  // Reloaded from older data, copied in full.
+  sqlite_exec(w.file("src.db"), "DELETE FROM t; INSERT INTO t VALUES (11, 1), (12, 2);");
+  config(false);
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  REQUIRE(ids() == "11,12");
+  // Incremental again: from the start, not past ver 30.
+  sqlite_exec(w.file("src.db"), "INSERT INTO t VALUES (13, 3), (14, 4);");
+  config(true);
+  auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump());
+  CHECK(rc == 0);
+  CHECK(ids() == "11,12,13,14");
+  // And its own watermark holds from there.
+  sqlite_exec(w.file("src.db"), "INSERT INTO t VALUES (15, 5);");
+  run = flotilla_json(w, {"run"}, &rc);
+  CHECK(run["tables"][0]["load"] == "merge");  // on the source's key, from ver 4 on
+  CHECK(run["tables"][0]["rows"].get<int>() <= 2);
+  CHECK(ids() == "11,12,13,14,15");
+}
+
+TEST_CASE("stream into a SQLite warehouse is a configuration error, said before it starts") {
+  workdir w;
+  w.write("flotilla.toml", fmt::format("[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+                                       "[sources.src]\nadapter = \"postgres\"\ndsn = \"{}\"\n"
+                                       "capture = \"logical\"\ninclude = [\"public.t\"]\n",
+                                       pg_dsn()));
+  auto r = run_flotilla(w, {"stream"});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("target 'wh', a sqlite warehouse") &&
+                        Catch::Contains("--filter") && Catch::Contains("flotilla run"));
+}

@@ -358,6 +358,10 @@ TEST_CASE("retry reads the source again when the staged read's settings changed 
   SECTION("another cursor column: the old one's value would become its watermark") {
     s.config("fail", "[sources.shop.tables.orders]\ncursor_column = \"seq\"\n");
   }
+  SECTION("a new unique_key: the table is created anew, and the increment is not all of it") {
+    s.config("fail", "[sources.shop.tables.orders]\ncursor_column = \"id\"\n"
+                     "unique_key = [\"id\", \"amount\"]\n");
+  }
   auto retry = flotilla_json(s.w, {"retry"});
   INFO(retry.dump(2));
   const auto* orders = find_table(retry, "raw.orders");

@@ -170,6 +170,31 @@ TEST_CASE("json dates and timestamps are inferred only from their ISO forms") {
                                         text("2024-03-15 10:00:00.25")});
 }
 
+TEST_CASE("json timestamps in ISO-8601 with T and an offset are timestamps, as in csv") {
+  // What JavaScript's toISOString() writes, and most APIs: the reader's own inference
+  // left it text.
+  temp_dir dir;
+  write_file(dir.file("api.ndjson"),
+             "{\"id\": 1, \"at\": \"2024-03-15T10:00:00Z\", \"local\": \"2024-03-15T10:00:00\", "
+             "\"off\": \"2024-03-15T10:00:00+02:00\", \"odd\": \"2024-03-15T10:00\"}\n"
+             "{\"id\": 2, \"at\": \"2024-03-15T11:30:00.123Z\", \"local\": \"2024-03-15 10:00:01.5\", "
+             "\"off\": null, \"odd\": \"2024-03-15T10:00\"}\n");
+  auto src = open_files("json", dir.path.string());
+  const catalog cat = src->read_catalog();
+  const auto& t = find_table(cat, "api");
+  CHECK(find_column(t, "at").type == of(type_kind::timestamp_tz));
+  CHECK(find_column(t, "local").type == of(type_kind::timestamp_ntz));
+  CHECK(find_column(t, "off").type == of(type_kind::timestamp_tz));
+  CHECK(find_column(t, "odd").type == of(type_kind::text));  // no seconds: not ISO enough
+  const auto r = read_all(*src, t);
+  REQUIRE(r.rows.size() == 2);
+  CHECK(r.rows[0] == std::vector<value>{integer(1), text("2024-03-15 10:00:00+00"),
+                                        text("2024-03-15 10:00:00"), text("2024-03-15 08:00:00+00"),
+                                        text("2024-03-15T10:00")});
+  CHECK(r.rows[1][1] == text("2024-03-15 11:30:00.123+00"));
+  CHECK(r.rows[1][2] == text("2024-03-15 10:00:01.5"));
+}
+
 TEST_CASE("a csv or json file changed after its catalog was read fails the read") {
   // Read with the catalog's header order and types, a file replaced in between would
   // load a's values as b's: the read refuses it, and the next run reads it afresh.
