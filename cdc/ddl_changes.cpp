@@ -50,7 +50,7 @@ std::string partition_clause(const std::string& ddl) {
 /// values are not in the change stream. Empty when the statement has no such clause.
 std::string retyped_using(const std::string& ddl) {
   static const std::regex clause(
-      R"(ALTER\s+(?:COLUMN\s+)?("(?:[^"]|"")+"|[^\s;]+)\s+(?:SET\s+DATA\s+)?TYPE\s[^;]*?\bUSING\b)",
+      R"(ALTER\s+(?!TABLE\b)(?:COLUMN\s+)?("(?:[^"]|"")+"|[^\s;,]+)\s+(?:SET\s+DATA\s+)?TYPE\s+(?:[^;,()]|\([^)]*\))*?\bUSING\b)",
       std::regex::icase);
   std::smatch m;
   return std::regex_search(ddl, m, clause) ? m[1].str() : std::string();

@@ -498,6 +498,13 @@ class table_logic {
       e.row = values_of(t, *row, false);
     if (old_row && !t.layout.key.empty())
       e.old_key = values_of(t, *old_row, true);
+    // A keyless table's rows are known by every column (REPLICA IDENTITY FULL sends the
+    // old row whole), as the warehouse targets match them: an update's old_key and a
+    // delete's key are the old row, or a consumer could not tell which row changed.
+    if (t.layout.key.empty() && e.op == "delete" && key_row)
+      e.key = values_of(t, *key_row, false);
+    if (t.layout.key.empty() && old_row)
+      e.old_key = values_of(t, *old_row, false);
     push_event(b, t, e, std::move(key));
   }
 
@@ -1189,6 +1196,29 @@ class source_stream {
     // table not copied yet (its columns are read from the current catalog).
     if (!captured.empty())
       copy.exec(fmt::format("LOCK TABLE {} IN ACCESS SHARE MODE", captured));
+    // A table rewritten (ALTER ... TYPE, VACUUM FULL, CLUSTER) between the slot's
+    // snapshot and the lock shows the snapshot none of its rows: PostgreSQL's rewrites
+    // are not MVCC-safe. Its catalog row as of the snapshot then names another file than
+    // the table has now. Nothing is saved yet: the next start copies from a new slot.
+    {
+      std::string relids;
+      for (const auto& t : tables_)
+        if (t.relid != 0)
+          relids += fmt::format("{}{}", relids.empty() ? "" : ", ", t.relid);
+      if (!relids.empty()) {
+        auto rewritten = copy.query(fmt::format(
+            "SELECT c.oid::pg_catalog.regclass::text FROM pg_catalog.pg_class c "
+            "WHERE c.oid IN ({}) AND c.relfilenode <> 0 "
+            "AND c.relfilenode IS DISTINCT FROM pg_catalog.pg_relation_filenode(c.oid)",
+            relids));
+        if (!rewritten.empty())
+          throw std::runtime_error(fmt::format(
+              "source '{}': table {} was rewritten (ALTER TABLE ... TYPE, VACUUM FULL or "
+              "CLUSTER) while the stream took its starting snapshot, which would copy none "
+              "of its rows; nothing was copied or saved: start the stream again",
+              src_.name, rewritten[0][0].value_or("?")));
+      }
+    }
     // The shapes as of the snapshot (a DDL between the catalog read and now counts).
     {
       std::vector<std::string> names;

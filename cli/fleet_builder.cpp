@@ -437,6 +437,26 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       std::vector<actors::table_spec> out;
       out.reserve(selected.size());
       std::set<std::string> seen_keys;  // a key twice: a dot in a schema or table name
+      // The target table one names, as claimed against another table landing on it.
+      // PostgreSQL keeps the case of the quoted names; the others ignore it.
+      const auto claim_of = [&](const config::target_table_name& where) {
+        std::string claim = fmt::format("{}\n{}\n{}\n{}", target->name, where.catalog,
+                                        where.schema, where.name);
+        if (target->dialect != "postgres")
+          for (auto& c : claim)
+            c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        return claim;
+      };
+      // Tables flotilla.toml names in a section claim their target tables first: of two
+      // landing on one, the one the user configured loads, not one an include pattern
+      // also picked up (audit.orders beside the configured public.orders).
+      for (std::size_t i = 0; i < selected.size(); ++i)
+        if (config::find_table(*src, selected[i].name) != nullptr) {
+          const auto& table = cat.tables[selected[i].index];
+          std::lock_guard lock(claims->mu);
+          claims->by_table.try_emplace(
+              claim_of(config::target_table_named(*target, *src, table.name)), keys[i]);
+        }
       for (std::size_t i = 0; i < selected.size(); ++i) {
         const std::string& name = selected[i].name;
         const std::string& key = keys[i];
@@ -462,15 +482,9 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
               "Flotilla's state, so this one is not copied. Rename one of them at the source",
               name, src->name, ts.job.table.schema, ts.job.table.name);
         } else {
-          // PostgreSQL keeps the case of the quoted names; the others ignore it.
-          std::string claim = fmt::format("{}\n{}\n{}\n{}", target->name, where.catalog,
-                                          where.schema, where.name);
-          if (target->dialect != "postgres")
-            for (auto& c : claim)
-              c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
           std::lock_guard lock(claims->mu);
-          auto [at, fresh] = claims->by_table.try_emplace(std::move(claim), key);
-          if (!fresh) {
+          auto [at, fresh] = claims->by_table.try_emplace(claim_of(where), key);
+          if (!fresh && at->second != key) {
             // Two tables of one source differ only where the target cannot tell them
             // apart (their schema, their case): a template cannot part them.
             const bool same_source = at->second.starts_with(src->name + ".");

@@ -83,6 +83,8 @@ int do_plan(const global_options& g, const plan_args& a) {
           row["error_code"] = o.error_code;
         row["error"] = o.error.value_or("");
         errors.push_back({{"table", display_name(t.target)}, {"error", o.error.value_or("")}});
+        if (!o.error_code.empty())
+          errors.back()["error_code"] = o.error_code;
       } else if (o.status == engine::table_status::pruned) {
         row["status"] = "pruned";
       } else if (o.plan && o.plan->error) {
@@ -90,7 +92,9 @@ int do_plan(const global_options& g, const plan_args& a) {
         row["status"] = "failed";
         row["error_code"] = o.plan->error->code;
         row["error"] = o.plan->error->reason;
-        errors.push_back({{"table", display_name(t.target)}, {"error", o.plan->error->reason}});
+        errors.push_back({{"table", display_name(t.target)},
+                          {"error", o.plan->error->reason},
+                          {"error_code", o.plan->error->code}});
       } else if (o.plan) {
         const auto& pl = *o.plan;
         row["status"] = "planned";

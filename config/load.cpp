@@ -54,6 +54,23 @@ const keys kafka_target_keys{"dialect", "brokers", "topic", "format", "settings"
 const keys pubsub_target_keys{"dialect", "project", "topic", "emulator_host", "format"};
 const keys io_keys{"max_connections_per_endpoint"};
 
+/// Where each section's keys go, for a key written in the wrong one ("grants" under
+/// [resilience] belongs in [policy]).
+struct key_home {
+  const keys* set;
+  std::string_view where;
+};
+const key_home key_homes[] = {
+    {&project_keys, "[project]"},
+    {&target_keys, "a target section [targets.NAME]"},
+    {&source_keys, "a source section [sources.NAME]"},
+    {&table_only_keys, "a table section [sources.NAME.tables.\"TABLE\"]"},
+    {&resilience_keys, "[resilience]"},
+    {&governance_keys, "[policy]"},
+    {&io_keys, "[io]"},
+    {&kafka_keys, "[events.kafka]"},
+};
+
 const keys known_grants{"schema_change.additive"};
 const keys reserved_tags{"source", "table"};
 
@@ -229,8 +246,15 @@ class loader {
         continue;
       const std::string key = key_path_append(path, k.str());
       std::string message;
+      std::string homes;  // every section that takes it
+      for (const auto& h : key_homes)
+        if (h.set != &allowed && contains(*h.set, k.str()))
+          homes += (homes.empty() ? "" : " or ") + std::string(h.where);
       if (elsewhere && contains(*elsewhere, k.str())) {
         message = fmt::format("'{}' does not belong here; it belongs in {}", k.str(), elsewhere_hint);
+      } else if (!homes.empty() && !path.empty()) {
+        message = fmt::format("'{}' does not belong in [{}]; it belongs in {}", k.str(), path,
+                              homes);
       } else if (auto near = nearest(k.str(), allowed); !near.empty()) {
         message = fmt::format("unknown key '{}'; did you mean '{}'?", k.str(), near);
       } else {

@@ -417,10 +417,15 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       // The target keeps the watermark committed with its rows: if a crash came
       // between the target commit and the state commit, the target is right. Not when
       // the source table was created anew: that watermark is the old table's too.
+      // An empty token is a full load's: it cleared the watermark (clear_token), and state
+      // may still hold the one before if the process died before its state commit.
       if (!job.watermark_void)
-        if (auto token = wh.committed_token(job.target); token && !token->empty())
-          if (auto committed = watermark_of(*token, settings.cursor_column))
+        if (auto token = wh.committed_token(job.target); token) {
+          if (token->empty())
+            watermark.reset();
+          else if (auto committed = watermark_of(*token, settings.cursor_column))
             watermark = std::move(committed);
+        }
       settings.has_watermark = watermark.has_value();
     }
     auto d = describe_target(wh, job);

@@ -443,6 +443,13 @@ struct planner {
           for (auto& c : p.load_columns.columns)
             if (schema::same_name(c.name, col.name, rule))
               c.type = l->type;
+          // A live text column takes the file's text as written: read as the type now
+          // inferred and written back as text, a value would change form between runs
+          // (2024-03-15T10:00:00+02:00 as 2024-03-15 08:00:00+00).
+          if (l->type.kind == schema::type_kind::text || l->type.kind == schema::type_kind::varchar)
+            for (auto& c : p.read_columns.columns)
+              if (schema::same_name(c.name, col.name, rule))
+                c.type = l->type;
           continue;
         }
         if (!settings.auto_widen || !schema::auto_widen_step(have, want)) {

@@ -426,6 +426,12 @@ TEST_CASE("a type change with USING rewrites every value the stream never carrie
   CHECK_THAT(widened.remedy, Catch::Contains("--reload"));
   CHECK(as_stopped(decide("alter table t alter \"qty\" set data type int using qty + 1",
                           "integer")).code == code_type_change);
+  // Several columns in one statement: the one with USING is named.
+  e.columns = {src("id", 1, "bigint", true), src("qty", 2, "numeric(14,0)")};
+  e.ddl = "ALTER TABLE t ALTER COLUMN id TYPE bigint, ALTER COLUMN qty TYPE numeric(14,0) "
+          "USING qty::numeric";
+  CHECK_THAT(as_stopped(decide_ddl("shop", "public.t", before, e, lsn, t)).reason,
+             Catch::Contains("column qty was retyped"));
   // Without USING, a widening applies as before; USING INDEX is no rewrite of values.
   CHECK(as_applied(decide("ALTER TABLE t ALTER COLUMN qty TYPE bigint", "bigint")).statements.size() ==
         1);

@@ -277,6 +277,44 @@ path = "csv"
   CHECK(rows[0][0] == (loaded == "Orders" ? "2" : "1"));
 }
 
+TEST_CASE("of two tables landing on one target table, the one flotilla.toml configures loads") {
+  workdir w;
+  const std::string s = "pgsrc_" + unique_suffix();
+  const std::string t = "pgtgt_" + unique_suffix();
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0}_audit CASCADE; DROP SCHEMA IF EXISTS "
+                                "{0}_public CASCADE; CREATE SCHEMA {0}_audit; CREATE SCHEMA "
+                                "{0}_public; CREATE TABLE {0}_public.orders (id int PRIMARY KEY, "
+                                "total int); INSERT INTO {0}_public.orders VALUES (1, 10);"
+                                "CREATE TABLE {0}_audit.orders (id int PRIMARY KEY, note text);"
+                                "INSERT INTO {0}_audit.orders VALUES (1, 'a'), (99, 'b');",
+                                s));
+  // audit sorts first; public.orders is the one with a section.
+  w.write("flotilla.toml",
+          fmt::format("[targets.wh]\ndialect = \"postgres\"\ndsn = \"{0}\"\nschema = \"{2}\"\n"
+                      "[sources.app]\nadapter = \"postgres\"\ndsn = \"{0}\"\n"
+                      "include = [\"{1}_audit.*\", \"{1}_public.*\"]\n"
+                      "[sources.app.tables.\"{1}_public.orders\"]\nunique_key = [\"id\"]\n",
+                      pg_dsn(), s, t));
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump(2));
+  CHECK(rc == 1);
+  for (const auto& table : run["tables"]) {
+    if (table["source_table"] == s + "_public.orders")
+      CHECK(table["status"] == "copied");
+    else {
+      CHECK(table["error_code"] == "FLT-R006");
+      CHECK_THAT(table["error"].get<std::string>(),
+                 Catch::Contains("exclude = [\"" + s + "_audit.orders\"]"));
+    }
+  }
+  CHECK(pg_query(pg_dsn(), fmt::format("SELECT count(*), sum(total) FROM {}.orders", t)) ==
+        std::vector<std::vector<std::string>>{{"1", "10"}});
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {0}_audit CASCADE; DROP SCHEMA {0}_public CASCADE; "
+                                "DROP SCHEMA {1} CASCADE",
+                                s, t));
+}
+
 TEST_CASE("a name PostgreSQL would cut to 63 bytes fails its table, naming it") {
   workdir w;
   const std::string suffix = unique_suffix();

@@ -1402,7 +1402,10 @@ TEST_CASE("a table loaded in full between incremental loads does not resume past
           "watermark") {
   workdir w;
   const std::string target = GENERATE(std::string("sqlite"), std::string("duckdb"));
-  INFO(target);
+  // Killed after the full load's target commit, before its state commit: state still has
+  // the old watermark, and the target's cleared token must win.
+  const bool crash = GENERATE(false, true);
+  INFO(target << (crash ? ", killed before the state commit" : ""));
   const std::string wh = target == "sqlite" ? "dialect = \"sqlite\"\npath = \"wh.db\"\n"
                                             : "dialect = \"duckdb\"\npath = \"wh.duckdb\"\n";
   const auto config = [&](bool incremental) {
@@ -1427,8 +1430,15 @@ TEST_CASE("a table loaded in full between incremental loads does not resume past
   // Reloaded from older data, copied in full.
   sqlite_exec(w.file("src.db"), "DELETE FROM t; INSERT INTO t VALUES (11, 1), (12, 2);");
   config(false);
-  flotilla_json(w, {"run"}, &rc);
-  REQUIRE(rc == 0);
+  if (crash) {
+    setenv("FLOTILLA_CRASH_AT", "1:before_state", 1);
+    auto killed = run_flotilla(w, {"run"});
+    unsetenv("FLOTILLA_CRASH_AT");
+    REQUIRE(killed.exit_code != 0);
+  } else {
+    flotilla_json(w, {"run"}, &rc);
+    REQUIRE(rc == 0);
+  }
   REQUIRE(ids() == "11,12");
   // Incremental again: from the start, not past ver 30.
   sqlite_exec(w.file("src.db"), "INSERT INTO t VALUES (13, 3), (14, 4);");

@@ -522,6 +522,26 @@ TEST_CASE("a SQLite rebuild to text writes booleans and decimals as a load does"
                                               {"4", "true", "4.50", "text"}});
 }
 
+TEST_CASE("a live text column keeps a file's values as written once they all look like "
+          "timestamps") {
+  workdir w;
+  std::filesystem::create_directories(w.path() / "data");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+                           "[sources.j]\nadapter = \"json\"\npath = \"data\"\n");
+  w.write("data/ev.ndjson", "{\"id\":1,\"at\":\"soon\"}\n{\"id\":2,\"at\":\"2024-03-15T10:00:00+02:00\"}\n");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  // Every value a timestamp now: inferred timestamp_tz, loaded into the text column as
+  // the file writes it, not as the instant's UTC form.
+  w.write("data/ev.ndjson", "{\"id\":2,\"at\":\"2024-03-15T10:00:00+02:00\"}\n");
+  auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump());
+  CHECK(rc == 0);
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT id, at FROM j__ev") ==
+        std::vector<std::vector<std::string>>{{"2", "2024-03-15T10:00:00+02:00"}});
+}
+
 TEST_CASE("a JSON number past 64 bits keeps every digit in a SQLite json column") {
   workdir w;
   std::filesystem::create_directories(w.path() / "data");

@@ -103,6 +103,22 @@ cursor_column = "updated_at"
   CHECK(d.message.find("sources.shop.tables.NAME") != std::string::npos);
 }
 
+TEST_CASE("a key written in another section's place says which sections take it") {
+  const std::string source = "\n[sources.shop]\nadapter = \"sqlite\"\npath = \"s.db\"\n";
+  CHECK_THAT(expect(load(std::string{one_target} + "\n[resilience]\ngrants = []\n" + source),
+                    errc::unknown_key, "resilience.grants")
+                 .message,
+             Catch::Contains("it belongs in [policy]"));
+  CHECK_THAT(expect(load(std::string{one_target} + "\n[io]\nprune_unchanged = true\n" + source),
+                    errc::unknown_key, "io.prune_unchanged")
+                 .message,
+             Catch::Contains("[project] or a source section [sources.NAME]"));
+  CHECK_THAT(expect(load(std::string{one_target} + source + "schema = \"raw\"\n"),
+                    errc::unknown_key, "sources.shop.schema")
+                 .message,
+             Catch::Contains("a target section [targets.NAME]"));
+}
+
 TEST_CASE("an unquoted dotted table name is reported with the quoted form") {
   auto r = load(std::string{one_target} + R"toml(
 [sources.shop]

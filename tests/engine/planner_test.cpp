@@ -346,7 +346,10 @@ TEST_CASE("an inferred column the live column still holds loads in the live type
     CHECK(p.load_columns.find("code", schema::name_rule::case_insensitive)->type == T("text"));
     CHECK(p.load_columns.find("price", schema::name_rule::case_insensitive)->type ==
           T("double"));
-    CHECK(p.read_columns.find("code", schema::name_rule::case_insensitive)->type == T("bigint"));
+    // Read as the live text too: the file's values as written, not their bigint form.
+    CHECK(p.read_columns.find("code", schema::name_rule::case_insensitive)->type == T("text"));
+    CHECK(p.read_columns.find("price", schema::name_rule::case_insensitive)->type ==
+          T("bigint"));
   }
 }
 
