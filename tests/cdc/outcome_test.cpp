@@ -86,6 +86,17 @@ constexpr auto duck = target_kind::duckdb;
 constexpr auto kafka = target_kind::kafka;
 constexpr auto pubsub = target_kind::pubsub;
 
+/// A source column as the DDL capture reports it.
+source_column src(std::string name, int attnum, std::string type, bool key = false) {
+  source_column c;
+  c.name = std::move(name);
+  c.attnum = attnum;
+  c.type = std::move(type);
+  c.not_null = key;
+  c.key = key;
+  return c;
+}
+
 }  // namespace
 
 // ---- applied: statements per target ------------------------------------------------------
@@ -362,15 +373,6 @@ TEST_CASE("a target table altered by hand stops at the change") {
 }
 
 TEST_CASE("several changes in one ALTER TABLE meet the target as it was before the statement") {
-  auto src = [](std::string name, int attnum, std::string type, bool key = false) {
-    source_column c;
-    c.name = std::move(name);
-    c.attnum = attnum;
-    c.type = std::move(type);
-    c.not_null = key;
-    c.key = key;
-    return c;
-  };
   const std::vector<source_column> before{src("id", 1, "integer", true),
                                           src("v", 2, "character varying(10)"),
                                           src("b", 3, "integer")};
@@ -397,15 +399,6 @@ TEST_CASE("several changes in one ALTER TABLE meet the target as it was before t
 }
 
 TEST_CASE("a type change with USING rewrites every value the stream never carries: it stops") {
-  auto src = [](std::string name, int attnum, std::string type, bool key = false) {
-    source_column c;
-    c.name = std::move(name);
-    c.attnum = attnum;
-    c.type = std::move(type);
-    c.not_null = key;
-    c.key = key;
-    return c;
-  };
   const std::vector<source_column> before{src("id", 1, "integer", true), src("qty", 2, "integer")};
   ddl_event e;
   e.command_tag = "ALTER TABLE";
