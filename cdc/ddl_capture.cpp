@@ -1,6 +1,7 @@
 #include "cdc/ddl_capture.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -219,6 +220,70 @@ std::string columns_json(const std::vector<source_column>& columns) {
     j.push_back(std::move(o));
   }
   return j.dump();
+}
+
+std::string ddl_statements(std::string_view query) {
+  std::vector<std::string_view> statements;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < query.size(); ++i) {
+    const char c = query[i];
+    if (c == '\'' || c == '"') {  // quoted: a doubled quote stays inside
+      for (++i; i < query.size(); ++i)
+        if (query[i] == c) {
+          if (i + 1 < query.size() && query[i + 1] == c)
+            ++i;
+          else
+            break;
+        }
+    } else if (c == '-' && i + 1 < query.size() && query[i + 1] == '-') {
+      i = std::min(query.find('\n', i), query.size());
+    } else if (c == '/' && i + 1 < query.size() && query[i + 1] == '*') {
+      const auto end = query.find("*/", i + 2);
+      i = end == std::string_view::npos ? query.size() : end + 1;
+    } else if (c == '$') {  // $tag$ ... $tag$
+      const auto close = query.find('$', i + 1);
+      const auto tag = close == std::string_view::npos ? std::string_view()
+                                                       : query.substr(i, close - i + 1);
+      if (!tag.empty() && std::all_of(tag.begin() + 1, tag.end() - 1, [](char t) {
+            return std::isalnum(static_cast<unsigned char>(t)) || t == '_';
+          })) {
+        const auto end = query.find(tag, close + 1);
+        i = end == std::string_view::npos ? query.size() : end + tag.size() - 1;
+      }
+    } else if (c == ';') {
+      statements.push_back(query.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  statements.push_back(query.substr(std::min(start, query.size())));
+  std::string out;
+  for (auto st : statements) {
+    // Its first word, after blanks and comments (kept in the statement published).
+    std::string_view head = st;
+    for (;;) {
+      const auto first = head.find_first_not_of(" \t\r\n");
+      head = first == std::string_view::npos ? std::string_view() : head.substr(first);
+      if (head.starts_with("--"))
+        head = head.substr(std::min(head.find('\n'), head.size()));
+      else if (head.starts_with("/*"))
+        head = head.substr(std::min(head.find("*/"), head.size() - 2) + 2);
+      else
+        break;
+    }
+    const auto first = st.find_first_not_of(" \t\r\n");
+    if (head.empty() || first == std::string_view::npos)
+      continue;
+    st = st.substr(first, st.find_last_not_of(" \t\r\n") - first + 1);
+    std::string word;
+    for (char ch : head.substr(0, std::min<std::size_t>(head.size(), 8))) {
+      if (!std::isalpha(static_cast<unsigned char>(ch)))
+        break;
+      word += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    }
+    if (word == "ALTER" || word == "CREATE" || word == "DROP" || word == "COMMENT")
+      out += (out.empty() ? "" : "; ") + std::string(st);
+  }
+  return out.empty() ? std::string(query) : out;
 }
 
 ddl_event parse_ddl_event(

@@ -77,6 +77,13 @@ struct ddl_event {
   std::vector<source_column> columns;  ///< after the change (empty when dropped)
 };
 
+/// The DDL statements of a query string the capture logged (current_query(), which holds
+/// every statement the client sent at once: `ALTER TABLE ...; UPDATE ... SET v = 'x'`),
+/// joined by "; ": statements beginning with ALTER, CREATE, DROP or COMMENT, split at
+/// semicolons outside quotes, dollar quotes and comments. The whole string when none is
+/// found. What a schema_change event publishes, without the other statements' data.
+[[nodiscard]] std::string ddl_statements(std::string_view query);
+
 /// Reads a log row given as (column name, text or null) pairs from the stream.
 [[nodiscard]] ddl_event parse_ddl_event(
     const std::vector<std::pair<std::string, std::optional<std::string>>>& fields);

@@ -414,7 +414,7 @@ class table_logic {
         b.steps[t.key].emplace_back(std::in_place_type<ddl_step>, ddl_step{a->statements});
       t.columns = e.columns;
       t.layout = layout_of(t.columns);
-      add_table_event(b, t, "schema_change", at, e.ddl, "applied");
+      add_table_event(b, t, "schema_change", at, ddl_statements(e.ddl), "applied");
     }
     return o;
   }

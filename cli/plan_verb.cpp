@@ -64,7 +64,7 @@ int do_plan(const global_options& g, const plan_args& a) {
   for (const auto& p : reports) {
     if (p.error) {
       ++failed;
-      errors.push_back({{"source", p.source}, {"error", *p.error}});
+      errors.push_back({{"source", p.source}, {"error", *p.error}, {"error_code", "FLT-R002"}});
     }
     for (const auto& t : p.tables) {
       ++selected;

@@ -251,6 +251,7 @@ std::string run_json_text(const std::string& run_id,
       if (p.error) {
         w.begin_object();
         w.key("error").string(*p.error);
+        w.key("error_code").string("FLT-R002");  // the source's catalog could not be read
         w.key("source").string(p.source);
         w.end_object();
       }

@@ -246,10 +246,7 @@ class loader {
         continue;
       const std::string key = key_path_append(path, k.str());
       std::string message;
-      std::string homes;  // every section that takes it
-      for (const auto& h : key_homes)
-        if (h.set != &allowed && contains(*h.set, k.str()))
-          homes += (homes.empty() ? "" : " or ") + std::string(h.where);
+      const std::string homes = homes_of(k.str(), allowed);
       if (elsewhere && contains(*elsewhere, k.str())) {
         message = fmt::format("'{}' does not belong here; it belongs in {}", k.str(), elsewhere_hint);
       } else if (!homes.empty() && !path.empty()) {
@@ -262,6 +259,15 @@ class loader {
       }
       report(errc::unknown_key, k.source(), key, std::string{k.str()}, join(allowed), message);
     }
+  }
+
+  /// Every other section that takes `key`, for a key written in the wrong place.
+  static std::string homes_of(std::string_view key, const keys& allowed) {
+    std::string homes;
+    for (const auto& h : key_homes)
+      if (h.set != &allowed && contains(*h.set, key))
+        homes += (homes.empty() ? "" : " or ") + std::string(h.where);
+    return homes;
   }
 
   void wrong_type(const toml::node& n, const std::string& key, std::string_view expected) {
@@ -754,9 +760,13 @@ class loader {
         // A mistyped key holding an inline table (`colums = { ... }`) is a typo, not a
         // nested table name.
         const auto near = nearest(ck.str(), table_keys);
+        const std::string homes = homes_of(ck.str(), table_keys);
         report(errc::unknown_key, ck.source(), key_path_append(path, ck.str()),
                std::string{ck.str()}, join(table_keys),
-               !near.empty()
+               !homes.empty()
+                   ? fmt::format("'{}' does not belong in a table section; it belongs in {}",
+                                 ck.str(), homes)
+               : !near.empty()
                    ? fmt::format("unknown key '{}'; did you mean '{}'?", ck.str(), near)
                    : fmt::format("'{}' is not a key of a table section; a dotted table name "
                                  "must be quoted: tables.\"{}\"",
@@ -787,10 +797,14 @@ class loader {
       if (contains(table_keys, k.str()) || v.is_table())
         continue;
       auto near = nearest(k.str(), table_keys);
+      const std::string homes = homes_of(k.str(), table_keys);
       report(errc::unknown_key, k.source(), key_path_append(path, k.str()), std::string{k.str()},
              join(table_keys),
-             near.empty() ? fmt::format("unknown key '{}'", k.str())
-                          : fmt::format("unknown key '{}'; did you mean '{}'?", k.str(), near));
+             !homes.empty()
+                 ? fmt::format("'{}' does not belong in a table section; it belongs in {}",
+                               k.str(), homes)
+             : near.empty() ? fmt::format("unknown key '{}'", k.str())
+                            : fmt::format("unknown key '{}'; did you mean '{}'?", k.str(), near));
     }
   }
 

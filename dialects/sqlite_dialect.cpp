@@ -148,6 +148,16 @@ class sqlite_dialect final : public dialect {
         return fmt::format("CASE WHEN typeof({0}) IN ('integer', 'real') THEN printf('%.{1}f', {0}) "
                            "ELSE CAST({0} AS TEXT) END",
                            expr, from.scale);
+      // A double's shortest text that reads back as the same double (what the other
+      // engines write; CAST keeps only 15 digits: 1.0000000000000002 became 1.0). SQLite's
+      // printf stops at 16 digits but with its '!' flag.
+      if (from.kind == type_kind::float64 || from.kind == type_kind::float32)
+        return fmt::format(
+            "CASE WHEN typeof({0}) <> 'real' THEN CAST({0} AS TEXT) "
+            "WHEN CAST(printf('%.15g', {0}) AS REAL) = {0} THEN printf('%.15g', {0}) "
+            "WHEN CAST(printf('%!.16g', {0}) AS REAL) = {0} THEN printf('%!.16g', {0}) "
+            "ELSE printf('%!.17g', {0}) END",
+            expr);
       return fmt::format("CAST({} AS TEXT)", expr);
     }
     return std::string(expr);

@@ -370,7 +370,9 @@ std::string target_failure(const table_job& job, std::string reason) {
   const auto has = [&](std::string_view w) { return lower.find(w) != std::string::npos; };
   const std::string_view then = "then run `flotilla retry`";
   std::string fix;
-  if (has("permission denied") || has("must be owner") || has("insufficient privilege"))
+  if (has("columns = {") || has("declare the column"))
+    ;  // the engine's message already says what to change in flotilla.toml
+  else if (has("permission denied") || has("must be owner") || has("insufficient privilege"))
     fix = fmt::format("grant the role Flotilla connects as what the load needs on {} (INSERT, "
                       "UPDATE, DELETE and SELECT on the table; CREATE on its schema), {}",
                       job.target.schema.empty() ? job.target.name
@@ -392,8 +394,8 @@ std::string target_failure(const table_job& job, std::string reason) {
     fix = fmt::format("correct it on the target, {}; the run's other tables are not affected",
                       then);
   const std::string prefix = fmt::format("target '{}': ", job.target_name);
-  return fmt::format("{}{}; {}", job.target_name.empty() || reason.starts_with(prefix) ? "" : prefix,
-                     reason, fix);
+  return fmt::format("{}{}{}{}", job.target_name.empty() || reason.starts_with(prefix) ? "" : prefix,
+                     reason, fix.empty() ? "" : "; ", fix);
 }
 
 table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_job& job) {

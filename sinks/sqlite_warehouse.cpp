@@ -81,8 +81,15 @@ std::size_t exact_length(std::string_view v) {
   const std::string_view fraction = point < v.size() ? v.substr(point + 1) : std::string_view();
   const std::size_t lead = std::min(whole.find_first_not_of('0'), whole.size());
   const auto fraction_end = fraction.find_last_not_of('0');
-  if (fraction_end == std::string_view::npos)  // a whole number
-    return whole.size() - lead <= 18 ? point : 0;  // 18 digits always fit in 64 bits
+  if (fraction_end == std::string_view::npos) {  // a whole number
+    const std::string_view digits = whole.substr(lead);
+    if (digits.size() <= 18)  // 18 digits always fit in 64 bits
+      return point;
+    // 19 digits fit up to 2^63 - 1 (2^63 when negative).
+    const std::string_view limit = sign == 1 && v[0] == '-' ? "9223372036854775808"
+                                                             : "9223372036854775807";
+    return digits.size() == 19 && digits <= limit ? point : 0;
+  }
   // Significant digits from the first nonzero one to the fraction's last nonzero one.
   std::size_t digits = whole.size() - lead + fraction_end + 1;
   if (lead == whole.size())  // 0.000123: the fraction's leading zeros do not count

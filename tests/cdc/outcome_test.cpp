@@ -623,3 +623,17 @@ TEST_CASE("apply_change gives the shape after the change") {
   CHECK(parse_target_kind("postgresql") == pg);
   CHECK_FALSE(parse_target_kind("sqlite").has_value());
 }
+
+TEST_CASE("a schema change event publishes the DDL of the query string, not its other statements") {
+  CHECK(ddl_statements("alter table items add column w int; update items set v='z' where id=1") ==
+        "alter table items add column w int");
+  // Semicolons in strings, dollar quotes and comments do not split; comments before a
+  // statement stay with it.
+  CHECK(ddl_statements("-- migrate\nALTER TABLE t ADD COLUMN a text DEFAULT 'x;y'; "
+                       "INSERT INTO t VALUES ('a;b'); COMMENT ON TABLE t IS $c$one; two$c$;") ==
+        "-- migrate\nALTER TABLE t ADD COLUMN a text DEFAULT 'x;y'; "
+        "COMMENT ON TABLE t IS $c$one; two$c$");
+  CHECK(ddl_statements("/* x; */ alter table t drop column b") == "/* x; */ alter table t drop column b");
+  // No DDL found: the string as it is.
+  CHECK(ddl_statements("SELECT 1") == "SELECT 1");
+}

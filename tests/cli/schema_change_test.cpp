@@ -501,8 +501,9 @@ TEST_CASE("seed 001 on a SQLite target: a safe widening rebuilds the table with 
 TEST_CASE("a SQLite rebuild to text writes booleans and decimals as a load does") {
   workdir w;
   sqlite_exec(w.file("app.db"),
-              "CREATE TABLE t (id INT PRIMARY KEY, b BOOLEAN, d DECIMAL(8,2), ts INT);"
-              "INSERT INTO t VALUES (1, 1, 3.10, 1), (2, 0, 2.00, 2), (3, NULL, NULL, 3);");
+              "CREATE TABLE t (id INT PRIMARY KEY, b BOOLEAN, d DECIMAL(8,2), ts INT, x DOUBLE);"
+              "INSERT INTO t VALUES (1, 1, 3.10, 1, 1.0000000000000002), (2, 0, 2.00, 2, 0.1), "
+              "(3, NULL, NULL, 3, NULL);");
   w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
                            "[sources.app]\nadapter = \"sqlite\"\npath = \"app.db\"\n"
                            "[sources.app.tables.t]\ncursor_column = \"ts\"\n");
@@ -511,15 +512,15 @@ TEST_CASE("a SQLite rebuild to text writes booleans and decimals as a load does"
   REQUIRE(rc == 0);
   // Retyped to text at the source; rows 1-3 are gone there, kept by the target.
   sqlite_exec(w.file("app.db"), "DROP TABLE t; CREATE TABLE t (id INT PRIMARY KEY, b TEXT, "
-                                "d TEXT, ts INT); INSERT INTO t VALUES (4, 'true', '4.50', 4)");
+                                "d TEXT, ts INT, x TEXT); INSERT INTO t VALUES (4, 'true', '4.50', 4, '2.5')");
   auto run = flotilla_json(w, {"run"}, &rc);
   INFO(run.dump());
   CHECK(rc == 0);
-  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT id, b, d, typeof(d) FROM app__t ORDER BY id") ==
-        std::vector<std::vector<std::string>>{{"1", "true", "3.10", "text"},
-                                              {"2", "false", "2.00", "text"},
-                                              {"3", "NULL", "NULL", "null"},
-                                              {"4", "true", "4.50", "text"}});
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT id, b, d, typeof(d), x FROM app__t ORDER BY id") ==
+        std::vector<std::vector<std::string>>{{"1", "true", "3.10", "text", "1.0000000000000002"},
+                                              {"2", "false", "2.00", "text", "0.1"},
+                                              {"3", "NULL", "NULL", "null", "NULL"},
+                                              {"4", "true", "4.50", "text", "2.5"}});
 }
 
 TEST_CASE("a live text column keeps a file's values as written once they all look like "

@@ -117,6 +117,17 @@ TEST_CASE("a key written in another section's place says which sections take it"
                     errc::unknown_key, "sources.shop.schema")
                  .message,
              Catch::Contains("a target section [targets.NAME]"));
+  // In a table section too, an inline table (tags = {...}) included.
+  CHECK_THAT(expect(load(std::string{one_target} + source +
+                         "[sources.shop.tables.t]\ninclude = [\"t\"]\n"),
+                    errc::unknown_key, "sources.shop.tables.t.include")
+                 .message,
+             Catch::Contains("belongs in a source section [sources.NAME]"));
+  CHECK_THAT(expect(load(std::string{one_target} + source +
+                         "[sources.shop.tables.t]\ntags = { client = \"acme\" }\n"),
+                    errc::unknown_key, "sources.shop.tables.t.tags")
+                 .message,
+             Catch::Contains("belongs in a source section [sources.NAME]"));
 }
 
 TEST_CASE("an unquoted dotted table name is reported with the quoted form") {

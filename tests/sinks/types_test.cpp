@@ -194,17 +194,23 @@ TEST_CASE("SQLite keeps a decimal's value exactly, or refuses it naming the colu
   const auto t = target.table("money");
   load(*wh, t, cols({col("d", "decimal(38,10)")}), load_mode::replace,
        {{T("-12.5000000000")}, {T("123456789012345678.0000000000")},
-        {T("-0.0000000000000000000123")}, {T("12345678901.2345000000")}});
+        {T("-0.0000000000000000000123")}, {T("12345678901.2345000000")},
+        {T("9223372036854775807.0000000000")}, {T("-9223372036854775808.0000000000")}});
   const auto& d = wh->dialect();
+  // 19 digits within 64 bits are an INTEGER too.
   CHECK(column_of(wh->query("SELECT CAST(" + d.quote("d") + " AS TEXT) FROM " + d.qualified(t) +
                             " ORDER BY rowid")) ==
-        std::vector<std::string>{"-12.5", "123456789012345678", "-1.23e-20", "12345678901.2345"});
+        std::vector<std::string>{"-12.5", "123456789012345678", "-1.23e-20", "12345678901.2345",
+                                 "9223372036854775807", "-9223372036854775808"});
   CHECK_THROWS_WITH(load(*wh, t, cols({col("d", "decimal(38,10)")}), load_mode::replace,
                          {{T("1.5")}, {T("1234567890123456789012345678.0123456789")}}),
                     Catch::Contains("column \"d\" holds 1234567890123456789012345678.0123456789") &&
                         Catch::Contains("cannot store exactly"));
+  CHECK_THROWS_WITH(load(*wh, t, cols({col("d", "decimal(38,10)")}), load_mode::replace,
+                         {{T("9223372036854775808.0000000000")}}),
+                    Catch::Contains("cannot store exactly"));  // one past 2^63 - 1
   CHECK(column_of(wh->query("SELECT count(*) FROM " + d.qualified(t))) ==
-        std::vector<std::string>{"4"});  // the failed load changed nothing
+        std::vector<std::string>{"6"});  // the failed loads changed nothing
 }
 
 TEST_CASE("DuckDB takes decimals, dates and timestamps in binary and other texts through its cast") {
