@@ -69,6 +69,7 @@ const key_home key_homes[] = {
     {&governance_keys, "[policy]"},
     {&io_keys, "[io]"},
     {&kafka_keys, "[events.kafka]"},
+    {&pubsub_keys, "[events.pubsub]"},
 };
 
 const keys known_grants{"schema_change.additive"};
@@ -249,9 +250,11 @@ class loader {
       const std::string homes = homes_of(k.str(), allowed);
       if (elsewhere && contains(*elsewhere, k.str())) {
         message = fmt::format("'{}' does not belong here; it belongs in {}", k.str(), elsewhere_hint);
-      } else if (!homes.empty() && !path.empty()) {
-        message = fmt::format("'{}' does not belong in [{}]; it belongs in {}", k.str(), path,
-                              homes);
+      } else if (!homes.empty()) {
+        message = path.empty() ? fmt::format("'{}' is not a top-level key; it belongs in {}",
+                                             k.str(), homes)
+                               : fmt::format("'{}' does not belong in [{}]; it belongs in {}",
+                                             k.str(), path, homes);
       } else if (auto near = nearest(k.str(), allowed); !near.empty()) {
         message = fmt::format("unknown key '{}'; did you mean '{}'?", k.str(), near);
       } else {

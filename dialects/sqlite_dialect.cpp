@@ -144,16 +144,20 @@ class sqlite_dialect final : public dialect {
       if (from.kind == type_kind::boolean)
         return fmt::format("CASE WHEN {0} IS NULL THEN NULL WHEN {0} THEN 'true' ELSE 'false' END",
                            expr);
-      if (from.kind == type_kind::decimal)
-        return fmt::format("CASE WHEN typeof({0}) IN ('integer', 'real') THEN printf('%.{1}f', {0}) "
+      if (from.kind == type_kind::decimal)  // an INTEGER's digits as they are: 19 of them
+        return fmt::format("CASE WHEN typeof({0}) = 'integer' THEN CAST({0} AS TEXT){2} "
+                           "WHEN typeof({0}) = 'real' THEN printf('%.{1}f', {0}) "
                            "ELSE CAST({0} AS TEXT) END",
-                           expr, from.scale);
+                           expr, from.scale,
+                           from.scale > 0 ? " || '." + std::string(static_cast<std::size_t>(from.scale), '0') + "'"
+                                          : std::string());
       // A double's shortest text that reads back as the same double (what the other
       // engines write; CAST keeps only 15 digits: 1.0000000000000002 became 1.0). SQLite's
       // printf stops at 16 digits but with its '!' flag.
       if (from.kind == type_kind::float64 || from.kind == type_kind::float32)
         return fmt::format(
             "CASE WHEN typeof({0}) <> 'real' THEN CAST({0} AS TEXT) "
+            "WHEN {0} = 9e999 THEN 'Infinity' WHEN {0} = -9e999 THEN '-Infinity' "
             "WHEN CAST(printf('%.15g', {0}) AS REAL) = {0} THEN printf('%.15g', {0}) "
             "WHEN CAST(printf('%!.16g', {0}) AS REAL) = {0} THEN printf('%!.16g', {0}) "
             "ELSE printf('%!.17g', {0}) END",

@@ -7,7 +7,12 @@ set -euo pipefail
 work="$(cd "$(dirname "$0")" && pwd)/work"
 sqlite3 "$work/data/acme.db" <<'SQL'
 ALTER TABLE orders ADD COLUMN coupon TEXT;
-UPDATE orders SET coupon = 'WELCOME10' WHERE id % 10 = 0;
+-- The application stamps updated_at on the rows it changes, as an incremental table
+-- (cursor_column = "updated_at") needs: a row whose cursor does not move is not read
+-- again, and keeps NULL in the new column (seed 001: historical rows keep NULL).
+UPDATE orders SET coupon = 'WELCOME10',
+                  updated_at = datetime('2025-02-01 00:00:00', '+' || id || ' seconds')
+ WHERE id % 10 = 0;
 SQL
 sqlite3 "$work/data/globex.db" <<'SQL'
 CREATE TABLE products_new (sku VARCHAR(16) PRIMARY KEY, title TEXT NOT NULL,

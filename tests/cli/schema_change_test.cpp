@@ -501,9 +501,10 @@ TEST_CASE("seed 001 on a SQLite target: a safe widening rebuilds the table with 
 TEST_CASE("a SQLite rebuild to text writes booleans and decimals as a load does") {
   workdir w;
   sqlite_exec(w.file("app.db"),
-              "CREATE TABLE t (id INT PRIMARY KEY, b BOOLEAN, d DECIMAL(8,2), ts INT, x DOUBLE);"
-              "INSERT INTO t VALUES (1, 1, 3.10, 1, 1.0000000000000002), (2, 0, 2.00, 2, 0.1), "
-              "(3, NULL, NULL, 3, NULL);");
+              "CREATE TABLE t (id INT PRIMARY KEY, b BOOLEAN, d DECIMAL(8,2), ts INT, x DOUBLE, "
+              "big DECIMAL(30,10));"
+              "INSERT INTO t VALUES (1, 1, 3.10, 1, 1.0000000000000002, 9223372036854775807), "
+              "(2, 0, 2.00, 2, 0.1, 1.5), (3, NULL, NULL, 3, -9e999, NULL);");
   w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
                            "[sources.app]\nadapter = \"sqlite\"\npath = \"app.db\"\n"
                            "[sources.app.tables.t]\ncursor_column = \"ts\"\n");
@@ -512,15 +513,17 @@ TEST_CASE("a SQLite rebuild to text writes booleans and decimals as a load does"
   REQUIRE(rc == 0);
   // Retyped to text at the source; rows 1-3 are gone there, kept by the target.
   sqlite_exec(w.file("app.db"), "DROP TABLE t; CREATE TABLE t (id INT PRIMARY KEY, b TEXT, "
-                                "d TEXT, ts INT, x TEXT); INSERT INTO t VALUES (4, 'true', '4.50', 4, '2.5')");
+                                "d TEXT, ts INT, x TEXT, big TEXT); INSERT INTO t VALUES (4, 'true', '4.50', 4, '2.5', '7')");
   auto run = flotilla_json(w, {"run"}, &rc);
   INFO(run.dump());
   CHECK(rc == 0);
-  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT id, b, d, typeof(d), x FROM app__t ORDER BY id") ==
-        std::vector<std::vector<std::string>>{{"1", "true", "3.10", "text", "1.0000000000000002"},
-                                              {"2", "false", "2.00", "text", "0.1"},
-                                              {"3", "NULL", "NULL", "null", "NULL"},
-                                              {"4", "true", "4.50", "text", "2.5"}});
+  CHECK(sqlite_query(w.file("wh.sqlite"),
+                     "SELECT id, b, d, typeof(d), x, big FROM app__t ORDER BY id") ==
+        std::vector<std::vector<std::string>>{
+            {"1", "true", "3.10", "text", "1.0000000000000002", "9223372036854775807.0000000000"},
+            {"2", "false", "2.00", "text", "0.1", "1.5000000000"},
+            {"3", "NULL", "NULL", "null", "-Infinity", "NULL"},
+            {"4", "true", "4.50", "text", "2.5", "7"}});
 }
 
 TEST_CASE("a live text column keeps a file's values as written once they all look like "

@@ -117,6 +117,10 @@ TEST_CASE("a key written in another section's place says which sections take it"
                     errc::unknown_key, "sources.shop.schema")
                  .message,
              Catch::Contains("a target section [targets.NAME]"));
+  CHECK_THAT(expect(load("keep_runs = 3\n" + std::string{one_target} + source), errc::unknown_key,
+                    "keep_runs")
+                 .message,
+             Catch::Contains("not a top-level key; it belongs in [project]"));
   // In a table section too, an inline table (tags = {...}) included.
   CHECK_THAT(expect(load(std::string{one_target} + source +
                          "[sources.shop.tables.t]\ninclude = [\"t\"]\n"),
