@@ -363,7 +363,7 @@ std::string target_failure(const table_job& job, std::string reason) {
   while (!reason.empty() && (reason.back() == '\n' || reason.back() == ' '))
     reason.pop_back();
   if (reason.starts_with("ERROR:"))
-    reason = reason.substr(reason.find_first_not_of(' ', 6));
+    reason.erase(0, std::min(reason.find_first_not_of(' ', 6), reason.size()));
   std::string lower = reason;
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });

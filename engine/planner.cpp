@@ -338,6 +338,14 @@ struct planner {
                        dialect.physical_type(want));
   }
 
+  /// Gives column `name` of `columns` the type `type`.
+  void retype(schema::table_schema& columns, const std::string& name,
+              const portable_type& type) const {
+    for (auto& c : columns.columns)
+      if (schema::same_name(c.name, name, names()))
+        c.type = type;
+  }
+
   /// Compares the columns to load with the live table and decides every change.
   void evolve(const schema::table_schema& live) {
     const auto rule = names();
@@ -440,16 +448,12 @@ struct planner {
             settings.no_rows || schema::can_read_as(want, have) ||
             (schema::is_integer(want.kind) && have.kind == schema::type_kind::float64);
         if (holds) {
-          for (auto& c : p.load_columns.columns)
-            if (schema::same_name(c.name, col.name, rule))
-              c.type = l->type;
+          retype(p.load_columns, col.name, l->type);
           // A live text column takes the file's text as written: read as the type now
           // inferred and written back as text, a value would change form between runs
           // (2024-03-15T10:00:00+02:00 as 2024-03-15 08:00:00+00).
           if (l->type.kind == schema::type_kind::text || l->type.kind == schema::type_kind::varchar)
-            for (auto& c : p.read_columns.columns)
-              if (schema::same_name(c.name, col.name, rule))
-                c.type = l->type;
+            retype(p.read_columns, col.name, l->type);
           continue;
         }
         if (!settings.auto_widen || !schema::auto_widen_step(have, want)) {
@@ -483,9 +487,7 @@ struct planner {
       // a contract stops on. Seed 001 (Rocky, without one) changes it back.
       if ((settings.enforced || !settings.declared.empty()) &&
           dialect.is_safe_widening(want, have) && !dialects::is_text_representation(want, have)) {
-        for (auto& c : p.load_columns.columns)
-          if (schema::same_name(c.name, col.name, rule))
-            c.type = l->type;
+        retype(p.load_columns, col.name, l->type);
         continue;
       }
       // Seed 001's graduated evolution.
