@@ -365,8 +365,94 @@ std::string json_column_of_number(const std::string& path, const std::string& li
   return f.hit;
 }
 
+/// What a JSON value is, for a message: "an array", "a number", ...
+struct json_kind_sax : json_checker {
+  std::size_t depth = 0;
+  std::size_t index = 0;  ///< values seen at the depth watched
+  std::size_t watch = 0;  ///< the depth whose values are records: 0 a line's, 1 an array's
+  std::string kind;       ///< of the first of them that is not an object
+  bool at_record() {
+    if (depth != watch)
+      return false;
+    ++index;
+    return true;
+  }
+  bool other(const char* what) {
+    if (at_record() && kind.empty()) {
+      kind = what;
+      return false;
+    }
+    return true;
+  }
+  bool boolean(bool) override { return other("true or false"); }
+  bool number_integer(number_integer_t) override { return other("a number"); }
+  bool number_unsigned(number_unsigned_t) override { return other("a number"); }
+  bool number_float(number_float_t, const string_t&) override { return other("a number"); }
+  bool string(string_t&) override { return other("a string"); }
+  bool null() override {
+    at_record();  // a null record reads as a row of NULLs, as DuckDB reads it
+    return true;
+  }
+  bool start_object(std::size_t) override {
+    at_record();
+    ++depth;
+    return true;
+  }
+  bool end_object() override {
+    --depth;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    if (!other("an array"))
+      return false;
+    ++depth;
+    return true;
+  }
+  bool end_array() override {
+    --depth;
+    return true;
+  }
+};
+
+/// Where a JSON file holds a record that is not an object ("line 3 holds an array, not
+/// an object"), as DuckDB's reader refuses it; nullopt when none is found.
+std::optional<std::string> json_non_record_at(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  json_kind_sax check;
+  if (json_array_file(path)) {
+    check.watch = 1;
+    nlohmann::json::sax_parse(in, &check, nlohmann::json::input_format_t::json, false);
+    if (check.kind.empty())
+      return std::nullopt;
+    return fmt::format("record {} of the file's array is {}, not a JSON object", check.index,
+                       check.kind);
+  }
+  std::size_t n = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++n;
+    const auto first = line.find_first_not_of(" \t\r\xEF\xBB\xBF");
+    if (first == std::string::npos || line[first] == '{' || !nlohmann::json::accept(line))
+      continue;  // a line of a record spread over several lines is no value of its own
+    check = json_kind_sax{};
+    nlohmann::json::sax_parse(line, &check, nlohmann::json::input_format_t::json, false);
+    if (!check.kind.empty()) {
+      std::string shown = line.substr(first, 60);
+      while (!shown.empty() && std::isspace(static_cast<unsigned char>(shown.back())))
+        shown.pop_back();
+      return fmt::format("line {} holds {} ({}{}), not a JSON object", n, check.kind, shown,
+                         line.size() > first + 60 ? "..." : "");
+    }
+  }
+  return std::nullopt;
+}
+
 /// DuckDB's reason, with the place a malformed JSON file breaks as counted from its start.
 std::string json_reason(const std::string& path, std::string reason) {
+  if (reason.find("expected records") != std::string::npos ||
+      reason.find("Expected OBJECT") != std::string::npos)
+    return json_non_record_at(path).value_or("a value in the file is not a JSON object") +
+           ": every line of a JSON-lines file, or every element of a file that is one JSON "
+           "array, must be one record (an object of column names and values)";
   if (reason.find("Malformed JSON") == std::string::npos)
     return reason;
   if (auto at = json_error_at(path))
@@ -1105,8 +1191,10 @@ class file_source final : public source {
   /// offset dropped), and a JSON key first seen later was left out. Costs one more pass
   /// over a large file (measured: DESCRIBE of a 136 MB CSV, 0.6 s -> 3.0 s).
   [[nodiscard]] std::string relation(const std::string& path) const {
-    return json_ ? fmt::format("read_json_auto({}, sample_size = -1, {})", quote_literal(path),
-                               k_json_iso)
+    // records = 'true': a value that is not an object (a line `[3, "c"]` or `42`) is an
+    // error; left to DuckDB's guess, the whole file would read as one `json` column.
+    return json_ ? fmt::format("read_json_auto({}, sample_size = -1, records = 'true', {})",
+                               quote_literal(path), k_json_iso)
                  : fmt::format("read_csv({}, sample_size = -1, {})", quote_literal(path),
                                k_csv_iso_dates);
   }
@@ -1134,9 +1222,8 @@ class file_source final : public source {
     }
     if (columns.empty())
       return relation(path);
-    return fmt::format("read_json_auto({}, sample_size = -1, columns = {{{}}})",
-                       quote_literal(path),
-                       columns);
+    return fmt::format("read_json_auto({}, sample_size = -1, records = 'true', columns = {{{}}})",
+                       quote_literal(path), columns);
   }
 
   /// The relation a read scans: a CSV file's columns pinned to another type than the one
@@ -1388,7 +1475,8 @@ class file_source final : public source {
       asked.emplace_back(i, stamp);
     }
     const auto row =
-        con.strings(fmt::format("SELECT {} FROM read_json_auto({}, sample_size = -1, columns = {{{}}})",
+        con.strings(fmt::format("SELECT {} FROM read_json_auto({}, sample_size = -1, records = "
+                                "'true', columns = {{{}}})",
                                 select, quote_literal(path), columns));
     if (row.size() != 1)
       return;

@@ -235,6 +235,31 @@ TEST_CASE("a json record with an empty key fails its table") {
   CHECK(read_all(*src, ok).rows[0] == std::vector<value>{integer(1), text("named so")});
 }
 
+TEST_CASE("a json record that is not an object fails its table, naming its line") {
+  // Left to DuckDB's guess, one such line made the whole file one `json` column: the
+  // table lost its columns and every row its values.
+  temp_dir dir;
+  write_file(dir.file("lines.json"), "{\"id\": 1, \"name\": \"a\"}\n\n{\"id\": 2, \"name\": \"b\"}\n"
+                                     "[3, \"c\"]\n");
+  write_file(dir.file("number.json"), "{\"id\": 1}\n42\n");
+  write_file(dir.file("array.json"), "[{\"id\": 1}, {\"id\": 2}, \"three\"]");
+  write_file(dir.file("pretty.json"), "{\n  \"id\": 1,\n  \"tags\": [\n    1\n  ]\n}\n{\"id\": 2, \"tags\": []}\n");
+  auto src = open_files("json", dir.path.string());
+  const catalog cat = src->read_catalog();
+  CHECK_THAT(find_table(cat, "lines").unreadable,
+             Catch::Contains("lines.json") &&
+                 Catch::Contains("line 4 holds an array ([3, \"c\"]), not a JSON object") &&
+                 Catch::Contains("must be one record"));
+  CHECK_THAT(find_table(cat, "number").unreadable,
+             Catch::Contains("line 2 holds a number (42), not a JSON object"));
+  CHECK_THAT(find_table(cat, "array").unreadable,
+             Catch::Contains("record 3 of the file's array is a string, not a JSON object"));
+  // A record spread over several lines is one record: its lines are no values of their own.
+  const auto& pretty = find_table(cat, "pretty");
+  REQUIRE(pretty.unreadable.empty());
+  CHECK(read_all(*src, pretty).rows.size() == 2);
+}
+
 TEST_CASE("a single csv file is one table named after its stem") {
   temp_dir dir;
   write_file(dir.file("daily sales.csv"), "amount,note\n1.50,ünïcødé ✓\n");
