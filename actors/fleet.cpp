@@ -400,7 +400,9 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
 
 // ---- prune check: an unchanged table is reported at once -----------------------------
 bool unchanged(const table_spec& t) {
-  return t.prune && t.job.table.marker && t.last_marker && *t.job.table.marker == *t.last_marker &&
+  // A table that lands where another of this run's tables lands is never pruned: pruned,
+  // it would let the other overwrite what it loaded, reported a success.
+  return t.prune && t.conflict.empty() && t.job.table.marker && t.last_marker && *t.job.table.marker == *t.last_marker &&
          (t.job.settings.cursor_column.empty() || t.job.watermark);
 }
 

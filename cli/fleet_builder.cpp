@@ -598,8 +598,10 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                   "the old table's rows, so this run reads every row, as a first run does",
                   ts.job.settings.cursor_column, state->watermark->value(), was,
                   ts.job.table.identity));
-            else
+            else {
               ts.job.watermark = state->watermark->value();
+              ts.job.watermark_family = state->watermark->cursor_family();
+            }
           }
           if (state->marker) {
             if (state->marker->settings() == ts.settings_hash)
@@ -751,6 +753,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         w.set_cursor_column(t.job.settings.cursor_column);
         w.set_value(*r.outcome.new_watermark);
         w.set_source_table_id(t.job.table.identity);
+        w.set_cursor_family(r.outcome.cursor_family);
         w.set_updated_run_id(run_id);
         w.set_updated_at_us(now_us());
         c.watermark = w;

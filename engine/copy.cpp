@@ -329,6 +329,30 @@ class batch_loader {
 
 }  // namespace
 
+std::string cursor_family(const schema::portable_type& type) {
+  using schema::type_kind;
+  switch (type.kind) {
+    case type_kind::smallint:
+    case type_kind::int32:
+    case type_kind::bigint:
+    case type_kind::float32:
+    case type_kind::float64:
+    case type_kind::decimal:
+      return "number";
+    case type_kind::varchar:
+    case type_kind::text:
+      return "text";
+    case type_kind::date:
+    case type_kind::timestamp_ntz:
+    case type_kind::timestamp_tz:
+      return "time";
+    case type_kind::time:
+      return "time of day";
+    default:
+      return schema::to_string(schema::portable_type::of(type.kind));
+  }
+}
+
 table_plan plan_against_target(sinks::warehouse& wh, const table_job& job,
                                sources::source* src) {
   auto d = describe_target(wh, job);
@@ -413,6 +437,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     settings.inferred = job.table.inferred;
     settings.no_rows = job.table.no_rows;
     std::optional<std::string> watermark = job.watermark;
+    std::string cursor_retyped;  // a warning: the watermark was dropped for the cursor's type
     const bool incremental = !settings.cursor_column.empty();
     hold_target();
     if (incremental) {
@@ -428,6 +453,19 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
           else if (auto committed = watermark_of(*token, settings.cursor_column))
             watermark = std::move(committed);
         }
+      const auto* cursor = job.table.columns.find(settings.cursor_column,
+                                                  schema::name_rule::case_insensitive);
+      if (cursor)
+        out.cursor_family = cursor_family(cursor->type);
+      if (watermark && cursor && !job.watermark_family.empty() &&
+          job.watermark_family != out.cursor_family) {
+        cursor_retyped = fmt::format(
+            "the cursor column '{}' changed type since the watermark {} was committed ({} "
+            "values then, {} now, which order otherwise): this run reads every row, as a "
+            "first run does",
+            settings.cursor_column, *watermark, job.watermark_family, out.cursor_family);
+        watermark.reset();
+      }
       settings.has_watermark = watermark.has_value();
     }
     auto d = describe_target(wh, job);
@@ -444,6 +482,8 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     out.plan = plan_described(columns, d, wh.dialect(), job.target, settings);
     out.plan->warnings.insert(out.plan->warnings.begin(), job.warnings.begin(),
                               job.warnings.end());
+    if (!cursor_retyped.empty())
+      out.plan->warnings.insert(out.plan->warnings.begin(), cursor_retyped);
     const table_plan& plan = *out.plan;
     if (plan.error) {
       // Decided before anything touched the target. The drift gate still looks at the

@@ -59,6 +59,9 @@ struct table_job {
   /// table than the source's one now (created anew): the copy loads the table as a first
   /// run does.
   bool watermark_void = false;
+  /// The family of values (cursor_family) the cursor column held when the watermark was
+  /// committed; empty when not known (a watermark from before it was kept).
+  std::string watermark_family;
   /// A table loaded in full whose earlier incremental loads left a watermark in the
   /// target (its commit token): the load clears it, so that a later incremental load
   /// does not resume past rows this one replaced.
@@ -124,6 +127,11 @@ class boxed {
 enum class table_status { copied, pruned, failed, skipped, held };
 [[nodiscard]] std::string_view to_string(table_status s);
 
+/// How a cursor column's values order: "number", "text", "time" (dates and timestamps),
+/// ... A watermark committed under one family is not applied under another: '1000' sorts
+/// before '500' as text.
+[[nodiscard]] std::string cursor_family(const schema::portable_type& type);
+
 struct table_outcome {
   table_status status = table_status::failed;
   std::uint64_t rows = 0;
@@ -131,6 +139,7 @@ struct table_outcome {
   std::string error_code;
   boxed<table_plan> plan;  ///< set once the table was planned
   std::optional<std::string> new_watermark;  ///< to record after the target commit
+  std::string cursor_family;  ///< the cursor column's cursor_family(), with new_watermark
   std::any gate_detail;                  ///< what the drift gate returned, when it ran
   std::optional<staged_output> staged;   ///< the gate failed the table: its data is kept here
   bool reused_staged = false;            ///< the rows came from an earlier run's staged data

@@ -81,7 +81,11 @@ TEST_CASE("two sources landing on one target table: the second is refused, nothi
                                  "INSERT INTO orders VALUES (1, 'acme'), (2, 'acme');");
   sqlite_exec(w.file("globex.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY, who TEXT);"
                                    "INSERT INTO orders VALUES (7, 'globex');");
-  w.write("flotilla.toml", R"toml([targets.wh]
+  // prune_unchanged: a pruned table still holds its claim, so the other is refused every
+  // run (pruned, it let the other load over it, reported a success).
+  w.write("flotilla.toml", R"toml([project]
+prune_unchanged = true
+[targets.wh]
 dialect = "sqlite"
 path = "wh.sqlite"
 schema = "stg_{region}"
@@ -94,10 +98,11 @@ adapter = "sqlite"
 path = "globex.db"
 tags = { region = "us" }
 )toml");
-  for (const char* verb : {"plan", "run"}) {
+  for (const char* verb : {"plan", "run", "run", "run", "plan"}) {
     INFO(verb);
     int rc = -1;
     auto j = flotilla_json(w, {verb}, &rc);
+    INFO(j.dump());
     CHECK(rc == 1);
     std::size_t refused = 0, fine = 0;
     std::string loaded_by;

@@ -394,6 +394,40 @@ TEST_CASE("a changed cursor_column starts from its own watermark, not the old co
         std::vector<std::vector<std::string>>{{"4", "4"}});
 }
 
+TEST_CASE("a cursor column retyped int -> text reads every row again, not past the old watermark") {
+  // As text, '1000' sorts before the watermark '500': rows past it were never read.
+  workdir w;
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "schema = \"raw\"\n[sources.s]\nadapter = \"sqlite\"\npath = "
+                           "\"src.db\"\n[sources.s.tables.orders]\ncursor_column = \"seq\"\n");
+  sqlite_exec(w.file("src.db"), "CREATE TABLE orders (id INT PRIMARY KEY, seq INT);"
+                                "INSERT INTO orders VALUES (1, 100), (2, 500);");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  sqlite_exec(w.file("src.db"),
+              "CREATE TABLE o2 (id INT PRIMARY KEY, seq TEXT); INSERT INTO o2 SELECT * FROM "
+              "orders; DROP TABLE orders; ALTER TABLE o2 RENAME TO orders;"
+              "INSERT INTO orders VALUES (3, '1000');");
+  auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump());
+  CHECK(rc == 0);
+  const auto* t = find_table(run, "raw.orders");
+  REQUIRE(t != nullptr);
+  CHECK((*t)["warnings"].dump().find("changed type since the watermark 500") != std::string::npos);
+  // From now on the watermark is text's ('500', the largest as text): later rows past it
+  // as text arrive, and the warning is not repeated.
+  sqlite_exec(w.file("src.db"), "INSERT INTO orders VALUES (4, '700'), (5, '9000');");
+  run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump());
+  CHECK(rc == 0);
+  CHECK(!find_table(run, "raw.orders")->contains("warnings"));
+  CHECK(duckdb_query(w.file("wh.duckdb"),
+                     "SELECT count(*), count(DISTINCT id), string_agg(seq, ',' ORDER BY id) FROM "
+                     "raw.orders") == std::vector<std::vector<std::string>>{
+                                          {"5", "5", "100,500,1000,700,9000"}});
+}
+
 TEST_CASE("SQLite cursors compare as SQLite stores them: untyped, 'T' timestamps, offsets") {
   // Keyless tables append: a row read twice would be a duplicate, one skipped is lost.
   workdir w;
