@@ -1377,6 +1377,9 @@ class source_stream {
     rows.width = t.columns.size();
     std::string scratch;
     std::uint64_t n = 0;
+    // A numeric NaN or infinity: a PostgreSQL target's numeric holds it, as the stream's
+    // own changes load it; the other targets' decimals do not.
+    const bool numeric_specials = target_->dialect().name() == "postgres";
     copy.copy_out(
         fmt::format("COPY (SELECT {} FROM {}) TO STDOUT", select, qualified),
         [&](std::string_view line) {
@@ -1392,6 +1395,9 @@ class source_stream {
               text = scratch;
             }
             auto v = text_value(text, t.layout.types[i]);
+            if (!v && numeric_specials && t.layout.types[i].kind == schema::type_kind::decimal &&
+                (text == "NaN" || text == "Infinity" || text == "-Infinity"))
+              v = schema::value::of_text(std::string(text));
             if (!v)
               throw std::runtime_error(fmt::format(
                   "source '{}': table '{}' column '{}': value '{}' has no {} representation",
