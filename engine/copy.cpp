@@ -404,8 +404,9 @@ std::string target_failure(const table_job& job, std::string reason) {
                       then);
   else if (has("violates") || has("constraint failed") || has("constraint error"))
     fix = fmt::format("a constraint on the target table refuses rows the source holds: drop or "
-                      "relax it on the target, or correct the rows at the source, {}",
-                      then);
+                      "relax it on the target, {}; or correct the rows at the source, then run "
+                      "`flotilla run`{}",
+                      then, job.gate ? " (a retry loads the rows this run read and staged)" : "");
   else if (has("readonly") || has("read-only") || has("read only"))
     fix = fmt::format("make the target writable for the user Flotilla runs as, {}", then);
   else if (has("no space left") || has("disk is full") || has("disk full") || has("out of memory"))
@@ -505,6 +506,21 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       out.error_code = plan.error->code;
       out.error = fmt::format("{}: {}", job.table.qualified(), plan.error->reason);
       return out;
+    }
+    // Staged rows hold the columns their read took: a read that now takes others (a
+    // contract declared since, a column left out) cannot load them. Read the source.
+    if (job.reuse && staged_cols) {
+      bool same = staged_cols->columns.size() == plan.read_columns.columns.size();
+      for (std::size_t i = 0; same && i < staged_cols->columns.size(); ++i)
+        same = staged_cols->columns[i].name == plan.read_columns.columns[i].name;
+      if (!same) {
+        table_job fresh = job;
+        fresh.reuse.reset();
+        fresh.warnings.push_back(
+            "its staged rows hold other columns than flotilla.toml's settings now read (a "
+            "contract or declared columns changed since): it is read from the source again");
+        return copy_rows(src, wh, fresh);
+      }
     }
     if (plan.reset_watermark || plan.load == load_kind::full_refresh) {
       // Staged rows read past the watermark are an increment: loaded as every row of a

@@ -380,6 +380,30 @@ TEST_CASE("retry reads the source again when the staged read's settings changed 
         std::vector<std::string>{"4", "4"});
 }
 
+TEST_CASE("retry reads the source again when a contract declared since leaves staged columns "
+          "out") {
+  // The staged rows hold the new column; the enforced contract reads two: loading them
+  // failed every retry, telling the user to fix the target.
+  shop s("fail");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
+  s.source("ALTER TABLE orders ADD COLUMN secret TEXT; UPDATE orders SET secret = 'pw'");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "partial");
+  s.config("fail", "[sources.shop.tables.orders]\ncontract = \"enforced\"\n"
+                   "columns = { id = \"bigint\", amount = \"bigint\" }\n");
+  auto retry = flotilla_json(s.w, {"retry"});
+  INFO(retry.dump(2));
+  const auto* orders = find_table(retry, "raw.orders");
+  REQUIRE(orders != nullptr);
+  CHECK((*orders)["status"] == "copied");
+  CHECK_FALSE(orders->contains("reused_staged"));
+  REQUIRE(orders->contains("warnings"));
+  CHECK_THAT((*orders)["warnings"].dump(), Catch::Contains("read from the source again"));
+  CHECK(s.target("SELECT count(*), sum(amount) FROM raw.orders")[0] ==
+        std::vector<std::string>{"2", "30"});
+  CHECK(s.target("SELECT count(*) FROM information_schema.columns WHERE table_name = 'orders' "
+                 "AND column_name = 'secret'")[0][0] == "0");
+}
+
 TEST_CASE("CSV datasets: the inferred schema is the observed schema") {
   workdir w;
   std::filesystem::create_directories(w.path() / "files");
