@@ -119,7 +119,8 @@ std::vector<diagnostic> check_filters(const project& p, const std::vector<filter
                     : fmt::format("no source has a tag '{}'; did you mean '{}'?", f.key, near);
     out.push_back(std::move(d));
   }
-  if (!out.empty() || filters.empty())
+  // A fleet with no sources selects nothing, filtered or not: its run is an empty success.
+  if (!out.empty() || filters.empty() || p.sources.empty())
     return out;
   // Known keys, but values no source has: a typo in a value would select nothing and the
   // run would pass as an empty success (which then hides the latest real run from

@@ -703,14 +703,19 @@ struct planner {
                                        "--allow-type-change-rebuild to run it",
                                        reasons, by));
         break;
-      case rebuild_rule::deny:
+      case rebuild_rule::deny: {
+        // What else would stop the rebuild: the key as it was, or the column's type.
+        const bool key = reasons.starts_with("the table's key changed");
         fail("FLT-S007", fmt::format("{}, which rebuilds the table; {} stops the table. To "
                                      "rebuild it, set type_change_rebuild = \"allow\" (or "
                                      "\"require_confirmation\" and run with "
-                                     "--allow-type-change-rebuild) where it is set; or restore "
-                                     "the column's type at the source",
-                                     reasons, by));
+                                     "--allow-type-change-rebuild) where it is set; or {}",
+                                     reasons, by,
+                                     key ? "restore the table's previous key (the source's "
+                                           "primary key, or unique_key in flotilla.toml)"
+                                         : "restore the column's type at the source"));
         break;
+      }
     }
     for (auto& s : p.drift.steps)
       if (s.action == evolution_action::drop_and_recreate || s.action == evolution_action::rebuild)

@@ -164,6 +164,9 @@ TEST_CASE("an incremental table whose key changed at the source is recreated, no
   auto denied = engine::plan_table(src, live, engine::target_state::present, *d, orders, s);
   REQUIRE(denied.error);
   CHECK(denied.error->code == "FLT-S007");
+  // Its way out is the key as it was, not a column's type.
+  CHECK_THAT(denied.error->reason, Catch::Contains("restore the table's previous key") &&
+                                       !Catch::Contains("column's type"));
 }
 
 TEST_CASE("a declared column whose new source type cannot be read as declared counts as drift") {
