@@ -46,6 +46,13 @@ struct pipeline_done {
   std::size_t index;
   std::shared_ptr<pipeline_report> report;
 };
+/// A claim group member's tables are selected (null: its catalog failed).
+struct group_ready {
+  std::size_t group;
+  std::size_t index;
+  std::shared_ptr<std::vector<table_spec>> tables;
+  caf::actor pipeline;
+};
 
 }  // namespace
 }  // namespace flotilla::actors
@@ -55,12 +62,14 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(flotilla::actors::catalog_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(flotilla::actors::copy_task)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(flotilla::actors::table_done)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(flotilla::actors::pipeline_done)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(flotilla::actors::group_ready)
 
 namespace flotilla::actors {
 namespace {
 
 using idle_atom = caf::atom_constant<caf::atom("idle")>;
 using start_atom = caf::atom_constant<caf::atom("start")>;
+using go_atom = caf::atom_constant<caf::atom("go")>;
 
 // ---- dispatcher: hands tasks to idle detached workers, queues the rest ----------
 template <class Task>
@@ -478,6 +487,7 @@ struct pipeline_state {
   std::shared_ptr<pipeline_report> report;
   std::size_t expected = 0;
   std::size_t reported = 0;
+  catalog_reply waiting;  ///< a claim group member's, until its group's clashes are decided
 };
 
 caf::behavior pipeline_actor(caf::stateful_actor<pipeline_state>* self, std::size_t index,
@@ -496,6 +506,20 @@ caf::behavior pipeline_actor(caf::stateful_actor<pipeline_state>* self, std::siz
         self->send(catalogs, catalog_task{spec, caf::actor_cast<caf::actor>(self)});
       },
       [=](catalog_reply& reply) {
+        if (spec->claim_group == pipeline_spec::no_group) {
+          self->send(self, go_atom::value, std::move(reply));
+          return;
+        }
+        auto tables = reply.error.empty() ? reply.tables : nullptr;
+        self->state.waiting = std::move(reply);
+        self->send(supervisor, group_ready{spec->claim_group, index, std::move(tables),
+                                           caf::actor_cast<caf::actor>(self)});
+      },
+      [=](go_atom) {
+        catalog_reply reply = std::move(self->state.waiting);
+        self->send(self, go_atom::value, std::move(reply));
+      },
+      [=](go_atom, catalog_reply& reply) {
         auto& st = self->state;
         if (!reply.error.empty()) {
           st.report->error = reply.error;
@@ -615,11 +639,31 @@ std::vector<pipeline_report> run_fleet(const fleet_spec& spec) {
       self->send(a, start_atom::value);
     }
     std::size_t remaining = spec.pipelines.size();
+    std::vector<std::vector<group_ready>> groups(spec.claim_group_sizes.size());
     while (remaining > 0) {
-      self->receive([&](pipeline_done& done) {
-        reports[done.index] = std::move(*done.report);
-        --remaining;
-      });
+      self->receive(
+          [&](pipeline_done& done) {
+            reports[done.index] = std::move(*done.report);
+            --remaining;
+          },
+          [&](group_ready& ready) {
+            auto& members = groups.at(ready.group);
+            members.push_back(std::move(ready));
+            if (members.size() < spec.claim_group_sizes[members.back().group])
+              return;
+            // Every member's tables are in: the clashes are decided in flotilla.toml's order.
+            std::sort(members.begin(), members.end(),
+                      [](const auto& a, const auto& b) { return a.index < b.index; });
+            std::vector<std::vector<table_spec>*> tables;
+            for (auto& m : members)
+              if (m.tables)
+                tables.push_back(m.tables.get());
+            if (spec.resolve_claims)
+              spec.resolve_claims(tables);
+            for (auto& m : members)
+              self->send(m.pipeline, go_atom::value);
+            members.clear();
+          });
     }
     // Stop the dispatchers (their links take the detached workers down with them).
     self->send_exit(catalogs, caf::exit_reason::user_shutdown);

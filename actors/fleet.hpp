@@ -68,6 +68,12 @@ struct pipeline_spec {
   /// staged data to load (nullopt otherwise: the source is needed). Their loads never
   /// read the source. Empty: the source is always needed.
   std::function<std::optional<sources::catalog>()> staged_catalog;
+  /// Sources whose tables land in the same target schema form a claim group
+  /// (fleet_spec::resolve_claims): their tables start copying once every member's catalog
+  /// is in, so that which of two clashing tables loads does not depend on whose catalog
+  /// came first. `no_group`: none (the common case, e.g. a template with {source}).
+  static constexpr std::size_t no_group = static_cast<std::size_t>(-1);
+  std::size_t claim_group = no_group;
 };
 
 struct target_spec {
@@ -115,6 +121,12 @@ struct fleet_spec {
   std::function<void(const table_spec&, table_report&)> on_failed;
   progress* progress_counters = nullptr;
   const std::atomic<bool>* cancel = nullptr;
+  /// Members per claim group (pipeline_spec::claim_group), and what decides the group's
+  /// clashes once every member's tables are selected: called with the members in
+  /// `pipelines` order (a member whose catalog failed is left out); it sets
+  /// table_spec::conflict on the tables that must not load.
+  std::vector<std::size_t> claim_group_sizes;
+  std::function<void(const std::vector<std::vector<table_spec>*>& members)> resolve_claims;
   /// Detached actors reading source catalogs. Default: 2
   std::size_t catalog_readers = 2;
   /// Scheduler threads. Default: the number of cores

@@ -13,6 +13,7 @@
 #include <random>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <unistd.h>
 
@@ -247,6 +248,59 @@ bool any_table_policy(const config::project& p, const config::source_config& src
   return false;
 }
 
+/// Where a target table is, as two selected tables landing on it are told apart: the
+/// target's database (two targets of flotilla.toml on one file or DSN are one), and the
+/// table in it. PostgreSQL keeps the case of the quoted names; the others ignore it.
+std::string claim_key(const config::target_config& target, const dialects::table_ref& where) {
+  std::string database = target.dsn;
+  if (!target.path.empty()) {
+    std::error_code ec;
+    const auto canonical = std::filesystem::weakly_canonical(target.path, ec);
+    database = ec ? target.path : canonical.string();
+  }
+  std::string claim = fmt::format("{}\n{}\n{}\n{}\n{}", target.dialect,
+                                  database.empty() ? target.name : database, where.catalog,
+                                  where.schema, where.name);
+  if (target.dialect != "postgres")
+    for (auto& c : claim)
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return claim;
+}
+
+/// FLT-R006's message: table `key` (named `name` in source `src`) lands on `where`, which
+/// `holder` (source.table) loads in this run.
+std::string clash_message(const config::target_config& target, const config::source_config& src,
+                          const std::string& name, const std::string& key,
+                          const dialects::table_ref& where, const std::string& holder) {
+  // Two tables of one source differ only where the target cannot tell them apart (their
+  // schema, their case): a template cannot part them.
+  const bool same_source = holder.starts_with(src.name + ".");
+  // Names that differ only by case: patterns ignore case, so an exclude would leave out
+  // both.
+  const auto folded = [](std::string v) {
+    for (auto& c : v)
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return v;
+  };
+  const bool case_only = same_source && folded(holder) == folded(key);
+  const std::string fix =
+      case_only ? std::string("Rename one of them at the source: the two names differ only by "
+                              "case, which include and exclude patterns ignore, so excluding "
+                              "one would leave out both")
+      : same_source
+          ? fmt::format("Rename one of them at the source, or leave one out (exclude = "
+                        "[\"{}\"] in [sources.{}])",
+                        name, src.name)
+          : fmt::format("Give them distinct target tables, e.g. a schema template with "
+                        "{{source}} in [targets.{}], or rename or exclude one of them",
+                        target.name);
+  return fmt::format(
+      "{} lands on target table {} of target '{}', which {} also loads in this run{}: the two "
+      "would overwrite each other's rows, so this one is not copied. {}",
+      key, display_name(where), target.name, holder,
+      same_source ? "" : " (of two sources, the one listed first in flotilla.toml loads)", fix);
+}
+
 }  // namespace
 
 void remove_orphan_staged(const config::project& p, const storage::state_store& store) {
@@ -344,11 +398,16 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
               r.short_id());
   // Each target table is written by one selected table of the run: a second one that
   // lands on it is refused, naming the first, rather than overwriting its rows.
+  // Sources landing in one target schema (a claim group, actors::pipeline_spec) leave their
+  // clashes with each other to resolve_claims, in flotilla.toml's order; their own
+  // tables' clashes with each other are still found here.
   struct target_claims {
     std::mutex mu;
     std::unordered_map<std::string, std::string> by_table;  // target table -> source.table
+    std::unordered_set<std::string> grouped;  // sources in a claim group
   };
   auto claims = std::make_shared<target_claims>();
+  std::vector<std::string> group_keys;  // per pipeline: the target schema its tables land in
   for (const auto& s : p.sources) {
     if (!config::source_may_match(s, filters))
       continue;
@@ -439,13 +498,10 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       std::set<std::string> seen_keys;  // a key twice: a dot in a schema or table name
       // The target table one names, as claimed against another table landing on it.
       // PostgreSQL keeps the case of the quoted names; the others ignore it.
+      const bool grouped = claims->grouped.contains(src->name);
       const auto claim_of = [&](const config::target_table_name& where) {
-        std::string claim = fmt::format("{}\n{}\n{}\n{}", target->name, where.catalog,
-                                        where.schema, where.name);
-        if (target->dialect != "postgres")
-          for (auto& c : claim)
-            c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        return claim;
+        return (grouped ? src->name + "\n" : std::string()) +
+               claim_key(*target, dialects::table_ref{where.catalog, where.schema, where.name});
       };
       // Tables flotilla.toml names in a section claim their target tables first: of two
       // landing on one, the one the user configured loads, not one an include pattern
@@ -484,36 +540,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         } else {
           std::lock_guard lock(claims->mu);
           auto [at, fresh] = claims->by_table.try_emplace(claim_of(where), key);
-          if (!fresh && at->second != key) {
-            // Two tables of one source differ only where the target cannot tell them
-            // apart (their schema, their case): a template cannot part them.
-            const bool same_source = at->second.starts_with(src->name + ".");
-            // Names that differ only by case: patterns ignore case, so an exclude would
-            // leave out both.
-            const auto folded = [](std::string v) {
-              for (auto& c : v)
-                c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-              return v;
-            };
-            const bool case_only = same_source && folded(at->second) == folded(key);
-            const std::string fix =
-                case_only
-                    ? std::string("Rename one of them at the source: the two names differ only "
-                                  "by case, which include and exclude patterns ignore, so "
-                                  "excluding one would leave out both")
-                : same_source
-                    ? fmt::format("Rename one of them at the source, or leave one out "
-                                  "(exclude = [\"{}\"] in [sources.{}])",
-                                  name, src->name)
-                    : fmt::format("Give them distinct target tables, e.g. a schema template "
-                                  "with {{source}} in [targets.{}], or rename or exclude one "
-                                  "of them",
-                                  target->name);
-            ts.conflict = fmt::format(
-                "{} lands on target table {} of target '{}', which {} also loads in this run: "
-                "the two would overwrite each other's rows, so this one is not copied. {}",
-                key, display_name(ts.job.target), target->name, at->second, fix);
-          }
+          if (!fresh && at->second != key)
+            ts.conflict = clash_message(*target, *src, name, key, ts.job.target, at->second);
         }
         auto& st = ts.job.settings;
         if (section) {
@@ -708,7 +736,44 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           (void)store->remove<storage::pb::SourceCatalog>(source.name);
       };
     }
+    group_keys.push_back(claim_key(*target, [&] {
+      const auto at = config::target_table_named(*target, s, "\x01");
+      return dialects::table_ref{at.catalog, at.schema, at.name};
+    }()));
     spec.pipelines.push_back(std::move(ps));
+  }
+  // Claim groups: two or more sources whose tables land in one target schema.
+  {
+    std::unordered_map<std::string, std::size_t> members;
+    for (const auto& k : group_keys)
+      ++members[k];
+    std::unordered_map<std::string, std::size_t> group_of;
+    for (std::size_t i = 0; i < spec.pipelines.size(); ++i) {
+      if (members[group_keys[i]] < 2)
+        continue;
+      auto [at, fresh] = group_of.try_emplace(group_keys[i], spec.claim_group_sizes.size());
+      if (fresh)
+        spec.claim_group_sizes.push_back(0);
+      ++spec.claim_group_sizes[at->second];
+      spec.pipelines[i].claim_group = at->second;
+      claims->grouped.insert(spec.pipelines[i].source.name);
+    }
+    if (!group_of.empty())
+      spec.resolve_claims = [&p](const std::vector<std::vector<actors::table_spec>*>& members) {
+        std::unordered_map<std::string, std::string> taken;  // claim -> source.table
+        for (auto* tables : members)
+          for (auto& t : *tables) {
+            const auto* target = p.find_target(t.job.target_name);
+            const auto* src = p.find_source(t.job.source_name);
+            if (!t.conflict.empty() || target == nullptr || src == nullptr)
+              continue;
+            const std::string name = t.job.table.qualified();
+            const std::string key = table_key(src->name, name);
+            auto [at, fresh] = taken.try_emplace(claim_key(*target, t.job.target), key);
+            if (!fresh)
+              t.conflict = clash_message(*target, *src, name, key, t.job.target, at->second);
+          }
+      };
   }
   if (const char* t = std::getenv("FLOTILLA_TRACE_CATALOG"); t != nullptr && *t != '\0' &&
                                                              std::string_view(t) != "0")
