@@ -733,10 +733,22 @@ class loader {
                fmt::format("'{}' cannot be a tag name", k->str()));
         continue;
       }
-      if (auto* s = v->as_string())
+      if (auto* s = v->as_string()) {
+        // A tag lands in schema names (templates): a NUL byte ends a name in every engine.
+        if (s->get().find('\0') != std::string::npos) {
+          std::string shown;
+          for (const char c : s->get())
+            shown += c == '\0' ? std::string("\\u0000") : std::string(1, c);
+          report(errc::invalid_name, v->source(), kp, shown, "text without NUL bytes",
+                 fmt::format("tag '{}' holds a NUL byte (\\u0000), which no schema or table "
+                             "name can hold; remove it",
+                             k->str()));
+          continue;
+        }
         sc.tags.emplace(std::string{k->str()}, s->get());
-      else
+      } else {
         wrong_type(*v, kp, "a string");
+      }
     }
   }
 

@@ -167,6 +167,28 @@ struct planner {
       p.error->reason += fmt::format("; also [{}]: {}", code, reason);
   }
 
+  /// A NUL byte ends a name in every engine: no target can hold one, and no statement
+  /// naming it can be written. True when a name holds one (the plan failed, FLT-S011).
+  bool nul_in_names() {
+    const auto nul = [&](std::string_view what, const std::string& name, std::string_view fix) {
+      if (name.find('\0') == std::string::npos)
+        return;
+      std::string shown;
+      for (const char c : name)
+        shown += c == '\0' ? std::string("\\0") : std::string(1, c);
+      fail("FLT-S011",
+           fmt::format("{} '{}' holds a NUL byte (shown as \\0), which no {} name can hold; {}",
+                       what, shown, dialect.name(), fix),
+           what == "column" ? name : std::string());
+    };
+    nul("target schema", target.schema,
+        "remove it from the target's schema template or the tags it uses");
+    nul("target table", target.name, "rename the table at the source");
+    for (const auto& c : source.columns)
+      nul("column", c.name, "rename it at the source (a file's header or key)");
+    return p.error.has_value();
+  }
+
   /// What the load cannot do whatever the target holds, found before anything runs:
   /// two loaded columns the target would take for one, and a cursor_column or unique_key
   /// column that is not loaded.
@@ -786,6 +808,8 @@ table_plan plan_table(const schema::table_schema& source,
   table_plan p;
   p.target = target;
   planner pl{source, dialect, target, settings, p};
+  if (pl.nul_in_names())
+    return p;
   pl.choose_columns();
   pl.check_loaded_columns();
   p.unique_key = settings.unique_key;

@@ -37,7 +37,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::string_view fix_file =
-    "fix the file at the line named, or move it out of the source's path";
+    "fix the file, or move it out of the source's path";
 
 /// Where a CSV file mixes line endings (CRLF lines and LF-only ones), which DuckDB's
 /// reader cannot parse ("state machine reached an invalid state"), naming no line:

@@ -444,6 +444,16 @@ tags = { source = "x", "bad tag" = "y" }
   expect(r, errc::invalid_name, "sources.\"shop.eu\"");
 }
 
+TEST_CASE("a tag value holding a NUL byte is FLT-C014, naming the tag") {
+  // It lands in schema names: every run failed each table, telling to fix the target.
+  auto r = load(std::string{one_target} + "[sources.a]\nadapter = \"csv\"\npath = \"x\"\n"
+                                          "tags = { region = \"x\\u0000y\" }\n");
+  INFO(all_messages(r));
+  REQUIRE(count_code(r, errc::invalid_name) == 1);
+  expect(r, errc::invalid_name, "sources.a.tags.region");
+  CHECK(all_messages(r).find("NUL byte") != std::string::npos);
+}
+
 TEST_CASE("${VAR} in a string value is the environment variable; unset without a default is FLT-C024") {
   ::setenv("FLOTILLA_TEST_WH", "from_env.duckdb", 1);
   ::unsetenv("FLOTILLA_TEST_UNSET");

@@ -441,6 +441,21 @@ TEST_CASE("a refused table lists every problem, the first one's code and column 
                                                   "the source has no such column"));
 }
 
+TEST_CASE("a column name holding a NUL byte fails the plan, named, on every dialect") {
+  // It reached the target's quoting, reported as a target failure to correct there.
+  const auto columns = S({{"id", T("int")}, {std::string("na\0me", 5), T("text")}});
+  for (const char* name : {"duckdb", "sqlite", "postgres"}) {
+    INFO(name);
+    auto d = *dialects::make_dialect(name);
+    auto p = engine::plan_table(columns, std::nullopt, engine::target_state::absent, *d, orders,
+                                {});
+    REQUIRE(p.error);
+    CHECK(p.error->code == "FLT-S011");
+    CHECK_THAT(p.error->reason, Catch::Contains("column 'na\\0me' holds a NUL byte") &&
+                                    Catch::Contains("rename it at the source"));
+  }
+}
+
 TEST_CASE("names a target would take for one column, and key settings naming no loaded column, "
           "fail the plan") {
   const auto columns = S({{"id", T("int")}, {"Mixed", T("text")}, {"mixed", T("text")}});
