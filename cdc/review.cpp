@@ -179,9 +179,12 @@ review_note note_for(const pb::HoldRecord& hold, const std::optional<std::string
 std::string review::name() const { return fmt::format("{} {}", hold.target(), hold.table()); }
 
 std::string review::short_id() const {
+  // Each review of a table its own id: the hold's creation time is part of it.
   std::string key = hold.target();
   key.push_back('\0');
   key += hold.table();
+  key.push_back('\0');
+  key += std::to_string(hold.created_at_us());
   return fmt::format("{:08x}", fnv1a(key));
 }
 

@@ -17,11 +17,23 @@ std::string edited_ddl_of(const pb::HoldRecord& h) {
 
 storage::result<review> create_review(storage::state_store& store, pb::HoldRecord draft,
                                       std::span<const pb::HeldChange> kept, std::int64_t now_us) {
-  // The edits of the table's earlier review (resumed) stay in force on the target.
-  if (auto earlier = store.get_hold(draft.target(), draft.table()); earlier && *earlier &&
-                                                                   (*earlier)->state() ==
-                                                                       pb::HOLD_STATE_RESUMED)
-    draft.set_earlier_edits(edited_ddl_of(**earlier));
+  if (auto earlier = store.get_hold(draft.target(), draft.table()); earlier && *earlier) {
+    // The edits of the table's earlier review (resumed) stay in force on the target.
+    if ((*earlier)->state() == pb::HOLD_STATE_RESUMED)
+      draft.set_earlier_edits(edited_ddl_of(**earlier));
+    // A finished one is kept for `review list` (seed 003 lists finished reviews); the new
+    // hold replaces the table's record.
+    if (!is_open((*earlier)->state()) &&
+        (*earlier)->created_at_us() != draft.created_at_us()) {
+      auto note = store.get_hold_review(draft.target(), draft.table());
+      pb::HoldRecord kept = **earlier;
+      kept.set_target(draft.target());
+      kept.set_table(draft.table());
+      if (auto st = store.put_finished_review(kept, note && *note ? **note : std::string());
+          !st)
+        return std::unexpected(std::move(st.error()));
+    }
+  }
   review r = open_review(std::move(draft), now_us);
   // The record and the first kept changes together, then the note; a note missing after
   // a crash between the two reads as a fresh one (note_for), which is what was written.
@@ -66,6 +78,22 @@ storage::result<std::vector<review>> list_reviews(const storage::state_store& st
     r.hold.set_target(h.target);
     r.hold.set_table(h.table);
     r.note = note_for(r.hold, *note);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+storage::result<std::vector<review>> list_finished_reviews(const storage::state_store& store,
+                                                           std::string_view target) {
+  auto kept = store.list_finished_reviews(target);
+  if (!kept)
+    return std::unexpected(std::move(kept.error()));
+  std::vector<review> out;
+  out.reserve(kept->size());
+  for (auto& f : *kept) {
+    review r;
+    r.hold = std::move(*f.mutable_hold());
+    r.note = note_for(r.hold, f.note().empty() ? std::nullopt : std::optional(f.note()));
     out.push_back(std::move(r));
   }
   return out;

@@ -35,6 +35,11 @@ namespace flotilla::cdc {
 [[nodiscard]] storage::result<std::vector<review>> list_reviews(const storage::state_store& store,
                                                                 std::string_view target = {});
 
+/// The finished reviews a later hold of their table replaced (or one target's), ordered
+/// by (target, table, creation): shown by `review list`, closed, accepting no decision.
+[[nodiscard]] storage::result<std::vector<review>> list_finished_reviews(
+    const storage::state_store& store, std::string_view target = {});
+
 /// Writes the review's record and note in one batch.
 [[nodiscard]] storage::status save_review(storage::state_store& store, const review& r);
 

@@ -264,6 +264,17 @@ int do_list(const review_args& a, const storage::state_store* store) {
       return 2;
     }
     all = std::move(*listed);
+    // Then the finished reviews a later hold of their table replaced, newest first.
+    auto finished = cdc::list_finished_reviews(*store, a.target);
+    if (!finished) {
+      fmt::print(stderr, "{}\n", finished.error().message);
+      return 2;
+    }
+    std::stable_sort(finished->begin(), finished->end(), [](const review& x, const review& y) {
+      return x.hold.created_at_us() > y.hold.created_at_us();
+    });
+    for (auto& r : *finished)
+      all.push_back(std::move(r));
   }
   if (a.output == "json") {
     nlohmann::json arr = nlohmann::json::array();
@@ -320,6 +331,27 @@ int do_review(const global_options& g, const review_args& a) {
     all = std::move(*listed);
   }
   auto found = find_review(all, a.which, problem);
+  if (!found && store && a.which.size() == 1) {
+    // A finished review a later hold of its table replaced: shown by its id, closed.
+    auto finished = cdc::list_finished_reviews(*store);
+    if (!finished) {
+      fmt::print(stderr, "{}\n", finished.error().message);
+      return 2;
+    }
+    for (auto& r : *finished)
+      if (r.short_id() == a.which[0]) {
+        if (a.action != "show")
+          return usage(a, cdc::code_wrong_state,
+                       fmt::format("This review is {}; it does not accept a decision (a later "
+                                   "review of the table replaced it).",
+                                   cdc::state_label(r.hold.state())));
+        if (a.output == "json")
+          fmt::print("{}\n", review_json(r, 0).dump(2));
+        else
+          print_card(r, 0);
+        return 0;
+      }
+  }
   if (!found)
     return usage(a, cdc::code_unknown_review, problem);
 

@@ -16,6 +16,8 @@
 ///   holds       'h' target NUL table                             HoldRecord
 ///               'c' target NUL table                             be64(last sequence)
 ///               'q' target NUL table NUL be64(sequence)          HeldChange
+///               'v' target NUL table                             review note (bytes)
+///               'f' target NUL table NUL be64(created_at_us)     FinishedReview
 ///   outbox      be64(sequence)                                   OutboxEntry
 ///   default     "format"                                         layout version (text)
 ///

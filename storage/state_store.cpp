@@ -1104,6 +1104,66 @@ status state_store::put_hold_review(std::string_view target, std::string_view ta
   return st.write(batch, "write", family::holds, record_key);
 }
 
+namespace {
+
+/// 'f' target NUL table NUL be64(created_at_us): a finished review (put_finished_review).
+std::string finished_review_key(std::string_view target, std::string_view table,
+                                std::int64_t created_at_us) {
+  std::string key(1, 'f');
+  key.append(target);
+  key.push_back('\0');
+  key.append(table);
+  key.push_back('\0');
+  const auto at = static_cast<std::uint64_t>(created_at_us);
+  for (int shift = 56; shift >= 0; shift -= 8)
+    key.push_back(static_cast<char>((at >> shift) & 0xff));
+  return key;
+}
+
+}  // namespace
+
+status state_store::put_finished_review(const pb::HoldRecord& hold, std::string_view note) {
+  if (auto ok = check_hold_names(hold.target(), hold.table()); !ok)
+    return ok;
+  pb::FinishedReview f;
+  *f.mutable_hold() = hold;
+  f.set_note(std::string(note));
+  const auto key = finished_review_key(hold.target(), hold.table(), hold.created_at_us());
+  auto& st = *impl_;
+  std::lock_guard lock(st.holds_mu);
+  rocksdb::WriteBatch batch;
+  (void)batch.Put(st.handle(family::holds), key, f.SerializeAsString());
+  return st.write(batch, "write", family::holds, keys::hold_record(hold.target(), hold.table()));
+}
+
+result<std::vector<pb::FinishedReview>> state_store::list_finished_reviews(
+    std::string_view target) const {
+  std::string prefix(1, 'f');
+  if (!target.empty()) {
+    if (!keys::valid_name(target))
+      return std::unexpected(error::invalid_key("target", target));
+    prefix.append(target);
+    prefix.push_back('\0');
+  }
+  std::vector<pb::FinishedReview> out;
+  std::optional<error> problem;
+  auto done = impl_->scan(family::holds, prefix, keys::prefix_successor(prefix), false, nullptr,
+                          [&](const rocksdb::Slice& k, const rocksdb::Slice& v) {
+                            pb::FinishedReview f;
+                            if (!f.ParseFromArray(v.data(), static_cast<int>(v.size()))) {
+                              problem = error::invalid_record(family::holds, view(k));
+                              return false;
+                            }
+                            out.push_back(std::move(f));
+                            return true;
+                          });
+  if (!done)
+    return std::unexpected(std::move(done.error()));
+  if (problem)
+    return std::unexpected(std::move(*problem));
+  return out;
+}
+
 result<std::optional<std::string>> state_store::get_hold_review(std::string_view target,
                                                                 std::string_view table) const {
   if (auto ok = check_hold_names(target, table); !ok)

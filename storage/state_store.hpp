@@ -298,6 +298,12 @@ class state_store {
   /// names the hold it belongs to, so a later hold never reads a stale one as its own.
   [[nodiscard]] status put_hold_review(std::string_view target, std::string_view table,
                                        const pb::HoldRecord& hold, std::string_view note);
+  /// Keeps a finished review (its record and note) under its creation time, apart from
+  /// the table's current hold, which a later hold of the table replaces.
+  [[nodiscard]] status put_finished_review(const pb::HoldRecord& hold, std::string_view note);
+  /// Every finished review kept, or one target's, ordered by (target, table, creation).
+  [[nodiscard]] result<std::vector<pb::FinishedReview>> list_finished_reviews(
+      std::string_view target = {}) const;
   /// The review note last written with put_hold_review; nullopt when none was.
   [[nodiscard]] result<std::optional<std::string>> get_hold_review(std::string_view target,
                                                                    std::string_view table) const;

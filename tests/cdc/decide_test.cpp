@@ -292,6 +292,34 @@ TEST_CASE("remove closes the review and drops its kept changes, without touching
   CHECK(has(t.columns(), "id"));
 }
 
+TEST_CASE("a finished review stays listed, with its own id, once a later hold of its table "
+          "replaces it") {
+  // Seed 003: the Schema tab also lists finished reviews. The table's next hold replaced
+  // its record, and the new review took the old one's id.
+  temp_dir dir;
+  test_target t("duckdb");
+  t.exec("CREATE TABLE " + t.qualified() + " (id INTEGER NOT NULL PRIMARY KEY, note VARCHAR, code VARCHAR)");
+  auto store = test::open_store(dir.path());
+  auto first = create(store, held_draft(test::orders(), rename_column{"id", "order_id"}, t.info()),
+                      {kept("0/1", "a")});
+  REQUIRE(decide(store, t, first, {decision_kind::remove, ""}).exit_code() == 0);
+  CHECK(store.list_finished_reviews()->empty());  // nothing replaced it yet
+  auto second = create(store, held_draft(test::orders(), rename_column{"id", "order_no"}, t.info()));
+  CHECK(second.short_id() != first.short_id());
+  auto finished = list_finished_reviews(store, "wh");
+  REQUIRE(finished.has_value());
+  REQUIRE(finished->size() == 1);
+  const auto& f = finished->front();
+  CHECK(f.short_id() == first.short_id());
+  CHECK(f.hold.state() == pb::HOLD_STATE_REMOVED);
+  CHECK(f.hold.source_change() == first.hold.source_change());
+  auto current = list_reviews(store, "wh");
+  REQUIRE(current.has_value());
+  REQUIRE(current->size() == 1);
+  CHECK(current->front().short_id() == second.short_id());
+  CHECK(current->front().hold.state() == pb::HOLD_STATE_AWAITING_REVIEW);
+}
+
 TEST_CASE("an event target runs no DDL: the proposal applies as it stands, real DDL is refused") {
   temp_dir dir;
   auto store = test::open_store(dir.path());
