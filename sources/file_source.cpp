@@ -137,6 +137,14 @@ bool json_array_file(const std::string& path) {
   return first != head.end() && *first == '[';
 }
 
+/// The reader's format option for a JSON file: an array file is read as one
+/// (`format = 'array'`): past a UTF-8 BOM, DuckDB's guess took the whole array for one
+/// value, a single `json` row. Other files are left to its guess (one record per line, or
+/// records spread over lines).
+std::string json_format(const std::string& path) {
+  return json_array_file(path) ? ", format = 'array'" : "";
+}
+
 std::optional<std::string> unclosed_array(const std::string& path) {
   if (!json_array_file(path))
     return std::nullopt;
@@ -1193,8 +1201,8 @@ class file_source final : public source {
   [[nodiscard]] std::string relation(const std::string& path) const {
     // records = 'true': a value that is not an object (a line `[3, "c"]` or `42`) is an
     // error; left to DuckDB's guess, the whole file would read as one `json` column.
-    return json_ ? fmt::format("read_json_auto({}, sample_size = -1, records = 'true', {})",
-                               quote_literal(path), k_json_iso)
+    return json_ ? fmt::format("read_json_auto({}, sample_size = -1, records = 'true'{}, {})",
+                               quote_literal(path), json_format(path), k_json_iso)
                  : fmt::format("read_csv({}, sample_size = -1, {})", quote_literal(path),
                                k_csv_iso_dates);
   }
@@ -1222,8 +1230,8 @@ class file_source final : public source {
     }
     if (columns.empty())
       return relation(path);
-    return fmt::format("read_json_auto({}, sample_size = -1, records = 'true', columns = {{{}}})",
-                       quote_literal(path), columns);
+    return fmt::format("read_json_auto({}, sample_size = -1, records = 'true'{}, columns = {{{}}})",
+                       quote_literal(path), json_format(path), columns);
   }
 
   /// The relation a read scans: a CSV file's columns pinned to another type than the one
@@ -1476,8 +1484,8 @@ class file_source final : public source {
     }
     const auto row =
         con.strings(fmt::format("SELECT {} FROM read_json_auto({}, sample_size = -1, records = "
-                                "'true', columns = {{{}}})",
-                                select, quote_literal(path), columns));
+                                "'true'{}, columns = {{{}}})",
+                                select, quote_literal(path), json_format(path), columns));
     if (row.size() != 1)
       return;
     std::size_t at = 0;  // a text column has two answers: all timestamps, some offset

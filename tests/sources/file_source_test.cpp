@@ -243,6 +243,8 @@ TEST_CASE("a json record that is not an object fails its table, naming its line"
                                      "[3, \"c\"]\n");
   write_file(dir.file("number.json"), "{\"id\": 1}\n42\n");
   write_file(dir.file("array.json"), "[{\"id\": 1}, {\"id\": 2}, \"three\"]");
+  // A UTF-8 BOM before the array: read as the array of records it is.
+  write_file(dir.file("bom.json"), "\xEF\xBB\xBF[{\"id\": 1, \"v\": \"a\"},\n {\"id\": 2, \"v\": \"b\"}]\n");
   write_file(dir.file("pretty.json"), "{\n  \"id\": 1,\n  \"tags\": [\n    1\n  ]\n}\n{\"id\": 2, \"tags\": []}\n");
   auto src = open_files("json", dir.path.string());
   const catalog cat = src->read_catalog();
@@ -255,6 +257,11 @@ TEST_CASE("a json record that is not an object fails its table, naming its line"
   CHECK_THAT(find_table(cat, "array").unreadable,
              Catch::Contains("record 3 of the file's array is a string, not a JSON object"));
   // A record spread over several lines is one record: its lines are no values of their own.
+  const auto& bom = find_table(cat, "bom");
+  REQUIRE(bom.unreadable.empty());
+  const auto bom_rows = read_all(*src, bom).rows;
+  REQUIRE(bom_rows.size() == 2);
+  CHECK(bom_rows[1] == std::vector<value>{integer(2), text("b")});
   const auto& pretty = find_table(cat, "pretty");
   REQUIRE(pretty.unreadable.empty());
   CHECK(read_all(*src, pretty).rows.size() == 2);
