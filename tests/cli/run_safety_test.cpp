@@ -181,6 +181,40 @@ target = "clients"
   }
 }
 
+TEST_CASE("two targets on one DuckDB file through a symlink are one, before the file exists") {
+  workdir w;
+  sqlite_exec(w.file("a.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY, who TEXT);"
+                              "INSERT INTO orders VALUES (1, 'a');");
+  sqlite_exec(w.file("b.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY, who TEXT);"
+                              "INSERT INTO orders VALUES (2, 'b');");
+  std::filesystem::create_symlink("wh.duckdb", w.file("link.duckdb"));
+  w.write("flotilla.toml", R"toml([targets.one]
+dialect = "duckdb"
+path = "wh.duckdb"
+schema = "raw"
+[targets.two]
+dialect = "duckdb"
+path = "link.duckdb"
+schema = "raw"
+[sources.b]
+adapter = "sqlite"
+path = "b.db"
+target = "two"
+[sources.a]
+adapter = "sqlite"
+path = "a.db"
+target = "one"
+)toml");
+  int rc = -1;
+  auto j = flotilla_json(w, {"run"}, &rc);
+  INFO(j.dump());
+  CHECK(rc == 1);
+  for (const auto& t : j["tables"])
+    CHECK(t["status"] == (t["source"] == "b" ? "copied" : "failed"));
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT string_agg(who, ',') FROM raw.orders") ==
+        std::vector<std::vector<std::string>>{{"b"}});
+}
+
 TEST_CASE("a csv/json value its declared type cannot hold fails plan and run, loading nothing") {
   workdir w;
   std::filesystem::create_directories(w.path() / "csv");
