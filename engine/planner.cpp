@@ -275,6 +275,18 @@ struct planner {
   void choose_columns() {
     const auto rule = names();
     if (settings.enforced) {
+      // A table an include pattern picked up under a source's (or the project's) enforced
+      // contract has no section to declare its columns in: nothing would load.
+      if (settings.declared.empty()) {
+        fail("FLT-S014",
+             fmt::format("contract = enforced ({}) and the table declares no columns, so it "
+                         "would load none: declare them in its section of flotilla.toml "
+                         "(columns = {{ ... }}; `flotilla contract generate --write` proposes "
+                         "them), set contract = \"none\" there, or leave the table out "
+                         "(exclude)",
+                         settings.contract_from.empty() ? "the source's" : settings.contract_from));
+        return;
+      }
       for (const auto& d : settings.declared) {
         const column* s = source.find(d.name, rule);
         if (s == nullptr) {

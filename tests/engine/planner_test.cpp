@@ -441,6 +441,20 @@ TEST_CASE("a refused table lists every problem, the first one's code and column 
                                                   "the source has no such column"));
 }
 
+TEST_CASE("an enforced contract over a table that declares no columns fails the plan") {
+  // The plan said `load`; the run failed at the target with advice to fix the target.
+  auto d = *dialects::make_dialect("postgres");
+  engine::table_settings s;
+  s.enforced = true;
+  s.contract_from = "source";
+  auto p = engine::plan_table(S({{"id", T("int")}, {"sku", T("text")}}), std::nullopt,
+                              engine::target_state::absent, *d, orders, s);
+  REQUIRE(p.error);
+  CHECK(p.error->code == "FLT-S014");
+  CHECK_THAT(p.error->reason, Catch::Contains("declares no columns") &&
+                                  Catch::Contains("contract generate --write"));
+}
+
 TEST_CASE("a column name holding a NUL byte fails the plan, named, on every dialect") {
   // It reached the target's quoting, reported as a target failure to correct there.
   const auto columns = S({{"id", T("int")}, {std::string("na\0me", 5), T("text")}});
