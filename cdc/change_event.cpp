@@ -36,6 +36,8 @@ std::string encode(const change_event& e, config::event_format format) {
     nlohmann::json j{{"type", e.type},         {"project", e.project},
                      {"source", e.source},     {"table", e.table},
                      {"target", e.target},     {"position", e.position}};
+    if (e.change != 0)
+      j["change"] = e.change;
     if (!e.op.empty())
       j["op"] = e.op;
     if (!e.key.empty())
@@ -59,6 +61,7 @@ std::string encode(const change_event& e, config::event_format format) {
   m.set_table(e.table);
   m.set_target(e.target);
   m.set_position(e.position);
+  m.set_change(e.change);
   fill(m.mutable_key(), e.key);
   fill(m.mutable_row(), e.row);
   fill(m.mutable_old_key(), e.old_key);

@@ -25,6 +25,9 @@ struct change_event {
   std::string table;
   std::string target;
   std::string position;
+  /// The change's place in its source transaction, from 1 (0: none, a snapshot row): with
+  /// `position`, the transaction's commit, it names one change.
+  std::uint32_t change = 0;
   std::vector<change_value> key;
   std::vector<change_value> row;
   std::vector<change_value> old_key;

@@ -173,6 +173,7 @@ struct batch {
   /// `events`: the parts of several tables merge back into one order.
   std::vector<std::uint64_t> event_order;
   std::uint64_t order = 0;  ///< the change being handled
+  std::uint32_t change_index = 0;  ///< and its place in its transaction (ordered_change::index)
   /// Changes of held tables, kept in RocksDB before the batch commits (by table key).
   std::map<std::string, std::vector<pb::HeldChange>> kept;
   /// Holds opened by this batch's DDL: their reviews are written before it commits.
@@ -237,6 +238,7 @@ using table_change = std::variant<relation_message, insert_message, update_messa
 struct ordered_change {
   std::uint64_t order;  ///< place in the stream: events merge back in this order
   table_change change;
+  std::uint32_t index = 0;  ///< its place in its transaction, from 1 (ChangeEvent.change)
 };
 
 /// What every table of one (source, target) stream shares: set once the target and the
@@ -285,6 +287,7 @@ class table_logic {
     std::size_t hold_at = changes.size();  // the change that opened a hold
     for (std::size_t i = 0; i < changes.size(); ++i) {
       b.order = changes[i].order;
+      b.change_index = changes[i].index;
       const std::size_t holds = b.holds.size();
       handle(t, b, at, changes[i].change, kept_any);
       if (hold_at == changes.size() && b.holds.size() > holds)
@@ -306,6 +309,7 @@ class table_logic {
     std::size_t kept_before = b.kept[t.key].size();
     for (std::size_t i = 0; i < changes.size(); ++i) {
       b.order = changes[i].order;
+      b.change_index = changes[i].index;
       if (i == hold_at) {
         // The hold's own change lives in its review.
         renamed_kept(b.kept[t.key], kept_before, before, e.columns);
@@ -440,6 +444,7 @@ class table_logic {
   void replay_change(batch& b, table_state& t, const nlohmann::json& j) const {
     const std::string op = j.value("op", "");
     const lsn_t at = parse_lsn(j.value("position", std::string{})).value_or(t.kept_through);
+    b.change_index = j.value("change", std::uint32_t{0});
     if (op == "truncate") {
       if (cx_.relational)
         b.steps[t.key].emplace_back(std::in_place_type<truncate_step>);
@@ -484,7 +489,7 @@ class table_logic {
                      const tuple* key_row, const tuple* row, const tuple* old_row) const {
     if (!cx_.events)
       return;
-    change_event e = event_base(t, "row_change", at);
+    change_event e = event_base(t, "row_change", at, b.change_index);
     e.op = std::move(op);
     std::string key = t.key;
     if (key_row && !t.layout.key.empty()) {
@@ -647,7 +652,8 @@ class table_logic {
 
   static void keep(const table_state& t, batch& b, const char* op, lsn_t at,
                    const std::optional<tuple>& old_row, const std::optional<tuple>& row) {
-    nlohmann::json j{{"op", op}, {"columns", t.layout.names}, {"position", format_lsn(at)}};
+    nlohmann::json j{{"op", op}, {"columns", t.layout.names}, {"position", format_lsn(at)},
+                     {"change", b.change_index}};
     if (old_row)
       j["old"] = tuple_json(*old_row);
     if (row)
@@ -680,9 +686,11 @@ class table_logic {
     return out;
   }
 
-  change_event event_base(const table_state& t, std::string type, lsn_t at) const {
+  change_event event_base(const table_state& t, std::string type, lsn_t at,
+                          std::uint32_t change = 0) const {
     change_event e;
     e.type = std::move(type);
+    e.change = change;
     e.project = cx_.project;
     e.source = cx_.source;
     e.table = t.name;
@@ -701,7 +709,7 @@ class table_logic {
                        std::string ddl = {}, std::string outcome = {}) const {
     if (!cx_.events)
       return;
-    change_event e = event_base(t, std::move(type), at);
+    change_event e = event_base(t, std::move(type), at, b.change_index);
     e.ddl = std::move(ddl);
     e.outcome = std::move(outcome);
     if (e.type == "schema_change")
@@ -1815,13 +1823,15 @@ class source_stream {
   void handle_transaction(const std::vector<pgoutput_message>& txn, const commit_message& commit) {
     const lsn_t at = commit.end_lsn;
     std::map<std::size_t, std::shared_ptr<std::vector<ordered_change>>> parts;
+    std::uint32_t in_txn = 0;  // the message's place in the transaction
     auto route = [&](std::size_t index, table_change c) {
       auto& p = parts[index];
       if (!p)
         p = std::make_shared<std::vector<ordered_change>>();
-      p->push_back({++order_, std::move(c)});
+      p->push_back({++order_, std::move(c), in_txn});
     };
     for (const auto& m : txn) {
+      ++in_txn;
       if (auto* rel = std::get_if<relation_message>(&m)) {
         if (auto it = by_relid_.find(rel->oid); it != by_relid_.end())
           route(it->second, *rel);
