@@ -622,6 +622,12 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       req.columns = plan.load_columns;
       req.mode = mode_of(plan.load);
       req.unique_key = plan.unique_key;
+      // A full refresh with a unique_key: every row read replaces the table, one per key
+      // (the last one read), as an incremental table's merge keeps them.
+      if (plan.load == load_kind::full_refresh && !incremental && !plan.unique_key.empty()) {
+        req.mode = sinks::load_mode::merge;
+        req.replace_rows = true;
+      }
       if (req.mode == sinks::load_mode::merge && d.live)
         for (const auto& c : d.live->columns)
           if (plan.load_columns.find(c.name, wh.dialect().names()) == nullptr)

@@ -196,7 +196,10 @@ class loader final : public table_writer {
         case load_mode::append:
           break;
         case load_mode::merge:
-          last = merge_statements();
+          if (request_.replace_rows)
+            last.push_back(fmt::format("DELETE FROM {}", d.qualified(request_.target)));
+          for (auto& s : merge_statements())
+            last.push_back(std::move(s));
           last.push_back(d.drop_table(into_));
           break;
       }

@@ -44,6 +44,9 @@ struct load_request {
   /// source, added by hand). A row arriving again then updates only the loaded columns,
   /// so those columns keep their values, rather than being deleted and inserted anew.
   bool keeps_other_columns = false;
+  /// Merge only: the load replaces every live row (a full refresh with a unique_key: the
+  /// table holds the rows read, one per key, the last one read), in one transaction.
+  bool replace_rows = false;
 };
 
 /// Loads one table. Nothing is visible to readers before commit(); a writer destroyed

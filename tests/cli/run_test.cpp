@@ -394,6 +394,30 @@ TEST_CASE("a changed cursor_column starts from its own watermark, not the old co
         std::vector<std::vector<std::string>>{{"4", "4"}});
 }
 
+TEST_CASE("a full refresh with a unique_key keeps one row per key, the last read, and drops "
+          "the rest") {
+  // The key was ignored without a cursor_column: every version of a key loaded.
+  workdir w;
+  std::filesystem::create_directories(w.path() / "data");
+  w.write("data/items.csv", "id,name\n1,a\n1,a2\n2,b\n");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "schema = \"raw\"\n[sources.files]\nadapter = \"csv\"\npath = "
+                           "\"data\"\n[sources.files.tables.items]\nunique_key = [\"id\"]\n");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT string_agg(id || name, ',' ORDER BY id) FROM "
+                                          "raw.items") ==
+        std::vector<std::vector<std::string>>{{"1a2,2b"}});
+  // The next full refresh replaces the rows: a key gone from the source goes.
+  w.write("data/items.csv", "id,name\n1,a3\n3,c\n3,c2\n");
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT string_agg(id || name, ',' ORDER BY id) FROM "
+                                          "raw.items") ==
+        std::vector<std::vector<std::string>>{{"1a3,3c2"}});
+}
+
 TEST_CASE("a cursor column retyped int -> text reads every row again, not past the old watermark") {
   // As text, '1000' sorts before the watermark '500': rows past it were never read.
   workdir w;
