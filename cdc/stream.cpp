@@ -2069,8 +2069,8 @@ class source_stream {
           events_->publish(b.events);
         } catch (const std::exception& e) {
           throw std::runtime_error(fmt::format(
-              "source '{}': change events up to source position {} were not published to "
-              "target '{}': {}; the next start sends them again",
+              "FLT-E001: source '{}': change events up to source position {} were not "
+              "published to target '{}': {}; the next start sends them again",
               src_.name, format_lsn(b.end_lsn), tgt_name_, e.what()));
         }
       }
@@ -2109,8 +2109,8 @@ class source_stream {
         events_->publish(b.events);
       } catch (const std::exception& e) {
         throw std::runtime_error(fmt::format(
-            "source '{}': change events up to source position {} were not published: {}; "
-            "nothing of them was applied, and the next start sends them again",
+            "FLT-E001: source '{}': change events up to source position {} were not "
+            "published: {}; nothing of them was applied, and the next start sends them again",
             src_.name, format_lsn(b.end_lsn), e.what()));
       }
     }

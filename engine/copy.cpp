@@ -735,8 +735,9 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       rr.spent_batch = [&queue] { return queue.reuse(); };
       // PostgreSQL into PostgreSQL with nothing to convert: the rows stay COPY text, or
       // binary COPY tuples where both sides have the same types.
-      rr.copy_text =
-          !incremental && wh.dialect().name() == "postgres" && passes_through(plan, coerced);
+      // Not with a unique_key: such a full refresh loads through a merge (one row per key).
+      rr.copy_text = !incremental && plan.unique_key.empty() &&
+                     wh.dialect().name() == "postgres" && passes_through(plan, coerced);
       rr.copy_binary = rr.copy_text && passes_through_binary(plan, coerced);
       read_result = src.read(rr, hand_over);
     } catch (const std::exception& e) {

@@ -492,10 +492,14 @@ result<std::unique_ptr<kafka_sink>> kafka_sink::create(const config::kafka_optio
     return std::unexpected(
         error{errc::sink_config,
               from_settings
-                  ? fmt::format("events.kafka.settings.\"{}\" = \"{}\": librdkafka rejected it: {}",
+                  ? fmt::format("events.kafka.settings.\"{}\" = \"{}\": librdkafka rejected it: "
+                                "{}; correct or remove the setting in flotilla.toml (the events "
+                                "wait in the outbox and go with the next run)",
                                 key, value, errstr)
-                  : fmt::format("events.kafka: librdkafka rejected {} = \"{}\": {}", key, value,
-                                errstr)});
+                  : fmt::format("events.kafka: librdkafka rejected {} = \"{}\": {}; correct it "
+                                "in flotilla.toml (the events wait in the outbox and go with the "
+                                "next run)",
+                                key, value, errstr)});
   };
   auto fail = [&](error e) {
     rd_kafka_conf_destroy(conf);
