@@ -103,7 +103,7 @@ std::string duplicate_column(const schema::table_schema& live) {
     for (std::size_t j = 0; j < i; ++j)
       if (schema::same_name(live.columns[i].name, live.columns[j].name,
                             schema::name_rule::case_insensitive))
-        return live.columns[i].name;
+        return fmt::format("'{}' and '{}'", live.columns[j].name, live.columns[i].name);
   return "";
 }
 
@@ -211,9 +211,12 @@ int do_generate(const global_options& g, const contract_args& a) {
     } else if (!t.unreadable.empty() || !dup.empty()) {
       const std::string why = dup.empty()
                                   ? t.unreadable
-                                  : fmt::format("its columns '{}' differ only in case", dup);
+                                  : fmt::format("its columns {} differ only in case, and "
+                                                "flotilla.toml names columns ignoring case: "
+                                                "rename one of them",
+                                                dup);
       fmt::print(stderr, "error: table:{} cannot be declared: {}\n", name, why);
-      row["status"] = "unreadable";
+      row["status"] = dup.empty() ? "unreadable" : "undeclarable";
       row["error"] = why;
       failed = true;
     } else if (!t.live) {
