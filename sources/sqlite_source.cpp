@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -128,6 +129,23 @@ std::string as_text(sqlite3_stmt* s, int col) {
 // has none. Writes into the batch's own cell: a value is 56 bytes with a string, so
 // building one elsewhere and moving it in costs more than converting it, and a reused
 // cell's string keeps its memory.
+/// A NUMERIC or DECIMAL column declared without precision reads as decimal(38,9)
+/// (type_mapping.cpp); SQLite stores its fractions as doubles. One whose 15 significant
+/// digits (what a double keeps for sure: past them is the noise of binary fractions, as in
+/// 0.1 + 0.2) need more than 9 places would lose digits, silently rounded: refused.
+bool bare_decimal_drops_digits(const portable_type& type, double d) {
+  if (type.kind != type_kind::decimal || type.precision != 38 || type.scale != 9 ||
+      !std::isfinite(d))
+    return false;
+  char buf[64];
+  const int n = std::snprintf(buf, sizeof buf, "%.15g", d);
+  const std::string_view text(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+  if (text.find_first_of("eE") != std::string_view::npos)
+    return std::fabs(d) < 1e-9;  // 1.5e-12: past 9 places; 1e+20: not a fraction
+  const auto point = text.find('.');
+  return point != std::string_view::npos && text.size() - point - 1 > 9;
+}
+
 bool convert(sqlite3_stmt* s, int col, const portable_type& type, value& out) {
   const int storage = sqlite3_column_type(s, col);
   if (storage == SQLITE_NULL) {
@@ -196,8 +214,12 @@ bool convert(sqlite3_stmt* s, int col, const portable_type& type, value& out) {
       std::optional<std::string> text;
       if (storage == SQLITE_INTEGER)
         text = normalize_decimal(std::to_string(sqlite3_column_int64(s, col)), type.scale);
-      else if (storage == SQLITE_FLOAT)
-        text = decimal_from_double(sqlite3_column_double(s, col), type.scale);
+      else if (storage == SQLITE_FLOAT) {
+        const double d = sqlite3_column_double(s, col);
+        if (bare_decimal_drops_digits(type, d))
+          return false;
+        text = decimal_from_double(d, type.scale);
+      }
       else
         text = normalize_decimal(column_view(s, col), type.scale);
       if (!text)
@@ -479,6 +501,19 @@ class sqlite_source final : public source {
                 fmt::format("declare the column as a timestamp in flotilla.toml "
                             "([sources.{}.tables.\"{}\"] columns = {{ {} = \"timestamp_ntz\" }}), "
                             "or text",
+                            options_.name, table, name));
+          if (sqlite3_column_type(stmt.get(), static_cast<int>(i)) == SQLITE_FLOAT &&
+              bare_decimal_drops_digits(types[i], sqlite3_column_double(stmt.get(), static_cast<int>(i))))
+            throw error::read_failed(
+                options_.name, table, options_.path,
+                fmt::format("column '{}', row {}: value {} has more decimal places than the 9 "
+                            "that decimal(38,9) keeps (a NUMERIC or DECIMAL column declared "
+                            "without precision reads as decimal(38,9)): it would be rounded",
+                            name, result.rows, as_text(stmt.get(), static_cast<int>(i))),
+                fmt::format("declare the column's type in flotilla.toml "
+                            "([sources.{}.tables.\"{}\"] columns = {{ {} = \"double\" }} keeps "
+                            "the values as SQLite stores them; or a decimal(p,s) with enough "
+                            "places)",
                             options_.name, table, name));
           throw error::bad_value(options_.name, table, name, as_text(stmt.get(), static_cast<int>(i)),
                                  types[i], result.rows);

@@ -548,3 +548,24 @@ TEST_CASE("unknown adapters and missing options are configuration errors") {
   o.adapter = "postgres";
   CHECK_THROWS_WITH(open_source(o), Catch::Contains("has no dsn"));
 }
+
+TEST_CASE("a NUMERIC column without precision refuses a value it would round, naming the pin") {
+  // Read as decimal(38,9), 0.123456789123 loaded as 0.123456789: digits lost, silently.
+  temp_dir dir;
+  const auto path = dir.file("n.db");
+  sqlite_exec(path, "CREATE TABLE t (id INTEGER PRIMARY KEY, h NUMERIC, p NUMERIC(12,2));"
+                 "INSERT INTO t VALUES (1, 0.1 + 0.2, 10.5), (2, 1234.5, 3.14159);");
+  auto src = open_sqlite(path);
+  const catalog cat = src->read_catalog();
+  // Binary noise past 15 digits rounds (0.30000000000000004 -> 0.300000000); a declared
+  // scale rounds as declared.
+  auto r = read_all(*src, find_table(cat, "t"));
+  REQUIRE(r.rows.size() == 2);
+  CHECK(r.rows[0][1] == text("0.300000000"));
+  CHECK(r.rows[1][2] == text("3.14"));
+  sqlite_exec(path, "INSERT INTO t VALUES (3, 0.123456789123, 1)");
+  CHECK_THROWS_WITH(read_all(*src, find_table(src->read_catalog(), "t")),
+                    Catch::Contains("column 'h', row 3: value 0.123456789123 has more decimal "
+                                    "places") &&
+                        Catch::Contains("h = \"double\""));
+}
