@@ -507,32 +507,31 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       out.error = fmt::format("{}: {}", job.table.qualified(), plan.error->reason);
       return out;
     }
+    // Staged rows this load cannot take: the same copy, reading the source, says why.
+    const auto read_source_again = [&](const char* why) {
+      table_job fresh = job;
+      fresh.reuse.reset();
+      fresh.warnings.push_back(fmt::format("{}: it is read from the source again", why));
+      return copy_rows(src, wh, fresh);
+    };
     // Staged rows hold the columns their read took: a read that now takes others (a
-    // contract declared since, a column left out) cannot load them. Read the source.
+    // contract declared since, a column left out) cannot load them.
     if (job.reuse && staged_cols) {
       bool same = staged_cols->columns.size() == plan.read_columns.columns.size();
       for (std::size_t i = 0; same && i < staged_cols->columns.size(); ++i)
         same = staged_cols->columns[i].name == plan.read_columns.columns[i].name;
-      if (!same) {
-        table_job fresh = job;
-        fresh.reuse.reset();
-        fresh.warnings.push_back(
+      if (!same)
+        return read_source_again(
             "its staged rows hold other columns than flotilla.toml's settings now read (a "
-            "contract or declared columns changed since): it is read from the source again");
-        return copy_rows(src, wh, fresh);
-      }
+            "contract or declared columns changed since)");
     }
     if (plan.reset_watermark || plan.load == load_kind::full_refresh) {
       // Staged rows read past the watermark are an increment: loaded as every row of a
-      // table created anew (its key changed), they would be all it keeps. Read the source.
-      if (job.reuse && incremental && watermark) {
-        table_job fresh = job;
-        fresh.reuse.reset();
-        fresh.warnings.push_back(
+      // table created anew (its key changed), they would be all it keeps.
+      if (job.reuse && incremental && watermark)
+        return read_source_again(
             "its staged rows are only those past the watermark, and the table is now copied "
-            "in full (created anew or refreshed): it is read from the source again");
-        return copy_rows(src, wh, fresh);
-      }
+            "in full (created anew or refreshed)");
       watermark.reset();
     }
 
