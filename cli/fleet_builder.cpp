@@ -346,7 +346,10 @@ std::string pg_database_of(std::string_view dsn) {
   return fmt::format("{}:{}/{}", host, port, db);
 }
 
-std::string claim_key(const config::target_config& target, const dialects::table_ref& where) {
+/// The database a target writes to, in one spelling: its dialect, and the file (however
+/// its path is written, through symlinks too) or the server and database its DSN names.
+/// Computed once per target: it touches the file system.
+std::string target_database(const config::target_config& target) {
   std::string database = target.dsn;
   if (!target.dsn.empty())
     if (auto named = pg_database_of(target.dsn); !named.empty())
@@ -364,13 +367,19 @@ std::string claim_key(const config::target_config& target, const dialects::table
     const auto canonical = std::filesystem::weakly_canonical(file, ec);
     database = ec ? file.string() : canonical.string();
   }
-  std::string claim = fmt::format("{}\n{}\n{}\n{}\n{}", target.dialect,
-                                  database.empty() ? target.name : database, where.catalog,
-                                  where.schema, where.name);
+  return fmt::format("{}\n{}", target.dialect, database.empty() ? target.name : database);
+}
+
+/// A target table as two selected tables landing on it are told apart: the target's
+/// database (target_database) and the table in it. PostgreSQL keeps the case of the
+/// quoted names; the others ignore it.
+std::string claim_key(const config::target_config& target, const std::string& database,
+                      const dialects::table_ref& where) {
+  std::string table = fmt::format("{}\n{}\n{}", where.catalog, where.schema, where.name);
   if (target.dialect != "postgres")
-    for (auto& c : claim)
+    for (auto& c : table)
       c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return claim;
+  return database + "\n" + table;
 }
 
 /// FLT-R006's message: table `key` (named `name` in source `src`) lands on `where`, which
@@ -514,6 +523,9 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
   };
   auto claims = std::make_shared<target_claims>();
   std::vector<std::string> group_keys;  // per pipeline: the target schema its tables land in
+  std::map<std::string, std::string> databases;  // target name -> target_database
+  for (const auto& t : p.targets)
+    databases.emplace(t.name, target_database(t));
   for (const auto& s : p.sources) {
     if (!config::source_may_match(s, filters))
       continue;
@@ -542,9 +554,10 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     const bool may_gate = any_table_policy(p, s, [](const config::table_policy& e) {
       return e.on_source_drift != config::drift_policy::ignore;
     });
+    const std::string database = databases.at(target->name);
     ps.select = [project, src, target, target_index, filters, store, no_prune, allow_rebuild,
-                 only, reuse_staged, run_id, plan_only, may_gate,
-                 holds, claims](sources::catalog& cat) {
+                 only, reuse_staged, run_id, plan_only, may_gate, holds, claims,
+                 database](sources::catalog& cat) {
       // A source that lists no table at all where an earlier run copied some (a SQLite
       // file emptied by a failed sync reads as an empty database) fails as a source that
       // cannot be read does: its tables are reported failed, not silently gone.
@@ -607,7 +620,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       const bool grouped = claims->grouped.contains(src->name);
       const auto claim_of = [&](const config::target_table_name& where) {
         return (grouped ? src->name + "\n" : std::string()) +
-               claim_key(*target, dialects::table_ref{where.catalog, where.schema, where.name});
+               claim_key(*target, database, dialects::table_ref{where.catalog, where.schema, where.name});
       };
       // Tables flotilla.toml names in a section claim their target tables first: of two
       // landing on one, the one the user configured loads, not one an include pattern
@@ -842,7 +855,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           (void)store->remove<storage::pb::SourceCatalog>(source.name);
       };
     }
-    group_keys.push_back(claim_key(*target, [&] {
+    group_keys.push_back(claim_key(*target, databases.at(target->name), [&] {
       const auto at = config::target_table_named(*target, s, "\x01");
       return dialects::table_ref{at.catalog, at.schema, at.name};
     }()));
@@ -865,7 +878,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       claims->grouped.insert(spec.pipelines[i].source.name);
     }
     if (!group_of.empty())
-      spec.resolve_claims = [&p](const std::vector<std::vector<actors::table_spec>*>& members) {
+      spec.resolve_claims = [&p, databases](const std::vector<std::vector<actors::table_spec>*>& members) {
         std::unordered_map<std::string, std::string> taken;  // claim -> source.table
         for (auto* tables : members)
           for (auto& t : *tables) {
@@ -875,7 +888,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
               continue;
             const std::string name = t.job.table.qualified();
             const std::string key = table_key(src->name, name);
-            auto [at, fresh] = taken.try_emplace(claim_key(*target, t.job.target), key);
+            auto [at, fresh] =
+                taken.try_emplace(claim_key(*target, databases.at(target->name), t.job.target), key);
             if (!fresh)
               t.conflict = clash_message(*target, *src, name, key, t.job.target, at->second);
           }
