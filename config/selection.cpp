@@ -317,6 +317,10 @@ std::vector<unmatched_name> unmatched_table_names(
     const std::vector<std::string_view> candidates(catalog_table_names.begin(),
                                                    catalog_table_names.end());
     std::string guess = nearest(name, candidates);
+    // A shared schema ("public.") is no likeness: the table parts must be alike too.
+    if (!guess.empty() &&
+        nearest(table_part(name), std::vector<std::string_view>{table_part(guess)}).empty())
+      guess.clear();
     if (guess.empty()) {  // "public.ordrs" against bare names: the table parts compared
       std::vector<std::string_view> parts;
       for (const auto& n : catalog_table_names)

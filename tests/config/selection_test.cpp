@@ -302,3 +302,15 @@ TEST_CASE("filters on a fleet with no sources are no error: the run selects noth
   REQUIRE(filters);
   CHECK(check_filters(p, *filters).empty());
 }
+
+TEST_CASE("a missing table is offered a catalog name only when its own name is alike") {
+  // "public.gone" was offered "public.Foo": the shared "public." made them look alike.
+  auto s = make_source("pg", {});
+  s.include = {"public.gone", "public.ordrs"};
+  const auto unmatched =
+      unmatched_table_names(s, {"public.Foo", "public.nn", "public.orders"}, {});
+  REQUIRE(unmatched.size() == 2);
+  CHECK(unmatched[0].name == "public.gone");
+  CHECK(unmatched[0].nearest.empty());
+  CHECK(unmatched[1].nearest == "public.orders");
+}
