@@ -457,7 +457,11 @@ class sqlite_source final : public source {
                                fmt::format("read of table '{}' requests no columns", table));
     sql += " FROM " + quote_ident(table);
     if (!request.cursor_column.empty()) {
-      check_cursor_storage(db.get(), table, request.cursor_column);
+      check_cursor_storage(db.get(), table, request.cursor_column,
+                           cursor_type.kind == type_kind::date ||
+                               cursor_type.kind == type_kind::timestamp_ntz ||
+                               cursor_type.kind == type_kind::timestamp_tz,
+                           request.after);
       if (request.after)
         sql += past_watermark(quote_ident(request.cursor_column), "?1", request.inclusive_key);
       sql += " ORDER BY " + quote_ident(request.cursor_column);
@@ -576,13 +580,47 @@ class sqlite_source final : public source {
     return sqlite_handle(handle.release(), &pool_);
   }
 
+  /// ISO text with a 'T' between date and time beside text with a space: fails the read
+  /// naming one of each (two probes: the first row of each form).
+  /// The fix writes every value in the watermark's form, so that the rows past it compare
+  /// as they should with it.
+  void check_cursor_text_forms(sqlite3* db, const std::string& table, const std::string& column,
+                               const std::optional<std::string>& after) const {
+    const std::string c = quote_ident(column), t = quote_ident(table);
+    statement stmt(db, fmt::format("SELECT (SELECT {0} FROM {1} WHERE substr({0}, 11, 1) = 'T' "
+                                   "LIMIT 1), (SELECT {0} FROM {1} WHERE substr({0}, 11, 1) = "
+                                   "' ' LIMIT 1)",
+                                   c, t));
+    if (stmt.prepare_rc() != SQLITE_OK || sqlite3_step(stmt.get()) != SQLITE_ROW ||
+        sqlite3_column_type(stmt.get(), 0) == SQLITE_NULL ||
+        sqlite3_column_type(stmt.get(), 1) == SQLITE_NULL)
+      return;
+    const bool space = after && after->size() > 10 && (*after)[10] == ' ';
+    throw error::read_failed(
+        options_.name, table, options_.path,
+        fmt::format("cursor column '{}' holds timestamps written with a 'T' ('{}') and with a "
+                    "space ('{}'), which SQLite compares as text (a space before 'T'): a later "
+                    "one written with a space can sort before the watermark and never be "
+                    "copied",
+                    column, as_text(stmt.get(), 0), as_text(stmt.get(), 1)),
+        fmt::format("store the column in one form at the source, the watermark's (UPDATE {0} "
+                    "SET {1} = substr({1}, 1, 10) || '{2}' || substr({1}, 12) WHERE substr({1}, "
+                    "11, 1) = '{3}'), or use another cursor_column",
+                    t, c, space ? " " : "T", space ? "T" : " "));
+  }
+
   /// SQLite orders every number before every text, whatever the text says: a cursor
   /// column holding both (ISO text and unix seconds in one DATETIME column) would read a
   /// later number as older than the watermark and skip its row for good. Fails the read
   /// naming both forms. The smallest and largest values differ in storage class exactly
   /// when the column mixes them; each is one index probe where the column has an index.
-  void check_cursor_storage(sqlite3* db, const std::string& table,
-                            const std::string& column) const {
+  ///
+  /// A date or timestamp column (`dated`) may mix forms within a class too: unix seconds
+  /// (INTEGER) and julian days (REAL) compare as numbers (every julian day below every
+  /// unix time of this century), and ISO text with `T` and with a space as text (' '
+  /// before 'T', so `2024-01-02 23:00` sorts before `2024-01-02T10:00`). Both fail alike.
+  void check_cursor_storage(sqlite3* db, const std::string& table, const std::string& column,
+                            bool dated, const std::optional<std::string>& after) const {
     const std::string c = quote_ident(column), t = quote_ident(table);
     statement stmt(db, fmt::format("SELECT lo, typeof(lo), hi, typeof(hi) FROM "
                                    "(SELECT (SELECT min({0}) FROM {1}) AS lo, "
@@ -594,10 +632,29 @@ class sqlite_source final : public source {
     if (sqlite3_step(stmt.get()) != SQLITE_ROW)
       throw error::read_failed(options_.name, table, options_.path, sqlite3_errmsg(db),
                                fix_for(db, "check that the file is readable and not corrupt"));
-    const auto kind = [](std::string t) { return t == "real" ? std::string("integer") : t; };
+    const auto kind = [&](std::string t) {
+      return t == "real" && !dated ? std::string("integer") : t;
+    };
     const std::string lo = column_text(stmt.get(), 1), hi = column_text(stmt.get(), 3);
+    if (dated && lo == "text" && hi == "text") {
+      check_cursor_text_forms(db, table, column, after);
+      return;
+    }
     if (lo == "null" || kind(lo) == kind(hi))
       return;
+    if (dated && kind(lo) != "text" && kind(hi) != "text")
+      throw error::read_failed(
+          options_.name, table, options_.path,
+          fmt::format("cursor column '{}' holds dates as julian days ({}) and as unix seconds "
+                      "({}), which SQLite compares as numbers: a later julian day sorts before "
+                      "an earlier unix time, so its row could sort before the watermark and "
+                      "never be copied",
+                      column, lo == "real" ? as_text(stmt.get(), 0) : as_text(stmt.get(), 2),
+                      lo == "real" ? as_text(stmt.get(), 2) : as_text(stmt.get(), 0)),
+          fmt::format("store the column in one form at the source (UPDATE {0} SET {1} = "
+                      "CAST(strftime('%s', {1}) AS INTEGER) WHERE typeof({1}) = 'real'), or "
+                      "use another cursor_column",
+                      quote_ident(table), quote_ident(column)));
     throw error::read_failed(
         options_.name, table, options_.path,
         fmt::format("cursor column '{}' holds values of two kinds, {} ({}) and {} ({}), and "

@@ -486,6 +486,45 @@ TEST_CASE("SQLite cursors compare as SQLite stores them: untyped, 'T' timestamps
         std::vector<std::vector<std::string>>{{"1,2,3,4", "1,2,3", "1,2"}});
 }
 
+TEST_CASE("a SQLite timestamp cursor mixing forms fails its table instead of skipping rows") {
+  // ' ' sorts before 'T', and every julian day before every unix time: a later row in the
+  // other form sorted below the watermark and was never copied, the run a success.
+  workdir w;
+  sqlite_exec(w.file("src.db"),
+              "CREATE TABLE t_text (id INTEGER PRIMARY KEY, ts DATETIME);"
+              "INSERT INTO t_text VALUES (1, '2024-01-02T10:00:00');"
+              "CREATE TABLE t_num (id INTEGER PRIMARY KEY, ts DATETIME);"
+              "INSERT INTO t_num VALUES (1, 1704189600);");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n"
+                           "[sources.s.tables.t_text]\ncursor_column = \"ts\"\n"
+                           "[sources.s.tables.t_num]\ncursor_column = \"ts\"\n");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  sqlite_exec(w.file("src.db"), "INSERT INTO t_text VALUES (2, '2024-01-02 23:00:00');"
+                                "INSERT INTO t_num VALUES (2, julianday('2024-06-01'));");
+  auto j = flotilla_json(w, {"run"}, &rc);
+  INFO(j.dump());
+  CHECK(rc == 1);
+  const auto* text = find_table(j, "s.t_text");
+  REQUIRE(text != nullptr);
+  CHECK((*text)["status"] == "failed");
+  CHECK_THAT((*text)["error"].get<std::string>(),
+             Catch::Contains("with a 'T' ('2024-01-02T10:00:00') and with a space") &&
+                 Catch::Contains("substr(\"ts\", 1, 10) || 'T'"));
+  const auto* num = find_table(j, "s.t_num");
+  REQUIRE(num != nullptr);
+  CHECK((*num)["status"] == "failed");
+  CHECK_THAT((*num)["error"].get<std::string>(), Catch::Contains("julian days"));
+  // One form again, the watermark's, as the message says: the row arrives.
+  sqlite_exec(w.file("src.db"), "UPDATE t_text SET ts = substr(ts, 1, 10) || 'T' || "
+                                "substr(ts, 12) WHERE substr(ts, 11, 1) = ' '");
+  j = flotilla_json(w, {"run"}, &rc);
+  CHECK((*find_table(j, "s.t_text"))["status"] == "copied");
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM s.t_text")[0][0] == "2");
+}
+
 TEST_CASE("a NaN SQLite cannot store fails its table, naming the column; never a NULL") {
   workdir w;
   std::filesystem::create_directories(w.file("data"));
