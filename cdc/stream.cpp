@@ -1831,12 +1831,16 @@ class source_stream {
       p->push_back({++order_, std::move(c), in_txn});
     };
     for (const auto& m : txn) {
-      ++in_txn;
       if (auto* rel = std::get_if<relation_message>(&m)) {
+        // Not a change, and sent once per session: counted, it would number a
+        // transaction's changes otherwise after a restart.
         if (auto it = by_relid_.find(rel->oid); it != by_relid_.end())
           route(it->second, *rel);
         continue;
       }
+      if (std::holds_alternative<ignored_message>(m))
+        continue;  // a type or origin message: no change either, and per session too
+      ++in_txn;
       if (auto* tr = std::get_if<truncate_message>(&m)) {
         for (auto r : tr->relations)
           if (auto it = by_relid_.find(r); it != by_relid_.end()) {

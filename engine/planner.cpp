@@ -116,8 +116,13 @@ struct planner {
     const auto textual = [](k kind) { return kind == k::text || kind == k::varchar; };
     const bool temporal = declared.kind == k::date || declared.kind == k::time ||
                           declared.kind == k::timestamp_ntz || declared.kind == k::timestamp_tz;
+    // SQLite keeps a NUMERIC column's fractions as doubles: a double or another decimal
+    // reads each value as stored (a value the declared decimal cannot hold fails its row).
+    const bool numeric = s.type.kind == k::decimal &&
+                         (declared.kind == k::decimal || declared.kind == k::float64 ||
+                          declared.kind == k::float32);
     return textual(declared.kind) || declared.kind == k::bytes ||
-           (textual(s.type.kind) && temporal);
+           (textual(s.type.kind) && temporal) || numeric;
   }
 
   /// A declared column of a file whose values its type cannot hold: the value, or null.
@@ -281,9 +286,9 @@ struct planner {
         fail("FLT-S014",
              fmt::format("contract = enforced ({}) and the table declares no columns, so it "
                          "would load none: declare them in its section of flotilla.toml "
-                         "(columns = {{ ... }}; `flotilla contract generate --write` proposes "
-                         "them), set contract = \"none\" there, or leave the table out "
-                         "(exclude)",
+                         "(columns = {{ ... }}; once the table is loaded, `flotilla contract "
+                         "generate --write` proposes them), set contract = \"none\" there, or "
+                         "leave the table out (exclude)",
                          settings.contract_from.empty() ? "the source's" : settings.contract_from));
         return;
       }

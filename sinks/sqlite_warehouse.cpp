@@ -88,7 +88,11 @@ std::size_t exact_length(std::string_view v) {
     // 19 digits fit up to 2^63 - 1 (2^63 when negative).
     const std::string_view limit = sign == 1 && v[0] == '-' ? "9223372036854775808"
                                                              : "9223372036854775807";
-    return digits.size() == 19 && digits <= limit ? point : 0;
+    if (digits.size() == 19 && digits <= limit)
+      return point;
+    // Past 64 bits SQLite keeps it as a REAL: exact with 15 significant digits (1e20).
+    const auto last = digits.find_last_not_of('0');
+    return last != std::string_view::npos && last + 1 <= 15 ? point : 0;
   }
   // Significant digits from the first nonzero one to the fraction's last nonzero one.
   std::size_t digits = whole.size() - lead + fraction_end + 1;

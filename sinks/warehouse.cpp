@@ -243,16 +243,19 @@ class loader final : public table_writer {
       cols += d.quote(c.name);
     }
     std::vector<std::string> key;
-    std::string partition;
+    std::string partition, null_key;
     for (const auto& k : request_.unique_key) {
       key.push_back(request_.columns.find(k, d.names())->name);
       partition += (partition.empty() ? "" : ", ") + d.quote(key.back());
+      null_key += fmt::format(" OR {} IS NULL", d.quote(key.back()));
     }
-    // The last arriving version of every key.
+    // The last arriving version of every key; every row whose key holds a NULL, which is
+    // no key (it matches nothing, as SQL's unique constraints have it), not one per NULL.
     const std::string latest =
         fmt::format("(SELECT {0} FROM (SELECT {0}, row_number() OVER (PARTITION BY {1} ORDER BY "
-                    "{2} DESC) AS {3} FROM {4}) AS {5} WHERE {3} = 1)",
-                    cols, partition, d.quote(seq_column), rn, stage, d.quote("__flotilla_v"));
+                    "{2} DESC) AS {3} FROM {4}) AS {5} WHERE {3} = 1{6})",
+                    cols, partition, d.quote(seq_column), rn, stage, d.quote("__flotilla_v"),
+                    null_key);
     if (request_.keeps_other_columns)
       return update_then_insert(live, cols, key, latest);
     return {

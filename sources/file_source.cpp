@@ -214,7 +214,18 @@ struct json_digit_checker : nlohmann::json_sax<nlohmann::json> {
   std::string found;
   std::string found_column;  ///< the record's key holding it
   bool found_nested = false;  ///< inside an object or array, not the column's own value
-  bool null() override { return true; }
+  /// A file that is one array: a null element is a record that is no object (DuckDB would
+  /// load a row of NULLs); `found` says so, and `null_record` is set.
+  bool array_file = false;
+  bool null_record = false;
+  bool null() override {
+    if (!array_file || depth != 1)
+      return true;
+    null_record = true;
+    found = fmt::format("record {} of the file's array is null, not a JSON object",
+                        records + 1);
+    return false;
+  }
   bool boolean(bool) override { return true; }
   bool number_integer(number_integer_t v) override {
     return whole(v < 0 ? -static_cast<double>(v) : static_cast<double>(v), std::to_string(v));
@@ -303,29 +314,62 @@ struct json_digit_checker : nlohmann::json_sax<nlohmann::json> {
 };
 
 /// The first JSON number that would load changed ("line N: column ... "), or nullopt.
+/// Also finds a record that is `null` (`null_record` set): DuckDB loads it as a row of
+/// NULLs, where it is no record at all.
 std::optional<std::string> json_lost_digits(const std::string& path,
                                             std::function<bool(const std::string&)> float_column,
-                                            std::string& column, bool& nested) {
+                                            std::string& column, bool& nested, bool& null_record) {
   std::ifstream in(path, std::ios::binary);
   json_digit_checker check;
   check.float_column = std::move(float_column);
   if (json_array_file(path)) {
+    check.array_file = true;
     nlohmann::json::sax_parse(in, &check, nlohmann::json::input_format_t::json, false);
     if (check.found.empty())
       return std::nullopt;
+    null_record = check.null_record;
+    if (null_record)
+      return check.found;
     column = check.found_column;
     nested = check.found_nested;
     return fmt::format("record {}: {}", check.records, check.found);
   }
   std::size_t n = 0;
+  // Nesting at the start of each line, strings skipped: a line that begins outside any
+  // value and holds `null` is a record of its own (a `null` inside a value spread over
+  // lines is not).
+  std::size_t nest = 0;
+  bool in_string = false, escaped = false;
   for (std::string line; std::getline(in, line);) {
     ++n;
+    if (nest == 0 && !in_string) {
+      const auto b = line.find_first_not_of(" \t\r");
+      const auto e = line.find_last_not_of(" \t\r");
+      if (b != std::string::npos && line.compare(b, e - b + 1, "null") == 0) {
+        null_record = true;
+        return fmt::format("line {} holds null, not a JSON object", n);
+      }
+    }
     // Only a line with a long run of digits can hold such a number: the rest are skipped
     // unparsed (16 digits: a double keeps any 15).
     std::size_t run = 0, longest = 0;
     for (const char c : line) {
       run = (c >= '0' && c <= '9') ? run + 1 : (c == '.' ? run : 0);
       longest = std::max(longest, run);
+      if (in_string) {
+        if (escaped)
+          escaped = false;
+        else if (c == '\\')
+          escaped = true;
+        else if (c == '"')
+          in_string = false;
+      } else if (c == '"') {
+        in_string = true;
+      } else if (c == '{' || c == '[') {
+        ++nest;
+      } else if ((c == '}' || c == ']') && nest > 0) {
+        --nest;
+      }
     }
     // ... or an exponent of 3 digits, past a double's range or below it.
     static const std::regex wide_exponent(R"([0-9.][eE][+-]?[0-9]{3})");
@@ -1030,8 +1074,15 @@ class file_source final : public source {
                                   c->type.kind == schema::type_kind::float32);
         };
         std::string column;
-        bool nested = false;
-        if (auto lost = json_lost_digits(path, float_column, column, nested)) {
+        bool nested = false, null_record = false;
+        if (auto lost = json_lost_digits(path, float_column, column, nested, null_record)) {
+          if (null_record)
+            throw error::read_failed(
+                options_.name, request.table->name, path,
+                *lost + ": every line of a JSON-lines file, or every element of a file that "
+                        "is one JSON array, must be one record (an object of column names and "
+                        "values)",
+                fix_file);
           // Read as text already (a pin): only the file can keep the digits.
           const auto* read_as = request.columns.find(column, schema::name_rule::case_sensitive);
           const bool as_text = read_as != nullptr && (read_as->type.kind == schema::type_kind::text ||

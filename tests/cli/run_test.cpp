@@ -418,6 +418,36 @@ TEST_CASE("a full refresh with a unique_key keeps one row per key, the last read
         std::vector<std::vector<std::string>>{{"1a3,3c2"}});
 }
 
+TEST_CASE("rows whose unique_key holds a NULL are each kept: a NULL is no key") {
+  workdir w;
+  std::filesystem::create_directories(w.path() / "data");
+  w.write("data/items.csv", "id,name\n1,a\n1,a2\n,n1\n,n2\n");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+                           "schema = \"raw\"\n[sources.files]\nadapter = \"csv\"\npath = "
+                           "\"data\"\n[sources.files.tables.items]\nunique_key = [\"id\"]\n");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT group_concat(name, ',') FROM (SELECT name "
+                                          "FROM raw__items ORDER BY name)") ==
+        std::vector<std::vector<std::string>>{{"a2,n1,n2"}});
+}
+
+TEST_CASE("a SQLite NUMERIC column pinned as double reads as stored; 1e20 lands in SQLite") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE t (id INTEGER PRIMARY KEY, amt NUMERIC, big NUMERIC);"
+                                "INSERT INTO t VALUES (1, 3.14159265358979, 1e20), (2, 12.34, 5);");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+                           "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n"
+                           "[sources.s.tables.t]\ncolumns = { amt = \"double\" }\n");
+  int rc = -1;
+  auto j = flotilla_json(w, {"run"}, &rc);
+  INFO(j.dump());
+  CHECK(rc == 0);
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT amt, big = 1e20 FROM s__t WHERE id = 1") ==
+        std::vector<std::vector<std::string>>{{"3.14159265358979", "1"}});
+}
+
 TEST_CASE("a cursor column retyped int -> text reads every row again, not past the old watermark") {
   // As text, '1000' sorts before the watermark '500': rows past it were never read.
   workdir w;

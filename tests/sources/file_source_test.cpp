@@ -267,6 +267,21 @@ TEST_CASE("a json record that is not an object fails its table, naming its line"
   CHECK(read_all(*src, pretty).rows.size() == 2);
 }
 
+TEST_CASE("a json record that is null fails its table at the read; a null inside a value does not") {
+  // DuckDB loads a null record as a row of NULLs.
+  temp_dir dir;
+  write_file(dir.file("lines.json"), "{\"id\": 1}\n  null \n");
+  write_file(dir.file("array.json"), "[{\"id\": 1},\n null]");
+  write_file(dir.file("inner.json"), "{\"id\": 1, \"tags\": [\n  null\n], \"s\": \"{[\"}\n{\"id\": 2, \"tags\": []}\n");
+  auto src = open_files("json", dir.path.string());
+  const catalog cat = src->read_catalog();
+  CHECK_THROWS_WITH(read_all(*src, find_table(cat, "lines")),
+                    Catch::Contains("line 2 holds null, not a JSON object"));
+  CHECK_THROWS_WITH(read_all(*src, find_table(cat, "array")),
+                    Catch::Contains("record 2 of the file's array is null"));
+  CHECK(read_all(*src, find_table(cat, "inner")).rows.size() == 2);
+}
+
 TEST_CASE("a single csv file is one table named after its stem") {
   temp_dir dir;
   write_file(dir.file("daily sales.csv"), "amount,note\n1.50,ünïcødé ✓\n");
