@@ -303,16 +303,24 @@ class duckdb_inserter final : public row_inserter {
       }
       // Row by row, so the batch (row-major, 56 bytes a cell) is read in order.
       std::size_t c = width_;
+      std::size_t at = 0;  // the row whose value the slot refused
       for (std::size_t k = 0; k < take && c == width_; ++k) {
         const schema::value* row = &batch.cells[(r + k) * width_];
         for (c = 0; c < width_; ++c)
-          if (!fill_cell(c, row[c], fill_ + k, first_seq + r + k))
+          if (!fill_cell(c, row[c], fill_ + k, first_seq + r + k)) {
+            at = k;
             break;
+          }
       }
       if (c < width_) {
         // A value the column's binary slot does not take (not in canonical form): the
         // rows before this slice go in as they are, and from here on the column goes in
-        // as text for DuckDB to cast; then the slice is filled again.
+        // as text for DuckDB to cast; then the slice is filled again. The value is kept
+        // to name, should DuckDB's cast refuse it.
+        const schema::value& v = batch.cells[(r + at) * width_ + c];
+        if (v.kind == schema::value::tag::text)
+          refused_.emplace(c, fmt::format("row {}: value '{}'", first_seq + r + at + 1,
+                                          v.s.substr(0, 80)));
         if (fill_ > 0)
           flush_chunk();
         slots_[c].kind = DUCKDB_TYPE_VARCHAR;
@@ -411,12 +419,19 @@ class duckdb_inserter final : public row_inserter {
     if (const auto at = msg.find(for_column);
         msg.find(mismatch) != std::string::npos && at != std::string::npos) {
       const std::size_t c = std::strtoul(msg.c_str() + at + for_column.size(), nullptr, 10);
-      if (c < names_.size())
+      if (c < names_.size()) {
+        const auto first = refused_.find(c);
         throw sink_error(fmt::format(
             "{}: column {} holds a value its type cannot hold (out of the type's range or "
-            "precision); declare the column as text to load it as it is (columns = {{ {} = "
+            "precision){}; declare the column as text to load it as it is (columns = {{ {} = "
             "\"text\" }}), or fix the value at the source (DuckDB: {})",
-            dialect_.qualified(table_), dialect_.quote(names_[c]), names_[c], msg));
+            dialect_.qualified(table_), dialect_.quote(names_[c]),
+            first == refused_.end()
+                ? std::string()
+                : "; the first value that went to DuckDB's own cast: " + first->second,
+            names_[c],
+            msg));
+      }
     }
     throw sink_error(fmt::format("{}: {}: {}", dialect_.qualified(table_), what, msg));
   }
@@ -576,6 +591,8 @@ class duckdb_inserter final : public row_inserter {
   std::size_t width_;
   bool with_seq_;
   std::vector<std::string> names_;
+  /// Per column that went in as text: the first value its binary slot refused, with its row.
+  std::map<std::size_t, std::string> refused_;
   std::vector<slot> slots_;
   std::vector<duckdb_vector> vectors_;  ///< the chunk's vectors for the slice being filled
   std::vector<void*> data_;             ///< and their data
