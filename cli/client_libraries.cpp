@@ -36,7 +36,7 @@
 
 // Every function Flotilla calls, per library.
 #define FLOTILLA_PQ_FUNCTIONS(X, L)                                                        \
-  X(L, PQclear) X(L, PQconnectdb) X(L, PQconnectdbParams) X(L, PQconsumeInput)            \
+  X(L, PQclear) X(L, PQconninfoFree) X(L, PQconninfoParse) X(L, PQconnectdb) X(L, PQconnectdbParams) X(L, PQconsumeInput)            \
   X(L, PQerrorMessage) X(L, PQexec) X(L, PQexecParams) X(L, PQexecPrepared) X(L, PQfinish) \
   X(L, PQdb) X(L, PQflush) X(L, PQfreemem) X(L, PQgetCopyData) X(L, PQgetResult)         \
   X(L, PQgetisnull) X(L, PQgetlength) X(L, PQgetvalue) X(L, PQhost) X(L, PQnfields)       \

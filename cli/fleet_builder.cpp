@@ -29,6 +29,7 @@
 #include "engine/staging.hpp"
 #include "events/source_drift.hpp"
 #include "sources/errors.hpp"
+#include "sources/source.hpp"
 #include "sources/marker.hpp"
 #include "storage/state_store.hpp"
 
@@ -251,108 +252,13 @@ bool any_table_policy(const config::project& p, const config::source_config& src
 /// Where a target table is, as two selected tables landing on it are told apart: the
 /// target's database (two targets of flotilla.toml on one file or DSN are one), and the
 /// table in it. PostgreSQL keeps the case of the quoted names; the others ignore it.
-/// The server and database a PostgreSQL DSN names, in one spelling: "host:port/dbname"
-/// from a URI (postgres:// or postgresql://) or from key=value pairs; `localhost` is
-/// 127.0.0.1, the port defaults to 5432 and the database to the user. Empty when it
-/// cannot be read (the DSN is then compared as written).
-std::string pg_database_of(std::string_view dsn) {
-  std::map<std::string, std::string> kv;
-  const auto decode = [](std::string_view v) {
-    std::string out;
-    for (std::size_t i = 0; i < v.size(); ++i)
-      if (v[i] == '%' && i + 2 < v.size() && std::isxdigit(static_cast<unsigned char>(v[i + 1])) &&
-          std::isxdigit(static_cast<unsigned char>(v[i + 2]))) {
-        out += static_cast<char>(std::stoi(std::string(v.substr(i + 1, 2)), nullptr, 16));
-        i += 2;
-      } else {
-        out += v[i];
-      }
-    return out;
-  };
-  if (dsn.starts_with("postgresql://") || dsn.starts_with("postgres://")) {
-    std::string_view rest = dsn.substr(dsn.find("//") + 2);
-    std::string_view query;
-    if (const auto q = rest.find('?'); q != std::string_view::npos) {
-      query = rest.substr(q + 1);
-      rest = rest.substr(0, q);
-    }
-    std::string_view authority = rest.substr(0, rest.find('/'));
-    if (const auto slash = rest.find('/'); slash != std::string_view::npos)
-      kv["dbname"] = decode(rest.substr(slash + 1));
-    if (const auto at = authority.rfind('@'); at != std::string_view::npos) {
-      std::string_view user = authority.substr(0, at);
-      kv["user"] = decode(user.substr(0, user.find(':')));
-      authority = authority.substr(at + 1);
-    }
-    if (authority.find(',') != std::string_view::npos)
-      return {};  // several hosts: compared as written
-    std::string_view host = authority, port;
-    if (authority.starts_with('[')) {  // [::1]:5432
-      const auto close = authority.find(']');
-      host = authority.substr(1, close == std::string_view::npos ? close : close - 1);
-      if (close != std::string_view::npos && close + 1 < authority.size() && authority[close + 1] == ':')
-        port = authority.substr(close + 2);
-    } else if (const auto colon = authority.rfind(':'); colon != std::string_view::npos) {
-      host = authority.substr(0, colon);
-      port = authority.substr(colon + 1);
-    }
-    kv["host"] = decode(host);
-    kv["port"] = std::string(port);
-    while (!query.empty()) {
-      const auto amp = query.find('&');
-      const std::string_view pair = query.substr(0, amp);
-      if (const auto eq = pair.find('='); eq != std::string_view::npos)
-        kv[std::string(pair.substr(0, eq))] = decode(pair.substr(eq + 1));
-      query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-    }
-  } else {
-    // key = value pairs; values may be single-quoted.
-    std::size_t i = 0;
-    const auto skip = [&] {
-      while (i < dsn.size() && std::isspace(static_cast<unsigned char>(dsn[i])))
-        ++i;
-    };
-    while (skip(), i < dsn.size()) {
-      const auto eq = dsn.find('=', i);
-      if (eq == std::string_view::npos)
-        return {};
-      std::string key(dsn.substr(i, eq - i));
-      while (!key.empty() && std::isspace(static_cast<unsigned char>(key.back())))
-        key.pop_back();
-      i = eq + 1;
-      skip();
-      std::string value;
-      if (i < dsn.size() && dsn[i] == '\'') {
-        for (++i; i < dsn.size() && dsn[i] != '\''; ++i) {
-          if (dsn[i] == '\\' && i + 1 < dsn.size())
-            ++i;
-          value += dsn[i];
-        }
-        ++i;
-      } else {
-        while (i < dsn.size() && !std::isspace(static_cast<unsigned char>(dsn[i])))
-          value += dsn[i++];
-      }
-      kv[key] = value;
-    }
-  }
-  std::string host = kv.contains("hostaddr") && !kv["hostaddr"].empty() ? kv["hostaddr"] : kv["host"];
-  for (auto& c : host)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (host == "localhost" || host == "::1")
-    host = "127.0.0.1";
-  const std::string port = kv["port"].empty() ? "5432" : kv["port"];
-  const std::string db = kv["dbname"].empty() ? kv["user"] : kv["dbname"];
-  return fmt::format("{}:{}/{}", host, port, db);
-}
-
 /// The database a target writes to, in one spelling: its dialect, and the file (however
 /// its path is written, through symlinks too) or the server and database its DSN names.
 /// Computed once per target: it touches the file system.
 std::string target_database(const config::target_config& target) {
   std::string database = target.dsn;
   if (!target.dsn.empty())
-    if (auto named = pg_database_of(target.dsn); !named.empty())
+    if (auto named = sources::postgres_database(target.dsn); !named.empty())
       database = std::move(named);
   if (!target.path.empty()) {
     // The file itself: a symlink to it is the file, even before it exists.

@@ -720,6 +720,30 @@ class postgres_source final : public source {
 
 }  // namespace
 
+std::string postgres_database(const std::string& dsn) {
+  char* err = nullptr;
+  PQconninfoOption* opts = PQconninfoParse(dsn.c_str(), &err);
+  if (err != nullptr)
+    PQfreemem(err);
+  if (opts == nullptr)
+    return {};
+  std::map<std::string, std::string> kv;
+  for (const PQconninfoOption* o = opts; o->keyword != nullptr; ++o)
+    if (o->val != nullptr)
+      kv[o->keyword] = o->val;
+  PQconninfoFree(opts);
+  std::string host = !kv["hostaddr"].empty() ? kv["hostaddr"] : kv["host"];
+  if (host.find(',') != std::string::npos)
+    return {};  // several hosts: compared as written
+  std::transform(host.begin(), host.end(), host.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (host == "localhost" || host == "::1")
+    host = "127.0.0.1";
+  const std::string port = kv["port"].empty() ? "5432" : kv["port"];
+  const std::string db = kv["dbname"].empty() ? kv["user"] : kv["dbname"];
+  return fmt::format("{}:{}/{}", host, port, db);
+}
+
 std::unique_ptr<source> make_postgres_source(const source_options& options) {
   if (options.dsn.empty())
     throw error::missing_option(options.name, "postgres", "dsn");

@@ -191,4 +191,9 @@ struct source_options {
 /// Opens an adapter. Throws source_error naming the source and what to fix.
 [[nodiscard]] std::unique_ptr<source> open_source(const source_options& options);
 
+/// The server and database a PostgreSQL DSN names, in one spelling ("host:port/dbname"),
+/// as libpq reads it (a URI or key=value pairs): `localhost` and ::1 are 127.0.0.1, the
+/// port defaults to 5432 and the database to the user. Empty when libpq cannot read it.
+[[nodiscard]] std::string postgres_database(const std::string& dsn);
+
 }  // namespace flotilla::sources

@@ -532,3 +532,15 @@ TEST_CASE("the postgres catalog marks a table the role may not read, so a plan s
   }
   s.exec("DROP OWNED BY " + role + "; DROP ROLE " + role);
 }
+
+TEST_CASE("a PostgreSQL DSN names its database in one spelling, as libpq reads it") {
+  const std::string one = postgres_database("postgresql://postgres@127.0.0.1:54329/wh");
+  CHECK(one == "127.0.0.1:54329/wh");
+  CHECK(postgres_database("postgres://postgres@localhost:54329/wh?connect_timeout=5") == one);
+  CHECK(postgres_database("host=127.0.0.1 port=54329 dbname=wh user=postgres") == one);
+  CHECK(postgres_database("postgresql://postgres@127.0.0.1:54329/w%68") == one);
+  CHECK(postgres_database("postgresql://postgres@127.0.0.1:54329/WH") != one);
+  CHECK(postgres_database("postgresql://wh@127.0.0.1") == "127.0.0.1:5432/wh");
+  CHECK(postgres_database("host=a,b dbname=wh").empty());
+  CHECK(postgres_database("not a dsn =").empty());
+}
