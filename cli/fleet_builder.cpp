@@ -26,6 +26,7 @@
 #include "config/errc.hpp"
 #include "config/load.hpp"
 #include "config/policy.hpp"
+#include "dialects/dialect.hpp"
 #include "engine/staging.hpp"
 #include "events/source_drift.hpp"
 #include "sources/errors.hpp"
@@ -276,13 +277,20 @@ std::string target_database(const config::target_config& target) {
   return fmt::format("{}\n{}", target.dialect, database.empty() ? target.name : database);
 }
 
+/// Whether the target keeps the case of the (always quoted) names it is given: PostgreSQL
+/// and Snowflake do, so `Orders` and `orders` are two tables there; the others ignore it.
+bool keeps_name_case(const config::target_config& target) {
+  auto d = dialects::make_dialect(target.dialect);
+  return d && (*d)->names() == schema::name_rule::case_sensitive;
+}
+
 /// A target table as two selected tables landing on it are told apart: the target's
-/// database (target_database) and the table in it. PostgreSQL keeps the case of the
-/// quoted names; the others ignore it.
-std::string claim_key(const config::target_config& target, const std::string& database,
+/// database (target_database) and the table in it, in lower case unless the target
+/// keeps_name_case.
+std::string claim_key(bool keeps_case, const std::string& database,
                       const dialects::table_ref& where) {
   std::string table = fmt::format("{}\n{}\n{}", where.catalog, where.schema, where.name);
-  if (target.dialect != "postgres")
+  if (!keeps_case)
     for (auto& c : table)
       c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return database + "\n" + table;
@@ -522,11 +530,12 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       out.reserve(selected.size());
       std::set<std::string> seen_keys;  // a key twice: a dot in a schema or table name
       // The target table one names, as claimed against another table landing on it.
-      // PostgreSQL keeps the case of the quoted names; the others ignore it.
+      // PostgreSQL and Snowflake keep the case of the quoted names; the others ignore it.
       const bool grouped = claims->grouped.contains(src->name);
+      const bool keeps_case = keeps_name_case(*target);
       const auto claim_of = [&](const config::target_table_name& where) {
         return (grouped ? src->name + "\n" : std::string()) +
-               claim_key(*target, database, dialects::table_ref{where.catalog, where.schema, where.name});
+               claim_key(keeps_case, database, dialects::table_ref{where.catalog, where.schema, where.name});
       };
       // Tables flotilla.toml names in a section claim their target tables first: of two
       // landing on one, the one the user configured loads, not one an include pattern
@@ -761,7 +770,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           (void)store->remove<storage::pb::SourceCatalog>(source.name);
       };
     }
-    group_keys.push_back(claim_key(*target, databases.at(target->name), [&] {
+    group_keys.push_back(claim_key(keeps_name_case(*target), databases.at(target->name), [&] {
       const auto at = config::target_table_named(*target, s, "\x01");
       return dialects::table_ref{at.catalog, at.schema, at.name};
     }()));
@@ -795,7 +804,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
             const std::string name = t.job.table.qualified();
             const std::string key = table_key(src->name, name);
             auto [at, fresh] =
-                taken.try_emplace(claim_key(*target, databases.at(target->name), t.job.target), key);
+                taken.try_emplace(claim_key(keeps_name_case(*target), databases.at(target->name), t.job.target), key);
             if (!fresh)
               t.conflict = clash_message(*target, *src, name, key, t.job.target, at->second);
           }

@@ -548,8 +548,8 @@ class loader {
           all.push_back(x);
         auto near = nearest(*d, all);
         report(errc::invalid_value, t.get("dialect")->source(), key_path_append(path, "dialect"), *d,
-               "duckdb, postgres (postgresql, pg), sqlite; plan-only: snowflake, bigquery, "
-               "databricks, trino",
+               "duckdb, postgres (postgresql, pg), sqlite (sqlite3); plan-only: snowflake, "
+               "bigquery (bq), databricks (delta, spark), trino (presto)",
                near.empty() ? fmt::format("unknown dialect '{}'", *d)
                             : fmt::format("unknown dialect '{}'; did you mean '{}'?", *d, near));
       }

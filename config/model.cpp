@@ -1,5 +1,7 @@
 #include "config/model.hpp"
 
+#include "dialects/dialect.hpp"
+
 #include <algorithm>
 #include <cctype>
 
@@ -64,19 +66,7 @@ bool is_file_adapter(adapter_kind a) {
 }
 
 std::string canonical_dialect(std::string_view name) {
-  std::string n;
-  n.reserve(name.size());
-  for (char c : name)
-    n.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-  if (n == "postgresql" || n == "pg")
-    return "postgres";
-  for (auto d : executed_dialects)
-    if (n == d)
-      return n;
-  for (auto d : plan_only_dialects)
-    if (n == d)
-      return n;
-  return {};
+  return std::string(dialects::canonical_dialect_name(name));
 }
 
 bool is_executed_dialect(std::string_view canonical) {

@@ -145,6 +145,10 @@ class dialect : public schema::type_rules {
 /// The canonical names of every dialect, in a stable order.
 [[nodiscard]] const std::vector<std::string_view>& dialect_names();
 
+/// The canonical name of the dialect `name` or one of its aliases names, ignoring case
+/// ("PG" -> "postgres", "bq" -> "bigquery"); empty when no dialect has that name.
+[[nodiscard]] std::string_view canonical_dialect_name(std::string_view name);
+
 /// `statements` wrapped in BEGIN ... COMMIT where the dialect has transactional DDL
 /// (duckdb, postgres, sqlite), unchanged elsewhere: the form to print or run as a script.
 [[nodiscard]] std::vector<std::string> in_transaction(const dialect& d,

@@ -58,6 +58,14 @@ std::expected<std::unique_ptr<dialect>, dialect_error> make_dialect(std::string_
                   fmt::join(dialect_names(), ", "), aliases)});
 }
 
+std::string_view canonical_dialect_name(std::string_view name) {
+  const std::string key = lower(name);
+  for (const auto& e : registry)
+    if (e.name == key)
+      return e.canonical;
+  return {};
+}
+
 const std::vector<std::string_view>& dialect_names() {
   static const std::vector<std::string_view> names = [] {
     std::vector<std::string_view> out;

@@ -198,6 +198,18 @@ TEST_CASE("a dialect outside the known set is FLT-C005 naming the executed and p
   CHECK(d.allowed.find("plan-only") != std::string::npos);
 }
 
+TEST_CASE("every alias docs/dialects.md lists loads as its dialect") {
+  for (auto [alias, canonical] : {std::pair{"sqlite3", "sqlite"}, {"bq", "bigquery"},
+                                  {"delta", "databricks"}, {"spark", "databricks"},
+                                  {"presto", "trino"}, {"PG", "postgres"}}) {
+    INFO(alias);
+    auto r = load(fmt::format("[targets.wh]\ndialect = \"{}\"\n", alias));
+    CHECK(count_code(r, errc::invalid_value) == 0);
+    REQUIRE(r.model->find_target("wh") != nullptr);
+    CHECK(r.model->find_target("wh")->dialect == canonical);
+  }
+}
+
 TEST_CASE("required keys are FLT-C006") {
   auto r = load(R"toml(
 [targets.wh]
