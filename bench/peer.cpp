@@ -18,10 +18,16 @@ namespace fs = std::filesystem;
 
 std::string table_name(std::uint64_t i) { return fmt::format("t{:05}", i); }
 
-std::uint64_t rows_of(std::uint64_t i, std::uint64_t mean) {
-  std::uint64_t h = (i + 1) * 0x9e3779b97f4a7c15ULL;
+/// Rows of table i: in [mean - mean/2, mean + mean/2], at least 1, and tables 2k and 2k+1
+/// differ from `mean` by the same amount in opposite ways, so a fleet of n tables holds
+/// n * mean rows in all (the help's "mean rows per table").
+std::uint64_t rows_of(std::uint64_t i, std::uint64_t tables, std::uint64_t mean) {
+  if (i % 2 == 0 && i + 1 == tables)
+    return mean;  // the odd one out has no partner
+  std::uint64_t h = (i / 2 + 1) * 0x9e3779b97f4a7c15ULL;
   h ^= h >> 29;
-  return mean / 2 + h % (mean + 1);  // uniform in [mean/2, 3*mean/2]: mean on average
+  const std::uint64_t d = h % (mean / 2 + 1);
+  return i % 2 == 0 ? mean + d : mean - d;
 }
 
 /// count and checksum of every table of schema `peer`, keyed by table name.
@@ -130,7 +136,7 @@ scenario_result run_peer(bench_context& ctx) {
       pg_connection c(src);
       c.exec("CREATE SCHEMA peer");
       for (std::uint64_t i = 0; i < tables; ++i) {
-        const auto n = rows_of(i, ctx.opt.peer_rows);
+        const auto n = rows_of(i, tables, ctx.opt.peer_rows);
         write_pg_table(c, "peer", table_name(i), n, 1000 + i);
         rows += n;
       }

@@ -205,7 +205,7 @@ std::string write_plot(const std::vector<scenario_result>& all, const std::strin
     return "no scaling series to plot (run fleet-scale or peer)";
   std::vector<std::string> plots;
   auto data_file = [&](const std::string& stem, const std::vector<point>& pts) {
-    const auto path = dir / (stem + ".dat");
+    const auto path = dir / (std::string(plot_data_prefix) + stem + ".dat");
     std::ofstream f(path);
     f << "# x rate rate_min rate_max wall wall_min wall_max mb mb_min mb_max\n";
     for (const auto& p : pts)

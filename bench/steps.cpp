@@ -98,6 +98,7 @@ int step_drift_check(const step_args& a) {
   const auto cat = src->read_catalog();
   const double catalog_s = sw.wall_s();
   auto wh = sinks::open_warehouse({"bench", "postgres", "", need(a, "dst_dsn")});
+  const double connect_s = sw.wall_s() - catalog_s;
   double describe_s = 0, evaluate_s = 0;
   std::uint64_t tables = 0, drifted = 0, added = 0, absent = 0;
   // As a plan or run does (actors/fleet.cpp): every target table is registered with the
@@ -121,7 +122,8 @@ int step_drift_check(const step_args& a) {
     absent += live ? 0 : 1;
   }
   print_result(sw, static_cast<double>(tables),
-               {{"catalog_s", catalog_s}, {"describe_s", describe_s}, {"evaluate_s", evaluate_s},
+               {{"catalog_s", catalog_s}, {"connect_s", connect_s}, {"describe_s", describe_s},
+                {"evaluate_s", evaluate_s},
                 {"tables_drifted", drifted}, {"tables_with_new_columns", added},
                 {"tables_absent", absent}, {"schema_reads", target_tables.schema_reads()}});
   return 0;
