@@ -312,7 +312,8 @@ outcome decider::on(const add_column& a) const {
                           fmt::format("--   ALTER TABLE {} RENAME COLUMN {} TO {};",
                                       before_.name, d_->quote(c.name), d_->quote(c.name + "_2")),
                           "-- then resync this review, which copies the table afresh; or remove "
-                          "it, leaving the target table as it is."}),
+                          "it, leaving the target table as it is.",
+                          std::string(no_target_ddl)}),
                 "The source's two columns cannot both be copied to this target; once one is "
                 "renamed at the source, a resync copies the table afresh.",
                 true);
@@ -448,7 +449,8 @@ outcome decider::on(const rename_column& c) const {
                           fmt::format("--   ALTER TABLE {} RENAME COLUMN {} TO {};",
                                       before_.name, d_->quote(c.to), d_->quote(c.to + "_2")),
                           "-- then resync this review, which copies the table afresh; or remove "
-                          "it, leaving the target table as it is."}),
+                          "it, leaving the target table as it is.",
+                          std::string(no_target_ddl)}),
                 "The source's two columns cannot both be copied to this target; once one is "
                 "renamed at the source, a resync copies the table afresh.",
                 true);

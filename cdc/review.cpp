@@ -1,5 +1,6 @@
 #include "cdc/review.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 
@@ -209,6 +210,16 @@ bool review::ddl_was_tried() const {
          !note.ddl_ran;
 }
 
+namespace {
+/// Characters of UTF-8 text (seed 003 counts the DDL's limit in characters): every byte
+/// that does not continue a sequence.
+std::size_t utf8_length(std::string_view text) {
+  return static_cast<std::size_t>(std::count_if(text.begin(), text.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  }));
+}
+}  // namespace
+
 std::string wrong_state_message(pb::HoldState s) {
   return fmt::format("This review is {}; it does not accept a decision.", state_label(s));
 }
@@ -320,7 +331,7 @@ std::expected<decision_plan, refusal> check_decision(const review& r, const deci
       return std::unexpected(refuse(code_no_ddl,
                                     "The edited DDL is empty; give the DDL (a comment-only DDL "
                                     "runs nothing on the target)."));
-    if (d.ddl.size() > max_ddl_chars)
+    if (utf8_length(d.ddl) > max_ddl_chars)
       return std::unexpected(refuse(code_too_long, std::string(too_long_message)));
   }
 
@@ -333,12 +344,23 @@ std::expected<decision_plan, refusal> check_decision(const review& r, const deci
   p.resync = resync;
   switch (d.kind) {
     case decision_kind::apply_proposed:
+      // Once the review's DDL ran, applying again replays the kept changes under it.
+      if (r.note.ddl_ran) {
+        p.ddl = r.hold.applied_ddl();
+        break;
+      }
       if (needs_edit(r.hold.proposed_ddl()))
         return std::unexpected(refuse(code_needs_edit, std::string(needs_edit_message),
                                       std::string(needs_edit_hint)));
       p.ddl = r.hold.proposed_ddl();
       break;
-    case decision_kind::apply_edited: p.ddl = d.ddl; break;
+    case decision_kind::apply_edited:
+      // DDL that ran is never run again, and no other DDL runs in its place: the review
+      // would show as applied DDL that never ran.
+      if (r.note.ddl_ran && trim(d.ddl) != trim(r.hold.applied_ddl()))
+        return std::unexpected(refuse(code_resync_ddl_bound, std::string(apply_ddl_bound_message)));
+      p.ddl = r.note.ddl_ran ? r.hold.applied_ddl() : d.ddl;
+      break;
     case decision_kind::resync:
       if (r.note.ddl_ran) {
         p.ddl = r.hold.applied_ddl();

@@ -129,6 +129,10 @@ inline constexpr std::string_view resync_needs_edit_message = "Edit the target D
 inline constexpr std::string_view too_long_message = "The DDL is longer than 65536 characters.";
 inline constexpr std::string_view resync_ddl_bound_message =
     "This review already applied target DDL; resync must use that exact DDL.";
+inline constexpr std::string_view apply_ddl_bound_message =
+    "This review already applied target DDL; a decision must use that exact DDL. Make any "
+    "further change on the target by hand, then apply again to replay the kept changes, or "
+    "resync the table.";
 inline constexpr std::string_view resync_bound_message =
     "This review already has a bound resync operation; wait for its result.";
 inline constexpr std::string_view resync_failed_message =

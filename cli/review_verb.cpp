@@ -418,10 +418,26 @@ int do_review(const global_options& g, const review_args& a) {
       if (auto r = cdc::read_result(project->state_dir, id)) {
         std::error_code ec;
         fs::remove(cdc::results_dir(project->state_dir) / (id + ".result"), ec);
-        // The stream wrote the review; a fresh read-only open sees it.
-        if (auto again = open_store(*project, problem); again && again->store)
-          if (auto now = cdc::load_review(*again->store, target, table); now && *now)
-            r->after = **now;
+        // The stream wrote the review; a fresh read-only open sees it. Once the DDL ran,
+        // the stream replays the kept changes after writing the result: the decision's
+        // outcome is the replay's, so wait for it (as long as a decision may take).
+        const auto replay_deadline = std::chrono::steady_clock::now() + std::chrono::minutes(11);
+        for (;;) {
+          bool stream_runs = false;
+          if (auto again = open_store(*project, problem); again && again->store) {
+            stream_runs = again->read_only;
+            if (auto now = cdc::load_review(*again->store, target, table); now && *now)
+              r->after = **now;
+          }
+          // A stream that stopped meanwhile replays them when it starts again.
+          const bool replaying =
+              stream_runs && r->status == cdc::decision_result::outcome::done && r->after &&
+              r->after->hold.state() == cdc::pb::HOLD_STATE_APPLYING &&
+              r->after->note.phase == "replay";
+          if (!replaying || std::chrono::steady_clock::now() >= replay_deadline)
+            break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
         // The DDL ran, but the stream could not replay the kept changes after it.
         if (r->status == cdc::decision_result::outcome::done && r->after &&
             r->after->hold.state() == cdc::pb::HOLD_STATE_LAST_DECISION_FAILED) {

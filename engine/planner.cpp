@@ -103,6 +103,7 @@ struct planner {
       r.type = declared;
     return r;
   }
+  /// A text column declared bytes is read as its UTF-8 bytes, whatever the source.
   /// A SQLite column's declared type does not bound its values, so a declaration is not
   /// bound by it either where that is what the user means: text takes any value as
   /// written ('N/A' in an INTEGER column), bytes any value's bytes, and a TEXT column's
@@ -110,10 +111,14 @@ struct planner {
   /// its usual form), exactly or failing naming the value. Anything else keeps seed 000's
   /// check at plan time (a TEXT or DECIMAL column declared int fails the plan, FLT-S002).
   bool reads_as_declared(const column& s, const portable_type& declared) const {
-    if (!settings.read_as_declared)
-      return false;
     using k = schema::type_kind;
     const auto textual = [](k kind) { return kind == k::text || kind == k::varchar; };
+    // Every text has a byte form, its UTF-8, on any source: bytes is how a text holding a
+    // NUL reaches a target whose text refuses it (PostgreSQL).
+    if (declared.kind == k::bytes && textual(s.type.kind))
+      return true;
+    if (!settings.read_as_declared)
+      return false;
     const bool temporal = declared.kind == k::date || declared.kind == k::time ||
                           declared.kind == k::timestamp_ntz || declared.kind == k::timestamp_tz;
     // SQLite keeps a NUMERIC column's fractions as doubles: a double or another decimal

@@ -152,9 +152,12 @@ std::string select_expr(const std::string& q, duckdb_type physical, const portab
     case type_kind::timestamp_ntz:
       // Nanoseconds truncate to the microsecond below, before 1970 too (DuckDB's own cast
       // rounds those toward 1970: 1969-12-31 23:59:59.999999999 would become 1970).
+      // ±infinity are kept as such: their epoch_ns is INT64's limit, which would make a
+      // date of 2262 (or overflow).
       if (physical == DUCKDB_TYPE_TIMESTAMP_NS)
-        return fmt::format("make_timestamp((epoch_ns({0}) - ((epoch_ns({0}) % 1000 + 1000) % "
-                           "1000)) // 1000)",
+        return fmt::format("CASE WHEN isinf({0}) THEN CAST({0} AS TIMESTAMP) ELSE "
+                           "make_timestamp((epoch_ns({0}) - ((epoch_ns({0}) % 1000 + 1000) % "
+                           "1000)) // 1000) END",
                            q);
       return physical == DUCKDB_TYPE_TIMESTAMP ? q : cast(q, "TIMESTAMP");
     case type_kind::timestamp_tz:

@@ -545,17 +545,21 @@ TEST_CASE("a type change DuckDB cannot make exactly (key column) is held with a 
   CHECK_FALSE(needs_edit(h.proposed_ddl()));
 }
 
-TEST_CASE("a column name that collides on the target is held with a proposal that needs an edit") {
+TEST_CASE("a column name that collides on the target is held: rename at the source, then resync") {
   SECTION("rename") {
     const auto& h = as_held(decide(rename_column{"note", "Qty"}, duck));
     CHECK(h.kind() == "rename_column");
     CHECK_THAT(h.reason(), Catch::Contains("collides with column 'qty'"));
-    CHECK(needs_edit(h.proposed_ddl()));
+    CHECK(h.requires_resync());
+    // Nothing to run on the target: the proposal's way out is a resync, which it allows.
+    CHECK_FALSE(needs_edit(h.proposed_ddl()));
+    CHECK_THAT(h.proposed_ddl(), Catch::Contains("then resync this review") &&
+                                     Catch::EndsWith(std::string(no_target_ddl)));
   }
   SECTION("added column") {
     const auto& h = as_held(decide(add_column{column("QTY", "int")}, duck));
     CHECK(h.kind() == "add_column");
-    CHECK(needs_edit(h.proposed_ddl()));
+    CHECK_FALSE(needs_edit(h.proposed_ddl()));
     CHECK(h.requires_resync());
     // A copy of the table would need both names again: the way out is at the source.
     CHECK_THAT(h.proposed_ddl(), Catch::Contains("at the source") &&

@@ -157,6 +157,33 @@ TEST_CASE("edited DDL can be up to 65,536 characters") {
   CHECK(refuse(r, {decision_kind::resync_edited, longest + "x"}).message ==
         "The DDL is longer than 65536 characters.");
   CHECK(refuse(r, {decision_kind::apply_edited, "  \n"}).code == code_no_ddl);
+  // Characters, not bytes: 65,536 two-byte characters are within the limit.
+  std::string wide = "--";
+  for (std::size_t i = 2; i < max_ddl_chars; ++i)
+    wide += "\xc3\xa9";  // é
+  CHECK(accept(r, {decision_kind::apply_edited, wide}).ddl == wide);
+  CHECK(refuse(r, {decision_kind::apply_edited, wide + "\xc3\xa9"}).code == code_too_long);
+}
+
+TEST_CASE("after the review's DDL ran, a decision uses that DDL: no other runs in its place") {
+  auto r = open_review(draft(rename_ddl), 100);
+  auto p = accept(r, {decision_kind::apply_edited, "-- later"});
+  auto replaying = decision_succeeded(begin_decision(r, p, 200), p, 201);
+  REQUIRE(replaying.note.ddl_ran);
+  auto bad = replay_failed(replaying, "column \"k2\" does not exist", 300);
+  REQUIRE(bad.hold.state() == pb::HOLD_STATE_LAST_DECISION_FAILED);
+  // Other DDL would show as applied DDL that never ran.
+  auto e = refuse(bad, {decision_kind::apply_edited, rename_ddl});
+  CHECK(e.code == code_resync_ddl_bound);
+  CHECK_THAT(e.message, Catch::StartsWith("This review already applied target DDL") &&
+                            Catch::Contains("by hand"));
+  // The same DDL, or apply, replays again under the DDL that ran; nothing runs.
+  auto same = accept(bad, {decision_kind::apply_edited, "-- later\n"});
+  CHECK_FALSE(same.run_ddl);
+  auto again = accept(bad, {decision_kind::apply_proposed, ""});
+  CHECK_FALSE(again.run_ddl);
+  CHECK(again.ddl == "-- later");
+  CHECK(begin_decision(bad, again, 400).hold.applied_ddl() == "-- later");
 }
 
 TEST_CASE("a replay stopped by a kept change takes resync or remove, not apply again") {

@@ -249,3 +249,44 @@ TEST_CASE("an incremental PostgreSQL table created anew is read in full, not pas
   CHECK(ids() == "10,11,12");
   pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE", s, t));
 }
+
+TEST_CASE("DuckDB to PostgreSQL: TIMESTAMP_NS infinities stay infinite, and a text holding a NUL "
+          "loads through the bytes pin the refusal names") {
+  workdir w;
+  const std::string t = "nstgt_" + unique_suffix();
+  duckdb_exec(w.file("src.duckdb"),
+              "CREATE TABLE t (id INTEGER, ts TIMESTAMP_NS, s VARCHAR);"
+              "INSERT INTO t VALUES (1, '1969-12-31 23:59:59.999999999', 'a' || chr(0) || 'b'),"
+              "(2, 'infinity', 'x'), (3, '-infinity', NULL)");
+  const auto config = [&](const std::string& pins) {
+    w.write("flotilla.toml", fmt::format(R"([targets.pg]
+dialect = "postgres"
+dsn = "{0}"
+schema = "{1}"
+[sources.lake]
+adapter = "duckdb"
+path = "src.duckdb"
+target = "pg"
+include = ["t"]
+{2})",
+                                         pg_dsn(), t, pins));
+  };
+  config("");
+  int rc = -1;
+  auto refused = flotilla_json(w, {"run"}, &rc);
+  INFO(refused.dump());
+  CHECK(rc == 1);
+  const std::string error = refused["tables"][0]["error"].get<std::string>();
+  CHECK_THAT(error, Catch::Contains("columns = { s = \"bytes\" }"));
+  config("[sources.lake.tables.t]\ncolumns = { s = \"bytes\" }\n");
+  auto loaded = flotilla_json(w, {"run"}, &rc);
+  INFO(loaded.dump());
+  CHECK(rc == 0);
+  CHECK(pg_query(pg_dsn(), fmt::format("SELECT id::text, ts::text, coalesce(encode(s, 'hex'), "
+                                       "'-') FROM {}.t ORDER BY id",
+                                       t)) ==
+        std::vector<std::vector<std::string>>{{"1", "1969-12-31 23:59:59.999999", "610062"},
+                                              {"2", "infinity", "78"},
+                                              {"3", "-infinity", "-"}});
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {} CASCADE", t));
+}
