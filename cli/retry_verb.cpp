@@ -67,11 +67,30 @@ int do_retry(const global_options& g, run_request req) {
       req.filters.assign(run.filters().begin(), run.filters().end());
       req.only.insert(run.only().begin(), run.only().end());
     }
+    // A failed table whose source flotilla.toml no longer has (or another config's run
+    // in a shared state directory) cannot be retried; retrying the rest would record a
+    // run over it, and its failure, staged rows and pending `schema accept` would be out
+    // of reach. Refused, naming them.
+    std::set<std::string> lost;
+    const auto want = [&](const std::string& source, const std::string& what) {
+      if (project->find_source(source) == nullptr)
+        lost.insert(what);
+      else
+        req.only.insert(what);
+    };
     for (const auto& t : run.tables())
       if (t.status() == "failed" || t.status() == "skipped")
-        req.only.insert(t.source() + "." + t.source_table());
+        want(t.source(), t.source() + "." + t.source_table());
     for (const auto& s : run.failed_sources())
-      req.only.insert(s + ".*");
+      want(s, s + ".*");
+    if (!lost.empty()) {
+      fmt::print(stderr,
+                 "error: cannot retry run {}: {} of its failed tables ({}) belong to sources "
+                 "that {} does not define. Restore those [sources] sections and retry, or "
+                 "start a new run with `flotilla run`; nothing was retried\n",
+                 latest_id, lost.size(), fmt::join(lost, ", "), g.config_path);
+      return 2;
+    }
   }  // the store is closed here: the run opens it again
   if (interrupted)
     fmt::print(stderr, "run {} did not finish (the process was killed or crashed); retrying {}\n",

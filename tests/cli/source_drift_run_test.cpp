@@ -865,3 +865,32 @@ TEST_CASE("turning on_source_drift on copies a pruned table once, seeding its ba
   CHECK((*d)["source_drift"]["decision"] == "fail");
   CHECK_THAT((*d)["error"].get<std::string>(), Catch::Contains("country") && Catch::Contains("zip"));
 }
+
+TEST_CASE("retry refuses a failed run whose source flotilla.toml no longer defines, and keeps "
+          "the failure retryable") {
+  shop s("fail");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
+  s.source("ALTER TABLE orders ADD COLUMN note TEXT");
+  int code = 0;
+  auto failed = flotilla_json(s.w, {"run"}, &code);
+  REQUIRE(code == 1);
+  // The source's section is gone (or another config shares the state directory).
+  std::string toml;
+  {
+    std::ifstream in(s.w.file("flotilla.toml"));
+    toml.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  s.w.write("flotilla.toml", toml.substr(0, toml.find("[sources.shop]")));
+  auto refused = run_flotilla(s.w, {"retry"});
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Catch::Contains("shop.orders") && Catch::Contains("[sources]") &&
+                              Catch::Contains("nothing was retried"));
+  // No run was recorded over the failure: restored, the source's retry still works.
+  s.w.write("flotilla.toml", toml);
+  REQUIRE(run_flotilla(s.w, {"schema", "accept", "shop.orders"}).exit_code == 0);
+  auto retried = flotilla_json(s.w, {"retry"}, &code);
+  CHECK(code == 0);
+  CHECK(retried["retry_of"] == failed["run_id"]);
+  CHECK(s.target("SELECT count(*) FROM information_schema.columns WHERE table_schema = 'raw' "
+                 "AND table_name = 'orders'")[0][0] == "3");
+}
