@@ -775,6 +775,28 @@ class duckdb_warehouse final : public warehouse_base {
     if (opened == DuckDBError) {
       std::string msg = err ? err : "unknown error";
       duckdb_free(err);
+      // Another process has the file open: DuckDB lets one process at a time use it, so
+      // the path is right and waiting is the fix.
+      // After such a failure, DuckDB's instance cache refuses the next opens of the file
+      // in this process with a "Unique file handle conflict": they get the same answer.
+      static std::mutex locked_mu;
+      static std::map<std::string, std::string> locked;  // path -> why it cannot be opened
+      std::lock_guard lock(locked_mu);
+      if (const auto held = msg.find("Conflicting lock is held in "); held != std::string::npos) {
+        std::string holder = msg.substr(held + 28);
+        if (const auto end = holder.find(')'); end != std::string::npos)
+          holder.resize(end + 1);
+        locked[options.path] =
+            fmt::format("cannot open DuckDB database '{}': another process has it open ({}), "
+                        "and DuckDB lets one process at a time use a file. Wait for that "
+                        "process (a flotilla run or stream on target '{}', or a client with "
+                        "the file open) to finish, then try again",
+                        options.path, holder, options.name);
+        throw error(locked[options.path]);
+      }
+      if (auto known = locked.find(options.path);
+          known != locked.end() && msg.find("Unique file handle conflict") != std::string::npos)
+        throw error(known->second);
       throw error(fmt::format("cannot open DuckDB database '{}': {}; check path in [targets.{}]",
                               options.path, msg, options.name));
     }

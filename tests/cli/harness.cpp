@@ -184,6 +184,16 @@ std::vector<std::vector<std::string>> duckdb_query(const std::string& file, cons
 }
 void duckdb_exec(const std::string& file, const std::string& sql) { (void)duck(file, sql); }
 
+duckdb_file_holder::duckdb_file_holder(const std::string& file) {
+  duckdb_database db = nullptr;
+  REQUIRE(duckdb_open(file.c_str(), &db) == DuckDBSuccess);
+  db_ = db;
+}
+duckdb_file_holder::~duckdb_file_holder() {
+  auto db = static_cast<duckdb_database>(db_);
+  duckdb_close(&db);
+}
+
 std::string pg_dsn() {
   const char* dsn = std::getenv("FLOTILLA_PG_DSN");
   if (dsn == nullptr)

@@ -63,6 +63,18 @@ void sqlite_exec(const std::string& file, const std::string& sql);
 std::vector<std::vector<std::string>> sqlite_query(const std::string& file, const std::string& sql);
 std::vector<std::vector<std::string>> duckdb_query(const std::string& file, const std::string& sql);
 void duckdb_exec(const std::string& file, const std::string& sql);
+
+/// Keeps a DuckDB file open in this process (and so locked against others) while it lives.
+class duckdb_file_holder {
+ public:
+  explicit duckdb_file_holder(const std::string& file);
+  ~duckdb_file_holder();
+  duckdb_file_holder(const duckdb_file_holder&) = delete;
+  duckdb_file_holder& operator=(const duckdb_file_holder&) = delete;
+
+ private:
+  void* db_ = nullptr;  ///< a duckdb_database; duckdb.h stays out of this header
+};
 std::vector<std::vector<std::string>> pg_query(const std::string& dsn, const std::string& sql);
 void pg_exec(const std::string& dsn, const std::string& sql);
 /// FLOTILLA_PG_DSN, or a test failure telling how to start the server.

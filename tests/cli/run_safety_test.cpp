@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <filesystem>
 
+#include <unistd.h>
+
 #include <fmt/core.h>
 
 #include "storage/state_store.hpp"
@@ -639,4 +641,33 @@ TEST_CASE("a dot in a DuckDB source's schema name: each table lands under its ow
   }
   CHECK(copied == 1);
   CHECK(refused == 1);
+}
+
+TEST_CASE("a DuckDB target another process has open fails each table with a message naming "
+          "that process, not the path") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), "CREATE TABLE a (id INTEGER); CREATE TABLE b (id INTEGER);"
+                                 "INSERT INTO a VALUES (1); INSERT INTO b VALUES (2);");
+  w.write("flotilla.toml", R"toml([targets.wh]
+dialect = "duckdb"
+path = "wh.duckdb"
+[sources.shop]
+adapter = "sqlite"
+path = "shop.db"
+)toml");
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  duckdb_file_holder held(w.file("wh.duckdb"));
+  auto plan = flotilla_json(w, {"plan"}, &rc);
+  CHECK(rc == 1);
+  REQUIRE(plan["tables"].size() == 2);
+  for (const auto& t : plan["tables"]) {
+    INFO(t.dump());
+    CHECK(t["status"] == "failed");
+    // Every table, the first and those after it, says why: the file is in use.
+    CHECK_THAT(t["error"].get<std::string>(),
+               Catch::Contains("another process has it open") &&
+                   Catch::Contains(fmt::format("PID {}", ::getpid())) &&
+                   !Catch::Contains("check path"));
+  }
 }
