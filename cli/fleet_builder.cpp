@@ -827,11 +827,16 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       crash_at = std::strtol(c, nullptr, 10);
       crash_before_state = std::string_view(c).find("before_state") != std::string_view::npos;
     }
-    // FLOTILLA_INTERRUPT_AT=<n>: raise SIGINT (a user's Ctrl-C) after the n-th commit.
+    // FLOTILLA_INTERRUPT_AT=<n>: raise SIGINT (a user's Ctrl-C) after the n-th commit;
+    // <n>:twice raises SIGTERM twice at once, as `timeout` delivers it.
     long interrupt_at = 0;
-    if (const char* c = std::getenv("FLOTILLA_INTERRUPT_AT"))
+    bool interrupt_twice = false;
+    if (const char* c = std::getenv("FLOTILLA_INTERRUPT_AT")) {
       interrupt_at = std::strtol(c, nullptr, 10);
-    spec.on_committed = [store, run_id, crash_at, crash_before_state, interrupt_at](
+      interrupt_twice = std::string_view(c).ends_with(":twice");
+    }
+    spec.on_committed = [store, run_id, crash_at, crash_before_state, interrupt_at,
+                         interrupt_twice](
                             const actors::table_spec& t, actors::table_report& r) {
       std::unique_lock<std::mutex> serial;
       if (crash_at > 0)
@@ -899,8 +904,11 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         remove_staged_file(t.staged_path);
       if (crash_at > 0 && n == crash_at && !crash_before_state)
         std::raise(SIGKILL);
-      if (interrupt_at > 0 && n == interrupt_at)
-        std::raise(SIGINT);
+      if (interrupt_at > 0 && n == interrupt_at) {
+        std::raise(interrupt_twice ? SIGTERM : SIGINT);
+        if (interrupt_twice)
+          std::raise(SIGTERM);
+      }
     };
     // A table the drift gate failed keeps its staged data for `flotilla retry`.
     spec.on_failed = [store, run_id](const actors::table_spec& t, actors::table_report& r) {

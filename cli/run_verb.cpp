@@ -1,7 +1,6 @@
 // `flotilla run` and `flotilla plan`.
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +15,7 @@
 
 #include "cli/fleet_builder.hpp"
 #include "cli/run_exec.hpp"
+#include "cli/stop_signals.hpp"
 #include "cli/run_output.hpp"
 #include "cli/verbs.hpp"
 #include "engine/heap.hpp"
@@ -38,12 +38,6 @@ std::string held_change(const engine::table_plan& plan) {
 std::atomic<bool> g_cancel{false};
 /// A finished run's reports, never freed (see the end of execute_run).
 std::vector<actors::pipeline_report>* g_finished_reports = nullptr;
-
-extern "C" void on_interrupt(int) {
-  g_cancel.store(true);
-  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
-  std::signal(SIGTERM, SIG_DFL);
-}
 
 std::int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -377,8 +371,9 @@ int execute_run(const global_options& g, const run_request& a) {
   actors::progress counters;
   spec.progress_counters = &counters;
   spec.cancel = &g_cancel;
-  std::signal(SIGINT, on_interrupt);
-  std::signal(SIGTERM, on_interrupt);
+  on_stop_signals(g_cancel,
+                  "flotilla: stopped at once by a second signal: the tables in flight did not "
+                  "commit (their targets are unchanged); `flotilla retry` finishes the run\n");
   std::vector<actors::pipeline_report> reports;
   {
     progress_line line(counters);

@@ -1,7 +1,6 @@
 // `flotilla stream`: change-data capture until Ctrl-C or SIGTERM (docs/cdc.md).
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <thread>
@@ -14,6 +13,7 @@
 
 #include "cdc/stream.hpp"
 #include "cli/fleet_builder.hpp"
+#include "cli/stop_signals.hpp"
 #include "cli/verbs.hpp"
 #include "storage/state_store.hpp"
 
@@ -21,11 +21,6 @@ namespace flotilla::cli {
 namespace {
 
 std::atomic<bool> g_stop{false};
-
-extern "C" void on_stop_signal(int) {
-  g_stop.store(true);
-  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
-}
 
 struct stream_args {
   std::vector<std::string> filters;
@@ -102,8 +97,9 @@ int do_stream(const global_options& g, const stream_args& a) {
   o.reload = a.reload;
   o.cancel = &g_stop;
   o.progress = &progress;
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
+  on_stop_signals(g_stop,
+                  "flotilla: stream stopped at once by a second signal: it starts again from "
+                  "its saved position, sending the changes after it again\n");
   const auto started = std::chrono::steady_clock::now();
   cdc::stream_summary summary;
   {

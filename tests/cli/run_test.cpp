@@ -1593,3 +1593,26 @@ TEST_CASE("stream into a SQLite warehouse is a configuration error, said before 
   CHECK_THAT(r.err, Catch::Contains("target 'wh', a sqlite warehouse") &&
                         Catch::Contains("--filter") && Catch::Contains("flotilla run"));
 }
+
+TEST_CASE("SIGTERM delivered twice at once (as `timeout` sends it) stops the run cleanly, once") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), "CREATE TABLE a (id INTEGER PRIMARY KEY); INSERT INTO a VALUES (1);"
+                                 "CREATE TABLE b (id INTEGER PRIMARY KEY); INSERT INTO b VALUES (2);"
+                                 "CREATE TABLE c (id INTEGER PRIMARY KEY); INSERT INTO c VALUES (3);");
+  write_config(w, "duckdb");
+  setenv("FLOTILLA_INTERRUPT_AT", "1:twice", 1);
+  auto r = run_flotilla(w, {"run", "--output", "json"});
+  unsetenv("FLOTILLA_INTERRUPT_AT");
+  INFO(r.out << r.err);
+  // Not ended at once by the second one: the run reports every table (those in flight
+  // when the stop came may still commit) and exits as its tables went.
+  CHECK_THAT(r.err, !Catch::Contains("stopped at once"));
+  REQUIRE((r.exit_code == 0 || r.exit_code == 1));
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["tables"].size() == 3);
+  std::size_t copied = 0;
+  for (const auto& t : j["tables"])
+    copied += t["status"] == "copied" ? 1 : 0;
+  CHECK(copied >= 1);
+  CHECK((r.exit_code == 0) == (copied == 3));
+}

@@ -1,0 +1,46 @@
+#include "cli/stop_signals.hpp"
+
+#include <csignal>
+#include <cstring>
+#include <ctime>
+
+#include <unistd.h>
+
+namespace flotilla::cli {
+namespace {
+
+std::atomic<bool>* g_stop = nullptr;
+const char* g_second_message = "";
+/// When the first signal came, CLOCK_MONOTONIC nanoseconds; 0: none yet.
+std::atomic<long long> g_first_ns{0};
+
+long long monotonic_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe
+  return static_cast<long long>(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
+}
+
+extern "C" void on_signal(int sig) {
+  const long long now = monotonic_ns();
+  long long first = 0;
+  if (g_first_ns.compare_exchange_strong(first, now)) {
+    g_stop->store(true);
+    return;
+  }
+  if (now - first < 1'000'000'000LL)
+    return;  // the same stop, delivered twice
+  (void)!::write(STDERR_FILENO, g_second_message, std::strlen(g_second_message));
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+}  // namespace
+
+void on_stop_signals(std::atomic<bool>& stop, const char* second_message) {
+  g_stop = &stop;
+  g_second_message = second_message;
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+}
+
+}  // namespace flotilla::cli

@@ -1,0 +1,16 @@
+#pragma once
+// Ctrl-C and SIGTERM for the long verbs (run, retry, stream): the first asks the work to
+// stop cleanly; a second one ends the process at once, after a line saying what that
+// leaves. The same signal repeated within a second counts once: `timeout` sends SIGTERM
+// to its child and then to the child's process group, and a scheduler's stop should not
+// turn into a kill.
+#include <atomic>
+
+namespace flotilla::cli {
+
+/// Sets `stop` on SIGINT or SIGTERM; on a later one (a second or more after the first),
+/// writes `second_message` (a static string, ending with a newline) to stderr and ends
+/// the process by that signal.
+void on_stop_signals(std::atomic<bool>& stop, const char* second_message);
+
+}  // namespace flotilla::cli
