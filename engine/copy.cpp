@@ -353,13 +353,56 @@ std::string cursor_family(const schema::portable_type& type) {
   }
 }
 
+/// Where an incremental table's load starts, and why not where state says.
+struct incremental_start {
+  std::optional<std::string> watermark;
+  std::string cursor_family;   ///< the cursor column's cursor_family()
+  std::string cursor_retyped;  ///< a warning: the watermark was dropped for the cursor's type
+};
+
+/// The watermark an incremental load of `job` starts from, as `run` and `plan` both see
+/// it: the target keeps the watermark committed with its rows, so if a crash came between
+/// the target commit and the state commit (or state was lost), the target is right. Not
+/// when the source table was created anew: that watermark is the old table's too. An
+/// empty token is a full load's: it cleared the watermark (clear_token), and state may
+/// still hold the one before if the process died before its state commit. A watermark
+/// committed under another cursor_family is dropped. Nothing for a full-refresh table.
+incremental_start resume_from(sinks::warehouse& wh, const table_job& job) {
+  incremental_start out;
+  const auto& cursor_column = job.settings.cursor_column;
+  if (cursor_column.empty())
+    return out;
+  out.watermark = job.watermark;
+  if (!job.watermark_void)
+    if (auto token = wh.committed_token(job.target); token) {
+      if (token->empty())
+        out.watermark.reset();
+      else if (auto committed = watermark_of(*token, cursor_column))
+        out.watermark = std::move(committed);
+    }
+  const auto* cursor = job.table.columns.find(cursor_column, schema::name_rule::case_insensitive);
+  if (cursor)
+    out.cursor_family = cursor_family(cursor->type);
+  if (out.watermark && cursor && !job.watermark_family.empty() &&
+      job.watermark_family != out.cursor_family) {
+    out.cursor_retyped = fmt::format(
+        "the cursor column '{}' changed type since the watermark {} was committed ({} values "
+        "then, {} now, which order otherwise): this run reads every row, as a first run does",
+        cursor_column, *out.watermark, job.watermark_family, out.cursor_family);
+    out.watermark.reset();
+  }
+  return out;
+}
+
 table_plan plan_against_target(sinks::warehouse& wh, const table_job& job,
                                sources::source* src) {
   auto d = describe_target(wh, job);
   auto settings = job.settings;
   settings.inferred = job.table.inferred;
   settings.no_rows = job.table.no_rows;
-  settings.has_watermark = !settings.cursor_column.empty() && job.watermark.has_value();
+  // As the run will: from the watermark the target committed, when state lost it.
+  const incremental_start start = resume_from(wh, job);
+  settings.has_watermark = start.watermark.has_value();
   const auto columns =
       src ? with_decimal_fit(*src, job, d.live, wh.dialect()) : job.table.columns;
   if (src)
@@ -372,6 +415,8 @@ table_plan plan_against_target(sinks::warehouse& wh, const table_job& job,
     p = plan_described(columns, d, wh.dialect(), job.target, settings);
   }
   p.warnings.insert(p.warnings.begin(), job.warnings.begin(), job.warnings.end());
+  if (!start.cursor_retyped.empty())
+    p.warnings.insert(p.warnings.begin(), start.cursor_retyped);
   return p;
 }
 
@@ -437,38 +482,14 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     auto settings = job.settings;
     settings.inferred = job.table.inferred;
     settings.no_rows = job.table.no_rows;
-    std::optional<std::string> watermark = job.watermark;
-    std::string cursor_retyped;  // a warning: the watermark was dropped for the cursor's type
     const bool incremental = !settings.cursor_column.empty();
     hold_target();
-    if (incremental) {
-      // The target keeps the watermark committed with its rows: if a crash came
-      // between the target commit and the state commit, the target is right. Not when
-      // the source table was created anew: that watermark is the old table's too.
-      // An empty token is a full load's: it cleared the watermark (clear_token), and state
-      // may still hold the one before if the process died before its state commit.
-      if (!job.watermark_void)
-        if (auto token = wh.committed_token(job.target); token) {
-          if (token->empty())
-            watermark.reset();
-          else if (auto committed = watermark_of(*token, settings.cursor_column))
-            watermark = std::move(committed);
-        }
-      const auto* cursor = job.table.columns.find(settings.cursor_column,
-                                                  schema::name_rule::case_insensitive);
-      if (cursor)
-        out.cursor_family = cursor_family(cursor->type);
-      if (watermark && cursor && !job.watermark_family.empty() &&
-          job.watermark_family != out.cursor_family) {
-        cursor_retyped = fmt::format(
-            "the cursor column '{}' changed type since the watermark {} was committed ({} "
-            "values then, {} now, which order otherwise): this run reads every row, as a "
-            "first run does",
-            settings.cursor_column, *watermark, job.watermark_family, out.cursor_family);
-        watermark.reset();
-      }
+    const incremental_start start = resume_from(wh, job);
+    std::optional<std::string> watermark = start.watermark;
+    const std::string& cursor_retyped = start.cursor_retyped;
+    out.cursor_family = start.cursor_family;
+    if (incremental)
       settings.has_watermark = watermark.has_value();
-    }
     auto d = describe_target(wh, job);
     if (target_held.owns_lock())
       target_held.unlock();

@@ -671,3 +671,33 @@ path = "shop.db"
                    !Catch::Contains("check path"));
   }
 }
+
+TEST_CASE("with the state directory lost, plan shows the incremental load the run then does "
+          "from the target's committed watermark") {
+  workdir w;
+  sqlite_exec(w.file("a.db"), "CREATE TABLE ev (seq INTEGER, msg TEXT);"
+                              "INSERT INTO ev VALUES (1, 'a'), (2, 'b'), (3, 'c');");
+  w.write("flotilla.toml", R"toml([targets.wh]
+dialect = "duckdb"
+path = "wh.duckdb"
+[sources.shop]
+adapter = "sqlite"
+path = "a.db"
+[sources.shop.tables.ev]
+cursor_column = "seq"
+)toml");
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  sqlite_exec(w.file("a.db"), "INSERT INTO ev VALUES (4, 'd'), (5, 'e');");
+  std::filesystem::remove_all(w.path() / ".flotilla");
+  auto plan = flotilla_json(w, {"plan"}, &rc);
+  INFO(plan.dump());
+  CHECK(plan["tables"][0]["load"] == "incremental");
+  for (const auto& q : plan["tables"][0]["sql"])
+    CHECK_THAT(q.get<std::string>(), !Catch::Contains("DROP TABLE"));
+  auto run = flotilla_json(w, {"run"}, &rc);
+  CHECK(run["tables"][0]["load"] == "incremental");
+  CHECK(run["tables"][0]["rows"] == 2);
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*), count(DISTINCT seq) FROM shop.ev") ==
+        std::vector<std::vector<std::string>>{{"5", "5"}});
+}
