@@ -425,17 +425,11 @@ int main(int argc, char** argv) {
   }
   print_targets(results);
   const auto svg = (out / "scaling.svg").string();
-  const auto plot_error = write_plot(results, svg);
+  const auto plot_error = write_plot(results, svg, (fs::path(ctx.scratch) / "plot").string());
   // A plot an earlier run left beside this bench.json would show other figures than it.
   if (!plot_error.empty()) {
     std::error_code ignored;
     fs::remove(svg, ignored);
-    fs::remove(out / "scaling.gp", ignored);
-    // Only the plot's own data files: a user's other .dat files in --out stay.
-    for (const auto& f : fs::directory_iterator(out, ignored))
-      if (f.path().extension() == ".dat" &&
-          f.path().filename().string().starts_with(plot_data_prefix))
-        fs::remove(f.path(), ignored);
   }
   fmt::print("\nresults: {}\n", (out / "bench.json").string());
   if (plot_error.empty())

@@ -177,9 +177,11 @@ nlohmann::json to_json(const run_info& info, const std::vector<scenario_result>&
   return out;
 }
 
-std::string write_plot(const std::vector<scenario_result>& all, const std::string& svg_path) {
+std::string write_plot(const std::vector<scenario_result>& all, const std::string& svg_path,
+                       const std::string& data_dir) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::path(svg_path).parent_path();
+  const fs::path dir = data_dir;
+  fs::create_directories(dir);
   // role/variant -> x -> (median, min, max) of the figure plotted
   struct point {
     double x;
@@ -205,7 +207,7 @@ std::string write_plot(const std::vector<scenario_result>& all, const std::strin
     return "no scaling series to plot (run fleet-scale or peer)";
   std::vector<std::string> plots;
   auto data_file = [&](const std::string& stem, const std::vector<point>& pts) {
-    const auto path = dir / (std::string(plot_data_prefix) + stem + ".dat");
+    const auto path = dir / (stem + ".dat");
     std::ofstream f(path);
     f << "# x rate rate_min rate_max wall wall_min wall_max mb mb_min mb_max\n";
     for (const auto& p : pts)

@@ -75,12 +75,10 @@ struct run_info {
 void print_scenario(const scenario_result& r);
 void print_targets(const std::vector<scenario_result>& all);
 [[nodiscard]] nlohmann::json to_json(const run_info& info, const std::vector<scenario_result>& all);
-/// Writes the data files and gnuplot script next to `svg_path` and runs gnuplot.
-/// Returns an error message, or empty on success.
-/// How the names of the plot's data files (<out>/<prefix><series>.dat) begin, so a run
-/// that writes no plot removes those of an earlier run and no other file.
-inline constexpr std::string_view plot_data_prefix = "scaling-";
-
-[[nodiscard]] std::string write_plot(const std::vector<scenario_result>& all, const std::string& svg_path);
+/// Writes the data files and gnuplot script into `data_dir` (scratch: the SVG holds the
+/// curves) and runs gnuplot, which writes `svg_path`. Returns an error message, or empty
+/// on success.
+[[nodiscard]] std::string write_plot(const std::vector<scenario_result>& all,
+                                     const std::string& svg_path, const std::string& data_dir);
 
 }  // namespace flotilla::bench

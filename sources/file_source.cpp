@@ -1361,7 +1361,9 @@ class file_source final : public source {
       case k::timestamp_tz: return "TIMESTAMPTZ";
       case k::time: return "TIME";
       case k::uuid: return "UUID";
-      case k::bytes: return "BLOB";
+      // A text's bytes are its UTF-8: read as text (DuckDB's BLOB parse would decode
+      // \x41 escapes and refuse non-ASCII characters).
+      case k::bytes: return "VARCHAR";
       default: return {};
     }
   }
@@ -1378,7 +1380,7 @@ class file_source final : public source {
               : fmt::format("SELECT c.name, c.type, Delimiter, Quote, Escape, NewLineDelimiter, "
                             "Comment, CAST(SkipRows AS VARCHAR), CAST(HasHeader AS VARCHAR), "
                             "DateFormat, TimestampFormat FROM (SELECT unnest(Columns) AS c, * "
-                            "FROM sniff_csv({}, sample_size = -1, {}))",
+                            "FROM sniff_csv({}, sample_size = -1, header = true, {}))",
                             quote_literal(path), k_csv_iso_dates);
     std::vector<std::vector<std::optional<std::string>>> rows;
     try {
@@ -1387,6 +1389,18 @@ class file_source final : public source {
       if (json_)
         year_first_timestamps(con, path, rows);
       if (!json_ && !rows.empty()) {
+        // The first line is the header (header = true above: DuckDB's own guess takes a
+        // header of numbers, 'region,2023,2024', for a row). A first line of numbers only
+        // is a file without one: its first row would become column names.
+        static const std::regex number(R"([-+]?[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?)");
+        if (std::all_of(rows.begin(), rows.end(), [](const auto& r) {
+              return std::regex_match(r[0].value_or(""), number);
+            }))
+          throw error::read_failed(
+              options_.name, table, path,
+              "its first line holds numbers only, no column names: the first line of a CSV "
+              "file is its header",
+              "add a header line naming the columns at the top of the file");
         // How sniff_csv spells "none": (empty).
         const auto option = [&](std::size_t i) {
           const std::string& v = rows[0][i].value_or("(empty)");
@@ -1439,7 +1453,11 @@ class file_source final : public source {
       } else if (!json_ && !rows.empty() && rows[0][0].value_or("") != "column0" &&
                  !first_line_starts_with(path, rows[0][0].value_or("")) && skip > 0) {
         // A header taken from a later line: the lines before it would be left out, rows
-        // (a one-column file whose last line holds a comma) as much as a title.
+        // (a one-column file whose last line holds a comma) as much as a title. A line
+        // with surplus fields after a header of several is the usual cause: read strictly,
+        // DuckDB names it. (A first line of one field is more likely a title.)
+        if (const auto [delim, fields] = header_delimiter(path); fields > 1)
+          strict_check(con, path, delim);
         throw error::read_failed(
             options_.name, table, path,
             fmt::format("DuckDB's reader takes line {} as the header and would leave out "

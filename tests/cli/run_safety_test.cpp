@@ -701,3 +701,25 @@ cursor_column = "seq"
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*), count(DISTINCT seq) FROM shop.ev") ==
         std::vector<std::vector<std::string>>{{"5", "5"}});
 }
+
+TEST_CASE("a CSV column pinned bytes loads each value's UTF-8 bytes: no escape decoded, any "
+          "character") {
+  workdir w;
+  std::filesystem::create_directories(w.path() / "files");
+  w.write("files/n.csv", "id,s\n1,path\\x41b\n2,caf\xC3\xA9\n");
+  w.write("flotilla.toml", R"toml([targets.wh]
+dialect = "duckdb"
+path = "wh.duckdb"
+[sources.f]
+adapter = "csv"
+path = "files"
+[sources.f.tables.n]
+columns = { s = "bytes" }
+)toml");
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump());
+  CHECK(rc == 0);
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT hex(s) FROM f.n ORDER BY id") ==
+        std::vector<std::vector<std::string>>{{"706174685C78343162"}, {"636166C3A9"}});
+}

@@ -622,6 +622,25 @@ TEST_CASE("a csv whose header DuckDB would take from a later line fails the tabl
   }
 }
 
+TEST_CASE("a csv's first line is its header, numbers in it too; a first line of numbers only "
+          "fails the table") {
+  temp_dir dir;
+  write_file(dir.file("pivot.csv"), "region,2023,2024\neast,10,20\nwest,30,40\n");
+  write_file(dir.file("raw.csv"), "1,2\n3,4\n");
+  auto src = open_files("csv", dir.path.string());
+  const catalog cat = src->read_catalog();
+  const auto& pivot = find_table(cat, "pivot");
+  REQUIRE(pivot.unreadable.empty());
+  CHECK(find_column(pivot, "region").name == "region");
+  CHECK(find_column(pivot, "2023").type == portable_type::of(type_kind::bigint));
+  const auto rows = read_all(*src, pivot).rows;
+  REQUIRE(rows.size() == 2);  // the header is no row
+  CHECK(rows[0][0] == text("east"));
+  CHECK_THAT(find_table(cat, "raw").unreadable,
+             Catch::Contains("raw.csv") && Catch::Contains("holds numbers only") &&
+                 Catch::Contains("add a header line"));
+}
+
 TEST_CASE("an empty csv or json file fails its table: it has no columns to load") {
   temp_dir dir;
   write_file(dir.file("empty.csv"), "");
