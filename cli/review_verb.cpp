@@ -225,7 +225,9 @@ std::string outcome_line(const review& r) {
 int report_result(const review_args& a, const cdc::decision_result& r, const storage::state_store* store) {
   // A decision carried out whose copy then failed (seen before this command returns):
   // the table is not back, so the command fails too.
-  const bool copy_failed = r.after && r.after->note.resync == cdc::resync_state::failed;
+  // A remove after a failed copy is no failure: the review closed as asked.
+  const bool copy_failed = r.after && r.after->note.resync == cdc::resync_state::failed &&
+                           r.after->hold.state() != cdc::pb::HOLD_STATE_REMOVED;
   const int code = r.exit_code() == 0 && copy_failed ? 1 : r.exit_code();
   if (a.output == "json") {
     nlohmann::json j{{"status", r.queued ? "queued"

@@ -463,6 +463,21 @@ struct planner {
         continue;
 
       if (pinned) {
+        // A number column pinned double, the fix FLT-S005 names when values outgrow it:
+        // the live column cannot take every double, so the table is copied anew under
+        // the pin (type_change_rebuild decides, seed 000).
+        const bool to_double = want.kind == schema::type_kind::float64 &&
+                               (schema::is_integer(have.kind) ||
+                                have.kind == schema::type_kind::decimal);
+        if (!schema::can_read_as(have, want) && to_double) {
+          d.unsafe_retypes.push_back({l->name, have, want});
+          recreate = true;
+          d.steps.push_back({evolution_action::drop_and_recreate, l->name,
+                             retype_reason(l->name, have, want),
+                             "declared type; the live column cannot hold it: copied anew",
+                             have, want});
+          continue;
+        }
         if (!schema::can_read_as(have, want)) {
           fail("FLT-S004",
                fmt::format("{} has type {}, which cannot be read as {}; a live column is never "

@@ -894,3 +894,31 @@ TEST_CASE("retry refuses a failed run whose source flotilla.toml no longer defin
   CHECK(s.target("SELECT count(*) FROM information_schema.columns WHERE table_schema = 'raw' "
                  "AND table_name = 'orders'")[0][0] == "3");
 }
+
+TEST_CASE("CSV: the double pin FLT-S005 names for a number column that outgrew it copies the "
+          "table anew under it, once the rebuild is confirmed") {
+  workdir w;
+  csv_project(w, "duckdb", "wh.duckdb");
+  w.write("files/m.csv", "id,n\n1,5\n");
+  REQUIRE(flotilla_json(w, {"run"})["status"] == "success");
+  w.write("files/m.csv", "id,n\n1,5\n2,1.5e300\n");
+  int rc = -1;
+  auto outgrew = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  CHECK_THAT((*find_table(outgrew, "raw.m"))["error"].get<std::string>(),
+             Catch::Contains("columns = { n = \"double\" }"));
+  // The pin as advised: a rebuild, which type_change_rebuild's default confirms by flag.
+  const std::string pin = "[sources.crm.tables.m]\ncolumns = { n = \"double\" }\n";
+  csv_project(w, "duckdb", "wh.duckdb", "", pin);
+  auto unconfirmed = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  CHECK((*find_table(unconfirmed, "raw.m"))["error_code"] == "FLT-S006");
+  auto rebuilt = flotilla_json(w, {"run", "--allow-type-change-rebuild"}, &rc);
+  INFO(rebuilt.dump());
+  CHECK(rc == 0);
+  REQUIRE(rebuilt["drift"]["actions_taken"].size() == 1);
+  CHECK(rebuilt["drift"]["actions_taken"][0]["action"] == "drop_and_recreate");
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT typeof(n), CAST(n AS VARCHAR) FROM raw.m "
+                                          "ORDER BY id") ==
+        std::vector<std::vector<std::string>>{{"DOUBLE", "5.0"}, {"DOUBLE", "1.5e+300"}});
+}
