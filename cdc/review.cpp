@@ -290,8 +290,11 @@ std::expected<decision_plan, refusal> check_decision(const review& r, const deci
     return std::unexpected(refuse(code_wrong_state, wrong_state_message(state)));
 
   // While the table is being copied again the review takes no decision, not even
-  // remove: the copy's result decides.
-  if (r.note.resync == resync_state::requested || r.note.resync == resync_state::running)
+  // remove: the copy's result decides. A copy only asked for (the stream has not started
+  // it) may still be called off by removing the table (seed 003: "You can remove the
+  // table at any time").
+  if (r.note.resync == resync_state::running ||
+      (r.note.resync == resync_state::requested && d.kind != decision_kind::remove))
     return std::unexpected(refuse(code_resync_bound, std::string(resync_bound_message)));
 
   // A replay that reached a kept change the stream cannot carry: applying again would stop

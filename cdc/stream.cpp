@@ -2137,10 +2137,14 @@ class source_stream {
               "remove it on the target), then start the stream again; or run `flotilla stream "
               "--reload` to copy every table again",
               src_.name, tgt_name_, table, format_lsn(b.end_lsn), why));
+      // A review's replay of kept changes has no stream position: its review says what
+      // follows (the table stays held), not a restart.
+      if (b.end_lsn == 0)
+        throw std::runtime_error(fmt::format("target '{}' refused them: {}", tgt_name_, why));
       throw std::runtime_error(fmt::format(
           "source '{}': target '{}' refused the changes up to source position {}: {}; nothing "
           "of them was applied, and the next start retries them",
-          src_.name, tgt_name_, format_lsn(b.end_lsn), e.what()));
+          src_.name, tgt_name_, format_lsn(b.end_lsn), why));
     }
   }
 

@@ -83,12 +83,17 @@ int do_retry(const global_options& g, run_request req) {
         want(t.source(), t.source() + "." + t.source_table());
     for (const auto& s : run.failed_sources())
       want(s, s + ".*");
+    // A run killed before it recorded its tables: every source it could take tables of.
+    if (interrupted)
+      for (const auto& s : run.sources())
+        if (project->find_source(s) == nullptr)
+          lost.insert(s + ".*");
     if (!lost.empty()) {
       fmt::print(stderr,
-                 "error: cannot retry run {}: {} of its failed tables ({}) belong to sources "
-                 "that {} does not define. Restore those [sources] sections and retry, or "
-                 "start a new run with `flotilla run`; nothing was retried\n",
-                 latest_id, lost.size(), fmt::join(lost, ", "), g.config_path);
+                 "error: cannot retry run {}: tables it left failed or unfinished ({}) belong "
+                 "to sources that {} does not define. Restore those [sources] sections and "
+                 "retry, or start a new run with `flotilla run`; nothing was retried\n",
+                 latest_id, fmt::join(lost, ", "), g.config_path);
       return 2;
     }
   }  // the store is closed here: the run opens it again

@@ -424,12 +424,15 @@ int do_review(const global_options& g, const review_args& a) {
         // the stream replays the kept changes after writing the result: the decision's
         // outcome is the replay's, so wait for it (as long as a decision may take).
         const auto replay_deadline = std::chrono::steady_clock::now() + std::chrono::minutes(11);
+        std::optional<opened_store> seen;  // the store as last read: the result's counts
         for (;;) {
           bool stream_runs = false;
+          seen.reset();
           if (auto again = open_store(*project, problem); again && again->store) {
             stream_runs = again->read_only;
             if (auto now = cdc::load_review(*again->store, target, table); now && *now)
               r->after = **now;
+            seen = std::move(again);
           }
           // A stream that stopped meanwhile replays them when it starts again.
           const bool replaying =
@@ -447,7 +450,7 @@ int do_review(const global_options& g, const review_args& a) {
           r->code = std::string(cdc::code_decision_failed);
           r->message = r->after->hold.error();
         }
-        return report_result(a, *r, nullptr);
+        return report_result(a, *r, seen ? seen->store.get() : nullptr);
       }
       if (std::chrono::steady_clock::now() >= deadline)
         return std::nullopt;

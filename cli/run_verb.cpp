@@ -15,9 +15,10 @@
 
 #include "cli/fleet_builder.hpp"
 #include "cli/run_exec.hpp"
-#include "cli/stop_signals.hpp"
 #include "cli/run_output.hpp"
+#include "cli/stop_signals.hpp"
 #include "cli/verbs.hpp"
+#include "config/selection.hpp"
 #include "engine/heap.hpp"
 #include "events/event.hpp"
 #include "events/run_events.hpp"
@@ -90,10 +91,14 @@ void describe_request(storage::pb::RunRecord& r, const run_request& req, const s
 }
 
 void record_start(storage::state_store& store, const run_request& req, const std::string& run_id,
-                  std::int64_t started) {
+                  std::int64_t started, const config::project& project,
+                  const std::vector<config::filter>& filters) {
   storage::pb::RunRecord r;
   describe_request(r, req, run_id, started);
   r.set_status("running");
+  for (const auto& s : project.sources)
+    if (config::source_may_match(s, filters))
+      r.add_sources(s.name);
   if (auto st = store.put_run(r); !st)
     fmt::print(stderr, "warning: the run's start could not be recorded: {}\n",
                st.error().message);
@@ -360,7 +365,7 @@ int execute_run(const global_options& g, const run_request& a) {
   const std::string run_id = new_run_id();
   const std::int64_t started = now_us();
   close_interrupted(*store, a);
-  record_start(*store, a, run_id, started);
+  record_start(*store, a, run_id, started, *project, filters);
   fleet_options fo;
   fo.no_prune = a.no_prune;
   fo.allow_type_change_rebuild = a.allow_rebuild;

@@ -260,6 +260,10 @@ TEST_CASE("a change that requires a resync: apply moves to awaiting resync, then
     auto e = refuse(asked, {decision_kind::resync, ""});
     CHECK(e.code == code_resync_bound);
     CHECK(e.message == "This review already has a bound resync operation; wait for its result.");
+    // Asked for, not started (no stream runs): removing the table calls the copy off.
+    auto removed = begin_decision(asked, accept(asked, {decision_kind::remove, ""}), 350);
+    CHECK(removed.hold.state() == pb::HOLD_STATE_REMOVED);
+    CHECK_FALSE(resync_requested(removed));
     auto running = resync_started(asked, "resync-7", 400);
     CHECK_FALSE(resync_requested(running));
     CHECK(running.resync_status() == "Resync resync-7: running");

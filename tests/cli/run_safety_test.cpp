@@ -723,3 +723,40 @@ columns = { s = "bytes" }
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT hex(s) FROM f.n ORDER BY id") ==
         std::vector<std::vector<std::string>>{{"706174685C78343162"}, {"636166C3A9"}});
 }
+
+TEST_CASE("retry of a killed run refuses when a source the run could take tables of is gone "
+          "from flotilla.toml") {
+  workdir w;
+  sqlite_exec(w.file("a.db"), "CREATE TABLE t (id INTEGER); INSERT INTO t VALUES (1);");
+  sqlite_exec(w.file("b.db"), "CREATE TABLE u (id INTEGER); INSERT INTO u VALUES (2);");
+  const std::string both = R"toml([targets.wh]
+dialect = "duckdb"
+path = "wh.duckdb"
+schema = "s_{source}"
+[sources.a]
+adapter = "sqlite"
+path = "a.db"
+[sources.b]
+adapter = "sqlite"
+path = "b.db"
+)toml";
+  w.write("flotilla.toml", both);
+  {
+    scoped_env crash("FLOTILLA_CRASH_AT", "1:before_state");  // killed at the first commit
+    auto killed = run_flotilla(w, {"run", "--output", "json"});
+    REQUIRE(killed.exit_code != 0);
+  }
+  w.write("flotilla.toml", both.substr(0, both.find("[sources.b]")));
+  auto refused = run_flotilla(w, {"retry"});
+  INFO(refused.out << refused.err);
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Catch::Contains("b.*") && Catch::Contains("nothing was retried") &&
+                              !Catch::Contains("a.*"));
+  // Restored, the retry finishes the run: both tables are there.
+  w.write("flotilla.toml", both);
+  int rc = -1;
+  auto retried = flotilla_json(w, {"retry"}, &rc);
+  CHECK(rc == 0);
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM s_b.u") ==
+        std::vector<std::vector<std::string>>{{"1"}});
+}
