@@ -373,9 +373,15 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
               // two tables created at once whose names share their first 62 bytes race for
               // it, and the loser's CREATE fails. Once the winner committed, PostgreSQL
               // picks another name: the table is tried once more.
+              // PostgreSQL says so either way: a unique violation of the type name, or
+              // 'type "_<name>" already exists'.
+              const auto lost_type_race = [](const std::string& e) {
+                return e.find("pg_type_typname_nsp_index") != std::string::npos ||
+                       (e.find("type \"_") != std::string::npos &&
+                        e.find("already exists") != std::string::npos);
+              };
               if (report->outcome.status == engine::table_status::failed &&
-                  report->outcome.error &&
-                  report->outcome.error->find("pg_type_typname_nsp_index") != std::string::npos)
+                  report->outcome.error && lost_type_race(*report->outcome.error))
                 report->outcome = engine::copy_table(src ? *src : *stand_in, *st.warehouse, job);
               if (report->outcome.status == engine::table_status::copied && spec->on_committed)
                 spec->on_committed(t, *report);
