@@ -277,20 +277,37 @@ std::string target_database(const config::target_config& target) {
   return fmt::format("{}\n{}", target.dialect, database.empty() ? target.name : database);
 }
 
-/// Whether the target keeps the case of the (always quoted) names it is given: PostgreSQL
-/// and Snowflake do, so `Orders` and `orders` are two tables there; the others ignore it.
-bool keeps_name_case(const config::target_config& target) {
+/// How a target tells two table names apart: whether it keeps the case of the (always
+/// quoted) names it is given (PostgreSQL and Snowflake do, so `Orders` and `orders` are
+/// two tables there; the others ignore it), and the schema an unqualified name lands in
+/// (`schema = ""`: DuckDB's `main`, PostgreSQL's `public`), so that `orders` and
+/// `main.orders` are one table.
+struct claim_rule {
+  bool keeps_case = false;
+  std::string_view default_schema;
+};
+
+claim_rule claim_rule_of(const config::target_config& target) {
   auto d = dialects::make_dialect(target.dialect);
-  return d && (*d)->names() == schema::name_rule::case_sensitive;
+  claim_rule rule;
+  rule.keeps_case = d && (*d)->names() == schema::name_rule::case_sensitive;
+  const auto dialect = dialects::canonical_dialect_name(target.dialect);
+  if (dialect == "duckdb")
+    rule.default_schema = "main";
+  else if (dialect == "postgres")
+    rule.default_schema = "public";
+  return rule;
 }
 
 /// A target table as two selected tables landing on it are told apart: the target's
 /// database (target_database) and the table in it, in lower case unless the target
-/// keeps_name_case.
-std::string claim_key(bool keeps_case, const std::string& database,
+/// keeps its names' case.
+std::string claim_key(const claim_rule& rule, const std::string& database,
                       const dialects::table_ref& where) {
-  std::string table = fmt::format("{}\n{}\n{}", where.catalog, where.schema, where.name);
-  if (!keeps_case)
+  const std::string_view schema =
+      where.schema.empty() && where.catalog.empty() ? rule.default_schema : std::string_view(where.schema);
+  std::string table = fmt::format("{}\n{}\n{}", where.catalog, schema, where.name);
+  if (!rule.keeps_case)
     for (auto& c : table)
       c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return database + "\n" + table;
@@ -532,10 +549,10 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       // The target table one names, as claimed against another table landing on it.
       // PostgreSQL and Snowflake keep the case of the quoted names; the others ignore it.
       const bool grouped = claims->grouped.contains(src->name);
-      const bool keeps_case = keeps_name_case(*target);
+      const claim_rule rule = claim_rule_of(*target);
       const auto claim_of = [&](const config::target_table_name& where) {
         return (grouped ? src->name + "\n" : std::string()) +
-               claim_key(keeps_case, database, dialects::table_ref{where.catalog, where.schema, where.name});
+               claim_key(rule, database, dialects::table_ref{where.catalog, where.schema, where.name});
       };
       // Tables flotilla.toml names in a section claim their target tables first: of two
       // landing on one, the one the user configured loads, not one an include pattern
@@ -770,7 +787,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           (void)store->remove<storage::pb::SourceCatalog>(source.name);
       };
     }
-    group_keys.push_back(claim_key(keeps_name_case(*target), databases.at(target->name), [&] {
+    group_keys.push_back(claim_key(claim_rule_of(*target), databases.at(target->name), [&] {
       const auto at = config::target_table_named(*target, s, "\x01");
       return dialects::table_ref{at.catalog, at.schema, at.name};
     }()));
@@ -804,7 +821,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
             const std::string name = t.job.table.qualified();
             const std::string key = table_key(src->name, name);
             auto [at, fresh] =
-                taken.try_emplace(claim_key(keeps_name_case(*target), databases.at(target->name), t.job.target), key);
+                taken.try_emplace(claim_key(claim_rule_of(*target), databases.at(target->name), t.job.target), key);
             if (!fresh)
               t.conflict = clash_message(*target, *src, name, key, t.job.target, at->second);
           }

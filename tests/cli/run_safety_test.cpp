@@ -217,6 +217,80 @@ target = "one"
         std::vector<std::vector<std::string>>{{"b"}});
 }
 
+TEST_CASE("a table named without a schema and one in the schema unqualified names land in "
+          "are one table: DuckDB's main, PostgreSQL's public") {
+  // schema = "" (or an empty tag) and schema = "main" / "public" were two claims, so both
+  // sources loaded the one table, the second overwriting the first, with `success`.
+  workdir w;
+  const std::string name = "orders_" + unique_suffix();
+  sqlite_exec(w.file("a.db"), fmt::format("CREATE TABLE {} (id INTEGER PRIMARY KEY, who TEXT);"
+                                          "INSERT INTO {} VALUES (1, 'a'), (2, 'a');",
+                                          name, name));
+  sqlite_exec(w.file("b.db"), fmt::format("CREATE TABLE {} (id INTEGER PRIMARY KEY, who TEXT);"
+                                          "INSERT INTO {} VALUES (7, 'b');",
+                                          name, name));
+  SECTION("DuckDB: an empty tag value and main") {
+    w.write("flotilla.toml", R"toml([targets.wh]
+dialect = "duckdb"
+path = "wh.duckdb"
+schema = "{region}"
+[sources.a]
+adapter = "sqlite"
+path = "a.db"
+tags = { region = "" }
+[sources.b]
+adapter = "sqlite"
+path = "b.db"
+tags = { region = "MAIN" }
+)toml");
+    for (int i = 0; i < 2; ++i) {
+      int rc = -1;
+      auto j = flotilla_json(w, {"run"}, &rc);
+      INFO(j.dump());
+      CHECK(rc == 1);
+      for (const auto& t : j["tables"])
+        CHECK(t["status"] == (t["source"] == "a" ? "copied" : "failed"));
+      CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT string_agg(who, ',') FROM main." + name) ==
+            std::vector<std::vector<std::string>>{{"a,a"}});
+    }
+  }
+  SECTION("PostgreSQL: two targets on one database, schema \"\" and public") {
+    w.write("flotilla.toml", fmt::format(R"toml([targets.plain]
+dialect = "postgres"
+dsn = "{0}"
+schema = ""
+[targets.pub]
+dialect = "postgres"
+dsn = "{0}"
+schema = "public"
+[sources.a]
+adapter = "sqlite"
+path = "a.db"
+target = "plain"
+[sources.b]
+adapter = "sqlite"
+path = "b.db"
+target = "pub"
+)toml",
+                                         pg_dsn()));
+    int rc = -1;
+    auto plan = flotilla_json(w, {"plan"}, &rc);
+    INFO(plan.dump());
+    CHECK(rc == 1);
+    auto j = flotilla_json(w, {"run"}, &rc);
+    INFO(j.dump());
+    CHECK(rc == 1);
+    for (const auto& t : j["tables"]) {
+      CHECK(t["status"] == (t["source"] == "a" ? "copied" : "failed"));
+      if (t["source"] == "b")
+        CHECK_THAT(t["error"].get<std::string>(), Catch::Contains("a." + name));
+    }
+    CHECK(pg_query(pg_dsn(), fmt::format("SELECT string_agg(who, ',') FROM public.{}", name)) ==
+          std::vector<std::vector<std::string>>{{"a,a"}});
+    pg_exec(pg_dsn(), fmt::format("DROP TABLE IF EXISTS public.{}", name));
+  }
+}
+
 TEST_CASE("a csv/json value its declared type cannot hold fails plan and run, loading nothing") {
   workdir w;
   std::filesystem::create_directories(w.path() / "csv");
