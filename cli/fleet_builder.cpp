@@ -489,10 +489,34 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     ps.select = [project, src, target, target_index, filters, store, no_prune, allow_rebuild,
                  only, reuse_staged, run_id, plan_only, may_gate, holds, claims,
                  database](sources::catalog& cat) {
+      // A retried table the source no longer lists (a file moved away, a table renamed)
+      // loads from its staged data, which never reads the source, as when the source
+      // cannot be opened at all; without staged data it fails, named, instead of leaving
+      // the retry a success that drops it.
+      std::vector<std::string> gone;  // retried tables neither listed nor staged
+      if (!only.empty() && store != nullptr) {
+        const std::string prefix = src->name + ".";
+        std::set<std::string> listed;
+        for (const auto& t : cat.tables) {
+          listed.insert(table_key(src->name, t.qualified()));
+          listed.insert(table_key(src->name, t.name));
+        }
+        for (const auto& key : only) {
+          if (!key.starts_with(prefix) || key == prefix + "*" || listed.contains(key))
+            continue;
+          std::optional<sources::catalog> staged;
+          if (reuse_staged)
+            staged = staged_catalog(*store, *src, *target, {key});
+          if (staged && staged->tables.size() == 1)
+            cat.tables.push_back(std::move(staged->tables.front()));
+          else
+            gone.push_back(key.substr(prefix.size()));
+        }
+      }
       // A source that lists no table at all where an earlier run copied some (a SQLite
       // file emptied by a failed sync reads as an empty database) fails as a source that
       // cannot be read does: its tables are reported failed, not silently gone.
-      if (cat.tables.empty() && store != nullptr) {
+      if (cat.tables.empty() && gone.empty() && store != nullptr) {
         if (auto known = store->list<storage::pb::TableResult>(src->name + ".");
             known && !known->empty()) {
           std::size_t copied = 0;
@@ -734,6 +758,22 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                 key);
           }
         }
+      }
+      for (const auto& name : gone) {
+        actors::table_spec& ts = out.emplace_back();
+        ts.target_index = target_index;
+        ts.job.source_name = src->name;
+        ts.job.target_name = target->name;
+        ts.job.table.name = name;
+        ts.job.table.absent = true;
+        ts.job.table.unreadable = fmt::format(
+            "source '{}' no longer has table '{}', which this retry retries, and no staged "
+            "data of it is kept: nothing was copied and its target table stays as last "
+            "copied. Restore the table at the source (or its file) and run `flotilla retry` "
+            "again, or run `flotilla run` to copy the tables the source has now",
+            src->name, name);
+        auto where = config::target_table(*target, *src, name);
+        ts.job.target = dialects::table_ref{where.catalog, where.schema, where.name};
       }
       for (const auto& m : unmatched) {
         actors::table_spec& ts = out.emplace_back();

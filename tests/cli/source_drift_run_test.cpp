@@ -269,6 +269,47 @@ TEST_CASE("retry loads staged data while the source is unavailable; other failur
   CHECK(s.target("SELECT count(*) FROM raw.orders")[0][0] == "3");
 }
 
+TEST_CASE("retry loads the staged data of a table the source no longer lists, and fails one "
+          "with nothing staged, named; neither leaves the retry a success that drops it") {
+  // The retry left a table the source no longer listed out: `success`, 0 tables, and the
+  // next retry had nothing to retry, so the staged rows were never loaded.
+  shop s("fail");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
+  s.source("ALTER TABLE orders ADD COLUMN note TEXT; INSERT INTO orders VALUES (3, 30, 'x')");
+  int code = 0;
+  REQUIRE((*find_table(flotilla_json(s.w, {"run"}, &code), "raw.orders"))["error_code"] ==
+          "FLT-D001");
+  REQUIRE(run_flotilla(s.w, {"schema", "accept", "shop.orders"}).exit_code == 0);
+  SECTION("staged: loaded") {
+    s.source("ALTER TABLE orders RENAME TO orders_old");
+    auto retry = flotilla_json(s.w, {"retry"}, &code);
+    INFO(retry.dump());
+    CHECK(code == 0);
+    REQUIRE(retry["tables"].size() == 1);
+    CHECK(retry["tables"][0]["status"] == "copied");
+    CHECK(retry["tables"][0]["reused_staged"] == true);
+    CHECK(s.target("SELECT count(*), max(note) FROM raw.orders")[0] ==
+          std::vector<std::string>{"3", "x"});
+  }
+  SECTION("nothing staged: failed, named") {
+    for (const auto& e : std::filesystem::directory_iterator(s.w.path() / ".flotilla" / "staged"))
+      std::filesystem::remove_all(e.path());
+    s.source("ALTER TABLE orders RENAME TO orders_old");
+    auto retry = flotilla_json(s.w, {"retry"}, &code);
+    INFO(retry.dump());
+    CHECK(code == 1);
+    REQUIRE(retry["tables"].size() == 1);
+    CHECK(retry["tables"][0]["status"] == "failed");
+    CHECK_THAT(retry["tables"][0]["error"].get<std::string>(),
+               Catch::Contains("no longer has table 'orders'") && Catch::Contains("flotilla retry"));
+    CHECK(s.target("SELECT count(*) FROM raw.orders")[0][0] == "2");
+    // Still the latest run's failure: a second retry tries it again.
+    auto again = flotilla_json(s.w, {"retry"}, &code);
+    CHECK(code == 1);
+    CHECK(again["tables"].size() == 1);
+  }
+}
+
 TEST_CASE("with prune_unchanged, rows added after the staged run arrive with the next run") {
   shop s("fail", "prune_unchanged = true\n");
   REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
