@@ -412,12 +412,28 @@ int execute_run(const global_options& g, const run_request& a) {
   side.join();
   const bool events_ok = events.errors.empty();
   std::filesystem::path dir = std::filesystem::path(project->state_dir) / "runs" / run_id;
-  std::filesystem::create_directories(dir);
   const std::string text =
       run_json_text(run_id, reports, summary,
                     a.command == "retry" ? std::optional<std::string>(a.retry_of) : std::nullopt,
                     events, tables);
-  std::ofstream(dir / "run.json") << text << "\n";
+  // The tables have committed: a run JSON file that cannot be written costs a warning,
+  // not the report (the run record in the state store has it too).
+  {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    std::ofstream out;
+    if (!ec) {
+      out.open(dir / "run.json");
+      out << text << "\n";
+      out.flush();
+    }
+    if (ec || !out)
+      fmt::print(stderr,
+                 "warning: {} could not be written ({}); the run itself is recorded. Make {} "
+                 "a writable directory (and free disk space)\n",
+                 (dir / "run.json").string(), ec ? ec.message() : std::string("write failed"),
+                 (std::filesystem::path(project->state_dir) / "runs").string());
+  }
   if (a.output == "json")
     fmt::print("{}\n", text);
   else

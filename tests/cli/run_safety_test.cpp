@@ -291,6 +291,28 @@ target = "pub"
   }
 }
 
+TEST_CASE("a run whose run directory cannot be created reports, exits 1, and keeps its loads") {
+  // It ended in an uncaught filesystem error (abort, exit 134, no run JSON) after the
+  // tables had committed.
+  workdir w;
+  sqlite_exec(w.file("src.db"), k_source);
+  write_pruned_config(w, "raw", "");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  sqlite_exec(w.file("src.db"), "INSERT INTO t VALUES (3, 'c')");
+  std::filesystem::remove_all(w.path() / ".flotilla" / "runs");
+  w.write(".flotilla/runs", "not a directory\n");
+  auto r = run_flotilla(w, {"run", "--output", "json"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 1);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(status_of(j, "raw.t") == "copied");
+  CHECK_THAT(j["events"]["errors"][0].get<std::string>(), Catch::Contains("FLT-E004"));
+  CHECK_THAT(r.err, Catch::Contains("run.json could not be written"));
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM raw.t")[0][0] == "3");
+}
+
 TEST_CASE("a csv/json value its declared type cannot hold fails plan and run, loading nothing") {
   workdir w;
   std::filesystem::create_directories(w.path() / "csv");
