@@ -104,13 +104,16 @@ int do_plan(const global_options& g, const plan_args& a) {
         const auto* src = project->find_source(t.source);
         const auto* tgt = src ? project->target_of(*src) : nullptr;
         const dialects::dialect* dialect = dialect_named(tgt ? tgt->dialect : "duckdb");
-        for (const auto& s : pl.drift.steps)
+        for (const auto& s : pl.drift.steps) {
           actions.push_back({{"action", schema::seed_action(s.action)},
                              {"step", schema::to_string(s.action)},
                              {"column", s.column},
                              {"reason", s.reason},
                              {"decided_by", s.decided_by},
                              {"line", dialect ? engine::describe_step(s, *dialect) : s.reason}});
+          if (!s.also.empty())
+            actions.back()["also"] = s.also;
+        }
         row["actions"] = std::move(actions);
         if (!t.not_pruned.empty())
           row["not_pruned"] = t.not_pruned;

@@ -232,6 +232,12 @@ std::string run_json_text(const std::string& run_id,
   for_each_action(reports, [&](const actors::table_report& t, const schema::evolution_step& s) {
     w.begin_object();
     w.key("action").string(schema::seed_action(s.action));
+    if (!s.also.empty()) {
+      w.key("also").begin_array();
+      for (const auto& a : s.also)
+        w.string(a);
+      w.end_array();
+    }
     w.key("column").string(s.column);
     w.key("reason").string(s.reason);
     w.key("step").string(schema::to_string(s.action));

@@ -239,7 +239,7 @@ run_events_section publish_events(storage::state_store& store, const config::pro
               t.source, t.table,
               {std::string(schema::to_string(step.action)), step.column,
                step.from ? schema::to_string(*step.from) : "", schema::to_string(step.to),
-               step.reason, step.sql}));
+               step.reason, step.sql, step.also}));
       if (const auto* v = drift_verdict_of(o); v && v->drifted())
         table_events.emplace_back(events::source_drift_detected(*v));
       if (o.plan && o.plan->error && o.plan->error->code == "FLT-S008")

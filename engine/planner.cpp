@@ -620,11 +620,17 @@ struct planner {
       return;
 
     if (recreate) {
-      // Seed 001: anything outside the allowlist costs a full refresh. Only the unsafe
-      // changes are listed; the rebuild covers the rest.
+      // Seed 001: anything outside the allowlist costs a full refresh. The steps are the
+      // changes that force it; the first lists the others, which the new table takes too.
+      std::vector<std::string> also;
+      for (const auto& s : d.steps)
+        if (s.action != evolution_action::drop_and_recreate)
+          also.push_back(s.reason);
       std::erase_if(d.steps, [](const evolution_step& s) {
         return s.action != evolution_action::drop_and_recreate;
       });
+      if (!d.steps.empty())
+        d.steps.front().also = std::move(also);
       p.shape_action = "recreate";
       p.reset_watermark = true;
       full_refresh();
@@ -940,8 +946,12 @@ std::string describe_step(const schema::evolution_step& s, const dialects::diale
     case evolution_action::rebuild:
       return fmt::format("rebuild  {} {} -> {} ({})  rebuild and swap", s.column,
                          s.from ? schema::to_string(*s.from) : "", to, d.physical_type(s.to));
-    case evolution_action::drop_and_recreate:
-      return fmt::format("drop and recreate  {}", s.reason);
+    case evolution_action::drop_and_recreate: {
+      std::string line = fmt::format("drop and recreate  {}", s.reason);
+      for (const auto& a : s.also)
+        line += fmt::format("; also {}", a);
+      return line;
+    }
     case evolution_action::drop_not_null:
       return fmt::format("drop not null  {}  {}", s.column, s.decided_by);
   }

@@ -246,6 +246,8 @@ pb::Event schema_action(std::string_view source, std::string_view table,
   p->set_to(info.to);
   p->set_reason(info.reason);
   p->set_sql(info.sql);
+  for (const auto& a : info.also)
+    p->add_also(a);
   return e;
 }
 

@@ -60,6 +60,7 @@ struct schema_action_info {
   std::string to{};      ///< type after
   std::string reason{};  ///< "column 'status' changed STRING -> INT"
   std::string sql{};     ///< the DDL that ran
+  std::vector<std::string> also{};  ///< drop_and_recreate: the table's other changes
 };
 
 struct contract_violation_info {

@@ -58,15 +58,20 @@ drift_result evaluate_drift(const table_schema& source, const table_schema& targ
     return fmt::format("column '{}' changed {} -> {}", c.name, rules.physical_type(c.from),
                        rules.physical_type(c.to));
   };
+  const auto added = [&](const column& c) {
+    return fmt::format("column '{}' added as {}", c.name, rules.physical_type(c.type));
+  };
   if (r.needs_recreate()) {
     for (const auto& c : r.unsafe_retypes)
       r.steps.push_back({evolution_action::drop_and_recreate, c.name, reason(c), "", c.from, c.to});
+    for (const auto& c : r.columns_to_add)
+      r.steps.front().also.push_back(added(c));
+    for (const auto& c : r.safe_retypes)
+      r.steps.front().also.push_back(reason(c));
     return r;
   }
   for (const auto& c : r.columns_to_add)
-    r.steps.push_back({evolution_action::add_columns, c.name,
-                       fmt::format("column '{}' added as {}", c.name, rules.physical_type(c.type)),
-                       "", std::nullopt, c.type});
+    r.steps.push_back({evolution_action::add_columns, c.name, added(c), "", std::nullopt, c.type});
   for (const auto& c : r.safe_retypes)
     r.steps.push_back({evolution_action::alter_column_types, c.name, reason(c), "", c.from, c.to});
   return r;

@@ -61,6 +61,9 @@ struct evolution_step {
   std::optional<portable_type> from = {};  ///< the live type (none for an added column)
   portable_type to = {};                   ///< the new type
   std::string sql = {};  ///< the statements that make the change, ";\n" between them
+  /// A drop_and_recreate's other changes, which the recreated table takes too (columns
+  /// added, safe retypes), each as its reason; on the table's first such step only.
+  std::vector<std::string> also = {};
 };
 
 struct drift_result {
@@ -78,7 +81,8 @@ struct drift_result {
 /// Decides the evolution of `target` (the live table) towards `source`.
 /// Source types are first canonicalised through the target dialect, so only changes the
 /// target can see count. When any retype is unsafe, the table is dropped and recreated
-/// and the steps name only the unsafe changes (the rebuild covers the rest).
+/// and the steps are the unsafe changes; the first of them lists the rest (`also`), which
+/// the recreated table takes too.
 [[nodiscard]] drift_result evaluate_drift(const table_schema& source, const table_schema& target,
                                           const type_rules& rules);
 

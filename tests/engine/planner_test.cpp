@@ -121,6 +121,23 @@ TEST_CASE("a new column is added before an incremental load continues from the w
         "ALTER TABLE \"staging__us_west__shop\".\"orders\" ADD COLUMN \"coupon\" VARCHAR");
 }
 
+TEST_CASE("a drop_and_recreate lists the table's other changes, which the new table takes") {
+  auto d = *dialects::make_dialect("duckdb");
+  auto live = S({{"id", T("int"), false, true}, {"amount", T("int")}, {"status", T("text")}});
+  auto src = S({{"id", T("int"), false, true},
+                {"amount", T("bigint")},
+                {"status", T("int")},
+                {"note", T("text")}});
+  auto p = engine::plan_table(src, live, engine::target_state::present, *d, orders, {});
+  CHECK(p.shape_action == "recreate");
+  REQUIRE(p.drift.steps.size() == 1);
+  CHECK(p.drift.steps[0].reason == "column 'status' changed VARCHAR -> INTEGER");
+  CHECK(p.drift.steps[0].also == std::vector<std::string>{"column 'amount' changed INTEGER -> BIGINT",
+                                                          "column 'note' added as VARCHAR"});
+  CHECK_THAT(engine::describe_step(p.drift.steps[0], *d),
+             Catch::Contains("also column 'note' added as VARCHAR"));
+}
+
 TEST_CASE("a unique_key spelled in another case takes the loaded column's spelling") {
   auto d = *dialects::make_dialect("postgres");
   engine::table_settings s;

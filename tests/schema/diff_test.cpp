@@ -82,6 +82,10 @@ TEST_CASE("a safe widening alters in place and an unsafe change recreates the ta
   REQUIRE(unsafe.steps.size() == 1);
   CHECK(unsafe.steps[0].action == evolution_action::drop_and_recreate);
   CHECK(unsafe.steps[0].reason == "column 'status' changed TEXT -> INT");
+  // The recreated table takes the other changes too: they are listed with it.
+  CHECK(unsafe.steps[0].also ==
+        std::vector<std::string>{"column 'x' added as DATE", "column 'id' changed INT -> BIGINT"});
+  CHECK(widened.steps[0].also.empty());
 }
 
 TEST_CASE("columns removed from the source are ignored and never dropped") {
