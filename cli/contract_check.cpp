@@ -1,4 +1,5 @@
 #include "cli/contract_check.hpp"
+#include "cli/fleet_builder.hpp"
 
 #include <exception>
 #include <filesystem>
@@ -62,9 +63,45 @@ std::string_view to_string(finding_kind k) {
     case finding_kind::missing_table: return "missing_table";
     case finding_kind::unreadable: return "unreadable";
     case finding_kind::missing_source_table: return "missing_source_table";
+    case finding_kind::target_taken: return "target_taken";
   }
   return "unknown";
 }
+
+namespace {
+
+/// Of two selected tables landing on one target table, `run` loads one and refuses the
+/// other (FLT-R006): the one with a table section, else the one of the source listed
+/// first. The refused one is compared with nothing: the live table is the other's.
+void mark_taken_targets(const config::project& p, std::vector<contract_table>& tables) {
+  std::map<std::string, std::string> databases;  // target name -> target_database
+  std::map<std::string, const contract_table*> taken;
+  const auto claim = [&](contract_table& t) {
+    const auto* target = p.find_target(t.target);
+    if (target == nullptr || !t.absent_in_source.empty())
+      return;
+    auto db = databases.find(target->name);
+    if (db == databases.end())
+      db = databases.emplace(target->name, target_database(*target)).first;
+    auto [at, fresh] = taken.try_emplace(target_claim(*target, db->second, t.where), &t);
+    if (!fresh)
+      t.taken_by = fmt::format(
+          "{}.{} lands on target table {}, which {}.{} also loads: `run` loads that one and "
+          "refuses this one (FLT-R006), so it is not compared. Give them distinct target "
+          "tables (a schema template with {{source}}, or a section named \"schema.table\"), "
+          "or exclude one of them",
+          t.source, t.source_table, display_name(t.where), at->second->source,
+          at->second->source_table);
+  };
+  for (auto& t : tables)
+    if (t.section != nullptr)
+      claim(t);
+  for (auto& t : tables)
+    if (t.section == nullptr)
+      claim(t);
+}
+
+}  // namespace
 
 contract_survey survey_contracts(const config::project& p,
                                  const std::vector<config::filter>& filters) {
@@ -143,6 +180,7 @@ contract_survey survey_contracts(const config::project& p,
       out.tables.push_back(std::move(t));
     }
   }
+  mark_taken_targets(p, out.tables);
   return out;
 }
 
@@ -188,6 +226,8 @@ std::vector<contract_finding> compare_contract(const std::vector<config::declare
 std::vector<contract_finding> findings_of(const contract_table& t) {
   if (!t.absent_in_source.empty())
     return {contract_finding{finding_kind::missing_source_table, "", "", "", t.absent_in_source}};
+  if (!t.taken_by.empty())
+    return {contract_finding{finding_kind::target_taken, "", "", "", t.taken_by}};
   if (!t.unreadable.empty() || t.dialect == nullptr)
     return {contract_finding{finding_kind::unreadable, "", "", "",
                              fmt::format("the live table cannot be read: {}", t.unreadable)}};

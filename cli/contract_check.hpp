@@ -23,6 +23,7 @@ enum class finding_kind : std::uint8_t {
   missing_table,  ///< the live table does not exist
   unreadable,     ///< the live table cannot be read (plan-only target, connection error)
   missing_source_table,  ///< flotilla.toml names a table the source does not have (FLT-R005)
+  target_taken,   ///< another selected table lands on the same target table (FLT-R006)
 };
 
 [[nodiscard]] std::string_view to_string(finding_kind k);
@@ -51,6 +52,9 @@ struct contract_table {
   /// Not empty: flotilla.toml names the table (a section, or an include without `*`) but
   /// the source has no such table; why, as `run`'s FLT-R005 says it.
   std::string absent_in_source;
+  /// Not empty: another selected table lands on the same target table, and `run` loads
+  /// that one and refuses this (FLT-R006); why.
+  std::string taken_by;
 };
 
 /// A source whose catalog could not be read.

@@ -208,6 +208,10 @@ int do_generate(const global_options& g, const contract_args& a) {
       fmt::print(stderr, "note: table:{}: {}; nothing to propose\n", name, t.absent_in_source);
       row["status"] = "missing_source_table";
       row["error"] = t.absent_in_source;
+    } else if (!t.taken_by.empty()) {
+      fmt::print(stderr, "note: table:{}: {}; nothing to propose\n", name, t.taken_by);
+      row["status"] = "target_taken";
+      row["error"] = t.taken_by;
     } else if (!t.unreadable.empty() || !dup.empty()) {
       const std::string why = dup.empty()
                                   ? t.unreadable

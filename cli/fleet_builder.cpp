@@ -250,9 +250,8 @@ bool any_table_policy(const config::project& p, const config::source_config& src
   return false;
 }
 
-/// Where a target table is, as two selected tables landing on it are told apart: the
-/// target's database (two targets of flotilla.toml on one file or DSN are one), and the
-/// table in it. PostgreSQL keeps the case of the quoted names; the others ignore it.
+}  // namespace
+
 /// The database a target writes to, in one spelling: its dialect, and the file (however
 /// its path is written, through symlinks too) or the server and database its DSN names.
 /// Computed once per target: it touches the file system.
@@ -312,6 +311,13 @@ std::string claim_key(const claim_rule& rule, const std::string& database,
       c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return database + "\n" + table;
 }
+
+std::string target_claim(const config::target_config& target, const std::string& database,
+                         const dialects::table_ref& where) {
+  return claim_key(claim_rule_of(target), database, where);
+}
+
+namespace {
 
 /// FLT-R006's message: table `key` (named `name` in source `src`) lands on `where`, which
 /// `holder` (source.table) loads in this run.
@@ -704,6 +710,9 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
             else {
               ts.job.watermark = state->watermark->value();
               ts.job.watermark_family = state->watermark->cursor_family();
+              if (state->watermark->merge_key_recorded())
+                ts.job.settings.watermark_key = std::vector<std::string>(
+                    state->watermark->merge_key().begin(), state->watermark->merge_key().end());
             }
           }
           if (state->marker) {
@@ -916,6 +925,11 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         w.set_value(*r.outcome.new_watermark);
         w.set_source_table_id(t.job.table.identity);
         w.set_cursor_family(r.outcome.cursor_family);
+        if (r.outcome.plan) {
+          for (const auto& k : r.outcome.plan->unique_key)
+            w.add_merge_key(k);
+          w.set_merge_key_recorded(true);
+        }
         w.set_updated_run_id(run_id);
         w.set_updated_at_us(now_us());
         c.watermark = w;

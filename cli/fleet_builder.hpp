@@ -54,6 +54,17 @@ struct fleet_options {
 /// "staging__us_west__shop.orders": the target table as users see it.
 [[nodiscard]] std::string display_name(const dialects::table_ref& t);
 
+/// The database a target writes to, in one spelling: two [targets] on one file (however
+/// its path is written) or one PostgreSQL database are one. Touches the file system:
+/// computed once per target.
+[[nodiscard]] std::string target_database(const config::target_config& target);
+/// A target table as two selected tables landing on it are told apart (FLT-R006): the
+/// target's database (target_database) and the table, as the target tells names apart
+/// (case; an unqualified name is in DuckDB's main, PostgreSQL's public).
+[[nodiscard]] std::string target_claim(const config::target_config& target,
+                                       const std::string& database,
+                                       const dialects::table_ref& where);
+
 /// A new run id: "20261130T180102Z-3fa2".
 [[nodiscard]] std::string new_run_id();
 

@@ -792,11 +792,15 @@ class loader {
     table_config tc;
     tc.name = std::string{name};
     tc.at = pos_of(t->source());
+    tc.cursor_column_at = tc.unique_key_at = tc.at;
     if (auto d = string(*t, "description", path, false))
       tc.description = *d;
-    if (auto c = string(*t, "cursor_column", path))
+    if (auto c = string(*t, "cursor_column", path)) {
       tc.cursor_column = *c;
+      tc.cursor_column_at = pos_of(t->get("cursor_column")->source());
+    }
     if (auto u = strings(*t, "unique_key", path, true)) {
+      tc.unique_key_at = pos_of(t->get("unique_key")->source());
       tc.unique_key = std::move(*u);
       check_duplicates(tc.unique_key, *t->get("unique_key"), key_path_append(path, "unique_key"));
     }

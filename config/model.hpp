@@ -112,6 +112,8 @@ struct table_config {
   std::size_t columns_rejected = 0;
   policy_overrides policy;              ///< Default: all inherited
   position at;                          ///< the section header
+  position cursor_column_at;            ///< where cursor_column is set; else `at`
+  position unique_key_at;               ///< where unique_key is set; else `at`
 };
 
 /// `[targets.NAME]`: a warehouse.

@@ -78,13 +78,13 @@ struct checker {
     for (const auto& c : t.columns)
       names += (names.empty() ? "" : ", ") + c.name;
     if (!t.cursor_column.empty() && !declared(t.cursor_column))
-      report(errc::undeclared_column, t.at, key_path_append(path, "cursor_column"),
+      report(errc::undeclared_column, t.cursor_column_at, key_path_append(path, "cursor_column"),
              t.cursor_column, names,
              fmt::format("cursor_column '{}' is not a declared column of the enforced contract",
                          t.cursor_column));
     for (const auto& k : t.unique_key)
       if (!declared(k))
-        report(errc::undeclared_column, t.at, key_path_append(path, "unique_key"), k, names,
+        report(errc::undeclared_column, t.unique_key_at, key_path_append(path, "unique_key"), k, names,
                fmt::format("unique_key column '{}' is not a declared column of the enforced "
                            "contract",
                            k));

@@ -397,6 +397,21 @@ struct planner {
     std::vector<std::string> ignored;
     bool rebuild = false;
     bool recreate = false;
+    // An enforced contract that leaves out a column of the live table's primary key, which
+    // the source still has: a full refresh would load every row with it empty and drop
+    // the key. An omission, not a choice: the table stops before anything runs.
+    if (settings.enforced)
+      for (const auto& l : live.columns) {
+        const column* s = source.find(l.name, rule);
+        if (l.key && s != nullptr && p.load_columns.find(l.name, rule) == nullptr)
+          fail("FLT-S010",
+               fmt::format("column '{}' is in the live table's primary key, and contract = "
+                           "enforced leaves it out (it is not declared): loaded so, every row "
+                           "would have it empty and the key would be gone. Declare it in the "
+                           "table's columns (e.g. {} = \"{}\")",
+                           l.name, s->name, T(s->type)),
+               l.name, "", T(s->type));
+      }
     // A declared column refused because the source's new type cannot be read as declared
     // (FLT-S002) is not loaded, but its source type no longer matches the live one: drift,
     // refused (seed 001's definition), counted as FLT-S005's refusals are.
@@ -578,6 +593,18 @@ struct planner {
       for (const auto& c : live.columns)
         if (c.key)
           live_key.push_back(c.name);
+      // A key the source dropped (an append now) leaves a primary key that refuses the
+      // rows it appends again: recreated without it. A live table without a primary key
+      // (a unique_key's, or appended rows') does not show the key its rows were merged
+      // on: the watermark records it. Merging on another key would keep the duplicates
+      // the old one let in, and a key now wider would never read the rows it parts.
+      std::string why = "the live table's primary key would refuse rows the load brings";
+      bool known = !live_key.empty();
+      if (!known && settings.has_watermark && settings.watermark_key) {
+        live_key = *settings.watermark_key;
+        known = true;
+        why = "the rows loaded so far were merged on the other key";
+      }
       const auto same_key = [&] {
         if (live_key.size() != p.unique_key.size())
           return false;
@@ -587,9 +614,7 @@ struct planner {
             return false;
         return true;
       };
-      // A key the source dropped (an append now) leaves a primary key that refuses the
-      // rows it appends again: recreated without it.
-      if (!live_key.empty() && !same_key()) {
+      if (known && !same_key()) {
         const auto list = [](const std::vector<std::string>& names) {
           std::string out;
           for (const auto& n : names)
@@ -602,7 +627,7 @@ struct planner {
              p.unique_key.empty() ? live_key.front() : p.unique_key.front(),
              fmt::format("the table's key changed ({}) -> ({})", list(live_key),
                          list(p.unique_key)),
-             "the live table's primary key would refuse rows the load brings"});
+             why});
       }
     }
     for (const auto& name : ignored)

@@ -143,6 +143,63 @@ TEST_CASE("contract diff reports a declared table the source no longer has, as r
   CHECK(g.err.find("source 'shop' has no table 'orders'") != std::string::npos);
 }
 
+TEST_CASE("a table run refuses for landing on another's target table is not compared with "
+          "that one's live table, nor proposed") {
+  // Both were compared with the one live table (`OK` twice, exit 0), and generate wrote the
+  // same section twice: invalid TOML, with a proposal from the other table's columns.
+  workdir w;
+  sqlite_exec(w.file("a.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY, x TEXT);"
+                              "INSERT INTO orders VALUES (1, 'x');");
+  sqlite_exec(w.file("b.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY, y TEXT);"
+                              "INSERT INTO orders VALUES (1, 'y');");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "schema = \"raw\"\n\n[sources.a]\nadapter = \"sqlite\"\npath = \"a.db\"\n\n"
+                           "[sources.b]\nadapter = \"sqlite\"\npath = \"b.db\"\n");
+  REQUIRE(run_flotilla(w, {"run"}).exit_code == 1);  // b.orders: FLT-R006
+  auto diff = run_flotilla(w, {"contract", "diff"});
+  INFO(diff.out << diff.err);
+  CHECK(diff.exit_code == 1);
+  CHECK_THAT(diff.out, Catch::Contains("target_taken: b.orders lands on target table raw.orders, "
+                                       "which a.orders also loads"));
+  auto g = run_flotilla(w, {"contract", "generate", "--write"});
+  INFO(g.out << g.err);
+  CHECK(g.exit_code == 0);
+  CHECK_THAT(g.err, Catch::Contains("b.orders lands on target table raw.orders"));
+  const std::string written = read_file(w.file("flotilla.toml"));
+  CHECK(written.find("[sources.a.tables.") != std::string::npos);
+  CHECK(written.find("[sources.b.tables.") == std::string::npos);
+  // a's section now: the diff still reports b, and only b.
+  auto again = run_flotilla(w, {"contract", "diff"});
+  CHECK(again.exit_code == 1);
+  CHECK_THAT(again.out, Catch::Contains("OK    table:raw.orders"));
+}
+
+TEST_CASE("an enforced contract that leaves out the live table's key fails before anything "
+          "runs, naming the column") {
+  // It loaded every row with the key column empty and the key dropped, reported success.
+  contract_fleet f("duckdb");
+  f.load();
+  f.config("\n[sources.shop.tables.orders]\ncontract = \"enforced\"\n"
+           "columns = { total = \"decimal(12,2)\", status = \"text\" }\n");
+  auto plan = run_flotilla(f.w, {"plan"});
+  INFO(plan.out << plan.err);
+  CHECK(plan.exit_code == 1);
+  CHECK_THAT(plan.out, Catch::Contains("column 'id' is in the live table's primary key"));
+  int rc = -1;
+  auto run = flotilla_json(f.w, {"run"}, &rc);
+  INFO(run.dump());
+  CHECK(rc == 1);
+  const auto* t = find_table(run, f.table("orders"));
+  REQUIRE(t != nullptr);
+  CHECK((*t)["error_code"] == "FLT-S010");
+  CHECK(duckdb_query(f.w.file("wh.duckdb"), "SELECT count(id) FROM " + f.table("orders")) ==
+        std::vector<std::vector<std::string>>{{"2"}});
+  // Declared, it loads.
+  f.config("\n[sources.shop.tables.orders]\ncontract = \"enforced\"\n"
+           "columns = { id = \"bigint\", total = \"decimal(12,2)\", status = \"text\" }\n");
+  CHECK(run_flotilla(f.w, {"run"}).exit_code == 0);
+}
+
 TEST_CASE("an enforced contract's undeclared live columns are contract differences") {
   const std::string kind = GENERATE(std::string("duckdb"), std::string("postgres"));
   INFO("target " << kind);

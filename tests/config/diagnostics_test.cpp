@@ -1,7 +1,9 @@
 #include <cstdlib>
+#include <sstream>
 #include <string>
 
 #include <catch2/catch.hpp>
+
 #include <fmt/format.h>
 
 #include "config/load.hpp"
@@ -540,7 +542,7 @@ columns = { total = "decimall(18,2)" }
 }
 
 TEST_CASE("an enforced table's cursor and key columns must be declared: FLT-C018") {
-  auto r = load(std::string{one_target} + R"toml(
+  const std::string text = std::string{one_target} + R"toml(
 [sources.shop]
 adapter = "sqlite"
 path = "s.db"
@@ -550,10 +552,19 @@ contract = "enforced"
 cursor_column = "updated_at"
 unique_key = ["ID", "tenant"]
 columns = { id = "bigint", total = "decimal(18,2)" }
-)toml");
+)toml";
+  auto r = load(text);
   INFO(all_messages(r));
   CHECK(count_code(r, errc::undeclared_column) == 2);
-  expect(r, errc::undeclared_column, "sources.shop.tables.orders.cursor_column");
+  const auto& d = expect(r, errc::undeclared_column, "sources.shop.tables.orders.cursor_column");
+  // The line of the key, not the section header.
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);)
+    lines.push_back(l);
+  REQUIRE(d.line >= 1);
+  REQUIRE(d.line <= lines.size());
+  CHECK(lines[d.line - 1].starts_with("cursor_column"));
 }
 
 TEST_CASE("duplicate columns and duplicate sections are FLT-C019") {

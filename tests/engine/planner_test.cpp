@@ -121,6 +121,39 @@ TEST_CASE("a new column is added before an incremental load continues from the w
         "ALTER TABLE \"staging__us_west__shop\".\"orders\" ADD COLUMN \"coupon\" VARCHAR");
 }
 
+TEST_CASE("an incremental table without a primary key whose merge key changed since its "
+          "watermark is recreated") {
+  // A unique_key's table has no primary key on the target: the key its rows were merged
+  // on is the watermark's. Merged on a wider key, rows the old one parted were never read
+  // again; on a new key, the duplicates the old load let in stayed.
+  auto d = *dialects::make_dialect("duckdb");
+  auto live = S({{"id", T("int")}, {"line", T("int")}, {"ts", T("text")}});
+  engine::table_settings s;
+  s.cursor_column = "ts";
+  s.has_watermark = true;
+  s.unique_key = {"id", "line"};
+  s.watermark_key = std::vector<std::string>{"id"};
+  auto widened = engine::plan_table(live, live, engine::target_state::present, *d, orders, s);
+  CHECK(widened.shape_action == "recreate");
+  CHECK(widened.reset_watermark);
+  REQUIRE(widened.drift.steps.size() == 1);
+  CHECK(widened.drift.steps[0].reason == "the table's key changed (id) -> (id, line)");
+  // Appended before, a key now.
+  s.unique_key = {"id"};
+  s.watermark_key = std::vector<std::string>{};
+  auto keyed = engine::plan_table(live, live, engine::target_state::present, *d, orders, s);
+  CHECK(keyed.shape_action == "recreate");
+  REQUIRE(keyed.drift.steps.size() == 1);
+  CHECK(keyed.drift.steps[0].reason == "the table's key changed (none) -> (id)");
+  // The same key, in another case: merged as before. Not recorded (older state): as before.
+  s.watermark_key = std::vector<std::string>{"ID"};
+  CHECK(engine::plan_table(live, live, engine::target_state::present, *d, orders, s).load ==
+        engine::load_kind::merge);
+  s.watermark_key.reset();
+  CHECK(engine::plan_table(live, live, engine::target_state::present, *d, orders, s).load ==
+        engine::load_kind::merge);
+}
+
 TEST_CASE("a drop_and_recreate lists the table's other changes, which the new table takes") {
   auto d = *dialects::make_dialect("duckdb");
   auto live = S({{"id", T("int"), false, true}, {"amount", T("int")}, {"status", T("text")}});
