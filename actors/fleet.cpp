@@ -527,6 +527,8 @@ caf::behavior pipeline_actor(caf::stateful_actor<pipeline_state>* self, std::siz
       },
       [=](go_atom, catalog_reply& reply) {
         auto& st = self->state;
+        if (fleet->progress_counters)
+          ++fleet->progress_counters->sources_read;
         if (!reply.error.empty()) {
           st.report->error = reply.error;
           finish();

@@ -87,6 +87,10 @@ struct target_spec {
 };
 
 struct progress {
+  /// Sources whose catalog is in (read, or failed), of the fleet's pipelines: until all
+  /// are, tables_total counts only theirs.
+  std::atomic<std::uint64_t> sources_read{0};
+  std::atomic<std::uint64_t> sources_total{0};
   std::atomic<std::uint64_t> tables_total{0};
   std::atomic<std::uint64_t> tables_done{0};
   std::atomic<std::uint64_t> rows{0};

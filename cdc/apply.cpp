@@ -1,5 +1,8 @@
 #include "cdc/apply.hpp"
 
+#include <unordered_map>
+#include <unordered_set>
+
 #include <fmt/format.h>
 
 #include "schema/calendar.hpp"
@@ -101,6 +104,102 @@ std::string remove_one_sql(const dialects::dialect& d, const std::string& qt, co
                      id, cond.empty() ? "TRUE" : cond);
 }
 
+/// Every column of a row, as text telling values, NULLs and unsent values apart.
+std::string row_text(const tuple& row) {
+  std::string k;
+  for (const auto& v : row) {
+    if (v.type == tuple_value::kind::text)
+      k += fmt::format("{}:{}", v.text.size(), v.text);
+    else
+      k += v.type == tuple_value::kind::null ? "N" : "U";
+    k += '\x1f';
+  }
+  return k;
+}
+
+/// DuckDB: rows of a keyless table removed in one statement, each distinct old row
+/// (`images`: the row and how many times it was sent) taking that many of the rows equal
+/// to it in every column (NULLs equal), as that many remove_one_sql statements would.
+/// One scan of the table per statement instead of one per row.
+std::string remove_many_sql(const dialects::dialect& d, const std::string& qt, const row_layout& l,
+                            const std::vector<std::pair<const tuple*, std::size_t>>& images) {
+  std::string names, on, values;
+  for (std::size_t c = 0; c < l.names.size(); ++c) {
+    names += fmt::format(", c{}", c);
+    on += fmt::format("{}t.{} IS NOT DISTINCT FROM v.c{}", c ? " AND " : "", d.quote(l.names[c]), c);
+  }
+  for (std::size_t i = 0; i < images.size(); ++i) {
+    values += fmt::format("{}({}, {}", i ? ", " : "", i, images[i].second);
+    for (std::size_t c = 0; c < l.names.size(); ++c)
+      values += ", " + value_sql(d, l.types[c], (*images[i].first)[c]);
+    values += ")";
+  }
+  return fmt::format(
+      "DELETE FROM {0} WHERE rowid IN (SELECT r FROM (SELECT t.rowid AS r, v.k AS k, "
+      "row_number() OVER (PARTITION BY v.i ORDER BY t.rowid) AS n FROM {0} AS t JOIN (VALUES "
+      "{1}) AS v(i, k{2}) ON {3}) WHERE n <= k)",
+      qt, values, names, on);
+}
+
+/// DuckDB: a keyless table's changes, removes gathered into remove_many_sql statements.
+/// Within a group every remove runs before every insert: equivalent to their order when
+/// no remove is of a row the group inserts (such a remove starts the next group), as no
+/// insert then changes what a remove finds. An old row with unsent values, or fewer
+/// values than the table has columns, is removed alone (remove_one_sql), in order.
+std::vector<std::string> keyless_sql_grouped(const dialects::dialect& d, const std::string& qt,
+                                             const keyless_changes& k, const std::string& cols) {
+  constexpr std::size_t images_per_statement = 2000;
+  const row_layout& l = k.layout;
+  std::vector<std::string> out;
+  std::vector<std::pair<const tuple*, std::size_t>> images;
+  std::unordered_map<std::string, std::size_t> image_of;  // row_text -> index in images
+  std::unordered_set<std::string> added;                   // row_text of the group's inserts
+  std::vector<const tuple*> adds;
+  const auto flush = [&] {
+    if (!images.empty())
+      out.push_back(remove_many_sql(d, qt, l, images));
+    for (std::size_t i = 0; i < adds.size(); i += rows_per_statement) {
+      std::string values;
+      for (std::size_t j = i; j < adds.size() && j < i + rows_per_statement; ++j) {
+        values += j == i ? "(" : ", (";
+        for (std::size_t c = 0; c < l.names.size(); ++c)
+          values += (c ? ", " : "") +
+                    value_sql(d, l.types[c], c < adds[j]->size() ? (*adds[j])[c] : tuple_value{});
+        values += ")";
+      }
+      out.push_back(fmt::format("INSERT INTO {} ({}) VALUES {}", qt, cols, values));
+    }
+    images.clear();
+    image_of.clear();
+    added.clear();
+    adds.clear();
+  };
+  for (const auto& op : k.ops) {
+    if (op.remove) {
+      const tuple& old_row = *op.remove;
+      if (has_unchanged(old_row) || old_row.size() < l.names.size()) {
+        flush();
+        out.push_back(remove_one_sql(d, qt, l, old_row));
+      } else {
+        std::string text = row_text(old_row);
+        if (added.contains(text) || images.size() == images_per_statement)
+          flush();
+        auto [at, fresh] = image_of.try_emplace(std::move(text), images.size());
+        if (fresh)
+          images.emplace_back(&old_row, 1);
+        else
+          ++images[at->second].second;
+      }
+    }
+    if (op.add) {
+      added.insert(row_text(*op.add));
+      adds.push_back(&*op.add);
+    }
+  }
+  flush();
+  return out;
+}
+
 std::vector<std::string> keyless_sql(const dialects::dialect& d, const std::string& qt,
                                      const keyless_changes& k) {
   std::vector<std::string> out;
@@ -108,6 +207,8 @@ std::vector<std::string> keyless_sql(const dialects::dialect& d, const std::stri
   std::string cols;
   for (std::size_t c = 0; c < l.names.size(); ++c)
     cols += (c ? ", " : "") + d.quote(l.names[c]);
+  if (d.name() == "duckdb")
+    return keyless_sql_grouped(d, qt, k, cols);
   std::string values;
   std::size_t pending = 0;
   auto flush = [&] {

@@ -57,8 +57,12 @@ class progress_line {
       while (!stop_.load()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
         double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        fmt::print(stderr, "\r\x1b[Ktables {}/{}  rows {}  {:.0f} rows/s", p_.tables_done.load(),
-                   p_.tables_total.load(), p_.rows.load(), secs > 0 ? p_.rows.load() / secs : 0.0);
+        // Until every source's catalog is in, the total is of those read so far: says so.
+        const auto read = p_.sources_read.load(), sources = p_.sources_total.load();
+        fmt::print(stderr, "\r\x1b[Ktables {}/{}{}  rows {}  {:.0f} rows/s", p_.tables_done.load(),
+                   p_.tables_total.load(),
+                   read < sources ? fmt::format("+ (catalogs {}/{})", read, sources) : "",
+                   p_.rows.load(), secs > 0 ? p_.rows.load() / secs : 0.0);
       }
       fmt::print(stderr, "\r\x1b[K");
     });
@@ -374,6 +378,7 @@ int execute_run(const global_options& g, const run_request& a) {
   fo.reuse_staged = a.reuse_staged;
   auto spec = build_fleet(*project, filters, store.get(), fo);
   actors::progress counters;
+  counters.sources_total = spec.pipelines.size();
   spec.progress_counters = &counters;
   spec.cancel = &g_cancel;
   on_stop_signals(g_cancel,

@@ -658,6 +658,14 @@ struct planner {
         d.steps.front().also = std::move(also);
       p.shape_action = "recreate";
       p.reset_watermark = true;
+      // Columns the source no longer has stay (never dropped), but the new table is
+      // loaded from the source alone: their values are gone. Said, not silent.
+      for (const auto& l : live.columns)
+        if (p.load_columns.find(l.name, rule) == nullptr)
+          p.warnings.push_back(fmt::format(
+              "column '{}' is in the live table only (not loaded from the source): the "
+              "recreated table keeps it, empty in every row",
+              l.name));
       full_refresh();
       std::vector<std::string> statements = p.staging_sql;
       statements.insert(statements.end(), p.swap_sql.begin(), p.swap_sql.end());
@@ -681,8 +689,16 @@ struct planner {
         next.columns.push_back(c);
       for (auto& sql : dialect.rebuild_and_swap(target, live, next))
         p.ddl.push_back(std::move(sql));
-      for (auto& s : d.steps)
+      // Every change is made by the rebuild: a widening that would otherwise have been
+      // an ALTER in place is one of its steps, and says so.
+      for (auto& s : d.steps) {
+        if (s.action == evolution_action::alter_column_types || s.action == evolution_action::widen) {
+          s.action = evolution_action::rebuild;
+          s.decided_by += s.decided_by.empty() ? "made by the table's rebuild"
+                                               : "; made by the table's rebuild";
+        }
         s.sql = join_statements(p.ddl);
+      }
       live_after = std::move(next);
       p.shape_action = "rebuild";
       return;

@@ -154,6 +154,37 @@ TEST_CASE("an incremental table without a primary key whose merge key changed si
         engine::load_kind::merge);
 }
 
+TEST_CASE("a widening a table rebuild makes is reported as the rebuild's, not in place") {
+  // DuckDB widens a key column only by rebuilding the table: the other widening was said
+  // to run "in place", though no ALTER ran.
+  auto d = *dialects::make_dialect("duckdb");
+  auto live = S({{"id", T("int"), false, true}, {"upd", T("int"), false}, {"v", T("text")}});
+  auto src = S({{"id", T("bigint"), false, true}, {"upd", T("bigint"), false}, {"v", T("text")}});
+  engine::table_settings s;
+  s.cursor_column = "upd";
+  s.has_watermark = true;
+  auto p = engine::plan_table(src, live, engine::target_state::present, *d, orders, s);
+  CHECK(p.shape_action == "rebuild");
+  REQUIRE(p.drift.steps.size() == 2);
+  for (const auto& step : p.drift.steps) {
+    INFO(step.column);
+    CHECK(step.action == schema::evolution_action::rebuild);
+    CHECK_THAT(engine::describe_step(step, *d), Catch::Contains("rebuild and swap"));
+  }
+  CHECK_THAT(p.drift.steps[1].decided_by, Catch::Contains("made by the table's rebuild"));
+}
+
+TEST_CASE("a recreated table keeping a column the source dropped warns that it is emptied") {
+  auto d = *dialects::make_dialect("postgres");
+  auto live = S({{"id", T("int"), false, true}, {"status", T("text")}, {"old_col", T("text")}});
+  auto src = S({{"id", T("int"), false, true}, {"status", T("int")}});
+  auto p = engine::plan_table(src, live, engine::target_state::present, *d, orders, {});
+  CHECK(p.shape_action == "recreate");
+  REQUIRE(p.warnings.size() == 1);
+  CHECK_THAT(p.warnings[0], Catch::Contains("column 'old_col' is in the live table only") &&
+                                Catch::Contains("empty in every row"));
+}
+
 TEST_CASE("a drop_and_recreate lists the table's other changes, which the new table takes") {
   auto d = *dialects::make_dialect("duckdb");
   auto live = S({{"id", T("int"), false, true}, {"amount", T("int")}, {"status", T("text")}});
