@@ -86,9 +86,21 @@ struct planner {
   }
   std::string unreadable_declared(const std::string& column, const portable_type& source,
                                   const portable_type& declared) const {
-    return fmt::format("{} has type {}, which cannot be read as {}; declare a type it can be "
+    // PostgreSQL's numeric without a scale (and a domain over it) is read as its text,
+    // which no pin turns into a number: the fix is at the source.
+    const bool numeric_text =
+        source.kind == schema::type_kind::text &&
+        (declared.kind == schema::type_kind::decimal || schema::integer_rank(declared.kind) > 0 ||
+         declared.kind == schema::type_kind::float64 || declared.kind == schema::type_kind::float32);
+    return fmt::format("{} has type {}, which cannot be read as {}; {}declare a type it can be "
                        "read as (columns = {{ {} = \"{}\" }}), or change it at the source",
-                       column, T(source), T(declared), column, T(source));
+                       column, T(source), T(declared),
+                       numeric_text ? "a source column read as text (a PostgreSQL numeric "
+                                      "without a scale, or a domain over one, is) cannot be "
+                                      "pinned to a number: give it a scale at the source "
+                                      "(numeric(18,2)), or select from a view that casts it; or "
+                                    : "",
+                       column, T(source));
   }
 
   /// How a declared column is read from the source: in its source type, except a decimal

@@ -27,6 +27,7 @@
 #include <fmt/format.h>
 
 #include "schema/calendar.hpp"
+#include "schema/utf8.hpp"
 #include "sinks/warehouse_internal.hpp"
 
 namespace flotilla::sinks::detail {
@@ -89,46 +90,6 @@ duckdb_type chunk_type(duckdb_type id) {
     default:
       return DUCKDB_TYPE_VARCHAR;
   }
-}
-
-/// Whether `s` is valid UTF-8 (no overlong forms, surrogates or code points past
-/// U+10FFFF), as DuckDB's VARCHAR requires. ASCII runs are skipped eight bytes at a time.
-bool valid_utf8(std::string_view s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const auto* end = p + s.size();
-  while (p < end) {
-    if (end - p >= 8) {
-      std::uint64_t word;
-      std::memcpy(&word, p, 8);
-      if ((word & 0x8080808080808080ULL) == 0) {
-        p += 8;
-        continue;
-      }
-    }
-    const unsigned char c = *p;
-    if (c < 0x80) {
-      ++p;
-      continue;
-    }
-    int n = 0;
-    std::uint32_t cp = 0;
-    if (c >= 0xC2 && c <= 0xDF) { n = 1; cp = c & 0x1F; }
-    else if (c >= 0xE0 && c <= 0xEF) { n = 2; cp = c & 0x0F; }
-    else if (c >= 0xF0 && c <= 0xF4) { n = 3; cp = c & 0x07; }
-    else return false;
-    if (end - p <= n)
-      return false;
-    for (int i = 1; i <= n; ++i) {
-      if ((p[i] & 0xC0) != 0x80)
-        return false;
-      cp = (cp << 6) | (p[i] & 0x3F);
-    }
-    if ((n == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-        (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
-      return false;
-    p += n + 1;
-  }
-  return true;
 }
 
 // ---- canonical texts to DuckDB's binary forms ----------------------------------------
@@ -534,7 +495,7 @@ class duckdb_inserter final : public row_inserter {
         if (v.kind == schema::value::tag::text) {
           // DuckDB refuses a VARCHAR that is not UTF-8 only when the appender flushes,
           // with no row or column; caught here, the error names both.
-          if (kind == DUCKDB_TYPE_VARCHAR && !valid_utf8(v.s))
+          if (kind == DUCKDB_TYPE_VARCHAR && !schema::valid_utf8(v.s))
             throw sink_error(fmt::format(
                 "{}: row {} of the load, column '{}': the value is not UTF-8 text (bytes such as a BLOB's "
                 "in a text column), which a DuckDB VARCHAR cannot hold; declare the column "

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "schema/calendar.hpp"
+#include "schema/utf8.hpp"
 #include "sinks/warehouse_internal.hpp"
 
 namespace flotilla::sinks::detail {
@@ -207,6 +208,16 @@ class pg_inserter final : public row_inserter {
             } else if (dated_[c] && (v.s.starts_with('-') || v.s.starts_with("0000-"))) {
               // ISO year 0 or before (-0043 is 44 BC): PostgreSQL's text says "BC".
               append_copy_text(buf_, schema::pg_era_from_iso(v.s).value_or(v.s));
+            } else if (!schema::valid_utf8(v.s)) {
+              // PostgreSQL would refuse it naming only the COPY line.
+              throw sink_error(fmt::format(
+                  "{}: row {} of the load, column {}: the value is not UTF-8 text (bytes such "
+                  "as a BLOB's in a text column), which PostgreSQL's text types cannot hold; "
+                  "declare the column bytes to load it as bytea (columns = {{ {} = \"bytes\" "
+                  "}}), or fix the value at the source",
+                  dialect_.qualified(table_), rows_seen_ + r + 1,
+                  dialect_.quote(c < names_.size() ? names_[c] : "?"),
+                  c < names_.size() ? names_[c] : "?"));
             } else if (!append_copy_text(buf_, v.s)) {
               throw sink_error(fmt::format(
                   "{}: column {} holds a text value with a NUL byte (0x00), which PostgreSQL's "

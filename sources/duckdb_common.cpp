@@ -569,7 +569,9 @@ read_result scan(connection& con, const scan_spec& spec, const batch_consumer& c
   const std::size_t width = requested.size();
 
   auto fail = [&](std::string_view reason) {
-    return error::read_failed(spec.source, spec.table, spec.where, reason, spec.fix);
+    return error::read_failed(spec.source, spec.table, spec.where,
+                              spec.explain ? spec.explain(std::string(reason)) : std::string(reason),
+                              spec.fix);
   };
 
   // Requested columns, then the cursor column when it is not among them.

@@ -8,6 +8,7 @@
 
 #include <duckdb.h>
 
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -70,6 +71,8 @@ struct scan_spec {
   std::string_view table;
   std::string_view where;  ///< the file, for messages
   std::string_view fix;    ///< what to do when DuckDB reports an error
+  /// DuckDB's reason in the source's own words (a JSON file's line); empty: as it is.
+  std::function<std::string(std::string)> explain = {};
 };
 
 /// Reads the requested columns of `spec.relation` in batches, converting each DuckDB

@@ -505,6 +505,20 @@ std::string json_reason(const std::string& path, std::string reason) {
     return json_non_record_at(path).value_or("a value in the file is not a JSON object") +
            ": every line of a JSON-lines file, or every element of a file that is one JSON "
            "array, must be one record (an object of column names and values)";
+  // DuckDB's advice here names its reader's options, which flotilla.toml has not (and
+  // ignore_errors would drop the record): Flotilla's own words, with the line.
+  static const std::regex duplicate(R"re(Object (\{.*\}) has duplicate key "((?:[^"\\]|\\.)*)")re");
+  if (std::smatch m; std::regex_search(reason, m, duplicate)) {
+    std::size_t n = 0, found = 0;
+    std::ifstream in(path, std::ios::binary);
+    for (std::string l; found == 0 && std::getline(in, l);)
+      if (++n, l.find(m[1].str()) != std::string::npos)
+        found = n;
+    return fmt::format("{} repeats key \"{}\" in one record ({}): a record holds each key once; "
+                       "remove the duplicate",
+                       found ? fmt::format("line {}", found) : std::string("a record"), m[2].str(),
+                       m[1].str().size() > 120 ? m[1].str().substr(0, 120) + "..." : m[1].str());
+  }
   if (reason.find("Malformed JSON") == std::string::npos)
     return reason;
   if (auto at = json_error_at(path))
@@ -1054,6 +1068,8 @@ class file_source final : public source {
     spec.table = request.table->name;
     spec.where = path;
     spec.fix = fix_file;
+    if (json_)
+      spec.explain = [path](std::string reason) { return json_reason(path, std::move(reason)); };
     try {
       duck::connection con(db());
       if (!json_) {

@@ -154,6 +154,21 @@ TEST_CASE("an incremental table without a primary key whose merge key changed si
         engine::load_kind::merge);
 }
 
+TEST_CASE("a number pin on a column the source reads as text says the fix is at the source") {
+  // PostgreSQL's numeric without a scale reads as text: the message named only the text
+  // pin, not why nor the documented fixes.
+  auto d = *dialects::make_dialect("postgres");
+  engine::table_settings s;
+  s.declared = {schema::column{"amount", T("decimal(18,2)"), true, false}};
+  auto p = engine::plan_table(S({{"id", T("int"), false, true}, {"amount", T("text")}}),
+                              std::nullopt, engine::target_state::absent, *d, orders, s);
+  REQUIRE(p.error);
+  CHECK(p.error->code == "FLT-S002");
+  CHECK_THAT(p.error->reason, Catch::Contains("a PostgreSQL numeric without a scale") &&
+                                  Catch::Contains("numeric(18,2)") &&
+                                  Catch::Contains("amount = \"text\""));
+}
+
 TEST_CASE("a widening a table rebuild makes is reported as the rebuild's, not in place") {
   // DuckDB widens a key column only by rebuilding the table: the other widening was said
   // to run "in place", though no ALTER ran.

@@ -610,6 +610,19 @@ TEST_CASE("a NUL byte in a text value fails a PostgreSQL load, saying so and wha
                         Catch::Contains("remove it at the source"));
 }
 
+TEST_CASE("a PostgreSQL text column refuses a value that is not UTF-8, naming its row and "
+          "column and the bytes pin") {
+  // PostgreSQL's own refusal named only the COPY line, and the run said to correct it on
+  // the target.
+  test_target target("postgres");
+  auto wh = target.open();
+  const auto t = target.table("bad_utf8");
+  CHECK_THROWS_WITH(load(*wh, t, cols({col("id", "int"), col("v", "text")}), load_mode::replace,
+                         {{I(1), T("plain \xc3\xa9")}, {I(2), T("a\xff" "b")}}),
+                    Catch::Contains("row 2 of the load, column \"v\": the value is not UTF-8 text") &&
+                        Catch::Contains("columns = { v = \"bytes\" }"));
+}
+
 TEST_CASE("a DuckDB text column refuses a value that is not UTF-8, naming its row and column "
           "and the bytes pin") {
   test_target target("duckdb");

@@ -235,6 +235,25 @@ TEST_CASE("a json record with an empty key fails its table") {
   CHECK(read_all(*src, ok).rows[0] == std::vector<value>{integer(1), text("named so")});
 }
 
+TEST_CASE("a json record repeating a key fails its table, naming the line, in Flotilla's words") {
+  // DuckDB's advice named its reader's options (ignore_errors would drop the record).
+  temp_dir dir;
+  write_file(dir.file("events.ndjson"), "{\"id\":1,\"a\":1}\n{\"id\":2,\"a\":2}\n{\"id\":3,\"a\":3,\"a\":4}\n");
+  auto src = open_files("json", dir.path.string());
+  std::string error;
+  try {
+    const catalog cat = src->read_catalog();
+    error = find_table(cat, "events").unreadable;
+    if (error.empty())
+      (void)read_all(*src, find_table(cat, "events"));
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  CHECK_THAT(error, Catch::Contains("events.ndjson") &&
+                        Catch::Contains("line 3 repeats key \"a\" in one record") &&
+                        !Catch::Contains("ignore_errors"));
+}
+
 TEST_CASE("a json record that is not an object fails its table, naming its line") {
   // Left to DuckDB's guess, one such line made the whole file one `json` column: the
   // table lost its columns and every row its values.
