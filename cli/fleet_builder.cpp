@@ -1,5 +1,6 @@
 #include "cli/fleet_builder.hpp"
 
+#include <algorithm>
 #include <any>
 #include <atomic>
 #include <cctype>
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <unordered_map>
@@ -460,6 +462,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
   };
   auto claims = std::make_shared<target_claims>();
   std::vector<std::string> group_keys;  // per pipeline: the target schema its tables land in
+  // Per pipeline on a SQLite target: its database and the prefix its table names get.
+  std::vector<std::optional<std::pair<std::string, std::string>>> sqlite_prefixes;
   std::map<std::string, std::string> databases;  // target name -> target_database
   for (const auto& t : p.targets)
     databases.emplace(t.name, target_database(t));
@@ -836,11 +840,43 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           (void)store->remove<storage::pb::SourceCatalog>(source.name);
       };
     }
-    group_keys.push_back(claim_key(claim_rule_of(*target), databases.at(target->name), [&] {
-      const auto at = config::target_table_named(*target, s, "\x01");
-      return dialects::table_ref{at.catalog, at.schema, at.name};
-    }()));
+    const auto at = config::target_table_named(*target, s, "\x01");
+    group_keys.push_back(claim_key(claim_rule_of(*target), databases.at(target->name),
+                                   dialects::table_ref{at.catalog, at.schema, at.name}));
+    if (dialects::canonical_dialect_name(target->dialect) == "sqlite") {
+      std::string prefix = at.name.substr(0, at.name.size() - 1);
+      for (auto& c : prefix)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      sqlite_prefixes.emplace_back(std::in_place, databases.at(target->name), std::move(prefix));
+    } else {
+      sqlite_prefixes.emplace_back();
+    }
     spec.pipelines.push_back(std::move(ps));
+  }
+  // SQLite has no schemas: a source's expanded schema prefixes its table names
+  // (`<schema>__<table>`), so two sources on one database clash whenever one's prefix
+  // begins the other's ("" and "b__": table b__orders of the first is table orders of the
+  // second). They form one claim group too, so that the one listed first loads, every run.
+  {
+    std::vector<std::size_t> order;
+    for (std::size_t i = 0; i < sqlite_prefixes.size(); ++i)
+      if (sqlite_prefixes[i])
+        order.push_back(i);
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return *sqlite_prefixes[a] < *sqlite_prefixes[b];
+    });
+    // Sorted, the prefixes one begins lie right after it: each joins the group of the
+    // nearest earlier prefix that begins it.
+    std::vector<std::size_t> stack;
+    for (std::size_t i : order) {
+      const auto& [db, prefix] = *sqlite_prefixes[i];
+      while (!stack.empty() && (sqlite_prefixes[stack.back()]->first != db ||
+                                !prefix.starts_with(sqlite_prefixes[stack.back()]->second)))
+        stack.pop_back();
+      if (!stack.empty())
+        group_keys[i] = group_keys[stack.back()];
+      stack.push_back(i);
+    }
   }
   // Claim groups: two or more sources whose tables land in one target schema.
   {

@@ -644,7 +644,10 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       req.unique_key = plan.unique_key;
       // A full refresh with a unique_key: every row read replaces the table, one per key
       // (the last one read), as an incremental table's merge keeps them.
-      if (plan.load == load_kind::full_refresh && !incremental && !plan.unique_key.empty()) {
+      // An incremental table's full refresh (recreated for a new key, say) likewise when its
+      // unique_key is not the source's own key.
+      if (plan.load == load_kind::full_refresh && !plan.unique_key.empty() &&
+          (!incremental || plan.key_may_repeat)) {
         req.mode = sinks::load_mode::merge;
         req.replace_rows = true;
       }

@@ -216,6 +216,19 @@ struct planner {
   /// column that is not loaded.
   void check_loaded_columns() {
     const auto& loaded = p.load_columns.columns;
+    // An enforced contract that leaves out a column of the source's primary key: the
+    // table would be created keyed on the rest, which rows differing only in the left-out
+    // column break (or, merged, overwrite each other). An omission: declare it.
+    if (settings.enforced)
+      for (const auto& c : source.columns)
+        if (c.key && p.load_columns.find(c.name, names()) == nullptr)
+          fail("FLT-S010",
+               fmt::format("column '{}' is in the source's primary key, and contract = enforced "
+                           "leaves it out (it is not declared): rows differing only in it would "
+                           "be one row of the table. Declare it in the table's columns (e.g. {} "
+                           "= \"{}\")",
+                           c.name, c.name, T(c.type)),
+               c.name, "", T(c.type));
     for (std::size_t i = 0; i < loaded.size(); ++i)
       for (std::size_t j = i + 1; j < loaded.size(); ++j)
         if (schema::same_name(loaded[i].name, loaded[j].name, names()))
@@ -415,7 +428,7 @@ struct planner {
     if (settings.enforced)
       for (const auto& l : live.columns) {
         const column* s = source.find(l.name, rule);
-        if (l.key && s != nullptr && p.load_columns.find(l.name, rule) == nullptr)
+        if (l.key && s != nullptr && !s->key && p.load_columns.find(l.name, rule) == nullptr)
           fail("FLT-S010",
                fmt::format("column '{}' is in the live table's primary key, and contract = "
                            "enforced leaves it out (it is not declared): loaded so, every row "
@@ -926,12 +939,14 @@ table_plan plan_table(const schema::table_schema& source,
   if (p.unique_key.empty() && !settings.cursor_column.empty())
     p.unique_key = loaded_source_key(source, p.load_columns, dialect.names());
   else if (!settings.cursor_column.empty() && !p.unique_key.empty() &&
-           p.unique_key != loaded_source_key(source, p.load_columns, dialect.names()))
+           p.unique_key != loaded_source_key(source, p.load_columns, dialect.names())) {
     // Rows merge on the unique_key, so the source's own key is not the table's: a row
     // whose unique_key changed would arrive as a second row of its source key. (A NULL in
     // a unique_key column matches nothing and is inserted, so it is no primary key either.)
     for (auto& c : p.load_columns.columns)
       c.key = false;
+    p.key_may_repeat = true;
+  }
 
   const bool incremental = !settings.cursor_column.empty();
   if (!target.schema.empty())

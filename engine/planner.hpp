@@ -108,6 +108,9 @@ struct table_plan {
   /// The key a merge upserts by: the table's unique_key, or, when it has none and loads
   /// incrementally, the source's primary key (every column of it loaded).
   std::vector<std::string> unique_key;
+  /// The unique_key is not the source's own key: the rows read may repeat it, so a full
+  /// refresh loads through a merge, one row per key (the last read), as a first load does.
+  bool key_may_repeat = false;
   /// The statements that make the table a full refresh loads, with the live table's
   /// extra columns kept (shown by plan; the sink issues the same, on PostgreSQL and
   /// DuckDB with the key added after the load): the staging table, or where the dialect

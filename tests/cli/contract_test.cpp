@@ -174,6 +174,32 @@ TEST_CASE("a table run refuses for landing on another's target table is not comp
   CHECK_THAT(again.out, Catch::Contains("OK    table:raw.orders"));
 }
 
+TEST_CASE("an enforced contract that leaves out a column of the source's key fails before the "
+          "first load, naming it") {
+  // The table was created keyed on the declared rest, and the load then broke that key.
+  workdir w;
+  sqlite_exec(w.file("s.db"), "CREATE TABLE o (id INT, k INT, v TEXT, PRIMARY KEY (id, k));"
+                              "INSERT INTO o VALUES (1, 1, 'a'), (1, 2, 'b');");
+  const auto config = [&](const std::string& columns) {
+    w.write("flotilla.toml", "[targets.w]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                             "[sources.s]\nadapter = \"sqlite\"\npath = \"s.db\"\n"
+                             "contract = \"enforced\"\n[sources.s.tables.o]\ncolumns = " +
+                                 columns + "\n");
+  };
+  config("{ id = \"bigint\", v = \"text\" }");
+  auto plan = run_flotilla(w, {"plan"});
+  CHECK(plan.exit_code == 1);
+  CHECK_THAT(plan.out, Catch::Contains("column 'k' is in the source's primary key"));
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump());
+  CHECK(rc == 1);
+  CHECK(run["tables"][0]["error_code"] == "FLT-S010");
+  config("{ id = \"bigint\", k = \"bigint\", v = \"text\" }");
+  CHECK(run_flotilla(w, {"run"}).exit_code == 0);
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM s.o")[0][0] == "2");
+}
+
 TEST_CASE("an enforced contract that leaves out the live table's key fails before anything "
           "runs, naming the column") {
   // It loaded every row with the key column empty and the key dropped, reported success.
@@ -184,7 +210,7 @@ TEST_CASE("an enforced contract that leaves out the live table's key fails befor
   auto plan = run_flotilla(f.w, {"plan"});
   INFO(plan.out << plan.err);
   CHECK(plan.exit_code == 1);
-  CHECK_THAT(plan.out, Catch::Contains("column 'id' is in the live table's primary key"));
+  CHECK_THAT(plan.out, Catch::Contains("column 'id' is in the source's primary key"));
   int rc = -1;
   auto run = flotilla_json(f.w, {"run"}, &rc);
   INFO(run.dump());

@@ -291,6 +291,42 @@ target = "pub"
   }
 }
 
+TEST_CASE("on SQLite, sources whose table prefixes one begins the other's clash, and the one "
+          "listed first loads, in plan and every run") {
+  // Schema "" and "b": table b__orders of the first is table orders of the second. Which
+  // loaded depended on whose catalog came first; plan refused the first-listed one.
+  workdir w;
+  sqlite_exec(w.file("c.db"), "CREATE TABLE b__orders (id INTEGER PRIMARY KEY, v TEXT);"
+                              "INSERT INTO b__orders VALUES (7, 'c7');");
+  sqlite_exec(w.file("b.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY, v TEXT);"
+                              "INSERT INTO orders VALUES (10, 'b10');");
+  w.write("flotilla.toml", R"toml([targets.w]
+dialect = "sqlite"
+path = "lite.db"
+schema = "{s}"
+[sources.c]
+adapter = "sqlite"
+path = "c.db"
+tags = { s = "" }
+[sources.b]
+adapter = "sqlite"
+path = "b.db"
+tags = { s = "B" }
+)toml");
+  auto plan = run_flotilla(w, {"plan"});
+  INFO(plan.out);
+  CHECK_THAT(plan.out, Catch::Contains("b.orders lands on"));
+  for (int i = 0; i < 6; ++i) {
+    int rc = -1;
+    auto j = flotilla_json(w, {"run"}, &rc);
+    INFO(j.dump());
+    CHECK(rc == 1);
+    for (const auto& t : j["tables"])
+      CHECK(t["status"] == (t["source"] == "c" ? "copied" : "failed"));
+    CHECK(sqlite_query(w.file("lite.db"), "SELECT group_concat(id) FROM b__orders")[0][0] == "7");
+  }
+}
+
 TEST_CASE("a run whose run directory cannot be created reports, exits 1, and keeps its loads") {
   // It ended in an uncaught filesystem error (abort, exit 134, no run JSON) after the
   // tables had committed.
