@@ -650,6 +650,9 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
           (!incremental || plan.key_may_repeat)) {
         req.mode = sinks::load_mode::merge;
         req.replace_rows = true;
+        // Copied anew (a drop_and_recreate): the new table, made in the load's transaction.
+        if (plan.shape_action == "recreate")
+          req.recreate_as = plan.refresh_columns;
       }
       if (req.mode == sinks::load_mode::merge && d.live)
         for (const auto& c : d.live->columns)

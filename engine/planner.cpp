@@ -878,6 +878,7 @@ struct planner {
     // goes into the live table itself (dropped and re-created in the load's transaction).
     p.staging_sql = {dialect.drop_table(staging_of(target))};
     const auto columns = schema::full_refresh_columns(live_after, p.load_columns, names());
+    p.refresh_columns = columns;
     // A table not there yet is created in the load's own transaction (no staging table
     // to swap), and one the target empties in place is loaded there: the warehouse
     // writer does the same.

@@ -120,6 +120,9 @@ struct table_plan {
   /// The statements that swap the loaded staging table in (full refresh); none where the
   /// dialect replaces in place.
   std::vector<std::string> swap_sql;
+  /// A full refresh: the columns of the table it makes (the loaded ones, then the live
+  /// table's others, kept).
+  schema::table_schema refresh_columns;
   /// Columns read from the source (source names and types), in load order.
   schema::table_schema read_columns;
   /// The same columns as loaded into the target (declared types where pinned).

@@ -196,8 +196,12 @@ class loader final : public table_writer {
         case load_mode::append:
           break;
         case load_mode::merge:
-          if (request_.replace_rows)
+          if (request_.recreate_as) {
+            last.push_back(d.drop_table(request_.target));
+            last.push_back(d.create_table(request_.target, *request_.recreate_as));
+          } else if (request_.replace_rows) {
             last.push_back(fmt::format("DELETE FROM {}", d.qualified(request_.target)));
+          }
           for (auto& s : merge_statements())
             last.push_back(std::move(s));
           last.push_back(d.drop_table(into_));

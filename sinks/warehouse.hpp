@@ -47,6 +47,10 @@ struct load_request {
   /// Merge only: the load replaces every live row (a full refresh with a unique_key: the
   /// table holds the rows read, one per key, the last one read), in one transaction.
   bool replace_rows = false;
+  /// With replace_rows: the live table is dropped and created anew with these columns
+  /// first, in the load's transaction (a drop_and_recreate), so a crash leaves it as it
+  /// was. Default: emptied (DELETE) instead.
+  std::optional<schema::table_schema> recreate_as;
 };
 
 /// Loads one table. Nothing is visible to readers before commit(); a writer destroyed

@@ -486,6 +486,36 @@ TEST_CASE("a full refresh with a unique_key keeps one row per key, the last read
         std::vector<std::vector<std::string>>{{"1a3,3c2"}});
 }
 
+TEST_CASE("a table with a unique_key copied anew for an unsafe retype loads, one row per key") {
+  // Its full refresh merges (one row per key) into the live table, which lacked the new
+  // shape: "does not have a column", every run.
+  for (const std::string target : {"duckdb", "sqlite"}) {
+    INFO(target);
+    workdir w;
+    sqlite_exec(w.file("s.db"), "CREATE TABLE t (id INT, v TEXT); "
+                                "INSERT INTO t VALUES (1, 'a'), (1, 'b'), (2, 'c');");
+    w.write("flotilla.toml", fmt::format("[targets.wh]\ndialect = \"{}\"\npath = \"wh.{}\"\n"
+                                         "[sources.s]\nadapter = \"sqlite\"\npath = \"s.db\"\n"
+                                         "[sources.s.tables.t]\nunique_key = [\"id\"]\n",
+                                         target, target));
+    int rc = -1;
+    flotilla_json(w, {"run"}, &rc);
+    REQUIRE(rc == 0);
+    sqlite_exec(w.file("s.db"), "CREATE TABLE t2 (id INT, v INT, z TEXT); INSERT INTO t2 VALUES "
+                                "(1, 5, 'x'), (1, 6, 'y'), (3, 7, 'z'); DROP TABLE t; ALTER TABLE "
+                                "t2 RENAME TO t;");
+    auto j = flotilla_json(w, {"run", "--allow-type-change-rebuild"}, &rc);
+    INFO(j.dump());
+    CHECK(rc == 0);
+    CHECK(j["drift"]["actions_taken"][0]["action"] == "drop_and_recreate");
+    const std::string sql = target == "duckdb" ? "SELECT id, v, z FROM s.t ORDER BY id"
+                                               : "SELECT id, v, z FROM s__t ORDER BY id";
+    const auto rows = target == "duckdb" ? duckdb_query(w.file("wh.duckdb"), sql)
+                                         : sqlite_query(w.file("wh.sqlite"), sql);
+    CHECK(rows == std::vector<std::vector<std::string>>{{"1", "6", "y"}, {"3", "7", "z"}});
+  }
+}
+
 TEST_CASE("rows whose unique_key holds a NULL are each kept: a NULL is no key") {
   workdir w;
   std::filesystem::create_directories(w.path() / "data");
