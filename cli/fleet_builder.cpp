@@ -285,7 +285,7 @@ std::string target_database(const config::target_config& target) {
 /// `main.orders` are one table.
 struct claim_rule {
   bool keeps_case = false;
-  std::string_view default_schema;
+  std::string default_schema;
 };
 
 claim_rule claim_rule_of(const config::target_config& target) {
@@ -296,7 +296,7 @@ claim_rule claim_rule_of(const config::target_config& target) {
   if (dialect == "duckdb")
     rule.default_schema = "main";
   else if (dialect == "postgres")
-    rule.default_schema = "public";
+    rule.default_schema = sources::postgres_default_schema(target.dsn);
   return rule;
 }
 

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <regex>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -742,6 +743,31 @@ std::string postgres_database(const std::string& dsn) {
   const std::string port = kv["port"].empty() ? "5432" : kv["port"];
   const std::string db = kv["dbname"].empty() ? kv["user"] : kv["dbname"];
   return fmt::format("{}:{}/{}", host, port, db);
+}
+
+std::string postgres_default_schema(const std::string& dsn) {
+  char* err = nullptr;
+  PQconninfoOption* opts = PQconninfoParse(dsn.c_str(), &err);
+  if (err != nullptr)
+    PQfreemem(err);
+  std::string options;
+  if (opts != nullptr) {
+    for (const PQconninfoOption* o = opts; o->keyword != nullptr; ++o)
+      if (o->val != nullptr && std::string_view(o->keyword) == "options")
+        options = o->val;
+    PQconninfoFree(opts);
+  }
+  // "-c search_path=a,b", "-csearch_path=a", "--search_path=a", "--search-path=a".
+  static const std::regex set(R"re((?:-c\s*|--)search[_-]path\s*=\s*("[^"]*"|[^,\s]+))re");
+  std::smatch m;
+  if (!std::regex_search(options, m, set))
+    return "public";
+  std::string first = m[1].str();
+  if (first.size() >= 2 && first.front() == '"')
+    return first.substr(1, first.size() - 2);  // quoted: as written
+  std::transform(first.begin(), first.end(), first.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return first == "$user" ? std::string("public") : first;
 }
 
 std::unique_ptr<source> make_postgres_source(const source_options& options) {

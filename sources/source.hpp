@@ -195,5 +195,9 @@ struct source_options {
 /// as libpq reads it (a URI or key=value pairs): `localhost` and ::1 are 127.0.0.1, the
 /// port defaults to 5432 and the database to the user. Empty when libpq cannot read it.
 [[nodiscard]] std::string postgres_database(const std::string& dsn);
+/// The schema an unqualified table name lands in under a PostgreSQL DSN: the first
+/// schema of a `search_path` its `options` set (`options=-csearch_path=stage,public`),
+/// else `public`. A search_path set on the database or role is not seen.
+[[nodiscard]] std::string postgres_default_schema(const std::string& dsn);
 
 }  // namespace flotilla::sources

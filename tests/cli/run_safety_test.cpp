@@ -289,6 +289,32 @@ target = "pub"
           std::vector<std::vector<std::string>>{{"a,a"}});
     pg_exec(pg_dsn(), fmt::format("DROP TABLE IF EXISTS public.{}", name));
   }
+  SECTION("PostgreSQL: schema \"\" under a DSN whose options set search_path, and that schema") {
+    const std::string dsn = pg_dsn() + (pg_dsn().find('?') == std::string::npos ? "?" : "&") +
+                            "options=-csearch_path%3Dstage_" + name;
+    w.write("flotilla.toml", fmt::format(R"toml([targets.plain]
+dialect = "postgres"
+dsn = "{0}"
+schema = ""
+[targets.stage]
+dialect = "postgres"
+dsn = "{1}"
+schema = "stage_{2}"
+[sources.a]
+adapter = "sqlite"
+path = "a.db"
+target = "plain"
+[sources.b]
+adapter = "sqlite"
+path = "b.db"
+target = "stage"
+)toml",
+                                         dsn, pg_dsn(), name));
+    auto plan = run_flotilla(w, {"plan"});
+    INFO(plan.out << plan.err);
+    CHECK(plan.exit_code == 1);
+    CHECK_THAT(plan.out, Catch::Contains("b." + name + " lands on"));
+  }
 }
 
 TEST_CASE("on SQLite, sources whose table prefixes one begins the other's clash, and the one "

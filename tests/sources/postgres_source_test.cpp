@@ -544,3 +544,14 @@ TEST_CASE("a PostgreSQL DSN names its database in one spelling, as libpq reads i
   CHECK(postgres_database("host=a,b dbname=wh").empty());
   CHECK(postgres_database("not a dsn =").empty());
 }
+
+TEST_CASE("a PostgreSQL DSN's search_path names the schema unqualified names land in") {
+  CHECK(postgres_default_schema("postgresql://postgres@127.0.0.1:54329/wh") == "public");
+  CHECK(postgres_default_schema("postgresql://p@h/wh?options=-csearch_path%3Dstage,public") ==
+        "stage");
+  CHECK(postgres_default_schema("host=h dbname=wh options='-c search_path=Stage'") == "stage");
+  CHECK(postgres_default_schema("host=h dbname=wh options='--search_path=\"Stage\"'") == "Stage");
+  CHECK(postgres_default_schema("host=h dbname=wh options='-c search_path=$user,public'") ==
+        "public");
+  CHECK(postgres_default_schema("host=h options='-c statement_timeout=5'") == "public");
+}
