@@ -423,6 +423,14 @@ class table_logic {
     return o;
   }
 
+  /// The `schema_change` event (when the table publishes events) of the held change `ddl`
+  /// at `at` once a review decided it (applied, or copied afresh by a resync), under `t`'s
+  /// new shape: consumers learn of the change before the events that follow it.
+  void add_decided_change(batch& b, const table_state& t, const std::string& ddl, lsn_t at) const {
+    if (!ddl.empty())
+      add_table_event(b, t, "schema_change", at, ddl_statements(ddl), "applied");
+  }
+
   /// Holds the table at the change `e` (seed 003): a review awaiting a decision, added
   /// to `b.holds` for the stream to write.
   void open_hold(batch& b, table_state& t, pb::HoldRecord h, const ddl_event& e, lsn_t at) const {
@@ -1555,6 +1563,14 @@ class source_stream {
     }
   }
 
+  /// The source DDL a review held, from its record.
+  static std::string held_ddl(const review& r) {
+    auto detail = nlohmann::json::parse(r.hold.detail(), nullptr, false);
+    if (!detail.is_object() || !detail.contains("ddl") || !detail["ddl"].is_string())
+      return {};
+    return detail["ddl"].get<std::string>();
+  }
+
   void hold_from_record(table_state& t, const pb::HoldRecord& rec) {
     t.state = table_state::mode::held;
     t.hold_position = parse_lsn(rec.position()).value_or(0);
@@ -1601,6 +1617,7 @@ class source_stream {
       t.layout = layout_of(t.columns);
     }
     batch b;
+    logic_->add_decided_change(b, t, held_ddl(r), t.hold_position);
     std::uint64_t last_seq = 0;
     lsn_t last = std::max(t.applied, t.hold_position);
     for (const auto& c : *kept) {
@@ -1688,6 +1705,13 @@ class source_stream {
       for (auto& row : copy.query(catalog_columns_sql({t.name}))) {
         t.columns = parse_columns_json(row[3].value_or("[]"));
         t.layout = layout_of(t.columns);
+      }
+      if (!target_) {
+        batch b;
+        logic_->add_decided_change(b, t, held_ddl(r),
+                                   parse_lsn(r.hold.position()).value_or(snap.consistent_point));
+        if (!b.events.empty())
+          events_->publish(b.events);
       }
       copy_table(copy, t, snap.consistent_point);
       copy.exec("COMMIT");

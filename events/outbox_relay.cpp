@@ -14,11 +14,25 @@ using std::chrono::milliseconds;
 /// reachable broker the time of one round trip.
 constexpr milliseconds min_round{100};
 
+/// The key of a sink's progress: its kind and destination, so a sink configured anew
+/// (another topic, other brokers) is sent the kept entries.
+std::string sink_identity(const event_sink& s) {
+  return fmt::format("{} {}", s.kind(), s.destination());
+}
+
 }  // namespace
 
 outbox_relay::outbox_relay(storage::state_store& store,
                            std::vector<std::unique_ptr<event_sink>> sinks, relay_options options)
-    : store_(store), sinks_(std::move(sinks)), options_(options), sent_through_(sinks_.size(), 0) {}
+    : store_(store), sinks_(std::move(sinks)), options_(options), sent_through_(sinks_.size(), 0) {
+  // With one sink an acknowledged entry is removed at once; with several, a sink ahead
+  // of the others resumes where it stopped instead of receiving the kept entries again.
+  if (sinks_.size() > 1)
+    for (std::size_t i = 0; i < sinks_.size(); ++i)
+      if (auto through = store_.outbox_sent_through(sink_identity(*sinks_[i])))
+        sent_through_[i] = *through;
+  recorded_ = sent_through_;
+}
 
 outbox_relay::~outbox_relay() {
   {
@@ -129,6 +143,12 @@ drain_report outbox_relay::drain_locked(milliseconds timeout) {
           ++delivered_;
       removed_through_ = through;
     }
+    // A sink ahead of another's failure keeps its progress for the next run. Not stored,
+    // it only costs those entries a second delivery to that sink.
+    for (std::size_t i = 0; i < sinks_.size() && sinks_.size() > 1; ++i)
+      if (sent_through_[i] > removed_through_ && sent_through_[i] > recorded_[i] &&
+          store_.set_outbox_sent_through(sink_identity(*sinks_[i]), sent_through_[i]))
+        recorded_[i] = sent_through_[i];
   }
   drain_report r;
   r.delivered = delivered_;

@@ -5,7 +5,9 @@
 ///
 /// Within a run, the first failed delivery ends delivery for the rest of the run:
 /// everything from the first unacknowledged event on stays in the outbox, so no later
-/// event of a table can overtake an earlier one. A new relay (the next run) starts over.
+/// event of a table can overtake an earlier one. A new relay (the next run) starts over,
+/// except that a sink that acknowledged entries another sink did not is not sent them
+/// again: its progress is kept in the store (state_store::outbox_sent_through).
 ///
 /// Ownership and threads: one relay per run, owned by run_events (or a test). drain()
 /// may be called from any thread (calls are serialized); start() runs the same drain on a
@@ -86,6 +88,7 @@ class outbox_relay {
 
   std::mutex drain_mu_;                      // one drain at a time; guards the fields below
   std::vector<std::uint64_t> sent_through_;  // per sink: acknowledged through this sequence
+  std::vector<std::uint64_t> recorded_;     // per sink: sent_through_ as last stored
   std::uint64_t removed_through_ = 0;
   std::uint64_t delivered_ = 0;
   std::optional<error> failure_;

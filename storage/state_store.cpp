@@ -988,6 +988,32 @@ std::uint64_t state_store::last_outbox_sequence() const {
   return impl_->outbox_next - 1;
 }
 
+namespace {
+std::string sent_through_key(std::string_view sink) {
+  return fmt::format("outbox_sent_through/{}", sink);
+}
+}  // namespace
+
+result<std::uint64_t> state_store::outbox_sent_through(std::string_view sink) const {
+  auto& st = *impl_;
+  const std::string key = sent_through_key(sink);
+  std::string value;
+  auto s = st.db->Get(rocksdb::ReadOptions{}, st.default_cf, slice(key), &value);
+  if (s.IsNotFound())
+    return std::uint64_t{0};
+  if (!s.ok())
+    return std::unexpected(failed(s, "read", family::outbox, key));
+  return keys::read_be64(value).value_or(0);
+}
+
+status state_store::set_outbox_sent_through(std::string_view sink, std::uint64_t sequence) {
+  auto& st = *impl_;
+  const std::string key = sent_through_key(sink);
+  rocksdb::WriteBatch batch;
+  (void)batch.Put(st.default_cf, slice(key), keys::be64(sequence));
+  return st.write(batch, "write", family::outbox, key);
+}
+
 // ---- holds ------------------------------------------------------------------------------
 
 namespace {

@@ -258,6 +258,12 @@ class state_store {
   [[nodiscard]] result<std::uint64_t> outbox_size() const;
   /// The last sequence assigned so far (0 when none ever was).
   [[nodiscard]] std::uint64_t last_outbox_sequence() const;
+  /// The last outbox sequence the event sink `sink` ("kafka brokers ..., topic ...")
+  /// acknowledged while a sink beside it did not, so the entries stayed in the outbox;
+  /// 0 when none was recorded. Lets the next run's relay skip them for that sink.
+  [[nodiscard]] result<std::uint64_t> outbox_sent_through(std::string_view sink) const;
+  /// Records that `sink` acknowledged every outbox entry through `sequence`.
+  [[nodiscard]] status set_outbox_sent_through(std::string_view sink, std::uint64_t sequence);
 
   // ---- holds: tables held at a source schema change, per (target, table) ------------
   // `table` is the "<source>.<table>" key. Target and table must be valid names.

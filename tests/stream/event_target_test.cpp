@@ -4,12 +4,14 @@
 // 002's truncate rule; positions that survive a kill -9. Kafka is librdkafka's mock
 // cluster read back by a real consumer; Pub/Sub is the real emulator.
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <set>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cdc/decide.hpp"
 #include "proto/changes.pb.h"
 #include "storage/state_store.hpp"
 #include "tests/events/pubsub_emulator.hpp"
@@ -321,4 +323,47 @@ TEST_CASE("a change held on one target pauses the table there only; the other ta
   CHECK(p.stop() == 0);
   CHECK(duckdb_query(f.duckdb_file(), "SELECT id FROM st_shop.orders ORDER BY id") ==
         rows{{"1"}});
+}
+
+TEST_CASE("a key column renamed at the source is published as a schema change once its review "
+          "is applied, before the changes kept meanwhile",
+          "[stream][event-target]") {
+  // Seed 002 on an event target: a key column's rename holds for review (its events are
+  // keyed by that column); the applied review tells consumers of the rename first.
+  mock_cluster kafka("bus", 1);
+  fixture f(false, kafka_target(kafka), "bus");
+  pg_exec(f.source(), "CREATE TABLE orders (id int PRIMARY KEY, note text)");
+  pg_exec(f.source(), "INSERT INTO orders VALUES (1, 'a')");
+  stream_process p(f);
+  REQUIRE(read_topic(kafka.bootstraps(), "bus", 1, 1).size() == 1);
+  pg_exec(f.source(), "ALTER TABLE orders RENAME COLUMN id TO order_id");
+  pg_exec(f.source(), "INSERT INTO orders VALUES (2, 'kept')");
+  auto hold_state = [&] {
+    auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
+                                                      {.read_only = true});
+    if (!store)
+      return flotilla::storage::pb::HOLD_STATE_UNSPECIFIED;
+    auto h = store->get_hold("bus", "shop.public.orders");
+    return h && *h ? (*h)->state() : flotilla::storage::pb::HOLD_STATE_UNSPECIFIED;
+  };
+  REQUIRE(eventually(
+      [&] { return hold_state() == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW; }));
+  flotilla::cdc::submit_request(std::filesystem::path(f.dir()) / ".flotilla",
+                                {"", "bus", "shop.public.orders",
+                                 {flotilla::cdc::decision_kind::apply_proposed, ""}});
+  auto all = read_topic(kafka.bootstraps(), "bus", 1, 3);
+  INFO(p.err());
+  CHECK(p.stop() == 0);
+  REQUIRE(all.size() == 3);
+  auto change = nlohmann::json::parse(all[1].value);
+  CHECK(change["type"] == "schema_change");
+  CHECK(change["outcome"] == "applied");
+  CHECK(change["ddl"].get<std::string>().find("RENAME COLUMN id TO order_id") !=
+        std::string::npos);
+  CHECK(change["columns"] == nlohmann::json::array({"order_id", "note"}));
+  CHECK(all[1].key == "shop.public.orders");
+  auto kept = nlohmann::json::parse(all[2].value);
+  CHECK(what(kept) == "insert");
+  CHECK(kept["key"] == nlohmann::json{{"order_id", "2"}});
+  CHECK(hold_state() == flotilla::storage::pb::HOLD_STATE_RESUMED);
 }
