@@ -321,6 +321,14 @@ std::string target_claim(const config::target_config& target, const std::string&
 
 namespace {
 
+/// True when the source table's storage generation (PostgreSQL: relfilenode) differs from
+/// the one `w` was committed with: it was emptied or rewritten since. Unknown either side:
+/// false.
+bool rewritten_since(const storage::pb::Watermark& w, const sources::source_table& t) {
+  return !w.source_table_generation().empty() && !t.generation.empty() &&
+         w.source_table_generation() != t.generation;
+}
+
 /// FLT-R006's message: table `key` (named `name` in source `src`) lands on `where`, which
 /// `holder` (source.table) loads in this run.
 std::string clash_message(const config::target_config& target, const config::source_config& src,
@@ -711,12 +719,34 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                   "the old table's rows, so this run reads every row, as a first run does",
                   ts.job.settings.cursor_column, state->watermark->value(), was,
                   ts.job.table.identity));
-            else {
+            else if (rewritten_since(*state->watermark, ts.job.table) &&
+                     (!ts.job.settings.unique_key.empty() ||
+                      !state->watermark->merge_key().empty())) {
+              // Emptied and refilled (TRUNCATE), rows may now sit below the watermark;
+              // merged on a key, reading every row again loses and repeats none.
+              ts.job.watermark_void = true;
+              ts.job.warnings.push_back(fmt::format(
+                  "the source table was emptied or rewritten (TRUNCATE, VACUUM FULL, CLUSTER) "
+                  "since the watermark {} = {} was committed: rows it holds now may sit below "
+                  "that value, so this run reads every row, merging on the table's key",
+                  ts.job.settings.cursor_column, state->watermark->value()));
+            } else {
               ts.job.watermark = state->watermark->value();
               ts.job.watermark_family = state->watermark->cursor_family();
               if (state->watermark->merge_key_recorded())
                 ts.job.settings.watermark_key = std::vector<std::string>(
                     state->watermark->merge_key().begin(), state->watermark->merge_key().end());
+              if (rewritten_since(*state->watermark, ts.job.table)) {
+                ts.job.generation_changed = true;
+                ts.job.warnings.push_back(fmt::format(
+                    "the source table was emptied or rewritten (TRUNCATE, VACUUM FULL, "
+                    "CLUSTER) since the watermark {0} = {1} was committed: rows it holds now "
+                    "with {0} at or below {1} are not read. The table has no key to read it "
+                    "again in full by without repeating rows; if it was refilled with such "
+                    "rows, declare its unique_key, which makes the next run after such a "
+                    "change read every row and merge them",
+                    ts.job.settings.cursor_column, state->watermark->value()));
+              }
             }
           }
           if (state->marker) {
@@ -897,6 +927,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     if (!group_of.empty())
       spec.resolve_claims = [&p, databases](const std::vector<std::vector<actors::table_spec>*>& members) {
         std::unordered_map<std::string, std::string> taken;  // claim -> source.table
+        std::unordered_map<const config::target_config*, claim_rule> rules;  // one per target
         for (auto* tables : members)
           for (auto& t : *tables) {
             const auto* target = p.find_target(t.job.target_name);
@@ -905,8 +936,11 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
               continue;
             const std::string name = t.job.table.qualified();
             const std::string key = table_key(src->name, name);
+            auto rule = rules.find(target);
+            if (rule == rules.end())
+              rule = rules.emplace(target, claim_rule_of(*target)).first;
             auto [at, fresh] =
-                taken.try_emplace(claim_key(claim_rule_of(*target), databases.at(target->name), t.job.target), key);
+                taken.try_emplace(claim_key(rule->second, databases.at(target->name), t.job.target), key);
             if (!fresh)
               t.conflict = clash_message(*target, *src, name, key, t.job.target, at->second);
           }
@@ -955,12 +989,18 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         w.set_updated_at_us(now_us());
         c.watermark = w;
       }
-      if (!t.job.settings.cursor_column.empty() && r.outcome.new_watermark) {
+      // A table emptied or rewritten keeps its watermark under the new generation, so
+      // the change is reported once, even when no row was read past it.
+      const bool restamp = !r.outcome.new_watermark && t.job.generation_changed &&
+                           t.job.watermark && r.outcome.status == engine::table_status::copied;
+      if (!t.job.settings.cursor_column.empty() && (r.outcome.new_watermark || restamp)) {
         storage::pb::Watermark w;
         w.set_cursor_column(t.job.settings.cursor_column);
-        w.set_value(*r.outcome.new_watermark);
+        w.set_value(r.outcome.new_watermark ? *r.outcome.new_watermark : *t.job.watermark);
         w.set_source_table_id(t.job.table.identity);
-        w.set_cursor_family(r.outcome.cursor_family);
+        w.set_source_table_generation(t.job.table.generation);
+        w.set_cursor_family(r.outcome.cursor_family.empty() ? t.job.watermark_family
+                                                            : r.outcome.cursor_family);
         if (r.outcome.plan) {
           for (const auto& k : r.outcome.plan->unique_key)
             w.add_merge_key(k);

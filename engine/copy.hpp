@@ -59,6 +59,10 @@ struct table_job {
   /// table than the source's one now (created anew): the copy loads the table as a first
   /// run does.
   bool watermark_void = false;
+  /// The source table was emptied or rewritten since the watermark was committed (its
+  /// storage generation changed) and it has no key to read it again in full by: the
+  /// watermark stays, and is committed again with the new generation.
+  bool generation_changed = false;
   /// The family of values (cursor_family) the cursor column held when the watermark was
   /// committed; empty when not known (a watermark from before it was kept).
   std::string watermark_family;

@@ -257,6 +257,8 @@ class postgres_source final : public source {
         t.schema = nsp;
         t.name = rel;
         t.identity = fmt::format("pg-oid:{}", PQgetvalue(res.r, r, 9));
+        if (!stats.empty())
+          t.generation = "pg-rfn:" + stats.substr(0, stats.find(':'));
         if (!PQgetisnull(res.r, r, 8)) {
           const std::string column = PQgetvalue(res.r, r, 8);
           t.unreadable =

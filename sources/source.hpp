@@ -41,6 +41,10 @@ struct source_table {
   /// incremental table's watermark, which belongs to the old table's rows, is not applied
   /// to the new table's. Empty: the adapter cannot tell.
   std::string identity;
+  /// The generation of the table's storage, when the adapter has one (PostgreSQL: its
+  /// relfilenode, new after TRUNCATE, VACUUM FULL, CLUSTER or a rewriting ALTER TABLE):
+  /// rows read since may sort below an incremental table's watermark. Empty: cannot tell.
+  std::string generation;
   /// True for csv/json: the types are inferred from the data.
   bool inferred = false;
   /// csv: a header and no rows, so no value inferred the columns' types (DuckDB says text).
