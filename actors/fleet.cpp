@@ -426,6 +426,8 @@ std::string not_pruned(const table_spec& t) {
     return t.not_pruned;
   if (!t.prune || unchanged(t))
     return {};
+  if (!t.conflict.empty())
+    return "another table of this run lands on its target table";
   if (!t.job.table.marker)
     return "the source offers no change marker for this table (a view, or an adapter "
            "without one), so it is copied every run";
@@ -436,7 +438,9 @@ std::string not_pruned(const table_spec& t) {
     return "no earlier copy is recorded";
   if (*t.job.table.marker != *t.last_marker)
     return "the source changed since the last copy";
-  return "an incremental table is pruned only once it has a watermark";
+  if (!t.job.settings.cursor_column.empty() && !t.job.watermark)
+    return "an incremental table is pruned only once it has a watermark";
+  return {};
 }
 
 table_report pruned_report(table_spec& t) {

@@ -475,6 +475,16 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
   std::map<std::string, std::string> databases;  // target name -> target_database
   for (const auto& t : p.targets)
     databases.emplace(t.name, target_database(t));
+  // Targets whose database file is missing (moved away, deleted), as the run starts: none
+  // of their tables is pruned, and none resumes past a watermark whose rows went with it.
+  auto missing_files = std::make_shared<std::set<std::string>>();
+  for (const auto& t : p.targets) {
+    const auto d = dialects::canonical_dialect_name(t.dialect);
+    std::error_code ec;
+    if ((d == "duckdb" || d == "sqlite") && !t.path.empty() &&
+        !std::filesystem::exists(t.path, ec) && !ec)
+      missing_files->insert(t.name);
+  }
   for (const auto& s : p.sources) {
     if (!config::source_may_match(s, filters))
       continue;
@@ -506,7 +516,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     const std::string database = databases.at(target->name);
     ps.select = [project, src, target, target_index, filters, store, no_prune, allow_rebuild,
                  only, reuse_staged, run_id, plan_only, may_gate, holds, claims,
-                 database](sources::catalog& cat) {
+                 database, missing_files](sources::catalog& cat) {
       // A retried table the source no longer lists (a file moved away, a table renamed)
       // loads from its staged data, which never reads the source, as when the source
       // cannot be opened at all; without staged data it fails, named, instead of leaving
@@ -665,6 +675,13 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         st.auto_widen_from = std::string(config::to_string(policy.from.auto_widen));
         ts.job.batch_rows = src->batch_rows;
         ts.prune = policy.prune_unchanged && !no_prune;
+        if (no_prune && policy.prune_unchanged)
+          ts.not_pruned = "--no-prune: every table is copied";
+        const bool target_missing = missing_files->contains(target->name);
+        if (target_missing && ts.prune) {
+          ts.prune = false;
+          ts.not_pruned = fmt::format("the target's database file {} is missing", target->path);
+        }
         if (policy.prune_unchanged)  // --no-prune too: the marker it records keeps it
           ts.settings_hash = settings_hash(*target, ts.job);
         const bool declared = section != nullptr && !section->columns.empty();
@@ -708,7 +725,16 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           ts.job.clear_token = state->watermark && ts.job.settings.cursor_column.empty() &&
                                !state->watermark->cursor_column().empty();
           if (state->watermark && !ts.job.settings.cursor_column.empty() &&
-              state->watermark->cursor_column() == ts.job.settings.cursor_column) {
+              state->watermark->cursor_column() == ts.job.settings.cursor_column &&
+              target_missing) {
+            // The rows the watermark stands for went with the file.
+            ts.job.watermark_void = true;
+            ts.job.warnings.push_back(fmt::format(
+                "the target's database file {} is missing, and with it the rows loaded up to "
+                "the watermark {} = {}: this run reads every row, as a first run does",
+                target->path, ts.job.settings.cursor_column, state->watermark->value()));
+          } else if (state->watermark && !ts.job.settings.cursor_column.empty() &&
+                     state->watermark->cursor_column() == ts.job.settings.cursor_column) {
             const std::string& was = state->watermark->source_table_id();
             ts.job.watermark_void =
                 !was.empty() && !ts.job.table.identity.empty() && was != ts.job.table.identity;

@@ -27,8 +27,10 @@ outbox_relay::outbox_relay(storage::state_store& store,
     : store_(store), sinks_(std::move(sinks)), options_(options), sent_through_(sinks_.size(), 0) {
   // With one sink an acknowledged entry is removed at once; with several, a sink ahead
   // of the others resumes where it stopped instead of receiving the kept entries again.
-  if (sinks_.size() > 1)
-    for (std::size_t i = 0; i < sinks_.size(); ++i)
+  for (std::size_t i = 0; i < sinks_.size(); ++i)
+    if (sinks_[i]->holds_only())
+      holding_ = true;
+    else if (sinks_.size() > 1)
       if (auto through = store_.outbox_sent_through(sink_identity(*sinks_[i])))
         sent_through_[i] = *through;
   recorded_ = sent_through_;
@@ -106,8 +108,14 @@ std::uint64_t outbox_relay::pending_count() {
 drain_report outbox_relay::drain_locked(milliseconds timeout) {
   const auto deadline = clock::now() + timeout;
   while (!failure_ && !sinks_.empty()) {
-    const std::uint64_t after = *std::min_element(sent_through_.begin(), sent_through_.end());
-    auto batch = store_.scan_outbox(after, options_.batch_size);
+    // From the earliest entry a sink that is sent entries still lacks.
+    std::optional<std::uint64_t> after;
+    for (std::size_t i = 0; i < sinks_.size(); ++i)
+      if (!sinks_[i]->holds_only())
+        after = std::min(after.value_or(sent_through_[i]), sent_through_[i]);
+    if (!after)
+      break;
+    auto batch = store_.scan_outbox(*after, options_.batch_size);
     if (!batch) {
       failure_ = error{errc::outbox,
                        fmt::format("the outbox could not be read: {}", batch.error().message)};
@@ -115,7 +123,10 @@ drain_report outbox_relay::drain_locked(milliseconds timeout) {
     }
     if (batch->empty())
       break;
+    bool sent = false;
     for (std::size_t i = 0; i < sinks_.size() && !failure_; ++i) {
+      if (sinks_[i]->holds_only())
+        continue;
       auto first = std::find_if(batch->begin(), batch->end(),
                                 [&](const auto& e) { return e.sequence() > sent_through_[i]; });
       if (first == batch->end())
@@ -125,12 +136,25 @@ drain_report outbox_relay::drain_locked(milliseconds timeout) {
       delivery d = sinks_[i]->deliver(std::span<const storage::pb::OutboxEntry>(
                                           &*first, static_cast<std::size_t>(batch->end() - first)),
                                       left);
-      if (d.delivered > 0)
+      if (d.delivered > 0) {
+        sent = true;
         sent_through_[i] = d.delivered_through;
+        // Recorded at once when the entries stay in the outbox for another sink, so a
+        // crash while that one is still being waited for sends them to this one again
+        // only if it came in between. Not recorded, it costs them a second delivery.
+        if (sinks_.size() > 1 && sent_through_[i] > recorded_[i] &&
+            (holding_ || i + 1 < sinks_.size() ||
+             sent_through_[i] > *std::min_element(sent_through_.begin(), sent_through_.end())) &&
+            store_.set_outbox_sent_through(sink_identity(*sinks_[i]), sent_through_[i]))
+          recorded_[i] = sent_through_[i];
+      }
       if (d.failure)
         failure_ = std::move(d.failure);
     }
-    const std::uint64_t through = *std::min_element(sent_through_.begin(), sent_through_.end());
+    if (!sent && !failure_)
+      break;  // every sink that is sent entries has them all: the rest waits for one that holds
+    const std::uint64_t through =
+        holding_ ? 0 : *std::min_element(sent_through_.begin(), sent_through_.end());
     if (through > removed_through_) {
       if (auto st = store_.remove_outbox_through(through); !st) {
         failure_ = error{errc::outbox, fmt::format("delivered events could not be removed from the "
@@ -143,12 +167,6 @@ drain_report outbox_relay::drain_locked(milliseconds timeout) {
           ++delivered_;
       removed_through_ = through;
     }
-    // A sink ahead of another's failure keeps its progress for the next run. Not stored,
-    // it only costs those entries a second delivery to that sink.
-    for (std::size_t i = 0; i < sinks_.size() && sinks_.size() > 1; ++i)
-      if (sent_through_[i] > removed_through_ && sent_through_[i] > recorded_[i] &&
-          store_.set_outbox_sent_through(sink_identity(*sinks_[i]), sent_through_[i]))
-        recorded_[i] = sent_through_[i];
   }
   drain_report r;
   r.delivered = delivered_;

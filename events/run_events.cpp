@@ -42,17 +42,24 @@ std::vector<std::unique_ptr<event_sink>> make_sinks(const config::events_options
   std::vector<std::unique_ptr<event_sink>> out;
   if (options.kafka) {
     auto k = kafka_sink::create(*options.kafka);
-    if (k)
+    if (k) {
       out.push_back(std::move(*k));
-    else
+    } else {
       errors.push_back(std::move(k.error()));
+      out.push_back(std::make_unique<rejected_sink>(
+          "kafka", fmt::format("brokers {}, topic {}", options.kafka->brokers, options.kafka->topic)));
+    }
   }
   if (options.pubsub) {
     auto ps = pubsub_sink::create(*options.pubsub);
-    if (ps)
+    if (ps) {
       out.push_back(std::move(*ps));
-    else
+    } else {
       errors.push_back(std::move(ps.error()));
+      out.push_back(std::make_unique<rejected_sink>(
+          "pubsub", fmt::format("topic projects/{}/topics/{}", options.pubsub->project,
+                                options.pubsub->topic)));
+    }
   }
   return out;
 }

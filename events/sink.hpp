@@ -54,6 +54,10 @@ class event_sink {
   /// sinks all want JSON stores the line itself, which such a sink sends as it is.
   /// Default: false
   [[nodiscard]] virtual bool wants_json() const { return false; }
+  /// True for a sink whose configuration was rejected (rejected_sink): it is sent nothing,
+  /// and holds every entry in the outbox until a run with a working configuration
+  /// delivers it. Default: false
+  [[nodiscard]] virtual bool holds_only() const { return false; }
   /// How long one deliver() waits for acknowledgements by default.
   [[nodiscard]] virtual std::chrono::milliseconds delivery_timeout() const = 0;
   /// Sends `batch` (ascending sequences) in order and waits until every entry is
@@ -62,6 +66,29 @@ class event_sink {
   /// once delivery).
   [[nodiscard]] virtual delivery deliver(std::span<const storage::pb::OutboxEntry> batch,
                                          std::chrono::milliseconds timeout) = 0;
+};
+
+/// A configured sink that could not be set up (FLT-E003): the outbox keeps every entry for
+/// it, so the first run with a working configuration delivers them, while the sinks
+/// beside it deliver as usual.
+class rejected_sink final : public event_sink {
+ public:
+  rejected_sink(std::string kind, std::string destination)
+      : kind_(std::move(kind)), destination_(std::move(destination)) {}
+  [[nodiscard]] std::string_view kind() const override { return kind_; }
+  [[nodiscard]] std::string destination() const override { return destination_; }
+  [[nodiscard]] bool holds_only() const override { return true; }
+  [[nodiscard]] std::chrono::milliseconds delivery_timeout() const override {
+    return std::chrono::milliseconds(0);
+  }
+  [[nodiscard]] delivery deliver(std::span<const storage::pb::OutboxEntry>,
+                                 std::chrono::milliseconds) override {
+    return {};
+  }
+
+ private:
+  std::string kind_;
+  std::string destination_;
 };
 
 }  // namespace flotilla::events

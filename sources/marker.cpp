@@ -24,7 +24,7 @@ std::string read_bytes(const std::string& path, std::uint64_t offset, std::size_
 }
 
 std::string state_text(const file_state& f) {
-  return fmt::format("{}:{}:{}:{}", f.device, f.inode, f.size, f.mtime_ns);
+  return fmt::format("{}:{}:{}:{}:{}", f.device, f.inode, f.size, f.mtime_ns, f.ctime_ns);
 }
 
 // ";<suffix>:<dev>:<ino>:<size>:<mtime>" when the companion exists.
@@ -45,6 +45,7 @@ std::optional<file_state> stat_file(const std::string& path) {
   out.inode = static_cast<std::uint64_t>(st.st_ino);
   out.size = static_cast<std::uint64_t>(st.st_size);
   out.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  out.ctime_ns = static_cast<std::int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
   return out;
 }
 

@@ -23,6 +23,9 @@ struct file_state {
   std::uint64_t inode = 0;
   std::uint64_t size = 0;
   std::int64_t mtime_ns = 0;
+  /// The inode's change time: set by the kernel on every write and metadata change, so
+  /// unlike mtime it cannot be set back (touch -d) to hide a rewrite.
+  std::int64_t ctime_ns = 0;
 };
 
 [[nodiscard]] std::optional<file_state> stat_file(const std::string& path);

@@ -93,11 +93,14 @@ SELECT r.nspname, r.relname, a.attname,
        (a.attnotnull OR (t.typtype = 'd' AND t.typnotnull)),
        coalesce(a.attnum = ANY (i.indkey), false),
        r.stats,
-       (SELECT concat_ws(':', pg_catalog.pg_stat_get_db_stat_reset_time(d.oid),
+       -- The database's oid: a database created anew (from a template, a restore) or
+       -- another one under the source's DSN starts its tables' counters afresh.
+       (SELECT concat_ws(':', d.oid, pg_catalog.pg_stat_get_db_stat_reset_time(d.oid),
                          pg_catalog.pg_postmaster_start_time())
           FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()),
        r.unreadable,
-       r.oid
+       r.oid,
+       a.attnum
 FROM rels r
 JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped
 JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
@@ -291,6 +294,9 @@ class postgres_source final : public source {
       shape.add(formatted);
       shape.add(c.nullable ? "null" : "not null");
       shape.add(c.key ? "key" : "");
+      // A column dropped and added again under its name and type is another column
+      // (emptied, or filled with its default) without a counted row change.
+      shape.add(PQgetvalue(res.r, r, 10));
       out.tables.back().columns.columns.push_back(std::move(c));
     }
     finish();

@@ -110,6 +110,33 @@ include = ["{1}.*"]
   pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE", s, t));
 }
 
+TEST_CASE("a PostgreSQL column dropped and added again under its name and type is not pruned") {
+  // No row counter moves and the table keeps its storage, but every value of the column
+  // changed (to its default).
+  workdir w;
+  const std::string s = "pgsrc_" + unique_suffix();
+  const std::string t = "pgtgt_" + unique_suffix();
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE; CREATE SCHEMA {0};"
+                                "CREATE TABLE {0}.k (id int PRIMARY KEY, b text); INSERT INTO {0}.k "
+                                "VALUES (1, 'old'), (2, 'old')",
+                                s));
+  w.write("flotilla.toml",
+          fmt::format("[project]\nname = \"p\"\n\n[targets.wh]\ndialect = \"postgres\"\n"
+                      "dsn = \"{0}\"\nschema = \"{2}\"\n\n[sources.app]\nadapter = \"postgres\"\n"
+                      "dsn = \"{0}\"\ninclude = [\"{1}.*\"]\nprune_unchanged = true\n",
+                      pg_dsn(), s, t));
+  REQUIRE(flotilla_json(w, {"run"})["status"] == "success");
+  REQUIRE((*find_table(flotilla_json(w, {"run"}), t + ".k"))["status"] == "pruned");
+  pg_exec(pg_dsn(), fmt::format("ALTER TABLE {0}.k DROP COLUMN b; "
+                                "ALTER TABLE {0}.k ADD COLUMN b text DEFAULT 'new'", s));
+  auto third = flotilla_json(w, {"run"});
+  INFO(third.dump(2));
+  CHECK((*find_table(third, t + ".k"))["status"] == "copied");
+  CHECK(pg_query(pg_dsn(), fmt::format("SELECT string_agg(b, ',') FROM {}.k", t)) ==
+        std::vector<std::vector<std::string>>{{"new,new"}});
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE", s, t));
+}
+
 TEST_CASE("a table that cannot be pruned says why (seed 001: no change marker)") {
   workdir w;
   const std::string s = "pgsrc_" + unique_suffix();

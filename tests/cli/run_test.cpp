@@ -185,10 +185,54 @@ TEST_CASE("prune_unchanged skips unchanged tables and --no-prune copies them") {
   CHECK(second["drift"]["tables_checked"] == 0);
   auto forced = flotilla_json(w, {"run", "--no-prune"}, &rc);
   CHECK((*find_table(forced, "staging__us_west__shop.orders"))["status"] == "copied");
+  CHECK((*find_table(forced, "staging__us_west__shop.orders"))["not_pruned"] ==
+        "--no-prune: every table is copied");
   sqlite_exec(w.file("shop.db"), "INSERT INTO orders VALUES (9, 'x', 1, 1, NULL, '2026-01-01 00:00:00')");
   auto changed = flotilla_json(w, {"run"}, &rc);
   CHECK((*find_table(changed, "staging__us_west__shop.orders"))["status"] == "copied");
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM staging__us_west__shop.orders")[0][0] == "4");
+}
+
+TEST_CASE("a warehouse file gone since the last run is filled again: nothing is pruned into it") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  write_config(w, "duckdb", "prune_unchanged = true\n");
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  std::filesystem::rename(w.file("wh.duckdb"), w.file("moved.duckdb"));
+  auto again = flotilla_json(w, {"run"}, &rc);
+  INFO(again.dump(2));
+  CHECK(rc == 0);
+  const auto& t = *find_table(again, "staging__us_west__shop.orders");
+  CHECK(t["status"] == "copied");
+  CHECK_THAT(t["not_pruned"].get<std::string>(), Catch::Contains("is missing"));
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM staging__us_west__shop.orders")[0][0] ==
+        duckdb_query(w.file("moved.duckdb"), "SELECT count(*) FROM staging__us_west__shop.orders")[0][0]);
+}
+
+TEST_CASE("a SQLite source rewritten in place with its size and mtime kept is not pruned") {
+  workdir w;
+  sqlite_exec(w.file("a.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY, note TEXT); "
+                              "INSERT INTO orders VALUES (1, 'aaaa')");
+  sqlite_exec(w.file("b.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY, note TEXT); "
+                              "INSERT INTO orders VALUES (1, 'bbbb')");
+  std::filesystem::copy_file(w.file("a.db"), w.file("shop.db"));
+  write_config(w, "duckdb", "prune_unchanged = true\n");
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  // The same size, change counter and (set back) mtime: only the inode's ctime tells.
+  const auto mtime = std::filesystem::last_write_time(w.file("shop.db"));
+  {
+    std::ifstream in(w.file("b.db"), std::ios::binary);
+    std::ofstream out(w.file("shop.db"), std::ios::binary | std::ios::in);
+    out << in.rdbuf();
+  }
+  std::filesystem::last_write_time(w.file("shop.db"), mtime);
+  auto again = flotilla_json(w, {"run"}, &rc);
+  INFO(again.dump(2));
+  CHECK((*find_table(again, "staging__us_west__shop.orders"))["status"] == "copied");
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT note FROM staging__us_west__shop.orders")[0][0] ==
+        "bbbb");
 }
 
 TEST_CASE("run and plan list tables in catalog order, however the copies finish") {

@@ -231,3 +231,47 @@ TEST_CASE("a sink that acknowledged what another sink failed is not sent it agai
   CHECK(fresh->received.size() == 9);
   CHECK(store.outbox_size().value() == 0);
 }
+
+TEST_CASE("a sink whose configuration was rejected keeps every event in the outbox for it, while "
+          "the sink beside it delivers") {
+  temp_dir dir;
+  auto store = open_store(dir.path() / "state");
+  REQUIRE(store.append_outbox(entries(0, 10)));
+  {
+    std::vector<std::unique_ptr<event_sink>> sinks;
+    sinks.push_back(std::make_unique<scripted_sink>(1000, errc::broker_refused, "healthy"));
+    sinks.push_back(std::make_unique<rejected_sink>("scripted", "fixed later"));
+    auto* healthy = static_cast<scripted_sink*>(sinks[0].get());
+    outbox_relay relay(store, std::move(sinks));
+    auto r = relay.finish();
+    CHECK(healthy->received.size() == 10);
+    CHECK(r.delivered == 0);
+    CHECK(r.pending == 10);
+  }
+  REQUIRE(store.append_outbox(entries(10, 12)));
+  // The configuration fixed: it gets every event; the healthy sink only the new ones.
+  std::vector<std::unique_ptr<event_sink>> sinks;
+  sinks.push_back(std::make_unique<scripted_sink>(1000, errc::broker_refused, "healthy"));
+  sinks.push_back(std::make_unique<scripted_sink>(1000, errc::broker_refused, "fixed later"));
+  auto* healthy = static_cast<scripted_sink*>(sinks[0].get());
+  auto* fixed = static_cast<scripted_sink*>(sinks[1].get());
+  outbox_relay relay(store, std::move(sinks));
+  auto r = relay.finish();
+  CHECK(r.ok());
+  CHECK(healthy->received == std::vector<std::string>{"e10", "e11"});
+  REQUIRE(fixed->received.size() == 12);
+  CHECK(fixed->received.front() == "e0");
+  CHECK(store.outbox_size().value() == 0);
+}
+
+TEST_CASE("a lone sink whose configuration was rejected sends nothing and removes nothing") {
+  temp_dir dir;
+  auto store = open_store(dir.path() / "state");
+  REQUIRE(store.append_outbox(entries(0, 3)));
+  std::vector<std::unique_ptr<event_sink>> sinks;
+  sinks.push_back(std::make_unique<rejected_sink>("scripted", "bad"));
+  outbox_relay relay(store, std::move(sinks));
+  auto r = relay.finish();
+  CHECK(r.delivered == 0);
+  CHECK(r.pending == 3);
+}
