@@ -35,6 +35,10 @@ struct table_spec {
   /// Another selected table lands on the same target table: why this one is refused
   /// (FLT-R006). Empty: none.
   std::string conflict;
+  /// The target table it lands on, as claims tell target tables apart (target database
+  /// and table): recorded with its commit, so a table another one loaded since is not
+  /// pruned (table_commit::claim). Empty: not recorded.
+  std::string claim;
   /// Staged data an earlier run kept for this table (StagedEntry.location); the file is
   /// removed once the table commits. Empty: none.
   std::string staged_path;

@@ -163,6 +163,12 @@ struct table_state {
 /// Changes of one batch, per table, in order; committed in one target transaction. Each
 /// table actor fills its own part; the stream merges the parts of the tables a batch
 /// touched.
+/// A held source change as its review keeps it: the DDL and its place in its transaction.
+struct held_change_ref {
+  std::string ddl;
+  std::uint32_t change = 0;
+};
+
 struct batch {
   std::map<std::string, std::vector<table_step>> steps;  ///< by table key
   std::map<std::string, applied_position> positions;
@@ -426,9 +432,12 @@ class table_logic {
   /// The `schema_change` event (when the table publishes events) of the held change `ddl`
   /// at `at` once a review decided it (applied, or copied afresh by a resync), under `t`'s
   /// new shape: consumers learn of the change before the events that follow it.
-  void add_decided_change(batch& b, const table_state& t, const std::string& ddl, lsn_t at) const {
-    if (!ddl.empty())
-      add_table_event(b, t, "schema_change", at, ddl_statements(ddl), "applied");
+  void add_decided_change(batch& b, const table_state& t, const held_change_ref& held,
+                          lsn_t at) const {
+    if (held.ddl.empty())
+      return;
+    b.change_index = held.change;
+    add_table_event(b, t, "schema_change", at, ddl_statements(held.ddl), "applied");
   }
 
   /// Holds the table at the change `e` (seed 003): a review awaiting a decision, added
@@ -439,7 +448,8 @@ class table_logic {
     h.set_position(format_lsn(at));
     nlohmann::json detail{{"columns_before", columns_json(t.columns)},
                           {"columns_after", columns_json(e.columns)},
-                          {"ddl", e.ddl}};
+                          {"ddl", e.ddl},
+                          {"change", b.change_index}};
     h.set_detail(detail.dump());
     b.holds.push_back(std::move(h));
     t.state = table_state::mode::held;
@@ -570,6 +580,7 @@ class table_logic {
         // shape they arrive in.
         nlohmann::json j{{"op", "ddl"},
                          {"position", format_lsn(at)},
+                         {"change", b.change_index},
                          {"columns", t.layout.names},
                          {"event", d.fields}};
         pb::HeldChange c;
@@ -1563,12 +1574,12 @@ class source_stream {
     }
   }
 
-  /// The source DDL a review held, from its record.
-  static std::string held_ddl(const review& r) {
+  /// The source DDL a review held and its place in its transaction, from its record.
+  static held_change_ref held_ddl(const review& r) {
     auto detail = nlohmann::json::parse(r.hold.detail(), nullptr, false);
     if (!detail.is_object() || !detail.contains("ddl") || !detail["ddl"].is_string())
       return {};
-    return detail["ddl"].get<std::string>();
+    return {detail["ddl"].get<std::string>(), detail.value("change", std::uint32_t{0})};
   }
 
   void hold_from_record(table_state& t, const pb::HoldRecord& rec) {
@@ -1625,6 +1636,7 @@ class source_stream {
       auto j = nlohmann::json::parse(c.payload(), nullptr, false);
       if (j.is_object() && j.value("op", "") == "ddl" && at > t.applied) {
         ddl_event e = parse_ddl_event(json_fields(j["event"]));
+        b.change_index = j.value("change", std::uint32_t{0});
         outcome o;
         try {
           o = logic_->decide_into(b, t, e, at, std::nullopt, false);

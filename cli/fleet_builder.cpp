@@ -633,6 +633,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         ts.job.table = std::move(cat.tables[selected[i].index]);
         auto where = config::target_table_named(*target, *src, ts.job.table.name);
         ts.job.target = dialects::table_ref{where.catalog, where.schema, where.name};
+        ts.claim = claim_key(rule, database, ts.job.target);
         if (!seen_keys.insert(key).second) {
           // Its state (watermark, marker, baseline) would be the other table's.
           ts.conflict = fmt::format(
@@ -1008,6 +1009,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         std::raise(SIGKILL);
       storage::table_commit c;
       const auto key = table_key(t.job.source_name, r.table);
+      if (r.outcome.status == engine::table_status::copied)
+        c.claim = t.claim;
       if (t.job.clear_token && r.outcome.status == engine::table_status::copied) {
         // The watermark of the incremental loads before: none now, in the target too.
         storage::pb::Watermark w;

@@ -774,6 +774,17 @@ status state_store::commit_table(std::string_view key, const table_commit& commi
   (void)batch.Put(st.handle(family::tables), k, commit.result.SerializeAsString());
   if (commit.remove_staged)
     (void)batch.Delete(st.handle(family::staged), k);
+  if (!commit.claim.empty()) {
+    const std::string claim_key = "claim/" + commit.claim;
+    std::string holder;
+    auto s = st.db->Get(rocksdb::ReadOptions{}, st.default_cf, slice(claim_key), &holder);
+    if (s.ok() && holder != key)
+      (void)batch.Delete(st.handle(family::markers), slice(holder));
+    else if (!s.ok() && !s.IsNotFound())
+      return std::unexpected(failed(s, "read", family::markers, claim_key));
+    if (!s.ok() || holder != key)
+      (void)batch.Put(st.default_cf, slice(claim_key), k);
+  }
   if (commit.events.empty())
     return st.write(batch, "commit", family::tables, key);
   impl::reservation seq(&st, commit.events.size());

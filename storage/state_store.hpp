@@ -83,6 +83,10 @@ struct table_commit {
   bool remove_staged = true;
   /// Appended to the outbox in the same batch; the store assigns their sequences.
   std::vector<pb::OutboxEntry> events;
+  /// The target table the rows went to (its database and name, as claims compare them).
+  /// Recorded as this table's; another table that loaded it before loses its change
+  /// marker, so it is not pruned over rows it did not load. Empty: not recorded.
+  std::string claim;
 };
 
 /// One table's records as of a single consistent snapshot.

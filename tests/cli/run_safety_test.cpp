@@ -593,6 +593,42 @@ TEST_CASE("of two tables landing on one target table, the one flotilla.toml conf
                                 s, t));
 }
 
+TEST_CASE("a pruned table whose target table another source loaded since is copied again") {
+  workdir w;
+  sqlite_exec(w.file("a.db"), "CREATE TABLE x (id INTEGER PRIMARY KEY, who TEXT); "
+                              "INSERT INTO x VALUES (1, 'from A')");
+  sqlite_exec(w.file("b.db"), "CREATE TABLE x (id INTEGER PRIMARY KEY, who TEXT); "
+                              "INSERT INTO x VALUES (1, 'from B'), (2, 'from B')");
+  const std::string target = "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\nschema = \"shared\"\n";
+  const std::string a = "[sources.a]\nadapter = \"sqlite\"\npath = \"a.db\"\nprune_unchanged = true\n";
+  const std::string b = "[sources.b]\nadapter = \"sqlite\"\npath = \"b.db\"\nprune_unchanged = true\n";
+  const auto who = [&] {
+    return sqlite_query(w.file("wh.sqlite"), "SELECT group_concat(who) FROM shared__x")[0][0];
+  };
+  w.write("flotilla.toml", target + a + b);
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);  // b.x: FLT-R006
+  REQUIRE(who() == "from A");
+  // Source a taken out of flotilla.toml: b loads the table.
+  w.write("flotilla.toml", target + b);
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  REQUIRE(who() == "from B,from B");
+  // a back, first: unchanged at its source, but its rows are no longer the target's.
+  w.write("flotilla.toml", target + a + b);
+  auto back = flotilla_json(w, {"run"}, &rc);
+  INFO(back.dump(2));
+  for (const auto& t : back["tables"]) {
+    if (t["source"] == "a") {
+      CHECK(t["status"] == "copied");
+    } else {
+      CHECK(t["error_code"] == "FLT-R006");
+      CHECK(t["not_pruned"] == "another table of this run lands on its target table");
+    }
+  }
+  CHECK(who() == "from A");
+}
+
 TEST_CASE("a name PostgreSQL would cut to 63 bytes fails its table, naming it") {
   workdir w;
   const std::string suffix = unique_suffix();

@@ -362,6 +362,7 @@ TEST_CASE("a key column renamed at the source is published as a schema change on
         std::string::npos);
   CHECK(change["columns"] == nlohmann::json::array({"order_id", "note"}));
   CHECK(all[1].key == "shop.public.orders");
+  CHECK(change["change"] == 1);  // the rename is its transaction's first change
   auto kept = nlohmann::json::parse(all[2].value);
   CHECK(what(kept) == "insert");
   CHECK(kept["key"] == nlohmann::json{{"order_id", "2"}});
