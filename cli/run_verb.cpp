@@ -108,9 +108,74 @@ void record_start(storage::state_store& store, const run_request& req, const std
                st.error().message);
 }
 
+/// The events a run killed before it wrote them (they are written once its tables have
+/// reported) would have written for the tables it committed, written for it, under its
+/// run id: run_started, each committed table's schema_action and table_finished events
+/// (from their results in the state store), and run_finished with status "interrupted".
+/// They reach the event sinks through the outbox, ahead of the next run's own.
+void publish_interrupted(storage::state_store& store, const config::project& project,
+                         const storage::pb::RunRecord& r) {
+  auto results = store.list<storage::pb::TableResult>();
+  if (!results) {
+    fmt::print(stderr, "warning: the tables run {} committed could not be read for its events: {}\n",
+               r.run_id(), results.error().message);
+    return;
+  }
+  std::vector<const storage::pb::TableResult*> committed;
+  for (const auto& k : *results)
+    if (k.record.run_id() == r.run_id())
+      committed.push_back(&k.record);
+  events::run_events_options options;
+  options.deliver_in_background = false;  // the next run's relay delivers them first
+  auto ev = events::run_events::open(&store, project, r.run_id(), options);
+  if (!ev) {
+    fmt::print(stderr, "warning: the events of run {} could not be written: {}\n", r.run_id(),
+               ev.error().text());
+    return;
+  }
+  auto& log = **ev;
+  events::run_started_info started{r.command(), {r.filters().begin(), r.filters().end()},
+                                   committed.size(), r.retry_of()};
+  (void)log.emit(events::run_started(started));
+  events::run_totals totals;
+  totals.status = "interrupted";
+  std::vector<events::run_events::batch_event> table_events;
+  for (const auto* t : committed) {
+    for (const auto& a : t->actions())
+      table_events.emplace_back(events::schema_action(
+          t->source(), t->source_table(), {a.action(), a.column(), "", "", a.reason(), a.sql(), {}}));
+    table_events.emplace_back(events::table_event_line{
+        .finished = true,
+        .source = t->source(),
+        .table = t->source_table(),
+        .target_table = t->table(),
+        .status = t->status(),
+        .rows = t->rows(),
+        .error = t->error(),
+        .error_code = t->error_code(),
+        .duration_us = t->finished_at_us() - t->started_at_us(),
+        .timestamp_us = t->finished_at_us()});
+    if (t->status() == "copied")
+      ++totals.tables_copied;
+    else if (t->status() == "failed")
+      ++totals.tables_failed;
+    else if (t->status() == "held")
+      ++totals.tables_held;
+    else if (t->status() == "skipped")
+      ++totals.tables_skipped;
+    else if (t->status() == "pruned")
+      ++totals.tables_pruned;
+  }
+  (void)log.emit_batch(std::move(table_events));
+  totals.duration_us = 0;
+  (void)log.emit(events::run_finished(totals));
+}
+
 /// A latest run still "running" when another starts (the store's lock keeps two runs
-/// apart) was killed or crashed: it is recorded as "interrupted", and named.
-void close_interrupted(storage::state_store& store, const run_request& req) {
+/// apart) was killed or crashed: it is recorded as "interrupted", and named; the events
+/// of the tables it committed are written for it.
+void close_interrupted(storage::state_store& store, const run_request& req,
+                       const config::project& project) {
   auto latest = store.latest_run();
   if (!latest || !*latest || (*latest)->status() != "running")
     return;
@@ -119,6 +184,7 @@ void close_interrupted(storage::state_store& store, const run_request& req) {
   if (auto st = store.put_run(r); !st)
     fmt::print(stderr, "warning: the run {} could not be marked interrupted: {}\n", r.run_id(),
                st.error().message);
+  publish_interrupted(store, project, r);
   if (req.retry_of == r.run_id())
     return;  // `retry` said so already
   fmt::print(stderr,
@@ -368,7 +434,7 @@ int execute_run(const global_options& g, const run_request& a) {
   remove_orphan_staged(*project, *store);
   const std::string run_id = new_run_id();
   const std::int64_t started = now_us();
-  close_interrupted(*store, a);
+  close_interrupted(*store, a, *project);
   record_start(*store, a, run_id, started, *project, filters);
   fleet_options fo;
   fo.no_prune = a.no_prune;

@@ -1387,6 +1387,53 @@ TEST_CASE("kill -9, then retry: the interrupted run is named and its selection r
   CHECK(again.out.find("nothing to retry") != std::string::npos);
 }
 
+TEST_CASE("the next run writes the events of the tables a killed run committed, under its run id") {
+  workdir w;
+  std::string sql;
+  for (int t = 0; t < 4; ++t)
+    sql += fmt::format("CREATE TABLE t{0} (id INTEGER PRIMARY KEY, v TEXT);"
+                       "INSERT INTO t{0} VALUES (1, 'a'), (2, 'b'), ({0} + 3, 'c');",
+                       t);
+  sqlite_exec(w.file("shop.db"), sql);
+  write_config(w, "duckdb", "prune_unchanged = true\n");
+  setenv("FLOTILLA_CRASH_AT", "2:after_state", 1);
+  auto crashed = run_flotilla(w, {"run"});
+  unsetenv("FLOTILLA_CRASH_AT");
+  REQUIRE(crashed.exit_code != 0);
+  int rc = -1;
+  auto next = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  // The killed run's directory now holds its events: the two committed tables, then
+  // run_finished with status interrupted.
+  std::vector<nlohmann::json> events;
+  std::string killed;
+  for (const auto& dir : std::filesystem::directory_iterator(w.path() / ".flotilla" / "runs"))
+    if (dir.path().filename() != next["run_id"].get<std::string>())
+      killed = dir.path().filename().string();
+  REQUIRE_FALSE(killed.empty());
+  std::ifstream in(w.path() / ".flotilla" / "runs" / killed / "events.ndjson");
+  for (std::string line; std::getline(in, line);)
+    events.push_back(nlohmann::json::parse(line));
+  REQUIRE(events.size() == 4);
+  CHECK(events.front()["type"] == "run_started");
+  CHECK(events.back()["type"] == "run_finished");
+  CHECK(events.back()["run_finished"]["status"] == "interrupted");
+  CHECK(events.back()["run_finished"]["tables_copied"] == 2);
+  std::uint64_t rows = 0;
+  for (std::size_t i = 1; i + 1 < events.size(); ++i) {
+    CHECK(events[i]["run_id"] == killed);
+    CHECK(events[i]["type"] == "table_finished");
+    CHECK(events[i]["table_finished"]["status"] == "copied");
+    rows += events[i]["table_finished"]["rows"].get<std::uint64_t>();
+  }
+  CHECK(rows == 6);
+  // The next run copied the other two, which its own events report.
+  std::size_t copied = 0;
+  for (const auto& t : next["tables"])
+    copied += t["status"] == "copied" ? 1 : 0;
+  CHECK(copied == 2);
+}
+
 TEST_CASE("Ctrl-C stops cleanly: tables in flight roll back, the rest are skipped, a rerun completes") {
   workdir w;
   std::string sql;
