@@ -27,10 +27,12 @@ std::string state_text(const file_state& f) {
   return fmt::format("{}:{}:{}:{}:{}", f.device, f.inode, f.size, f.mtime_ns, f.ctime_ns);
 }
 
-// ";<suffix>:<dev>:<ino>:<size>:<mtime>" when the companion exists.
+// ";<suffix>:<dev>:<ino>:<size>:<mtime>" when the companion exists. Not its ctime: a
+// reader opening a WAL database sets the -wal file's owner and mode again (SQLite's
+// open), which moves its ctime without a write.
 std::string companion(const std::string& path, std::string_view suffix) {
   if (auto c = stat_file(path + std::string(suffix)))
-    return fmt::format(";{}:{}", suffix, state_text(*c));
+    return fmt::format(";{}:{}:{}:{}:{}", suffix, c->device, c->inode, c->size, c->mtime_ns);
   return {};
 }
 
