@@ -324,10 +324,17 @@ void print_run_text(const std::string& run_id, const std::vector<actors::pipelin
           ? std::string()
           : fmt::format("; source drift: {} checked, {} drifted", summary.source_checked,
                         summary.source_drifted);
+  // The tables' status stands; the exit status (1) and this line say the events did not
+  // all go out.
+  const std::string undelivered =
+      events.errors.empty()
+          ? std::string()
+          : fmt::format("; events: {} not delivered, kept in the outbox for the next run",
+                        events.pending);
   fmt::print("Run {}  {}: {} copied, {} pruned, {} failed, {} skipped{}, {} rows; drift: {} "
-             "checked, {} drifted{}\n",
+             "checked, {} drifted{}{}\n",
              run_id, summary.status, copied, pruned, failed, skipped, sources_failed, rows,
-             summary.tables_checked, summary.tables_drifted, source_drift);
+             summary.tables_checked, summary.tables_drifted, source_drift, undelivered);
 }
 
 }  // namespace flotilla::cli

@@ -158,3 +158,23 @@ TEST_CASE("drift events reach Kafka in order per table, with the table's other e
   CHECK(d["observed"].size() == 3);
   CHECK(d["hints_hash"].get<std::string>().size() == 16);
 }
+
+TEST_CASE("the text summary of a run whose events did not go out says so") {
+  temp_dir dir;
+  const auto db = dir.path() / "app.db";
+  REQUIRE(std::system(fmt::format("sqlite3 '{}' \"CREATE TABLE orders (id INTEGER PRIMARY KEY); "
+                                  "INSERT INTO orders VALUES (1);\"",
+                                  db.string())
+                          .c_str()) == 0);
+  std::ofstream(dir.path() / "flotilla.toml")
+      << fmt::format("[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                     "[sources.app]\nadapter = \"sqlite\"\npath = \"app.db\"\n"
+                     "[events.kafka]\nbrokers = \"127.0.0.1:{}\"\ntopic = \"flotilla.events\"\n"
+                     "[events.kafka.settings]\n\"message.timeout.ms\" = \"1000\"\n",
+                     closed_port());
+  CHECK(run_in(dir.path(), "run") == 1);
+  std::ifstream out(dir.path() / "out.txt");
+  const std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+  CHECK_THAT(text, Catch::Contains("success: 1 copied") &&
+                       Catch::Contains("not delivered, kept in the outbox for the next run"));
+}
