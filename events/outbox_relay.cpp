@@ -33,7 +33,6 @@ outbox_relay::outbox_relay(storage::state_store& store,
     else if (sinks_.size() > 1)
       if (auto through = store_.outbox_sent_through(sink_identity(*sinks_[i])))
         sent_through_[i] = *through;
-  recorded_ = sent_through_;
 }
 
 outbox_relay::~outbox_relay() {
@@ -139,14 +138,11 @@ drain_report outbox_relay::drain_locked(milliseconds timeout) {
       if (d.delivered > 0) {
         sent = true;
         sent_through_[i] = d.delivered_through;
-        // Recorded at once when the entries stay in the outbox for another sink, so a
-        // crash while that one is still being waited for sends them to this one again
-        // only if it came in between. Not recorded, it costs them a second delivery.
-        if (sinks_.size() > 1 && sent_through_[i] > recorded_[i] &&
-            (holding_ || i + 1 < sinks_.size() ||
-             sent_through_[i] > *std::min_element(sent_through_.begin(), sent_through_.end())) &&
-            store_.set_outbox_sent_through(sink_identity(*sinks_[i]), sent_through_[i]))
-          recorded_[i] = sent_through_[i];
+        // With other sinks the entries may stay in the outbox for them: recorded at once,
+        // so a crash while another sink is still being waited for sends them to this one
+        // again only if it came in between. Not recorded, it costs a second delivery.
+        if (sinks_.size() > 1)
+          (void)store_.set_outbox_sent_through(sink_identity(*sinks_[i]), sent_through_[i]);
       }
       if (d.failure)
         failure_ = std::move(d.failure);

@@ -88,7 +88,6 @@ class outbox_relay {
 
   std::mutex drain_mu_;                      // one drain at a time; guards the fields below
   std::vector<std::uint64_t> sent_through_;  // per sink: acknowledged through this sequence
-  std::vector<std::uint64_t> recorded_;     // per sink: sent_through_ as last stored
   bool holding_ = false;                     // a rejected sink keeps every entry in the outbox
   std::uint64_t removed_through_ = 0;
   std::uint64_t delivered_ = 0;
