@@ -318,7 +318,10 @@ class table_logic {
       b.change_index = changes[i].index;
       if (i == hold_at) {
         // The hold's own change lives in its review.
-        renamed_kept(b.kept[t.key], kept_before, before, e.columns);
+        // A relational target replays them under the new shape, after the review's DDL;
+        // an event target publishes them before the change, as they happened.
+        if (cx_.relational)
+          renamed_kept(b.kept[t.key], kept_before, before, e.columns);
         b.holds.push_back(hold);
         t.columns = e.columns;
         t.layout = layout_of(t.columns);
@@ -1628,12 +1631,34 @@ class source_stream {
       t.layout = layout_of(t.columns);
     }
     batch b;
-    logic_->add_decided_change(b, t, held_ddl(r), t.hold_position);
+    // The held change's event goes where it happened: on an event target after the
+    // changes its transaction made before it (kept under the shape before it), on a
+    // relational one first (those changes were kept under the new shape).
+    const held_change_ref decided = held_ddl(r);
+    const std::vector<source_column> after = t.columns;
+    bool announced = false;
+    const auto announce = [&] {
+      if (announced)
+        return;
+      announced = true;
+      t.columns = after;
+      t.layout = layout_of(t.columns);
+      logic_->add_decided_change(b, t, decided, t.hold_position);
+    };
+    if (target_ || decided.change == 0 || !detail.is_object() || !detail.contains("columns_before")) {
+      announce();
+    } else {
+      t.columns = parse_columns_json(detail["columns_before"].get<std::string>());
+      t.layout = layout_of(t.columns);
+    }
     std::uint64_t last_seq = 0;
     lsn_t last = std::max(t.applied, t.hold_position);
     for (const auto& c : *kept) {
       const lsn_t at = parse_lsn(c.position()).value_or(0);
       auto j = nlohmann::json::parse(c.payload(), nullptr, false);
+      if (!announced && (at != t.hold_position || !j.is_object() ||
+                         j.value("change", std::uint32_t{0}) > decided.change))
+        announce();
       if (j.is_object() && j.value("op", "") == "ddl" && at > t.applied) {
         ddl_event e = parse_ddl_event(json_fields(j["event"]));
         b.change_index = j.value("change", std::uint32_t{0});
@@ -1688,6 +1713,7 @@ class source_stream {
       if (j.is_object())
         logic_->replay_change(b, t, j);
     }
+    announce();
     last = std::max(last, t.kept_through);
     b.positions[t.name] = {last, columns_json(t.columns)};
     commit_batch(b);

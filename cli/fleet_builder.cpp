@@ -643,7 +643,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
               name, src->name, ts.job.table.schema, ts.job.table.name);
         } else {
           std::lock_guard lock(claims->mu);
-          auto [at, fresh] = claims->by_table.try_emplace(claim_of(where), key);
+          auto [at, fresh] =
+              claims->by_table.try_emplace(grouped ? src->name + "\n" + ts.claim : ts.claim, key);
           if (!fresh && at->second != key)
             ts.conflict = clash_message(*target, *src, name, key, ts.job.target, at->second);
         }

@@ -368,3 +368,45 @@ TEST_CASE("a key column renamed at the source is published as a schema change on
   CHECK(kept["key"] == nlohmann::json{{"order_id", "2"}});
   CHECK(hold_state() == flotilla::storage::pb::HOLD_STATE_RESUMED);
 }
+
+TEST_CASE("changes a transaction made before a held key rename are published before its schema "
+          "change, under the old key",
+          "[stream][event-target]") {
+  mock_cluster kafka("bus", 1);
+  fixture f(false, kafka_target(kafka), "bus");
+  pg_exec(f.source(), "CREATE TABLE orders (id int PRIMARY KEY, note text)");
+  pg_exec(f.source(), "INSERT INTO orders VALUES (1, 'a'), (2, 'b')");
+  stream_process p(f);
+  REQUIRE(read_topic(kafka.bootstraps(), "bus", 1, 2).size() == 2);
+  pg_exec(f.source(), "BEGIN; UPDATE orders SET note = 'b2' WHERE id = 2; "
+                      "ALTER TABLE orders RENAME COLUMN id TO oid; "
+                      "INSERT INTO orders VALUES (4, 'd'); COMMIT");
+  auto hold_state = [&] {
+    auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
+                                                      {.read_only = true});
+    if (!store)
+      return flotilla::storage::pb::HOLD_STATE_UNSPECIFIED;
+    auto h = store->get_hold("bus", "shop.public.orders");
+    return h && *h ? (*h)->state() : flotilla::storage::pb::HOLD_STATE_UNSPECIFIED;
+  };
+  REQUIRE(eventually(
+      [&] { return hold_state() == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW; }));
+  flotilla::cdc::submit_request(std::filesystem::path(f.dir()) / ".flotilla",
+                                {"", "bus", "shop.public.orders",
+                                 {flotilla::cdc::decision_kind::apply_proposed, ""}});
+  auto all = read_topic(kafka.bootstraps(), "bus", 1, 5);
+  INFO(p.err());
+  CHECK(p.stop() == 0);
+  REQUIRE(all.size() == 5);
+  auto update = nlohmann::json::parse(all[2].value);
+  CHECK(what(update) == "update");
+  CHECK(update["key"] == nlohmann::json{{"id", "2"}});
+  CHECK(update["change"] == 1);
+  auto change = nlohmann::json::parse(all[3].value);
+  CHECK(change["type"] == "schema_change");
+  CHECK(change["change"] == 2);
+  auto insert = nlohmann::json::parse(all[4].value);
+  CHECK(what(insert) == "insert");
+  CHECK(insert["key"] == nlohmann::json{{"oid", "4"}});
+  CHECK(insert["change"] == 3);
+}
