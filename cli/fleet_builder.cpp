@@ -1054,7 +1054,25 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       c.result.set_status(std::string(engine::to_string(r.outcome.status)));
       c.result.set_rows(r.outcome.rows);
       c.result.set_run_id(run_id);
-      c.result.set_finished_at_us(now_us());
+      const std::int64_t finished =
+          r.outcome.finished_at_us != 0 ? r.outcome.finished_at_us : now_us();
+      c.result.set_finished_at_us(finished);
+      c.result.set_started_at_us(finished - r.outcome.duration_us);
+      // The schema actions the copy took, which the run's events report: kept with the
+      // result, so that a run killed before it wrote its events has them written for it.
+      if (r.outcome.plan && (r.outcome.status == engine::table_status::copied || r.outcome.ddl_applied))
+        for (const auto& step : r.outcome.plan->drift.steps) {
+          auto* a = c.result.add_actions();
+          a->set_action(std::string(schema::to_string(step.action)));
+          a->set_column(step.column);
+          a->set_reason(step.reason);
+          a->set_sql(step.sql);
+          if (step.from)
+            a->set_from(schema::to_string(*step.from));
+          a->set_to(schema::to_string(step.to));
+          for (const auto& x : step.also)
+            a->add_also(x);
+        }
       c.result.set_reused_staged(r.outcome.reused_staged);
       if (const auto* v = drift_verdict_of(r.outcome)) {
         if (v->new_baseline)

@@ -143,7 +143,9 @@ void publish_interrupted(storage::state_store& store, const config::project& pro
   for (const auto* t : committed) {
     for (const auto& a : t->actions())
       table_events.emplace_back(events::schema_action(
-          t->source(), t->source_table(), {a.action(), a.column(), "", "", a.reason(), a.sql(), {}}));
+          t->source(), t->source_table(),
+          {a.action(), a.column(), a.from(), a.to(), a.reason(), a.sql(),
+           {a.also().begin(), a.also().end()}}));
     table_events.emplace_back(events::table_event_line{
         .finished = true,
         .source = t->source(),
@@ -167,7 +169,9 @@ void publish_interrupted(storage::state_store& store, const config::project& pro
       ++totals.tables_pruned;
   }
   (void)log.emit_batch(std::move(table_events));
-  totals.duration_us = 0;
+  // Until its last commit: when it died is not known.
+  for (const auto* t : committed)
+    totals.duration_us = std::max(totals.duration_us, t->finished_at_us() - r.started_at_us());
   (void)log.emit(events::run_finished(totals));
 }
 

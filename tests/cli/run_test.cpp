@@ -1396,38 +1396,49 @@ TEST_CASE("the next run writes the events of the tables a killed run committed, 
                        t);
   sqlite_exec(w.file("shop.db"), sql);
   write_config(w, "duckdb", "prune_unchanged = true\n");
+  int rc = -1;
+  const std::string first = flotilla_json(w, {"run"}, &rc)["run_id"];
+  REQUIRE(rc == 0);
+  std::string added;
+  for (int t = 0; t < 4; ++t)
+    added += fmt::format("ALTER TABLE t{} ADD COLUMN extra INTEGER;", t);
+  sqlite_exec(w.file("shop.db"), added);
   setenv("FLOTILLA_CRASH_AT", "2:after_state", 1);
   auto crashed = run_flotilla(w, {"run"});
   unsetenv("FLOTILLA_CRASH_AT");
   REQUIRE(crashed.exit_code != 0);
-  int rc = -1;
   auto next = flotilla_json(w, {"run"}, &rc);
   CHECK(rc == 0);
-  // The killed run's directory now holds its events: the two committed tables, then
-  // run_finished with status interrupted.
+  // The killed run's directory now holds its events: the two committed tables (each its
+  // added column and its result), then run_finished with status interrupted.
   std::vector<nlohmann::json> events;
   std::string killed;
   for (const auto& dir : std::filesystem::directory_iterator(w.path() / ".flotilla" / "runs"))
-    if (dir.path().filename() != next["run_id"].get<std::string>())
+    if (dir.path().filename() != next["run_id"].get<std::string>() && dir.path().filename() != first)
       killed = dir.path().filename().string();
   REQUIRE_FALSE(killed.empty());
   std::ifstream in(w.path() / ".flotilla" / "runs" / killed / "events.ndjson");
   for (std::string line; std::getline(in, line);)
     events.push_back(nlohmann::json::parse(line));
-  REQUIRE(events.size() == 4);
+  REQUIRE(events.size() == 6);
   CHECK(events.front()["type"] == "run_started");
   CHECK(events.back()["type"] == "run_finished");
   CHECK(events.back()["run_finished"]["status"] == "interrupted");
   CHECK(events.back()["run_finished"]["tables_copied"] == 2);
   std::uint64_t rows = 0;
-  for (std::size_t i = 1; i + 1 < events.size(); ++i) {
+  for (std::size_t i = 1; i + 1 < events.size(); i += 2) {
     CHECK(events[i]["run_id"] == killed);
-    CHECK(events[i]["type"] == "table_finished");
-    CHECK(events[i]["table_finished"]["status"] == "copied");
-    rows += events[i]["table_finished"]["rows"].get<std::uint64_t>();
+    CHECK(events[i]["type"] == "schema_action");
+    CHECK(events[i]["schema_action"]["action"] == "add_columns");
+    CHECK(events[i]["schema_action"]["column"] == "extra");
+    CHECK(events[i + 1]["type"] == "table_finished");
+    CHECK(events[i + 1]["table_finished"]["status"] == "copied");
+    CHECK(events[i + 1]["table_finished"]["duration_us"].get<std::int64_t>() < 60'000'000);
+    rows += events[i + 1]["table_finished"]["rows"].get<std::uint64_t>();
   }
   CHECK(rows == 6);
-  // The next run copied the other two, which its own events report.
+  // The next run copied the other two, which its own events report (the two the killed
+  // run committed are pruned).
   std::size_t copied = 0;
   for (const auto& t : next["tables"])
     copied += t["status"] == "copied" ? 1 : 0;
