@@ -56,7 +56,13 @@ std::optional<std::string> sqlite_file_marker(const std::string& path) {
   if (!main)
     return std::nullopt;
   shape_hash counters;
-  counters.add(read_bytes(path, 24, 4));          // file change counter
+  counters.add(read_bytes(path, 24, 4));  // file change counter
+  // An empty or absent -wal holds no commit: the database file is the whole state. A
+  // reader opening a WAL database creates an empty -wal and a -shm (and the last one to
+  // close removes them), which must not count as a change.
+  const auto wal = stat_file(path + "-wal");
+  if (!wal || wal->size == 0)
+    return fmt::format("sqlite:{};c:{}", state_text(*main), counters.hex());
   counters.add(read_bytes(path + "-shm", 0, 48));  // wal-index header (iChange, mxFrame, salts)
   counters.add(read_bytes(path + "-wal", 0, 32));  // WAL header (checkpoint seq, salts)
   return fmt::format("sqlite:{}{};c:{}", state_text(*main), companion(path, "-wal"),

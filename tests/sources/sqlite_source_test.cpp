@@ -395,6 +395,30 @@ TEST_CASE("the sqlite marker follows commits in WAL mode") {
   sqlite3_close(writer);
 }
 
+TEST_CASE("a WAL database read after its -wal and -shm were removed keeps its marker") {
+  // The last connection to close removes them; a reader creates them again, empty.
+  temp_dir dir;
+  const auto db = dir.file("wal.db");
+  sqlite_exec(db, "PRAGMA journal_mode=WAL; CREATE TABLE a (x INTEGER); INSERT INTO a VALUES (1);");
+  REQUIRE_FALSE(std::filesystem::exists(db + "-wal"));
+  auto marker = [&] {
+    auto src = open_sqlite(db);
+    auto cat = src->read_catalog();
+    (void)read_all(*src, find_table(cat, "a"));
+    return cat.find("a")->marker;
+  };
+  const auto m1 = marker();
+  CHECK(marker() == m1);
+  // A commit goes to the -wal (the writer keeps it open): seen.
+  sqlite3* writer = nullptr;
+  REQUIRE(sqlite3_open(db.c_str(), &writer) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(writer, "INSERT INTO a VALUES (2);", nullptr, nullptr, nullptr) == SQLITE_OK);
+  const auto m2 = marker();
+  CHECK(m2 != m1);
+  CHECK(marker() == m2);
+  sqlite3_close(writer);
+}
+
 TEST_CASE("the sqlite file marker is the catalog's and begins every table marker") {
   temp_dir dir;
   const auto db = dir.file("file.db");
