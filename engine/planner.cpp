@@ -998,8 +998,19 @@ table_plan plan_table(const schema::table_schema& source,
     p.load = p.unique_key.empty() ? load_kind::incremental : load_kind::merge;
   else if (incremental && !p.unique_key.empty())
     p.load = load_kind::merge;  // first run of an incremental table into an existing table
-  else
+  else {
     pl.full_refresh();
+    // Columns the source no longer has (dropped, renamed) stay, never dropped (seed
+    // 000), but a full refresh loads the source alone: their values are gone. Said, not
+    // silent, on every copy while they stay.
+    for (const auto& l : live->columns)
+      if (p.load_columns.find(l.name, dialect.names()) == nullptr)
+        p.warnings.push_back(fmt::format(
+            "column '{}' is in the live table only (the source no longer has it): the full "
+            "refresh keeps it, empty in every row; drop it from the target table if it is "
+            "not wanted",
+            l.name));
+  }
   return p;
 }
 

@@ -81,6 +81,30 @@ TEST_CASE("seed 000: a new source column is added, and plan shows it first") {
   CHECK(f.query("SELECT count(*) FROM " + f.sql("orders"))[0][0] == "2");
 }
 
+TEST_CASE("seed 000: a column the source dropped stays on the target, and a full refresh says it "
+          "empties it") {
+  fleet f("duckdb");
+  f.config("");
+  REQUIRE(run_flotilla(f.w, {"run"}).exit_code == 0);
+  sqlite_exec(f.w.file("app.db"), "ALTER TABLE orders DROP COLUMN status");
+  int rc = -1;
+  auto run = flotilla_json(f.w, {"run"}, &rc);
+  INFO(run.dump(2));
+  CHECK(rc == 0);
+  const nlohmann::json* orders = nullptr;
+  for (const auto& t : run["tables"])
+    if (t["source_table"] == "orders")
+      orders = &t;
+  REQUIRE(orders != nullptr);
+  REQUIRE(orders->contains("warnings"));
+  CHECK_THAT((*orders)["warnings"][0].get<std::string>(),
+             Catch::Contains("column 'status' is in the live table only") &&
+                 Catch::Contains("empty in every row"));
+  // Kept (never dropped), empty.
+  CHECK(f.query("SELECT count(*), count(status) FROM " + f.sql("orders")) ==
+        std::vector<std::vector<std::string>>{{"2", "0"}});
+}
+
 TEST_CASE("seed 000: a pinned type wider than the live column widens it in place") {
   const std::string target = GENERATE(std::string("duckdb"), std::string("postgres"));
   INFO(target);
