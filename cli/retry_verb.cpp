@@ -45,6 +45,7 @@ int do_retry(const global_options& g, run_request req) {
     return 2;
   std::string latest_id;
   bool interrupted = false;
+  std::vector<std::string> failed_before;  // tables whose last result, from an earlier run, failed
   {
     if (!std::filesystem::exists(std::filesystem::path(project->state_dir) / "state"))
       return nothing_to_retry(req, "nothing to retry: no run has been recorded yet", "");
@@ -88,6 +89,19 @@ int do_retry(const global_options& g, run_request req) {
       for (const auto& s : run.sources())
         if (project->find_source(s) == nullptr)
           lost.insert(s + ".*");
+    // Nothing failed in the latest run, but a table's last result may be an earlier run's
+    // failure (a filtered run came after it): said, since retry only reads the latest run.
+    if (!interrupted && req.only.empty())
+      if (auto runs = store->recent_runs(100)) {
+        std::set<std::string> seen;  // newest result of each table first
+        for (const auto& r : *runs)
+          for (const auto& t : r.tables()) {
+            const std::string key = t.source() + "." + t.source_table();
+            if (seen.insert(key).second && t.status() == "failed" && r.run_id() != latest_id &&
+                project->find_source(t.source()) != nullptr)
+              failed_before.push_back(fmt::format("{} (run {})", key, r.run_id()));
+          }
+      }
     if (!lost.empty()) {
       fmt::print(stderr,
                  "error: cannot retry run {}: tables it left failed or unfinished ({}) belong "
@@ -106,7 +120,21 @@ int do_retry(const global_options& g, run_request req) {
                                                    fmt::join(req.filters, " --filter ")));
   else if (req.only.empty())
     return nothing_to_retry(
-        req, fmt::format("nothing to retry: the latest run ({}) has no failed table", latest_id),
+        req,
+        fmt::format("nothing to retry: the latest run ({}) has no failed table{}", latest_id,
+                    failed_before.empty()
+                        ? std::string()
+                        : fmt::format(". {} table(s) failed in an earlier run and have not "
+                                      "copied since, which retry (it reads the latest run "
+                                      "only) does not take: {}; copy them with `flotilla run` "
+                                      "(--filter source=... or table=...)",
+                                      failed_before.size(),
+                                      fmt::join(failed_before.size() > 5
+                                                    ? std::vector<std::string>(
+                                                          failed_before.begin(),
+                                                          failed_before.begin() + 5)
+                                                    : failed_before,
+                                                ", "))),
         latest_id);
   req.command = "retry";
   req.retry_of = latest_id;

@@ -332,6 +332,15 @@ std::vector<unmatched_name> unmatched_table_names(
           break;
         }
     }
+    if (guess.empty()) {
+      // A table renamed with a prefix or suffix (orders -> orders_v2, legacy_orders): the
+      // shortest catalog name whose table part holds the whole name's.
+      const std::string want = lower(table_part(name));
+      for (const auto& n : catalog_table_names)
+        if (want.size() >= 3 && lower(table_part(n)).find(want) != std::string::npos &&
+            (guess.empty() || n.size() < guess.size()))
+          guess = n;
+    }
     out.push_back({name, where, std::move(guess)});
   };
   for (const auto& t : s.tables)

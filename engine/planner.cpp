@@ -89,6 +89,7 @@ struct planner {
     // PostgreSQL's numeric without a scale (and a domain over it) is read as its text,
     // which no pin turns into a number: the fix is at the source.
     const bool numeric_text =
+        !settings.read_as_declared &&  // SQLite's own text column: no PostgreSQL numeric
         source.kind == schema::type_kind::text &&
         (declared.kind == schema::type_kind::decimal || schema::integer_rank(declared.kind) > 0 ||
          declared.kind == schema::type_kind::float64 || declared.kind == schema::type_kind::float32);

@@ -928,6 +928,13 @@ TEST_CASE("a table flotilla.toml names that the source lacks fails, with the nam
   }
   // A pattern that matches nothing is not a name, and a filter narrows what is reported.
   CHECK(find_table(run, "staging__us_west__shop.archive_*") == nullptr);
+  // Renamed with a suffix: too far for a typo, but the name is in the new one.
+  sqlite_exec(w.file("shop.db"), "ALTER TABLE orders RENAME TO orders_v2");
+  write_config(w, "duckdb", "include = [\"customers\"]\n[sources.shop.tables.orders]\n");
+  auto renamed = flotilla_json(w, {"run"}, &rc);
+  const auto* orders = find_table(renamed, "staging__us_west__shop.orders");
+  REQUIRE(orders != nullptr);
+  CHECK_THAT((*orders)["error"].get<std::string>(), Catch::Contains("(did you mean 'orders_v2'?)"));
   auto filtered = flotilla_json(w, {"run", "--filter", "table=customers"}, &rc);
   CHECK(rc == 0);
   CHECK(filtered["tables"].size() == 1);
@@ -1385,6 +1392,20 @@ TEST_CASE("kill -9, then retry: the interrupted run is named and its selection r
   auto again = run_flotilla(w, {"retry"});
   CHECK(again.exit_code == 0);
   CHECK(again.out.find("nothing to retry") != std::string::npos);
+}
+
+TEST_CASE("retry after a filtered run names the tables an earlier run left failed") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  write_config(w, "duckdb", "[sources.shop.tables.orders]\ncolumns = { status = \"int\" }\n");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 1);  // orders: status is text, declared int
+  REQUIRE(flotilla_json(w, {"run", "--filter", "table=customers"}, &rc)["status"] == "success");
+  auto r = run_flotilla(w, {"retry"});
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out + r.err, Catch::Contains("has no failed table. 1 table(s) failed in an earlier run") &&
+                                Catch::Contains("shop.orders (run "));
 }
 
 TEST_CASE("the next run writes the events of the tables a killed run committed, under its run id") {
