@@ -682,7 +682,10 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         const bool target_missing = missing_files->contains(target->name);
         if (target_missing && ts.prune) {
           ts.prune = false;
-          ts.not_pruned = fmt::format("the target's database file {} is missing", target->path);
+          ts.not_pruned = store != nullptr && states[i].marker
+                              ? fmt::format("the target's database file {} is missing",
+                                            target->path)
+                              : std::string("no earlier copy is recorded");
         }
         if (policy.prune_unchanged)  // --no-prune too: the marker it records keeps it
           ts.settings_hash = settings_hash(*target, ts.job);
