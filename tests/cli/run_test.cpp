@@ -1406,6 +1406,10 @@ TEST_CASE("retry after a filtered run names the tables an earlier run left faile
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out + r.err, Catch::Contains("has no failed table. 1 table(s) failed in an earlier run") &&
                                 Catch::Contains("shop.orders (run "));
+  // A selection that matches nothing is said.
+  auto none = run_flotilla(w, {"run", "--filter", "table=ordrs"});
+  CHECK(none.exit_code == 0);
+  CHECK_THAT(none.err, Catch::Contains("the selection (--filter table=ordrs) matched no table"));
 }
 
 TEST_CASE("the next run writes the events of the tables a killed run committed, under its run id") {
