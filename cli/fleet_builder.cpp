@@ -785,6 +785,11 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
               ts.last_marker = state->marker->marker();
             else
               ts.settings_changed = true;
+            if (state->marker->marker().starts_with(storage::displaced_marker_prefix) &&
+                ts.prune && ts.not_pruned.empty())
+              ts.not_pruned = fmt::format(
+                  "{} loaded its target table since this table's last copy",
+                  state->marker->marker().substr(storage::displaced_marker_prefix.size()));
           }
           if (state->staged) {
             ts.staged_path = state->staged->location();

@@ -778,9 +778,19 @@ status state_store::commit_table(std::string_view key, const table_commit& commi
     const std::string claim_key = "claim/" + commit.claim;
     std::string holder;
     auto s = st.db->Get(rocksdb::ReadOptions{}, st.default_cf, slice(claim_key), &holder);
-    if (s.ok() && holder != key)
-      (void)batch.Delete(st.handle(family::markers), slice(holder));
-    else if (!s.ok() && !s.IsNotFound())
+    if (s.ok() && holder != key) {
+      // The holder's marker no longer stands for the target's rows: it says who loaded
+      // them instead, which no source marker equals.
+      std::string bytes;
+      pb::ChangeMarker m;
+      auto h = st.db->Get(rocksdb::ReadOptions{}, st.handle(family::markers), slice(holder), &bytes);
+      if (h.ok() && m.ParseFromString(bytes)) {
+        m.set_marker(std::string(displaced_marker_prefix) + std::string(key));
+        (void)batch.Put(st.handle(family::markers), slice(holder), m.SerializeAsString());
+      } else {
+        (void)batch.Delete(st.handle(family::markers), slice(holder));
+      }
+    } else if (!s.ok() && !s.IsNotFound())
       return std::unexpected(failed(s, "read", family::markers, claim_key));
     if (!s.ok() || holder != key)
       (void)batch.Put(st.default_cf, slice(claim_key), k);

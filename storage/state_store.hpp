@@ -72,6 +72,10 @@ struct store_options {
   std::size_t keep_log_files = 2;
 };
 
+/// The beginning of a ChangeMarker.marker that stands for no copy of its table: another
+/// table (its key follows) loaded the target table since (table_commit::claim).
+inline constexpr std::string_view displaced_marker_prefix = "\x01displaced by ";
+
 /// Everything a table's successful copy makes durable, written in one WriteBatch right
 /// after the target committed the rows: the durable point of the table's run.
 struct table_commit {

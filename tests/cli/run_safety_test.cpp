@@ -621,6 +621,7 @@ TEST_CASE("a pruned table whose target table another source loaded since is copi
   for (const auto& t : back["tables"]) {
     if (t["source"] == "a") {
       CHECK(t["status"] == "copied");
+      CHECK(t["not_pruned"] == "b.x loaded its target table since this table's last copy");
     } else {
       CHECK(t["error_code"] == "FLT-R006");
       CHECK(t["not_pruned"] == "another table of this run lands on its target table");
