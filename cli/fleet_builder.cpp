@@ -390,7 +390,10 @@ void remove_orphan_staged(const config::project& p, const storage::state_store& 
   }
 }
 
-std::string settings_hash(const config::target_config& target, const engine::table_job& job) {
+namespace {
+
+/// settings_hash's part that depends on the target only: worked out once per source.
+sources::shape_hash target_settings_hash(const config::target_config& target) {
   sources::shape_hash h;
   h.add("settings/1");
   h.add(target.name);
@@ -398,6 +401,10 @@ std::string settings_hash(const config::target_config& target, const engine::tab
   h.add(target.path);
   h.add(sources::error::redact_dsn(target.dsn));  // a new password is no new warehouse
   h.add(target.database);
+  return h;
+}
+
+std::string settings_hash(sources::shape_hash h, const engine::table_job& job) {
   h.add(job.target.catalog);
   h.add(job.target.schema);
   h.add(job.target.name);
@@ -413,6 +420,12 @@ std::string settings_hash(const config::target_config& target, const engine::tab
                     static_cast<int>(st.type_change_rebuild), st.auto_widen,
                     st.governance_gate, st.additive_granted));
   return h.hex();
+}
+
+}  // namespace
+
+std::string settings_hash(const config::target_config& target, const engine::table_job& job) {
+  return settings_hash(target_settings_hash(target), job);
 }
 
 const events::drift_verdict* drift_verdict_of(const engine::table_outcome& o) {
@@ -463,12 +476,6 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
   // Sources landing in one target schema (a claim group, actors::pipeline_spec) leave their
   // clashes with each other to resolve_claims, in flotilla.toml's order; their own
   // tables' clashes with each other are still found here.
-  struct target_claims {
-    std::mutex mu;
-    std::unordered_map<std::string, std::string> by_table;  // target table -> source.table
-    std::unordered_set<std::string> grouped;  // sources in a claim group
-  };
-  auto claims = std::make_shared<target_claims>();
   std::vector<std::string> group_keys;  // per pipeline: the target schema its tables land in
   // Per pipeline on a SQLite target: its database and the prefix its table names get.
   std::vector<std::optional<std::pair<std::string, std::string>>> sqlite_prefixes;
@@ -515,7 +522,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     });
     const std::string database = databases.at(target->name);
     ps.select = [project, src, target, target_index, filters, store, no_prune, allow_rebuild,
-                 only, reuse_staged, run_id, plan_only, may_gate, holds, claims,
+                 only, reuse_staged, run_id, plan_only, may_gate, holds,
                  database, missing_files](sources::catalog& cat) {
       // A retried table the source no longer lists (a file moved away, a table renamed)
       // loads from its staged data, which never reads the source, as when the source
@@ -597,24 +604,28 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       }
       std::vector<actors::table_spec> out;
       out.reserve(selected.size());
-      std::set<std::string> seen_keys;  // a key twice: a dot in a schema or table name
+      // A key twice: a dot in a schema or table name.
+      std::unordered_set<std::string_view> seen_keys;
+      seen_keys.reserve(keys.size());
       // The target table one names, as claimed against another table landing on it.
       // PostgreSQL and Snowflake keep the case of the quoted names; the others ignore it.
-      const bool grouped = claims->grouped.contains(src->name);
+      // Only this source's own tables can land on one here: sources whose tables land in
+      // one target schema form a claim group, whose clashes between members
+      // resolve_claims decides, so the claims are this source's alone.
       const claim_rule rule = claim_rule_of(*target);
-      const auto claim_of = [&](const config::target_table_name& where) {
-        return (grouped ? src->name + "\n" : std::string()) +
-               claim_key(rule, database, dialects::table_ref{where.catalog, where.schema, where.name});
-      };
+      const config::target_namer target_named(*target, *src);
+      const sources::shape_hash target_hash = target_settings_hash(*target);
+      std::unordered_map<std::string, std::string_view> taken;  // claim -> key
+      taken.reserve(selected.size());
       // Tables flotilla.toml names in a section claim their target tables first: of two
       // landing on one, the one the user configured loads, not one an include pattern
       // also picked up (audit.orders beside the configured public.orders).
       for (std::size_t i = 0; i < selected.size(); ++i)
         if (config::find_table(*src, selected[i].name) != nullptr) {
-          const auto& table = cat.tables[selected[i].index];
-          std::lock_guard lock(claims->mu);
-          claims->by_table.try_emplace(
-              claim_of(config::target_table_named(*target, *src, table.name)), keys[i]);
+          const auto where = target_named(cat.tables[selected[i].index].name);
+          taken.try_emplace(
+              claim_key(rule, database, dialects::table_ref{where.catalog, where.schema, where.name}),
+              keys[i]);
         }
       for (std::size_t i = 0; i < selected.size(); ++i) {
         const std::string& name = selected[i].name;
@@ -631,8 +642,9 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         ts.job.target_name = target->name;
         // The catalog is this call's to use up: each table is selected at most once.
         ts.job.table = std::move(cat.tables[selected[i].index]);
-        auto where = config::target_table_named(*target, *src, ts.job.table.name);
-        ts.job.target = dialects::table_ref{where.catalog, where.schema, where.name};
+        auto where = target_named(ts.job.table.name);
+        ts.job.target = dialects::table_ref{std::move(where.catalog), std::move(where.schema),
+                                            std::move(where.name)};
         ts.claim = claim_key(rule, database, ts.job.target);
         if (!seen_keys.insert(key).second) {
           // Its state (watermark, marker, baseline) would be the other table's.
@@ -642,11 +654,10 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
               "Flotilla's state, so this one is not copied. Rename one of them at the source",
               name, src->name, ts.job.table.schema, ts.job.table.name);
         } else {
-          std::lock_guard lock(claims->mu);
-          auto [at, fresh] =
-              claims->by_table.try_emplace(grouped ? src->name + "\n" + ts.claim : ts.claim, key);
+          auto [at, fresh] = taken.try_emplace(ts.claim, key);
           if (!fresh && at->second != key)
-            ts.conflict = clash_message(*target, *src, name, key, ts.job.target, at->second);
+            ts.conflict =
+                clash_message(*target, *src, name, key, ts.job.target, std::string(at->second));
         }
         auto& st = ts.job.settings;
         if (section) {
@@ -688,7 +699,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                               : std::string("no earlier copy is recorded");
         }
         if (policy.prune_unchanged)  // --no-prune too: the marker it records keeps it
-          ts.settings_hash = settings_hash(*target, ts.job);
+          ts.settings_hash = settings_hash(target_hash, ts.job);
         const bool declared = section != nullptr && !section->columns.empty();
         const bool gate_applies =
             store != nullptr && events::drift_gate_applies(policy.on_source_drift, declared);
@@ -958,7 +969,6 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         spec.claim_group_sizes.push_back(0);
       ++spec.claim_group_sizes[at->second];
       spec.pipelines[i].claim_group = at->second;
-      claims->grouped.insert(spec.pipelines[i].source.name);
     }
     if (!group_of.empty())
       spec.resolve_claims = [&p, databases](const std::vector<std::vector<actors::table_spec>*>& members) {

@@ -181,6 +181,9 @@ void publish_interrupted(storage::state_store& store, const config::project& pro
 /// of the tables it committed are written for it.
 void close_interrupted(storage::state_store& store, const run_request& req,
                        const config::project& project) {
+  // Most runs find the one before them finished: its status alone says so.
+  if (auto status = store.latest_run_status(); !status || !*status || **status != "running")
+    return;
   auto latest = store.latest_run();
   if (!latest || !*latest || (*latest)->status() != "running")
     return;

@@ -469,22 +469,31 @@ target_table_name target_table(const target_config& t, const source_config& s,
 
 target_table_name target_table_named(const target_config& t, const source_config& s,
                                      std::string_view table) {
-  target_table_name out;
-  out.catalog = t.database;
-  const std::string schema = target_schema(t, s);
+  return target_namer(t, s)(table);
+}
+
+target_namer::target_namer(const target_config& t, const source_config& s) {
+  catalog_ = t.database;
+  std::string schema = target_schema(t, s);
   // A DuckDB schema named like a database ("wh" in wh.duckdb, "system", "temp") makes
   // "schema"."table" ambiguous to DuckDB: such a table is named with its database too.
-  if (t.dialect == "duckdb" && out.catalog.empty()) {
+  if (t.dialect == "duckdb" && catalog_.empty()) {
     std::string db = duckdb_database_name(t.path);
     if (iequals(schema, db) || iequals(schema, "system") || iequals(schema, "temp"))
-      out.catalog = std::move(db);
+      catalog_ = std::move(db);
   }
-  if (t.dialect == "sqlite") {
-    out.name = schema.empty() ? std::string{table} : fmt::format("{}__{}", schema, table);
-  } else {
-    out.schema = schema;
-    out.name = std::string{table};
-  }
+  if (t.dialect == "sqlite")
+    name_prefix_ = schema.empty() ? std::string() : fmt::format("{}__", schema);
+  else
+    schema_ = std::move(schema);
+}
+
+target_table_name target_namer::operator()(std::string_view table) const {
+  target_table_name out;
+  out.catalog = catalog_;
+  out.schema = schema_;
+  out.name.reserve(name_prefix_.size() + table.size());
+  out.name.append(name_prefix_).append(table);
   return out;
 }
 

@@ -134,4 +134,17 @@ struct target_table_name {
                                                    const source_config& s,
                                                    std::string_view table);
 
+/// target_table_named for every table of one source: what depends only on the target and
+/// the source (the expanded schema, DuckDB's catalog rule) is worked out once.
+class target_namer {
+ public:
+  target_namer(const target_config& t, const source_config& s);
+  [[nodiscard]] target_table_name operator()(std::string_view table) const;
+
+ private:
+  std::string catalog_;
+  std::string schema_;       ///< empty for sqlite
+  std::string name_prefix_;  ///< sqlite: "<schema>__" (empty schema: none)
+};
+
 }  // namespace flotilla::config

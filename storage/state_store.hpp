@@ -242,6 +242,10 @@ class state_store {
   [[nodiscard]] result<std::optional<pb::RunRecord>> get_run(std::string_view run_id) const;
   /// The id of the run last written by put_run; nullopt before the first run.
   [[nodiscard]] result<std::optional<std::string>> latest_run_id() const;
+  /// The status of the run last written by put_run ("running", "success", ...), without
+  /// reading its record (a store from before the pointer carried it: read from the
+  /// record); nullopt before the first run.
+  [[nodiscard]] result<std::optional<std::string>> latest_run_status() const;
   /// The latest run's record, pointer and record read from one snapshot.
   [[nodiscard]] result<std::optional<pb::RunRecord>> latest_run() const;
   /// Up to `limit` runs, newest started first.

@@ -194,3 +194,44 @@ TEST_CASE("the OPTIONS file is written again only when the options change") {
   std::filesystem::remove(dir.state() / second);
   (void)open_and_check_new_file(second);
 }
+
+TEST_CASE("the latest run's status reads from its pointer, and from its record in an older store") {
+  temp_dir dir;
+  auto run = [](std::string id, std::string status) {
+    pb::RunRecord r;
+    r.set_run_id(std::move(id));
+    r.set_started_at_us(100);
+    r.set_status(std::move(status));
+    return r;
+  };
+  {
+    auto store = open_store(dir);
+    CHECK_FALSE(store.latest_run_status()->has_value());
+    REQUIRE(store.put_run(run("r1", "running")));
+    CHECK(store.latest_run_status()->value() == "running");
+    REQUIRE(store.put_run(run("r1", "success")));
+    CHECK(store.latest_run_status()->value() == "success");
+    CHECK(store.latest_run_id()->value() == "r1");
+    REQUIRE(store.put_run(run("r2", "running")));
+  }
+  // A store an earlier release wrote: the pointer holds the run id alone.
+  with_raw_store(
+      dir,
+      [](rocksdb::DB& db, rocksdb::ColumnFamilyHandle* runs) {
+        std::string was;
+        REQUIRE(db.Get(rocksdb::ReadOptions{}, runs, "l", &was).ok());
+        CHECK(was == std::string("r2\0running", 10));
+        REQUIRE(db.Put(rocksdb::WriteOptions{}, runs, "l", "r2").ok());
+      },
+      "runs");
+  {
+    auto store = open_store(dir);
+    CHECK(store.latest_run_status()->value() == "running");
+    CHECK(store.latest_run_id()->value() == "r2");
+    REQUIRE(store.latest_run()->has_value());
+    CHECK(store.latest_run()->value().status() == "running");
+    // Pruning keeps the latest run, whatever the pointer's form.
+    REQUIRE(store.prune_runs(0));
+    CHECK(store.get_run("r2")->has_value());
+  }
+}

@@ -3,7 +3,9 @@
 /// options, the way another build of Flotilla would: for tests that write what a future
 /// release might (a newer layout, a new family).
 
+#include <algorithm>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -13,9 +15,10 @@
 
 namespace flotilla::storage::test {
 
-/// Calls fn(db) with the store in `dir` open, then closes it.
+/// Calls fn(db) with the store in `dir` open, then closes it; fn(db, family) with the
+/// handle of the column family `family`, when one is named.
 template <class Fn>
-void with_raw_store(const temp_dir& dir, Fn&& fn) {
+void with_raw_store(const temp_dir& dir, Fn&& fn, const std::string& family = {}) {
   std::vector<std::string> names;
   REQUIRE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions{}, dir.state().string(), &names).ok());
   std::vector<rocksdb::ColumnFamilyDescriptor> families;
@@ -24,7 +27,13 @@ void with_raw_store(const temp_dir& dir, Fn&& fn) {
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* db = nullptr;
   REQUIRE(rocksdb::DB::Open(rocksdb::DBOptions{}, dir.state().string(), families, &handles, &db).ok());
-  fn(*db);
+  if constexpr (std::is_invocable_v<Fn, rocksdb::DB&>) {
+    fn(*db);
+  } else {
+    const auto at = std::find(names.begin(), names.end(), family);
+    REQUIRE(at != names.end());
+    fn(*db, handles[static_cast<std::size_t>(at - names.begin())]);
+  }
   for (auto* h : handles)
     REQUIRE(db->DestroyColumnFamilyHandle(h).ok());
   delete db;
