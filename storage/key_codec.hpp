@@ -48,6 +48,8 @@ void append_be64(std::string& out, std::uint64_t value);
 inline constexpr char run_record_tag = 'r';
 inline constexpr char run_index_tag = 't';
 inline constexpr std::string_view latest_run = "l";
+/// "<run id>\0<status>" of the run latest_run names, written with it.
+inline constexpr std::string_view latest_run_status = "s";
 [[nodiscard]] std::string run_record(std::string_view run_id);
 [[nodiscard]] std::string run_index(std::int64_t started_at_us, std::string_view run_id);
 struct run_index_parts {

@@ -819,12 +819,14 @@ status state_store::put_run(const pb::RunRecord& run) {
   if (*previous && (*previous)->started_at_us() != run.started_at_us())
     (void)batch.Delete(h, keys::run_index((*previous)->started_at_us(), run.run_id()));
   (void)batch.Put(h, record_key, run.SerializeAsString());
-  // The pointer carries the run's status too, so that a run asking whether the one
-  // before it was left running reads a few bytes, not a record of every table.
-  std::string latest = run.run_id();
-  latest.push_back('\0');
-  latest.append(run.status());
-  (void)batch.Put(h, slice(keys::latest_run), slice(latest));
+  (void)batch.Put(h, slice(keys::latest_run), slice(run.run_id()));
+  // Its status beside it, so that a run asking whether the one before it was left
+  // running reads a few bytes, not a record of every table. Named with the run's id: an
+  // earlier release moving the pointer without it leaves a note that no longer matches.
+  std::string status = run.run_id();
+  status.push_back('\0');
+  status.append(run.status());
+  (void)batch.Put(h, slice(keys::latest_run_status), slice(status));
   (void)batch.Put(h, keys::run_index(run.started_at_us(), run.run_id()), rocksdb::Slice());
   return st.write(batch, "write", family::runs, record_key);
 }
@@ -835,39 +837,26 @@ result<std::optional<pb::RunRecord>> state_store::get_run(std::string_view run_i
   return impl_->get_record<pb::RunRecord>(family::runs, keys::run_record(run_id));
 }
 
-namespace {
-
-/// The latest-run pointer: "<run id>\0<status>" (a store written before the status was
-/// added holds the id alone: nullopt status).
-std::pair<std::string, std::optional<std::string>> split_latest(std::string value) {
-  const auto at = value.find('\0');
-  if (at == std::string::npos)
-    return {std::move(value), std::nullopt};
-  std::string status = value.substr(at + 1);
-  value.resize(at);
-  return {std::move(value), std::move(status)};
-}
-
-}  // namespace
-
 result<std::optional<std::string>> state_store::latest_run_id() const {
-  auto latest = impl_->get(family::runs, keys::latest_run);
-  if (!latest || !*latest)
-    return latest;
-  return split_latest(std::move(**latest)).first;
+  return impl_->get(family::runs, keys::latest_run);
 }
 
 result<std::optional<std::string>> state_store::latest_run_status() const {
   rocksdb::ManagedSnapshot snap(impl_->db);
-  auto latest = impl_->get(family::runs, keys::latest_run, snap.snapshot());
-  if (!latest)
-    return std::unexpected(std::move(latest.error()));
-  if (!*latest)
+  auto id = impl_->get(family::runs, keys::latest_run, snap.snapshot());
+  if (!id)
+    return std::unexpected(std::move(id.error()));
+  if (!*id)
     return std::nullopt;
-  auto [id, status] = split_latest(std::move(**latest));
-  if (status)
-    return std::move(*status);
-  auto run = impl_->get_record<pb::RunRecord>(family::runs, keys::run_record(id), snap.snapshot());
+  auto noted = impl_->get(family::runs, keys::latest_run_status, snap.snapshot());
+  if (!noted)
+    return std::unexpected(std::move(noted.error()));
+  // "<run id>\0<status>", for the run the pointer names: otherwise (none noted, or noted
+  // for another run) the record says.
+  if (*noted && (*noted)->size() > (*id)->size() && (*noted)->starts_with(**id) &&
+      (**noted)[(*id)->size()] == '\0')
+    return (*noted)->substr((*id)->size() + 1);
+  auto run = impl_->get_record<pb::RunRecord>(family::runs, keys::run_record(**id), snap.snapshot());
   if (!run)
     return std::unexpected(std::move(run.error()));
   if (!*run)
@@ -877,13 +866,12 @@ result<std::optional<std::string>> state_store::latest_run_status() const {
 
 result<std::optional<pb::RunRecord>> state_store::latest_run() const {
   rocksdb::ManagedSnapshot snap(impl_->db);
-  auto latest = impl_->get(family::runs, keys::latest_run, snap.snapshot());
-  if (!latest)
-    return std::unexpected(std::move(latest.error()));
-  if (!*latest)
+  auto id = impl_->get(family::runs, keys::latest_run, snap.snapshot());
+  if (!id)
+    return std::unexpected(std::move(id.error()));
+  if (!*id)
     return std::nullopt;
-  return impl_->get_record<pb::RunRecord>(
-      family::runs, keys::run_record(split_latest(std::move(**latest)).first), snap.snapshot());
+  return impl_->get_record<pb::RunRecord>(family::runs, keys::run_record(**id), snap.snapshot());
 }
 
 result<std::vector<pb::RunRecord>> state_store::recent_runs(std::size_t limit) const {
@@ -923,8 +911,6 @@ result<std::vector<std::string>> state_store::prune_runs(std::size_t keep) {
   auto latest = st.get(family::runs, keys::latest_run);
   if (!latest)
     return std::unexpected(std::move(latest.error()));
-  if (*latest)
-    **latest = split_latest(std::move(**latest)).first;
   auto* h = st.handle(family::runs);
   rocksdb::WriteBatch batch;
   std::size_t seen = 0;

@@ -243,8 +243,8 @@ class state_store {
   /// The id of the run last written by put_run; nullopt before the first run.
   [[nodiscard]] result<std::optional<std::string>> latest_run_id() const;
   /// The status of the run last written by put_run ("running", "success", ...), without
-  /// reading its record (a store from before the pointer carried it: read from the
-  /// record); nullopt before the first run.
+  /// reading its record (a store an earlier release last wrote: read from the record);
+  /// nullopt before the first run.
   [[nodiscard]] result<std::optional<std::string>> latest_run_status() const;
   /// The latest run's record, pointer and record read from one snapshot.
   [[nodiscard]] result<std::optional<pb::RunRecord>> latest_run() const;

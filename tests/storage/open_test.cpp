@@ -195,7 +195,7 @@ TEST_CASE("the OPTIONS file is written again only when the options change") {
   (void)open_and_check_new_file(second);
 }
 
-TEST_CASE("the latest run's status reads from its pointer, and from its record in an older store") {
+TEST_CASE("the latest run's status reads from a note beside the pointer, or from its record when the note is another run's or missing") {
   temp_dir dir;
   auto run = [](std::string id, std::string status) {
     pb::RunRecord r;
@@ -214,14 +214,26 @@ TEST_CASE("the latest run's status reads from its pointer, and from its record i
     CHECK(store.latest_run_id()->value() == "r1");
     REQUIRE(store.put_run(run("r2", "running")));
   }
-  // A store an earlier release wrote: the pointer holds the run id alone.
+  // An earlier release, which knows the pointer only, moved it to another run's record
+  // (r1, finished): the status noted for r2 no longer counts.
   with_raw_store(
       dir,
       [](rocksdb::DB& db, rocksdb::ColumnFamilyHandle* runs) {
-        std::string was;
-        REQUIRE(db.Get(rocksdb::ReadOptions{}, runs, "l", &was).ok());
-        CHECK(was == std::string("r2\0running", 10));
+        std::string noted;
+        REQUIRE(db.Get(rocksdb::ReadOptions{}, runs, "s", &noted).ok());
+        CHECK(noted == std::string("r2\0running", 10));
+        REQUIRE(db.Put(rocksdb::WriteOptions{}, runs, "l", "r1").ok());
+      },
+      "runs");
+  {
+    auto store = open_store(dir);
+    CHECK(store.latest_run_status()->value() == "success");  // r1's record, not r2's note
+  }
+  with_raw_store(
+      dir,
+      [](rocksdb::DB& db, rocksdb::ColumnFamilyHandle* runs) {
         REQUIRE(db.Put(rocksdb::WriteOptions{}, runs, "l", "r2").ok());
+        REQUIRE(db.Delete(rocksdb::WriteOptions{}, runs, "s").ok());
       },
       "runs");
   {
@@ -230,7 +242,7 @@ TEST_CASE("the latest run's status reads from its pointer, and from its record i
     CHECK(store.latest_run_id()->value() == "r2");
     REQUIRE(store.latest_run()->has_value());
     CHECK(store.latest_run()->value().status() == "running");
-    // Pruning keeps the latest run, whatever the pointer's form.
+    // Pruning keeps the latest run.
     REQUIRE(store.prune_runs(0));
     CHECK(store.get_run("r2")->has_value());
   }
