@@ -856,7 +856,7 @@ result<std::optional<std::string>> state_store::latest_run_status() const {
   if (*noted && (*noted)->size() > (*id)->size() && (*noted)->starts_with(**id) &&
       (**noted)[(*id)->size()] == '\0')
     return (*noted)->substr((*id)->size() + 1);
-  auto run = impl_->get_record<pb::RunRecord>(family::runs, keys::run_record(**id), snap.snapshot());
+  auto run = latest_run();
   if (!run)
     return std::unexpected(std::move(run.error()));
   if (!*run)
