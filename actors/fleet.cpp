@@ -667,11 +667,18 @@ std::vector<pipeline_report> run_fleet(const fleet_spec& spec) {
             std::sort(members.begin(), members.end(),
                       [](const auto& a, const auto& b) { return a.index < b.index; });
             std::vector<std::vector<table_spec>*> tables;
-            for (auto& m : members)
-              if (m.tables)
+            std::vector<std::string> read, unread;
+            for (auto& m : members) {
+              const auto& source = spec.pipelines[m.index].source.name;
+              if (m.tables) {
                 tables.push_back(m.tables.get());
+                read.push_back(source);
+              } else {
+                unread.push_back(source);
+              }
+            }
             if (spec.resolve_claims)
-              spec.resolve_claims(tables);
+              spec.resolve_claims(tables, read, unread);
             for (auto& m : members)
               self->send(m.pipeline, go_atom::value);
             members.clear();

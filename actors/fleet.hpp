@@ -134,7 +134,12 @@ struct fleet_spec {
   /// `pipelines` order (a member whose catalog failed is left out); it sets
   /// table_spec::conflict on the tables that must not load.
   std::vector<std::size_t> claim_group_sizes;
-  std::function<void(const std::vector<std::vector<table_spec>*>& members)> resolve_claims;
+  /// `members`: the tables of the group's members whose catalog was read, in
+  /// flotilla.toml's order; `read` and `unread`: the members' sources whose catalog was
+  /// read, and could not be.
+  std::function<void(const std::vector<std::vector<table_spec>*>& members,
+                     const std::vector<std::string>& read, const std::vector<std::string>& unread)>
+      resolve_claims;
   /// Detached actors reading source catalogs. Default: 2
   std::size_t catalog_readers = 2;
   /// Scheduler threads. Default: the number of cores

@@ -353,6 +353,12 @@ std::string clash_message(const config::target_config& target, const config::sou
           ? fmt::format("Rename one of them at the source, or leave one out (exclude = "
                         "[\"{}\"] in [sources.{}])",
                         name, src.name)
+      : target.schema.find("{source}") != std::string::npos
+          ? fmt::format("The schema template of [targets.{}] has {{source}} already: the two "
+                        "sources' names still make one target table there (names that differ "
+                        "only by case, or a SQLite prefix that runs into the other's table "
+                        "names). Rename a source, or exclude one of the tables",
+                        target.name)
           : fmt::format("Give them distinct target tables, e.g. a schema template with "
                         "{{source}} in [targets.{}], or rename or exclude one of them",
                         target.name);
@@ -361,6 +367,62 @@ std::string clash_message(const config::target_config& target, const config::sou
       "would overwrite each other's rows, so this one is not copied. {}",
       key, display_name(where), target.name, holder,
       same_source ? "" : " (of two sources, the one listed first in flotilla.toml loads)", fix);
+}
+
+/// The table the claim record names as the last to load the target table `claim`, when
+/// it is another table than `key` that still stands for that target table: its source is
+/// in flotilla.toml, lands it on the same target table and selects it by name. A run that
+/// does not read that table (filtered out, not retried, its source unreadable) must not
+/// load `key` over its rows: which of the two loads is decided only with both read.
+std::optional<std::string> standing_holder(const config::project& p,
+                                           const storage::state_store& store,
+                                           const std::map<std::string, std::string>& databases,
+                                           const std::string& key, const std::string& claim) {
+  auto h = store.claim_holder(claim);
+  if (!h || !*h || **h == key)
+    return std::nullopt;
+  const std::string& holder = **h;
+  const auto dot = holder.find('.');
+  if (dot == std::string::npos)
+    return std::nullopt;
+  const auto* src = p.find_source(std::string_view(holder).substr(0, dot));
+  const auto* target = src != nullptr ? p.target_of(*src) : nullptr;
+  if (target == nullptr || !databases.contains(target->name))
+    return std::nullopt;  // its source left flotilla.toml: the target table is free
+  const std::string name = holder.substr(dot + 1);
+  const auto where = config::target_table(*target, *src, name);
+  if (claim_key(claim_rule_of(*target), databases.at(target->name),
+                dialects::table_ref{where.catalog, where.schema, where.name}) != claim)
+    return std::nullopt;  // it lands elsewhere now
+  if (config::select_table_indices(*src, std::vector<std::string>{name}, {}).empty())
+    return std::nullopt;  // excluded now
+  return holder;
+}
+
+std::string absent_holder_not_pruned(const std::string& holder) {
+  return fmt::format("{} loaded its target table last, and this run does not read it", holder);
+}
+
+/// Why `key` is not copied onto the target table `holder` loaded last, which this run does
+/// not read (standing_holder).
+std::string absent_holder_message(const config::target_config& target, const std::string& key,
+                                  const dialects::table_ref& where, const std::string& holder,
+                                  bool unreadable) {
+  const std::string holder_source = holder.substr(0, holder.find('.'));
+  return fmt::format(
+      "{} lands on target table {} of target '{}', which {} loaded last; {}, so this one is "
+      "not copied over its rows (flotilla.toml's claim rules decide which of the two loads "
+      "only when both are read). {}",
+      key, display_name(where), target.name, holder,
+      unreadable ? fmt::format("source '{}' could not be read in this run", holder_source)
+                 : fmt::format("this run does not copy it (a --filter or retry leaves it out)"),
+      unreadable ? fmt::format("Make source '{}' readable and run again, or remove it from "
+                               "flotilla.toml if it is gone for good",
+                               holder_source)
+                 : fmt::format("Run `flotilla run` without the filter, or give the two distinct "
+                               "target tables (e.g. a schema template with {{source}} in "
+                               "[targets.{}]), or exclude one of them",
+                               target.name));
 }
 
 }  // namespace
@@ -485,6 +547,11 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
   // Targets whose database file is missing (moved away, deleted), as the run starts: none
   // of their tables is pruned, and none resumes past a watermark whose rows went with it.
   auto missing_files = std::make_shared<std::set<std::string>>();
+  // A run that leaves tables out (--filter, retry): a table whose target table another
+  // table loaded last, which this run does not read, is refused (standing_holder).
+  const bool restricted = !filters.empty() || !options.only.empty();
+  auto grouped = std::make_shared<std::unordered_set<std::string>>();  // sources in a claim group
+  auto all_databases = std::make_shared<const std::map<std::string, std::string>>(databases);
   for (const auto& t : p.targets) {
     const auto d = dialects::canonical_dialect_name(t.dialect);
     std::error_code ec;
@@ -522,8 +589,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     });
     const std::string database = databases.at(target->name);
     ps.select = [project, src, target, target_index, filters, store, no_prune, allow_rebuild,
-                 only, reuse_staged, run_id, plan_only, may_gate, holds,
-                 database, missing_files](sources::catalog& cat) {
+                 only, reuse_staged, run_id, plan_only, may_gate, holds, restricted, grouped,
+                 all_databases, database, missing_files](sources::catalog& cat) {
       // A retried table the source no longer lists (a file moved away, a table renamed)
       // loads from its staged data, which never reads the source, as when the source
       // cannot be opened at all; without staged data it fails, named, instead of leaving
@@ -617,6 +684,16 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       const sources::shape_hash target_hash = target_settings_hash(*target);
       std::unordered_map<std::string, std::string_view> taken;  // claim -> key
       taken.reserve(selected.size());
+      // This source's tables that were listed but not selected (a retry's, a filter's).
+      std::optional<std::unordered_set<std::string>> unselected;
+      if (restricted && store != nullptr) {
+        std::unordered_set<std::string_view> chosen(keys.begin(), keys.end());
+        unselected.emplace();
+        for (const auto& t : cat.tables)
+          if (auto k = table_key(src->name, t.qualified()); !chosen.contains(k))
+            unselected->insert(std::move(k));
+      }
+      const auto left_out = [&](const std::string& k) { return unselected && unselected->contains(k); };
       // Tables flotilla.toml names in a section claim their target tables first: of two
       // landing on one, the one the user configured loads, not one an include pattern
       // also picked up (audit.orders beside the configured public.orders).
@@ -658,6 +735,18 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           if (!fresh && at->second != key)
             ts.conflict =
                 clash_message(*target, *src, name, key, ts.job.target, std::string(at->second));
+          // A run that leaves tables out: the table that loaded this target table last
+          // may be one it does not read. Of another source: that source is not in this
+          // run (sources sharing a target schema in one run form a claim group, checked
+          // in resolve_claims). Of this source: listed, but not selected.
+          else if (restricted && store != nullptr && !grouped->contains(src->name))
+            if (auto holder = standing_holder(*project, *store, *all_databases, key, ts.claim)) {
+              const std::string own = src->name + ".";
+              if (!holder->starts_with(own) || left_out(*holder)) {
+                ts.conflict = absent_holder_message(*target, key, ts.job.target, *holder, false);
+                ts.not_pruned = absent_holder_not_pruned(*holder);  // kept only when pruning
+              }
+            }
         }
         auto& st = ts.job.settings;
         if (section) {
@@ -688,6 +777,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         st.auto_widen_from = std::string(config::to_string(policy.from.auto_widen));
         ts.job.batch_rows = src->batch_rows;
         ts.prune = policy.prune_unchanged && !no_prune;
+        if (!ts.prune && !ts.conflict.empty())
+          ts.not_pruned.clear();
         if (no_prune && policy.prune_unchanged)
           ts.not_pruned = "--no-prune: every table is copied";
         const bool target_missing = missing_files->contains(target->name);
@@ -969,11 +1060,19 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         spec.claim_group_sizes.push_back(0);
       ++spec.claim_group_sizes[at->second];
       spec.pipelines[i].claim_group = at->second;
+      grouped->insert(spec.pipelines[i].source.name);
     }
     if (!group_of.empty())
-      spec.resolve_claims = [&p, databases](const std::vector<std::vector<actors::table_spec>*>& members) {
+      spec.resolve_claims = [&p, databases, store, restricted](
+                                const std::vector<std::vector<actors::table_spec>*>& members,
+                                const std::vector<std::string>& read,
+                                const std::vector<std::string>& unread) {
         std::unordered_map<std::string, std::string> taken;  // claim -> source.table
         std::unordered_map<const config::target_config*, claim_rule> rules;  // one per target
+        std::unordered_set<std::string> selected;  // every member's selected tables
+        for (auto* tables : members)
+          for (auto& t : *tables)
+            selected.insert(table_key(t.job.source_name, t.job.table.qualified()));
         for (auto* tables : members)
           for (auto& t : *tables) {
             const auto* target = p.find_target(t.job.target_name);
@@ -987,8 +1086,28 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
               rule = rules.emplace(target, claim_rule_of(*target)).first;
             auto [at, fresh] =
                 taken.try_emplace(claim_key(rule->second, databases.at(target->name), t.job.target), key);
-            if (!fresh)
+            if (!fresh) {
               t.conflict = clash_message(*target, *src, name, key, t.job.target, at->second);
+              continue;
+            }
+            // The table that loaded this target table last, when this run does not read
+            // it: its source's catalog could not be read, or the run leaves it out (its
+            // source not in the run, or --filter / retry). A member read whole that no
+            // longer selects it has given the target table up.
+            if ((!restricted && unread.empty()) || store == nullptr)
+              continue;
+            auto holder = standing_holder(p, *store, databases, key, t.claim);
+            if (!holder || selected.contains(*holder))
+              continue;
+            const std::string holder_source = holder->substr(0, holder->find('.'));
+            const bool unreadable = std::ranges::find(unread, holder_source) != unread.end();
+            const bool read_whole =
+                !restricted && std::ranges::find(read, holder_source) != read.end();
+            if (!read_whole) {
+              t.conflict = absent_holder_message(*target, key, t.job.target, *holder, unreadable);
+              if (t.prune && t.not_pruned.empty())
+                t.not_pruned = absent_holder_not_pruned(*holder);
+            }
           }
       };
   }

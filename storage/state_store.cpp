@@ -864,6 +864,17 @@ result<std::optional<std::string>> state_store::latest_run_status() const {
   return std::string((*run)->status());
 }
 
+result<std::optional<std::string>> state_store::claim_holder(std::string_view claim) const {
+  const std::string key = "claim/" + std::string(claim);
+  std::string holder;
+  auto s = impl_->db->Get(rocksdb::ReadOptions{}, impl_->default_cf, slice(key), &holder);
+  if (s.IsNotFound())
+    return std::nullopt;
+  if (!s.ok())
+    return std::unexpected(failed(s, "read", family::markers, key));
+  return holder;
+}
+
 result<std::optional<pb::RunRecord>> state_store::latest_run() const {
   rocksdb::ManagedSnapshot snap(impl_->db);
   auto id = impl_->get(family::runs, keys::latest_run, snap.snapshot());

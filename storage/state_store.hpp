@@ -246,6 +246,9 @@ class state_store {
   /// reading its record (a store an earlier release last wrote: read from the record);
   /// nullopt before the first run.
   [[nodiscard]] result<std::optional<std::string>> latest_run_status() const;
+  /// The table ("<source>.<table>") that last loaded the target table `claim`
+  /// (table_commit::claim); nullopt when none is recorded.
+  [[nodiscard]] result<std::optional<std::string>> claim_holder(std::string_view claim) const;
   /// The latest run's record, pointer and record read from one snapshot.
   [[nodiscard]] result<std::optional<pb::RunRecord>> latest_run() const;
   /// Up to `limit` runs, newest started first.

@@ -36,6 +36,16 @@ prune_unchanged = true
                                        schema, extra));
 }
 
+/// A run's row for the source table `source_table` of `source` (several may share a target
+/// table name).
+const nlohmann::json* source_row(const nlohmann::json& run, const std::string& source,
+                                 const std::string& source_table) {
+  for (const auto& t : run["tables"])
+    if (t["source"] == source && t["source_table"] == source_table)
+      return &t;
+  return nullptr;
+}
+
 std::string status_of(const nlohmann::json& run, const std::string& table) {
   const auto* t = find_table(run, table);
   return t ? (*t)["status"].get<std::string>() : std::string("absent");
@@ -953,5 +963,118 @@ path = "b.db"
   auto retried = flotilla_json(w, {"retry"}, &rc);
   CHECK(rc == 0);
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM s_b.u") ==
+        std::vector<std::vector<std::string>>{{"1"}});
+}
+
+TEST_CASE("a table refused for another source's target table stays refused when a run leaves "
+          "that source out: retry, --filter, the source unreadable") {
+  // Each of these loaded the refused table over the first source's rows with success.
+  workdir w;
+  sqlite_exec(w.file("a.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY, who TEXT); "
+                              "INSERT INTO orders VALUES (1, 'a'), (2, 'a')");
+  sqlite_exec(w.file("b.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY, who TEXT); "
+                              "INSERT INTO orders VALUES (10, 'b')");
+  const std::string target =
+      "[project]\nprune_unchanged = true\n[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+      "schema = \"raw\"\n";
+  const std::string a = "[sources.a]\nadapter = \"sqlite\"\npath = \"a.db\"\n";
+  const std::string b = "[sources.b]\nadapter = \"sqlite\"\npath = \"b.db\"\n";
+  const auto who = [&] {
+    return sqlite_query(w.file("wh.sqlite"), "SELECT group_concat(who) FROM raw__orders")[0][0];
+  };
+  const auto check_refused = [&](const nlohmann::json& run, const std::string& reason) {
+    INFO(run.dump(2));
+    const auto* t = source_row(run, "b", "orders");
+    REQUIRE(t != nullptr);
+    CHECK((*t)["status"] == "failed");
+    CHECK((*t)["error_code"] == "FLT-R006");
+    CHECK_THAT((*t)["error"].get<std::string>(),
+               Catch::Contains("a.orders loaded last") && Catch::Contains(reason));
+    CHECK((*t)["not_pruned"] == "a.orders loaded its target table last, and this run does not read it");
+    CHECK(who() == "a,a");
+  };
+  w.write("flotilla.toml", target + a + b);
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 1);  // b.orders: FLT-R006
+  REQUIRE(who() == "a,a");
+
+  SECTION("retry") {
+    auto r = run_flotilla(w, {"retry", "--output", "json"});
+    CHECK(r.exit_code == 1);
+    check_refused(nlohmann::json::parse(r.out), "a --filter or retry leaves it out");
+  }
+  SECTION("--filter") {
+    check_refused(flotilla_json(w, {"run", "--filter", "source=b"}, &rc),
+                  "a --filter or retry leaves it out");
+    CHECK(rc == 1);
+    // plan says the same.
+    auto plan = run_flotilla(w, {"plan", "--filter", "source=b"});
+    CHECK_THAT(plan.out + plan.err, Catch::Contains("a.orders loaded last"));
+  }
+  SECTION("the first source unreadable") {
+    std::filesystem::rename(w.file("a.db"), w.file("a.db.away"));
+    check_refused(flotilla_json(w, {"run"}, &rc), "source 'a' could not be read in this run");
+    CHECK(rc == 1);
+  }
+  SECTION("the first source taken out of flotilla.toml gives the target table up") {
+    w.write("flotilla.toml", target + b);
+    CHECK(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+    CHECK(who() == "b");
+  }
+  SECTION("the first source no longer selecting the table gives it up, in a filtered run too") {
+    w.write("flotilla.toml", target + a + "exclude = [\"orders\"]\n" + b);
+    CHECK(flotilla_json(w, {"run", "--filter", "source=b"}, &rc)["status"] == "success");
+    CHECK(who() == "b");
+  }
+}
+
+TEST_CASE("a retried table whose own source loaded its target table from another of its "
+          "tables stays refused") {
+  workdir w;
+  duckdb_exec(w.file("p.duckdb"), "CREATE SCHEMA audit;"
+                                  "CREATE TABLE main.orders (id INTEGER PRIMARY KEY, who TEXT);"
+                                  "INSERT INTO main.orders VALUES (1, 'main');"
+                                  "CREATE TABLE audit.orders (id INTEGER PRIMARY KEY, who TEXT);"
+                                  "INSERT INTO audit.orders VALUES (5, 'audit');");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+                           "schema = \"\"\n[sources.p]\nadapter = \"duckdb\"\npath = \"p.duckdb\"\n"
+                           "[sources.p.tables.\"main.orders\"]\n");
+  int rc = -1;
+  auto first = flotilla_json(w, {"run"}, &rc);
+  INFO(first.dump(2));
+  REQUIRE(rc == 1);
+  REQUIRE(source_row(first, "p", "audit.orders") != nullptr);
+  CHECK((*source_row(first, "p", "audit.orders"))["error_code"] == "FLT-R006");
+  REQUIRE(sqlite_query(w.file("wh.sqlite"), "SELECT group_concat(who) FROM orders")[0][0] == "main");
+  auto r = run_flotilla(w, {"retry", "--output", "json"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 1);
+  const auto retried = nlohmann::json::parse(r.out);
+  REQUIRE(source_row(retried, "p", "audit.orders") != nullptr);
+  CHECK((*source_row(retried, "p", "audit.orders"))["status"] == "failed");
+  CHECK_THAT((*source_row(retried, "p", "audit.orders"))["error"].get<std::string>(),
+             Catch::Contains("p.main.orders loaded last"));
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT group_concat(who) FROM orders")[0][0] == "main");
+}
+
+TEST_CASE("two sources whose names differ only by case clash on DuckDB under {source}, and the "
+          "refusal does not suggest the {source} the template has") {
+  workdir w;
+  sqlite_exec(w.file("one.db"), "CREATE TABLE t (id INTEGER PRIMARY KEY); INSERT INTO t VALUES (1);");
+  sqlite_exec(w.file("two.db"), "CREATE TABLE t (id INTEGER PRIMARY KEY); INSERT INTO t VALUES (2);");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.Shop]\nadapter = \"sqlite\"\npath = \"one.db\"\n"
+                           "[sources.shop]\nadapter = \"sqlite\"\npath = \"two.db\"\n");
+  int rc = -1;
+  auto j = flotilla_json(w, {"run"}, &rc);
+  INFO(j.dump(2));
+  CHECK(rc == 1);
+  const auto* refused = source_row(j, "shop", "t");
+  REQUIRE(refused != nullptr);
+  CHECK((*refused)["error_code"] == "FLT-R006");
+  CHECK_THAT((*refused)["error"].get<std::string>(),
+             Catch::Contains("has {source} already") && Catch::Contains("Rename a source"));
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT id FROM \"Shop\".t") ==
         std::vector<std::vector<std::string>>{{"1"}});
 }
