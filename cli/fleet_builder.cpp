@@ -893,6 +893,33 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                   "{} loaded its target table since this table's last copy",
                   state->marker->marker().substr(storage::displaced_marker_prefix.size()));
           }
+          // An incremental table whose target table another table loaded last (this
+          // one's copy was displaced since, or this one never loaded it): the rows there
+          // and the watermark the target committed with them are the other's. Resuming
+          // or merging would mix the two tables' rows; it reads every row and replaces
+          // them, as a first load does. One lookup, for incremental tables without a
+          // marker of their own.
+          if (!ts.job.settings.cursor_column.empty() && ts.conflict.empty()) {
+            std::optional<std::string> other;
+            if (state->marker &&
+                state->marker->marker().starts_with(storage::displaced_marker_prefix)) {
+              other = state->marker->marker().substr(storage::displaced_marker_prefix.size());
+            } else if (!state->marker && !ts.claim.empty()) {
+              if (auto h = store->claim_holder(ts.claim); h && *h && **h != key)
+                other = std::move(**h);
+            }
+            if (other) {
+              ts.job.watermark_void = true;
+              ts.job.watermark.reset();
+              ts.job.generation_changed = false;
+              ts.job.settings.foreign_rows = true;
+              ts.job.warnings.push_back(fmt::format(
+                  "{} loaded the target table {} last: its rows, and the watermark committed "
+                  "with them, are not this table's, so this run reads every row and "
+                  "replaces them, as a first load does",
+                  *other, display_name(ts.job.target)));
+            }
+          }
           if (state->staged) {
             ts.staged_path = state->staged->location();
             // Staged data is reused only as the read that staged it: rows past an old

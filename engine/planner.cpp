@@ -989,15 +989,15 @@ table_plan plan_table(const schema::table_schema& source,
   if (p.error && incremental) {
     // Refused, but the run JSON still says how the table loads.
     p.load = p.unique_key.empty() && settings.has_watermark ? load_kind::incremental
-             : !p.unique_key.empty()                       ? load_kind::merge
-                                                           : load_kind::full_refresh;
+             : !p.unique_key.empty() && !settings.foreign_rows ? load_kind::merge
+                                                               : load_kind::full_refresh;
     return p;
   }
   if (p.error || p.shape_action == "recreate")
     return p;
   if (incremental && settings.has_watermark)
     p.load = p.unique_key.empty() ? load_kind::incremental : load_kind::merge;
-  else if (incremental && !p.unique_key.empty())
+  else if (incremental && !p.unique_key.empty() && !settings.foreign_rows)
     p.load = load_kind::merge;  // first run of an incremental table into an existing table
   else {
     pl.full_refresh();

@@ -42,6 +42,9 @@ struct table_settings {
   std::string cursor_column;            ///< empty: full refresh. Default: ""
   std::vector<std::string> unique_key;  ///< merge key. Default: none
   bool has_watermark = false;           ///< a watermark is recorded for this table
+  /// The target table holds another table's rows (it loaded them last): an incremental
+  /// table's first load replaces them rather than merging into them.
+  bool foreign_rows = false;
   /// The key the watermark's rows were merged on (empty: appended), as recorded with it;
   /// nullopt: not recorded. Another key now copies the table anew.
   std::optional<std::vector<std::string>> watermark_key;

@@ -1078,3 +1078,50 @@ TEST_CASE("two sources whose names differ only by case clash on DuckDB under {so
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT id FROM \"Shop\".t") ==
         std::vector<std::vector<std::string>>{{"1"}});
 }
+
+TEST_CASE("an incremental table taking over a target table another table loaded replaces its "
+          "rows instead of resuming from its watermark, and so does the first coming back") {
+  // Both mixed the two sources' rows: the new owner resumed from the watermark the target
+  // committed with the other's rows, and merged into them on the key.
+  workdir w;
+  sqlite_exec(w.file("a.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY, who TEXT, u INTEGER);"
+                              "INSERT INTO orders VALUES (1, 'a1', 1), (2, 'a2', 2);");
+  sqlite_exec(w.file("b.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY, who TEXT, u INTEGER);"
+                              "INSERT INTO orders VALUES (1, 'b1', 0), (2, 'b2', 0), (3, 'b3', 3),"
+                              " (4, 'b4', 4);");
+  const std::string target =
+      "[project]\nprune_unchanged = true\n[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+      "schema = \"raw\"\n";
+  const auto source = [](const std::string& name) {
+    return fmt::format("[sources.{0}]\nadapter = \"sqlite\"\npath = \"{0}.db\"\n"
+                       "[sources.{0}.tables.orders]\ncursor_column = \"u\"\n",
+                       name);
+  };
+  const auto rows = [&] {
+    return duckdb_query(w.file("wh.duckdb"),
+                        "SELECT string_agg(who, ',' ORDER BY id) FROM raw.orders")[0][0];
+  };
+  w.write("flotilla.toml", target + source("a") + source("b"));
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rows() == "a1,a2");
+  // a taken out: b loads the table, all of its rows and none of a's.
+  w.write("flotilla.toml", target + source("b"));
+  auto taken = flotilla_json(w, {"run"}, &rc);
+  INFO(taken.dump(2));
+  CHECK(rc == 0);
+  CHECK(rows() == "b1,b2,b3,b4");
+  const auto* b = source_row(taken, "b", "orders");
+  REQUIRE(b != nullptr);
+  CHECK((*b)["load"] == "full_refresh");
+  // a back, first, with a new row: it replaces b's rows with all of its own.
+  sqlite_exec(w.file("a.db"), "INSERT INTO orders VALUES (3, 'a3', 3);");
+  w.write("flotilla.toml", target + source("a") + source("b"));
+  auto back = flotilla_json(w, {"run"}, &rc);
+  INFO(back.dump(2));
+  CHECK(rows() == "a1,a2,a3");
+  // Then incremental again, from its own watermark.
+  sqlite_exec(w.file("a.db"), "INSERT INTO orders VALUES (4, 'a4', 4);");
+  flotilla_json(w, {"run"}, &rc);
+  CHECK(rows() == "a1,a2,a3,a4");
+}
