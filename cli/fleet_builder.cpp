@@ -931,7 +931,9 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
               ts.job.warnings.push_back(
                   "its staged data was read under other settings (cursor_column, auto_widen) "
                   "than flotilla.toml's now: it is read from the source again");
-            if (reuse_staged && same_read && state->staged->target() == target->name &&
+            // Nor for a table taking over another's target table: it reads every row.
+            if (reuse_staged && same_read && !ts.job.settings.foreign_rows &&
+                state->staged->target() == target->name &&
                 std::filesystem::exists(ts.staged_path)) {
               engine::staged_input in;
               in.path = ts.staged_path;
