@@ -1098,10 +1098,13 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                                 const std::vector<std::string>& unread) {
         std::unordered_map<std::string, std::string> taken;  // claim -> source.table
         std::unordered_map<const config::target_config*, claim_rule> rules;  // one per target
-        std::unordered_set<std::string> selected;  // every member's selected tables
-        for (auto* tables : members)
-          for (auto& t : *tables)
-            selected.insert(table_key(t.job.source_name, t.job.table.qualified()));
+        // Every member's selected tables: needed only when a holder may be left out.
+        const bool check_holders = (restricted || !unread.empty()) && store != nullptr;
+        std::unordered_set<std::string> selected;
+        if (check_holders)
+          for (auto* tables : members)
+            for (auto& t : *tables)
+              selected.insert(table_key(t.job.source_name, t.job.table.qualified()));
         for (auto* tables : members)
           for (auto& t : *tables) {
             const auto* target = p.find_target(t.job.target_name);
@@ -1123,7 +1126,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
             // it: its source's catalog could not be read, or the run leaves it out (its
             // source not in the run, or --filter / retry). A member read whole that no
             // longer selects it has given the target table up.
-            if ((!restricted && unread.empty()) || store == nullptr)
+            if (!check_holders)
               continue;
             auto holder = standing_holder(p, *store, databases, key, t.claim);
             if (!holder || selected.contains(*holder))
