@@ -667,18 +667,13 @@ std::vector<pipeline_report> run_fleet(const fleet_spec& spec) {
             std::sort(members.begin(), members.end(),
                       [](const auto& a, const auto& b) { return a.index < b.index; });
             std::vector<std::vector<table_spec>*> tables;
-            std::vector<std::string> read, unread;
+            std::vector<std::string> sources;
             for (auto& m : members) {
-              const auto& source = spec.pipelines[m.index].source.name;
-              if (m.tables) {
-                tables.push_back(m.tables.get());
-                read.push_back(source);
-              } else {
-                unread.push_back(source);
-              }
+              tables.push_back(m.tables.get());  // null: its catalog could not be read
+              sources.push_back(spec.pipelines[m.index].source.name);
             }
             if (spec.resolve_claims)
-              spec.resolve_claims(tables, read, unread);
+              spec.resolve_claims(tables, sources);
             for (auto& m : members)
               self->send(m.pipeline, go_atom::value);
             members.clear();

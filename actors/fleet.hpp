@@ -131,14 +131,13 @@ struct fleet_spec {
   const std::atomic<bool>* cancel = nullptr;
   /// Members per claim group (pipeline_spec::claim_group), and what decides the group's
   /// clashes once every member's tables are selected: called with the members in
-  /// `pipelines` order (a member whose catalog failed is left out); it sets
+  /// `pipelines` order; it sets
   /// table_spec::conflict on the tables that must not load.
   std::vector<std::size_t> claim_group_sizes;
-  /// `members`: the tables of the group's members whose catalog was read, in
-  /// flotilla.toml's order; `read` and `unread`: the members' sources whose catalog was
-  /// read, and could not be.
+  /// `members`: the tables of the group's members, in flotilla.toml's order, null for a
+  /// member whose catalog could not be read; `sources`: each member's source name.
   std::function<void(const std::vector<std::vector<table_spec>*>& members,
-                     const std::vector<std::string>& read, const std::vector<std::string>& unread)>
+                     const std::vector<std::string>& sources)>
       resolve_claims;
   /// Detached actors reading source catalogs. Default: 2
   std::size_t catalog_readers = 2;

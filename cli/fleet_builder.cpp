@@ -399,6 +399,28 @@ std::optional<std::string> standing_holder(const config::project& p,
   return holder;
 }
 
+/// FLT-R006's message when the table that comes first for the target table (`holder`,
+/// which flotilla.toml names, of a source listed before) loads nothing in this run: its
+/// source does not have it (FLT-R005), or could not be read at all.
+std::string first_holder_message(const config::target_config& target, const std::string& key,
+                                 const dialects::table_ref& where, const std::string& holder,
+                                 bool unreadable) {
+  const std::string holder_source = holder.substr(0, holder.find('.'));
+  return fmt::format(
+      "{} lands on target table {} of target '{}', which {} loads (of two sources, the one "
+      "listed first in flotilla.toml loads); {}, so this one is not copied in its place. {}, "
+      "or take {} out of flotilla.toml to let {} load the target table",
+      key, display_name(where), target.name, holder,
+      unreadable ? fmt::format("source '{}' could not be read in this run", holder_source)
+                 : fmt::format("source '{}' does not have that table in this run (FLT-R005)",
+                               holder_source),
+      unreadable ? fmt::format("Make source '{}' readable and run again", holder_source)
+                 : fmt::format("Restore or fix the name of {} (at the source or in "
+                               "flotilla.toml)",
+                               holder),
+      holder, key);
+}
+
 std::string absent_holder_not_pruned(const std::string& holder) {
   return fmt::format("{} loaded its target table last, and this run does not read it", holder);
 }
@@ -1094,32 +1116,70 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     if (!group_of.empty())
       spec.resolve_claims = [&p, databases, store, restricted](
                                 const std::vector<std::vector<actors::table_spec>*>& members,
-                                const std::vector<std::string>& read,
-                                const std::vector<std::string>& unread) {
-        std::unordered_map<std::string, std::string> taken;  // claim -> source.table
+                                const std::vector<std::string>& sources) {
+        // The table that loads a target table, as the group's members come in
+        // flotilla.toml's order; `kind` says why it may be one that loads nothing here.
+        enum class holder_kind { loads, missing, unread };
+        std::unordered_map<std::string, std::pair<std::string, holder_kind>> taken;  // claim ->
         std::unordered_map<const config::target_config*, claim_rule> rules;  // one per target
+        const auto rule_of = [&](const config::target_config* target) -> const claim_rule& {
+          auto rule = rules.find(target);
+          if (rule == rules.end())
+            rule = rules.emplace(target, claim_rule_of(*target)).first;
+          return rule->second;
+        };
+        std::vector<std::string> read, unread;
+        for (std::size_t m = 0; m < members.size(); ++m)
+          (members[m] != nullptr ? read : unread).push_back(sources[m]);
         // Every member's selected tables: needed only when a holder may be left out.
         const bool check_holders = (restricted || !unread.empty()) && store != nullptr;
         std::unordered_set<std::string> selected;
         if (check_holders)
           for (auto* tables : members)
-            for (auto& t : *tables)
-              selected.insert(table_key(t.job.source_name, t.job.table.qualified()));
-        for (auto* tables : members)
-          for (auto& t : *tables) {
+            if (tables != nullptr)
+              for (auto& t : *tables)
+                selected.insert(table_key(t.job.source_name, t.job.table.qualified()));
+        for (std::size_t m = 0; m < members.size(); ++m) {
+          if (members[m] == nullptr) {
+            // Its catalog could not be read: the tables flotilla.toml names in it still
+            // come first for their target tables (a run with it readable would load them),
+            // also before any of them has loaded once.
+            const auto* src = p.find_source(sources[m]);
+            const auto* target = src != nullptr ? p.target_of(*src) : nullptr;
+            if (target == nullptr || !databases.contains(target->name))
+              continue;
+            for (const auto& named : config::unmatched_table_names(*src, {}, {})) {
+              const auto where = config::target_table(*target, *src, named.name);
+              taken.try_emplace(
+                  claim_key(rule_of(target), databases.at(target->name),
+                            dialects::table_ref{where.catalog, where.schema, where.name}),
+                  table_key(src->name, named.name), holder_kind::unread);
+            }
+            continue;
+          }
+          for (auto& t : *members[m]) {
             const auto* target = p.find_target(t.job.target_name);
             const auto* src = p.find_source(t.job.source_name);
             if (!t.conflict.empty() || target == nullptr || src == nullptr)
               continue;
             const std::string name = t.job.table.qualified();
             const std::string key = table_key(src->name, name);
-            auto rule = rules.find(target);
-            if (rule == rules.end())
-              rule = rules.emplace(target, claim_rule_of(*target)).first;
-            auto [at, fresh] =
-                taken.try_emplace(claim_key(rule->second, databases.at(target->name), t.job.target), key);
+            auto [at, fresh] = taken.try_emplace(
+                claim_key(rule_of(target), databases.at(target->name), t.job.target), key,
+                t.job.table.absent ? holder_kind::missing : holder_kind::loads);
+            if (!fresh && t.job.table.absent)
+              continue;  // fails FLT-R005 alone: it loads nothing
             if (!fresh) {
-              t.conflict = clash_message(*target, *src, name, key, t.job.target, at->second);
+              const auto& [holder, kind] = at->second;
+              t.conflict =
+                  kind == holder_kind::loads
+                      ? clash_message(*target, *src, name, key, t.job.target, holder)
+                      : first_holder_message(*target, key, t.job.target, holder,
+                                             kind == holder_kind::unread);
+              if (kind == holder_kind::unread && t.prune && t.not_pruned.empty())
+                t.not_pruned = fmt::format(
+                    "{} comes first for its target table, and its source could not be read",
+                    holder);
               continue;
             }
             // The table that loaded this target table last, when this run does not read
@@ -1141,6 +1201,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                 t.not_pruned = absent_holder_not_pruned(*holder);
             }
           }
+        }
       };
   }
   if (const char* t = std::getenv("FLOTILLA_TRACE_CATALOG"); t != nullptr && *t != '\0' &&

@@ -82,7 +82,10 @@ int do_plan(const global_options& g, const plan_args& a) {
         if (!o.error_code.empty())
           row["error_code"] = o.error_code;
         row["error"] = o.error.value_or("");
-        errors.push_back({{"table", display_name(t.target)}, {"error", o.error.value_or("")}});
+        errors.push_back({{"table", display_name(t.target)},
+                          {"source", t.source},
+                          {"source_table", t.table},
+                          {"error", o.error.value_or("")}});
         if (!o.error_code.empty())
           errors.back()["error_code"] = o.error_code;
       } else if (o.status == engine::table_status::pruned) {
@@ -93,6 +96,8 @@ int do_plan(const global_options& g, const plan_args& a) {
         row["error_code"] = o.plan->error->code;
         row["error"] = o.plan->error->reason;
         errors.push_back({{"table", display_name(t.target)},
+                          {"source", t.source},
+                          {"source_table", t.table},
                           {"error", o.plan->error->reason},
                           {"error_code", o.plan->error->code}});
       } else if (o.plan) {
@@ -147,6 +152,18 @@ int do_plan(const global_options& g, const plan_args& a) {
     return failed == 0 ? 0 : 1;
   }
 
+  // A target table name two rows share (two tables landing on one, FLT-R006) is told
+  // apart by the table each row comes from.
+  std::map<std::string, std::size_t> uses;
+  for (const auto& t : tables)
+    ++uses[t["table"].get<std::string>()];
+  const auto shown = [&](const nlohmann::json& row) {
+    std::string name = row["table"].get<std::string>();
+    if (uses[name] > 1 && row.contains("source_table"))
+      name += fmt::format(" (from {}.{})", row["source"].get<std::string>(),
+                          row["source_table"].get<std::string>());
+    return name;
+  };
   fmt::print("Plan ready  {} selected, {} to alter, {} to load\n\n", selected, to_alter, to_load);
   fmt::print("{:<50}  {}\n", fmt::format("Objects ({})", tables.size()), "flotilla run");
   for (std::size_t i = 0; i < tables.size(); ++i) {
@@ -159,7 +176,7 @@ int do_plan(const global_options& g, const plan_args& a) {
     if (t["status"] == "planned" && t["load"] != "full_refresh")
       label += fmt::format(", {}", t["load"].get<std::string>());
     // At least two spaces between a long name and its label.
-    fmt::print("{:<50}  {}\n", branch + t["table"].get<std::string>(), label);
+    fmt::print("{:<50}  {}\n", branch + shown(t), label);
     std::vector<std::string> lines;
     if (t.contains("description"))
       lines.push_back(fmt::format("description  {}", t["description"].get<std::string>()));
@@ -187,7 +204,7 @@ int do_plan(const global_options& g, const plan_args& a) {
       const auto& e = errors[i];
       const bool last = i + 1 == errors.size();
       fmt::print("{}{}\n", last ? "└── " : "├── ",
-                 e.contains("table") ? e["table"].get<std::string>() : e["source"].get<std::string>());
+                 e.contains("table") ? shown(e) : e["source"].get<std::string>());
       fmt::print("{}└── reason  {}\n", last ? "    " : "│   ", e["error"].get<std::string>());
     }
   }

@@ -1029,6 +1029,61 @@ TEST_CASE("a table refused for another source's target table stays refused when 
   }
 }
 
+TEST_CASE("a table flotilla.toml names in the first-listed source keeps its target table when "
+          "that source cannot be read on the first run, or no longer has the table") {
+  workdir w;
+  sqlite_exec(w.file("a.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY, who TEXT); "
+                              "INSERT INTO orders VALUES (1, 'a'), (2, 'a')");
+  sqlite_exec(w.file("b.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY, who TEXT); "
+                              "INSERT INTO orders VALUES (10, 'b')");
+  w.write("flotilla.toml",
+          "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\nschema = \"raw\"\n"
+          "[sources.a]\nadapter = \"sqlite\"\npath = \"a.db\"\ninclude = [\"orders\"]\n"
+          "[sources.b]\nadapter = \"sqlite\"\npath = \"b.db\"\ninclude = [\"orders\"]\n");
+  const auto who = [&] {
+    return sqlite_query(w.file("wh.sqlite"), "SELECT group_concat(who) FROM raw__orders")[0][0];
+  };
+  const auto refused = [&](const nlohmann::json& run) -> std::string {
+    INFO(run.dump(2));
+    const auto* t = source_row(run, "b", "orders");
+    REQUIRE(t != nullptr);
+    CHECK((*t)["status"] == "failed");
+    CHECK((*t)["error_code"] == "FLT-R006");
+    return (*t)["error"].get<std::string>();
+  };
+  int rc = -1;
+  SECTION("a's file is away on the very first run: b.orders does not load in its place") {
+    std::filesystem::rename(w.file("a.db"), w.file("a.db.away"));
+    CHECK_THAT(refused(flotilla_json(w, {"run"}, &rc)),
+               Catch::Contains("which a.orders loads") &&
+                   Catch::Contains("source 'a' could not be read in this run"));
+    CHECK(rc == 1);
+    CHECK(sqlite_query(w.file("wh.sqlite"),
+                       "SELECT count(*) FROM sqlite_master WHERE name = 'raw__orders'")[0][0] == "0");
+    std::filesystem::rename(w.file("a.db.away"), w.file("a.db"));
+    flotilla_json(w, {"run"}, &rc);
+    CHECK(who() == "a,a");
+  }
+  SECTION("a's table renamed at its source: a fails FLT-R005, b.orders is refused as such") {
+    REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "partial");
+    REQUIRE(who() == "a,a");
+    sqlite_exec(w.file("a.db"), "ALTER TABLE orders RENAME TO orders_v2");
+    const auto run = flotilla_json(w, {"run"}, &rc);
+    CHECK(rc == 1);
+    const auto message = refused(run);
+    CHECK_THAT(message, Catch::Contains("source 'a' does not have that table in this run (FLT-R005)"));
+    CHECK_THAT(message, !Catch::Contains("also loads in this run"));
+    const auto* a = source_row(run, "a", "orders");
+    REQUIRE(a != nullptr);
+    CHECK((*a)["error_code"] == "FLT-R005");
+    CHECK(who() == "a,a");
+    // The plan tells the two rows of raw.orders apart by the table each comes from.
+    auto plan = run_flotilla(w, {"plan"});
+    CHECK_THAT(plan.out, Catch::Contains("raw__orders (from a.orders)") &&
+                             Catch::Contains("raw__orders (from b.orders)"));
+  }
+}
+
 TEST_CASE("a retried table whose own source loaded its target table from another of its "
           "tables stays refused") {
   workdir w;
