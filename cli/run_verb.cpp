@@ -13,6 +13,7 @@
 #include <google/protobuf/arena.h>
 #include <fmt/core.h>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cli/fleet_builder.hpp"
 #include "cli/run_exec.hpp"
@@ -24,6 +25,7 @@
 #include "events/event.hpp"
 #include "events/run_events.hpp"
 #include "events/source_drift.hpp"
+#include "schema/evolution.hpp"
 #include "storage/state_store.hpp"
 
 namespace flotilla::cli {
@@ -109,6 +111,61 @@ void record_start(storage::state_store& store, const run_request& req, const std
                st.error().message);
 }
 
+/// The run JSON file a killed run did not write (it is written once the tables have
+/// reported): what it committed, from the tables' results in the state store, with
+/// status "interrupted". A file already there is left as it is.
+void write_interrupted_json(const config::project& project, const storage::pb::RunRecord& r,
+                            const std::vector<const storage::pb::TableResult*>& committed,
+                            const events::run_totals& totals) {
+  const auto dir = std::filesystem::path(project.state_dir) / "runs" / r.run_id();
+  std::error_code ec;
+  if (std::filesystem::exists(dir / "run.json", ec))
+    return;
+  nlohmann::json actions = nlohmann::json::array();
+  nlohmann::json tables = nlohmann::json::array();
+  for (const auto* t : committed) {
+    for (const auto& a : t->actions()) {
+      nlohmann::json step{{"column", a.column()}, {"reason", a.reason()}, {"step", a.action()},
+                          {"table", t->table()}, {"action", a.action()}};
+      for (auto k : {schema::evolution_action::add_columns,
+                     schema::evolution_action::alter_column_types,
+                     schema::evolution_action::drop_and_recreate, schema::evolution_action::widen,
+                     schema::evolution_action::rebuild, schema::evolution_action::drop_not_null})
+        if (schema::to_string(k) == a.action())
+          step["action"] = schema::seed_action(k);
+      if (a.also_size() > 0)
+        step["also"] = std::vector<std::string>(a.also().begin(), a.also().end());
+      actions.push_back(std::move(step));
+    }
+    nlohmann::json row{{"error", t->error().empty() ? nlohmann::json(nullptr) : nlohmann::json(t->error())},
+                       {"rows", t->rows()},
+                       {"source", t->source()},
+                       {"source_table", t->source_table()},
+                       {"status", t->status()},
+                       {"table", t->table()}};
+    if (!t->error_code().empty())
+      row["error_code"] = t->error_code();
+    tables.push_back(std::move(row));
+  }
+  nlohmann::json j{
+      {"drift",
+       {{"actions_taken", std::move(actions)},
+        {"tables_checked", totals.tables_checked},
+        {"tables_drifted", totals.tables_drifted}}},
+      {"events", {{"errors", nlohmann::json::array()}, {"log", (dir / "events.ndjson").string()}}},
+      {"interrupted",
+       "the process was killed or crashed before the run finished; `tables` lists the tables "
+       "it committed (their rows are in the target), and the run after it went on from there"},
+      {"run_id", r.run_id()},
+      {"status", "interrupted"},
+      {"tables", std::move(tables)}};
+  if (!r.retry_of().empty())
+    j["retry_of"] = r.retry_of();
+  std::filesystem::create_directories(dir, ec);
+  std::ofstream out(dir / "run.json");
+  out << j.dump(2) << "\n";
+}
+
 /// The events a run killed before it wrote them (they are written once its tables have
 /// reported) would have written for the tables it committed, written for it, under its
 /// run id: run_started, each committed table's schema_action and table_finished events
@@ -173,7 +230,11 @@ void publish_interrupted(storage::state_store& store, const config::project& pro
   // Until its last commit: when it died is not known.
   for (const auto* t : committed)
     totals.duration_us = std::max(totals.duration_us, t->finished_at_us() - r.started_at_us());
+  totals.tables_checked = totals.tables_copied;  // each copy checked its table's drift first
+  for (const auto* t : committed)
+    totals.tables_drifted += t->drifted() ? 1 : 0;
   (void)log.emit(events::run_finished(totals));
+  write_interrupted_json(project, r, committed, totals);
 }
 
 /// A latest run still "running" when another starts (the store's lock keeps two runs

@@ -1462,6 +1462,27 @@ TEST_CASE("the next run writes the events of the tables a killed run committed, 
     rows += events[i + 1]["table_finished"]["rows"].get<std::uint64_t>();
   }
   CHECK(rows == 6);
+  CHECK(events.back()["run_finished"]["tables_checked"] == 2);
+  // And its run JSON file: what it committed, status interrupted.
+  {
+    std::ifstream json_in(w.path() / ".flotilla" / "runs" / killed / "run.json");
+    REQUIRE(json_in.good());
+    const auto run = nlohmann::json::parse(json_in);
+    CHECK(run["run_id"] == killed);
+    CHECK(run["status"] == "interrupted");
+    REQUIRE(run["tables"].size() == 2);
+    std::uint64_t json_rows = 0;
+    for (const auto& t : run["tables"]) {
+      CHECK(t["status"] == "copied");
+      CHECK(t["source"] == "shop");
+      json_rows += t["rows"].get<std::uint64_t>();
+    }
+    CHECK(json_rows == 6);
+    CHECK(run["drift"]["tables_checked"] == 2);
+    REQUIRE(run["drift"]["actions_taken"].size() == 2);
+    CHECK(run["drift"]["actions_taken"][0]["action"] == "add_columns");
+    CHECK(run["drift"]["actions_taken"][0]["column"] == "extra");
+  }
   // The next run copied the other two, which its own events report (the two the killed
   // run committed are pruned).
   std::size_t copied = 0;
