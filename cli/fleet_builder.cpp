@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -404,13 +405,15 @@ std::optional<std::string> standing_holder(const config::project& p,
 /// source does not have it (FLT-R005), or could not be read at all.
 std::string first_holder_message(const config::target_config& target, const std::string& key,
                                  const dialects::table_ref& where, const std::string& holder,
-                                 bool unreadable) {
+                                 bool unreadable, bool same_source = false) {
   const std::string holder_source = holder.substr(0, holder.find('.'));
   return fmt::format(
-      "{} lands on target table {} of target '{}', which {} loads (of two sources, the one "
-      "listed first in flotilla.toml loads); {}, so this one is not copied in its place. {}, "
-      "or take {} out of flotilla.toml to let {} load the target table",
+      "{} lands on target table {} of target '{}', which {} loads ({}); {}, so this one is "
+      "not copied in its place. {}, or take {} out of flotilla.toml to let {} load the "
+      "target table",
       key, display_name(where), target.name, holder,
+      same_source ? "flotilla.toml names it in a section, which comes first"
+                  : "of two sources, the one listed first in flotilla.toml loads",
       unreadable ? fmt::format("source '{}' could not be read in this run", holder_source)
                  : fmt::format("source '{}' does not have that table in this run (FLT-R005)",
                                holder_source),
@@ -726,6 +729,19 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
               claim_key(rule, database, dialects::table_ref{where.catalog, where.schema, where.name}),
               keys[i]);
         }
+      // A table a section names that the source does not have (FLT-R005: renamed or
+      // dropped there) keeps its target table too: another table the patterns pick up
+      // would load over the rows the configured one left.
+      std::deque<std::string> missing_keys;
+      std::unordered_set<std::string> missing_claims;
+      for (const auto& m : unmatched)
+        if (m.where == "section") {
+          const auto where = config::target_table(*target, *src, m.name);
+          auto claim =
+              claim_key(rule, database, dialects::table_ref{where.catalog, where.schema, where.name});
+          if (taken.try_emplace(claim, missing_keys.emplace_back(table_key(src->name, m.name))).second)
+            missing_claims.insert(std::move(claim));
+        }
       for (std::size_t i = 0; i < selected.size(); ++i) {
         const std::string& name = selected[i].name;
         const std::string& key = keys[i];
@@ -756,7 +772,11 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           auto [at, fresh] = taken.try_emplace(ts.claim, key);
           if (!fresh && at->second != key)
             ts.conflict =
-                clash_message(*target, *src, name, key, ts.job.target, std::string(at->second));
+                missing_claims.contains(ts.claim)
+                    ? first_holder_message(*target, key, ts.job.target, std::string(at->second),
+                                           false, true)
+                    : clash_message(*target, *src, name, key, ts.job.target,
+                                    std::string(at->second));
           // A run that leaves tables out: the table that loaded this target table last
           // may be one it does not read. Of another source: that source is not in this
           // run (sources sharing a target schema in one run form a claim group, checked

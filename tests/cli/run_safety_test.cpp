@@ -1113,6 +1113,33 @@ TEST_CASE("a retried table whose own source loaded its target table from another
   CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT group_concat(who) FROM orders")[0][0] == "main");
 }
 
+TEST_CASE("a table a section names keeps its target table when its source no longer has it, "
+          "against another table of the source landing there") {
+  workdir w;
+  duckdb_exec(w.file("p.duckdb"), "CREATE SCHEMA audit;"
+                                  "CREATE TABLE main.orders (id INTEGER PRIMARY KEY, who TEXT);"
+                                  "INSERT INTO main.orders VALUES (1, 'main');"
+                                  "CREATE TABLE audit.orders (id INTEGER PRIMARY KEY, who TEXT);"
+                                  "INSERT INTO audit.orders VALUES (5, 'audit');");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+                           "schema = \"\"\n[sources.p]\nadapter = \"duckdb\"\npath = \"p.duckdb\"\n"
+                           "[sources.p.tables.\"main.orders\"]\n");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(sqlite_query(w.file("wh.sqlite"), "SELECT group_concat(who) FROM orders")[0][0] == "main");
+  duckdb_exec(w.file("p.duckdb"), "ALTER TABLE main.orders RENAME TO orders_v2");
+  auto j = flotilla_json(w, {"run"}, &rc);
+  INFO(j.dump(2));
+  CHECK(rc == 1);
+  const auto* audit = source_row(j, "p", "audit.orders");
+  REQUIRE(audit != nullptr);
+  CHECK((*audit)["error_code"] == "FLT-R006");
+  CHECK_THAT((*audit)["error"].get<std::string>(),
+             Catch::Contains("which p.main.orders loads (flotilla.toml names it in a section") &&
+                 Catch::Contains("(FLT-R005)"));
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT group_concat(who) FROM orders")[0][0] == "main");
+}
+
 TEST_CASE("two sources whose names differ only by case clash on DuckDB under {source}, and the "
           "refusal does not suggest the {source} the template has") {
   workdir w;
