@@ -67,6 +67,26 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(flotilla::actors::group_ready)
 namespace flotilla::actors {
 namespace {
 
+/// `plan`: the source-drift gate (seed 004) asked of the columns the run would land, so
+/// the plan says what the run would do: under fail the table fails as the run would
+/// (FLT-D001), under warn its verdict is shown. Nothing is staged or recorded.
+void plan_gate(const engine::table_job& job, engine::table_outcome& out) {
+  if (!job.gate || !out.plan)
+    return;
+  const auto& plan = *out.plan;
+  auto verdict =
+      plan.error ? job.gate(job.table.columns, false,
+                            fmt::format("{}: {}", plan.error->code, plan.error->reason))
+                 : job.gate(plan.read_columns, false, {});
+  out.gate_detail = std::move(verdict.detail);
+  if (!verdict.proceed) {
+    out.status = engine::table_status::failed;
+    out.error_code = verdict.error_code;
+    out.error = verdict.error;
+  }
+}
+
+
 using idle_atom = caf::atom_constant<caf::atom("idle")>;
 using start_atom = caf::atom_constant<caf::atom("start")>;
 using go_atom = caf::atom_constant<caf::atom("go")>;
@@ -311,6 +331,7 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
                     "if one exists there",
                     (*plan_dialect)->name()));
               report->outcome.status = engine::table_status::copied;
+              plan_gate(t.job, report->outcome);
               self->send(task.reply_to, table_done{report});
               self->send(dispatcher_handle, idle_atom::value, caf::actor_cast<caf::actor>(self));
               return;
@@ -358,6 +379,7 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
                 open_source();
               report->outcome.plan = engine::plan_against_target(*st.warehouse, job, src.get());
               report->outcome.status = engine::table_status::copied;
+              plan_gate(t.job, report->outcome);
             } else {
               if (shared_held.owns_lock())
                 shared_held.unlock();  // the copy holds it where it uses the target

@@ -157,7 +157,7 @@ void print_drift_warning(const std::string& dataset, const std::string& warning)
 /// table's outcome for the state commit, the run record and the events.
 engine::drift_gate make_drift_gate(storage::state_store* store, config::drift_policy policy,
                                    std::string source, std::string table, std::string run_id,
-                                   std::string hints) {
+                                   std::string hints, bool planning) {
   return [=](const schema::table_schema& staged, bool reused, const std::string& refusal) {
     engine::drift_gate_result r;
     // Seed 004: a retry that reuses staged data does not run the gate again under warn
@@ -172,6 +172,7 @@ engine::drift_gate make_drift_gate(storage::state_store* store, config::drift_po
     in.run_id = run_id;
     in.hints_hash = hints;
     in.refusal = refusal;
+    in.planning = planning;
     in.now_us = now_us();
     events::observed_columns recorded;
     if (reused) {
@@ -186,7 +187,7 @@ engine::drift_gate make_drift_gate(storage::state_store* store, config::drift_po
     if (*baseline)
       in.baseline = &**baseline;
     auto verdict = std::make_shared<events::drift_verdict>(events::evaluate_source_drift(in));
-    if (verdict->decision == events::drift_decision::warn)
+    if (!planning && verdict->decision == events::drift_decision::warn)
       print_drift_warning(verdict->dataset, verdict->warning);
     if (verdict->decision == events::drift_decision::fail) {
       r.proceed = false;
@@ -861,9 +862,12 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
             filters_shape.push_back("auto_widen");
           return events::hints_hash({}, filters_shape);
         };
+        if (gate_applies && plan_only)  // plan says what the gate would decide
+          ts.job.gate = make_drift_gate(store, policy.on_source_drift, src->name, name, run_id,
+                                        read_hints(), true);
         if (gated) {
           ts.job.gate = make_drift_gate(store, policy.on_source_drift, src->name, name, run_id,
-                                        read_hints());
+                                        read_hints(), false);
           ts.job.staging_path = (std::filesystem::path(project->state_dir) / "staged" / run_id /
                                  staged_file_name(key))
                                     .string();

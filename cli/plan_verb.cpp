@@ -12,6 +12,7 @@
 #include "cli/verbs.hpp"
 #include "config/selection.hpp"
 #include "dialects/dialect.hpp"
+#include "events/source_drift.hpp"
 #include "storage/state_store.hpp"
 
 namespace flotilla::cli {
@@ -138,6 +139,22 @@ int do_plan(const global_options& g, const plan_args& a) {
         if (pl.shape_action == "evolve" || pl.shape_action == "recreate" ||
             pl.shape_action == "rebuild")
           ++to_alter;
+      }
+      // What the source-drift gate (seed 004) would decide, as the run reports it.
+      if (const auto* v = drift_verdict_of(o); v != nullptr && v->drifted()) {
+        nlohmann::json changes = nlohmann::json::array();
+        for (const auto& c : v->changes)
+          changes.push_back({{"column", c.column},
+                             {"from", c.from},
+                             {"kind", events::to_string(c.kind)},
+                             {"to", c.to}});
+        row["source_drift"] = {{"baseline_run_id", v->baseline_run_id},
+                               {"changes", std::move(changes)},
+                               {"decision", events::to_string(v->decision)},
+                               {"policy", v->policy == config::drift_policy::fail ? "fail" : "warn"}};
+        if (v->decision == events::drift_decision::warn)
+          row["warnings"].push_back(v->warning.starts_with("warning: ") ? v->warning.substr(9)
+                                                                         : v->warning);
       }
       tables.push_back(std::move(row));
     }

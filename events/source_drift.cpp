@@ -189,7 +189,15 @@ drift_verdict evaluate_source_drift(const drift_input& in) {
   }
   v.decision = drift_decision::fail;
   v.error_code = code_name(errc::source_drift);
-  if (!in.refusal.empty())
+  if (in.planning)
+    v.error = fmt::format(
+        "source drift on {}: {}{}; on_source_drift = fail would stop the table before any "
+        "target is written (`flotilla run` fails it{}). If the change is expected, run "
+        "`flotilla schema accept {}` first",
+        v.dataset, what, since,
+        in.refusal.empty() ? std::string() : fmt::format("; the target refuses the change too: {}", in.refusal),
+        shell_word(v.dataset));
+  else if (!in.refusal.empty())
     v.error = fmt::format(
         "source drift on {}: {}{}; on_source_drift = fail stopped the table before any target "
         "was written; nothing was staged, as the target refuses the change too ({}). If the "

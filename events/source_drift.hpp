@@ -105,6 +105,8 @@ struct drift_input {
   /// The target's own refusal of the table ("FLT-S005: ..."), when its plan refuses it
   /// too: nothing is staged, and a fail verdict says what to resolve instead of retry.
   std::string refusal{};
+  /// `plan`: nothing is read or staged; a fail verdict says what a run would do.
+  bool planning = false;
 };
 
 struct drift_verdict {

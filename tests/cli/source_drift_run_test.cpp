@@ -963,3 +963,56 @@ TEST_CASE("CSV: the double pin FLT-S005 names for a number column that outgrew i
                                           "ORDER BY id") ==
         std::vector<std::vector<std::string>>{{"DOUBLE", "5.0"}, {"DOUBLE", "1.5e+300"}});
 }
+
+TEST_CASE("plan says what the source-drift gate would decide, and records nothing") {
+  shop s("fail");
+  int rc = -1;
+  REQUIRE(flotilla_json(s.w, {"run"}, &rc)["status"] == "success");
+  s.source("ALTER TABLE orders ADD COLUMN note TEXT");
+  const auto find = [](const nlohmann::json& plan, const std::string& table) {
+    for (const auto& t : plan["tables"])
+      if (t["source_table"] == table)
+        return t;
+    return nlohmann::json();
+  };
+  SECTION("fail: the table fails in plan as in run, and plan changes nothing") {
+    auto plan = flotilla_json(s.w, {"plan"}, &rc);
+    INFO(plan.dump(2));
+    CHECK(rc == 1);
+    const auto orders = find(plan, "orders");
+    CHECK(orders["status"] == "failed");
+    CHECK(orders["error_code"] == "FLT-D001");
+    CHECK_THAT(orders["error"].get<std::string>(),
+               Catch::Contains("column 'note' added") &&
+                   Catch::Contains("`flotilla schema accept shop.orders` first"));
+    CHECK(orders["source_drift"]["decision"] == "fail");
+    CHECK(orders["source_drift"]["changes"][0]["column"] == "note");
+    CHECK(find(plan, "customers")["status"] == "planned");
+    CHECK(s.staged_files() == 0);
+    // The run decides the same: plan seeded or accepted nothing.
+    auto run = flotilla_json(s.w, {"run"}, &rc);
+    CHECK(rc == 1);
+    CHECK(find(run, "orders")["error_code"] == "FLT-D001");
+    // Accepted, the plan goes on to the change itself.
+    REQUIRE(run_flotilla(s.w, {"schema", "accept"}).exit_code == 0);
+    plan = flotilla_json(s.w, {"plan"}, &rc);
+    CHECK(rc == 0);
+    CHECK(find(plan, "orders")["status"] == "planned");
+    CHECK_FALSE(find(plan, "orders").contains("source_drift"));
+  }
+  SECTION("warn: the plan shows the warning, text and JSON") {
+    s.config("warn");
+    auto plan = flotilla_json(s.w, {"plan"}, &rc);
+    INFO(plan.dump(2));
+    CHECK(rc == 0);
+    const auto orders = find(plan, "orders");
+    CHECK(orders["status"] == "planned");
+    CHECK(orders["source_drift"]["decision"] == "warn");
+    REQUIRE(orders["warnings"].size() == 1);
+    CHECK_THAT(orders["warnings"][0].get<std::string>(),
+               Catch::StartsWith("source drift on shop.orders: column 'note' added"));
+    auto text = run_flotilla(s.w, {"plan"});
+    CHECK_THAT(text.out, Catch::Contains("warning  source drift on shop.orders"));
+    CHECK(text.err.find("source drift") == std::string::npos);  // shown once, in the plan
+  }
+}
