@@ -85,6 +85,21 @@ int do_stream(const global_options& g, const stream_args& a) {
       return 1;
     }
   }
+  // One replication slot carries all of a source's changes: a stream of some of its
+  // tables would confirm the slot past the others' changes (lost to every later stream),
+  // and a reload of some would set the source up again without the others.
+  for (const auto& f : filters)
+    if (f.key == "table") {
+      fmt::print(stderr,
+                 "--filter table={}: `flotilla stream` streams a source's tables together, "
+                 "through the one replication slot that carries all of its changes; a stream "
+                 "of some of them would move the slot past the others' changes, and a "
+                 "--reload of some would leave the others uncaptured. Select whole sources "
+                 "(--filter source=NAME or a tag), and leave a table out of the stream with "
+                 "exclude = [...] in its [sources.NAME] of flotilla.toml\n",
+                 f.value);
+      return 2;
+    }
   auto store = open_state(*project, true);
   if (!store)
     return 2;

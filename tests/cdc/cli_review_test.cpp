@@ -361,3 +361,26 @@ TEST_CASE("flotilla run leaves a table an open review holds alone and reports it
   CHECK_FALSE(w->describe({"", "", "shop__orders"}).has_value());
   CHECK(w->describe({"", "", "shop__lines"}).has_value());
 }
+
+TEST_CASE("stream refuses a --filter table=: one slot carries all of a source's changes") {
+  // A stream of one table confirmed the slot past the other tables' changes, which no
+  // later stream applied; a --reload of one left the others uncaptured.
+  temp_dir dir;
+  {
+    std::ofstream toml(dir.path() / "flotilla.toml");
+    toml << "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+            "[sources.shop]\nadapter = \"postgres\"\n"
+            "dsn = \"postgresql://nobody@127.0.0.1:1/none\"\ncapture = \"logical\"\n";
+  }
+  for (const std::vector<std::string> args :
+       {std::vector<std::string>{"stream", "--filter", "table=public.orders"},
+        std::vector<std::string>{"stream", "--reload", "--filter", "source=shop", "--filter",
+                                 "table=public.orders"}}) {
+    const auto r = run_cli(dir, args);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("--filter table=public.orders") &&
+                          Catch::Contains("Select whole sources (--filter source=NAME or a tag)"));
+    CHECK_FALSE(std::filesystem::exists(dir.path() / ".flotilla" / "state"));
+  }
+}
