@@ -18,6 +18,7 @@
 #include <mutex>
 #include <optional>
 #include <regex>
+#include <set>
 #include <utility>
 
 #include <fmt/format.h>
@@ -709,6 +710,33 @@ bool quote_opens_a_value(const std::string& path) {
   return false;
 }
 
+/// A field name a CSV header line holds twice (exactly), or empty: the line split on the
+/// most frequent of the usual delimiters, each field without its quotes and blanks.
+std::string repeated_header_field(const std::string& header) {
+  char delimiter = ',';
+  std::size_t most = 0;
+  for (char d : {',', ';', '\t', '|'})
+    if (auto n = static_cast<std::size_t>(std::count(header.begin(), header.end(), d)); n > most) {
+      most = n;
+      delimiter = d;
+    }
+  std::set<std::string> seen;
+  std::size_t start = 0;
+  while (start <= header.size()) {
+    auto end = header.find(delimiter, start);
+    if (end == std::string::npos)
+      end = header.size();
+    std::string field = header.substr(start, end - start);
+    const auto first = field.find_first_not_of(" \t\"");
+    const auto last = field.find_last_not_of(" \t\"");
+    field = first == std::string::npos ? std::string() : field.substr(first, last - first + 1);
+    if (!field.empty() && !seen.insert(field).second)
+      return field;
+    start = end + 1;
+  }
+  return {};
+}
+
 /// DuckDB's readers rename a column whose name another column of the file has in another
 /// case ("a", "A" load as "a", "A_1"), so such a file cannot load under its own names.
 /// The message naming the two, or nullopt. Cheap unless a name looks renamed: only then is
@@ -762,10 +790,17 @@ std::optional<std::string> renamed_column(
     });
     if (other == described.end() || file_has(name))
       continue;  // no such pair, or the file has the name itself
-    if (other->first == base)
+    if (other->first == base) {
+      // DuckDB renames again where its first new name is taken too ("a,a,a_1": the
+      // second "a" ends up "a_1_1"): the name the header has twice is the one to report.
+      std::string twice = base;
+      if (!json)
+        if (auto repeated = repeated_header_field(head); !repeated.empty())
+          twice = repeated;
       return fmt::format("the file has two columns named '{}' (DuckDB's reader would load the "
                          "second as '{}'); rename one of them in the file",
-                         base, name);
+                         twice, name);
+    }
     return fmt::format("the file's columns '{}' and '{}' differ only in case, which DuckDB's "
                        "reader cannot tell apart (it would load the second as '{}'); rename "
                        "one of them in the file",

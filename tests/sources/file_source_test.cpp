@@ -691,10 +691,14 @@ TEST_CASE("a csv header naming a column twice, or leaving one unnamed, fails the
   write_file(dir.file("unnamed_first.csv"), ",x\n1,2\n");
   write_file(dir.file("headerless.csv"), "1,2\n3,4\n");  // no header: refused, see below
   write_file(dir.file("numbered.csv"), "a,a_1\n1,2\n");  // the file's own names
+  // DuckDB's new name for the second "a" is taken: the one named twice is still "a".
+  write_file(dir.file("twice_taken.csv"), "id;a;a;a_1\n1;x;y;z\n");
   auto src = open_files("csv", dir.path.string());
   const catalog cat = src->read_catalog();
   CHECK_THAT(find_table(cat, "twice").unreadable,
              Catch::Contains("the file has two columns named 'a'"));
+  CHECK_THAT(find_table(cat, "twice_taken").unreadable,
+             Catch::Contains("the file has two columns named 'a' "));
   CHECK_THAT(find_table(cat, "unnamed").unreadable,
              Catch::Contains("the file's header has no name for its column 3"));
   CHECK_THAT(find_table(cat, "unnamed_first").unreadable,
