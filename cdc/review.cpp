@@ -477,6 +477,16 @@ review replay_failed(const review& r, std::string_view reason, std::int64_t now_
   return out;
 }
 
+std::string_view decisions_accepted(const review& r) {
+  const auto state = r.hold.state();
+  if (r.note.resync == resync_state::failed)
+    return "remove (or a `flotilla stream --reload`)";
+  if (state == pb::HOLD_STATE_AWAITING_RESYNC ||
+      (state == pb::HOLD_STATE_LAST_DECISION_FAILED && r.note.phase == "stopped"))
+    return "resync or remove";
+  return "apply, edit, resync or remove";
+}
+
 review replay_stopped(const review& r, std::string_view reason, std::int64_t now_us) {
   review out = replay_failed(r, reason, now_us);
   out.hold.set_error(fmt::format(

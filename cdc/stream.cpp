@@ -189,6 +189,8 @@ struct batch {
   std::uint64_t stop_order = 0;
   lsn_t end_lsn = 0;
   std::uint64_t changes = 0;
+  /// `changes` by table name: counted in a table's summary once the batch commits.
+  std::map<std::string, std::uint64_t> table_changes;
   std::uint64_t transactions = 0;
   [[nodiscard]] bool empty() const { return transactions == 0 && steps.empty() && positions.empty(); }
 
@@ -211,6 +213,8 @@ struct batch {
       stop_order = part.stop_order;
     }
     changes += part.changes;
+    for (const auto& [name, n] : part.table_changes)
+      table_changes[name] += n;
   }
 
   void sort_events() {
@@ -400,7 +404,7 @@ class table_logic {
     } else {
       note_position(b, t, at);
       ++b.changes;
-      ++t.changes;
+      ++b.table_changes[t.name];
     }
   }
 
@@ -501,7 +505,7 @@ class table_logic {
       add_row_event(b, t, op, at, &*old, nullptr, nullptr);
     }
     ++b.changes;
-    ++t.changes;
+    ++b.table_changes[t.name];
   }
 
   /// A row change event, keyed by the table and the row key (the table alone for a
@@ -780,6 +784,7 @@ struct table_lent {
 /// The batch holding the table's changes up to `at` committed.
 struct table_committed {
   lsn_t at = 0;
+  std::uint64_t changes = 0;  ///< the table's changes the batch committed
 };
 
 }  // namespace
@@ -826,6 +831,7 @@ caf::behavior table_actor(caf::stateful_actor<table_actor_state>* self, std::siz
       },
       [=](table_committed& m) {
         self->state.table.applied = std::max(self->state.table.applied, m.at);
+        self->state.table.changes += m.changes;
       },
       [=](lend_atom, const caf::actor& reply_to) {
         self->send(reply_to,
@@ -1617,7 +1623,18 @@ class source_stream {
   /// The review's DDL ran: replay the kept changes under the new shape, in one target
   /// transaction with the table's position, then close the review (resumed). A change
   /// at or before the table's applied position ran before a crash and is skipped.
-  void replay(table_state& t, const review& r) {
+  void replay(table_state& t, const review& r) { replay(t, r, std::nullopt); }
+
+  /// The kept change that stops a replay: the replay is done again up to its source
+  /// transaction, so that none of that transaction applies (seed 002: the stream stops
+  /// before the change), as at a live change.
+  struct replay_stop {
+    lsn_t at = 0;
+    std::string reason;
+  };
+
+  void replay(table_state& t, const review& r, const std::optional<replay_stop>& stop_at) {
+    const table_state before = t;
     if (t.state != table_state::mode::held)
       hold_from_record(t, r.hold);
     auto kept = o_.store->scan_held_changes(tgt_name_, t.key);
@@ -1655,6 +1672,20 @@ class source_stream {
     lsn_t last = std::max(t.applied, t.hold_position);
     for (const auto& c : *kept) {
       const lsn_t at = parse_lsn(c.position()).value_or(0);
+      if (stop_at && at >= stop_at->at) {
+        // The stopping change's transaction: what came before it commits, and the review
+        // says so and takes a decision again, instead of staying applying for good.
+        // Not the held change's own transaction either, when the stop is in it.
+        const lsn_t through = last < stop_at->at ? last : t.applied;
+        b.positions[t.name] = {through, columns_json(t.columns)};
+        commit_batch(b);
+        t.changes += b.changes;  // a replay's batch is this table's alone
+        t.applied = through;
+        if (o_.progress)
+          o_.progress->changes += b.changes;
+        check(save_review(*o_.store, replay_stopped(r, stop_at->reason, now_us())));
+        throw stop_error(stop_at->reason);
+      }
       auto j = nlohmann::json::parse(c.payload(), nullptr, false);
       if (!announced && (at != t.hold_position || !j.is_object() ||
                          j.value("change", std::uint32_t{0}) > decided.change))
@@ -1666,16 +1697,11 @@ class source_stream {
         try {
           o = logic_->decide_into(b, t, e, at, std::nullopt, false);
         } catch (const stop_error& stop) {
-          // A kept change that stops the stream: what came before it commits (the stream
-          // stops before the change, seed 002), and the review says so and takes a
-          // decision again, instead of staying applying for good.
-          b.positions[t.name] = {last, columns_json(t.columns)};
-          commit_batch(b);
-          t.applied = last;
-          if (o_.progress)
-            o_.progress->changes += b.changes;
-          check(save_review(*o_.store, replay_stopped(r, stop.what(), now_us())));
-          throw;
+          // A kept change that stops the stream: the changes before its transaction
+          // commit, none of it (this batch holds its earlier changes: done again).
+          t = before;
+          replay(t, r, replay_stop{at, stop.what()});
+          throw;  // not reached: the replay above throws the stop
         }
         if (std::holds_alternative<applied>(o)) {
           last_seq = c.sequence();
@@ -1686,6 +1712,7 @@ class source_stream {
         // held at the later change under a new review, with the rest still kept.
         b.positions[t.name] = {last, columns_json(t.columns)};
         commit_batch(b);
+        t.changes += b.changes;  // a replay's batch is this table's alone
         t.applied = last;
         // The change itself lives on in the new review, not in the kept queue.
         check(finish_replay(*o_.store, r, c.sequence(), now_us()));
@@ -1717,6 +1744,7 @@ class source_stream {
     last = std::max(last, t.kept_through);
     b.positions[t.name] = {last, columns_json(t.columns)};
     commit_batch(b);
+    t.changes += b.changes;  // a replay's batch is this table's alone
     t.applied = last;
     t.state = table_state::mode::streaming;
     check(finish_replay(*o_.store, r, last_seq, now_us()));
@@ -2221,8 +2249,11 @@ class source_stream {
     write_holds(b, true);
     commit_batch(b);
     for (const auto& [name, p] : b.positions)
-      if (auto it = by_name_.find(name); it != by_name_.end())
-        (*self_)->send(slots_[it->second].actor, table_committed{p.lsn});
+      if (auto it = by_name_.find(name); it != by_name_.end()) {
+        const auto counted = b.table_changes.find(name);
+        (*self_)->send(slots_[it->second].actor,
+                       table_committed{p.lsn, counted != b.table_changes.end() ? counted->second : 0});
+      }
     if (b.end_lsn > confirmed_)
       confirmed_ = b.end_lsn;
     save_position(confirmed_);

@@ -101,10 +101,17 @@ std::uint64_t kept_count(const storage::state_store& store, const review& r) {
   return n ? *n : 0;
 }
 
+/// A review closed as removed whose table a `stream --reload` copied again: the table
+/// streams again, and the review says so.
+bool superseded_by_reload(const review& r) {
+  return r.hold.state() == storage::pb::HOLD_STATE_REMOVED && r.note.phase == "reloaded";
+}
+
 nlohmann::json review_json(const review& r, std::uint64_t kept) {
   const auto& h = r.hold;
   const bool tried = r.ddl_was_tried();
   return nlohmann::json{
+      {"superseded_by_reload", superseded_by_reload(r)},
       {"id", r.short_id()},
       {"target", h.target()},
       {"table", h.table()},
@@ -141,7 +148,10 @@ void print_card(const review& r, std::uint64_t kept) {
   const auto& h = r.hold;
   fmt::print("Review {}: {} on target {}\n", r.short_id(), h.table(), h.target());
   fmt::print("Table:  {}\n", h.table());
-  fmt::print("State:  {}\n", cdc::state_label(h.state()));
+  fmt::print("State:  {}{}\n", cdc::state_label(h.state()),
+             superseded_by_reload(r) ? ", superseded by `flotilla stream --reload`, which "
+                                       "copied the table again: it streams again"
+                                     : "");
   fmt::print("Kind:   {}\n", cdc::kind_label(h.kind()));
   fmt::print("Source change: {}\n", h.source_change());
   print_block("Why it was not applied automatically", h.reason());

@@ -384,3 +384,27 @@ TEST_CASE("stream refuses a --filter table=: one slot carries all of a source's 
     CHECK_FALSE(std::filesystem::exists(dir.path() / ".flotilla" / "state"));
   }
 }
+
+TEST_CASE("review show says a removed review was superseded by a reload") {
+  project p;
+  {
+    auto store = p.store();
+    auto all = list_reviews(store, "wh");
+    REQUIRE(all);
+    for (auto r : *all)
+      if (r.hold.table() == p.rename_table) {
+        // As `flotilla stream --reload` leaves a removed review: closed, its table copied again.
+        r.hold.set_state(storage::pb::HOLD_STATE_REMOVED);
+        r.note.phase = "reloaded";
+        REQUIRE(save_review(store, r));
+      }
+  }
+  auto j = parse(run_cli(p.dir, {"review", "show", "wh", p.rename_table, "--output", "json"}));
+  CHECK(j["state"] == "removed");
+  CHECK(j["superseded_by_reload"] == true);
+  auto text = run_cli(p.dir, {"review", "show", "wh", p.rename_table});
+  CHECK_THAT(text.out, Catch::Contains("State:  removed from pipeline, superseded by `flotilla "
+                                       "stream --reload`"));
+  auto other = parse(run_cli(p.dir, {"review", "show", "wh", p.key_table, "--output", "json"}));
+  CHECK(other["superseded_by_reload"] == false);
+}

@@ -197,6 +197,9 @@ TEST_CASE("a replay stopped by a kept change takes resync or remove, not apply a
   CHECK_FALSE(ready_to_replay(stopped));
   CHECK_THAT(stopped.hold.error(), Catch::Contains("reached a change that stops the stream") &&
                                        Catch::Contains("FLT-H002"));
+  // What a message about the held table offers is what the review accepts.
+  CHECK(decisions_accepted(r) == "apply, edit, resync or remove");
+  CHECK(decisions_accepted(stopped) == "resync or remove");
   // Applying would stop the stream again, for every table.
   CHECK(refuse(stopped, {decision_kind::apply_proposed, ""}).code == code_wrong_state);
   CHECK_THAT(refuse(stopped, {decision_kind::apply_edited, "SELECT 1"}).message,

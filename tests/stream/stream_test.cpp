@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 
@@ -692,6 +693,64 @@ TEST_CASE("changes made while a table is held are decided in order after its rev
   CHECK(hold_of(f).state() == flotilla::storage::pb::HOLD_STATE_RESUMED);
   CHECK(p2.stop() == 0);
   INFO(p2.err());
+}
+
+TEST_CASE("a review's replay that reaches a change that stops the stream applies none of "
+          "that change's transaction",
+          "[stream]") {
+  fixture f;
+  make_orders(f, "orders", 3);
+  stream_process p(f);
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "3"; }));
+  pg_exec(f.source(), "ALTER TABLE orders RENAME COLUMN id TO order_id");  // held
+  pg_exec(f.source(), "INSERT INTO orders VALUES (4, 'kept', 1)");
+  // A row, then a type change the stream cannot carry, in one transaction.
+  pg_exec(f.source(), "BEGIN; INSERT INTO orders VALUES (5, 'same transaction', 1); ALTER TABLE "
+                      "orders ALTER COLUMN amount TYPE text; INSERT INTO orders VALUES (6, "
+                      "'after', '2'); COMMIT");
+  // Every change after the rename is kept (row 4, then row 5, the type change and row 6),
+  // before the review is decided.
+  REQUIRE(eventually([&] {
+    auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
+                                                      {.read_only = true});
+    if (!store)
+      return false;
+    auto kept = store->held_change_count("wh", "shop.public.orders");
+    return kept && *kept >= 4;
+  }));
+  REQUIRE(hold_state(f) == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW);
+  (void)submit(f, flotilla::cdc::decision_kind::apply_proposed);
+  // The replay applies row 4 and stops before the transaction of the type change: row 5,
+  // written before it in that transaction, does not reach the target either.
+  CHECK(p.wait(std::chrono::seconds(60)) == 1);
+  INFO(p.err());
+  CHECK(pg_query(f.target(), "SELECT order_id FROM st_shop.orders ORDER BY 1") ==
+        rows{{"1"}, {"2"}, {"3"}, {"4"}});
+  const auto h = hold_of(f);
+  CHECK(h.state() != flotilla::storage::pb::HOLD_STATE_RESUMED);
+  CHECK_THAT(h.error(), Catch::Contains("stops the stream"));
+}
+
+TEST_CASE("the stream summary counts only the changes it applied before a stop", "[stream]") {
+  fixture f;
+  make_orders(f, "orders", 3);
+  stream_process p(f, {"--output", "json"});
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "3"; }));
+  pg_exec(f.source(), "INSERT INTO orders VALUES (4, 'applied', 1)");
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "4"; }));
+  // Two rows, then a change the stream cannot carry, in one transaction: none applies.
+  pg_exec(f.source(), "BEGIN; INSERT INTO orders VALUES (5, 'a', 1), (6, 'b', 1); ALTER TABLE "
+                      "orders ADD COLUMN at timestamptz DEFAULT clock_timestamp(); COMMIT");
+  CHECK(p.wait(std::chrono::seconds(60)) == 1);
+  INFO(p.out() << p.err());
+  CHECK(count(f.target(), "st_shop.orders") == "4");
+  const auto j = nlohmann::json::parse(p.out());
+  CHECK(j["changes"] == 1);
+  std::uint64_t per_table = 0;
+  for (const auto& s : j["sources"])
+    for (const auto& t : s["tables"])
+      per_table += t["changes"].get<std::uint64_t>();
+  CHECK(per_table == 1);
 }
 
 TEST_CASE("a key column dropped: held with the key the source has now, and the source table "
