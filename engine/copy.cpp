@@ -248,7 +248,7 @@ void note_unfit_values(sources::source& src, const table_job& job, table_setting
   const auto unfit = src.unfit_values(job.table, asked);
   for (std::size_t i = 0; i < unfit.size() && i < asked.size(); ++i)
     if (unfit[i])
-      settings.unfit.emplace_back(asked[i].name, *unfit[i]);
+      settings.unfit.push_back({asked[i].name, unfit[i]->value, unfit[i]->where});
 }
 
 sinks::load_mode mode_of(load_kind k) {

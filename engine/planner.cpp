@@ -144,13 +144,15 @@ struct planner {
   }
 
   /// A declared column of a file whose values its type cannot hold: the value, or null.
-  const std::string* unfit_value(const std::string& column) const {
-    for (const auto& [name, value] : settings.unfit)
-      if (schema::same_name(name, column, names()))
-        return &value;
+  const table_settings::unfit_column* unfit_value(const std::string& column) const {
+    for (const auto& u : settings.unfit)
+      if (schema::same_name(u.column, column, names()))
+        return &u;
     return nullptr;
   }
-  void fail_unfit(const column& s, const portable_type& declared, const std::string& value) {
+  void fail_unfit(const column& s, const portable_type& declared,
+                  const table_settings::unfit_column& unfit) {
+    const std::string& value = unfit.value;
     // The inferred type holds a number; a value that is no number only text holds.
     static const std::regex number(R"(\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*)");
     // A double keeps 15 significant digits: a longer number only text holds as written.
@@ -162,15 +164,27 @@ struct planner {
          s.type.kind == schema::type_kind::float32) && digits > 15;
     // A timestamp with its UTC offset, which a timestamp without time zone would drop.
     const bool offset = declared.kind == schema::type_kind::timestamp_ntz;
-    const std::string holds = offset ? std::string("timestamp_tz")
-                              : std::regex_match(value, number) && !inexact_double
-                                  ? T(s.type)
-                                  : std::string("text");
+    std::string holds = offset ? std::string("timestamp_tz")
+                        : std::regex_match(value, number) && !inexact_double
+                            ? T(s.type)
+                            : std::string("text");
+    // An exact number past a declared decimal's digits: a wider decimal holds it exactly,
+    // where the inferred type (a double) would not.
+    static const std::regex plain(R"(\s*[+-]?0*(\d*)(?:\.(\d*?)0*)?\s*)");
+    if (std::smatch m; declared.kind == schema::type_kind::decimal && !offset &&
+                       std::regex_match(value, m, plain)) {
+      const int scale = std::max<int>(declared.scale, static_cast<int>(m[2].length()));
+      const int integer =
+          std::max<int>(declared.precision - declared.scale, static_cast<int>(m[1].length()));
+      if (integer + scale <= 38)
+        holds = fmt::format("decimal({},{})", integer + scale, scale);
+    }
     fail("FLT-S002",
-         fmt::format("{} holds the value '{}', which {} cannot hold exactly{} (the file is "
+         fmt::format("{}{} holds the value '{}', which {} cannot hold exactly{} (the file is "
                      "parsed as declared); declare a type that holds every value of the "
                      "column (columns = {{ {} = \"{}\" }}), or fix the file",
-                     s.name, value, T(declared),
+                     unfit.where.empty() ? std::string() : unfit.where + ": ", s.name, value,
+                     T(declared),
                      offset ? ": it would drop the value's UTC offset" : "", s.name, holds),
          s.name, T(declared), holds);
   }

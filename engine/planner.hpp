@@ -61,8 +61,13 @@ struct table_settings {
   /// as declared (each value converted exactly or failing), not in the column's own type.
   bool read_as_declared = false;
   /// csv/json: declared columns holding a value their declared type cannot hold exactly,
-  /// with that value (sources::source::unfit_values). Default: none
-  std::vector<std::pair<std::string, std::string>> unfit;
+  /// with that value and where it is (sources::source::unfit_values). Default: none
+  struct unfit_column {
+    std::string column;
+    std::string value;
+    std::string where;  ///< "/x/orders.csv, data row 2 (after the header)"; may be empty
+  };
+  std::vector<unfit_column> unfit;
   bool governance_gate = false;         ///< [resilience] auto_apply_additive_drift
   bool additive_granted = false;        ///< [policy] grants has schema_change.additive
   /// The target empties the live table in place for a full refresh that keeps its

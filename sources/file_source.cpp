@@ -1009,11 +1009,12 @@ class file_source final : public source {
     return false;
   }
 
-  std::vector<std::optional<std::string>> unfit_values(
+  std::vector<std::optional<unfit_value>> unfit_values(
       const source_table& table, const std::vector<schema::column>& declared) override {
-    std::vector<std::optional<std::string>> out(declared.size());
+    std::vector<std::optional<unfit_value>> out(declared.size());
     std::string select;
     std::vector<std::size_t> asked;
+    std::vector<std::string> values;  // the checked expression of each asked column
     for (std::size_t i = 0; i < declared.size(); ++i) {
       const auto& t = declared[i].type;
       // A JSON column mixing numbers and strings reads as JSON, its strings quoted: a
@@ -1062,13 +1063,29 @@ class file_source final : public source {
       select += fmt::format("{}min({}) FILTER (WHERE {} IS NOT NULL AND NOT ({}))",
                             asked.empty() ? "" : ", ", v, v, fits);
       asked.push_back(i);
+      values.push_back(v);
     }
     if (asked.empty())
       return out;
-    const auto row = aggregates(table, file_of(table.name), select);
+    const std::string path = file_of(table.name);
+    const auto row = aggregates(table, path, select);
     if (row)
       for (std::size_t j = 0; j < asked.size(); ++j)
-        out[asked[j]] = (*row)[j];
+        if ((*row)[j]) {
+          // Where the value is, for the message: its data row, counted in file order (one
+          // more scan, only for a table that fails).
+          const auto at = aggregates(
+              table, path,
+              fmt::format("CAST(min(__flotilla_row) FILTER (WHERE __flotilla_value = {}) AS VARCHAR)",
+                          quote_literal(*(*row)[j])),
+              fmt::format("row_number() OVER () AS __flotilla_row, {} AS __flotilla_value",
+                          values[j]));
+          std::string where = path;
+          if (at && !at->empty() && (*at)[0])
+            where += json_ ? fmt::format(", record {}", *(*at)[0])
+                           : fmt::format(", data row {} (after the header)", *(*at)[0]);
+          out[asked[j]] = unfit_value{*(*row)[j], std::move(where)};
+        }
     return out;
   }
 
@@ -1207,13 +1224,18 @@ class file_source final : public source {
  private:
   /// One row of aggregates `select` over the file's values as text (CSV read all as
   /// VARCHAR; JSON as DuckDB reads it, cast by `select`); nullopt for no row.
+  /// `select` over the file's rows (as text, CSV), or over `inner` selected from them
+  /// when given (a subquery, for expressions the aggregates then read by alias).
   std::optional<std::vector<std::optional<std::string>>> aggregates(const source_table& source,
                                                                     const std::string& path,
-                                                                    const std::string& select) {
+                                                                    const std::string& select,
+                                                                    const std::string& inner = {}) {
     const std::string& table = source.name;
     // JSON with the columns as inferred: the reader then infers nothing again.
-    const std::string from =
+    std::string from =
         json_ ? json_relation(path, source.columns) : text_relation(path, source);
+    if (!inner.empty())
+      from = fmt::format("(SELECT {} FROM {})", inner, from);
     try {
       duck::connection con(db());
       auto rows = con.strings(fmt::format("SELECT {} FROM {}", select, from));

@@ -70,6 +70,13 @@ struct source_table {
   [[nodiscard]] std::string qualified() const { return schema.empty() ? name : schema + "." + name; }
 };
 
+/// A value a declared column's type cannot hold exactly (source::unfit_values), and where
+/// it is: the file and its data row ("/x/orders.csv, data row 2 (after the header)").
+struct unfit_value {
+  std::string value;
+  std::string where;
+};
+
 struct catalog {
   std::vector<source_table> tables;
   /// The whole-source marker the catalog was read at (source::file_marker), when the
@@ -167,10 +174,10 @@ class source {
   /// other than true/false/t/f/1/0); nullopt when every value fits, or when the type is
   /// not one checked (integers, decimals, booleans are). Reads the whole table. Other
   /// adapters answer none.
-  [[nodiscard]] virtual std::vector<std::optional<std::string>> unfit_values(
+  [[nodiscard]] virtual std::vector<std::optional<unfit_value>> unfit_values(
       const source_table& table, const std::vector<schema::column>& declared) {
     (void)table;
-    return std::vector<std::optional<std::string>>(declared.size());
+    return std::vector<std::optional<unfit_value>>(declared.size());
   }
   /// For inferred sources (csv, json): for each named column, whether no row of the file
   /// holds a value in it (every one empty or null), so its inferred type (text, json) says

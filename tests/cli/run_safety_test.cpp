@@ -427,6 +427,12 @@ columns = { b = "bool", n = "int" }
     const auto ce = (*c)["error"].get<std::string>();
     CHECK(ce.find("n holds the value '7.9', which int cannot hold exactly") != std::string::npos);
     CHECK(ce.find("amt holds the value '123.456', which decimal(5,2)") != std::string::npos);
+    // Where each value is, and a type that holds it exactly.
+    CHECK_THAT(ce, Catch::Contains("c.csv, data row 2 (after the header): n holds") &&
+                       Catch::Contains("c.csv, data row 2 (after the header): amt holds") &&
+                       Catch::Contains("columns = { amt = \"decimal(6,3)\" }"));
+    CHECK_THAT((*find_table(j, "j.j"))["error"].get<std::string>(),
+               Catch::Contains("j.json, record 2: b holds"));
     const auto* jt = find_table(j, "j.j");
     REQUIRE(jt != nullptr);
     CHECK((*jt)["status"] == "failed");
