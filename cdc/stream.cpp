@@ -1036,11 +1036,16 @@ class source_stream {
         if (!p)
           throw std::runtime_error(p.error().message);
         if (!*p) {
-          std::fprintf(stderr,
-                       "notice: source '%s': table '%s' was not captured when the stream "
-                       "started (created or included since); it is not captured until "
-                       "`flotilla stream --reload` copies every table again\n",
-                       src_.name.c_str(), name.c_str());
+          // Once per table, not once per target the source streams to.
+          static std::mutex said_mu;
+          static std::set<std::string> said;
+          std::lock_guard lock(said_mu);
+          if (said.insert(t.key).second)
+            std::fprintf(stderr,
+                         "notice: source '%s': table '%s' was not captured when the stream "
+                         "started (created or included since); it is not captured until "
+                         "`flotilla stream --reload` copies every table again\n",
+                         src_.name.c_str(), name.c_str());
           continue;
         }
       }
