@@ -484,6 +484,9 @@ std::string_view decisions_accepted(const review& r) {
   if (state == pb::HOLD_STATE_AWAITING_RESYNC ||
       (state == pb::HOLD_STATE_LAST_DECISION_FAILED && r.note.phase == "stopped"))
     return "resync or remove";
+  // A proposal that is only comments (no DDL fits the change): it takes an edit first.
+  if (!r.note.ddl_ran && needs_edit(r.hold.proposed_ddl()))
+    return "edit (review edit --apply or --resync) or remove";
   return "apply, edit, resync or remove";
 }
 

@@ -142,7 +142,8 @@ inline constexpr std::string_view resync_failed_message =
 [[nodiscard]] std::string wrong_state_message(pb::HoldState s);
 /// The decisions an open review accepts now, in words for a message ("apply, edit, resync
 /// or remove"; "resync or remove" awaiting a resync or after a replay stopped; "remove
-/// (or a `flotilla stream --reload`)" after a failed resync).
+/// (or a `flotilla stream --reload`)" after a failed resync; edit or remove for a
+/// proposal that needs an edit).
 [[nodiscard]] std::string_view decisions_accepted(const review& r);
 
 /// What carrying out an accepted decision does.

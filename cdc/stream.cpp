@@ -1675,8 +1675,14 @@ class source_stream {
     }
     std::uint64_t last_seq = 0;
     lsn_t last = std::max(t.applied, t.hold_position);
+    lsn_t txn_at = 0;         // the source transaction of the change at hand
+    lsn_t before_txn = last;  // `last` before that transaction's first change
     for (const auto& c : *kept) {
       const lsn_t at = parse_lsn(c.position()).value_or(0);
+      if (at != txn_at) {
+        txn_at = at;
+        before_txn = last;
+      }
       if (stop_at && at >= stop_at->at) {
         // The stopping change's transaction: what came before it commits, and the review
         // says so and takes a decision again, instead of staying applying for good.
@@ -1714,11 +1720,15 @@ class source_stream {
           continue;
         }
         // Held again: what came before commits and this review closes; the table stays
-        // held at the later change under a new review, with the rest still kept.
-        b.positions[t.name] = {last, columns_json(t.columns)};
+        // held at the later change under a new review, with the rest still kept. The
+        // position stays before this change's transaction: its changes before the DDL
+        // commit now (they leave the kept queue with it), the ones after it are the new
+        // review's to replay, which skips what is at or before the position.
+        const lsn_t through = before_txn < at ? before_txn : t.applied;
+        b.positions[t.name] = {through, columns_json(t.columns)};
         commit_batch(b);
         t.changes += b.changes;  // a replay's batch is this table's alone
-        t.applied = last;
+        t.applied = through;
         // The change itself lives on in the new review, not in the kept queue.
         check(finish_replay(*o_.store, r, c.sequence(), now_us()));
         batch hold;

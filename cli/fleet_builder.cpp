@@ -480,6 +480,49 @@ void remove_orphan_staged(const config::project& p, const storage::state_store& 
 
 namespace {
 
+/// The schema actions of `plan`, as a table's result keeps them.
+void add_actions(storage::pb::TableResult& result, const engine::table_plan& plan) {
+  for (const auto& step : plan.drift.steps) {
+    auto* a = result.add_actions();
+    a->set_action(std::string(schema::to_string(step.action)));
+    a->set_column(step.column);
+    a->set_reason(step.reason);
+    a->set_sql(step.sql);
+    if (step.from)
+      a->set_from(schema::to_string(*step.from));
+    a->set_to(schema::to_string(step.to));
+    for (const auto& x : step.also)
+      a->add_also(x);
+  }
+}
+
+/// Right after a table's DDL committed on the target, ahead of its rows: the running run's
+/// record lists the table with its schema actions (status "altered"), so that a run
+/// killed before the rows commit still reports the change (publish_interrupted). The
+/// run's final record replaces the entry with the table's result.
+void record_schema_change(storage::state_store& store, const std::string& run_id,
+                          const std::string& source, const std::string& table,
+                          const std::string& target, const engine::table_plan& plan) {
+  static std::mutex one_at_a_time;  // read, add, write back
+  std::lock_guard lock(one_at_a_time);
+  auto latest = store.latest_run();
+  if (!latest || !*latest || (*latest)->run_id() != run_id || (*latest)->status() != "running")
+    return;
+  auto& r = **latest;
+  auto* t = r.add_tables();
+  t->set_table(target);
+  t->set_source(source);
+  t->set_source_table(table);
+  t->set_status("altered");
+  t->set_load(std::string(engine::to_string(plan.load)));
+  t->set_run_id(run_id);
+  t->set_started_at_us(now_us());
+  t->set_drift_checked(plan.drift_checked);
+  t->set_drifted(plan.drift.drifted());
+  add_actions(*t, plan);
+  (void)store.put_run(r);  // best effort: the DDL runs either way
+}
+
 /// settings_hash's part that depends on the target only: worked out once per source.
 sources::shape_hash target_settings_hash(const config::target_config& target) {
   sources::shape_hash h;
@@ -865,6 +908,15 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         if (gate_applies && plan_only)  // plan says what the gate would decide
           ts.job.gate = make_drift_gate(store, policy.on_source_drift, src->name, name, run_id,
                                         read_hints(), true);
+        if (store != nullptr && !plan_only)
+          ts.job.after_ddl = [store, run_id, source = src->name, table = name,
+                              target = display_name(ts.job.target)](const engine::table_plan& plan) {
+            record_schema_change(*store, run_id, source, table, target, plan);
+            // Fault injection for the crash tests: killed between the DDL and the rows.
+            if (const char* c = std::getenv("FLOTILLA_CRASH_AT");
+                c != nullptr && std::string_view(c) == "after_ddl")
+              std::raise(SIGKILL);
+          };
         if (gated) {
           ts.job.gate = make_drift_gate(store, policy.on_source_drift, src->name, name, run_id,
                                         read_hints(), false);
@@ -907,7 +959,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
               ts.job.warnings.push_back(fmt::format(
                   "the source table was emptied or rewritten (TRUNCATE, VACUUM FULL, CLUSTER) "
                   "since the watermark {} = {} was committed: rows it holds now may sit below "
-                  "that value, so this run reads every row, merging on the table's key",
+                  "that value, so this run reads every row again (merged on the table's key, "
+                  "or replacing every row where its plan copies the table anew)",
                   ts.job.settings.cursor_column, state->watermark->value()));
             } else {
               ts.job.watermark = state->watermark->value();
@@ -1315,19 +1368,15 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       // The schema actions the copy took, which the run's events report: kept with the
       // result, so that a run killed before it wrote its events has them written for it.
       if (r.outcome.plan && (r.outcome.status == engine::table_status::copied || r.outcome.ddl_applied))
-        for (const auto& step : r.outcome.plan->drift.steps) {
-          auto* a = c.result.add_actions();
-          a->set_action(std::string(schema::to_string(step.action)));
-          a->set_column(step.column);
-          a->set_reason(step.reason);
-          a->set_sql(step.sql);
-          if (step.from)
-            a->set_from(schema::to_string(*step.from));
-          a->set_to(schema::to_string(step.to));
-          for (const auto& x : step.also)
-            a->add_also(x);
-        }
+        add_actions(c.result, *r.outcome.plan);
       c.result.set_reused_staged(r.outcome.reused_staged);
+      if (r.outcome.plan) {  // for the run after a killed one, which reports it
+        c.result.set_drift_checked(r.outcome.plan->drift_checked);
+        c.result.set_drifted(r.outcome.plan->drift.drifted());
+      }
+      c.result.set_load(std::string(r.outcome.reused_staged ? std::string_view("retry")
+                                    : r.outcome.plan        ? engine::to_string(r.outcome.plan->load)
+                                                            : std::string_view("none")));
       if (const auto* v = drift_verdict_of(r.outcome)) {
         if (v->new_baseline)
           c.baseline = *v->new_baseline;

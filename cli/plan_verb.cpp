@@ -1,4 +1,5 @@
 // `flotilla plan`: what a run would do, without doing it (seed 000's tree, seed 001's SQL).
+#include <cctype>
 #include <functional>
 #include <map>
 #include <memory>
@@ -171,12 +172,21 @@ int do_plan(const global_options& g, const plan_args& a) {
 
   // A target table name two rows share (two tables landing on one, FLT-R006) is told
   // apart by the table each row comes from.
+  // Names are compared without case, and a row refused for another's target table
+  // (FLT-R006) is always told apart: the two may spell one table differently
+  // (`orders` and `public.orders`, `Orders` and `orders`).
+  const auto folded = [](std::string v) {
+    for (auto& c : v)
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return v;
+  };
   std::map<std::string, std::size_t> uses;
   for (const auto& t : tables)
-    ++uses[t["table"].get<std::string>()];
+    ++uses[folded(t["table"].get<std::string>())];
   const auto shown = [&](const nlohmann::json& row) {
     std::string name = row["table"].get<std::string>();
-    if (uses[name] > 1 && row.contains("source_table"))
+    if ((uses[folded(name)] > 1 || row.value("error_code", std::string()) == "FLT-R006") &&
+        row.contains("source_table"))
       name += fmt::format(" (from {}.{})", row["source"].get<std::string>(),
                           row["source_table"].get<std::string>());
     return name;

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include <unistd.h>
@@ -155,7 +156,8 @@ void write_interrupted_json(const config::project& project, const storage::pb::R
       {"events", {{"errors", nlohmann::json::array()}, {"log", (dir / "events.ndjson").string()}}},
       {"interrupted",
        "the process was killed or crashed before the run finished; `tables` lists the tables "
-       "it committed (their rows are in the target), and the run after it went on from there"},
+       "it committed (their rows are in the target) and, failed, those whose schema change it "
+       "committed before their rows; the run after it went on from there"},
       {"run_id", r.run_id()},
       {"status", "interrupted"},
       {"tables", std::move(tables)}};
@@ -168,7 +170,7 @@ void write_interrupted_json(const config::project& project, const storage::pb::R
 
 /// The events a run killed before it wrote them (they are written once its tables have
 /// reported) would have written for the tables it committed, written for it, under its
-/// run id: run_started, each committed table's schema_action and table_finished events
+/// run id: run_started, each committed table's table_started, schema_action and table_finished events
 /// (from their results in the state store), and run_finished with status "interrupted".
 /// They reach the event sinks through the outbox, ahead of the next run's own.
 void publish_interrupted(storage::state_store& store, const config::project& project,
@@ -180,9 +182,26 @@ void publish_interrupted(storage::state_store& store, const config::project& pro
     return;
   }
   std::vector<const storage::pb::TableResult*> committed;
+  std::set<std::pair<std::string, std::string>> done;  // (source, source table)
   for (const auto& k : *results)
-    if (k.record.run_id() == r.run_id())
+    if (k.record.run_id() == r.run_id()) {
       committed.push_back(&k.record);
+      done.emplace(k.record.source(), k.record.source_table());
+    }
+  // Tables whose schema change committed on the target (DDL commits ahead of the rows)
+  // and whose rows did not: reported failed, with the change.
+  std::vector<storage::pb::TableResult> altered;
+  for (const auto& t : r.tables())
+    if (t.status() == "altered" && !done.contains({t.source(), t.source_table()})) {
+      auto& a = altered.emplace_back(t);
+      a.set_status("failed");
+      a.set_error(
+          "the run was killed after this table's schema change committed on the target and "
+          "before its rows did: the target table has the new shape (the actions listed), "
+          "with the rows of the copy before; the run after it copied the rows");
+    }
+  for (const auto& a : altered)
+    committed.push_back(&a);
   events::run_events_options options;
   options.deliver_in_background = false;  // the next run's relay delivers them first
   auto ev = events::run_events::open(&store, project, r.run_id(), options);
@@ -199,6 +218,13 @@ void publish_interrupted(storage::state_store& store, const config::project& pro
   totals.status = "interrupted";
   std::vector<events::run_events::batch_event> table_events;
   for (const auto* t : committed) {
+    table_events.emplace_back(events::table_event_line{
+        .finished = false,
+        .source = t->source(),
+        .table = t->source_table(),
+        .target_table = t->table(),
+        .mode = t->load().empty() ? std::string_view("none") : std::string_view(t->load()),
+        .timestamp_us = t->started_at_us()});
     for (const auto& a : t->actions())
       table_events.emplace_back(events::schema_action(
           t->source(), t->source_table(),
@@ -213,7 +239,7 @@ void publish_interrupted(storage::state_store& store, const config::project& pro
         .rows = t->rows(),
         .error = t->error(),
         .error_code = t->error_code(),
-        .duration_us = t->finished_at_us() - t->started_at_us(),
+        .duration_us = std::max<std::int64_t>(0, t->finished_at_us() - t->started_at_us()),
         .timestamp_us = t->finished_at_us()});
     if (t->status() == "copied")
       ++totals.tables_copied;
@@ -229,10 +255,12 @@ void publish_interrupted(storage::state_store& store, const config::project& pro
   (void)log.emit_batch(std::move(table_events));
   // Until its last commit: when it died is not known.
   for (const auto* t : committed)
-    totals.duration_us = std::max(totals.duration_us, t->finished_at_us() - r.started_at_us());
-  totals.tables_checked = totals.tables_copied;  // each copy checked its table's drift first
-  for (const auto* t : committed)
+    if (t->finished_at_us() != 0)
+      totals.duration_us = std::max(totals.duration_us, t->finished_at_us() - r.started_at_us());
+  for (const auto* t : committed) {
+    totals.tables_checked += t->drift_checked() ? 1 : 0;
     totals.tables_drifted += t->drifted() ? 1 : 0;
+  }
   (void)log.emit(events::run_finished(totals));
   write_interrupted_json(project, r, committed, totals);
 }

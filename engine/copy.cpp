@@ -636,6 +636,8 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       if (!plan.ddl.empty()) {
         wh.execute(plan.ddl);
         out.ddl_applied = true;
+        if (job.after_ddl)
+          job.after_ddl(plan);
       }
       sinks::load_request req;
       req.target = job.target;

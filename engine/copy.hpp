@@ -82,6 +82,10 @@ struct table_job {
   /// load (on_source_drift = warn | fail). Unset: rows stream straight to the target.
   drift_gate gate;
   std::string staging_path;
+  /// Called right after the plan's DDL committed on the target, which runs it on its own,
+  /// ahead of the rows: the run records the schema change, so that a run killed between
+  /// the two still reports it. May be empty.
+  std::function<void(const table_plan&)> after_ddl;
   /// Set (retry): load this staged data instead of extracting; `gate` is then asked with
   /// reused = true.
   std::optional<staged_input> reuse;

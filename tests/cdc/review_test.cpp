@@ -127,6 +127,8 @@ TEST_CASE("a comment-only proposal disables apply and resync until it is edited"
   auto s = refuse(r, {decision_kind::resync, ""});
   CHECK(s.code == code_resync_needs_edit);
   CHECK(s.message == "Edit the target DDL before resync.");
+  // What a message about the held table offers is what the review accepts.
+  CHECK(decisions_accepted(r) == "edit (review edit --apply or --resync) or remove");
   // Edited, both are accepted.
   CHECK(accept(r, {decision_kind::apply_edited, rename_ddl}).run_ddl);
   CHECK(accept(r, {decision_kind::resync_edited, rename_ddl}).resync);

@@ -1412,6 +1412,52 @@ TEST_CASE("retry after a filtered run names the tables an earlier run left faile
   CHECK_THAT(none.err, Catch::Contains("the selection (--filter table=ordrs) matched no table"));
 }
 
+TEST_CASE("a run killed between a table's schema change and its rows reports the change") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT);"
+                                 "INSERT INTO t VALUES (1, 'a'), (2, 'b');");
+  write_config(w, "duckdb", "");
+  int rc = -1;
+  const std::string first = flotilla_json(w, {"run"}, &rc)["run_id"];
+  REQUIRE(rc == 0);
+  sqlite_exec(w.file("shop.db"), "ALTER TABLE t ADD COLUMN extra INTEGER;"
+                                 "INSERT INTO t VALUES (3, 'c', 7);");
+  setenv("FLOTILLA_CRASH_AT", "after_ddl", 1);
+  auto crashed = run_flotilla(w, {"run"});
+  unsetenv("FLOTILLA_CRASH_AT");
+  REQUIRE(crashed.exit_code != 0);
+  auto next = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  std::string killed;
+  for (const auto& dir : std::filesystem::directory_iterator(w.path() / ".flotilla" / "runs"))
+    if (dir.path().filename() != next["run_id"].get<std::string>() && dir.path().filename() != first)
+      killed = dir.path().filename().string();
+  REQUIRE_FALSE(killed.empty());
+  std::ifstream json_in(w.path() / ".flotilla" / "runs" / killed / "run.json");
+  REQUIRE(json_in.good());
+  const auto run = nlohmann::json::parse(json_in);
+  INFO(run.dump(2));
+  CHECK(run["status"] == "interrupted");
+  REQUIRE(run["tables"].size() == 1);
+  CHECK(run["tables"][0]["status"] == "failed");
+  CHECK_THAT(run["tables"][0]["error"].get<std::string>(),
+             Catch::Contains("schema change committed on the target and before its rows did"));
+  REQUIRE(run["drift"]["actions_taken"].size() == 1);
+  CHECK(run["drift"]["actions_taken"][0]["column"] == "extra");
+  std::vector<nlohmann::json> events;
+  std::ifstream in(w.path() / ".flotilla" / "runs" / killed / "events.ndjson");
+  for (std::string line; std::getline(in, line);)
+    events.push_back(nlohmann::json::parse(line));
+  std::size_t actions = 0;
+  for (const auto& e : events)
+    actions += e["type"] == "schema_action" ? 1 : 0;
+  CHECK(actions == 1);
+  // The rows: all three, once, after the next run.
+  CHECK(duckdb_query(w.file("wh.duckdb"),
+                     "SELECT count(*), count(DISTINCT id), sum(extra) FROM staging__us_west__shop.t")[0] ==
+        std::vector<std::string>{"3", "3", "7"});
+}
+
 TEST_CASE("the next run writes the events of the tables a killed run committed, under its run id") {
   workdir w;
   std::string sql;
@@ -1445,24 +1491,34 @@ TEST_CASE("the next run writes the events of the tables a killed run committed, 
   std::ifstream in(w.path() / ".flotilla" / "runs" / killed / "events.ndjson");
   for (std::string line; std::getline(in, line);)
     events.push_back(nlohmann::json::parse(line));
-  REQUIRE(events.size() == 6);
+  // Per table: table_started, its schema_action, table_finished. Two committed; a table
+  // whose added column committed before the kill and whose rows did not is listed failed,
+  // with its action (how many depends on how far the others got).
+  REQUIRE(events.size() >= 8);
+  REQUIRE((events.size() - 2) % 3 == 0);
   CHECK(events.front()["type"] == "run_started");
   CHECK(events.back()["type"] == "run_finished");
   CHECK(events.back()["run_finished"]["status"] == "interrupted");
   CHECK(events.back()["run_finished"]["tables_copied"] == 2);
+  const std::size_t listed = (events.size() - 2) / 3;
+  CHECK(events.back()["run_finished"]["tables_failed"] == listed - 2);
   std::uint64_t rows = 0;
-  for (std::size_t i = 1; i + 1 < events.size(); i += 2) {
+  for (std::size_t i = 1; i + 2 < events.size(); i += 3) {
     CHECK(events[i]["run_id"] == killed);
-    CHECK(events[i]["type"] == "schema_action");
-    CHECK(events[i]["schema_action"]["action"] == "add_columns");
-    CHECK(events[i]["schema_action"]["column"] == "extra");
-    CHECK(events[i + 1]["type"] == "table_finished");
-    CHECK(events[i + 1]["table_finished"]["status"] == "copied");
-    CHECK(events[i + 1]["table_finished"]["duration_us"].get<std::int64_t>() < 60'000'000);
-    rows += events[i + 1]["table_finished"]["rows"].get<std::uint64_t>();
+    CHECK(events[i]["type"] == "table_started");
+    CHECK(events[i]["table_started"]["mode"] == "full_refresh");
+    CHECK(events[i + 1]["type"] == "schema_action");
+    CHECK(events[i + 1]["schema_action"]["action"] == "add_columns");
+    CHECK(events[i + 1]["schema_action"]["column"] == "extra");
+    CHECK(events[i + 2]["type"] == "table_finished");
+    const auto status = events[i + 2]["table_finished"]["status"].get<std::string>();
+    CHECK((status == "copied" || status == "failed"));
+    CHECK(events[i + 2]["table_finished"]["duration_us"].get<std::int64_t>() < 60'000'000);
+    if (status == "copied")
+      rows += events[i + 2]["table_finished"]["rows"].get<std::uint64_t>();
   }
   CHECK(rows == 6);
-  CHECK(events.back()["run_finished"]["tables_checked"] == 2);
+  CHECK(events.back()["run_finished"]["tables_checked"] == listed);
   // And its run JSON file: what it committed, status interrupted.
   {
     std::ifstream json_in(w.path() / ".flotilla" / "runs" / killed / "run.json");
@@ -1470,16 +1526,22 @@ TEST_CASE("the next run writes the events of the tables a killed run committed, 
     const auto run = nlohmann::json::parse(json_in);
     CHECK(run["run_id"] == killed);
     CHECK(run["status"] == "interrupted");
-    REQUIRE(run["tables"].size() == 2);
+    REQUIRE(run["tables"].size() == listed);
     std::uint64_t json_rows = 0;
+    std::size_t copied_tables = 0;
     for (const auto& t : run["tables"]) {
-      CHECK(t["status"] == "copied");
       CHECK(t["source"] == "shop");
-      json_rows += t["rows"].get<std::uint64_t>();
+      if (t["status"] == "copied") {
+        ++copied_tables;
+        json_rows += t["rows"].get<std::uint64_t>();
+      } else {
+        CHECK(t["status"] == "failed");
+      }
     }
+    CHECK(copied_tables == 2);
     CHECK(json_rows == 6);
-    CHECK(run["drift"]["tables_checked"] == 2);
-    REQUIRE(run["drift"]["actions_taken"].size() == 2);
+    CHECK(run["drift"]["tables_checked"] == listed);
+    REQUIRE(run["drift"]["actions_taken"].size() == listed);
     CHECK(run["drift"]["actions_taken"][0]["action"] == "add_columns");
     CHECK(run["drift"]["actions_taken"][0]["column"] == "extra");
   }

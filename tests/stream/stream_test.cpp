@@ -731,6 +731,44 @@ TEST_CASE("a review's replay that reaches a change that stops the stream applies
   CHECK_THAT(h.error(), Catch::Contains("stops the stream"));
 }
 
+TEST_CASE("a review's replay held again by a DDL in a transaction with rows around it keeps "
+          "the rows after it for the next review",
+          "[stream]") {
+  fixture f;
+  make_orders(f, "orders", 3);
+  stream_process p(f);
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "3"; }));
+  pg_exec(f.source(), "ALTER TABLE orders RENAME COLUMN id TO order_id");  // held
+  pg_exec(f.source(), "BEGIN; INSERT INTO orders VALUES (4, 'before', 1); ALTER TABLE orders "
+                      "RENAME COLUMN order_id TO oid; INSERT INTO orders VALUES (5, 'after', 1); "
+                      "UPDATE orders SET note = 'changed' WHERE oid = 1; COMMIT");
+  REQUIRE(eventually([&] {
+    auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
+                                                      {.read_only = true});
+    if (!store)
+      return false;
+    auto kept = store->held_change_count("wh", "shop.public.orders");
+    return kept && *kept >= 4;
+  }));
+  (void)submit(f, flotilla::cdc::decision_kind::apply_proposed);
+  // The first replay applies row 4 and is held again at the second rename.
+  REQUIRE(eventually([&] {
+    return hold_state(f) == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW &&
+           hold_of(f).source_change().find("oid") != std::string::npos;
+  }));
+  CHECK(count(f.target(), "st_shop.orders") == "4");
+  (void)submit(f, flotilla::cdc::decision_kind::apply_proposed);
+  // The second applies what its transaction did after the rename.
+  CHECK(eventually([&] {
+    auto r = pg_try_rows(f.target(), "SELECT oid, note FROM st_shop.orders ORDER BY 1");
+    return r && *r == rows{{"1", "changed"}, {"2", "note 2"}, {"3", "note 3"}, {"4", "before"},
+                           {"5", "after"}};
+  }));
+  CHECK(hold_of(f).state() == flotilla::storage::pb::HOLD_STATE_RESUMED);
+  CHECK(p.stop() == 0);
+  INFO(p.err());
+}
+
 TEST_CASE("the stream summary counts only the changes it applied before a stop", "[stream]") {
   fixture f;
   make_orders(f, "orders", 3);
