@@ -480,6 +480,8 @@ void remove_orphan_staged(const config::project& p, const storage::state_store& 
 
 namespace {
 
+std::atomic<bool> schema_changes_noted{false};
+
 /// The schema actions of `plan`, as a table's result keeps them.
 void add_actions(storage::pb::TableResult& result, const engine::table_plan& plan) {
   for (const auto& step : plan.drift.steps) {
@@ -496,31 +498,26 @@ void add_actions(storage::pb::TableResult& result, const engine::table_plan& pla
   }
 }
 
-/// Right after a table's DDL committed on the target, ahead of its rows: the running run's
-/// record lists the table with its schema actions (status "altered"), so that a run
-/// killed before the rows commit still reports the change (publish_interrupted). The
-/// run's final record replaces the entry with the table's result.
+/// Right after a table's DDL committed on the target, ahead of its rows: a note of the
+/// table with its schema actions (status "altered", key altered_key), so that a run killed
+/// before the rows commit still reports the change (publish_interrupted). One small
+/// record per table, in the tables family under a key no source name can begin.
 void record_schema_change(storage::state_store& store, const std::string& run_id,
                           const std::string& source, const std::string& table,
                           const std::string& target, const engine::table_plan& plan) {
-  static std::mutex one_at_a_time;  // read, add, write back
-  std::lock_guard lock(one_at_a_time);
-  auto latest = store.latest_run();
-  if (!latest || !*latest || (*latest)->run_id() != run_id || (*latest)->status() != "running")
-    return;
-  auto& r = **latest;
-  auto* t = r.add_tables();
-  t->set_table(target);
-  t->set_source(source);
-  t->set_source_table(table);
-  t->set_status("altered");
-  t->set_load(std::string(engine::to_string(plan.load)));
-  t->set_run_id(run_id);
-  t->set_started_at_us(now_us());
-  t->set_drift_checked(plan.drift_checked);
-  t->set_drifted(plan.drift.drifted());
-  add_actions(*t, plan);
-  (void)store.put_run(r);  // best effort: the DDL runs either way
+  storage::pb::TableResult t;
+  t.set_table(target);
+  t.set_source(source);
+  t.set_source_table(table);
+  t.set_status("altered");
+  t.set_load(std::string(engine::to_string(plan.load)));
+  t.set_run_id(run_id);
+  t.set_started_at_us(now_us());
+  t.set_drift_checked(plan.drift_checked);
+  t.set_drifted(plan.drift.drifted());
+  add_actions(t, plan);
+  (void)store.put(altered_key(run_id, source + "." + table), t);  // best effort
+  schema_changes_noted.store(true, std::memory_order_relaxed);
 }
 
 /// settings_hash's part that depends on the target only: worked out once per source.
@@ -564,6 +561,19 @@ const events::drift_verdict* drift_verdict_of(const engine::table_outcome& o) {
     return nullptr;
   const auto* v = std::any_cast<std::shared_ptr<const events::drift_verdict>>(&o.gate_detail);
   return v != nullptr ? v->get() : nullptr;
+}
+
+std::string altered_key(std::string_view run_id, std::string_view table_key) {
+  return fmt::format("{}{}/{}", altered_prefix, run_id, table_key);
+}
+
+bool noted_schema_changes() { return schema_changes_noted.load(std::memory_order_relaxed); }
+
+void remove_altered_notes(storage::state_store& store, std::string_view run_id) {
+  auto notes = store.list<storage::pb::TableResult>(fmt::format("{}{}/", altered_prefix, run_id));
+  if (notes)
+    for (const auto& n : *notes)
+      (void)store.remove<storage::pb::TableResult>(n.key);
 }
 
 actors::fleet_spec build_fleet(const config::project& p, const std::vector<config::filter>& filters,

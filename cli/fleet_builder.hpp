@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -50,6 +51,16 @@ struct fleet_options {
 
 /// The source-drift gate's verdict of a table, when the gate ran for it.
 [[nodiscard]] const events::drift_verdict* drift_verdict_of(const engine::table_outcome& o);
+
+/// A run's note of a table whose DDL committed on the target ahead of its rows (status
+/// "altered", in the tables family): "#altered/<run id>/<source>.<table>". No source name
+/// begins with '#', so the notes never meet a table's own result.
+inline constexpr std::string_view altered_prefix = "#altered/";
+[[nodiscard]] std::string altered_key(std::string_view run_id, std::string_view table_key);
+/// Set once this process noted a schema change: its run removes its notes as it ends.
+[[nodiscard]] bool noted_schema_changes();
+/// Removes the notes of run `run_id`.
+void remove_altered_notes(storage::state_store& store, std::string_view run_id);
 
 /// "staging__us_west__shop.orders": the target table as users see it.
 [[nodiscard]] std::string display_name(const dialects::table_ref& t);

@@ -182,18 +182,24 @@ void publish_interrupted(storage::state_store& store, const config::project& pro
     return;
   }
   std::vector<const storage::pb::TableResult*> committed;
+  std::vector<const storage::pb::TableResult*> noted;  // its DDL committed (record_schema_change)
   std::set<std::pair<std::string, std::string>> done;  // (source, source table)
   for (const auto& k : *results)
     if (k.record.run_id() == r.run_id()) {
+      if (k.key.starts_with(altered_prefix)) {
+        noted.push_back(&k.record);
+        continue;
+      }
       committed.push_back(&k.record);
       done.emplace(k.record.source(), k.record.source_table());
     }
   // Tables whose schema change committed on the target (DDL commits ahead of the rows)
   // and whose rows did not: reported failed, with the change.
   std::vector<storage::pb::TableResult> altered;
-  for (const auto& t : r.tables())
-    if (t.status() == "altered" && !done.contains({t.source(), t.source_table()})) {
-      auto& a = altered.emplace_back(t);
+  altered.reserve(noted.size());
+  for (const auto* t : noted)
+    if (!done.contains({t->source(), t->source_table()})) {
+      auto& a = altered.emplace_back(*t);
       a.set_status("failed");
       a.set_error(
           "the run was killed after this table's schema change committed on the target and "
@@ -282,6 +288,7 @@ void close_interrupted(storage::state_store& store, const run_request& req,
     fmt::print(stderr, "warning: the run {} could not be marked interrupted: {}\n", r.run_id(),
                st.error().message);
   publish_interrupted(store, project, r);
+  remove_altered_notes(store, r.run_id());
   if (req.retry_of == r.run_id())
     return;  // `retry` said so already
   fmt::print(stderr,
@@ -575,6 +582,8 @@ int execute_run(const global_options& g, const run_request& a) {
     try {
       tables = run_tables_json(reports);
       record_run(*store, a, run_id, started, summary, reports);
+      if (noted_schema_changes())  // the run's results stand for them now
+        remove_altered_notes(*store, run_id);
       forget_old_runs(*store, *project);
     } catch (const std::exception& e) {
       if (tables.empty())

@@ -12,6 +12,7 @@
 
 #include <libpq-fe.h>
 
+#include "storage/state_store.hpp"
 #include "tests/cli/harness.hpp"
 
 using namespace flotilla::test;
@@ -1452,6 +1453,17 @@ TEST_CASE("a run killed between a table's schema change and its rows reports the
   for (const auto& e : events)
     actions += e["type"] == "schema_action" ? 1 : 0;
   CHECK(actions == 1);
+  // The note of the change is gone once reported, and a run's own once it finished.
+  sqlite_exec(w.file("shop.db"), "ALTER TABLE t ADD COLUMN more INTEGER;");
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  {
+    auto store = flotilla::storage::state_store::open(w.path() / ".flotilla" / "state",
+                                                      {.read_only = true});
+    REQUIRE(store);
+    auto notes = store->list<flotilla::storage::pb::TableResult>("#altered/");
+    REQUIRE(notes);
+    CHECK(notes->empty());
+  }
   // The rows: all three, once, after the next run.
   CHECK(duckdb_query(w.file("wh.duckdb"),
                      "SELECT count(*), count(DISTINCT id), sum(extra) FROM staging__us_west__shop.t")[0] ==
