@@ -19,6 +19,14 @@ using namespace flotilla::test;
 
 namespace {
 
+/// The run directory under .flotilla/runs that is none of `known`: a killed run's.
+std::string other_run(const workdir& w, const std::set<std::string>& known) {
+  for (const auto& dir : std::filesystem::directory_iterator(w.path() / ".flotilla" / "runs"))
+    if (!known.contains(dir.path().filename().string()))
+      return dir.path().filename().string();
+  return {};
+}
+
 const char* k_orders_sql = R"(
 CREATE TABLE orders (id INTEGER PRIMARY KEY, status TEXT, amount DECIMAL(10,2),
                      qty INTEGER, note TEXT, updated_at TIMESTAMP);
@@ -1429,10 +1437,7 @@ TEST_CASE("a run killed between a table's schema change and its rows reports the
   REQUIRE(crashed.exit_code != 0);
   auto next = flotilla_json(w, {"run"}, &rc);
   CHECK(rc == 0);
-  std::string killed;
-  for (const auto& dir : std::filesystem::directory_iterator(w.path() / ".flotilla" / "runs"))
-    if (dir.path().filename() != next["run_id"].get<std::string>() && dir.path().filename() != first)
-      killed = dir.path().filename().string();
+  const std::string killed = other_run(w, {first, next["run_id"].get<std::string>()});
   REQUIRE_FALSE(killed.empty());
   std::ifstream json_in(w.path() / ".flotilla" / "runs" / killed / "run.json");
   REQUIRE(json_in.good());
@@ -1495,10 +1500,7 @@ TEST_CASE("the next run writes the events of the tables a killed run committed, 
   // The killed run's directory now holds its events: the two committed tables (each its
   // added column and its result), then run_finished with status interrupted.
   std::vector<nlohmann::json> events;
-  std::string killed;
-  for (const auto& dir : std::filesystem::directory_iterator(w.path() / ".flotilla" / "runs"))
-    if (dir.path().filename() != next["run_id"].get<std::string>() && dir.path().filename() != first)
-      killed = dir.path().filename().string();
+  const std::string killed = other_run(w, {first, next["run_id"].get<std::string>()});
   REQUIRE_FALSE(killed.empty());
   std::ifstream in(w.path() / ".flotilla" / "runs" / killed / "events.ndjson");
   for (std::string line; std::getline(in, line);)

@@ -436,6 +436,16 @@ std::string submit(const fixture& f, flotilla::cdc::decision_kind kind, std::str
                                        {"", "wh", "shop.public.orders", {kind, std::move(ddl)}});
 }
 
+/// The changes kept for the held orders table, 0 while none or unreadable (for polling).
+std::uint64_t kept_count(const fixture& f) {
+  auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
+                                                    {.read_only = true});
+  if (!store)
+    return 0;
+  auto kept = store->held_change_count("wh", "shop.public.orders");
+  return kept ? *kept : 0;
+}
+
 /// The hold's state, or UNSPECIFIED while there is none (no assertions: for polling).
 flotilla::storage::pb::HoldState hold_state(const fixture& f) {
   auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
@@ -710,14 +720,7 @@ TEST_CASE("a review's replay that reaches a change that stops the stream applies
                       "'after', '2'); COMMIT");
   // Every change after the rename is kept (row 4, then row 5, the type change and row 6),
   // before the review is decided.
-  REQUIRE(eventually([&] {
-    auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
-                                                      {.read_only = true});
-    if (!store)
-      return false;
-    auto kept = store->held_change_count("wh", "shop.public.orders");
-    return kept && *kept >= 4;
-  }));
+  REQUIRE(eventually([&] { return kept_count(f) >= 4; }));
   REQUIRE(hold_state(f) == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW);
   (void)submit(f, flotilla::cdc::decision_kind::apply_proposed);
   // The replay applies row 4 and stops before the transaction of the type change: row 5,
@@ -742,14 +745,7 @@ TEST_CASE("a review's replay held again by a DDL in a transaction with rows arou
   pg_exec(f.source(), "BEGIN; INSERT INTO orders VALUES (4, 'before', 1); ALTER TABLE orders "
                       "RENAME COLUMN order_id TO oid; INSERT INTO orders VALUES (5, 'after', 1); "
                       "UPDATE orders SET note = 'changed' WHERE oid = 1; COMMIT");
-  REQUIRE(eventually([&] {
-    auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
-                                                      {.read_only = true});
-    if (!store)
-      return false;
-    auto kept = store->held_change_count("wh", "shop.public.orders");
-    return kept && *kept >= 4;
-  }));
+  REQUIRE(eventually([&] { return kept_count(f) >= 4; }));
   (void)submit(f, flotilla::cdc::decision_kind::apply_proposed);
   // The first replay applies row 4 and is held again at the second rename.
   REQUIRE(eventually([&] {
