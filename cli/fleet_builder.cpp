@@ -763,6 +763,21 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       const sources::shape_hash target_hash = target_settings_hash(*target);
       std::unordered_map<std::string, std::string_view> taken;  // claim -> key
       taken.reserve(selected.size());
+      // A run notes each table whose DDL commits ahead of its rows: one function for the
+      // source's tables, each job holding a pointer to it.
+      std::shared_ptr<const std::function<void(const engine::table_job&, const engine::table_plan&)>>
+          note_schema_change;
+      if (store != nullptr && !plan_only)
+        note_schema_change = std::make_shared<
+            const std::function<void(const engine::table_job&, const engine::table_plan&)>>(
+            [store, run_id](const engine::table_job& job, const engine::table_plan& plan) {
+              record_schema_change(*store, run_id, job.source_name, job.table.qualified(),
+                                   display_name(job.target), plan);
+              // Fault injection for the crash tests: killed between the DDL and the rows.
+              if (const char* c = std::getenv("FLOTILLA_CRASH_AT");
+                  c != nullptr && std::string_view(c) == "after_ddl")
+                std::raise(SIGKILL);
+            });
       // This source's tables that were listed but not selected (a retry's, a filter's).
       std::optional<std::unordered_set<std::string>> unselected;
       if (restricted && store != nullptr) {
@@ -918,15 +933,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         if (gate_applies && plan_only)  // plan says what the gate would decide
           ts.job.gate = make_drift_gate(store, policy.on_source_drift, src->name, name, run_id,
                                         read_hints(), true);
-        if (store != nullptr && !plan_only)
-          ts.job.after_ddl = [store, run_id, source = src->name, table = name,
-                              target = display_name(ts.job.target)](const engine::table_plan& plan) {
-            record_schema_change(*store, run_id, source, table, target, plan);
-            // Fault injection for the crash tests: killed between the DDL and the rows.
-            if (const char* c = std::getenv("FLOTILLA_CRASH_AT");
-                c != nullptr && std::string_view(c) == "after_ddl")
-              std::raise(SIGKILL);
-          };
+        ts.job.after_ddl = note_schema_change;
         if (gated) {
           ts.job.gate = make_drift_gate(store, policy.on_source_drift, src->name, name, run_id,
                                         read_hints(), false);

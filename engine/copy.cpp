@@ -637,7 +637,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
         wh.execute(plan.ddl);
         out.ddl_applied = true;
         if (job.after_ddl)
-          job.after_ddl(plan);
+          (*job.after_ddl)(job, plan);
       }
       sinks::load_request req;
       req.target = job.target;

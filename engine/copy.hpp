@@ -85,7 +85,8 @@ struct table_job {
   /// Called right after the plan's DDL committed on the target, which runs it on its own,
   /// ahead of the rows: the run records the schema change, so that a run killed between
   /// the two still reports it. May be empty.
-  std::function<void(const table_plan&)> after_ddl;
+  /// Shared by a source's tables: one pointer copy per table.
+  std::shared_ptr<const std::function<void(const table_job&, const table_plan&)>> after_ddl;
   /// Set (retry): load this staged data instead of extracting; `gate` is then asked with
   /// reused = true.
   std::optional<staged_input> reuse;
