@@ -1767,6 +1767,44 @@ class source_stream {
       o_.progress->changes += b.changes;
   }
 
+  /// Puts the table back in the publication when it is not there: dropping a table takes
+  /// it out, so a table dropped and created again while it was held (the drop kept in its
+  /// queue) would be copied by its resync and then never streamed. Committed before the
+  /// resync's snapshot, so every change after that snapshot is published.
+  void ensure_published(const table_state& t) {
+    const auto dot = t.name.find('.');
+    const std::string schema = t.name.substr(0, dot), table = t.name.substr(dot + 1);
+    if (!source_
+             ->query(fmt::format("SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname "
+                                 "= {} AND schemaname = {} AND tablename = {}",
+                                 pg_literal(publication_), pg_literal(schema), pg_literal(table)))
+             .empty())
+      return;
+    const std::string qualified = pg_ident(schema) + "." + pg_ident(table);
+    source_->exec(
+        fmt::format("ALTER PUBLICATION {} ADD TABLE {}", pg_ident(publication_), qualified));
+    // Created again without a primary key: its updates and deletes need the whole row.
+    if (source_
+            ->query(fmt::format("SELECT 1 FROM pg_catalog.pg_index WHERE indrelid = {}::regclass "
+                                "AND indisprimary",
+                                pg_literal(qualified)))
+            .empty())
+      identify_rows(t.name);
+  }
+
+  /// The table's changes arrive under its oid: a table dropped and created again has a
+  /// new one, whose changes (and DDL) the stream routes to it from now on.
+  void follow_relid(table_state& t, std::uint32_t relid) {
+    const auto index = by_name_.find(t.name);
+    if (relid == 0 || relid == t.relid || index == by_name_.end())
+      return;
+    if (auto old = by_relid_.find(t.relid); old != by_relid_.end() && old->second == index->second)
+      by_relid_.erase(old);
+    t.relid = relid;
+    tables_[index->second].relid = relid;
+    by_relid_[relid] = index->second;
+  }
+
   /// Copies the table again while the other tables wait for this batch boundary: a
   /// temporary slot's snapshot gives the copy and the position the table rejoins at.
   void resync(table_state& t, const review& r) {
@@ -1777,6 +1815,8 @@ class source_stream {
       throw std::runtime_error(fmt::format("source '{}': the review of '{}' vanished during its "
                                            "resync", src_.name, t.name));
     try {
+      // Before the snapshot: the table's changes after it must reach the stream.
+      ensure_published(t);
       replication_connection temp(src_.dsn, src_.name);
       const std::string temp_slot = slot_.substr(0, 40) + "_resync";
       created_slot snap = temp.create_slot(temp_slot, true, [this] { return cancelled(); });
@@ -1786,6 +1826,7 @@ class source_stream {
       for (auto& row : copy.query(catalog_columns_sql({t.name}))) {
         t.columns = parse_columns_json(row[3].value_or("[]"));
         t.layout = layout_of(t.columns);
+        follow_relid(t, static_cast<std::uint32_t>(std::stoul(row[0].value_or("0"))));
       }
       if (!target_) {
         batch b;
