@@ -26,6 +26,28 @@ namespace {
 namespace fs = std::filesystem;
 using keys = std::vector<std::string_view>;
 
+/// "CSV", "Parquet" or "JSON" when `path` names a data file by its extension (compressed
+/// or not), which DuckDB opens as an in-memory database over the file; empty otherwise.
+std::string data_file_kind(std::string_view path) {
+  fs::path p{std::string(path)};
+  auto ext = [](const fs::path& q) {
+    std::string e = q.extension().string();
+    std::transform(e.begin(), e.end(), e.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return e;
+  };
+  std::string e = ext(p);
+  if (e == ".gz" || e == ".zst" || e == ".bz2" || e == ".lz4" || e == ".xz")
+    e = ext(p.stem());
+  if (e == ".csv" || e == ".tsv")
+    return "CSV";
+  if (e == ".parquet")
+    return "Parquet";
+  if (e == ".json" || e == ".jsonl" || e == ".ndjson")
+    return "JSON";
+  return "";
+}
+
 // ---- the keys each section accepts ---------------------------------------------------
 
 const keys top_keys{"project", "targets", "sources", "resilience", "policy", "events", "io"};
@@ -574,6 +596,15 @@ class loader {
       if (const auto* n = t.get("dsn"))
         report(errc::not_applicable, n->source(), key_path_append(path, "dsn"), render(*n), "path",
                fmt::format("dsn does not apply to a {} target; use path", tc.dialect));
+      if (file && tc.dialect == "duckdb") {
+        if (auto kind = data_file_kind(*file); !kind.empty())
+          report(errc::invalid_value, t.get("path")->source(), key_path_append(path, "path"),
+                 *file, "a DuckDB database file, e.g. warehouse.duckdb",
+                 fmt::format("target '{}' (duckdb) names a {} file: DuckDB opens such a path as "
+                             "an in-memory database over that file, so nothing loaded into it "
+                             "would be kept; name a database file instead (warehouse.duckdb)",
+                             name, kind));
+      }
     } else if (!tc.dialect.empty()) {
       if (tc.dialect == "postgres" && !t.contains("dsn"))
         report(errc::missing_key, t.source(), key_path_append(path, "dsn"), "",

@@ -668,3 +668,30 @@ TEST_CASE("a diagnostic prints as file:line:column, code, key, message and allow
         "/w/flotilla.toml:6:11: error FLT-C005: sources.s.adapter: unknown adapter 'sqllite'; did "
         "you mean 'sqlite'? (allowed: sqlite, duckdb, postgres, csv, json)");
 }
+
+TEST_CASE("a duckdb target whose path names a CSV Parquet or JSON file is refused") {
+  for (const std::string path : {"wh.csv", "out/WH.Parquet", "events.ndjson.gz", "t.json"}) {
+    auto r = load(fmt::format(R"toml(
+[targets.wh]
+dialect = "duckdb"
+path = "{}"
+)toml", path));
+    INFO(path);
+    const auto& d = expect(r, errc::invalid_value, "targets.wh.path");
+    CHECK(d.value == path);
+    CHECK(d.message.find("in-memory") != std::string::npos);
+    CHECK(d.message.find("warehouse.duckdb") != std::string::npos);
+  }
+  for (const std::string path : {"wh.duckdb", "wh.db", "csv", "data.csv.duckdb"}) {
+    auto r = load(fmt::format(R"toml(
+[targets.wh]
+dialect = "duckdb"
+path = "{}"
+)toml", path));
+    INFO(all_messages(r));
+    CHECK(find_code(r, errc::invalid_value) == nullptr);
+  }
+  // A SQLite target's file is opened as a database whatever its name.
+  auto r = load("[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.csv\"\n");
+  CHECK(find_code(r, errc::invalid_value) == nullptr);
+}
