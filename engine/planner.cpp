@@ -469,7 +469,9 @@ struct planner {
       const column* l = live.find(col.name, rule);
       const bool pinned = find_declared(settings, col.name, rule) != nullptr;
       if (l == nullptr) {
-        if (settings.enforced && pinned) {
+        // A declared column is asked for by name: it loads whatever on_schema_change says
+        // of columns new in the source (docs/schema-changes.md, "Which columns load").
+        if (pinned) {
           column added = col;
           added.nullable = true;
           added.key = false;
@@ -477,7 +479,10 @@ struct planner {
           d.steps.push_back({evolution_action::add_columns, col.name,
                              fmt::format("column '{}' added as {}", col.name,
                                          dialect.physical_type(col.type)),
-                             fmt::format("contract = enforced ({}) declares it", settings.contract_from),
+                             settings.enforced
+                                 ? fmt::format("contract = enforced ({}) declares it",
+                                               settings.contract_from)
+                                 : std::string("the table's columns declare it"),
                              std::nullopt, col.type});
           continue;
         }

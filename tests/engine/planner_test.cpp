@@ -601,3 +601,30 @@ TEST_CASE("names a target would take for one column, and key settings naming no 
   REQUIRE(p.error);
   CHECK_THAT(p.error->reason, Catch::StartsWith("cursor_column 'updated_at' is not among"));
 }
+
+TEST_CASE("a declared column new in the source is added whatever on_schema_change says") {
+  auto d = *dialects::make_dialect("duckdb");
+  const auto live = S({{"id", T("int")}, {"v", T("text")}});
+  const auto source = S({{"id", T("int")}, {"v", T("text")}, {"c", T("text")}, {"e", T("int")}});
+  for (auto rule : {engine::new_column_rule::ignore, engine::new_column_rule::fail}) {
+    engine::table_settings st;
+    st.on_schema_change = rule;
+    st.declared = {{"c", T("text")}};
+    auto p = engine::plan_table(source, live, engine::target_state::present, *d, orders, st);
+    if (rule == engine::new_column_rule::fail) {
+      // The undeclared new column still stops the table, and only it.
+      REQUIRE(p.error.has_value());
+      CHECK(p.error->code == "FLT-S003");
+      CHECK(p.error->column == "e");
+      continue;
+    }
+    REQUIRE_FALSE(p.error.has_value());
+    REQUIRE(p.load_columns.find("c", schema::name_rule::case_insensitive) != nullptr);
+    CHECK(p.load_columns.find("e", schema::name_rule::case_insensitive) == nullptr);
+    const auto& add = p.drift.columns_to_add;
+    REQUIRE(add.size() == 1);
+    CHECK(add[0].name == "c");
+    REQUIRE_FALSE(p.drift.steps.empty());
+    CHECK(p.drift.steps[0].decided_by == "the table's columns declare it");
+  }
+}
