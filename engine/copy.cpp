@@ -380,7 +380,7 @@ incremental_start resume_from(sinks::warehouse& wh, const table_job& job) {
       else if (auto committed = watermark_of(*token, cursor_column))
         out.watermark = std::move(committed);
     }
-  const auto* cursor = job.table.columns.find(cursor_column, schema::name_rule::case_insensitive);
+  const auto* cursor = job.table.columns.resolve(cursor_column);
   if (cursor)
     out.cursor_family = cursor_family(cursor->type);
   if (out.watermark && cursor && !job.watermark_family.empty() &&

@@ -257,12 +257,28 @@ struct planner {
     for (const auto& c : loaded)
       list += (list.empty() ? "" : ", ") + c.name;
     const auto missing = [&](const std::string& key, const std::string& column) {
-      if (p.load_columns.find(column, schema::name_rule::case_insensitive) == nullptr)
+      if (p.load_columns.find(column, schema::name_rule::case_sensitive) != nullptr)
+        return;
+      if (const std::size_t n = p.load_columns.count_folded(column); n > 1) {
+        // Two columns differing only by case (PostgreSQL): which one is meant is a guess,
+        // and a wrong cursor loses rows.
+        std::string alike;
+        for (const auto& c : loaded)
+          if (schema::same_name(c.name, column, schema::name_rule::case_insensitive))
+            alike += (alike.empty() ? "'" : ", '") + c.name + "'";
+        fail("FLT-S010",
+             fmt::format("{} '{}' matches {} loaded columns ({}), which differ only by case; "
+                         "spell it exactly as one of them in the table's section of "
+                         "flotilla.toml",
+                         key, column, n, alike),
+             column);
+      } else if (n == 0) {
         fail("FLT-S010",
              fmt::format("{} '{}' is not among the table's loaded columns ({}); set it to one of "
                          "them in the table's section of flotilla.toml",
                          key, column, list),
              column);
+      }
     };
     // A name the target would cut could make two tables or columns one, silently.
     if (const std::size_t limit = dialect.max_identifier_bytes(); limit != 0) {

@@ -30,6 +30,19 @@ const column* table_schema::find(std::string_view name, name_rule rule) const {
   return nullptr;
 }
 
+const column* table_schema::resolve(std::string_view name) const {
+  if (const column* exact = find(name, name_rule::case_sensitive))
+    return exact;
+  return count_folded(name) == 1 ? find(name, name_rule::case_insensitive) : nullptr;
+}
+
+std::size_t table_schema::count_folded(std::string_view name) const {
+  std::size_t n = 0;
+  for (const auto& c : columns)
+    n += same_name(c.name, name, name_rule::case_insensitive) ? 1 : 0;
+  return n;
+}
+
 std::vector<std::string> table_schema::key() const {
   std::vector<std::string> out;
   for (const auto& c : columns)

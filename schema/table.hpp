@@ -31,6 +31,11 @@ struct table_schema {
   std::vector<column> columns;  ///< in table order
 
   [[nodiscard]] const column* find(std::string_view name, name_rule rule) const;
+  /// A name from flotilla.toml (cursor_column, unique_key): the column spelled exactly so,
+  /// else the only one matching it ignoring case; nullptr when none or several match.
+  [[nodiscard]] const column* resolve(std::string_view name) const;
+  /// How many columns match `name` ignoring case.
+  [[nodiscard]] std::size_t count_folded(std::string_view name) const;
   /// Names of the key columns, in table order.
   [[nodiscard]] std::vector<std::string> key() const;
 

@@ -628,3 +628,36 @@ TEST_CASE("a declared column new in the source is added whatever on_schema_chang
     CHECK(p.drift.steps[0].decided_by == "the table's columns declare it");
   }
 }
+
+TEST_CASE("a cursor_column or unique_key matching two columns that differ only by case fails") {
+  auto d = *dialects::make_dialect("postgres");
+  const auto source = S({{"id", T("int"), true}, {"Seq", T("int")}, {"seq", T("int")},
+                         {"Kx", T("int")}, {"kx", T("int")}});
+  engine::table_settings st;
+  st.cursor_column = "SEQ";
+  auto p = engine::plan_table(source, std::nullopt, engine::target_state::absent, *d, orders, st);
+  REQUIRE(p.error.has_value());
+  CHECK(p.error->code == "FLT-S010");
+  CHECK_THAT(p.error->reason, Catch::Contains("cursor_column 'SEQ' matches 2 loaded columns "
+                                              "('Seq', 'seq')") &&
+                                  Catch::Contains("spell it exactly"));
+  // Spelled exactly, it is that column, though another differs from it only by case.
+  st.cursor_column = "seq";
+  p = engine::plan_table(source, std::nullopt, engine::target_state::absent, *d, orders, st);
+  INFO((p.error ? p.error->reason : ""));
+  CHECK_FALSE(p.error.has_value());
+  st.unique_key = {"KX"};
+  p = engine::plan_table(source, std::nullopt, engine::target_state::absent, *d, orders, st);
+  REQUIRE(p.error.has_value());
+  CHECK(p.error->code == "FLT-S010");
+  CHECK_THAT(p.error->reason, Catch::Contains("unique_key column 'KX' matches 2"));
+  // One column in another case is that column.
+  const auto one = S({{"id", T("int"), true}, {"seq", T("int")}});
+  st = {};
+  st.cursor_column = "SEQ";
+  p = engine::plan_table(one, std::nullopt, engine::target_state::absent, *d, orders, st);
+  CHECK_FALSE(p.error.has_value());
+  CHECK(one.resolve("SEQ") == &one.columns[1]);
+  CHECK(source.resolve("SEQ") == nullptr);
+  CHECK(source.resolve("seq") == &source.columns[2]);
+}
