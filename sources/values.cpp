@@ -337,11 +337,37 @@ std::optional<std::string> decimal_from_double(double v, int scale) {
         return format_scaled(static_cast<std::int64_t>(n), scale);
     }
   }
-  char buf[512];
-  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
+  // The shortest round-trip digits, as scientific text (1e+23, not the double's exact
+  // 99999999999999991611392: fixed notation's "shortest" counts the zeros too), written
+  // out without the exponent.
+  char buf[64];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
   if (ec != std::errc{})
     return std::nullopt;
-  return normalize_decimal(std::string_view(buf, static_cast<std::size_t>(p - buf)), scale);
+  const std::string_view sci(buf, static_cast<std::size_t>(p - buf));
+  const auto e = sci.find('e');
+  if (e == std::string_view::npos)
+    return std::nullopt;
+  std::string digits;
+  const bool negative = sci.front() == '-';
+  for (char c : sci.substr(0, e))
+    if (c >= '0' && c <= '9')
+      digits.push_back(c);
+  int exponent = 0;
+  std::from_chars(sci.data() + e + 1 + (sci[e + 1] == '+' ? 1 : 0), sci.data() + sci.size(),
+                  exponent);
+  // digits = d0 d1 d2 ... with the point after d0, moved by the exponent.
+  const long point = 1L + exponent;
+  std::string plain = negative ? "-" : "";
+  if (point <= 0) {
+    plain += "0." + std::string(static_cast<std::size_t>(-point), '0') + digits;
+  } else if (static_cast<std::size_t>(point) >= digits.size()) {
+    plain += digits + std::string(static_cast<std::size_t>(point) - digits.size(), '0');
+  } else {
+    plain += digits.substr(0, static_cast<std::size_t>(point)) + "." +
+             digits.substr(static_cast<std::size_t>(point));
+  }
+  return normalize_decimal(plain, scale);
 }
 
 std::string shortest_double(double v) {

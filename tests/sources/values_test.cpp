@@ -48,6 +48,13 @@ TEST_CASE("a double becomes the decimal its shortest text spells") {
   CHECK(decimal_from_double(12.34, 2) == "12.34");
   CHECK(decimal_from_double(-7.25, 1) == "-7.3");
   CHECK(decimal_from_double(1e20, 0) == "100000000000000000000");
+  // Beyond 2^53 too: the shortest digits, not the double's exact binary expansion.
+  CHECK(decimal_from_double(1e23, 2) == "100000000000000000000000.00");
+  CHECK(decimal_from_double(1e28, 10) == "10000000000000000000000000000.0000000000");
+  CHECK(decimal_from_double(-1.2345e22, 1) == "-12345000000000000000000.0");
+  CHECK(decimal_from_double(1.5e-7, 10) == "0.0000001500");
+  CHECK(decimal_from_double(123456789012345.67, 2) == "123456789012345.67");
+  CHECK(decimal_from_double(0.5e-20, 2) == "0.00");
   CHECK_FALSE(decimal_from_double(std::numeric_limits<double>::quiet_NaN(), 2).has_value());
   CHECK_FALSE(decimal_from_double(std::numeric_limits<double>::infinity(), 2).has_value());
 }
