@@ -143,7 +143,8 @@ std::string check_written(const config::project& p,
 std::string write_into_config(const std::string& path,
                               const std::vector<config::table_declaration>& decls,
                               const std::vector<std::string>& catalog_names,
-                              std::vector<config::declaration_edit>& edits) {
+                              std::vector<config::declaration_edit>& edits, bool& changed) {
+  changed = false;
   std::string original;
   try {
     original = read_text(path);
@@ -161,6 +162,11 @@ std::string write_into_config(const std::string& path,
       fmt::print(stderr, "{}\n", config::format(d));
     return fmt::format("{} was not changed: the declarations would not load", path);
   }
+  edits = edited->edits;
+  // The file declares all of it already: left alone, not rewritten (same bytes, new inode).
+  if (edited->text == original)
+    return "";
+  changed = true;
   if (auto w = config::write_file_atomically(path, edited->text); !w)
     return fmt::format("{} was not changed: {}", path, w.error().message);
   auto reloaded = config::load_project(path);
@@ -266,14 +272,19 @@ int do_generate(const global_options& g, const contract_args& a) {
   for (const auto& d : decls)
     proposal += (proposal.empty() ? "" : "\n") + config::declaration_section(d);
 
-  bool written = false;
+  bool written = false, unchanged = false;
   std::vector<config::declaration_edit> edits;
   if (a.write && !decls.empty()) {
-    if (auto problem = write_into_config(g.config_path, decls, catalog_names, edits);
+    bool changed = false;
+    if (auto problem = write_into_config(g.config_path, decls, catalog_names, edits, changed);
         !problem.empty()) {
       fmt::print(stderr, "error: {}\n", problem);
       errors.push_back({{"config", g.config_path}, {"error", problem}});
       failed = true;
+    } else if (!changed) {
+      unchanged = true;
+      for (std::size_t i = 0; i < decls.size(); ++i)
+        tables[rows[i]]["edit"] = "unchanged";
     } else {
       written = true;
       for (std::size_t i = 0; i < edits.size(); ++i)
@@ -289,6 +300,9 @@ int do_generate(const global_options& g, const contract_args& a) {
     fmt::print("{}\n", j.dump(2));
   } else if (!a.write) {
     fmt::print("{}", proposal);
+  } else if (unchanged) {
+    fmt::print("{} already declares these {} table(s) as proposed; nothing written\n",
+               g.config_path, decls.size());
   } else if (written) {
     fmt::print("Wrote {} declaration(s) to {}\n", decls.size(), g.config_path);
     for (std::size_t i = 0; i < decls.size(); ++i)

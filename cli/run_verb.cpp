@@ -21,6 +21,7 @@
 #include "cli/run_output.hpp"
 #include "cli/stop_signals.hpp"
 #include "cli/verbs.hpp"
+#include "config/errc.hpp"
 #include "config/selection.hpp"
 #include "engine/heap.hpp"
 #include "events/event.hpp"
@@ -514,12 +515,19 @@ bool refuse_plan_only_targets(const config::project& p,
     const auto* target = p.target_of(s);
     if (target == nullptr || target->executed || !config::source_may_match(s, filters))
       continue;
-    fmt::print(stderr,
-               "error: source '{}' loads into target '{}', a {} warehouse, which Flotilla "
-               "plans for but does not connect to: `flotilla plan` shows the SQL for it. "
-               "Leave the source out of the run with --filter, or point it at a duckdb, "
-               "postgres or sqlite target\n",
-               s.name, target->name, target->dialect);
+    config::diagnostic d;
+    d.code = config::errc::plan_only_target;
+    d.file = p.config_path;
+    d.line = s.at.line;
+    d.column = s.at.column;
+    d.key = config::key_path({"sources", s.name});
+    d.value = target->name;
+    d.message = fmt::format(
+        "source '{}' loads into target '{}', a {} warehouse, which Flotilla plans for but "
+        "does not connect to: `flotilla plan` shows the SQL for it. Leave the source out of "
+        "the run with --filter, or point it at a duckdb, postgres or sqlite target",
+        s.name, target->name, target->dialect);
+    fmt::print(stderr, "{}\n", config::format(d));
     refused = true;
   }
   return refused;
@@ -572,6 +580,12 @@ int execute_run(const global_options& g, const run_request& a) {
                  "warning: the selection (--filter {}) matched no table of any source; nothing "
                  "was copied\n",
                  fmt::join(a.filters, " --filter "));
+    else if (tables_seen == 0 && a.only.empty())
+      fmt::print(stderr, "warning: {}; nothing was copied\n",
+                 project->sources.empty()
+                     ? "the configuration has no [sources]"
+                     : "the configuration selects no table of any source (each source's "
+                       "include and exclude patterns match none of its tables)");
   }
   // The run record and the run JSON's table rows do not depend on the events: a second
   // thread writes them while the events are published (for a large fleet these are most

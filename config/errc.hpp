@@ -37,6 +37,7 @@ enum class errc : std::uint8_t {
   excluded_section = 22,      ///< FLT-C022 (warning) exclude removes a table that has a section
   filter_selects_nothing = 23,  ///< FLT-C023 --filter values that no source matches
   environment_variable = 24,  ///< FLT-C024 a ${VAR} placeholder whose variable is not set
+  plan_only_target = 25,      ///< FLT-C025 `run` selects a source loading into a plan-only target
 };
 
 enum class severity : std::uint8_t { error, warning };

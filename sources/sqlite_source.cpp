@@ -587,6 +587,8 @@ class sqlite_source final : public source {
   void check_cursor_text_forms(sqlite3* db, const std::string& table, const std::string& column,
                                const std::optional<std::string>& after) const {
     const std::string c = quote_ident(column), t = quote_ident(table);
+    if (after)
+      check_cursor_offsets(db, table, column, *after);
     statement stmt(db, fmt::format("SELECT (SELECT {0} FROM {1} WHERE substr({0}, 11, 1) = 'T' "
                                    "LIMIT 1), (SELECT {0} FROM {1} WHERE substr({0}, 11, 1) = "
                                    "' ' LIMIT 1)",
@@ -607,6 +609,77 @@ class sqlite_source final : public source {
                     "SET {1} = substr({1}, 1, 10) || '{2}' || substr({1}, 12) WHERE substr({1}, "
                     "11, 1) = '{3}'), or use another cursor_column",
                     t, c, space ? " " : "T", space ? "T" : " "));
+  }
+
+  /// The UTC offset an ISO text timestamp ends with (`+02:00`, `+0200`, `+02`, `Z`), as
+  /// `+HH:MM`; '' for none. SQL over `x`.
+  static std::string offset_sql(const std::string& x) {
+    return fmt::format(
+        "(CASE WHEN typeof({0}) <> 'text' OR length({0}) <= 16 THEN '' "
+        "WHEN substr({0}, -1) IN ('Z', 'z') THEN '+00:00' "
+        "WHEN length({0}) > 21 AND substr({0}, -6, 1) IN ('+', '-') AND substr({0}, -3, 1) = ':' "
+        "THEN substr({0}, -6) "
+        "WHEN length({0}) > 20 AND substr({0}, -5, 1) IN ('+', '-') "
+        "THEN substr({0}, -5, 3) || ':' || substr({0}, -2) "
+        "WHEN length({0}) > 18 AND substr({0}, -3, 1) IN ('+', '-') THEN substr({0}, -3) || ':00' "
+        "ELSE '' END)",
+        x);
+  }
+
+  /// ISO text timestamps compare as text in SQLite, so values with different UTC offsets
+  /// order by their local times: `09:30+00:00` sorts before a watermark of `10:00+02:00`
+  /// (08:00 UTC) though it is a later instant. A row whose offset differs from the
+  /// watermark's could sort before it and never be copied: the read fails naming one,
+  /// instead of skipping it silently.
+  void check_cursor_offsets(sqlite3* db, const std::string& table, const std::string& column,
+                            const std::string& after) const {
+    const std::string c = quote_ident(column), t = quote_ident(table);
+    statement stmt(db, fmt::format("SELECT {0}, {1} FROM {2} WHERE typeof({0}) = 'text' AND "
+                                   "{1} <> {3} LIMIT 1",
+                                   c, offset_sql(c), t, offset_sql("?1")));
+    if (stmt.prepare_rc() != SQLITE_OK)
+      return;
+    sqlite3_bind_text(stmt.get(), 1, after.data(), static_cast<int>(after.size()),
+                      SQLITE_TRANSIENT);
+    if (sqlite3_step(stmt.get()) != SQLITE_ROW)
+      return;
+    const std::string other = as_text(stmt.get(), 1);
+    // The fix stores every value at the watermark's offset, in its form ('T' or space, a
+    // fraction or none), so that the watermark keeps comparing as it should.
+    std::string wm_offset;
+    {
+      statement off(db, fmt::format("SELECT {}", offset_sql("?1")));
+      if (off.prepare_rc() == SQLITE_OK) {
+        sqlite3_bind_text(off.get(), 1, after.data(), static_cast<int>(after.size()),
+                          SQLITE_TRANSIENT);
+        if (sqlite3_step(off.get()) == SQLITE_ROW)
+          wm_offset = as_text(off.get(), 0);
+      }
+    }
+    int minutes = 0;
+    if (wm_offset.size() == 6)
+      minutes = (wm_offset[0] == '-' ? -1 : 1) *
+                (std::stoi(wm_offset.substr(1, 2)) * 60 + std::stoi(wm_offset.substr(4, 2)));
+    const std::string layout = fmt::format(
+        "%Y-%m-%d{}%H:%M:{}", after.size() > 10 && after[10] == 'T' ? "T" : " ",
+        after.find('.') != std::string::npos ? "%f" : "%S");
+    const std::string fix =
+        wm_offset.empty()
+            ? fmt::format("UPDATE {0} SET {1} = strftime('{2}', {1}) WHERE typeof({1}) = 'text'",
+                          t, c, layout)
+            : fmt::format("UPDATE {0} SET {1} = strftime('{2}', {1}, '{3:+} minutes') || '{4}' "
+                          "WHERE typeof({1}) = 'text' AND substr({1}, -6) <> '{4}'",
+                          t, c, layout, minutes, wm_offset);
+    throw error::read_failed(
+        options_.name, table, options_.path,
+        fmt::format("cursor column '{}' holds timestamps with different UTC offsets ('{}', "
+                    "offset {}, beside the watermark '{}'), which SQLite compares as text, by "
+                    "their local times: a later instant can sort before the watermark and "
+                    "never be copied",
+                    column, as_text(stmt.get(), 0), other.empty() ? "none" : other, after),
+        fmt::format("store every value of the column at the watermark's offset ({}), in its "
+                    "form, at the source ({}), or use another cursor_column",
+                    wm_offset.empty() ? "none: UTC" : wm_offset, fix));
   }
 
   /// SQLite orders every number before every text, whatever the text says: a cursor

@@ -1,5 +1,6 @@
 // `flotilla contract diff` and `flotilla contract generate [--write]` (seed 000,
 // "Checking declarations"), end to end against real DuckDB and PostgreSQL targets.
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -460,8 +461,21 @@ TEST_CASE("contract generate --write keeps a commented config byte for byte, and
   CHECK(diff.out.find("\n0 contract difference(s)\n") != std::string::npos);
 
   SECTION("writing again changes nothing") {
-    REQUIRE(run_flotilla(w, {"contract", "generate", "--write"}).exit_code == 0);
+    const auto before = std::filesystem::last_write_time(w.path() / "flotilla.toml");
+    std::filesystem::last_write_time(w.path() / "flotilla.toml",
+                                     before - std::chrono::hours(1));
+    auto again = run_flotilla(w, {"contract", "generate", "--write"});
+    REQUIRE(again.exit_code == 0);
+    CHECK(again.out == "flotilla.toml already declares these 3 table(s) as proposed; nothing "
+                       "written\n");
     CHECK(read_file(w.path() / "flotilla.toml") == expected);
+    // Not rewritten: the file keeps its (back-dated) modification time.
+    CHECK(std::filesystem::last_write_time(w.path() / "flotilla.toml") ==
+          before - std::chrono::hours(1));
+    auto json = run_flotilla(w, {"contract", "generate", "--write", "--output", "json"});
+    auto j = nlohmann::json::parse(json.out);
+    CHECK(j["written"] == false);
+    CHECK(j["tables"][0]["edit"] == "unchanged");
   }
   SECTION("the adopted declarations can be enforced") {
     std::string enforced = expected;

@@ -675,16 +675,21 @@ TEST_CASE("a SQLite timestamp cursor mixing forms fails its table instead of ski
               "CREATE TABLE t_text (id INTEGER PRIMARY KEY, ts DATETIME);"
               "INSERT INTO t_text VALUES (1, '2024-01-02T10:00:00');"
               "CREATE TABLE t_num (id INTEGER PRIMARY KEY, ts DATETIME);"
-              "INSERT INTO t_num VALUES (1, 1704189600);");
+              "INSERT INTO t_num VALUES (1, 1704189600);"
+              "CREATE TABLE t_zone (id INTEGER PRIMARY KEY, ts TIMESTAMPTZ);"
+              "INSERT INTO t_zone VALUES (1, '2024-01-01 10:00:00+02:00');");
   w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
                            "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n"
                            "[sources.s.tables.t_text]\ncursor_column = \"ts\"\n"
-                           "[sources.s.tables.t_num]\ncursor_column = \"ts\"\n");
+                           "[sources.s.tables.t_num]\ncursor_column = \"ts\"\n"
+                           "[sources.s.tables.t_zone]\ncursor_column = \"ts\"\n");
   int rc = -1;
   flotilla_json(w, {"run"}, &rc);
   REQUIRE(rc == 0);
   sqlite_exec(w.file("src.db"), "INSERT INTO t_text VALUES (2, '2024-01-02 23:00:00');"
-                                "INSERT INTO t_num VALUES (2, julianday('2024-06-01'));");
+                                "INSERT INTO t_num VALUES (2, julianday('2024-06-01'));"
+                                // 09:30 UTC, after the watermark's 08:00 UTC, sorts below it.
+                                "INSERT INTO t_zone VALUES (2, '2024-01-01 09:30:00+00:00');");
   auto j = flotilla_json(w, {"run"}, &rc);
   INFO(j.dump());
   CHECK(rc == 1);
@@ -698,12 +703,27 @@ TEST_CASE("a SQLite timestamp cursor mixing forms fails its table instead of ski
   REQUIRE(num != nullptr);
   CHECK((*num)["status"] == "failed");
   CHECK_THAT((*num)["error"].get<std::string>(), Catch::Contains("julian days"));
+  const auto* zone = find_table(j, "s.t_zone");
+  REQUIRE(zone != nullptr);
+  CHECK((*zone)["status"] == "failed");
+  CHECK_THAT((*zone)["error"].get<std::string>(),
+             Catch::Contains("different UTC offsets ('2024-01-01 09:30:00+00:00', offset "
+                             "+00:00, beside the watermark '2024-01-01 10:00:00+02:00')") &&
+                 Catch::Contains("strftime('%Y-%m-%d %H:%M:%S', \"ts\", '+120 minutes') || "
+                                 "'+02:00'"));
+  // Stored at the watermark's offset, as the message says: both rows arrive, once each.
+  sqlite_exec(w.file("src.db"), "UPDATE t_zone SET ts = strftime('%Y-%m-%d %H:%M:%S', ts, "
+                                "'+120 minutes') || '+02:00' WHERE typeof(ts) = 'text' AND "
+                                "substr(ts, -6) <> '+02:00'");
   // One form again, the watermark's, as the message says: the row arrives.
   sqlite_exec(w.file("src.db"), "UPDATE t_text SET ts = substr(ts, 1, 10) || 'T' || "
                                 "substr(ts, 12) WHERE substr(ts, 11, 1) = ' '");
   j = flotilla_json(w, {"run"}, &rc);
   CHECK((*find_table(j, "s.t_text"))["status"] == "copied");
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM s.t_text")[0][0] == "2");
+  CHECK((*find_table(j, "s.t_zone"))["status"] == "copied");
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*), count(DISTINCT id) FROM s.t_zone") ==
+        std::vector<std::vector<std::string>>{{"2", "2"}});
 }
 
 TEST_CASE("a NaN SQLite cannot store fails its table, naming the column; never a NULL") {
@@ -1326,6 +1346,7 @@ path = "shop.db"
   CHECK(run.err.find("source 'shop' loads into target 'sf', a snowflake warehouse") !=
         std::string::npos);
   CHECK(run.err.find("flotilla plan") != std::string::npos);
+  CHECK(run.err.find("error FLT-C025: sources.shop:") != std::string::npos);
 }
 
 TEST_CASE("kill -9 in the middle of a run, then a rerun: nothing lost, nothing duplicated") {
@@ -1937,4 +1958,21 @@ TEST_CASE("SIGTERM delivered twice at once (as `timeout` sends it) stops the run
     copied += t["status"] == "copied" ? 1 : 0;
   CHECK(copied >= 1);
   CHECK((r.exit_code == 0) == (copied == 3));
+}
+
+TEST_CASE("a configuration that selects no table says so") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE t (id INTEGER PRIMARY KEY);");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n"
+                           "include = [\"nomatch*\"]\n");
+  auto r = run_flotilla(w, {"run"});
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Contains("warning: the configuration selects no table of any source") &&
+                        Catch::Contains("nothing was copied"));
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n");
+  r = run_flotilla(w, {"run"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.find("selects no table") == std::string::npos);
 }
