@@ -8,6 +8,8 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstdio>
+
+#include <nlohmann/json.hpp>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -39,6 +41,40 @@
 
 namespace flotilla::cli {
 
+namespace {
+std::vector<nlohmann::json>& refusals() {
+  static std::vector<nlohmann::json> noted;
+  return noted;
+}
+}  // namespace
+
+void note_refusal(std::string code, std::string message, std::string file, std::uint32_t line,
+                  std::uint32_t column, std::string key, std::string value) {
+  nlohmann::json e{{"code", code.empty() ? nlohmann::json() : nlohmann::json(code)},
+                   {"message", std::move(message)}};
+  if (!file.empty())
+    e["file"] = std::move(file);
+  if (line != 0) {
+    e["line"] = line;
+    e["column"] = column;
+  }
+  if (!key.empty())
+    e["key"] = std::move(key);
+  if (!value.empty())
+    e["value"] = std::move(value);
+  refusals().push_back(std::move(e));
+}
+
+bool print_refusals_json() {
+  if (refusals().empty())
+    return false;
+  nlohmann::json doc{{"run_id", nullptr},       {"status", "failed"}, {"exit_code", 2},
+                     {"tables", nlohmann::json::array()}, {"errors", refusals()}};
+  fmt::print("{}\n", doc.dump(2));
+  std::fflush(stdout);
+  return true;
+}
+
 std::shared_ptr<const config::project> load_or_report(const global_options& g,
                                                       const std::vector<std::string>& filter_args,
                                                       std::vector<config::filter>& filters) {
@@ -57,7 +93,14 @@ std::shared_ptr<const config::project> load_or_report(const global_options& g,
   if (config::has_errors(diags)) {
     std::size_t n = 0;
     for (const auto& d : diags)
-      n += d.is_error() ? 1 : 0;
+      if (d.is_error()) {
+        ++n;
+        std::string message = d.message;
+        if (!d.allowed.empty() && message.find(d.allowed) == std::string::npos)
+          message += fmt::format(" (allowed: {})", d.allowed);
+        note_refusal(config::code_name(d.code), std::move(message), d.file, d.line, d.column,
+                     d.key, d.value);
+      }
     fmt::print(stderr, "{} configuration error(s); nothing was run\n", n);
     return nullptr;
   }
@@ -90,6 +133,7 @@ std::unique_ptr<storage::state_store> open_state(const config::project& p, bool 
   auto s = storage::state_store::open(dir, opts);
   if (!s) {
     fmt::print(stderr, "{}\n", s.error().message);
+    note_refusal("", s.error().message, dir.string());
     return nullptr;
   }
   return std::make_unique<storage::state_store>(std::move(*s));
@@ -109,6 +153,7 @@ std::unique_ptr<storage::state_store> open_state_to_read(const config::project& 
   }
   if (!s) {
     fmt::print(stderr, "{}\n", s.error().message);
+    note_refusal("", s.error().message, dir.string());
     return nullptr;
   }
   return std::make_unique<storage::state_store>(std::move(*s));

@@ -140,8 +140,20 @@ int main(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : 2;  // usage errors exit 2, as the contract says
   }
+  // `--output json` (or --output=json) on the command line: a refusal before the command
+  // ran still prints a JSON document on stdout (cli/verbs.hpp, note_refusal).
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    json |= a == "--output=json" || (a == "--output" && i + 1 < argc &&
+                                     std::string_view(argv[i + 1]) == "json");
+  }
   for (auto& v : verbs)
-    if (v.selected())
-      return v.run();
+    if (v.selected()) {
+      const int rc = v.run();
+      if (rc == 2 && json)
+        (void)print_refusals_json();
+      return rc;
+    }
   return 2;
 }

@@ -528,6 +528,7 @@ bool refuse_plan_only_targets(const config::project& p,
         "the run with --filter, or point it at a duckdb, postgres or sqlite target",
         s.name, target->name, target->dialect);
     fmt::print(stderr, "{}\n", config::format(d));
+    note_refusal(config::code_name(d.code), d.message, d.file, d.line, d.column, d.key, d.value);
     refused = true;
   }
   return refused;

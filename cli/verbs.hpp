@@ -3,6 +3,7 @@
 /// function; exit codes: 0 success, 1 a table failed or differs, 2 usage/configuration.
 
 #include <functional>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,16 @@ namespace flotilla::cli {
 struct global_options {
   std::string config_path = "flotilla.toml";
 };
+
+/// `--output json`: a command refused before it ran (exit 2: configuration errors, a
+/// locked or unreadable state store, a plan-only target) still prints a JSON document on
+/// stdout, `{"run_id": null, "status": "failed", "exit_code": 2, "tables": [], "errors":
+/// [...]}`, besides its messages on stderr. The refusals are noted where they are said.
+void note_refusal(std::string code, std::string message, std::string file = "",
+                  std::uint32_t line = 0, std::uint32_t column = 0, std::string key = "",
+                  std::string value = "");
+/// Prints the document of the refusals noted, if any; true when it did.
+bool print_refusals_json();
 
 struct verb {
   std::function<void(CLI::App&, global_options&)> add;

@@ -68,6 +68,8 @@ struct planner {
   table_plan& p;
   /// The live table as the plan's DDL leaves it (nullopt: none, or rebuilt from nothing).
   std::optional<schema::table_schema> live_after{};
+  /// The live table as it is (nullptr: none), for the type a refusal suggests.
+  const schema::table_schema* live_now = nullptr;
 
   schema::name_rule names() const { return dialect.names(); }
   std::string T(const portable_type& t) const { return schema::to_string(t); }
@@ -93,15 +95,25 @@ struct planner {
         source.kind == schema::type_kind::text &&
         (declared.kind == schema::type_kind::decimal || schema::integer_rank(declared.kind) > 0 ||
          declared.kind == schema::type_kind::float64 || declared.kind == schema::type_kind::float32);
+    // The type to suggest: the source's, or the live column's when that is wider and
+    // holds the source's values (the source's type would narrow it: FLT-S004).
+    portable_type suggest = source;
+    if (live_now != nullptr)
+      if (const schema::column* l = live_now->find(column, names())) {
+        const portable_type have = dialect.canonical(l->type);
+        if (have != source && schema::can_read_as(source, have))
+          suggest = have;
+      }
     return fmt::format("{} has type {}, which cannot be read as {}; {}declare a type it can be "
-                       "read as (columns = {{ {} = \"{}\" }}), or change it at the source",
+                       "read as (columns = {{ {} = \"{}\" }}{}), or change it at the source",
                        column, T(source), T(declared),
                        numeric_text ? "a source column read as text (a PostgreSQL numeric "
                                       "without a scale, or a domain over one, is) cannot be "
                                       "pinned to a number: give it a scale at the source "
                                       "(numeric(18,2)), or select from a view that casts it; or "
                                     : "",
-                       column, T(source));
+                       column, T(suggest),
+                       suggest == source ? "" : ", the live column's type: it is never narrowed");
   }
 
   /// How a declared column is read from the source: in its source type, except a decimal
@@ -954,6 +966,8 @@ table_plan plan_table(const schema::table_schema& source,
   table_plan p;
   p.target = target;
   planner pl{source, dialect, target, settings, p};
+  if (live && state == target_state::present)
+    pl.live_now = &*live;
   if (pl.nul_in_names())
     return p;
   pl.choose_columns();

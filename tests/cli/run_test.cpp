@@ -1976,3 +1976,27 @@ TEST_CASE("a configuration that selects no table says so") {
   CHECK(r.exit_code == 0);
   CHECK(r.err.find("selects no table") == std::string::npos);
 }
+
+TEST_CASE("a refused command prints a JSON document with --output json") {
+  workdir w;
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdbb\"\npath = \"wh.duckdb\"\n");
+  for (const std::string verb : {"run", "plan"}) {
+    auto r = run_flotilla(w, {verb, "--output", "json"});
+    INFO(verb << ": " << r.out << r.err);
+    CHECK(r.exit_code == 2);
+    auto j = nlohmann::json::parse(r.out);
+    CHECK(j["status"] == "failed");
+    CHECK(j["exit_code"] == 2);
+    CHECK(j["run_id"].is_null());
+    REQUIRE(j["errors"].size() == 1);
+    CHECK(j["errors"][0]["code"] == "FLT-C005");
+    CHECK(j["errors"][0]["key"] == "targets.wh.dialect");
+    CHECK(j["errors"][0]["value"] == "duckdbb");
+    CHECK(j["errors"][0]["line"] == 2);
+    CHECK_THAT(r.err, Catch::Contains("FLT-C005"));
+  }
+  // Without --output json, stdout stays empty.
+  auto r = run_flotilla(w, {"run"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.empty());
+}

@@ -661,3 +661,21 @@ TEST_CASE("a cursor_column or unique_key matching two columns that differ only b
   CHECK(source.resolve("SEQ") == nullptr);
   CHECK(source.resolve("seq") == &source.columns[2]);
 }
+
+TEST_CASE("a declared type the source cannot be read as suggests the live column's when it is wider") {
+  auto d = *dialects::make_dialect("duckdb");
+  const auto live = S({{"id", T("int")}, {"total", T("decimal(18,2)")}});
+  const auto source = S({{"id", T("int")}, {"total", T("decimal(12,2)")}});
+  engine::table_settings st;
+  st.declared = {{"total", T("int")}};
+  auto p = engine::plan_table(source, live, engine::target_state::present, *d, orders, st);
+  REQUIRE(p.error.has_value());
+  CHECK(p.error->code == "FLT-S002");
+  CHECK_THAT(p.error->reason, Catch::Contains("columns = { total = \"decimal(18,2)\" }, the live "
+                                              "column's type"));
+  // Following it plans: nothing to change.
+  st.declared = {{"total", T("decimal(18,2)")}};
+  p = engine::plan_table(source, live, engine::target_state::present, *d, orders, st);
+  INFO((p.error ? p.error->reason : ""));
+  CHECK_FALSE(p.error.has_value());
+}
