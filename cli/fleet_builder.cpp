@@ -768,8 +768,16 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       };
       // Tables flotilla.toml names that the source lacks fail, named (a typo would
       // otherwise select nothing, silently); a retry covers only the tables it retries.
-      const auto unmatched = only.empty() ? config::unmatched_table_names(*src, names, filters)
-                                          : std::vector<config::unmatched_name>{};
+      auto unmatched = only.empty() ? config::unmatched_table_names(*src, names, filters)
+                                    : std::vector<config::unmatched_name>{};
+      // A retried table that never was (a name flotilla.toml misspells, FLT-R005 in the
+      // run) fails as it did, with the name it likely meant, not as a table gone since.
+      if (!gone.empty())
+        for (auto& m : config::unmatched_table_names(*src, names, filters))
+          if (auto it = std::find(gone.begin(), gone.end(), m.name); it != gone.end()) {
+            gone.erase(it);
+            unmatched.push_back(std::move(m));
+          }
       std::vector<chosen> selected;
       std::vector<std::string> keys;
       selected.reserve(names.size());

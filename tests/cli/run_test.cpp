@@ -957,6 +957,17 @@ TEST_CASE("a table flotilla.toml names that the source lacks fails, with the nam
   }
   // A pattern that matches nothing is not a name, and a filter narrows what is reported.
   CHECK(find_table(run, "staging__us_west__shop.archive_*") == nullptr);
+  // The retry of that run fails them the same way: misspelled, not "gone since".
+  auto retry = flotilla_json(w, {"retry"}, &rc);
+  INFO(retry.dump());
+  CHECK(rc == 1);
+  for (const std::string table : {"ordres", "ordrs"}) {
+    const auto* t = find_table(retry, "staging__us_west__shop." + table);
+    REQUIRE(t != nullptr);
+    CHECK((*t)["error_code"] == "FLT-R005");
+    CHECK_THAT((*t)["error"].get<std::string>(), Catch::Contains("(did you mean 'orders'?)") &&
+                                                     !Catch::Contains("no longer has"));
+  }
   // Renamed with a suffix: too far for a typo, but the name is in the new one.
   sqlite_exec(w.file("shop.db"), "ALTER TABLE orders RENAME TO orders_v2");
   write_config(w, "duckdb", "include = [\"customers\"]\n[sources.shop.tables.orders]\n");
