@@ -6,6 +6,7 @@
 // read it read-only, and a decision is checked against the read-only view, written to
 // <state dir>/reviews/inbox and carried out by the stream (cdc::process_inbox); this
 // command waits for its result (--wait seconds) and reports it.
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -26,6 +27,7 @@
 #include "cdc/review_store.hpp"
 #include "cli/fleet_builder.hpp"
 #include "cli/verbs.hpp"
+#include "config/errc.hpp"
 #include "storage/state_store.hpp"
 
 namespace flotilla::cli {
@@ -326,6 +328,22 @@ int do_review(const global_options& g, const review_args& a) {
     return 2;
   }
   auto* store = opened->store.get();
+  // A --target no [targets] section names lists nothing because it is a typo, not
+  // because nothing is held: said, as any unknown name is.
+  const bool event_target = std::any_of(
+      project->event_targets.begin(), project->event_targets.end(),
+      [&](const config::event_target_config& t) { return t.name == a.target; });
+  if (!a.target.empty() && project->find_target(a.target) == nullptr && !event_target) {
+    std::vector<std::string_view> names;
+    for (const auto& t : project->targets)
+      names.push_back(t.name);
+    for (const auto& t : project->event_targets)
+      names.push_back(t.name);
+    const std::string near = config::nearest(a.target, names);
+    fmt::print(stderr, "error: --target '{}': flotilla.toml has no such target{}\n", a.target,
+               near.empty() ? "" : fmt::format("; did you mean '{}'?", near));
+    return 2;
+  }
   if (a.action == "list")
     return do_list(a, store);
 
@@ -513,6 +531,7 @@ verb review_verb() {
           if (named)
             s->add_option("review", args->which,
                           "<target> <source>.<table>, or the id `review list` prints")
+                ->type_name("TARGET SOURCE.TABLE | ID")
                 ->expected(1, 2);
           subs->emplace_back(name, s);
           return s;

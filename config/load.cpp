@@ -1152,10 +1152,15 @@ load_result load_project(const std::string& path) {
     d.code = errc::file_not_found;
     d.file = path;
     d.value = path;
-    if (!exists)
+    if (!exists && path == "flotilla.toml")  // the default: no -c given
       d.message = fmt::format("config file '{}' not found; pass -c <path> or create "
                               "flotilla.toml in the working directory",
                               path);
+    else if (!exists)
+      d.message = fmt::format("config file '{}' not found (from the working directory '{}'); "
+                              "check the path given with -c, or create flotilla.toml in the "
+                              "working directory and leave -c out",
+                              path, fs::current_path(ec).string());
     else if (directory)
       d.message = fmt::format("cannot read config file '{}': it is a directory; pass -c with "
                               "the path of the flotilla.toml inside it",

@@ -1,4 +1,5 @@
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 #include <string>
 
@@ -48,8 +49,17 @@ TEST_CASE("a missing config file names the path and says to pass -c or create fl
   CHECK(d.message.find("/nonexistent/dir/flotilla.toml") != std::string::npos);
   CHECK(d.message.find("-c") != std::string::npos);
   CHECK(d.message.find("create flotilla.toml") != std::string::npos);
+  CHECK(d.message.find("check the path given with -c") != std::string::npos);
   CHECK(r.model != nullptr);
   CHECK_FALSE(r.ok());
+  // The default path (no -c): pass one, or create the file.
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path("/");
+  auto dflt = load_project("flotilla.toml");
+  std::filesystem::current_path(cwd);
+  REQUIRE(dflt.diagnostics.size() == 1);
+  CHECK(dflt.diagnostics[0].message.find("pass -c <path> or create flotilla.toml") !=
+        std::string::npos);
 }
 
 TEST_CASE("a TOML syntax error reports file, line and column") {
