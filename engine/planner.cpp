@@ -117,14 +117,17 @@ struct planner {
   }
 
   /// How a declared column is read from the source: in its source type, except a decimal
-  /// declared as text, which is read as the source's own text, so that a value no decimal
-  /// holds (PostgreSQL's 'NaN') loads as it is rather than failing the read.
+  /// or a float declared as text, which is read as the source's own text, so that a value
+  /// no decimal holds (PostgreSQL's 'NaN') loads as it is rather than failing the read, and
+  /// a real keeps its own digits (3.4e+38, not the double it widens to, 3.3999999521443642e+38).
   /// A SQLite column's declared type does not bound what it holds, so a declared column
   /// is read as declared there: each value converted exactly, or failing naming it.
   column read_as(const column& s, const portable_type& declared) const {
     column r = s;
-    if (settings.read_as_declared ||
-        (s.type.kind == schema::type_kind::decimal && declared.kind == schema::type_kind::text))
+    const bool own_text = s.type.kind == schema::type_kind::decimal ||
+                          s.type.kind == schema::type_kind::float32 ||
+                          s.type.kind == schema::type_kind::float64;
+    if (settings.read_as_declared || (own_text && declared.kind == schema::type_kind::text))
       r.type = declared;
     return r;
   }

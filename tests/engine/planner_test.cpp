@@ -679,3 +679,20 @@ TEST_CASE("a declared type the source cannot be read as suggests the live column
   INFO((p.error ? p.error->reason : ""));
   CHECK_FALSE(p.error.has_value());
 }
+
+TEST_CASE("a float or decimal declared text is read as the source's own text") {
+  auto d = *dialects::make_dialect("sqlite");
+  const auto source = S({{"id", T("int")}, {"r", T("float")}, {"x", T("double")},
+                         {"n", T("decimal(12,2)")}, {"i", T("int")}});
+  engine::table_settings st;
+  st.declared = {{"r", T("text")}, {"x", T("text")}, {"n", T("text")}, {"i", T("text")}};
+  auto p = engine::plan_table(source, std::nullopt, engine::target_state::absent, *d, orders, st);
+  REQUIRE_FALSE(p.error.has_value());
+  const auto kind = [&](const char* c) {
+    return p.read_columns.find(c, schema::name_rule::case_insensitive)->type.kind;
+  };
+  CHECK(kind("r") == schema::type_kind::text);
+  CHECK(kind("x") == schema::type_kind::text);
+  CHECK(kind("n") == schema::type_kind::text);
+  CHECK(kind("i") == schema::type_kind::int32);  // an integer's text is the same either way
+}

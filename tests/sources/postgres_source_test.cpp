@@ -237,6 +237,25 @@ TEST_CASE("a postgres read casts to a contract type exactly") {
   CHECK(row[4] == text("a\\b"));
 }
 
+TEST_CASE("a postgres real or double read as text keeps its own digits") {
+  pg_schema s;
+  s.exec("CREATE TABLE f (r real, d double precision); "
+         "INSERT INTO f VALUES ('3.4e38', 'NaN'), (0.1, 1.5);");
+  auto src = open_pg(s.dsn());
+  const catalog cat = src->read_catalog();
+  read_request req;
+  req.table = &find_table(cat, s.name() + ".f");
+  req.columns.columns = {{"r", of(type_kind::text)}, {"d", of(type_kind::text)}};
+  std::vector<value> cells;
+  src->read(req, [&](flotilla::schema::row_batch&& b) {
+    for (std::size_t i = 0; i < b.rows(); ++i)
+      for (std::size_t c = 0; c < b.width; ++c)
+        cells.push_back(b.at(i, c));
+    return true;
+  });
+  CHECK(cells == std::vector<value>{text("3.4e+38"), text("NaN"), text("0.1"), text("1.5")});
+}
+
 TEST_CASE("an incremental postgres read returns rows after the watermark in cursor order") {
   pg_schema s;
   s.exec(R"(
