@@ -157,7 +157,8 @@ struct table_state {
   lsn_t kept_through = 0;   ///< held: position of the last kept change
   std::vector<std::size_t> map;  ///< relation column i -> layout index
   std::uint64_t changes = 0;
-  std::uint64_t copied = 0;
+  std::uint64_t copied = 0;          ///< rows of the table's last copy
+  std::uint64_t copied_in_run = 0;   ///< rows of every copy this stream made (the summary's)
 };
 
 /// Changes of one batch, per table, in order; committed in one target transaction. Each
@@ -900,7 +901,7 @@ class source_stream {
            t.state == table_state::mode::held      ? "held"
            : t.state == table_state::mode::removed ? "removed"
                                                    : "streaming",
-           t.changes, t.copied});
+           t.changes, t.copied_in_run});
     }
     return std::move(summary_);
   }
@@ -1024,6 +1025,25 @@ class source_stream {
     on_source_.clear();
     on_source_.insert(names.begin(), names.end());
     auto selected = config::select_tables(src_, names, o_.filters);
+    // A name flotilla.toml gives that the source lacks (misspelled, or dropped there: the
+    // stop FLT-H004 says to remove it) is said, as `run` fails it (FLT-R005): the stream
+    // goes on with the tables that exist, and that name's target table stays as it is.
+    for (const auto& m : config::unmatched_table_names(src_, names, o_.filters)) {
+      static std::mutex said_mu;
+      static std::set<std::string> said;
+      std::lock_guard lock(said_mu);
+      if (!said.insert(src_.name + "." + m.name).second)
+        continue;
+      const std::string where =
+          m.where == "section" ? fmt::format("in [sources.{}.tables.\"{}\"]", src_.name, m.name)
+                               : fmt::format("in include of [sources.{}]", src_.name);
+      std::fprintf(stderr,
+                   "warning FLT-R005: source '%s' has no table '%s', which flotilla.toml names "
+                   "%s%s; it is not captured, and its target table, if any, stays as last "
+                   "copied: fix the name, or remove it from flotilla.toml\n",
+                   src_.name.c_str(), m.name.c_str(), where.c_str(),
+                   m.nearest.empty() ? "" : fmt::format(" (did you mean '{}'?)", m.nearest).c_str());
+    }
     if (selected.empty())
       throw std::runtime_error(fmt::format(
           "source '{}': no table is selected (check include/exclude and --filter)", src_.name));
@@ -1350,6 +1370,7 @@ class source_stream {
       send();
     t.applied = at;
     t.copied = n;
+    t.copied_in_run += n;
     if (o_.progress)
       o_.progress->copied_rows += n;
     batch pos;
@@ -1399,6 +1420,7 @@ class source_stream {
     if (aside)
       target_->execute({d.drop_table(*aside)});
     t.applied = at;
+    t.copied_in_run += t.copied;
     if (o_.progress)
       o_.progress->copied_rows += t.copied;
     target_->execute(positions_sql(d, slot_, {{t.name, {at, columns_json(t.columns)}}}));

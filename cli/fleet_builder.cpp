@@ -24,6 +24,7 @@
 
 #include <fmt/chrono.h>
 #include <fmt/core.h>
+#include <fmt/format.h>
 #include <google/protobuf/arena.h>
 
 #include "cdc/review_store.hpp"
@@ -73,6 +74,25 @@ bool print_refusals_json() {
   fmt::print("{}\n", doc.dump(2));
   std::fflush(stdout);
   return true;
+}
+
+void warn_if_nothing_selected(const config::project& p, const std::vector<std::string>& filter_args,
+                              const std::vector<actors::pipeline_report>& reports,
+                              std::string_view nothing) {
+  for (const auto& r : reports)
+    if (!r.tables.empty() || r.error)
+      return;
+  if (!filter_args.empty())
+    fmt::print(stderr, "warning: the selection (--filter {}) matched no table of any source; "
+               "nothing {}\n",
+               fmt::join(filter_args, " --filter "), nothing);
+  else
+    fmt::print(stderr, "warning: {}; nothing {}\n",
+               p.sources.empty() ? "the configuration has no [sources]"
+                                 : "the configuration selects no table of any source (each "
+                                   "source's include and exclude patterns match none of its "
+                                   "tables)",
+               nothing);
 }
 
 std::shared_ptr<const config::project> load_or_report(const global_options& g,

@@ -28,6 +28,13 @@ namespace flotilla::cli {
 
 /// Loads flotilla.toml and parses the filters, printing every diagnostic to stderr.
 /// nullptr on any error (the caller exits 2).
+/// A warning on stderr when the reports hold no table and no source error: the --filter
+/// arguments matched nothing, or the configuration selects nothing. `nothing` ends it
+/// ("was copied", "is planned").
+void warn_if_nothing_selected(const config::project& p, const std::vector<std::string>& filter_args,
+                              const std::vector<actors::pipeline_report>& reports,
+                              std::string_view nothing);
+
 [[nodiscard]] std::shared_ptr<const config::project> load_or_report(
     const global_options& g, const std::vector<std::string>& filter_args,
     std::vector<config::filter>& filters);

@@ -50,23 +50,7 @@ int do_plan(const global_options& g, const plan_args& a) {
   fo.allow_type_change_rebuild = a.allow_rebuild;
   auto spec = build_fleet(*project, filters, store.get(), fo);
   auto reports = actors::run_fleet(spec);
-  {
-    // As `run` says it: a selection that matched nothing plans nothing.
-    std::size_t tables_seen = 0;
-    for (const auto& p : reports)
-      tables_seen += p.tables.size() + (p.error ? 1 : 0);
-    if (tables_seen == 0 && !a.filters.empty())
-      fmt::print(stderr,
-                 "warning: the selection (--filter {}) matched no table of any source; nothing "
-                 "is planned\n",
-                 fmt::join(a.filters, " --filter "));
-    else if (tables_seen == 0)
-      fmt::print(stderr, "warning: {}; nothing is planned\n",
-                 project->sources.empty()
-                     ? "the configuration has no [sources]"
-                     : "the configuration selects no table of any source (each source's "
-                       "include and exclude patterns match none of its tables)");
-  }
+  warn_if_nothing_selected(*project, a.filters, reports, "is planned");
 
   // One dialect per target dialect named, for every table's actions.
   std::map<std::string, std::unique_ptr<dialects::dialect>, std::less<>> dialects_by_name;

@@ -570,24 +570,10 @@ int execute_run(const global_options& g, const run_request& a) {
   }
   list_tables_of_failed_sources(*store, filters, a.only, reports);
   const run_summary summary = summarize(reports);
-  {
-    // A selection that matched nothing (a mistyped table= filter) copies nothing: said,
-    // since the run is still recorded as the latest one.
-    std::size_t tables_seen = 0;
-    for (const auto& p : reports)
-      tables_seen += p.tables.size() + (p.error ? 1 : 0);
-    if (tables_seen == 0 && !a.filters.empty())
-      fmt::print(stderr,
-                 "warning: the selection (--filter {}) matched no table of any source; nothing "
-                 "was copied\n",
-                 fmt::join(a.filters, " --filter "));
-    else if (tables_seen == 0 && a.only.empty())
-      fmt::print(stderr, "warning: {}; nothing was copied\n",
-                 project->sources.empty()
-                     ? "the configuration has no [sources]"
-                     : "the configuration selects no table of any source (each source's "
-                       "include and exclude patterns match none of its tables)");
-  }
+  // A selection that matched nothing (a mistyped table= filter) copies nothing: said,
+  // since the run is still recorded as the latest one. A retry retries what it names.
+  if (a.only.empty())
+    warn_if_nothing_selected(*project, a.filters, reports, "was copied");
   // The run record and the run JSON's table rows do not depend on the events: a second
   // thread writes them while the events are published (for a large fleet these are most
   // of a run whose tables are all unchanged).

@@ -98,6 +98,10 @@ int do_stream(const global_options& g, const stream_args& a) {
                  "(--filter source=NAME or a tag), and leave a table out of the stream with "
                  "exclude = [...] in its [sources.NAME] of flotilla.toml\n",
                  f.value);
+      note_refusal("", fmt::format("--filter table={}: `flotilla stream` streams a source's "
+                                   "tables together; select whole sources (--filter "
+                                   "source=NAME or a tag) and leave tables out with exclude",
+                                   f.value));
       return 2;
     }
   auto store = open_state(*project, true);
@@ -125,8 +129,10 @@ int do_stream(const global_options& g, const stream_args& a) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (summary.exit_code == 2) {  // nothing was streamed
     for (const auto& s : summary.sources)
-      if (s.error)
+      if (s.error) {
         fmt::print(stderr, "{}\n", *s.error);
+        note_refusal("", *s.error);
+      }
     return 2;
   }
   if (a.output == "json") {

@@ -457,10 +457,13 @@ class sqlite_source final : public source {
                                fmt::format("read of table '{}' requests no columns", table));
     sql += " FROM " + quote_ident(table);
     if (!request.cursor_column.empty()) {
+      // A TEXT (or untyped) column holding ISO timestamps compares as text just the same:
+      // its watermark says so.
       check_cursor_storage(db.get(), table, request.cursor_column,
                            cursor_type.kind == type_kind::date ||
                                cursor_type.kind == type_kind::timestamp_ntz ||
-                               cursor_type.kind == type_kind::timestamp_tz,
+                               cursor_type.kind == type_kind::timestamp_tz ||
+                               (request.after && looks_like_iso_timestamp(*request.after)),
                            request.after);
       if (request.after)
         sql += past_watermark(quote_ident(request.cursor_column), "?1", request.inclusive_key);
@@ -609,6 +612,14 @@ class sqlite_source final : public source {
                     "SET {1} = substr({1}, 1, 10) || '{2}' || substr({1}, 12) WHERE substr({1}, "
                     "11, 1) = '{3}'), or use another cursor_column",
                     t, c, space ? " " : "T", space ? "T" : " "));
+  }
+
+  /// `YYYY-MM-DD` then `T` or a space and a time: ISO text SQLite compares as text.
+  static bool looks_like_iso_timestamp(std::string_view v) {
+    const auto digit = [&](std::size_t i) { return v[i] >= '0' && v[i] <= '9'; };
+    return v.size() >= 16 && digit(0) && digit(1) && digit(2) && digit(3) && v[4] == '-' &&
+           digit(5) && digit(6) && v[7] == '-' && digit(8) && digit(9) &&
+           (v[10] == 'T' || v[10] == ' ') && digit(11) && digit(12) && v[13] == ':';
   }
 
   /// The UTC offset an ISO text timestamp ends with (`+02:00`, `+0200`, `+02`, `Z`), as

@@ -677,19 +677,25 @@ TEST_CASE("a SQLite timestamp cursor mixing forms fails its table instead of ski
               "CREATE TABLE t_num (id INTEGER PRIMARY KEY, ts DATETIME);"
               "INSERT INTO t_num VALUES (1, 1704189600);"
               "CREATE TABLE t_zone (id INTEGER PRIMARY KEY, ts TIMESTAMPTZ);"
-              "INSERT INTO t_zone VALUES (1, '2024-01-01 10:00:00+02:00');");
+              "INSERT INTO t_zone VALUES (1, '2024-01-01 10:00:00+02:00');"
+              // Declared TEXT, or not at all: the same text comparison.
+              "CREATE TABLE t_plain (id INTEGER PRIMARY KEY, ts TEXT);"
+              "INSERT INTO t_plain VALUES (1, '2024-01-01T11:00:00+00:00');");
   w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
                            "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n"
                            "[sources.s.tables.t_text]\ncursor_column = \"ts\"\n"
                            "[sources.s.tables.t_num]\ncursor_column = \"ts\"\n"
-                           "[sources.s.tables.t_zone]\ncursor_column = \"ts\"\n");
+                           "[sources.s.tables.t_zone]\ncursor_column = \"ts\"\n"
+                           "[sources.s.tables.t_plain]\ncursor_column = \"ts\"\n");
   int rc = -1;
   flotilla_json(w, {"run"}, &rc);
   REQUIRE(rc == 0);
   sqlite_exec(w.file("src.db"), "INSERT INTO t_text VALUES (2, '2024-01-02 23:00:00');"
                                 "INSERT INTO t_num VALUES (2, julianday('2024-06-01'));"
                                 // 09:30 UTC, after the watermark's 08:00 UTC, sorts below it.
-                                "INSERT INTO t_zone VALUES (2, '2024-01-01 09:30:00+00:00');");
+                                "INSERT INTO t_zone VALUES (2, '2024-01-01 09:30:00+00:00');"
+                                // 12:30 UTC, after the watermark's 11:00 UTC.
+                                "INSERT INTO t_plain VALUES (2, '2024-01-01T09:30:00-03:00');");
   auto j = flotilla_json(w, {"run"}, &rc);
   INFO(j.dump());
   CHECK(rc == 1);
@@ -711,6 +717,9 @@ TEST_CASE("a SQLite timestamp cursor mixing forms fails its table instead of ski
                              "+00:00, beside the watermark '2024-01-01 10:00:00+02:00')") &&
                  Catch::Contains("strftime('%Y-%m-%d %H:%M:%S', \"ts\", '+120 minutes') || "
                                  "'+02:00'"));
+  CHECK((*find_table(j, "s.t_plain"))["status"] == "failed");
+  CHECK_THAT((*find_table(j, "s.t_plain"))["error"].get<std::string>(),
+             Catch::Contains("different UTC offsets ('2024-01-01T09:30:00-03:00'"));
   // Stored at the watermark's offset, as the message says: both rows arrive, once each.
   sqlite_exec(w.file("src.db"), "UPDATE t_zone SET ts = strftime('%Y-%m-%d %H:%M:%S', ts, "
                                 "'+120 minutes') || '+02:00' WHERE typeof(ts) = 'text' AND "
