@@ -740,6 +740,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       // cannot be opened at all; without staged data it fails, named, instead of leaving
       // the retry a success that drops it.
       std::vector<std::string> gone;  // retried tables neither listed nor staged
+      const bool lists_none = cat.tables.empty();
       if (!only.empty() && store != nullptr) {
         const std::string prefix = src->name + ".";
         std::set<std::string> listed;
@@ -762,7 +763,9 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       // A source that lists no table at all where an earlier run copied some (a SQLite
       // file emptied by a failed sync reads as an empty database) fails as a source that
       // cannot be read does: its tables are reported failed, not silently gone.
-      if (cat.tables.empty() && gone.empty() && store != nullptr) {
+      // A retry of such a source (nothing staged of it) fails the same way, once for the
+      // source, rather than once per table as if each were gone on its own.
+      if (cat.tables.empty() && (gone.empty() || lists_none) && store != nullptr) {
         if (auto known = store->list<storage::pb::TableResult>(src->name + ".");
             known && !known->empty()) {
           std::size_t copied = 0;

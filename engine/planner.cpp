@@ -698,12 +698,21 @@ struct planner {
           return out.empty() ? std::string("none") : out;
         };
         recreate = true;
-        d.steps.push_back(
-            {evolution_action::drop_and_recreate,
-             p.unique_key.empty() ? live_key.front() : p.unique_key.front(),
-             fmt::format("the table's key changed ({}) -> ({})", list(live_key),
-                         list(p.unique_key)),
-             why});
+        // Named by a column of the new key (of the old one when there is none now), whose
+        // type does not change: the step's from and to are that type, not an added column's.
+        const std::string named = p.unique_key.empty() ? live_key.front() : p.unique_key.front();
+        std::optional<portable_type> from;
+        portable_type to = portable_type::of(schema::type_kind::text);
+        if (const column* l = live.find(named, rule))
+          from = dialect.canonical(l->type);
+        if (const column* c = p.load_columns.find(named, rule))
+          to = c->type;
+        else if (from)
+          to = *from;
+        d.steps.push_back({evolution_action::drop_and_recreate, named,
+                           fmt::format("the table's key changed ({}) -> ({})", list(live_key),
+                                       list(p.unique_key)),
+                           why, from, to});
       }
     }
     for (const auto& name : ignored)

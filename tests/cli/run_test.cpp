@@ -1851,6 +1851,17 @@ TEST_CASE("a source that lists no tables where an earlier run copied some fails 
   }
   // The target keeps what was last copied.
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT id FROM shop.b")[0][0] == "2");
+  // Its retry fails the same way: the source, not each table as if gone on its own.
+  const auto retry = flotilla_json(w, {"retry"}, &rc);
+  INFO(retry.dump());
+  CHECK(rc == 1);
+  REQUIRE(retry["tables"].size() == 2);
+  for (const auto& t : retry["tables"]) {
+    CHECK(t["error_code"] == "FLT-R002");
+    CHECK_THAT(t["error"].get<std::string>(),
+               Catch::Contains("source 'shop' lists no tables, where earlier runs copied 2") &&
+                   !Catch::Contains("no longer has"));
+  }
   // A source never copied may list no tables: nothing to fail.
   sqlite_exec(w.file("other.db"), "CREATE TABLE x (id int); DROP TABLE x;");
   w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"

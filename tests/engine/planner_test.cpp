@@ -138,6 +138,10 @@ TEST_CASE("an incremental table without a primary key whose merge key changed si
   CHECK(widened.reset_watermark);
   REQUIRE(widened.drift.steps.size() == 1);
   CHECK(widened.drift.steps[0].reason == "the table's key changed (id) -> (id, line)");
+  // The key column's type does not change: from and to say so (not an added column's "").
+  REQUIRE(widened.drift.steps[0].from.has_value());
+  CHECK(schema::to_string(*widened.drift.steps[0].from) == "int");
+  CHECK(schema::to_string(widened.drift.steps[0].to) == "int");
   // Appended before, a key now.
   s.unique_key = {"id"};
   s.watermark_key = std::vector<std::string>{};
