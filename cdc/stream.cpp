@@ -903,6 +903,27 @@ class source_stream {
                                                    : "streaming",
            t.changes, t.copied_in_run});
     }
+    // A table held by an open review whose source table is gone (dropped while held) is
+    // not streamed, so not among the tables above; its review still waits: listed held.
+    if (o_.store != nullptr)
+      if (auto reviews = list_reviews(*o_.store, tgt_name_)) {
+        const std::string prefix = src_.name + ".";
+        for (const auto& r : *reviews) {
+          const std::string& key = r.hold.table();
+          if (!key.starts_with(prefix) || by_key_.contains(key) || !holds_table(r))
+            continue;
+          const std::string name = key.substr(prefix.size());
+          dialects::table_ref target;
+          if (wh_) {
+            auto where = config::target_table(*wh_, src_, name);
+            target = dialects::table_ref{where.catalog, where.schema, where.name};
+          } else {
+            const auto dot = name.find('.');
+            target = dialects::table_ref{"", name.substr(0, dot), name.substr(dot + 1)};
+          }
+          summary_.tables.push_back({src_.name, name, display(target), "held", 0, 0});
+        }
+      }
     return std::move(summary_);
   }
 

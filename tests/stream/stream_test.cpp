@@ -2,6 +2,7 @@
 // snapshot copy and stream, row changes, crash and restart, DDL applied, held, stopped.
 #include <atomic>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -890,6 +891,40 @@ TEST_CASE("a held table dropped and created again at the source streams again af
   CHECK(count(f.target(), "st_shop.orders") == "3");
   CHECK(p.stop() == 0);
   CHECK(hold_of(f).state() == flotilla::storage::pb::HOLD_STATE_RESUMED);
+}
+
+TEST_CASE("a held table dropped at the source stays listed held in the stream summary",
+          "[stream]") {
+  fixture f;
+  make_orders(f, "orders", 3);
+  make_orders(f, "items", 1);
+  {
+    stream_process p(f);
+    REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "3"; }));
+    pg_exec(f.source(), "ALTER TABLE orders RENAME COLUMN id TO order_id");
+    REQUIRE(eventually([&] {
+      return hold_state(f) == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW;
+    }));
+    pg_exec(f.source(), "DROP TABLE orders");
+    pg_exec(f.source(), "INSERT INTO items VALUES (2, 'after the drop', 1)");
+    REQUIRE(eventually([&] { return count(f.target(), "st_shop.items") == "2"; }));
+    CHECK(p.stop() == 0);
+  }
+  stream_process p(f, {"--output", "json"});
+  pg_exec(f.source(), "INSERT INTO items VALUES (3, 'restarted', 1)");
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.items") == "3"; }));
+  CHECK(p.stop() == 0);
+  INFO(p.out() << p.err());
+  // The fixture's output file holds both starts' summaries: the JSON is the last.
+  const std::string out = p.out();
+  REQUIRE(out.find("\n{") != std::string::npos);
+  auto j = nlohmann::json::parse(out.substr(out.find("\n{") + 1));
+  std::map<std::string, std::string> states;
+  for (const auto& s : j["sources"])
+    for (const auto& t : s["tables"])
+      states[t["source_table"].get<std::string>()] = t["state"].get<std::string>();
+  CHECK(states["public.orders"] == "held");
+  CHECK(states["public.items"] == "streaming");
 }
 
 TEST_CASE("--reload closes every review and copies every table again", "[stream]") {
