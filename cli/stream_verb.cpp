@@ -70,21 +70,6 @@ int do_stream(const global_options& g, const stream_args& a) {
   auto project = load_or_report(g, a.filters, filters);
   if (!project)
     return 2;
-  if (a.setup_sql) {
-    try {
-      const std::string sql = cdc::capture_setup_sql(*project, filters);
-      if (sql.empty()) {
-        fmt::print(stderr, "no selected source has capture = \"logical\"; set it on a postgres "
-                           "source in flotilla.toml\n");
-        return 2;
-      }
-      fmt::print("{}", sql);
-      return 0;
-    } catch (const std::exception& e) {
-      fmt::print(stderr, "{}\n", e.what());
-      return 1;
-    }
-  }
   // One replication slot carries all of a source's changes: a stream of some of its
   // tables would confirm the slot past the others' changes (lost to every later stream),
   // and a reload of some would set the source up again without the others.
@@ -104,6 +89,23 @@ int do_stream(const global_options& g, const stream_args& a) {
                                    f.value));
       return 2;
     }
+  if (a.setup_sql) {
+    try {
+      const std::string sql = cdc::capture_setup_sql(*project, filters);
+      if (sql.empty()) {
+        fmt::print(stderr, "no selected source has capture = \"logical\"; set it on a postgres "
+                           "source in flotilla.toml\n");
+        note_refusal("", "no selected source has capture = \"logical\"; set it on a postgres "
+                         "source in flotilla.toml");
+        return 2;
+      }
+      fmt::print("{}", sql);
+      return 0;
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "{}\n", e.what());
+      return 1;
+    }
+  }
   auto store = open_state(*project, true);
   if (!store)
     return 2;

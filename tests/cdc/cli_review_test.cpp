@@ -375,7 +375,8 @@ TEST_CASE("stream refuses a --filter table=: one slot carries all of a source's 
   for (const std::vector<std::string> args :
        {std::vector<std::string>{"stream", "--filter", "table=public.orders"},
         std::vector<std::string>{"stream", "--reload", "--filter", "source=shop", "--filter",
-                                 "table=public.orders"}}) {
+                                 "table=public.orders"},
+        std::vector<std::string>{"stream", "--setup-sql", "--filter", "table=public.orders"}}) {
     const auto r = run_cli(dir, args);
     INFO(r.out << r.err);
     CHECK(r.exit_code == 2);
