@@ -1261,6 +1261,11 @@ class source_stream {
           "name): Flotilla does not drop it; give this project another name in flotilla.toml "
           "([project] name), or stop and remove the other stream",
           src_.name, slot_, elsewhere[0][0].value_or("?")));
+    // The saved position marks a finished setup. It goes before the slot does: a reload
+    // that fails or is stopped from here on leaves no position, so the next start sets
+    // up again; left in place, it would resume from it on the new slot, which starts
+    // later, and the changes in between would be lost.
+    check(o_.store->remove<pb::CdcPosition>(pos_prefix_ + src_.name));
     source_->exec(fmt::format(
         "SELECT pg_catalog.pg_drop_replication_slot(slot_name) FROM "
         "pg_catalog.pg_replication_slots WHERE slot_name = {} "
