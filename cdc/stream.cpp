@@ -900,6 +900,7 @@ class source_stream {
           {src_.name, t.name, display(t.target),
            t.state == table_state::mode::held      ? "held"
            : t.state == table_state::mode::removed ? "removed"
+           : summary_.status == "failed"           ? "stopped"  // the pair failed: not streaming
                                                    : "streaming",
            t.changes, t.copied_in_run});
     }
@@ -2335,10 +2336,22 @@ class source_stream {
       // follows (the table stays held), not a restart.
       if (b.end_lsn == 0)
         throw std::runtime_error(fmt::format("target '{}' refused them: {}", tgt_name_, why));
+      // A value the target's column cannot hold (a numeric NaN in a DuckDB DECIMAL, a
+      // NUL escape in a jsonb): retried as it is, it fails again.
+      const bool value_refused = why.find("Conversion Error") != std::string::npos ||
+                                 why.find("out of range") != std::string::npos ||
+                                 why.find("invalid input syntax") != std::string::npos ||
+                                 why.find("unsupported Unicode escape") != std::string::npos;
       throw std::runtime_error(fmt::format(
           "source '{}': target '{}' refused the changes up to source position {}: {}; nothing "
-          "of them was applied, and the next start retries them",
-          src_.name, tgt_name_, format_lsn(b.end_lsn), why));
+          "of them was applied, and the next start retries them{}",
+          src_.name, tgt_name_, format_lsn(b.end_lsn), why,
+          value_refused ? ". A value the target's column cannot hold fails them again on "
+                          "every start (docs/cdc.md, Limits): change that row at the source "
+                          "(a later change of it replaces the value in the same batch), or "
+                          "leave its table out with exclude and start the stream with "
+                          "--reload"
+                        : ""));
     }
   }
 

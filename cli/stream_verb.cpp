@@ -191,7 +191,9 @@ verb stream_verb() {
       [=](CLI::App& app, global_options& g) {
         *glob = &g;
         auto* s = app.add_subcommand("stream", "change-data capture; runs until stopped");
-        s->add_option("--filter", args->filters, "select tables: tag=value, source=..., table=...");
+        s->add_option("--filter", args->filters,
+                      "select whole sources: tag=value, source=... (not table=: a source's "
+                      "tables stream together)");
         s->add_option("--output", args->output, "text or json (final summary)")
             ->check(CLI::IsMember({"text", "json"}));
         s->add_flag("--reload", args->reload,

@@ -954,6 +954,28 @@ TEST_CASE("a --reload that fails leaves the next start to copy every table again
   CHECK(p.stop() == 0);
 }
 
+TEST_CASE("a value a DuckDB target cannot hold stops the stream saying what to do",
+          "[stream]") {
+  fixture f(true);
+  make_orders(f, "orders", 2);
+  stream_process p(f);
+  // Streaming once the slot confirms a position past the rows the snapshot copied (the
+  // target's file is the stream's while it runs).
+  auto lsn = pg_query(f.source(), "SELECT pg_current_wal_insert_lsn()::text")[0][0];
+  REQUIRE(eventually([&] {
+    auto r = pg_try_rows(f.source(), "SELECT confirmed_flush_lsn >= '" + lsn +
+                                         "'::pg_lsn FROM pg_replication_slots WHERE slot_name = '" +
+                                         f.slot() + "'");
+    return r && !r->empty() && (*r)[0][0] == "t";
+  }, 60s));
+  pg_exec(f.source(), "INSERT INTO orders VALUES (3, 'not a number', 'NaN')");
+  CHECK(p.wait(60s) == 1);
+  INFO(p.err());
+  CHECK_THAT(p.err(), Catch::Contains("target 'wh' refused the changes") &&
+                          Catch::Contains("cannot hold fails them again on every start") &&
+                          Catch::Contains("exclude"));
+}
+
 TEST_CASE("--reload closes every review and copies every table again", "[stream]") {
   fixture f;
   make_orders(f, "orders", 3);
