@@ -8,8 +8,6 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstdio>
-
-#include <nlohmann/json.hpp>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -26,6 +24,7 @@
 #include <fmt/core.h>
 #include <fmt/format.h>
 #include <google/protobuf/arena.h>
+#include <nlohmann/json.hpp>
 
 #include "cdc/review_store.hpp"
 #include "cli/catalog_cache.hpp"
