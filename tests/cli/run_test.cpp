@@ -27,6 +27,16 @@ std::string other_run(const workdir& w, const std::set<std::string>& known) {
   return {};
 }
 
+/// `flotilla <args>` stopped at the crash point `point` (FLOTILLA_CRASH_AT: the process
+/// kills itself there, as kill -9 would).
+command_result run_crashing_at(const workdir& w, const std::string& point,
+                               std::vector<std::string> args = {"run"}) {
+  setenv("FLOTILLA_CRASH_AT", point.c_str(), 1);
+  auto r = run_flotilla(w, std::move(args));
+  unsetenv("FLOTILLA_CRASH_AT");
+  return r;
+}
+
 const char* k_orders_sql = R"(
 CREATE TABLE orders (id INTEGER PRIMARY KEY, status TEXT, amount DECIMAL(10,2),
                      qty INTEGER, note TEXT, updated_at TIMESTAMP);
@@ -1394,9 +1404,7 @@ TEST_CASE("kill -9 in the middle of a run, then a rerun: nothing lost, nothing d
                         " SELECT i FROM n);",
                         t);
   sqlite_exec(w.file("shop.db"), more);
-  setenv("FLOTILLA_CRASH_AT", ("3:" + point).c_str(), 1);
-  auto crashed = run_flotilla(w, {"run"});
-  unsetenv("FLOTILLA_CRASH_AT");
+  auto crashed = run_crashing_at(w, "3:" + point);
   CHECK(crashed.exit_code != 0);
   auto rerun = flotilla_json(w, {"run"}, &rc);
   CHECK(rc == 0);
@@ -1418,9 +1426,7 @@ TEST_CASE("kill -9, then retry: the interrupted run is named and its selection r
                        t);
   sqlite_exec(w.file("shop.db"), sql);
   write_config(w, "duckdb", "prune_unchanged = true\n");
-  setenv("FLOTILLA_CRASH_AT", "2:after_state", 1);
-  auto crashed = run_flotilla(w, {"run", "--filter", "client=acme"});
-  unsetenv("FLOTILLA_CRASH_AT");
+  auto crashed = run_crashing_at(w, "2:after_state", {"run", "--filter", "client=acme"});
   REQUIRE(crashed.exit_code != 0);
   auto retried = run_flotilla(w, {"retry", "--output", "json"});
   CHECK(retried.exit_code == 0);
@@ -1472,9 +1478,7 @@ TEST_CASE("a run killed between a table's schema change and its rows reports the
   REQUIRE(rc == 0);
   sqlite_exec(w.file("shop.db"), "ALTER TABLE t ADD COLUMN extra INTEGER;"
                                  "INSERT INTO t VALUES (3, 'c', 7);");
-  setenv("FLOTILLA_CRASH_AT", "after_ddl", 1);
-  auto crashed = run_flotilla(w, {"run"});
-  unsetenv("FLOTILLA_CRASH_AT");
+  auto crashed = run_crashing_at(w, "after_ddl");
   REQUIRE(crashed.exit_code != 0);
   auto next = flotilla_json(w, {"run"}, &rc);
   CHECK(rc == 0);
@@ -1532,9 +1536,7 @@ TEST_CASE("the next run writes the events of the tables a killed run committed, 
   for (int t = 0; t < 4; ++t)
     added += fmt::format("ALTER TABLE t{} ADD COLUMN extra INTEGER;", t);
   sqlite_exec(w.file("shop.db"), added);
-  setenv("FLOTILLA_CRASH_AT", "2:after_state", 1);
-  auto crashed = run_flotilla(w, {"run"});
-  unsetenv("FLOTILLA_CRASH_AT");
+  auto crashed = run_crashing_at(w, "2:after_state");
   REQUIRE(crashed.exit_code != 0);
   auto next = flotilla_json(w, {"run"}, &rc);
   CHECK(rc == 0);
@@ -1932,9 +1934,7 @@ TEST_CASE("a table loaded in full between incremental loads does not resume past
   sqlite_exec(w.file("src.db"), "DELETE FROM t; INSERT INTO t VALUES (11, 1), (12, 2);");
   config(false);
   if (crash) {
-    setenv("FLOTILLA_CRASH_AT", "1:before_state", 1);
-    auto killed = run_flotilla(w, {"run"});
-    unsetenv("FLOTILLA_CRASH_AT");
+    auto killed = run_crashing_at(w, "1:before_state");
     REQUIRE(killed.exit_code != 0);
   } else {
     flotilla_json(w, {"run"}, &rc);

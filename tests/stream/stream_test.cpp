@@ -54,6 +54,19 @@ std::string count(const std::string& dsn, const std::string& table) {
   return r && !r->empty() ? (*r)[0][0] : "missing";
 }
 
+/// Whether the slot confirmed everything written on the source so far, within `timeout`.
+bool confirmed(const fixture& f, std::chrono::seconds timeout = 30s) {
+  auto lsn = pg_query(f.source(), "SELECT pg_current_wal_insert_lsn()::text")[0][0];
+  return eventually([&] {
+    auto r = pg_try_rows(f.source(), "SELECT confirmed_flush_lsn >= '" + lsn +
+                                         "'::pg_lsn FROM pg_replication_slots WHERE slot_name = '" +
+                                         f.slot() + "'");
+    return r && !r->empty() && (*r)[0][0] == "t";
+  }, timeout);
+}
+
+void wait_confirmed(const fixture& f) { REQUIRE(confirmed(f)); }
+
 }  // namespace
 
 TEST_CASE("the snapshot copy and the stream together hold every row exactly once",
@@ -351,13 +364,7 @@ TEST_CASE("changes reach a DuckDB target", "[stream]") {
   pg_exec(f.source(), "ALTER TABLE orders ADD COLUMN flag boolean");
   pg_exec(f.source(), "INSERT INTO orders VALUES (7, 'seven', 7, true)");
   // Wait until the slot confirmed everything written so far, then stop.
-  auto lsn = pg_query(f.source(), "SELECT pg_current_wal_insert_lsn()::text")[0][0];
-  CHECK(eventually([&] {
-    auto r = pg_try_rows(f.source(), "SELECT confirmed_flush_lsn >= '" + lsn +
-                                         "'::pg_lsn FROM pg_replication_slots WHERE slot_name = '" +
-                                         f.slot() + "'");
-    return r && !r->empty() && (*r)[0][0] == "t";
-  }));
+  CHECK(confirmed(f));
   CHECK(p.stop() == 0);
   auto r = duckdb_query(f.duckdb_file(),
                         "SELECT id, note, CAST(amount AS VARCHAR), CAST(flag AS VARCHAR) FROM "
@@ -376,15 +383,7 @@ TEST_CASE("rows changed, then the table altered, in one source transaction reach
   make_orders(f, "orders", 5);
   // Everything written so far applied: the slot confirmed it (the target file is the
   // stream's while it runs).
-  const auto all_applied = [&] {
-    auto lsn = pg_query(f.source(), "SELECT pg_current_wal_insert_lsn()::text")[0][0];
-    return eventually([&] {
-      auto r = pg_try_rows(f.source(), "SELECT confirmed_flush_lsn >= '" + lsn +
-                                           "'::pg_lsn FROM pg_replication_slots WHERE "
-                                           "slot_name = '" + f.slot() + "'");
-      return r && !r->empty() && (*r)[0][0] == "t";
-    });
-  };
+  const auto all_applied = [&] { return confirmed(f); };
   {
     stream_process first(f);
     // The slot first: one made after the insert would count it confirmed at once.
@@ -435,6 +434,13 @@ namespace {
 std::string submit(const fixture& f, flotilla::cdc::decision_kind kind, std::string ddl = "") {
   return flotilla::cdc::submit_request(std::filesystem::path(f.dir()) / ".flotilla",
                                        {"", "wh", "shop.public.orders", {kind, std::move(ddl)}});
+}
+
+/// The result of decision `id`, once the stream carried it out.
+flotilla::cdc::decision_result decided(const fixture& f, const std::string& id) {
+  const auto dir = std::filesystem::path(f.dir()) / ".flotilla";
+  REQUIRE(eventually([&] { return flotilla::cdc::read_result(dir, id).has_value(); }));
+  return *flotilla::cdc::read_result(dir, id);
 }
 
 /// The changes kept for the held orders table, 0 while none or unreadable (for polling).
@@ -845,13 +851,9 @@ TEST_CASE("a key change is held until a resync copies the table again", "[stream
   // The proposal of a key change is a comment asking for the target key by hand.
   const std::string id = submit(f, flotilla::cdc::decision_kind::resync_edited,
                                 "-- the target table is copied again with its new key");
-  REQUIRE(eventually([&] {
-    return flotilla::cdc::read_result(std::filesystem::path(f.dir()) / ".flotilla", id)
-        .has_value();
-  }));
-  auto result = flotilla::cdc::read_result(std::filesystem::path(f.dir()) / ".flotilla", id);
-  INFO(result->message);
-  CHECK(result->exit_code() == 0);
+  const auto result = decided(f, id);
+  INFO(result.message);
+  CHECK(result.exit_code() == 0);
   CHECK(eventually([&] { return count(f.target(), "st_shop.orders") == "4"; }));
   pg_exec(f.source(), "INSERT INTO orders VALUES (5, 'live', 1)");
   CHECK(eventually([&] { return same_orders(f); }));
@@ -877,13 +879,9 @@ TEST_CASE("a held table dropped and created again at the source streams again af
   pg_exec(f.source(), "INSERT INTO items VALUES (2, 'after the drop', 1)");
   REQUIRE(eventually([&] { return count(f.target(), "st_shop.items") == "2"; }));
   const std::string id = submit(f, flotilla::cdc::decision_kind::resync);
-  REQUIRE(eventually([&] {
-    return flotilla::cdc::read_result(std::filesystem::path(f.dir()) / ".flotilla", id)
-        .has_value();
-  }));
-  auto result = flotilla::cdc::read_result(std::filesystem::path(f.dir()) / ".flotilla", id);
-  INFO(result->message);
-  CHECK(result->exit_code() == 0);
+  const auto result = decided(f, id);
+  INFO(result.message);
+  CHECK(result.exit_code() == 0);
   CHECK(eventually([&] { return same_orders(f); }));
   pg_exec(f.source(), "INSERT INTO orders VALUES (7, 'live', 1)");
   pg_exec(f.source(), "UPDATE orders SET note = 'changed' WHERE id = 1");
@@ -961,13 +959,7 @@ TEST_CASE("a value a DuckDB target cannot hold stops the stream saying what to d
   stream_process p(f);
   // Streaming once the slot confirms a position past the rows the snapshot copied (the
   // target's file is the stream's while it runs).
-  auto lsn = pg_query(f.source(), "SELECT pg_current_wal_insert_lsn()::text")[0][0];
-  REQUIRE(eventually([&] {
-    auto r = pg_try_rows(f.source(), "SELECT confirmed_flush_lsn >= '" + lsn +
-                                         "'::pg_lsn FROM pg_replication_slots WHERE slot_name = '" +
-                                         f.slot() + "'");
-    return r && !r->empty() && (*r)[0][0] == "t";
-  }, 60s));
+  REQUIRE(confirmed(f, 60s));
   pg_exec(f.source(), "INSERT INTO orders VALUES (3, 'not a number', 'NaN')");
   CHECK(p.wait(60s) == 1);
   INFO(p.err());
@@ -1016,10 +1008,7 @@ TEST_CASE("a table removed from the pipeline rejoins the stream after --reload c
       return hold_state(f) == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW;
     }));
     const std::string id = submit(f, flotilla::cdc::decision_kind::remove);
-    REQUIRE(eventually([&] {
-      return flotilla::cdc::read_result(std::filesystem::path(f.dir()) / ".flotilla", id)
-          .has_value();
-    }));
+    (void)decided(f, id);
     CHECK(p.stop() == 0);
   }
   CHECK(hold_of(f).state() == flotilla::storage::pb::HOLD_STATE_REMOVED);
@@ -1214,16 +1203,6 @@ rows keyless_changes_on(const fixture& f) {
   pg_exec(f.source(), "DELETE FROM logs WHERE msg IS NULL");
   pg_exec(f.source(), "UPDATE logs SET msg = 'cc' WHERE msg = 'c'");
   return pg_query(f.source(), fmt::format(fmt::runtime(logs_multiset), "public.logs"));
-}
-
-void wait_confirmed(const fixture& f) {
-  auto lsn = pg_query(f.source(), "SELECT pg_current_wal_insert_lsn()::text")[0][0];
-  REQUIRE(eventually([&] {
-    auto r = pg_try_rows(f.source(), "SELECT confirmed_flush_lsn >= '" + lsn +
-                                         "'::pg_lsn FROM pg_replication_slots WHERE slot_name = '" +
-                                         f.slot() + "'");
-    return r && !r->empty() && (*r)[0][0] == "t";
-  }));
 }
 
 }  // namespace
