@@ -645,8 +645,8 @@ class sqlite_source final : public source {
   void check_cursor_offsets(sqlite3* db, const std::string& table, const std::string& column,
                             const std::string& after) const {
     const std::string c = quote_ident(column), t = quote_ident(table);
-    statement stmt(db, fmt::format("SELECT {0}, {1} FROM {2} WHERE typeof({0}) = 'text' AND "
-                                   "{1} <> {3} LIMIT 1",
+    statement stmt(db, fmt::format("SELECT {0}, {1}, {3} FROM {2} WHERE typeof({0}) = 'text' "
+                                   "AND {1} <> {3} LIMIT 1",
                                    c, offset_sql(c), t, offset_sql("?1")));
     if (stmt.prepare_rc() != SQLITE_OK)
       return;
@@ -657,16 +657,7 @@ class sqlite_source final : public source {
     const std::string other = as_text(stmt.get(), 1);
     // The fix stores every value at the watermark's offset, in its form ('T' or space, a
     // fraction or none), so that the watermark keeps comparing as it should.
-    std::string wm_offset;
-    {
-      statement off(db, fmt::format("SELECT {}", offset_sql("?1")));
-      if (off.prepare_rc() == SQLITE_OK) {
-        sqlite3_bind_text(off.get(), 1, after.data(), static_cast<int>(after.size()),
-                          SQLITE_TRANSIENT);
-        if (sqlite3_step(off.get()) == SQLITE_ROW)
-          wm_offset = as_text(off.get(), 0);
-      }
-    }
+    const std::string wm_offset = as_text(stmt.get(), 2);
     int minutes = 0;
     if (wm_offset.size() == 6)
       minutes = (wm_offset[0] == '-' ? -1 : 1) *
