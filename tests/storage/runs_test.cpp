@@ -122,17 +122,19 @@ TEST_CASE("large run records are kept in blob files and read back after reopenin
     }
     REQUIRE(store.put_run(run));
   }
-  auto store = open_store(dir);
-  auto recent = store.recent_runs();
-  REQUIRE(recent.has_value());
-  REQUIRE(recent->size() == runs);
-  for (int r = 0; r < runs; ++r) {
-    auto run = store.get_run("r" + std::to_string(r));
-    REQUIRE(run.has_value());
-    REQUIRE(run->has_value());
-    CHECK((*run)->tables_size() == tables);
-    CHECK((*run)->tables(tables - 1).table() == "c" + std::to_string(r) + ".t" + std::to_string(tables - 1));
-  }
+  {
+    auto store = open_store(dir);
+    auto recent = store.recent_runs();
+    REQUIRE(recent.has_value());
+    REQUIRE(recent->size() == runs);
+    for (int r = 0; r < runs; ++r) {
+      auto run = store.get_run("r" + std::to_string(r));
+      REQUIRE(run.has_value());
+      REQUIRE(run->has_value());
+      CHECK((*run)->tables_size() == tables);
+      CHECK((*run)->tables(tables - 1).table() == "c" + std::to_string(r) + ".t" + std::to_string(tables - 1));
+    }
+  }  // closed: a background compaction of the open store could delete a file being measured
   // The records are in blob files; the table files hold only their references. (Two
   // runs' records share a blob file when a flush is still pending at the next close:
   // RocksDB then writes both memtables in one flush, so the files are not counted.)
