@@ -640,6 +640,14 @@ void remove_altered_notes(storage::state_store& store, std::string_view run_id) 
       (void)store.remove<storage::pb::TableResult>(n.key);
 }
 
+bool takes_source(const std::set<std::string>& only, const std::string& source) {
+  if (only.empty())
+    return true;
+  const std::string prefix = source + ".";
+  auto it = only.lower_bound(prefix);
+  return it != only.end() && it->starts_with(prefix);
+}
+
 actors::fleet_spec build_fleet(const config::project& p, const std::vector<config::filter>& filters,
                                storage::state_store* store, const fleet_options& options) {
   actors::fleet_spec spec;
@@ -703,7 +711,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       missing_files->insert(t.name);
   }
   for (const auto& s : p.sources) {
-    if (!config::source_may_match(s, filters))
+    if (!config::source_may_match(s, filters) || !takes_source(options.only, s.name))
       continue;
     const config::target_config* target = p.target_of(s);
     if (target == nullptr)

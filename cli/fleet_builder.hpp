@@ -50,6 +50,10 @@ struct fleet_options {
   bool reuse_staged = false;
 };
 
+/// Whether a run restricted to `only` (a retry's tables) takes any table of `source`;
+/// an empty `only` takes every source. A retry opens no source it retries nothing of.
+[[nodiscard]] bool takes_source(const std::set<std::string>& only, const std::string& source);
+
 /// Builds the fleet. `store` may be null (plan reads no state when none exists yet).
 [[nodiscard]] actors::fleet_spec build_fleet(const config::project& p,
                                              const std::vector<config::filter>& filters,

@@ -106,7 +106,7 @@ void record_start(storage::state_store& store, const run_request& req, const std
   describe_request(r, req, run_id, started);
   r.set_status("running");
   for (const auto& s : project.sources)
-    if (config::source_may_match(s, filters))
+    if (config::source_may_match(s, filters) && takes_source(req.only, s.name))
       r.add_sources(s.name);
   if (auto st = store.put_run(r); !st)
     fmt::print(stderr, "warning: the run's start could not be recorded: {}\n",

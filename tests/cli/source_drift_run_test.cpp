@@ -269,6 +269,32 @@ TEST_CASE("retry loads staged data while the source is unavailable; other failur
   CHECK(s.target("SELECT count(*) FROM raw.orders")[0][0] == "3");
 }
 
+TEST_CASE("retry opens no source it retries nothing of: another source down leaves it a success") {
+  shop s("fail", "\n[sources.crm]\nadapter = \"sqlite\"\npath = \"crm.db\"\ntarget = \"wh\"\n"
+                 "include = [\"*\"]\n");
+  sqlite_exec(s.w.file("crm.db"), "CREATE TABLE leads (id INTEGER PRIMARY KEY); INSERT INTO leads VALUES (1)");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
+  s.source("ALTER TABLE orders ADD COLUMN note TEXT; INSERT INTO orders VALUES (3, 30, 'x')");
+  int code = 0;
+  auto gated = flotilla_json(s.w, {"run"}, &code);
+  REQUIRE(code == 1);
+  CHECK((*find_table(gated, "raw.leads"))["status"] == "copied");
+  REQUIRE(run_flotilla(s.w, {"schema", "accept", "shop.orders"}).exit_code == 0);
+  std::filesystem::rename(s.w.file("crm.db"), s.w.file("crm.db.away"));  // crm: nothing to retry
+  auto retry = flotilla_json(s.w, {"retry"}, &code);
+  CHECK(code == 0);
+  CHECK(retry["status"] == "success");
+  CHECK(retry["errors"].empty());
+  REQUIRE(retry["tables"].size() == 1);
+  CHECK(retry["tables"][0]["table"] == "raw.orders");
+  CHECK(s.target("SELECT count(*) FROM raw.orders")[0][0] == "3");
+  // Nothing failed, so nothing is left to retry (crm's table is not copied again).
+  std::filesystem::rename(s.w.file("crm.db.away"), s.w.file("crm.db"));
+  auto again = flotilla_json(s.w, {"retry"}, &code);
+  CHECK(code == 0);
+  CHECK(again["tables"].empty());
+}
+
 TEST_CASE("retry loads the staged data of a table the source no longer lists, and fails one "
           "with nothing staged, named; neither leaves the retry a success that drops it") {
   // The retry left a table the source no longer listed out: `success`, 0 tables, and the
