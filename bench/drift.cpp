@@ -52,9 +52,16 @@ scenario_result run_drift_check(bench_context& ctx) {
   scenario_result r;
   r.name = "drift-check";
   const std::uint64_t n = ctx.opt.drift_tables;
-  r.sizes = fmt::format("{} PostgreSQL tables x 16 columns, target 1% narrower + 1% missing a "
-                        "column; {}",
-                        grouped(n), ctx.runs_text());
+  std::uint64_t narrower = 0, missing = 0;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    narrower += variant_of(i) == variant::narrower;
+    missing += variant_of(i) == variant::missing_column;
+  }
+  // The counts themselves: at small sizes 1% rounds to none (table 1 of each hundred is
+  // the narrower one, table 2 the one missing a column).
+  r.sizes = fmt::format("{} PostgreSQL tables x 16 columns, target: {} narrower, {} missing a "
+                        "column (1% each); {}",
+                        grouped(n), grouped(narrower), grouped(missing), ctx.runs_text());
   if (!ctx.pg_dsn) {
     r.status = "skipped";
     r.message = "FLOTILLA_PG_DSN is not set";
@@ -65,12 +72,6 @@ scenario_result run_drift_check(bench_context& ctx) {
   const auto dst = dbs.create("drift_dst");
   create_tables(src, n, false);
   create_tables(dst, n, true);
-  std::uint64_t narrower = 0, missing = 0;
-  for (std::uint64_t i = 0; i < n; ++i) {
-    narrower += variant_of(i) == variant::narrower;
-    missing += variant_of(i) == variant::missing_column;
-  }
-
   const fs::path dir = fs::path(ctx.scratch) / "drift-check";
   fs::remove_all(dir);
   fs::create_directories(dir);

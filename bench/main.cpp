@@ -8,8 +8,11 @@
 //   flotilla-bench step <name> k=v...     one timed path (internal: run in a child process)
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -57,6 +60,30 @@ nlohmann::json options_json(const bench_options& o) {
           {"peer_tables", o.peer_tables},
           {"peer_rows", o.peer_rows},
           {"smoke", o.smoke}};
+}
+
+/// The file that marks <out>/work as the harness's own scratch directory.
+constexpr const char* scratch_marker = ".flotilla-bench-scratch";
+
+/// Writes bench.json whole (to a temporary file renamed over it); the error, or "".
+std::string write_results(const fs::path& path, const nlohmann::json& j) {
+  std::error_code ec;
+  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
+    return fmt::format("cannot write {}: it exists and is not a file; remove it, or pass "
+                       "another --out", path.string());
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << j.dump(2) << "\n";
+    f.close();
+    if (!f)
+      return fmt::format("cannot write {}: {}", tmp.string(), std::strerror(errno));
+  }
+  if (fs::rename(tmp, path, ec), ec) {
+    fs::remove(tmp, ec);
+    return fmt::format("cannot write {}: {}", path.string(), ec.message());
+  }
+  return {};
 }
 
 /// The bench's own databases are named <this>_<pid>_<what>.
@@ -117,8 +144,8 @@ const CLI::Validator not_negative(
       double v = -1;
       const auto* end = text.data() + text.size();
       const auto [p, ec] = std::from_chars(text.data(), end, v);
-      if (ec != std::errc{} || p != end || !(v >= 0))
-        return "must be a number of at least 0, got '" + text + "'";
+      if (ec != std::errc{} || p != end || !(v >= 0) || !std::isfinite(v))
+        return "must be a finite number of at least 0, got '" + text + "'";
       return {};
     },
     "X>=0");
@@ -209,6 +236,24 @@ int main(int argc, char** argv) {
   app.add_option("--flotilla", o.flotilla_bin, "the flotilla executable (default: beside this one)");
   app.add_flag("--require-pg", o.require_pg, "fail when FLOTILLA_PG_DSN is not set (CI)");
   app.add_flag("--keep", o.keep, "keep the scratch data (<out>/work)");
+  // A list with an empty item ("3,,2", "1,2,") is refused rather than read as a shorter
+  // list: the empty item is most likely a value the user meant to type.
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    for (const std::string_view flag : {"--fleet-tables", "--peer-tables"}) {
+      std::optional<std::string_view> value;
+      if (a == flag && i + 1 < argc)
+        value = argv[i + 1];
+      else if (a.starts_with(flag) && a.size() > flag.size() && a[flag.size()] == '=')
+        value = a.substr(flag.size() + 1);
+      if (value && (value->empty() || value->front() == ',' || value->back() == ',' ||
+                    value->find(",,") != std::string_view::npos)) {
+        fmt::print(stderr, "{}: a list of whole numbers separated by commas, with no empty "
+                           "item, got '{}'\n", flag, *value);
+        return 2;
+      }
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -287,18 +332,28 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "fleet-scale: the 1-table point is added: throughput kept and the "
                        "cost per table are measured against it\n");
   }
+  // The points in ascending order, whatever order they were given in: the table and the
+  // plot's curves read left to right.
+  std::sort(o.fleet_tables.begin(), o.fleet_tables.end());
+  std::sort(o.peer_tables.begin(), o.peer_tables.end());
   // Every generated table holds at least one row.
   if (selects("fleet-scale")) {
-    std::uint64_t most = *std::max_element(o.fleet_tables.begin(), o.fleet_tables.end());
+    const std::uint64_t listed = o.fleet_tables.back();
+    std::uint64_t most = listed;
+    std::string where = fmt::format("--fleet-tables {}", listed);
     if (!o.fleet_grid.empty()) {
       const auto [clients, tables] = parse_grid(o.fleet_grid);
-      most = std::max<std::uint64_t>(most, clients * tables);
+      if (clients * tables > most) {
+        most = clients * tables;
+        where = fmt::format("--fleet-grid {}{}", o.fleet_grid,
+                            app.get_option("--fleet-grid")->count() > 0 ? "" : " (its default)");
+      }
     }
     if (o.fleet_rows < most) {
       fmt::print(stderr, "--fleet-rows {} is fewer than the {} tables of the largest fleet-scale "
-                         "point: every table holds at least one row; raise --fleet-rows or "
-                         "lower --fleet-tables / --fleet-grid\n",
-                 o.fleet_rows, most);
+                         "point, {}: every table holds at least one row; raise --fleet-rows or "
+                         "lower --fleet-tables / --fleet-grid ('' for no grid)\n",
+                 o.fleet_rows, most, where);
       return 2;
     }
   }
@@ -338,11 +393,41 @@ int main(int argc, char** argv) {
     return 2;
   }
   ctx.scratch = (out / "work").string();
-  if (std::error_code ec; fs::create_directories(ctx.scratch, ec), ec) {
-    fmt::print(stderr, "cannot create the output directory {}: {}; pass --out DIR with a "
-                       "directory you can write\n", ctx.scratch, ec.message());
-    return 2;
+  // <out>/work is the harness's scratch directory, removed after the run (without --keep):
+  // one it did not make (no marker file in it) is not used, so no file of the user's goes.
+  const fs::path marker = fs::path(ctx.scratch) / scratch_marker;
+  bool made_scratch = false;
+  {
+    std::error_code ec;
+    if (fs::exists(ctx.scratch, ec) && !fs::exists(marker, ec) &&
+        !(fs::is_directory(ctx.scratch, ec) && fs::is_empty(ctx.scratch, ec))) {
+      fmt::print(stderr, "--out: {} exists and was not made by flotilla-bench (it has no {} "
+                         "file); the harness keeps its scratch data there and removes it after "
+                         "the run, so it does not use that directory: pass another --out, or "
+                         "move {} away\n",
+                 ctx.scratch, scratch_marker, ctx.scratch);
+      return 2;
+    }
+    made_scratch = !fs::exists(ctx.scratch, ec);
+    if (fs::create_directories(ctx.scratch, ec), ec) {
+      fmt::print(stderr, "cannot create the output directory {}: {}; pass --out DIR with a "
+                         "directory you can write\n", ctx.scratch, ec.message());
+      return 2;
+    }
+    std::ofstream(marker) << "flotilla-bench scratch data: removed after each run (--keep keeps "
+                             "it)\n";
   }
+  // Refused before any scenario ran: the scratch directory this run made goes again.
+  struct scratch_guard {
+    std::string dir;
+    bool remove;
+    ~scratch_guard() {
+      if (remove) {
+        std::error_code ignored;
+        fs::remove_all(dir, ignored);
+      }
+    }
+  } guard{ctx.scratch, made_scratch};
   // Only scenarios that use PostgreSQL need it: an unreachable FLOTILLA_PG_DSN does not
   // stop kafka-events or prune.
   const bool uses_pg = selects("copy-wide") || selects("drift-check") || selects("peer") ||
@@ -380,10 +465,21 @@ int main(int argc, char** argv) {
         fmt::print(stderr, "dropped database {}, left by a bench run that no longer runs\n",
                    name);
     } catch (const std::exception& e) {
-      fmt::print(stderr, "PostgreSQL at FLOTILLA_PG_DSN: {}\n", e.what());
+      std::vector<std::string> need;
+      for (const auto* sc : to_run)
+        if (sc->name == std::string_view("copy-wide") || sc->name == std::string_view("drift-check") ||
+            sc->name == std::string_view("peer") ||
+            (sc->name == std::string_view("fleet-scale") && o.fleet_target == "postgres"))
+          need.emplace_back(sc->name);
+      fmt::print(stderr, "PostgreSQL at FLOTILLA_PG_DSN: {}\nnothing was run: {} use{} "
+                         "PostgreSQL. Start the server (scripts/services start), or unset "
+                         "FLOTILLA_PG_DSN to run without its paths, or name only the scenarios "
+                         "that do not use it\n",
+                 e.what(), fmt::join(need, ", "), need.size() == 1 ? "s" : "");
       return 2;
     }
   }
+  guard.remove = false;  // from here the run's end removes it (or --keep keeps it)
   ctx.db_prefix = fmt::format("{}_{}", bench_database_prefix, ::getpid());
 
   run_info info;
@@ -398,6 +494,7 @@ int main(int argc, char** argv) {
 
   std::vector<scenario_result> results;
   int exit_code = 0;
+  std::string json_error;  // why bench.json could not be written
   for (const auto* s : to_run) {
     const auto t0 = std::chrono::steady_clock::now();
     fmt::print("\n-- {} ...\n", s->name);
@@ -416,12 +513,16 @@ int main(int argc, char** argv) {
                            std::nullopt});
       exit_code = 1;
     }
+    if (r.status == "skipped" && r.targets.empty())  // listed, so none goes missing unsaid
+      r.targets.push_back({fmt::format("{}'s targets", s->name),
+                           fmt::format("not measured: the scenario was skipped ({})", r.message),
+                           std::nullopt});
     r.figures["scenario_seconds"] =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     print_scenario(r);
     results.push_back(std::move(r));
     // Keep what is done so far, should a later scenario be interrupted.
-    std::ofstream(out / "bench.json") << to_json(info, results).dump(2) << "\n";
+    json_error = write_results(out / "bench.json", to_json(info, results));
   }
   print_targets(results);
   const auto svg = (out / "scaling.svg").string();
@@ -431,7 +532,13 @@ int main(int argc, char** argv) {
     std::error_code ignored;
     fs::remove(svg, ignored);
   }
-  fmt::print("\nresults: {}\n", (out / "bench.json").string());
+  if (json_error.empty()) {
+    fmt::print("\nresults: {}\n", (out / "bench.json").string());
+  } else {
+    fmt::print("\nresults: not written: {}\n", json_error);
+    fmt::print(stderr, "error: {}\n", json_error);
+    exit_code = 1;
+  }
   if (plot_error.empty())
     fmt::print("plot:    {}\n", svg);
   else

@@ -136,8 +136,11 @@ std::vector<std::string> drop_abandoned_databases(const std::string& admin_dsn,
   require_local(admin_dsn);
   pg_connection admin(admin_dsn);
   std::vector<std::string> dropped;
-  const auto rows = admin.query("SELECT datname FROM pg_database WHERE datname LIKE '" +
-                                bench_prefix + "\\_%'");
+  // Only databases the harness made, marked by their comment: one a user named alike
+  // (and never one of a running bench) is left alone.
+  const auto rows = admin.query(
+      "SELECT datname FROM pg_database WHERE datname LIKE '" + bench_prefix +
+      "\\_%' AND shobj_description(oid, 'pg_database') = '" + database_marker + "'");
   for (const auto& row : rows) {
     if (row.empty() || !row[0])
       continue;
@@ -178,8 +181,18 @@ std::string pg_databases::dsn(const std::string& suffix) const {
 std::string pg_databases::create(const std::string& suffix) {
   pg_connection admin(admin_dsn_);
   const std::string name = prefix_ + "_" + suffix;
+  // A database of this name is one a killed run of the same pid left (marked), or a
+  // user's (not marked): only the first is replaced.
+  const auto found = admin.query(
+      "SELECT coalesce(shobj_description(oid, 'pg_database'), '') FROM pg_database "
+      "WHERE datname = '" + name + "'");
+  if (!found.empty() && (found[0].empty() || !found[0][0] || *found[0][0] != database_marker))
+    throw std::runtime_error(fmt::format(
+        "database {} exists and was not made by flotilla-bench (its comment is not '{}'): "
+        "left alone; rename or drop it, then run again", name, database_marker));
   admin.exec("DROP DATABASE IF EXISTS \"" + name + "\" WITH (FORCE)");
   admin.exec("CREATE DATABASE \"" + name + "\" TEMPLATE template0");
+  admin.exec("COMMENT ON DATABASE \"" + name + "\" IS '" + database_marker + "'");
   if (std::find(created_.begin(), created_.end(), suffix) == created_.end())
     created_.push_back(suffix);
   return dsn(suffix);

@@ -43,9 +43,13 @@ class pg_connection {
   PGconn* conn_ = nullptr;
 };
 
+/// The comment every database the harness creates carries: only databases with it are
+/// ever dropped by a later run.
+inline constexpr const char* database_marker = "flotilla-bench scratch database";
+
 /// Drops the databases `<bench_prefix>_<pid>_*` of bench runs whose process is gone (a
 /// run interrupted or killed before it dropped its own); returns their names. A database
-/// of a process still running is left alone.
+/// of a process still running, or without the harness's comment, is left alone.
 std::vector<std::string> drop_abandoned_databases(const std::string& admin_dsn,
                                                   const std::string& bench_prefix);
 

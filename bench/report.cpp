@@ -1,5 +1,6 @@
 #include "bench/report.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -135,7 +136,7 @@ void print_targets(const std::vector<scenario_result>& all) {
     for (const auto& t : r.targets)
       // The verdict first, in a column of its own: the texts are too long to align.
       fmt::print("   {:<14} {:<12} {}: {}\n",
-                 !t.met ? "NOT MEASURABLE" : *t.met ? "met" : "NOT MET", r.name, t.what,
+                 !t.met ? "NOT MEASURED" : *t.met ? "met" : "NOT MET", r.name, t.what,
                  t.figure);
   std::fflush(stdout);
 }
@@ -205,6 +206,17 @@ std::string write_plot(const std::vector<scenario_result>& all, const std::strin
   }
   if (fleet.empty() && peer.empty())
     return "no scaling series to plot (run fleet-scale or peer)";
+  // Each curve left to right, whatever order the points were measured in.
+  for (auto* m : {&fleet, &peer})
+    for (auto& [variant, pts] : *m)
+      std::stable_sort(pts.begin(), pts.end(),
+                       [](const point& a, const point& b) { return a.x < b.x; });
+  {
+    std::error_code ec;
+    if (fs::exists(svg_path, ec) && !fs::is_regular_file(svg_path, ec))
+      return fmt::format("{} exists and is not a file: remove it, or pass another --out",
+                         svg_path);
+  }
   std::vector<std::string> plots;
   auto data_file = [&](const std::string& stem, const std::vector<point>& pts) {
     const auto path = dir / (stem + ".dat");

@@ -37,7 +37,7 @@ struct series {
 struct target_check {
   std::string what;              ///< "copy-wide sqlite -> duckdb >= 0.8x the raw target path"
   std::string figure;            ///< "0.86x (0.83-0.88)"
-  std::optional<bool> met;       ///< nullopt: not measurable
+  std::optional<bool> met;       ///< nullopt: not measured (the figure says why)
 };
 
 struct scenario_result {
