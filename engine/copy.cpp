@@ -279,6 +279,56 @@ void ensure_schema_once(sinks::warehouse& wh, const table_job& job) {
   done.insert(key);
 }
 
+/// The plan's DDL, keeping the indexes made by hand on the table: a rebuild drops them
+/// with the old table, so they are made again after its swap, in its transaction (an
+/// index that cannot be made again fails the change, named, and leaves the table as it
+/// was). Where an index stops a retype (DuckDB, which sees the index until its DROP
+/// commits), they are dropped in a transaction of their own first, then the ALTERs and
+/// the indexes made again commit together; should those fail, the indexes are made again
+/// as they were. Returns the indexes made again.
+std::vector<std::string> execute_ddl(sinks::warehouse& wh, const dialects::table_ref& target,
+                                     const table_plan& plan) {
+  const bool rebuilds = plan.shape_action == "rebuild";
+  const bool retypes =
+      wh.index_blocks_retype() &&
+      std::any_of(plan.drift.steps.begin(), plan.drift.steps.end(), [](const auto& st) {
+        return st.action == schema::evolution_action::alter_column_types;
+      });
+  if (!rebuilds && !retypes) {
+    wh.execute(plan.ddl);
+    return {};
+  }
+  const auto indexes = wh.hand_made_indexes(target);
+  if (indexes.empty()) {
+    wh.execute(plan.ddl);
+    return {};
+  }
+  std::vector<std::string> statements = plan.ddl;
+  std::vector<std::string> drops, creates, names;
+  for (const auto& i : indexes) {
+    drops.push_back(i.drop_sql);
+    creates.push_back(i.create_sql);
+    names.push_back(i.name);
+  }
+  statements.insert(statements.end(), creates.begin(), creates.end());
+  if (rebuilds) {
+    wh.execute(statements);
+    return names;
+  }
+  wh.execute(drops);
+  try {
+    wh.execute(statements);
+  } catch (...) {
+    try {
+      wh.execute(creates);
+    } catch (const std::exception&) {
+      // nop: the change's own error is the one reported
+    }
+    throw;
+  }
+  return names;
+}
+
 /// Every column loads as it is read (`coerced`, the plan's columns_to_coerce, is empty):
 /// nothing converts on the way, so a batch may keep its source's own text.
 bool passes_through(const table_plan& plan, const std::vector<std::size_t>& coerced) {
@@ -634,7 +684,16 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       // Only a table that loads makes its schema: one refused by its plan leaves none.
       ensure_schema_once(wh, job);
       if (!plan.ddl.empty()) {
-        wh.execute(plan.ddl);
+        // Said where the table stays the same object; a full refresh that swaps a
+        // staging table in makes it anew, without them (docs/sinks.md).
+        if (const auto kept = execute_ddl(wh, job.target, plan);
+            !kept.empty() && plan.swap_sql.empty())
+          out.plan->warnings.push_back(fmt::format(
+              "the {} of {} kept the index{} made by hand on it: {} (made again after the "
+              "change)",
+              plan.shape_action == "rebuild" ? "rebuild" : "type change",
+              wh.dialect().qualified(job.target), kept.size() == 1 ? "" : "es",
+              fmt::join(kept, ", ")));
         out.ddl_applied = true;
         if (job.after_ddl)
           (*job.after_ddl)(job, plan);

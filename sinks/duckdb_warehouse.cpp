@@ -963,6 +963,28 @@ class duckdb_warehouse final : public warehouse_base {
     return out;
   }
 
+  std::vector<hand_made_index> hand_made_indexes(const table_ref& table) override {
+    const auto& d = dialect();
+    // duckdb_indexes() lists the indexes of CREATE INDEX only (a PRIMARY KEY or UNIQUE
+    // constraint's index is part of the table's definition).
+    const auto rows = query(fmt::format(
+        "SELECT index_name, sql FROM duckdb_indexes() WHERE database_name = {} AND "
+        "schema_name = {} AND table_name = {} AND sql IS NOT NULL ORDER BY index_name",
+        table.catalog.empty() ? "current_database()" : d.literal(table.catalog),
+        table.schema.empty() ? "current_schema()" : d.literal(table.schema), d.literal(table.name)));
+    std::vector<hand_made_index> out;
+    for (const auto& r : rows) {
+      if (r.size() < 2 || !r[0] || !r[1])
+        continue;
+      table_ref index = table;
+      index.name = *r[0];
+      out.push_back({*r[0], *r[1], fmt::format("DROP INDEX {}", d.qualified(index))});
+    }
+    return out;
+  }
+
+  bool index_blocks_retype() const override { return true; }
+
   text_rows query(const std::string& sql) override {
     // Every column cast to VARCHAR by the engine itself, so each type shows in DuckDB's
     // own text form; statements that cannot be wrapped run as they are.

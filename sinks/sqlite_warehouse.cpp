@@ -355,6 +355,25 @@ class sqlite_warehouse final : public warehouse_base {
     return out;
   }
 
+  std::vector<hand_made_index> hand_made_indexes(const table_ref& table) override {
+    const auto& d = dialect();
+    // sql is NULL for the automatic index of a PRIMARY KEY or UNIQUE constraint, which
+    // the table's own definition makes.
+    const auto rows = query(fmt::format(
+        "SELECT name, sql FROM {}sqlite_master WHERE type = 'index' AND tbl_name = {} AND "
+        "sql IS NOT NULL ORDER BY name",
+        table.schema.empty() ? std::string() : d.quote(table.schema) + ".", d.literal(table.name)));
+    std::vector<hand_made_index> out;
+    for (const auto& r : rows) {
+      if (r.size() < 2 || !r[0] || !r[1])
+        continue;
+      table_ref index = table;
+      index.name = *r[0];
+      out.push_back({*r[0], *r[1], fmt::format("DROP INDEX {}", d.qualified(index))});
+    }
+    return out;
+  }
+
   text_rows query(const std::string& sql) override {
     statement st;
     if (sqlite3_prepare_v2(db_, sql.c_str(), static_cast<int>(sql.size()), &st.s, nullptr) !=

@@ -21,6 +21,10 @@ std::optional<warehouse::described_tables> warehouse::describe_tables(
 
 bool warehouse::empties_in_place(const dialects::table_ref&) { return false; }
 
+std::vector<warehouse::hand_made_index> warehouse::hand_made_indexes(const dialects::table_ref&) {
+  return {};
+}
+
 std::unique_ptr<warehouse> open_warehouse(const warehouse_options& options) {
   const std::string& wanted = options.dialect.empty() ? std::string("duckdb") : options.dialect;
   auto d = dialects::make_dialect(wanted);

@@ -105,6 +105,21 @@ class warehouse {
   /// the statements the load will run. Engines whose dialect replaces_in_place() always
   /// do, whatever this says. Default: false
   [[nodiscard]] virtual bool empties_in_place(const dialects::table_ref& table);
+  /// An index made on the live table by hand (CREATE INDEX), not by Flotilla (the key).
+  struct hand_made_index {
+    std::string name;
+    std::string create_sql;  ///< the statement that made it, as the engine keeps it
+    std::string drop_sql;
+  };
+  /// The indexes made by hand on `table`, where a schema change would lose them or be
+  /// refused for them: a rebuild drops them with the old table (DuckDB, SQLite), and
+  /// DuckDB refuses to retype a column an index depends on. The engine makes them again
+  /// after the change (dropping them first for a retype), in its transaction. Default:
+  /// none (PostgreSQL retypes in place and keeps its indexes).
+  [[nodiscard]] virtual std::vector<hand_made_index> hand_made_indexes(
+      const dialects::table_ref& table);
+  /// Whether an index on a column stops `ALTER COLUMN ... TYPE` (DuckDB). Default: false
+  [[nodiscard]] virtual bool index_blocks_retype() const { return false; }
 };
 
 /// Block size of a DuckDB file the sink creates when the target sets none; the bench's

@@ -522,6 +522,63 @@ TEST_CASE("seed 001 on a SQLite target: a safe widening rebuilds the table with 
         std::vector<std::vector<std::string>>{{"VARCHAR(20)"}, {"BIGINT"}});
 }
 
+TEST_CASE("seed 001: a widening keeps the indexes made by hand on an incremental table (a "
+          "DuckDB ALTER of an indexed column, a DuckDB key rebuild, a SQLite rebuild)") {
+  workdir w;
+  const std::string create =
+      "CREATE TABLE {} (id {} PRIMARY KEY, upd INT NOT NULL, qty {}, code TEXT);"
+      "INSERT INTO {} VALUES (1, 1, 5, 'a'), (2, 2, 6, 'b');";
+  sqlite_exec(w.file("app.db"), fmt::format(fmt::runtime(create), "ev", "INT", "INT", "ev") +
+                                    fmt::format(fmt::runtime(create), "kv", "INT", "INT", "kv"));
+  sqlite_exec(w.file("lite.db"), fmt::format(fmt::runtime(create), "ev", "INT", "INT", "ev"));
+  w.write("flotilla.toml",
+          "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\nschema = \"raw\"\n"
+          "[targets.lite]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+          "[sources.app]\nadapter = \"sqlite\"\npath = \"app.db\"\ntarget = \"wh\"\n"
+          "[sources.app.tables.ev]\ncursor_column = \"upd\"\n"
+          "[sources.app.tables.kv]\ncursor_column = \"upd\"\n"
+          "[sources.lt]\nadapter = \"sqlite\"\npath = \"lite.db\"\ntarget = \"lite\"\n"
+          "[sources.lt.tables.ev]\ncursor_column = \"upd\"\n");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  duckdb_exec(w.file("wh.duckdb"), "CREATE INDEX ev_qty ON raw.ev(qty, code); "
+                                   "CREATE INDEX kv_qty ON raw.kv(qty)");
+  sqlite_exec(w.file("wh.sqlite"), "CREATE INDEX lt_qty ON lt__ev(qty)");
+  // qty widened on ev (DuckDB: an ALTER its index would refuse), the key on kv (DuckDB: a
+  // rebuild), qty on the SQLite target (a rebuild).
+  const std::string widen =
+      "ALTER TABLE {0} RENAME TO o; CREATE TABLE {0} (id {1} PRIMARY KEY, upd INT NOT NULL, "
+      "qty {2}, code TEXT); INSERT INTO {0} SELECT * FROM o; DROP TABLE o;"
+      "INSERT INTO {0} VALUES (3, 3, {3}, 'c');";
+  sqlite_exec(w.file("app.db"), fmt::format(fmt::runtime(widen), "ev", "INT", "BIGINT", "9000000000") +
+                                    fmt::format(fmt::runtime(widen), "kv", "BIGINT", "INT", "7"));
+  sqlite_exec(w.file("lite.db"), fmt::format(fmt::runtime(widen), "ev", "INT", "BIGINT", "9000000000"));
+  auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump(2));
+  REQUIRE(rc == 0);
+  for (const char* t : {"raw.ev", "raw.kv", "lt__ev"}) {
+    const auto* table = find_table(run, t);
+    REQUIRE(table != nullptr);
+    CHECK((*table)["status"] == "copied");
+    CHECK((*table)["warnings"].dump().find("kept the index") != std::string::npos);
+  }
+  CHECK(duckdb_query(w.file("wh.duckdb"),
+                     "SELECT table_name, index_name FROM duckdb_indexes() ORDER BY 1") ==
+        std::vector<std::vector<std::string>>{{"ev", "ev_qty"}, {"kv", "kv_qty"}});
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT data_type FROM duckdb_columns() WHERE "
+                                          "table_name = 'ev' AND column_name = 'qty'")[0][0] ==
+        "BIGINT");
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*), max(qty) FROM raw.ev")[0] ==
+        std::vector<std::string>{"3", "9000000000"});
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM raw.kv")[0][0] == "3");
+  CHECK(sqlite_query(w.file("wh.sqlite"),
+                     "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL") ==
+        std::vector<std::vector<std::string>>{{"lt_qty"}});
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT count(*), max(qty) FROM lt__ev")[0] ==
+        std::vector<std::string>{"3", "9000000000"});
+}
+
 TEST_CASE("a SQLite rebuild to text writes booleans and decimals as a load does") {
   workdir w;
   sqlite_exec(w.file("app.db"),
