@@ -704,21 +704,46 @@ class postgres_warehouse final : public warehouse_base {
   /// BEGIN and the load's first statements in one round trip (a simple query runs them
   /// in order and stops at the first error).
   void begin_with(const std::vector<std::string>& statements) override {
-    std::string sql = "BEGIN";
-    for (const auto& s : statements)
-      sql += ";\n" + s;
-    run(sql);
+    std::vector<std::string> all{"BEGIN"};
+    all.insert(all.end(), statements.begin(), statements.end());
+    run_together(all);
   }
 
   /// The load's last statements and COMMIT in one round trip.
   void run_and_commit(const std::vector<std::string>& statements) override {
-    std::string sql;
-    for (const auto& s : statements)
-      sql += s + ";\n";
-    run(sql + "COMMIT");
+    std::vector<std::string> all = statements;
+    all.emplace_back("COMMIT");
+    run_together(all);
   }
 
  private:
+  /// Runs `statements` (one statement each) as one simple query, one round trip: the
+  /// server answers each in turn and stops at the first error, which names the
+  /// statement that failed, not the whole batch.
+  void run_together(const std::vector<std::string>& statements) {
+    std::string sql;
+    for (const auto& st : statements)
+      sql += (sql.empty() ? "" : ";\n") + st;
+    if (PQsendQuery(conn_, sql.c_str()) != 1)
+      throw error(fmt::format("{} (in: {})", result_error(nullptr, conn_), sql));
+    std::size_t answered = 0;
+    std::optional<std::string> failure;
+    std::size_t failed_at = 0;
+    while (PGresult* r = PQgetResult(conn_)) {
+      result_holder h(r);
+      const auto status = PQresultStatus(r);
+      if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) {
+        ++answered;
+      } else if (!failure) {
+        failure = result_error(r, conn_);
+        failed_at = answered;
+      }
+    }
+    if (failure)
+      throw error(fmt::format("{} (in: {})", *failure,
+                              failed_at < statements.size() ? statements[failed_at] : sql));
+  }
+
   void locked_ddl(const std::vector<std::string>& statements) {
     begin();
     try {
