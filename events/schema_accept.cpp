@@ -32,10 +32,20 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
                         std::int64_t now_us) {
   // What the latest run observed, by dataset.
   std::map<std::string, const storage::pb::TableResult*> observed;
+  // The same datasets by the run JSON's `table`, the target table they land in (one
+  // dataset per target table: two are refused, FLT-R006); "" where two share one.
+  std::map<std::string, std::string> by_target;
   if (latest != nullptr)
     for (const auto& t : latest->tables())
-      if (t.has_observed_schema())
-        observed[dataset_name(t.source(), t.source_table())] = &t;
+      if (t.has_observed_schema()) {
+        const auto dataset = dataset_name(t.source(), t.source_table());
+        observed[dataset] = &t;
+        if (!t.table().empty()) {
+          auto [it, fresh] = by_target.emplace(t.table(), dataset);
+          if (!fresh && it->second != dataset)
+            it->second.clear();
+        }
+      }
 
   std::vector<std::string> order;
   accept_plan plan;
@@ -48,6 +58,11 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
         continue;  // named twice
       if (observed.contains(name)) {
         order.push_back(name);
+        continue;
+      }
+      if (auto t = by_target.find(name); t != by_target.end() && !t->second.empty()) {
+        if (std::find(order.begin(), order.end(), t->second) == order.end())
+          order.push_back(t->second);
         continue;
       }
       // "pg.orders" for "pg.public.orders": the name the run reports is suggested.
@@ -74,8 +89,9 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
                             latest->run_id());
       plan.errors.push_back(error{
           errc::no_observed_schema,
-          fmt::format("cannot accept '{}': {}. Datasets are named <source>.<table> as the run "
-                      "reports them. Run `flotilla run` with on_source_drift = \"warn\" or "
+          fmt::format("cannot accept '{}': {}. A dataset is named <source>.<source_table> "
+                      "(the run JSON's `source` and `source_table`, as the drift message "
+                      "names it), or by its target table (the run JSON's `table`). Run `flotilla run` with on_source_drift = \"warn\" or "
                       "\"fail\" for it first (a retry that reused staged data, or a pruned or "
                       "failed-before-landing table, records none), then accept",
                       name, run)});

@@ -246,6 +246,28 @@ TEST_CASE("schema accept of a name without its schema suggests the dataset the r
   auto r = run_flotilla(dir, {"schema", "accept", "pg.orders"});
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("did you mean 'pg.public.orders'?"));
+  CHECK_THAT(r.err, Catch::Contains("the run JSON's `table`"));
+}
+
+TEST_CASE("schema accept takes a dataset by its target table, the run JSON's `table`") {
+  temp_dir dir;
+  std::ofstream(dir.path() / "flotilla.toml") << unreachable_config;
+  {
+    auto s = flotilla::events::test::open_store(dir.path() / ".flotilla" / "state");
+    put_baseline(s, "pg.public.orders", cols({{"id", "bigint"}}));
+    spb::RunRecord run;
+    run.set_run_id("run-3");
+    run.set_status("partial");
+    run.set_started_at_us(3);
+    observed_table(run, "pg", "public.orders", cols({{"id", "bigint"}, {"note", "text"}}))
+        ->set_table("pg.orders");
+    REQUIRE(s.put_run(run));
+  }
+  auto r = run_flotilla(dir, {"schema", "accept", "pg.orders"});
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "pg.public.orders: column 'note' added TEXT\naccepted 1 schema change(s)\n");
+  CHECK(baseline(dir, "pg.public.orders").columns_size() == 2);
 }
 
 TEST_CASE("schema accept reads the latest finished run, past a run that was killed") {
