@@ -557,6 +557,17 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     if (!cursor_retyped.empty())
       out.plan->warnings.insert(out.plan->warnings.begin(), cursor_retyped);
     const table_plan& plan = *out.plan;
+    // Stopped by the source-drift gate before anything touched the target: what its load
+    // would have done (the plan's own warnings) did not happen and is not said; the run's
+    // own warnings stay.
+    const std::size_t run_warnings = job.warnings.size() + (cursor_retyped.empty() ? 0 : 1);
+    const auto stopped_by_gate = [&](const auto& verdict) {
+      out.status = table_status::failed;
+      out.error_code = verdict.error_code;
+      out.error = verdict.error;
+      if (out.plan->warnings.size() > run_warnings)
+        out.plan->warnings.resize(run_warnings);
+    };
     if (plan.error) {
       // Decided before anything touched the target. The drift gate still looks at the
       // source's columns first (seed 004): its warning, or under fail its refusal, is
@@ -567,9 +578,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
                      fmt::format("{}: {}", plan.error->code, plan.error->reason));
         out.gate_detail = std::move(verdict.detail);
         if (!verdict.proceed) {
-          out.status = table_status::failed;
-          out.error_code = verdict.error_code;
-          out.error = verdict.error;
+          stopped_by_gate(verdict);
           return out;
         }
       }
@@ -641,9 +650,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
         auto verdict = job.gate(*staged_cols, true, {});
         out.gate_detail = std::move(verdict.detail);
         if (!verdict.proceed) {
-          out.status = table_status::failed;
-          out.error_code = verdict.error_code;
-          out.error = verdict.error;
+          stopped_by_gate(verdict);
           out.staged = staged_output{job.reuse->path, 0, job.reuse->watermark, *staged_cols};
           return out;
         }
@@ -665,9 +672,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       auto verdict = job.gate(plan.read_columns, false, {});
       out.gate_detail = std::move(verdict.detail);
       if (!verdict.proceed) {
-        out.status = table_status::failed;
-        out.error_code = verdict.error_code;
-        out.error = verdict.error;
+        stopped_by_gate(verdict);
         out.staged = staged_output{staged.path().string(), staged.rows(), staged_watermark,
                                    plan.read_columns};
         return out;

@@ -269,6 +269,28 @@ TEST_CASE("retry loads staged data while the source is unavailable; other failur
   CHECK(s.target("SELECT count(*) FROM raw.orders")[0][0] == "3");
 }
 
+TEST_CASE("a table the gate stops reports no warning about a load that did not happen") {
+  shop s("warn");
+  s.source("ALTER TABLE customers ADD COLUMN email TEXT; UPDATE customers SET email = 'a@x.io'");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
+  REQUIRE(run_flotilla(s.w, {"schema", "accept"}).exit_code == 0);
+  s.config("fail");
+  s.source("ALTER TABLE customers DROP COLUMN email");  // the target keeps it: live only
+  int code = 0;
+  auto run = flotilla_json(s.w, {"run"}, &code);
+  CHECK(code == 1);
+  const auto* customers = find_table(run, "raw.customers");
+  REQUIRE(customers != nullptr);
+  CHECK((*customers)["error_code"] == "FLT-D001");
+  CHECK((*customers)["warnings"].dump().find("live table only") == std::string::npos);
+  // Under warn the same table loads, and says what its load did with the column.
+  s.config("warn");
+  auto loaded = flotilla_json(s.w, {"run"}, &code);
+  CHECK(code == 0);
+  CHECK((*find_table(loaded, "raw.customers"))["warnings"].dump().find("live table only") !=
+        std::string::npos);
+}
+
 TEST_CASE("retry opens no source it retries nothing of: another source down leaves it a success") {
   shop s("fail", "\n[sources.crm]\nadapter = \"sqlite\"\npath = \"crm.db\"\ntarget = \"wh\"\n"
                  "include = [\"*\"]\n");
