@@ -556,7 +556,7 @@ void add_actions(storage::pb::TableResult& result, const engine::table_plan& pla
     a->set_sql(step.sql);
     if (step.from)
       a->set_from(schema::to_string(*step.from));
-    a->set_to(schema::to_string(step.to));
+    a->set_to(schema::step_to_text(step));
     for (const auto& x : step.also)
       a->add_also(x);
   }

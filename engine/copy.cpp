@@ -106,11 +106,40 @@ table_plan plan_described(const schema::table_schema& columns, const described& 
     }
   }
   table_plan p = plan_table(columns, d.live, d.state, dialect, target, settings);
-  if (d.state == target_state::unreadable)
+  if (d.state == target_state::unreadable) {
     p.warnings.push_back(fmt::format(
         "the live table could not be read ({}): it is treated as absent, dropped and copied "
         "anew with a full refresh; columns and rows only it has are lost",
         d.unreadable));
+    // A live table dropped for a column Flotilla cannot map is a schema action like any
+    // other: the run's drift actions and the event stream say so, with the column.
+    if (sinks::is_unmappable_column(d.unreadable) && !p.error && !p.ddl.empty()) {
+      schema::evolution_step step;
+      step.action = schema::evolution_action::drop_and_recreate;
+      step.loses_column = true;
+      const std::string_view m = d.unreadable;
+      std::string type;
+      if (const auto at = m.find(": column '"); at != std::string_view::npos) {
+        const auto from = at + 10;
+        if (const auto end = m.find("' has type ", from); end != std::string_view::npos) {
+          step.column = std::string(m.substr(from, end - from));
+          const auto type_at = end + 11;
+          if (const auto stop = m.find(' ', type_at); stop != std::string_view::npos)
+            type = std::string(m.substr(type_at, stop - type_at));
+        }
+      }
+      step.reason =
+          step.column.empty()
+              ? fmt::format("the live table has a column Flotilla cannot map ({}): dropped and "
+                            "copied anew, that column and its values are lost",
+                            d.unreadable)
+              : fmt::format("live column '{}' has type {}, which Flotilla cannot map: the table "
+                            "is dropped and copied anew, that column and its values are lost",
+                            step.column, type);
+      step.sql = p.ddl.front();
+      p.drift.steps.push_back(std::move(step));
+    }
+  }
   return p;
 }
 

@@ -64,7 +64,16 @@ struct evolution_step {
   /// A drop_and_recreate's other changes, which the recreated table takes too (columns
   /// added, safe retypes), each as its reason; on the table's first such step only.
   std::vector<std::string> also = {};
+  /// The table is dropped for a live column nothing takes (its type cannot be mapped):
+  /// the step has no new type.
+  bool loses_column = false;
 };
+
+/// The type a step gives its column, as events and run records spell it; "" for a table
+/// dropped for a column it loses (nothing takes it).
+[[nodiscard]] inline std::string step_to_text(const evolution_step& s) {
+  return s.loses_column ? std::string() : to_string(s.to);
+}
 
 struct drift_result {
   std::vector<column> columns_to_add;          ///< nullable, in source order

@@ -476,6 +476,23 @@ TEST_CASE("a live table with a column Flotilla cannot map is not dropped under d
                             "table_schema = '{}' AND table_name = 'orders' AND "
                             "column_name = 'sla'",
                             f.schema))[0][0] == "0");
+  // The drop is a schema action: in the run's drift actions and the events, with the column.
+  const nlohmann::json* action = nullptr;
+  for (const auto& a : run["drift"]["actions_taken"])
+    if (a["table"] == f.table("orders"))
+      action = &a;
+  REQUIRE(action != nullptr);
+  CHECK((*action)["action"] == "drop_and_recreate");
+  CHECK((*action)["column"] == "sla");
+  CHECK_THAT((*action)["reason"].get<std::string>(), Catch::Contains("cannot map"));
+  std::ifstream events(f.w.path() / ".flotilla" / "runs" / run["run_id"].get<std::string>() /
+                       "events.ndjson");
+  bool event = false;
+  for (std::string line; std::getline(events, line);)
+    event = event || (line.find("schema_action") != std::string::npos &&
+                      line.find("drop_and_recreate") != std::string::npos &&
+                      line.find("sla") != std::string::npos);
+  CHECK(event);
 }
 
 TEST_CASE("seed 001 on a SQLite target: a safe widening rebuilds the table with its rows, "
