@@ -1612,7 +1612,12 @@ class file_source final : public source {
       columns += fmt::format("{}{}: 'VARCHAR'", columns.empty() ? "" : ", ", quote_literal(name));
       select += select.empty() ? "" : ", ";
       if (stamp) {
-        select += fmt::format("CAST(bool_and({0} IS NULL OR regexp_matches({0}, '^\\s*[0-9]{{4}}')) AS VARCHAR)", v);
+        // Year first (else text), and whether some value has a UTC offset: the reader
+        // types whole seconds with a Z (2024-03-15T10:00:00Z) TIMESTAMP, dropping the Z.
+        select += fmt::format(
+            "CAST(bool_and({0} IS NULL OR regexp_matches({0}, '^\\s*[0-9]{{4}}')) AS VARCHAR), "
+            "CAST(bool_or(regexp_matches(trim({0}), '{1}')) AS VARCHAR)",
+            v, k_utc_offset);
       } else {
         select += fmt::format(
             "CAST(count({0}) > 0 AND bool_and({0} IS NULL OR (regexp_full_match({0}, "
@@ -1630,16 +1635,18 @@ class file_source final : public source {
                                 select, quote_literal(path), json_format(path), columns));
     if (row.size() != 1)
       return;
-    std::size_t at = 0;  // a text column has two answers: all timestamps, some offset
+    std::size_t at = 0;  // two answers a column: all timestamps (year first), some offset
     for (const auto& [i, stamp] : asked) {
       if (at >= row[0].size())
         break;
       if (stamp && row[0][at].value_or("true") != "true")
         described[i][1] = "VARCHAR";
+      else if (stamp && row[0][at + 1].value_or("false") == "true")
+        described[i][1] = "TIMESTAMP WITH TIME ZONE";
       else if (!stamp && row[0][at].value_or("false") == "true")
         described[i][1] = row[0][at + 1].value_or("false") == "true" ? "TIMESTAMP WITH TIME ZONE"
                                                                      : "TIMESTAMP";
-      at += stamp ? 1 : 2;
+      at += 2;
     }
   }
 

@@ -86,11 +86,25 @@ WITH rels AS MATERIALIZED (
     AND n.nspname <> 'information_schema'
     AND n.nspname NOT LIKE 'pg\_%'
     AND n.nspname <> '_flotilla'  -- Flotilla's own: the DDL capture's log, target bookkeeping
+),
+-- Each domain's base type, through domains over domains: the innermost type modifier
+-- given (a varchar(10) domain under a plain one), NOT NULL if any level has it.
+doms AS MATERIALIZED (
+  WITH RECURSIVE d(oid, base, typmod, nn) AS (
+    SELECT t.oid, t.typbasetype, t.typtypmod, t.typnotnull
+    FROM pg_catalog.pg_type t WHERE t.typtype = 'd'
+    UNION ALL
+    SELECT d.oid, b.typbasetype, CASE WHEN d.typmod >= 0 THEN d.typmod ELSE b.typtypmod END,
+           d.nn OR b.typnotnull
+    FROM d JOIN pg_catalog.pg_type b ON b.oid = d.base AND b.typtype = 'd'
+  )
+  SELECT d.oid, d.base, d.typmod, d.nn
+  FROM d JOIN pg_catalog.pg_type b ON b.oid = d.base AND b.typtype <> 'd'
 )
 SELECT r.nspname, r.relname, a.attname,
-       pg_catalog.format_type(CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END,
-                              CASE WHEN t.typtype = 'd' THEN t.typtypmod ELSE a.atttypmod END),
-       (a.attnotnull OR (t.typtype = 'd' AND t.typnotnull)),
+       pg_catalog.format_type(coalesce(dm.base, a.atttypid),
+                              CASE WHEN dm.oid IS NULL THEN a.atttypmod ELSE dm.typmod END),
+       (a.attnotnull OR coalesce(dm.nn, false)),
        coalesce(a.attnum = ANY (i.indkey), false),
        r.stats,
        -- The database's oid: a database created anew (from a template, a restore) or
@@ -103,7 +117,7 @@ SELECT r.nspname, r.relname, a.attname,
        a.attnum
 FROM rels r
 JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped
-JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+LEFT JOIN doms dm ON dm.oid = a.atttypid
 LEFT JOIN pg_catalog.pg_index i ON i.indrelid = r.oid AND i.indisprimary
 ORDER BY r.oid, a.attnum
 )sql";

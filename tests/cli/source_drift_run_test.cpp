@@ -286,9 +286,11 @@ TEST_CASE("a table the gate stops reports no warning about a load that did not h
   // Under warn the same table loads, and says what its load did with the column.
   s.config("warn");
   auto loaded = flotilla_json(s.w, {"run"}, &code);
+  INFO(loaded.dump(2));
   CHECK(code == 0);
-  CHECK((*find_table(loaded, "raw.customers"))["warnings"].dump().find("live table only") !=
-        std::string::npos);
+  const auto* again = find_table(loaded, "raw.customers");
+  REQUIRE(again != nullptr);
+  CHECK((*again)["warnings"].dump().find("live table only") != std::string::npos);
 }
 
 TEST_CASE("retry opens no source it retries nothing of: another source down leaves it a success") {
@@ -300,7 +302,9 @@ TEST_CASE("retry opens no source it retries nothing of: another source down leav
   int code = 0;
   auto gated = flotilla_json(s.w, {"run"}, &code);
   REQUIRE(code == 1);
-  CHECK((*find_table(gated, "raw.leads"))["status"] == "copied");
+  const auto* leads = find_table(gated, "raw.leads");
+  REQUIRE(leads != nullptr);
+  CHECK((*leads)["status"] == "copied");
   REQUIRE(run_flotilla(s.w, {"schema", "accept", "shop.orders"}).exit_code == 0);
   std::filesystem::rename(s.w.file("crm.db"), s.w.file("crm.db.away"));  // crm: nothing to retry
   auto retry = flotilla_json(s.w, {"retry"}, &code);

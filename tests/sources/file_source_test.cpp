@@ -195,6 +195,21 @@ TEST_CASE("json timestamps in ISO-8601 with T and an offset are timestamps, as i
   CHECK(r.rows[1][2] == text("2024-03-15 10:00:01.5"));
 }
 
+TEST_CASE("json timestamps all in whole seconds with a Z keep their UTC offset") {
+  // DuckDB's JSON reader types these TIMESTAMP, dropping the Z; a later value with
+  // another offset would then have outgrown the column.
+  temp_dir dir;
+  write_file(dir.file("feed.ndjson"), "{\"id\": 1, \"ts\": \"2024-01-01T10:00:00Z\"}\n"
+                                      "{\"id\": 2, \"ts\": \"2024-01-01T11:00:00Z\"}\n");
+  auto src = open_files("json", dir.path.string());
+  const catalog cat = src->read_catalog();
+  const auto& t = find_table(cat, "feed");
+  CHECK(find_column(t, "ts").type == of(type_kind::timestamp_tz));
+  const auto r = read_all(*src, t);
+  REQUIRE(r.rows.size() == 2);
+  CHECK(r.rows[0][1] == text("2024-01-01 10:00:00+00"));
+}
+
 TEST_CASE("a csv or json file changed after its catalog was read fails the read") {
   // Read with the catalog's header order and types, a file replaced in between would
   // load a's values as b's: the read refuses it, and the next run reads it afresh.

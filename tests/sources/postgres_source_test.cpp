@@ -47,11 +47,15 @@ TEST_CASE("the postgres catalog lists every user table with portable types and i
   pg_schema s;
   s.exec(R"(
     CREATE DOMAIN positive_money AS numeric(10,2) NOT NULL CHECK (VALUE > 0);
+    CREATE DOMAIN refund_money AS positive_money CHECK (VALUE < 1000);
+    CREATE DOMAIN short_code AS varchar(8);
+    CREATE DOMAIN sku_code AS short_code;
     CREATE TABLE orders (
       id integer PRIMARY KEY, customer bigint NOT NULL, qty smallint, total numeric(12,2),
       loose numeric, code varchar(20), note text, flag char(3), paid boolean, day date,
       t time, at timestamp, at_tz timestamptz, doc json, docb jsonb, raw bytea, ref uuid,
-      ratio real, weight double precision, tags integer[], span interval, price positive_money);
+      ratio real, weight double precision, tags integer[], span interval, price positive_money,
+      refund refund_money, sku sku_code);
     CREATE TABLE lines (order_id integer, line integer, sku text, PRIMARY KEY (order_id, line));
     CREATE VIEW big_orders AS SELECT id, total FROM orders;
     CREATE TABLE events (id bigint, at date) PARTITION BY RANGE (at);
@@ -87,6 +91,8 @@ TEST_CASE("the postgres catalog lists every user table with portable types and i
       {"tags", of(type_kind::text)},
       {"span", of(type_kind::text)},
       {"price", portable_type::decimal(10, 2)},
+      {"refund", portable_type::decimal(10, 2)},  // a domain over a domain: its base type
+      {"sku", portable_type::varchar(8)},
   };
   REQUIRE(orders.columns.columns.size() == expected.size());
   for (std::size_t i = 0; i < expected.size(); ++i) {
@@ -97,6 +103,7 @@ TEST_CASE("the postgres catalog lists every user table with portable types and i
   CHECK(orders.columns.key() == std::vector<std::string>{"id"});
   CHECK_FALSE(find_column(orders, "customer").nullable);
   CHECK_FALSE(find_column(orders, "price").nullable);  // NOT NULL from the domain
+  CHECK_FALSE(find_column(orders, "refund").nullable);  // ... from the domain under it
   CHECK(find_column(orders, "qty").nullable);
 
   CHECK(find_table(cat, s.name() + ".lines").columns.key() ==
