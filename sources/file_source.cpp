@@ -1892,8 +1892,14 @@ std::unique_ptr<source> make_file_source(const source_options& options) {
     throw error::missing_option(options.name, options.adapter, "path");
   std::error_code ec;
   if (!std::filesystem::exists(options.path, ec))
-    throw error::cannot_open(options.name, fmt::format("{} path {}", options.adapter, options.path),
-                             "no such file or directory", "check path");
+    throw error::cannot_open(
+        options.name, fmt::format("{} path {}", options.adapter, options.path),
+        "no such file or directory",
+        options.path.find_first_of("*?[") != std::string::npos
+            ? fmt::format("path takes a file or a directory, not a pattern: point it at the "
+                          "directory, whose every *.{} file is a table (or one source per file)",
+                          options.adapter == "json" ? "json, *.ndjson and *.jsonl" : options.adapter)
+            : std::string("check path"));
   return std::make_unique<file_source>(options);
 }
 
