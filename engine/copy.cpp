@@ -526,7 +526,17 @@ std::string target_failure(const table_job& job, std::string reason) {
                       job.target.schema.empty() ? job.target.name
                                                 : job.target.schema + "." + job.target.name,
                       then);
-  else if (has("violates") || has("constraint failed") || has("constraint error"))
+  else if (has("duplicate key") || has("unique constraint failed") || has("is duplicated"))
+    fix = fmt::format("the rows read repeat a key that the target table's primary key or a "
+                      "unique index on it holds once. The primary key is the source's, which "
+                      "the rows read need not keep unique (a parent of inheritance children "
+                      "reads their rows too): set unique_key to columns unique in the rows "
+                      "read (a full refresh then keeps the last row of each key) or correct "
+                      "the rows at the source, then run `flotilla run`; a unique index made on "
+                      "the target: drop or relax it, {}",
+                      then);
+  else if (has("violates") || has("constraint failed") || has("constraint error") ||
+           has("constraint violation"))
     fix = fmt::format("a constraint on the target table refuses rows the source holds: drop or "
                       "relax it on the target, {}; or correct the rows at the source, then run "
                       "`flotilla run`{}",

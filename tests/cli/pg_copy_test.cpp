@@ -162,6 +162,41 @@ TEST_CASE("a table that cannot be pruned says why (seed 001: no change marker)")
   pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE", s, t));
 }
 
+TEST_CASE("an inheritance parent whose rows repeat its key fails with advice about the rows "
+          "read, on DuckDB and PostgreSQL targets") {
+  const std::string s = "pgsrc_" + unique_suffix();
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE; CREATE SCHEMA {0};"
+                                "CREATE TABLE {0}.animals (id int PRIMARY KEY, name text);"
+                                "CREATE TABLE {0}.dogs (breed text) INHERITS ({0}.animals);"
+                                "INSERT INTO {0}.animals VALUES (1, 'generic');"
+                                "INSERT INTO {0}.dogs VALUES (1, 'rex', 'lab')",
+                                s));
+  for (const std::string target : {"duckdb", "postgres"}) {
+    INFO(target);
+    workdir w;
+    const std::string t = "pgtgt_" + unique_suffix();
+    w.write("flotilla.toml",
+            fmt::format("[targets.wh]\n{}\n\n[sources.app]\nadapter = \"postgres\"\n"
+                        "dsn = \"{}\"\ninclude = [\"{}.animals\"]\n",
+                        target == "duckdb"
+                            ? std::string("dialect = \"duckdb\"\npath = \"wh.duckdb\"")
+                            : fmt::format("dialect = \"postgres\"\ndsn = \"{}\"\nschema = \"{}\"",
+                                          pg_dsn(), t),
+                        pg_dsn(), s));
+    int code = 0;
+    auto run = flotilla_json(w, {"run"}, &code);
+    CHECK(code == 1);
+    REQUIRE(run["tables"].size() == 1);
+    const std::string error = run["tables"][0]["error"].get<std::string>();
+    CHECK_THAT(error, Catch::Contains("repeat a key") && Catch::Contains("inheritance") &&
+                          Catch::Contains("unique_key") &&
+                          !Catch::Contains("correct it on the target"));
+    if (target == "postgres")
+      pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {} CASCADE", t));
+  }
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE", s));
+}
+
 TEST_CASE("dates before year 1 keep their era from PostgreSQL to DuckDB and back") {
   // PostgreSQL writes "0044-03-15 BC"; DuckDB reads that text as 44 AD and writes
   // "-0043-03-15" (ISO years), which PostgreSQL refuses.
