@@ -64,6 +64,11 @@ void interleave(std::size_t warmup, std::size_t runs,
         fmt::print(stderr, "\r\033[K{}", line);
         std::fflush(stderr);
       }
+      // Each run starts with the dirty pages of the one before written out (outside the
+      // timed section), as a scheduled run finds the machine: otherwise a path pays for
+      // the writeback of the path before it (ext4 commits another process's dirty data
+      // with the first fsync it is asked for), which measures the order of the paths.
+      ::sync();
       auto m = body();
       ++done;
       if (terminal && s != nullptr && m.wall_s > 0)
