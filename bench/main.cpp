@@ -492,10 +492,16 @@ int main(int argc, char** argv) {
   info.options = options_json(ctx.opt);
   fmt::print("flotilla-bench  {}  {} cores, load {}\n", info.started, info.cores, info.load_before);
 
+  // Ctrl-C: the path running finishes (or dies with the terminal's signal), its scenario
+  // fails as interrupted and drops its databases, the rest is not run, and the scratch
+  // data goes as after any run (exit status 130).
+  catch_interrupts();
   std::vector<scenario_result> results;
   int exit_code = 0;
   std::string json_error;  // why bench.json could not be written
   for (const auto* s : to_run) {
+    if (interrupted())
+      break;
     const auto t0 = std::chrono::steady_clock::now();
     fmt::print("\n-- {} ...\n", s->name);
     std::fflush(stdout);
@@ -545,5 +551,9 @@ int main(int argc, char** argv) {
     fmt::print("plot:    not written: {}\n", plot_error);
   if (!o.keep)
     fs::remove_all(ctx.scratch);
+  if (interrupted()) {
+    fmt::print(stderr, "interrupted: the scenarios not run are left out of bench.json\n");
+    return 130;
+  }
   return exit_code;
 }

@@ -1,14 +1,32 @@
 #include "bench/scenario.hpp"
 
 #include <charconv>
+#include <csignal>
 #include <stdexcept>
 #include <string_view>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 namespace flotilla::bench {
+
+namespace {
+volatile std::sig_atomic_t interrupt_signal = 0;
+extern "C" void on_interrupt(int sig) { interrupt_signal = sig; }
+}  // namespace
+
+bool interrupted() { return interrupt_signal != 0; }
+
+void catch_interrupts() {
+  struct sigaction sa {};
+  sa.sa_handler = on_interrupt;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: a wait for a child returns, and is retried
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
 
 void bench_options::apply_smoke() {
   smoke = true;
@@ -68,6 +86,8 @@ void interleave(std::size_t warmup, std::size_t runs,
       // timed section), as a scheduled run finds the machine: otherwise a path pays for
       // the writeback of the path before it (ext4 commits another process's dirty data
       // with the first fsync it is asked for), which measures the order of the paths.
+      if (interrupted())
+        throw std::runtime_error("interrupted (Ctrl-C) before this path's run");
       ::sync();
       auto m = body();
       ++done;

@@ -76,8 +76,15 @@ scenario_result run_kafka_events(bench_context& ctx);
 [[nodiscard]] std::string missing_peer_tools(bool need_pgcopydb);
 scenario_result run_peer(bench_context& ctx);
 
+/// Set by SIGINT or SIGTERM (Ctrl-C): the run stops before the next timed path, its
+/// scenario fails ("interrupted"), and the harness cleans up after itself and exits 130.
+[[nodiscard]] bool interrupted();
+/// Installs the handlers that set interrupted().
+void catch_interrupts();
+
 /// `count` times: calls each body in order (run i of every path back to back), first
 /// `warmup` times unrecorded. Bodies return their measurement, or nullopt to skip.
+/// Throws when interrupted() before a body.
 void interleave(std::size_t warmup, std::size_t runs,
                 const std::vector<std::pair<series*, std::function<measurement()>>>& bodies);
 
