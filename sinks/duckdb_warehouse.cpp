@@ -389,7 +389,10 @@ class duckdb_inserter final : public row_inserter {
             dialect_.qualified(table_), dialect_.quote(names_[c]),
             first == refused_.end()
                 ? std::string()
-                : "; the first value that went to DuckDB's own cast: " + first->second,
+                : "; from " + first->second.substr(0, first->second.find(':')) +
+                      " on, the column's values went to DuckDB's own cast (the first: " +
+                      first->second.substr(first->second.find(':') + 2) +
+                      "), and one of them is the value refused",
             names_[c],
             msg));
       }
