@@ -1062,6 +1062,14 @@ table_plan plan_table(const schema::table_schema& source,
     p.load = load_kind::merge;  // first run of an incremental table into an existing table
   else {
     pl.full_refresh();
+    // A full refresh by a unique_key that may repeat in the rows read loads as a merge
+    // that replaces every live row (the engine's replace_rows): into the live table, in
+    // the load's transaction, without a staging table to swap in. Its statements, as an
+    // incremental merge's, are the sink's; none of the swap's is shown.
+    if (!p.unique_key.empty() && (!incremental || p.key_may_repeat)) {
+      p.staging_sql.clear();
+      p.swap_sql.clear();
+    }
     // Columns the source no longer has (dropped, renamed) stay, never dropped (seed
     // 000), but a full refresh loads the source alone: their values are gone. Said, not
     // silent, on every copy while they stay.

@@ -46,6 +46,21 @@ TEST_CASE("a present target is refreshed through a staging table where the engin
   CHECK_FALSE(p.swap_sql.empty());
 }
 
+TEST_CASE("a full refresh by a unique_key loads as a merge into the live table: no swap shown") {
+  for (const char* name : {"duckdb", "postgres"}) {
+    INFO(name);
+    auto d = *dialects::make_dialect(name);
+    const auto live = S({{"id", T("int")}, {"note", T("text")}});
+    engine::table_settings settings;
+    settings.unique_key = {"id"};
+    auto p = engine::plan_table(live, live, engine::target_state::present, *d, orders, settings);
+    CHECK(p.load == engine::load_kind::full_refresh);
+    CHECK(p.unique_key == std::vector<std::string>{"id"});
+    CHECK(p.swap_sql.empty());
+    CHECK(p.staging_sql.empty());
+  }
+}
+
 TEST_CASE("a SQLite full refresh loads the live table inside the load, with no swap") {
   auto d = *dialects::make_dialect("sqlite");
   const dialects::table_ref t{"", "", "staging__shop__orders"};
