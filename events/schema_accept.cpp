@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "config/errc.hpp"
 #include "schema/table.hpp"
 
 namespace flotilla::events {
@@ -78,6 +79,16 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
           nearest = known;
           break;
         }
+      }
+      // A typo: the nearest name by edit distance, of the datasets and their target tables.
+      if (nearest.empty()) {
+        std::vector<std::string_view> candidates;
+        for (const auto& [known, _] : observed)
+          candidates.push_back(known);
+        for (const auto& [table, dataset] : by_target)
+          if (!dataset.empty())
+            candidates.push_back(table);
+        nearest = config::nearest(name, candidates);
       }
       const std::string run =
           latest == nullptr ? std::string("no run has been recorded yet")

@@ -200,6 +200,10 @@ TEST_CASE("schema accept of a dataset the latest run did not observe is FLT-D002
   CHECK_THAT(r.err, Catch::Contains("nothing was accepted"));
   // All or nothing: the valid name was not accepted either.
   CHECK(baseline(dir, "shop.orders").columns(1).type() == "bigint");
+  // A typo: the nearest name is suggested.
+  auto typo = run_flotilla(dir, {"schema", "accept", "shop.ordres"});
+  CHECK(typo.exit_code == 2);
+  CHECK_THAT(typo.err, Catch::Contains("did you mean 'shop.orders'?"));
 }
 
 TEST_CASE(
