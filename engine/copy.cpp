@@ -117,6 +117,10 @@ table_plan plan_described(const schema::table_schema& columns, const described& 
       schema::evolution_step step;
       step.action = schema::evolution_action::drop_and_recreate;
       step.loses_column = true;
+      step.decided_by =
+          settings.type_change_rebuild == rebuild_rule::allow
+              ? fmt::format("type_change_rebuild = allow ({})", settings.type_change_rebuild_from)
+              : std::string("--allow-type-change-rebuild");
       const std::string_view m = d.unreadable;
       std::string type;
       if (const auto at = m.find(": column '"); at != std::string_view::npos) {
