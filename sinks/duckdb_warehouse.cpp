@@ -390,9 +390,8 @@ class duckdb_inserter final : public row_inserter {
             first == refused_.end()
                 ? std::string()
                 : "; from " + first->second.substr(0, first->second.find(':')) +
-                      " on, the column's values went to DuckDB's own cast (the first: " +
-                      first->second.substr(first->second.find(':') + 2) +
-                      "), and one of them is the value refused",
+                      " on, the column's values went to DuckDB's own cast, and one of them "
+                      "is the value refused (the first of them, " + first->second + ")",
             names_[c],
             msg));
       }
