@@ -60,7 +60,7 @@ scenario_result run_drift_check(bench_context& ctx) {
   // The counts themselves: at small sizes 1% rounds to none (table 1 of each hundred is
   // the narrower one, table 2 the one missing a column).
   r.sizes = fmt::format("{} PostgreSQL tables x 16 columns, target: {} narrower, {} missing a "
-                        "column (1% each); {}",
+                        "column (tables 1 and 2 of each hundred); {}",
                         grouped(n), grouped(narrower), grouped(missing), ctx.runs_text());
   if (!ctx.pg_dsn) {
     r.status = "skipped";

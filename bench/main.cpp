@@ -18,6 +18,8 @@
 #include <optional>
 #include <set>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -60,6 +62,27 @@ nlohmann::json options_json(const bench_options& o) {
           {"peer_tables", o.peer_tables},
           {"peer_rows", o.peer_rows},
           {"smoke", o.smoke}};
+}
+
+/// The targets each scenario reports (issue's list), by name: listed as not measured
+/// when their scenario was skipped or failed, so that none goes missing unsaid.
+std::vector<std::string> documented_targets(std::string_view scenario) {
+  if (scenario == "copy-wide")
+    return {"copy-wide sqlite -> duckdb >= 0.8x raw target path",
+            "copy-wide postgres -> duckdb >= 0.8x raw target path",
+            "copy-wide sqlite -> postgres >= 0.8x raw target path"};
+  if (scenario == "fleet-scale")
+    return {"fleet-scale keeps >= 0.8x of 1-table throughput",
+            "fleet-scale <= 20 KB of memory per table"};
+  if (scenario == "prune")
+    return {"prune <= 10 us per unchanged table"};
+  if (scenario == "drift-check")
+    return {"drift-check <= 100 us per table (catalog read + drift evaluation)"};
+  if (scenario == "kafka-events")
+    return {"kafka-events >= 0.9x raw librdkafka"};
+  if (scenario == "peer")
+    return {"peer: faster than pg_dump | psql", "peer: faster than pgcopydb"};
+  return {fmt::format("{}'s targets", scenario)};
 }
 
 /// The file that marks <out>/work as the harness's own scratch directory.
@@ -207,7 +230,7 @@ int main(int argc, char** argv) {
       ->delimiter(',')->allow_extra_args(false)->check(size_up_to(max_tables))->capture_default_str();
   app.add_option("--fleet-grid", o.fleet_grid, "fleet-scale: also CLIENTSxTABLES ('' for none)")
       ->check(grid(true))->capture_default_str();
-  app.add_option("--fleet-target", o.fleet_target, "fleet-scale: warehouse, duckdb, postgres or sqlite")
+  app.add_option("--fleet-target", o.fleet_target, "fleet-scale: the warehouse, duckdb, postgres or sqlite")
       ->check(CLI::IsMember({"duckdb", "postgres", "sqlite"}))->capture_default_str();
   app.add_option("--fleet-block-size", o.fleet_block_size,
                  "fleet-scale, DuckDB target: block size of the new files, both paths "
@@ -375,8 +398,9 @@ int main(int argc, char** argv) {
   const bool needs_flotilla = std::any_of(to_run.begin(), to_run.end(), [](const auto* s) {
     return s->name != std::string_view("kafka-events");
   });
-  if (needs_flotilla && !fs::exists(ctx.opt.flotilla_bin)) {
-    fmt::print(stderr, "flotilla executable not found at {}; build it or pass --flotilla\n",
+  if (needs_flotilla && (!fs::exists(ctx.opt.flotilla_bin) ||
+                         ::access(ctx.opt.flotilla_bin.c_str(), X_OK) != 0)) {
+    fmt::print(stderr, "no flotilla executable at {} (missing, or not executable); build it or pass --flotilla\n",
                ctx.opt.flotilla_bin);
     return 2;
   }
@@ -396,9 +420,25 @@ int main(int argc, char** argv) {
   // <out>/work is the harness's scratch directory, removed after the run (without --keep):
   // one it did not make (no marker file in it) is not used, so no file of the user's goes.
   const fs::path marker = fs::path(ctx.scratch) / scratch_marker;
-  bool made_scratch = false;
+  // The topmost directory this run creates (--out and its parents, or <out>/work): a run
+  // refused before any scenario leaves none of them behind.
+  fs::path made_root;
   {
     std::error_code ec;
+    for (fs::path p = ctx.scratch; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+      made_root = p;
+      if (p == p.parent_path())
+        break;
+    }
+  }
+  {
+    std::error_code ec;
+    if (fs::is_symlink(out, ec) || fs::is_symlink(ctx.scratch, ec)) {
+      fmt::print(stderr, "--out: {} is a symbolic link: the harness writes and removes its "
+                         "files only in a directory of its own; pass the directory itself\n",
+                 fs::is_symlink(out, ec) ? out.string() : ctx.scratch);
+      return 2;
+    }
     if (fs::exists(ctx.scratch, ec) && !fs::exists(marker, ec) &&
         !(fs::is_directory(ctx.scratch, ec) && fs::is_empty(ctx.scratch, ec))) {
       fmt::print(stderr, "--out: {} exists and was not made by flotilla-bench (it has no {} "
@@ -408,26 +448,40 @@ int main(int argc, char** argv) {
                  ctx.scratch, scratch_marker, ctx.scratch);
       return 2;
     }
-    made_scratch = !fs::exists(ctx.scratch, ec);
     if (fs::create_directories(ctx.scratch, ec), ec) {
       fmt::print(stderr, "cannot create the output directory {}: {}; pass --out DIR with a "
                          "directory you can write\n", ctx.scratch, ec.message());
       return 2;
     }
-    std::ofstream(marker) << "flotilla-bench scratch data: removed after each run (--keep keeps "
-                             "it)\n";
+    std::ofstream(marker, std::ios::app) << "";
   }
-  // Refused before any scenario ran: the scratch directory this run made goes again.
+  // One run at a time in an --out: a second would remove the first's scratch data when it
+  // ends, and each would replace the other's bench.json. The lock is held until exit.
+  {
+    const int fd = ::open(marker.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      fmt::print(stderr, "--out: another flotilla-bench run is using {} (or its marker file "
+                         "cannot be locked): pass another --out, or wait for it to end\n",
+                 out.string());
+      return 2;
+    }
+    const std::string text =
+        "flotilla-bench scratch data: removed after each run (--keep keeps it)\n";
+    if (::ftruncate(fd, 0) != 0 || ::write(fd, text.data(), text.size()) < 0) {
+      // nop: the marker's text is for people; its presence is what counts
+    }
+  }
+  // Refused before any scenario ran: what this run created goes again.
   struct scratch_guard {
-    std::string dir;
+    fs::path dir;
     bool remove;
     ~scratch_guard() {
-      if (remove) {
+      if (remove && !dir.empty()) {
         std::error_code ignored;
         fs::remove_all(dir, ignored);
       }
     }
-  } guard{ctx.scratch, made_scratch};
+  } guard{made_root, true};
   // Only scenarios that use PostgreSQL need it: an unreachable FLOTILLA_PG_DSN does not
   // stop kafka-events or prune.
   const bool uses_pg = selects("copy-wide") || selects("drift-check") || selects("peer") ||
@@ -472,7 +526,7 @@ int main(int argc, char** argv) {
             (sc->name == std::string_view("fleet-scale") && o.fleet_target == "postgres"))
           need.emplace_back(sc->name);
       fmt::print(stderr, "PostgreSQL at FLOTILLA_PG_DSN: {}\nnothing was run: {} use{} "
-                         "PostgreSQL. Start the server (scripts/services start), or unset "
+                         "PostgreSQL. Check the server and the database FLOTILLA_PG_DSN names (scripts/services start starts the test server), or unset "
                          "FLOTILLA_PG_DSN to run without its paths, or name only the scenarios "
                          "that do not use it\n",
                  e.what(), fmt::join(need, ", "), need.size() == 1 ? "s" : "");
@@ -514,15 +568,17 @@ int main(int argc, char** argv) {
       r.status = "failed";
       r.message = e.what();
       // Its targets are listed all the same, as not measured, so none goes missing.
-      r.targets.push_back({fmt::format("{}'s targets", s->name),
-                           fmt::format("not measured: the scenario failed ({})", e.what()),
-                           std::nullopt});
+      for (auto& what : documented_targets(s->name))
+        r.targets.push_back({std::move(what),
+                             fmt::format("not measured: the scenario failed ({})", e.what()),
+                             std::nullopt});
       exit_code = 1;
     }
     if (r.status == "skipped" && r.targets.empty())  // listed, so none goes missing unsaid
-      r.targets.push_back({fmt::format("{}'s targets", s->name),
-                           fmt::format("not measured: the scenario was skipped ({})", r.message),
-                           std::nullopt});
+      for (auto& what : documented_targets(s->name))
+        r.targets.push_back({std::move(what),
+                             fmt::format("not measured: the scenario was skipped ({})", r.message),
+                             std::nullopt});
     r.figures["scenario_seconds"] =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     print_scenario(r);
@@ -536,7 +592,9 @@ int main(int argc, char** argv) {
   // A plot an earlier run left beside this bench.json would show other figures than it.
   if (!plot_error.empty()) {
     std::error_code ignored;
-    fs::remove(svg, ignored);
+    if (fs::is_regular_file(fs::symlink_status(svg, ignored)) ||
+        fs::is_symlink(fs::symlink_status(svg, ignored)))
+      fs::remove(svg, ignored);  // a file (or a link), never a directory of the user's
   }
   if (json_error.empty()) {
     fmt::print("\nresults: {}\n", (out / "bench.json").string());

@@ -205,7 +205,7 @@ std::string write_plot(const std::vector<scenario_result>& all, const std::strin
     }
   }
   if (fleet.empty() && peer.empty())
-    return "no scaling series to plot (run fleet-scale or peer)";
+    return "no scaling series to plot (fleet-scale and peer draw them; neither measured any)";
   // Each curve left to right, whatever order the points were measured in.
   for (auto* m : {&fleet, &peer})
     for (auto& [variant, pts] : *m)
@@ -239,7 +239,7 @@ std::string write_plot(const std::vector<scenario_result>& all, const std::strin
       "set output '{}'\n"
       "set grid\nset key left top\nset logscale x\nset xlabel 'tables'\n"
       "set multiplot layout 2,2 title 'flotilla-bench scaling curves (median, bars: min-max)'\n",
-      svg_path);
+      svg_path + ".tmp");
   auto panel = [&](const std::map<std::string, std::vector<point>>& m, const std::string& prefix,
                    const std::string& title, const std::string& ylabel, int col) {
     gp += fmt::format("set title '{}'\nset ylabel '{}'\n", title, ylabel);
@@ -268,6 +268,13 @@ std::string write_plot(const std::vector<scenario_result>& all, const std::strin
   const auto r = run_child({"gnuplot", script.string()});
   if (r.exit_code != 0)
     return "gnuplot failed (is gnuplot-nox installed?): " + r.describe_failure();
+  // Drawn beside it, then renamed over it: a link named scaling.svg is replaced, never
+  // written through.
+  std::error_code ec;
+  if (fs::rename(svg_path + ".tmp", svg_path, ec), ec) {
+    fs::remove(svg_path + ".tmp", ec);
+    return fmt::format("cannot write {}: {}", svg_path, ec.message());
+  }
   return {};
 }
 
