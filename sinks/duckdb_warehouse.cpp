@@ -974,15 +974,7 @@ class duckdb_warehouse final : public warehouse_base {
         "schema_name = {} AND table_name = {} AND sql IS NOT NULL ORDER BY index_name",
         table.catalog.empty() ? "current_database()" : d.literal(table.catalog),
         table.schema.empty() ? "current_schema()" : d.literal(table.schema), d.literal(table.name)));
-    std::vector<hand_made_index> out;
-    for (const auto& r : rows) {
-      if (r.size() < 2 || !r[0] || !r[1])
-        continue;
-      table_ref index = table;
-      index.name = *r[0];
-      out.push_back({*r[0], *r[1], fmt::format("DROP INDEX {}", d.qualified(index))});
-    }
-    return out;
+    return indexes_from(table, rows);
   }
 
   bool index_blocks_retype() const override { return true; }

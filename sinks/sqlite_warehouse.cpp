@@ -363,15 +363,7 @@ class sqlite_warehouse final : public warehouse_base {
         "SELECT name, sql FROM {}sqlite_master WHERE type = 'index' AND tbl_name = {} AND "
         "sql IS NOT NULL ORDER BY name",
         table.schema.empty() ? std::string() : d.quote(table.schema) + ".", d.literal(table.name)));
-    std::vector<hand_made_index> out;
-    for (const auto& r : rows) {
-      if (r.size() < 2 || !r[0] || !r[1])
-        continue;
-      table_ref index = table;
-      index.name = *r[0];
-      out.push_back({*r[0], *r[1], fmt::format("DROP INDEX {}", d.qualified(index))});
-    }
-    return out;
+    return indexes_from(table, rows);
   }
 
   text_rows query(const std::string& sql) override {

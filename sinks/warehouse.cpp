@@ -373,6 +373,20 @@ sink_error warehouse_base::error(std::string_view what) const {
 constexpr std::string_view unmappable_words = "that Flotilla cannot map";
 
 
+std::vector<warehouse::hand_made_index> warehouse_base::indexes_from(
+    const table_ref& table,
+    const std::vector<std::vector<std::optional<std::string>>>& rows) const {
+  std::vector<hand_made_index> out;
+  for (const auto& r : rows) {
+    if (r.size() < 2 || !r[0] || !r[1])
+      continue;
+    table_ref index = table;
+    index.name = *r[0];
+    out.push_back({*r[0], *r[1], fmt::format("DROP INDEX {}", dialect().qualified(index))});
+  }
+  return out;
+}
+
 sink_error warehouse_base::unmappable(const table_ref& table, std::string_view column,
                                       std::string_view type,
                                       const schema::type_error& why) const {

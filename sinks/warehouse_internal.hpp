@@ -125,6 +125,11 @@ class warehouse_base : public warehouse {
   /// "target 'x': <what>", the prefix of every error this warehouse throws.
   [[nodiscard]] sink_error error(std::string_view what) const;
   /// The error describe() throws for a column whose type the dialect cannot map.
+  /// The indexes of `table` from catalog rows of (name, CREATE statement), each with the
+  /// statement that drops it (hand_made_indexes()).
+  [[nodiscard]] std::vector<hand_made_index> indexes_from(
+      const dialects::table_ref& table,
+      const std::vector<std::vector<std::optional<std::string>>>& rows) const;
   [[nodiscard]] sink_error unmappable(const dialects::table_ref& table, std::string_view column,
                                       std::string_view type, const schema::type_error& why) const;
 
