@@ -234,19 +234,28 @@ TEST_CASE(
   CHECK(all.out == "nothing to accept\n");
 }
 
+namespace {
+
+/// A PostgreSQL dataset pg.public.orders whose latest run observed a new column, landing
+/// in the target table `target`.
+void pg_orders_drifted(const temp_dir& dir, const std::string& target) {
+  std::ofstream(dir.path() / "flotilla.toml") << unreachable_config;
+  auto s = flotilla::events::test::open_store(dir.path() / ".flotilla" / "state");
+  put_baseline(s, "pg.public.orders", cols({{"id", "bigint"}}));
+  spb::RunRecord run;
+  run.set_run_id("run-3");
+  run.set_status("partial");
+  run.set_started_at_us(3);
+  observed_table(run, "pg", "public.orders", cols({{"id", "bigint"}, {"note", "text"}}))
+      ->set_table(target);
+  REQUIRE(s.put_run(run));
+}
+
+}  // namespace
+
 TEST_CASE("schema accept of a name without its schema suggests the dataset the run reports") {
   temp_dir dir;
-  std::ofstream(dir.path() / "flotilla.toml") << unreachable_config;
-  {
-    auto s = flotilla::events::test::open_store(dir.path() / ".flotilla" / "state");
-    put_baseline(s, "pg.public.orders", cols({{"id", "bigint"}}));
-    spb::RunRecord run;
-    run.set_run_id("run-3");
-    run.set_status("partial");
-    run.set_started_at_us(3);
-    observed_table(run, "pg", "public.orders", cols({{"id", "bigint"}, {"note", "text"}}));
-    REQUIRE(s.put_run(run));
-  }
+  pg_orders_drifted(dir, "staging.public.orders");
   auto r = run_flotilla(dir, {"schema", "accept", "pg.orders"});
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("did you mean 'pg.public.orders'?"));
@@ -255,18 +264,7 @@ TEST_CASE("schema accept of a name without its schema suggests the dataset the r
 
 TEST_CASE("schema accept takes a dataset by its target table, the run JSON's `table`") {
   temp_dir dir;
-  std::ofstream(dir.path() / "flotilla.toml") << unreachable_config;
-  {
-    auto s = flotilla::events::test::open_store(dir.path() / ".flotilla" / "state");
-    put_baseline(s, "pg.public.orders", cols({{"id", "bigint"}}));
-    spb::RunRecord run;
-    run.set_run_id("run-3");
-    run.set_status("partial");
-    run.set_started_at_us(3);
-    observed_table(run, "pg", "public.orders", cols({{"id", "bigint"}, {"note", "text"}}))
-        ->set_table("pg.orders");
-    REQUIRE(s.put_run(run));
-  }
+  pg_orders_drifted(dir, "pg.orders");
   auto r = run_flotilla(dir, {"schema", "accept", "pg.orders"});
   INFO(r.err);
   CHECK(r.exit_code == 0);
