@@ -289,6 +289,14 @@ int main(int argc, char** argv) {
       fmt::print("{:<14} {}\n", s.name, s.summary);
     return 0;
   }
+  // Every timed path is a child started by a process forked now, while this one is small
+  // (measure.hpp says why).
+  try {
+    start_launcher();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "flotilla-bench: {}\n", e.what());
+    return 1;
+  }
   if (o.smoke) {
     // Sizes the user gave explicitly still win over the smoke sizes.
     bench_options given = o;

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -55,27 +58,15 @@ void drain(int fd, std::string& into, bool& open) {
     open = false;
 }
 
-}  // namespace
-
-child_result run_child(const std::vector<std::string>& argv, const child_options& options) {
-  if (argv.empty())
-    throw std::runtime_error("run_child: empty command");
-  // Everything the child needs is built before fork: after fork only async-signal-safe
-  // calls may run (the parent may have threads, e.g. a Kafka mock cluster).
+// Forks argv[0] with exactly this environment and waits for it. In the child only
+// async-signal-safe calls run. Signals this process ignores are set back to their default
+// first: the launcher ignores Ctrl-C, the program it starts must not.
+child_result spawn_and_wait(const std::vector<std::string>& argv, std::vector<std::string> env_store,
+                            const std::string& cwd) {
   std::vector<char*> args;
   for (const auto& a : argv)
     args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  std::vector<std::string> env_store;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string_view kv(*e);
-    auto eq = kv.find('=');
-    if (eq != std::string_view::npos && options.env.contains(std::string(kv.substr(0, eq))))
-      continue;
-    env_store.emplace_back(kv);
-  }
-  for (const auto& [k, v] : options.env)
-    env_store.push_back(k + "=" + v);
   std::vector<char*> envp;
   for (auto& e : env_store)
     envp.push_back(e.data());
@@ -90,9 +81,11 @@ child_result run_child(const std::vector<std::string>& argv, const child_options
   if (pid < 0)
     throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
   if (pid == 0) {
+    for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGHUP})
+      ::signal(sig, SIG_DFL);
     ::dup2(out_pipe[1], 1);
     ::dup2(err_pipe[1], 2);
-    if (!options.cwd.empty() && ::chdir(options.cwd.c_str()) != 0)
+    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0)
       ::_exit(126);
     if (search)
       ::execvpe(args[0], args.data(), envp.data());
@@ -132,6 +125,170 @@ child_result run_child(const std::vector<std::string>& argv, const child_options
     r.exit_code = 128 + WTERMSIG(status);
   if (r.exit_code == 127 && r.out.empty() && r.err.empty())
     r.err = "cannot execute " + argv[0];
+  return r;
+}
+
+// The launcher's wire: a request is argv, the environment and the working directory; a
+// reply is a flag (0 ran, 1 could not start: the text says why) and the child's result.
+bool write_all(int fd, const void* data, std::size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return false;
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+bool read_all(int fd, void* data, std::size_t n) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    const ssize_t r = ::read(fd, p, n);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return false;
+    p += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+template <typename T>
+void put(std::string& buf, T v) {
+  buf.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+void put(std::string& buf, const std::string& s) {
+  put<std::uint64_t>(buf, s.size());
+  buf += s;
+}
+void put(std::string& buf, const std::vector<std::string>& v) {
+  put<std::uint64_t>(buf, v.size());
+  for (const auto& s : v)
+    put(buf, s);
+}
+
+template <typename T>
+bool get(int fd, T& v) {
+  return read_all(fd, &v, sizeof v);
+}
+bool get(int fd, std::string& s) {
+  std::uint64_t n = 0;
+  if (!get(fd, n))
+    return false;
+  s.resize(n);
+  return n == 0 || read_all(fd, s.data(), n);
+}
+bool get(int fd, std::vector<std::string>& v) {
+  std::uint64_t n = 0;
+  if (!get(fd, n))
+    return false;
+  v.resize(n);
+  for (auto& s : v)
+    if (!get(fd, s))
+      return false;
+  return true;
+}
+
+bool send_message(int fd, const std::string& body) {
+  const std::uint64_t n = body.size();
+  return write_all(fd, &n, sizeof n) && write_all(fd, body.data(), body.size());
+}
+
+int launcher_fd = -1;
+std::mutex launcher_mutex;
+
+[[noreturn]] void serve_launches(int fd) {
+  for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGHUP})
+    ::signal(sig, SIG_IGN);
+  for (;;) {
+    std::uint64_t size = 0;
+    std::vector<std::string> argv, env;
+    std::string cwd;
+    if (!get(fd, size) || !get(fd, argv) || !get(fd, env) || !get(fd, cwd))
+      ::_exit(0);  // the bench has gone
+    std::string reply;
+    try {
+      const auto r = spawn_and_wait(argv, std::move(env), cwd);
+      put<std::uint8_t>(reply, 0);
+      put<std::int32_t>(reply, r.exit_code);
+      put<double>(reply, r.wall_s);
+      put<double>(reply, r.cpu_s);
+      put<std::int64_t>(reply, r.peak_rss_kb);
+      put(reply, r.out);
+      put(reply, r.err);
+    } catch (const std::exception& e) {
+      reply.clear();
+      put<std::uint8_t>(reply, 1);
+      put(reply, std::string(e.what()));
+    }
+    if (!send_message(fd, reply))
+      ::_exit(0);
+  }
+}
+
+}  // namespace
+
+void start_launcher() {
+  if (launcher_fd >= 0)
+    return;
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    throw std::runtime_error(fmt::format("socketpair: {}", std::strerror(errno)));
+  const pid_t pid = ::fork();
+  if (pid < 0)
+    throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
+  if (pid == 0) {
+    ::close(sv[0]);
+    serve_launches(sv[1]);
+  }
+  ::close(sv[1]);
+  launcher_fd = sv[0];
+}
+
+child_result run_child(const std::vector<std::string>& argv, const child_options& options) {
+  if (argv.empty())
+    throw std::runtime_error("run_child: empty command");
+  std::vector<std::string> env_store;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string_view kv(*e);
+    auto eq = kv.find('=');
+    if (eq != std::string_view::npos && options.env.contains(std::string(kv.substr(0, eq))))
+      continue;
+    env_store.emplace_back(kv);
+  }
+  for (const auto& [k, v] : options.env)
+    env_store.push_back(k + "=" + v);
+  if (launcher_fd < 0)
+    return spawn_and_wait(argv, std::move(env_store), options.cwd);
+
+  std::lock_guard lock(launcher_mutex);
+  std::string request;
+  put(request, argv);
+  put(request, env_store);
+  put(request, options.cwd);
+  if (!send_message(launcher_fd, request))
+    throw std::runtime_error(fmt::format("cannot start {}: the launcher process has gone ({})",
+                                         argv[0], std::strerror(errno)));
+  std::uint64_t size = 0;
+  std::uint8_t failed = 0;
+  if (!get(launcher_fd, size) || !get(launcher_fd, failed))
+    throw std::runtime_error(fmt::format("{}: the launcher process has gone", argv[0]));
+  if (failed) {
+    std::string why;
+    (void)get(launcher_fd, why);
+    throw std::runtime_error(why);
+  }
+  child_result r;
+  std::int32_t code = 0;
+  if (!get(launcher_fd, code) || !get(launcher_fd, r.wall_s) || !get(launcher_fd, r.cpu_s) ||
+      !get(launcher_fd, r.peak_rss_kb) || !get(launcher_fd, r.out) || !get(launcher_fd, r.err))
+    throw std::runtime_error(fmt::format("{}: the launcher process has gone", argv[0]));
+  r.exit_code = code;
   return r;
 }
 

@@ -37,6 +37,16 @@ struct child_options {
   std::map<std::string, std::string> env;    ///< added to the environment. Default: none
 };
 
+/// Forks the process that starts every later child (run_child), while this one is still
+/// small. A child forked from a large process pays for copying its page tables (~50 ms
+/// from 600 MB here), inside the timed section, and the kernel counts the parent's
+/// resident memory at the fork in the child's ru_maxrss (exec keeps the high-water mark
+/// of the replaced image), so a path run after a memory-hungry one would report that
+/// scenario's memory as its own. Call it first, before any scenario. The launcher
+/// ignores SIGINT and SIGTERM (a Ctrl-C reaches the child it runs, whose signals are at
+/// their defaults) and exits when this process closes its end.
+void start_launcher();
+
 /// Runs argv[0] (searched in PATH when it has no slash) with the arguments and waits.
 /// Never throws for a failing child; throws std::runtime_error when it cannot start.
 [[nodiscard]] child_result run_child(const std::vector<std::string>& argv,
