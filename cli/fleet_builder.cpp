@@ -732,6 +732,9 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     const auto only = options.only;
     const bool reuse_staged = options.reuse_staged;
     const std::string run_id = options.run_id;
+    // Shared by the source's tables: written into their commit tokens.
+    const auto shared_run_id =
+        run_id.empty() ? nullptr : std::make_shared<const std::string>(run_id);
     const bool plan_only = options.plan_only;
     // Whether any table of this source may be checked by the source drift gate: only
     // then are the baselines and last results read with the tables' state.
@@ -740,7 +743,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     });
     const std::string database = databases.at(target->name);
     ps.select = [project, src, target, target_index, filters, store, no_prune, allow_rebuild,
-                 only, reuse_staged, run_id, plan_only, may_gate, holds, restricted, grouped,
+                 only, reuse_staged, run_id, shared_run_id, plan_only, may_gate, holds, restricted, grouped,
                  all_databases, database, missing_files](sources::catalog& cat) {
       // A retried table the source no longer lists (a file moved away, a table renamed)
       // loads from its staged data, which never reads the source, as when the source
@@ -907,6 +910,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
             ts.held = h->second;
         ts.job.source_name = src->name;
         ts.job.target_name = target->name;
+        ts.job.run_id = shared_run_id;
         // The catalog is this call's to use up: each table is selected at most once.
         ts.job.table = std::move(cat.tables[selected[i].index]);
         auto where = target_named(ts.job.table.name);

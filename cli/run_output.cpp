@@ -127,6 +127,15 @@ void write_table(pretty_json& w, const actors::table_report& t, const std::strin
     w.key("load").string(engine::to_string(o.plan->load));
   if (!t.not_pruned.empty())
     w.key("not_pruned").string(t.not_pruned);
+  if (o.recovered) {
+    // An earlier run's commit the state store did not record (killed in between).
+    w.key("recovered");
+    w.begin_object();
+    w.key("rows").number(o.recovered->rows);
+    w.key("run_id").string(o.recovered->run_id);
+    w.key("watermark").string(o.recovered->watermark);
+    w.end_object();
+  }
   if (o.reused_staged)
     w.key("reused_staged").boolean(true);
   w.key("rows").number(o.rows);

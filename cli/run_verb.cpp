@@ -437,6 +437,9 @@ run_events_section publish_events(storage::state_store& store, const config::pro
           .error = o.error ? std::string_view(*o.error) : std::string_view(),
           .error_code = o.error_code,
           .duration_us = o.duration_us,
+          .recovered_rows = o.recovered ? o.recovered->rows : 0,
+          .recovered_run_id = o.recovered ? std::string_view(o.recovered->run_id)
+                                          : std::string_view(),
           .timestamp_us = ended});
       for (std::size_t i = first_event; ended != 0 && i < table_events.size(); ++i)
         if (auto* e = std::get_if<events::pb::Event>(&table_events[i]))

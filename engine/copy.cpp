@@ -1,6 +1,7 @@
 #include "engine/copy.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <exception>
 #include <filesystem>
@@ -31,20 +32,63 @@ std::string_view to_string(table_status s) {
 namespace {
 
 /// The commit token of an incremental table: its cursor column and its watermark, so that
-/// the token of another cursor column (the setting changed) is never taken for this one's.
-std::string token_of(const std::string& cursor, const std::string& watermark) {
-  return fmt::format("\x1e{}\x1f{}", cursor, watermark);
+/// the token of another cursor column (the setting changed) is never taken for this one's;
+/// then the run that commits it and its rows, so that a later run finding the target ahead
+/// of state can say whose rows those are.
+std::string token_of(const std::string& cursor, const std::string& watermark,
+                     const table_job& job, std::uint64_t rows) {
+  if (!job.run_id || job.run_id->empty())
+    return fmt::format("\x1e{}\x1f{}", cursor, watermark);
+  return fmt::format("\x1e{}\x1f{}\x1d{}\x1d{}", cursor, watermark, *job.run_id, rows);
 }
 
-/// The watermark a commit token holds for `cursor`; nullopt when it is another column's.
-/// A token written before the column was kept is its watermark alone.
-std::optional<std::string> watermark_of(const std::string& token, const std::string& cursor) {
-  if (!token.starts_with('\x1e'))
-    return token;
+struct token_parts {
+  std::string watermark;
+  std::string run_id;  ///< empty: a token from before runs were kept in it
+  std::uint64_t rows = 0;
+};
+
+/// What a commit token holds for `cursor`; nullopt when it is another column's. A token
+/// written before the column was kept is its watermark alone; one written before the run
+/// was kept ends with the watermark. The run part is taken only when it reads as one (a
+/// run id, then digits): a text watermark may hold any character.
+std::optional<token_parts> parse_token(const std::string& token, const std::string& cursor) {
+  token_parts out;
+  if (!token.starts_with('\x1e')) {
+    out.watermark = token;
+    return out;
+  }
   const auto sep = token.find('\x1f');
   if (sep == std::string::npos || token.compare(1, sep - 1, cursor) != 0)
     return std::nullopt;
-  return token.substr(sep + 1);
+  out.watermark = token.substr(sep + 1);
+  const auto last = out.watermark.rfind('\x1d');
+  if (last == std::string::npos || last == 0)
+    return out;
+  const auto before = out.watermark.rfind('\x1d', last - 1);
+  if (before == std::string::npos)
+    return out;
+  const std::string_view rows = std::string_view(out.watermark).substr(last + 1);
+  const std::string_view run =
+      std::string_view(out.watermark).substr(before + 1, last - before - 1);
+  std::uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(rows.data(), rows.data() + rows.size(), n);
+  if (rows.empty() || ec != std::errc{} || end != rows.data() + rows.size() || run.empty() ||
+      run.find_first_of("\x1d\x1e\x1f") != std::string_view::npos)
+    return out;
+  out.run_id = std::string(run);
+  out.rows = n;
+  out.watermark.resize(before);
+  return out;
+}
+
+/// What a run says about an earlier run's commit that state did not record.
+std::string recovered_warning(const recovered_commit& r, const std::string& cursor) {
+  return fmt::format(
+      "run {} committed {} row(s) of this table to the target (up to {} = {}) and was stopped "
+      "before recording them in the state store: this run goes on from that watermark, and "
+      "reports those rows under `recovered`",
+      r.run_id, r.rows, cursor, r.watermark);
 }
 
 struct described {
@@ -441,6 +485,7 @@ struct incremental_start {
   std::optional<std::string> watermark;
   std::string cursor_family;   ///< the cursor column's cursor_family()
   std::string cursor_retyped;  ///< a warning: the watermark was dropped for the cursor's type
+  std::optional<recovered_commit> recovered;  ///< the target was ahead of state
 };
 
 /// The watermark an incremental load of `job` starts from, as `run` and `plan` both see
@@ -458,10 +503,16 @@ incremental_start resume_from(sinks::warehouse& wh, const table_job& job) {
   out.watermark = job.watermark;
   if (!job.watermark_void)
     if (auto token = wh.committed_token(job.target); token) {
-      if (token->empty())
+      if (token->empty()) {
         out.watermark.reset();
-      else if (auto committed = watermark_of(*token, cursor_column))
-        out.watermark = std::move(committed);
+      } else if (auto committed = parse_token(*token, cursor_column)) {
+        // Ahead of state: an earlier run's commit whose state commit never came.
+        if (!committed->run_id.empty() && committed->watermark != job.watermark &&
+            !(job.run_id && committed->run_id == *job.run_id))
+          out.recovered = recovered_commit{std::move(committed->run_id), committed->rows,
+                                           committed->watermark};
+        out.watermark = std::move(committed->watermark);
+      }
     }
   const auto* cursor = job.table.columns.resolve(cursor_column);
   if (cursor)
@@ -500,6 +551,9 @@ table_plan plan_against_target(sinks::warehouse& wh, const table_job& job,
   p.warnings.insert(p.warnings.begin(), job.warnings.begin(), job.warnings.end());
   if (!start.cursor_retyped.empty())
     p.warnings.insert(p.warnings.begin(), start.cursor_retyped);
+  if (start.recovered)
+    p.warnings.insert(p.warnings.begin(),
+                      recovered_warning(*start.recovered, job.settings.cursor_column));
   return p;
 }
 
@@ -599,11 +653,17 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
                               job.warnings.end());
     if (!cursor_retyped.empty())
       out.plan->warnings.insert(out.plan->warnings.begin(), cursor_retyped);
+    if (start.recovered) {
+      out.plan->warnings.insert(out.plan->warnings.begin(),
+                                recovered_warning(*start.recovered, settings.cursor_column));
+      out.recovered = *start.recovered;
+    }
     const table_plan& plan = *out.plan;
     // Stopped by the source-drift gate before anything touched the target: what its load
     // would have done (the plan's own warnings) did not happen and is not said; the run's
     // own warnings stay.
-    const std::size_t run_warnings = job.warnings.size() + (cursor_retyped.empty() ? 0 : 1);
+    const std::size_t run_warnings =
+        job.warnings.size() + (cursor_retyped.empty() ? 0 : 1) + (start.recovered ? 1 : 0);
     const auto stopped_by_gate = [&](const auto& verdict) {
       out.status = table_status::failed;
       out.error_code = verdict.error_code;
@@ -768,7 +828,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
           if (plan.load_columns.find(c.name, wh.dialect().names()) == nullptr)
             req.keeps_other_columns = true;
       if (incremental)
-        req.commit_token = watermark ? token_of(settings.cursor_column, *watermark) : "";
+        req.commit_token = watermark ? token_of(settings.cursor_column, *watermark, job, 0) : "";
       else if (job.clear_token)
         req.commit_token = "";
       writer = wh.begin_load(req);
@@ -793,7 +853,8 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
           return true;
         });
         if (incremental && staged_watermark)
-          writer->set_commit_token(token_of(settings.cursor_column, *staged_watermark));
+          writer->set_commit_token(
+              token_of(settings.cursor_column, *staged_watermark, job, writer->rows()));
         writer->commit();
       } catch (...) {
         if (kept)
@@ -902,7 +963,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       max_cursor = read_result.max_cursor;
 
     if (incremental && max_cursor)
-      writer->set_commit_token(token_of(settings.cursor_column, *max_cursor));
+      writer->set_commit_token(token_of(settings.cursor_column, *max_cursor, job, writer->rows()));
     writer->commit();
     out.rows = writer->rows();
     out.status = table_status::copied;

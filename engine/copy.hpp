@@ -72,6 +72,10 @@ struct table_job {
   bool clear_token = false;
   /// What the run decided about the table before its plan, said with the plan's warnings.
   std::vector<std::string> warnings;
+  /// The run's id, written into an incremental table's commit token with its row count:
+  /// a later run that finds the target ahead of state names the run whose rows they are
+  /// (table_outcome::recovered). Shared by the run's tables. May be null.
+  std::shared_ptr<const std::string> run_id;
   std::size_t batch_rows = 8192;
   std::size_t queue_batches = 4;
   /// Rows written so far, for progress. May be null.
@@ -134,6 +138,15 @@ class boxed {
 };
 
 enum class table_status { copied, pruned, failed, skipped, held };
+
+/// Rows an earlier run committed to the target with the table's watermark, which state
+/// does not record: that run was killed between its target commit and its state commit
+/// (or the state store was lost). This run goes on from that watermark, and reports them.
+struct recovered_commit {
+  std::string run_id;          ///< the run that committed them
+  std::uint64_t rows = 0;      ///< rows that commit loaded
+  std::string watermark;       ///< the watermark it committed
+};
 [[nodiscard]] std::string_view to_string(table_status s);
 
 /// How a cursor column's values order: "number", "text", "time" (dates and timestamps),
@@ -152,6 +165,9 @@ struct table_outcome {
   std::any gate_detail;                  ///< what the drift gate returned, when it ran
   std::optional<staged_output> staged;   ///< the gate failed the table: its data is kept here
   bool reused_staged = false;            ///< the rows came from an earlier run's staged data
+  /// The target held an earlier run's commit that state did not record (see
+  /// recovered_commit): counted nowhere else.
+  boxed<recovered_commit> recovered;
   /// The plan's DDL ran and committed (in its own transaction, before the load), whether
   /// or not the load after it did: its drift actions were taken.
   bool ddl_applied = false;

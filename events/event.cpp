@@ -232,6 +232,8 @@ pb::Event table_finished(std::string_view source, std::string_view table, const 
   p->set_error_code(o.error_code);
   p->set_duration_us(o.duration_us);
   p->set_target_table(o.target_table);
+  p->set_recovered_rows(o.recovered_rows);
+  p->set_recovered_run_id(o.recovered_run_id);
   return e;
 }
 
@@ -483,6 +485,8 @@ void write_table_line(Writer& w, const table_event_line& t, std::string_view run
     w.text(",\"error_code\":", t.error_code);
     w.number(",\"duration_us\":", t.duration_us);
     w.text(",\"target_table\":", t.target_table);
+    w.number(",\"recovered_rows\":", t.recovered_rows);
+    w.text(",\"recovered_run_id\":", t.recovered_run_id);
   }
   w.raw("}}");
 }
@@ -530,17 +534,19 @@ void append_table_line(std::string& out, const table_event_line& t, std::string_
                        std::uint64_t sequence, std::int64_t timestamp_us, std::string_view project) {
   const bool plain = plain_json(run_id) && plain_json(project) && plain_json(t.source) &&
                      plain_json(t.table) && plain_json(t.target_table) && plain_json(t.mode) &&
-                     plain_json(t.status) && plain_json(t.error) && plain_json(t.error_code);
+                     plain_json(t.status) && plain_json(t.error) && plain_json(t.error_code) &&
+                     plain_json(t.recovered_run_id);
   if (!plain) {
     string_writer w{out};
     write_table_line(w, t, run_id, sequence, timestamp_us, project);
     return;
   }
-  // Every key, two quotes per text and four numbers of at most 20 characters: under 320.
-  constexpr std::size_t keys_quotes_numbers = 320;
+  // Every key, two quotes per text and five numbers of at most 20 characters: under 400.
+  constexpr std::size_t keys_quotes_numbers = 400;
   const std::size_t most = keys_quotes_numbers + run_id.size() + project.size() +
                            t.source.size() + t.table.size() + t.target_table.size() +
-                           t.mode.size() + t.status.size() + t.error.size() + t.error_code.size();
+                           t.mode.size() + t.status.size() + t.error.size() + t.error_code.size() +
+                           t.recovered_run_id.size();
   const std::size_t at = out.size();
   out.resize_and_overwrite(at + most, [&](char* data, std::size_t) {
     cursor_writer w{data + at};
@@ -568,6 +574,8 @@ bool append_table_event(std::string& out, const pb::Event& e, std::string_view r
     t.error_code = p.error_code();
     t.duration_us = p.duration_us();
     t.target_table = p.target_table();
+    t.recovered_rows = p.recovered_rows();
+    t.recovered_run_id = p.recovered_run_id();
   } else {
     return false;
   }
@@ -598,7 +606,8 @@ pb::Event table_event_line::to_event() const {
   pb::Event e = finished ? table_finished(source, table,
                                           {std::string(status), rows, std::string(error),
                                            std::string(error_code), duration_us,
-                                           std::string(target_table)})
+                                           std::string(target_table), recovered_rows,
+                                           std::string(recovered_run_id)})
                          : table_started(source, table, target_table, mode);
   e.set_timestamp_us(timestamp_us);
   return e;

@@ -51,6 +51,8 @@ struct table_outcome {
   std::string error_code{};
   std::int64_t duration_us = 0;
   std::string target_table{};  ///< "staging__us_west__shop.orders"
+  std::uint64_t recovered_rows = 0;  ///< an earlier run's commit state did not record
+  std::string recovered_run_id{};    ///< that run; empty: none
 };
 
 struct schema_action_info {
@@ -118,6 +120,8 @@ struct table_event_line {
   std::string_view error{};
   std::string_view error_code{};
   std::int64_t duration_us = 0;
+  std::uint64_t recovered_rows = 0;     ///< table_finished: see TableFinished
+  std::string_view recovered_run_id{};
   /// When it happened, µs since the epoch; 0: when it is emitted.
   std::int64_t timestamp_us = 0;
 

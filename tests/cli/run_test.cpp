@@ -1417,6 +1417,83 @@ TEST_CASE("kill -9 in the middle of a run, then a rerun: nothing lost, nothing d
   }
 }
 
+TEST_CASE("kill -9 between an incremental table's target commit and its state commit: the "
+          "rerun reports the rows the killed run committed") {
+  workdir w;
+  std::string sql;
+  for (int t = 0; t < 2; ++t)
+    sql += fmt::format("CREATE TABLE t{0} (id INTEGER PRIMARY KEY, v TEXT, at TIMESTAMP);"
+                       "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300)"
+                       " INSERT INTO t{0} SELECT i, 'v' || i, datetime('2025-01-01', '+' || i || ' minutes') FROM n;",
+                       t);
+  sqlite_exec(w.file("shop.db"), sql);
+  write_config(w, "duckdb",
+               "\n[sources.shop.tables.t0]\ncursor_column = \"at\"\n"
+               "\n[sources.shop.tables.t1]\ncursor_column = \"at\"\n");
+  int rc = -1;
+  auto first = flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  std::set<std::string> known{first["run_id"].get<std::string>()};
+  sqlite_exec(w.file("shop.db"),
+              "INSERT INTO t0 SELECT id + 1000, v, datetime(at, '+1 year') FROM t0 WHERE id <= 40;"
+              "INSERT INTO t1 SELECT id + 1000, v, datetime(at, '+1 year') FROM t1 WHERE id <= 40;");
+  // Killed right after the first table's target commit, before its state commit.
+  auto crashed = run_crashing_at(w, "1:before_state");
+  REQUIRE(crashed.exit_code != 0);
+  // plan says so before anything runs again.
+  auto plan = flotilla_json(w, {"plan"}, &rc);
+
+  auto rerun = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  known.insert(rerun["run_id"].get<std::string>());
+  const std::string killed = other_run(w, known);  // its run.json, written by the rerun
+  REQUIRE_FALSE(killed.empty());
+  // 41 rows: the 40 new ones and the one at the watermark, which an incremental read takes
+  // again (merged on the key, never twice).
+  CHECK(plan.dump().find("run " + killed + " committed 41 row(s)") != std::string::npos);
+  REQUIRE(rerun["tables"].size() == 2);
+  std::uint64_t loaded = 0, recovered = 0;
+  for (const auto& t : rerun["tables"]) {
+    INFO(t.dump());
+    CHECK(t["status"] == "copied");
+    loaded += t["rows"].get<std::uint64_t>();
+    if (t.contains("recovered")) {
+      CHECK(t["rows"] == 1);  // the killed run's rows are not read again: its watermark's row
+      CHECK(t["recovered"]["run_id"] == killed);
+      recovered += t["recovered"]["rows"].get<std::uint64_t>();
+      CHECK(t["recovered"]["watermark"].get<std::string>().starts_with("2026-"));
+      CHECK(t["warnings"].dump().find("stopped before recording them") != std::string::npos);
+    }
+  }
+  CHECK(recovered == 41);  // one table's new rows, committed by the killed run
+  CHECK(loaded == 42);     // the other table's 41, loaded by the rerun, and the 1 above
+  // Every row once.
+  for (int t = 0; t < 2; ++t) {
+    auto rows = duckdb_query(w.file("wh.duckdb"),
+                             fmt::format("SELECT count(*), count(DISTINCT id) FROM staging__us_west__shop.t{}", t));
+    CHECK(rows[0][0] == "340");
+    CHECK(rows[0][1] == "340");
+  }
+  // The rerun's table_finished event carries them as well.
+  std::ifstream events(w.path() / ".flotilla" / "runs" / rerun["run_id"].get<std::string>() /
+                       "events.ndjson");
+  std::string line;
+  std::uint64_t event_recovered = 0;
+  while (std::getline(events, line)) {
+    auto e = nlohmann::json::parse(line);
+    if (e["type"] == "table_finished") {
+      event_recovered += e["table_finished"]["recovered_rows"].get<std::uint64_t>();
+      if (e["table_finished"]["recovered_rows"] != 0)
+        CHECK(e["table_finished"]["recovered_run_id"] == killed);
+    }
+  }
+  CHECK(event_recovered == 41);
+  // Once reported, they are state's: the next run recovers nothing.
+  auto third = flotilla_json(w, {"run"}, &rc);
+  for (const auto& t : third["tables"])
+    CHECK_FALSE(t.contains("recovered"));
+}
+
 TEST_CASE("kill -9, then retry: the interrupted run is named and its selection runs again") {
   workdir w;
   std::string sql;

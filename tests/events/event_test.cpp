@@ -102,7 +102,8 @@ TEST_CASE("the JSON form has every envelope field and the payload under its fiel
   CHECK(j["type"] == "table_finished");
   const auto& p = j["table_finished"];
   CHECK(keys_of(p) == std::vector<std::string>{"status", "rows", "error", "error_code",
-                                               "duration_us", "target_table"});
+                                               "duration_us", "target_table", "recovered_rows",
+                                               "recovered_run_id"});
   CHECK(p["error_code"] == "FLT-D001");
   CHECK(p["rows"] == 0);  // defaults are written too: every line has the same shape
 }
