@@ -163,9 +163,14 @@ bool parse_canonical_timestamp(std::string_view s, bool utc_suffix, std::int64_t
   return true;
 }
 
-/// "[-]digits[.digits]" with at most `scale` fractional digits and at most `width`
-/// digits in all once scaled: the unscaled integer (-12.5 at scale 2 -> -1250).
-bool parse_canonical_decimal(std::string_view s, int width, int scale, __int128& out) {
+enum class decimal_parse { ok, not_canonical, inexact };
+
+/// "[-]digits[.digits]" with at most `scale` fractional digits (more are taken when they
+/// are zeros) and at most `width` digits in all once scaled: the unscaled integer (-12.5
+/// at scale 2 -> -1250). `inexact`: canonical, but with nonzero digits past `scale`, which
+/// DuckDB's own cast from text would round away. `not_canonical`: anything else, including
+/// a value too wide, which that cast refuses.
+decimal_parse parse_canonical_decimal(std::string_view s, int width, int scale, __int128& out) {
   std::size_t pos = 0;
   const bool negative = !s.empty() && s[0] == '-';
   if (negative)
@@ -176,33 +181,38 @@ bool parse_canonical_decimal(std::string_view s, int width, int scale, __int128&
   for (; pos < s.size() && s[pos] >= '0' && s[pos] <= '9'; ++pos) {
     v = v * 10 + (s[pos] - '0');
     if (v != 0 && ++digits > width)
-      return false;
+      return decimal_parse::not_canonical;
   }
   if (pos == int_start)
-    return false;
+    return decimal_parse::not_canonical;
   int frac = 0;
+  bool dropped = false;  // nonzero digits past the scale
   if (pos < s.size() && s[pos] == '.') {
     ++pos;
     const std::size_t frac_start = pos;
     for (; pos < s.size() && s[pos] >= '0' && s[pos] <= '9'; ++pos) {
-      if (++frac > scale)
-        return false;
+      if (++frac > scale) {
+        dropped = dropped || s[pos] != '0';
+        continue;
+      }
       v = v * 10 + (s[pos] - '0');
       if (v != 0 && ++digits > width)
-        return false;
+        return decimal_parse::not_canonical;
     }
     if (pos == frac_start)
-      return false;
+      return decimal_parse::not_canonical;
   }
   if (pos != s.size())
-    return false;
+    return decimal_parse::not_canonical;
+  if (dropped)
+    return decimal_parse::inexact;
   for (; frac < scale; ++frac) {
     v *= 10;
     if (v != 0 && ++digits > width)
-      return false;
+      return decimal_parse::not_canonical;
   }
   out = negative ? -v : v;
-  return true;
+  return decimal_parse::ok;
 }
 
 std::string_view type_label(duckdb_type id) {
@@ -470,10 +480,25 @@ class duckdb_inserter final : public row_inserter {
       }
       case DUCKDB_TYPE_DECIMAL: {
         __int128 unscaled = 0;
-        if (v.kind != schema::value::tag::text ||
-            !parse_canonical_decimal(v.s, sl.width, sl.scale, unscaled))
+        if (v.kind != schema::value::tag::text)
           return false;
-        put_decimal(data, at, sl.storage, unscaled);
+        switch (parse_canonical_decimal(v.s, sl.width, sl.scale, unscaled)) {
+          case decimal_parse::ok:
+            put_decimal(data, at, sl.storage, unscaled);
+            break;
+          case decimal_parse::not_canonical:
+            return false;
+          case decimal_parse::inexact:
+            // More fractional digits than the column keeps (a source scale over DuckDB's
+            // 38, a declared type narrower than the data): refused, never rounded.
+            throw sink_error(fmt::format(
+                "{}: row {}: column {} holds {}, which DECIMAL({},{}) cannot store exactly "
+                "(it keeps {} digits after the point; DuckDB would round the rest away); "
+                "declare the column as text to keep every digit (columns = {{ {} = \"text\" "
+                "}}), or with the scale the data needs (at most 38)",
+                dialect_.qualified(table_), row + 1, dialect_.quote(names_[c]), v.s, sl.width,
+                static_cast<int>(sl.scale), static_cast<int>(sl.scale), names_[c]));
+        }
         break;
       }
       case DUCKDB_TYPE_DATE: {

@@ -229,7 +229,7 @@ TEST_CASE("DuckDB takes decimals, dates and timestamps in binary and other texts
     rows.push_back({I(i), T("-99.99"), T("123456.789"), T("-9999999999999999.99"),
                     T("-1234567890123456789012345678.0123456789"), T("0001-01-01"),
                     T("9999-12-31 23:59:59.999999"), T("1970-01-01 00:00:00.5+00")});
-  rows.push_back({I(2500), T("1.5e1"), T("-0.0005"), T("+7"), T("12.3"), T("2024-02-29"),
+  rows.push_back({I(2500), T("1.5e1"), T("-5e-3"), T("+7"), T("12.3"), T("2024-02-29"),
                   T("2024-01-02T03:04:05"), T("2024-01-02 03:04:05+02")});
   rows.push_back({I(2501), T("00.10"), T("0"), T("-0.00"), T("1"), T("2000-01-01"),
                   T("2024-01-02 03:04:05.120"), T("2024-01-02 03:04:05.12+00")});
@@ -249,7 +249,7 @@ TEST_CASE("DuckDB takes decimals, dates and timestamps in binary and other texts
       CAPTURE(r, c);
       CHECK(got[r][c + 1].value_or("NULL") == canonical[c]);
     }
-  const std::vector<std::string> cast{"15.00", "-0.001", "7.00", "12.3000000000", "2024-02-29",
+  const std::vector<std::string> cast{"15.00", "-0.005", "7.00", "12.3000000000", "2024-02-29",
                                       "2024-01-02 03:04:05", "2024-01-02 01:04:05+00"};
   const std::vector<std::string> plain{"0.10", "0.000", "0.00", "1.0000000000", "2000-01-01",
                                        "2024-01-02 03:04:05.12", "2024-01-02 03:04:05.12+00"};
@@ -260,6 +260,31 @@ TEST_CASE("DuckDB takes decimals, dates and timestamps in binary and other texts
     CHECK_FALSE(got[4][c + 1].has_value());
   }
   CHECK(count(*wh, t) == 2503);
+}
+
+TEST_CASE("DuckDB refuses a decimal with more fractional digits than its column keeps, "
+          "instead of rounding it") {
+  // A PostgreSQL numeric(60,40) lands as DECIMAL(38,38): DuckDB's cast from text would
+  // round its 39th and 40th digits away.
+  test_target target("duckdb");
+  auto wh = target.open();
+  const auto t = target.table("scale_capped");
+  const auto s = cols({col("id", "int"), col("w", "decimal(38,38)")});
+  // Zeros past the scale lose nothing: taken.
+  load(*wh, t, s, load_mode::replace,
+       {{I(1), T("0.12345678901234567890123456789012345678")},
+        {I(2), T("0.500000000000000000000000000000000000000000")}});
+  const auto& d = wh->dialect();
+  CHECK(column_of(wh->query("SELECT CAST(" + d.quote("w") + " AS VARCHAR) FROM " +
+                            d.qualified(t) + " ORDER BY " + d.quote("id"))) ==
+        std::vector<std::string>{".12345678901234567890123456789012345678",  // DuckDB's text
+                                 ".50000000000000000000000000000000000000"});
+  CHECK_THROWS_WITH(
+      load(*wh, t, s, load_mode::replace,
+           {{I(1), T("0.5")}, {I(2), T("0.1234567890123456789012345678901234567891")}}),
+      Catch::Contains("row 2: column \"w\" holds 0.1234567890123456789012345678901234567891") &&
+          Catch::Contains("cannot store exactly") && Catch::Contains("columns = { w = \"text\" }"));
+  CHECK(count(*wh, t) == 2);  // the failed load changed nothing
 }
 
 TEST_CASE("a decimal wider than its DuckDB column fails the load") {
