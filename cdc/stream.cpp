@@ -993,7 +993,10 @@ class source_stream {
   /// A restart gets no further than a stop at a DROP TABLE (seed 002). Once its table is
   /// gone the stream would not capture it, so the DROP's own log entry would pass
   /// unnoticed: the tables this slot captured that the source no longer has are noted,
-  /// and their DROP stops the stream again when it is read. --reload forgets them.
+  /// and their DROP stops the stream again when it is read. So is a table created again
+  /// under the same name (a new oid): the DROP of the one captured, under the old oid,
+  /// would otherwise pass as a table not captured, and the new table, which is in no
+  /// publication, would stream nothing. --reload forgets them.
   void note_gone_tables() {
     const std::string prefix = pos_prefix_ + src_.name + ".";
     auto captured = o_.store->list<pb::CdcPosition>(prefix);
@@ -1001,7 +1004,12 @@ class source_stream {
       throw std::runtime_error(captured.error().message);
     for (const auto& c : *captured) {
       std::string name = c.key.substr(prefix.size());
-      if (c.record.slot() == slot_ && !on_source_.contains(name)) {
+      bool recreated = false;
+      if (auto now = by_name_.find(name); now != by_name_.end() && c.record.relid() != 0) {
+        const std::uint32_t relid = tables_[now->second].relid;
+        recreated = relid != 0 && relid != c.record.relid();
+      }
+      if (c.record.slot() == slot_ && (!on_source_.contains(name) || recreated)) {
         if (c.record.relid() != 0)
           gone_relids_[c.record.relid()] = name;
         gone_.insert(std::move(name));

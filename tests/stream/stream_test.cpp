@@ -1091,6 +1091,16 @@ TEST_CASE("a restart stops again at a captured table's DROP; --reload gets past 
     CHECK(p.err().find("captured table public.orders was dropped [FLT-H004]") != std::string::npos);
   }
   CHECK(count(f.target(), "st_shop.items") == "2");  // nothing after the DROP was applied
+  // Created again under the same name (a new oid): the DROP of the captured one still
+  // stops a restart, rather than passing as a table not captured while the new table's
+  // rows go nowhere.
+  pg_exec(f.source(), "CREATE TABLE orders (id int PRIMARY KEY, note text, qty int);"
+                      "INSERT INTO orders VALUES (10, 'new', 1)");
+  {
+    stream_process p(f);
+    CHECK(p.wait(30s) == 1);
+    CHECK(p.err().find("captured table public.orders was dropped [FLT-H004]") != std::string::npos);
+  }
   {
     stream_process p(f, {"--reload"});
     REQUIRE(eventually([&] { return count(f.target(), "st_shop.items") == "3"; }));
