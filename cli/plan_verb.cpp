@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/fleet_builder.hpp"
+#include "cli/run_output.hpp"
 #include "cli/verbs.hpp"
 #include "config/selection.hpp"
 #include "dialects/dialect.hpp"
@@ -205,7 +206,7 @@ int do_plan(const global_options& g, const plan_args& a) {
     if (t["status"] == "planned" && t["load"] != "full_refresh")
       label += fmt::format(", {}", t["load"].get<std::string>());
     // At least two spaces between a long name and its label.
-    fmt::print("{:<50}  {}\n", branch + shown(t), label);
+    fmt::print("{:<50}  {}\n", branch + printable(shown(t)), label);
     std::vector<std::string> lines;
     if (t.contains("description"))
       lines.push_back(fmt::format("description  {}", t["description"].get<std::string>()));
@@ -225,7 +226,7 @@ int do_plan(const global_options& g, const plan_args& a) {
       for (const auto& s : t["sql"])
         lines.push_back(fmt::format("sql  {}", s.get<std::string>()));
     for (std::size_t k = 0; k < lines.size(); ++k)
-      fmt::print("{}{}{}\n", indent, k + 1 == lines.size() ? "└── " : "├── ", lines[k]);
+      fmt::print("{}{}{}\n", indent, k + 1 == lines.size() ? "└── " : "├── ", printable(lines[k]));
   }
   if (!errors.empty()) {
     fmt::print("\nErrors ({})\n", errors.size());
@@ -233,8 +234,9 @@ int do_plan(const global_options& g, const plan_args& a) {
       const auto& e = errors[i];
       const bool last = i + 1 == errors.size();
       fmt::print("{}{}\n", last ? "└── " : "├── ",
-                 e.contains("table") ? shown(e) : e["source"].get<std::string>());
-      fmt::print("{}└── reason  {}\n", last ? "    " : "│   ", e["error"].get<std::string>());
+                 printable(e.contains("table") ? shown(e) : e["source"].get<std::string>()));
+      fmt::print("{}└── reason  {}\n", last ? "    " : "│   ",
+                 printable(e["error"].get<std::string>()));
     }
   }
   return failed == 0 ? 0 : 1;

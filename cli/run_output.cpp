@@ -291,9 +291,22 @@ std::string run_json_text(const std::string& run_id,
   return out;
 }
 
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f)
+      out += fmt::format("\\x{:02x}", c);
+    else
+      out += ch;
+  }
+  return out;
+}
+
 void print_run_text(const std::string& run_id, const std::vector<actors::pipeline_report>& reports,
                     const run_summary& summary, const run_events_section& events) {
-  std::size_t copied = 0, pruned = 0, failed = 0, skipped = 0;
+  std::size_t copied = 0, pruned = 0, failed = 0, skipped = 0, held = 0;
   std::uint64_t rows = 0;
   for (const auto& p : reports)
     for (const auto& t : p.tables) {
@@ -302,25 +315,30 @@ void print_run_text(const std::string& run_id, const std::vector<actors::pipelin
       pruned += s == engine::table_status::pruned;
       failed += s == engine::table_status::failed;
       skipped += s == engine::table_status::skipped;
+      held += s == engine::table_status::held;
       rows += t.outcome.rows;
     }
   for_each_action(reports, [&](const actors::table_report& t, const schema::evolution_step& s) {
-    fmt::print("{:<20} {}  {}\n", schema::to_string(s.action), display_name(t.target), s.reason);
+    fmt::print("{:<20} {}  {}\n", schema::to_string(s.action), printable(display_name(t.target)),
+               printable(s.reason));
   });
   for (const auto& p : reports)
     for (const auto& t : p.tables)
       if (t.outcome.plan && t.outcome.status != engine::table_status::failed)
         for (const auto& x : t.outcome.plan->warnings)
-          fmt::print("warning  {}  {}\n", display_name(t.target), x);
+          fmt::print("warning  {}  {}\n", printable(display_name(t.target)), printable(x));
   for (const auto& p : reports)
     for (const auto& t : p.tables)
-      if (t.outcome.status == engine::table_status::failed)
-        fmt::print("failed  {}  {}{}\n", display_name(t.target),
+      if (t.outcome.status == engine::table_status::failed ||
+          t.outcome.status == engine::table_status::held)
+        fmt::print("{}  {}  {}{}\n",
+                   t.outcome.status == engine::table_status::held ? "held  " : "failed",
+                   printable(display_name(t.target)),
                    t.outcome.error_code.empty() ? "" : t.outcome.error_code + ": ",
-                   t.outcome.error.value_or(""));
+                   printable(t.outcome.error.value_or("")));
   for (const auto& p : reports)
     if (p.error)
-      fmt::print("failed  source {}  {}\n", p.source, *p.error);
+      fmt::print("failed  source {}  {}\n", printable(p.source), printable(*p.error));
   for (const auto& e : events.errors)
     fmt::print("events  {}\n", e);
   std::size_t failed_sources = 0;
@@ -340,9 +358,11 @@ void print_run_text(const std::string& run_id, const std::vector<actors::pipelin
           ? std::string()
           : fmt::format("; events: {} not delivered, kept in the outbox for the next run",
                         events.pending);
-  fmt::print("Run {}  {}: {} copied, {} pruned, {} failed, {} skipped{}, {} rows; drift: {} "
+  // Held tables (a stream's review, FLT-V014) are named above and counted when there are.
+  const std::string held_count = held == 0 ? std::string() : fmt::format(", {} held", held);
+  fmt::print("Run {}  {}: {} copied, {} pruned, {} failed, {} skipped{}{}, {} rows; drift: {} "
              "checked, {} drifted{}{}\n",
-             run_id, summary.status, copied, pruned, failed, skipped, sources_failed, rows,
+             run_id, summary.status, copied, pruned, failed, skipped, held_count, sources_failed, rows,
              summary.tables_checked, summary.tables_drifted, source_drift, undelivered);
 }
 

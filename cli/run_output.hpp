@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "actors/fleet.hpp"
@@ -54,6 +55,11 @@ struct run_events_section {
                                         const std::string& tables);
 
 /// The text summary on stdout: actions taken, failures, then one line of totals.
+/// `text` for a terminal: control characters (ESC, newline, tab, ...) as \xNN, so a name
+/// a source holds can neither rewrite the terminal nor break a line of the output. Other
+/// bytes (UTF-8 included) stay as they are.
+[[nodiscard]] std::string printable(std::string_view text);
+
 void print_run_text(const std::string& run_id, const std::vector<actors::pipeline_report>& reports,
                     const run_summary& summary, const run_events_section& events);
 

@@ -360,6 +360,11 @@ TEST_CASE("flotilla run leaves a table an open review holds alone and reports it
   auto w = sinks::open_warehouse(wh);
   CHECK_FALSE(w->describe({"", "", "shop__orders"}).has_value());
   CHECK(w->describe({"", "", "shop__lines"}).has_value());
+  // The text output names the held table and counts it.
+  const auto text = run_cli(dir, {"run"});
+  INFO(text.out << text.err);
+  CHECK(text.out.find("held    shop__orders  FLT-V014: ") != std::string::npos);
+  CHECK(text.out.find(", 1 held,") != std::string::npos);
 }
 
 TEST_CASE("stream refuses a --filter table=: one slot carries all of a source's changes") {
