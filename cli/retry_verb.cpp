@@ -112,7 +112,7 @@ int do_retry(const global_options& g, run_request req) {
     }
   }  // the store is closed here: the run opens it again
   if (interrupted)
-    fmt::print(stderr, "run {} did not finish (the process was killed or crashed); retrying {}\n",
+    fmt::print(stderr, "run {} did not finish (the process was killed, crashed, or stopped at once by a second Ctrl-C); retrying {}\n",
                latest_id,
                !req.only.empty()     ? fmt::format("its {} table(s)", req.only.size())
                : req.filters.empty() ? std::string("every table")

@@ -156,7 +156,7 @@ void write_interrupted_json(const config::project& project, const storage::pb::R
         {"tables_drifted", totals.tables_drifted}}},
       {"events", {{"errors", nlohmann::json::array()}, {"log", (dir / "events.ndjson").string()}}},
       {"interrupted",
-       "the process was killed or crashed before the run finished; `tables` lists the tables "
+       "the process was killed, crashed, or stopped at once by a second Ctrl-C before the run finished; `tables` lists the tables "
        "it committed (their rows are in the target) and, failed, those whose schema change it "
        "committed before their rows; the run after it went on from there"},
       {"run_id", r.run_id()},
@@ -293,7 +293,7 @@ void close_interrupted(storage::state_store& store, const run_request& req,
   if (req.retry_of == r.run_id())
     return;  // `retry` said so already
   fmt::print(stderr,
-             "note: run {} did not finish (the process was killed or crashed). What it "
+             "note: run {} did not finish (the process was killed, crashed, or stopped at once by a second Ctrl-C). What it "
              "committed is kept; this run goes on from there.\n",
              r.run_id());
 }
@@ -563,9 +563,16 @@ int execute_run(const global_options& g, const run_request& a) {
   counters.sources_total = spec.pipelines.size();
   spec.progress_counters = &counters;
   spec.cancel = &g_cancel;
+  // On a terminal the progress line is on stderr: the notice starts on a line of its own.
+  static const std::string stopping = fmt::format(
+      "{}flotilla: stopping: no table starts from now on, and the tables in flight roll back "
+      "before their commit (one waiting on its source or target, a lock say, stops once that "
+      "returns); a second Ctrl-C or SIGTERM stops at once\n",
+      ::isatty(STDERR_FILENO) ? "\n" : "");
   on_stop_signals(g_cancel,
                   "flotilla: stopped at once by a second signal: the tables in flight did not "
-                  "commit (their targets are unchanged); `flotilla retry` finishes the run\n");
+                  "commit (their targets are unchanged); `flotilla retry` finishes the run\n",
+                  stopping.c_str());
   std::vector<actors::pipeline_report> reports;
   {
     progress_line line(counters);

@@ -11,6 +11,7 @@ namespace {
 
 std::atomic<bool>* g_stop = nullptr;
 const char* g_second_message = "";
+const char* g_first_message = "";
 /// When the first signal came, CLOCK_MONOTONIC nanoseconds; 0: none yet.
 std::atomic<long long> g_first_ns{0};
 
@@ -25,6 +26,7 @@ extern "C" void on_signal(int sig) {
   long long first = 0;
   if (g_first_ns.compare_exchange_strong(first, now)) {
     g_stop->store(true);
+    (void)!::write(STDERR_FILENO, g_first_message, std::strlen(g_first_message));
     return;
   }
   if (now - first < 1'000'000'000LL)
@@ -36,9 +38,11 @@ extern "C" void on_signal(int sig) {
 
 }  // namespace
 
-void on_stop_signals(std::atomic<bool>& stop, const char* second_message) {
+void on_stop_signals(std::atomic<bool>& stop, const char* second_message,
+                     const char* first_message) {
   g_stop = &stop;
   g_second_message = second_message;
+  g_first_message = first_message;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
 }

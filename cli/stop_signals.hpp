@@ -8,9 +8,11 @@
 
 namespace flotilla::cli {
 
-/// Sets `stop` on SIGINT or SIGTERM; on a later one (a second or more after the first),
-/// writes `second_message` (a static string, ending with a newline) to stderr and ends
-/// the process by that signal.
-void on_stop_signals(std::atomic<bool>& stop, const char* second_message);
+/// Sets `stop` on SIGINT or SIGTERM, writing `first_message` (a static string, ending
+/// with a newline; none when empty) to stderr, so the user knows the stop was taken; on a
+/// later one (a second or more after the first), writes `second_message` (likewise) and
+/// ends the process by that signal.
+void on_stop_signals(std::atomic<bool>& stop, const char* second_message,
+                     const char* first_message = "");
 
 }  // namespace flotilla::cli

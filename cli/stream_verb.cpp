@@ -118,9 +118,14 @@ int do_stream(const global_options& g, const stream_args& a) {
   o.reload = a.reload;
   o.cancel = &g_stop;
   o.progress = &progress;
+  static const std::string stopping = fmt::format(
+      "{}flotilla: stopping: the stream ends once the changes it holds are applied; a second "
+      "Ctrl-C or SIGTERM stops at once\n",
+      ::isatty(STDERR_FILENO) ? "\n" : "");
   on_stop_signals(g_stop,
                   "flotilla: stream stopped at once by a second signal: it starts again from "
-                  "its saved position, sending the changes after it again\n");
+                  "its saved position, sending the changes after it again\n",
+                  stopping.c_str());
   const auto started = std::chrono::steady_clock::now();
   cdc::stream_summary summary;
   {

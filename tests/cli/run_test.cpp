@@ -2058,6 +2058,10 @@ TEST_CASE("SIGTERM delivered twice at once (as `timeout` sends it) stops the run
   // Not ended at once by the second one: the run reports every table (those in flight
   // when the stop came may still commit) and exits as its tables went.
   CHECK_THAT(r.err, !Catch::Contains("stopped at once"));
+  // The first one is acknowledged, once.
+  const auto said = r.err.find("flotilla: stopping: no table starts from now on");
+  CHECK(said != std::string::npos);
+  CHECK(r.err.find("flotilla: stopping:", said + 1) == std::string::npos);
   REQUIRE((r.exit_code == 0 || r.exit_code == 1));
   auto j = nlohmann::json::parse(r.out);
   CHECK(j["tables"].size() == 3);
