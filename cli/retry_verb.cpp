@@ -55,6 +55,7 @@ int do_retry(const global_options& g, run_request req) {
     auto latest = store->latest_run();
     if (!latest) {
       fmt::print(stderr, "{}\n", latest.error().message);
+      note_refusal("", latest.error().message);
       return 2;
     }
     if (!*latest)
@@ -103,11 +104,13 @@ int do_retry(const global_options& g, run_request req) {
           }
       }
     if (!lost.empty()) {
-      fmt::print(stderr,
-                 "error: cannot retry run {}: tables it left failed or unfinished ({}) belong "
-                 "to sources that {} does not define. Restore those [sources] sections and "
-                 "retry, or start a new run with `flotilla run`; nothing was retried\n",
-                 latest_id, fmt::join(lost, ", "), g.config_path);
+      const std::string message = fmt::format(
+          "cannot retry run {}: tables it left failed or unfinished ({}) belong to sources "
+          "that {} does not define. Restore those [sources] sections and retry, or start a "
+          "new run with `flotilla run`; nothing was retried",
+          latest_id, fmt::join(lost, ", "), g.config_path);
+      fmt::print(stderr, "error: {}\n", message);
+      note_refusal("", message, g.config_path);
       return 2;
     }
   }  // the store is closed here: the run opens it again

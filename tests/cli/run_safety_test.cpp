@@ -963,6 +963,17 @@ path = "b.db"
   CHECK(refused.exit_code == 2);
   CHECK_THAT(refused.err, Catch::Contains("b.*") && Catch::Contains("nothing was retried") &&
                               !Catch::Contains("a.*"));
+  // With --output json, a document a scheduler can read says the same.
+  auto refused_json = run_flotilla(w, {"retry", "--output", "json"});
+  CHECK(refused_json.exit_code == 2);
+  {
+    auto j = nlohmann::json::parse(refused_json.out);
+    CHECK(j["exit_code"] == 2);
+    CHECK(j["status"] == "failed");
+    REQUIRE(j["errors"].size() == 1);
+    CHECK_THAT(j["errors"][0]["message"].get<std::string>(),
+               Catch::Contains("b.*") && Catch::Contains("nothing was retried"));
+  }
   // Restored, the retry finishes the run: both tables are there.
   w.write("flotilla.toml", both);
   int rc = -1;
