@@ -1,12 +1,15 @@
 // `flotilla run` and `flotilla plan`.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include <unistd.h>
 
@@ -202,6 +205,7 @@ void publish_interrupted(storage::state_store& store, const config::project& pro
     if (!done.contains({t->source(), t->source_table()})) {
       auto& a = altered.emplace_back(*t);
       a.set_status("failed");
+      a.set_error_code("FLT-R001");
       a.set_error(
           "the run was killed after this table's schema change committed on the target and "
           "before its rows did: the target table has the new shape (the actions listed), "
@@ -209,6 +213,18 @@ void publish_interrupted(storage::state_store& store, const config::project& pro
     }
   for (const auto& a : altered)
     committed.push_back(&a);
+  // In the order a finished run reports its tables: sources as flotilla.toml names them,
+  // each source's tables by name (its catalog's order); the state store keeps them by key.
+  std::map<std::string, std::size_t> source_order;
+  for (std::size_t i = 0; i < project.sources.size(); ++i)
+    source_order.emplace(project.sources[i].name, i);
+  const auto order_of = [&](const storage::pb::TableResult* t) {
+    auto it = source_order.find(t->source());
+    return std::make_tuple(it == source_order.end() ? source_order.size() : it->second,
+                           std::string_view(t->source()), std::string_view(t->source_table()));
+  };
+  std::stable_sort(committed.begin(), committed.end(),
+                   [&](const auto* a, const auto* b) { return order_of(a) < order_of(b); });
   events::run_events_options options;
   options.deliver_in_background = false;  // the next run's relay delivers them first
   auto ev = events::run_events::open(&store, project, r.run_id(), options);
@@ -232,11 +248,15 @@ void publish_interrupted(storage::state_store& store, const config::project& pro
         .target_table = t->table(),
         .mode = t->load().empty() ? std::string_view("none") : std::string_view(t->load()),
         .timestamp_us = t->started_at_us()});
-    for (const auto& a : t->actions())
-      table_events.emplace_back(events::schema_action(
+    for (const auto& a : t->actions()) {
+      auto action = events::schema_action(
           t->source(), t->source_table(),
           {a.action(), a.column(), a.from(), a.to(), a.reason(), a.sql(),
-           {a.also().begin(), a.also().end()}}));
+           {a.also().begin(), a.also().end()}});
+      // As in a finished run: when the table's copy ended, not when this is written.
+      action.set_timestamp_us(t->finished_at_us());
+      table_events.emplace_back(std::move(action));
+    }
     table_events.emplace_back(events::table_event_line{
         .finished = true,
         .source = t->source(),

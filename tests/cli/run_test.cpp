@@ -1494,6 +1494,40 @@ TEST_CASE("kill -9 between an incremental table's target commit and its state co
     CHECK_FALSE(t.contains("recovered"));
 }
 
+TEST_CASE("a killed run's run.json and events, written by the next run, list its tables in "
+          "flotilla.toml's order") {
+  workdir w;
+  for (const char* db : {"zeta.db", "alpha.db"})
+    sqlite_exec(w.file(db), "CREATE TABLE b (id INTEGER PRIMARY KEY); INSERT INTO b VALUES (1);"
+                            "CREATE TABLE a (id INTEGER PRIMARY KEY); INSERT INTO a VALUES (1);");
+  // zeta first: the state store keeps the tables by key, where alpha comes first.
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.zeta]\nadapter = \"sqlite\"\npath = \"zeta.db\"\n"
+                           "[sources.alpha]\nadapter = \"sqlite\"\npath = \"alpha.db\"\n");
+  auto crashed = run_crashing_at(w, "4:after_state");  // all four committed, then killed
+  REQUIRE(crashed.exit_code != 0);
+  int rc = -1;
+  auto rerun = flotilla_json(w, {"run"}, &rc);
+  const std::string killed = other_run(w, {rerun["run_id"].get<std::string>()});
+  REQUIRE_FALSE(killed.empty());
+  std::ifstream in(w.path() / ".flotilla" / "runs" / killed / "run.json");
+  const auto record = nlohmann::json::parse(in);
+  REQUIRE(record["status"] == "interrupted");
+  std::vector<std::string> listed;
+  for (const auto& t : record["tables"])
+    listed.push_back(t["source"].get<std::string>() + "." + t["source_table"].get<std::string>());
+  CHECK(listed == std::vector<std::string>{"zeta.a", "zeta.b", "alpha.a", "alpha.b"});
+  std::ifstream events(w.path() / ".flotilla" / "runs" / killed / "events.ndjson");
+  std::vector<std::string> finished;
+  std::string line;
+  while (std::getline(events, line)) {
+    auto e = nlohmann::json::parse(line);
+    if (e["type"] == "table_finished")
+      finished.push_back(e["source"].get<std::string>() + "." + e["table"].get<std::string>());
+  }
+  CHECK(finished == listed);
+}
+
 TEST_CASE("kill -9, then retry: the interrupted run is named and its selection runs again") {
   workdir w;
   std::string sql;
