@@ -2,7 +2,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -121,7 +123,10 @@ void record_start(storage::state_store& store, const run_request& req, const std
 /// status "interrupted". A file already there is left as it is.
 void write_interrupted_json(const config::project& project, const storage::pb::RunRecord& r,
                             const std::vector<const storage::pb::TableResult*>& committed,
-                            const events::run_totals& totals) {
+                            const events::run_totals& totals,
+                            std::string_view status = "interrupted",
+                            std::string_view note_key = "interrupted",
+                            std::string_view note = "") {
   const auto dir = std::filesystem::path(project.state_dir) / "runs" / r.run_id();
   std::error_code ec;
   if (std::filesystem::exists(dir / "run.json", ec))
@@ -158,12 +163,16 @@ void write_interrupted_json(const config::project& project, const storage::pb::R
         {"tables_checked", totals.tables_checked},
         {"tables_drifted", totals.tables_drifted}}},
       {"events", {{"errors", nlohmann::json::array()}, {"log", (dir / "events.ndjson").string()}}},
-      {"interrupted",
-       "the process was killed, crashed, or stopped at once by a second Ctrl-C before the run finished; `tables` lists the tables "
-       "it committed (their rows are in the target) and, failed, those whose schema change it "
-       "committed before their rows; the run after it went on from there"},
+      {std::string(note_key),
+       note.empty()
+           ? std::string(
+                 "the process was killed, crashed, or stopped at once by a second Ctrl-C "
+                 "before the run finished; `tables` lists the tables it committed (their rows "
+                 "are in the target) and, failed, those whose schema change it committed "
+                 "before their rows; the run after it went on from there")
+           : std::string(note)},
       {"run_id", r.run_id()},
-      {"status", "interrupted"},
+      {"status", std::string(status)},
       {"tables", std::move(tables)}};
   if (!r.retry_of().empty())
     j["retry_of"] = r.retry_of();
@@ -292,14 +301,51 @@ void publish_interrupted(storage::state_store& store, const config::project& pro
   write_interrupted_json(project, r, committed, totals);
 }
 
+/// A run records its results before it publishes its events, and writes its run.json once
+/// they are delivered: a run killed in between (a sink slow to answer) is finished in the
+/// state store, its events are in its events.ndjson and the outbox, and it has no run.json.
+/// The next run writes it from the run record, and says so.
+void write_unwritten_json(storage::state_store& store, const config::project& project) {
+  auto id = store.latest_run_id();
+  if (!id || !*id)
+    return;
+  const auto dir = std::filesystem::path(project.state_dir) / "runs" / **id;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec) || std::filesystem::exists(dir / "run.json", ec))
+    return;
+  auto latest = store.latest_run();
+  if (!latest || !*latest || (*latest)->run_id() != **id)
+    return;
+  const auto& r = **latest;
+  std::vector<const storage::pb::TableResult*> tables;
+  for (const auto& t : r.tables())
+    tables.push_back(&t);
+  events::run_totals totals;
+  totals.tables_checked = r.drift().tables_checked();
+  totals.tables_drifted = r.drift().tables_drifted();
+  write_interrupted_json(
+      project, r, tables, totals, r.status(), "note",
+      "the process ended (killed, crashed, or stopped at once by a second Ctrl-C) after the run "
+      "recorded its results and while its events were being delivered, before it wrote this "
+      "file: written by the next run from the run record; the events are in events.ndjson and "
+      "were delivered by the runs after it");
+  fmt::print(stderr,
+             "note: run {} ended while delivering its events, before writing its run.json; "
+             "written now from its record ({}). Its undelivered events go out with this run's.\n",
+             r.run_id(), (dir / "run.json").string());
+}
+
 /// A latest run still "running" when another starts (the store's lock keeps two runs
 /// apart) was killed or crashed: it is recorded as "interrupted", and named; the events
 /// of the tables it committed are written for it.
 void close_interrupted(storage::state_store& store, const run_request& req,
                        const config::project& project) {
   // Most runs find the one before them finished: its status alone says so.
-  if (auto status = store.latest_run_status(); !status || !*status || **status != "running")
+  if (auto status = store.latest_run_status(); !status || !*status || **status != "running") {
+    if (status && *status && **status != "interrupted")
+      write_unwritten_json(store, project);
     return;
+  }
   auto latest = store.latest_run();
   if (!latest || !*latest || (*latest)->status() != "running")
     return;
@@ -630,6 +676,10 @@ int execute_run(const global_options& g, const run_request& a) {
     throw;
   }
   side.join();
+  // Fault injection (tests): killed as a run waiting on a slow sink would be, with its
+  // results recorded and its events written, before its run.json.
+  if (const char* c = std::getenv("FLOTILLA_CRASH_AT"); c && std::string_view(c) == "run_json")
+    std::raise(SIGKILL);
   const bool events_ok = events.errors.empty();
   std::filesystem::path dir = std::filesystem::path(project->state_dir) / "runs" / run_id;
   const std::string text =

@@ -1528,6 +1528,34 @@ TEST_CASE("a killed run's run.json and events, written by the next run, list its
   CHECK(finished == listed);
 }
 
+TEST_CASE("a run killed after recording its results, before its run.json, gets it from the "
+          "next run") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  write_config(w, "duckdb");
+  auto killed = run_crashing_at(w, "run_json");
+  REQUIRE(killed.exit_code != 0);
+  auto again = run_flotilla(w, {"run", "--output", "json"});
+  INFO(again.err);
+  CHECK(again.exit_code == 0);
+  const auto rerun = nlohmann::json::parse(again.out);
+  const std::string first = other_run(w, {rerun["run_id"].get<std::string>()});
+  REQUIRE_FALSE(first.empty());
+  CHECK_THAT(again.err, Catch::Contains("note: run " + first + " ended while delivering its "
+                                        "events, before writing its run.json"));
+  std::ifstream in(w.path() / ".flotilla" / "runs" / first / "run.json");
+  REQUIRE(in.good());
+  const auto record = nlohmann::json::parse(in);
+  CHECK(record["status"] == "success");  // as recorded: its tables had all committed
+  CHECK(record["tables"].size() == 2);
+  for (const auto& t : record["tables"])
+    CHECK(t["status"] == "copied");
+  CHECK(record["note"].get<std::string>().find("written by the next run") != std::string::npos);
+  // Once: the run after does not write it again.
+  auto third = run_flotilla(w, {"run"});
+  CHECK(third.err.find("ended while delivering") == std::string::npos);
+}
+
 TEST_CASE("kill -9, then retry: the interrupted run is named and its selection runs again") {
   workdir w;
   std::string sql;
