@@ -354,8 +354,9 @@ void print_run_text(const std::string& run_id, const std::vector<actors::pipelin
   // The tables' status stands; the exit status (1) and this line say the events did not
   // all go out.
   const std::string undelivered =
-      events.errors.empty()
-          ? std::string()
+      events.errors.empty() ? std::string()
+      : events.pending == 0 && events.opened
+          ? std::string("; events: none left to deliver, see the errors above")
           : fmt::format("; events: {} not delivered, kept in the outbox for the next run",
                         events.pending);
   // Held tables (a stream's review, FLT-V014) are named above and counted when there are.

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include <fcntl.h>
@@ -17,6 +18,7 @@ struct event_log::impl {
   std::filesystem::path path;
   int fd = -1;
   std::mutex mu;
+  std::optional<error> unopened;  ///< why the file could not be opened
 
   ~impl() {
     if (fd >= 0)
@@ -50,6 +52,13 @@ result<event_log> event_log::open(const std::filesystem::path& file) {
   return event_log(std::move(p));
 }
 
+event_log event_log::unopened(const std::filesystem::path& file, error why) {
+  auto p = std::make_unique<impl>();
+  p->path = file;
+  p->unopened = std::move(why);
+  return event_log(std::move(p));
+}
+
 event_log::event_log(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 event_log::event_log(event_log&&) noexcept = default;
 event_log& event_log::operator=(event_log&&) noexcept = default;
@@ -59,6 +68,8 @@ const std::filesystem::path& event_log::path() const { return impl_->path; }
 
 status event_log::append(std::string_view line) {
   std::lock_guard lock(impl_->mu);
+  if (impl_->unopened)
+    return std::unexpected(*impl_->unopened);
   // The line and its newline in one writev: a whole run's table events are several
   // megabytes, which are not copied just to add one byte.
   static const char newline = '\n';

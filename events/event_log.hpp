@@ -26,6 +26,9 @@ class event_log {
   /// Opens (creating the file and its directories) for appending. FLT-E004 on failure,
   /// naming the path and the system's reason.
   [[nodiscard]] static result<event_log> open(const std::filesystem::path& file);
+  /// A log whose file could not be opened (`why`, from open()): every append returns
+  /// `why`, so a run that cannot write its file still hands its events to the outbox.
+  [[nodiscard]] static event_log unopened(const std::filesystem::path& file, error why);
 
   event_log(event_log&&) noexcept;
   event_log& operator=(event_log&&) noexcept;

@@ -83,8 +83,13 @@ result<std::unique_ptr<run_events>> run_events::open(storage::state_store* store
                                                      bool outbox, run_events_options options,
                                                      std::vector<error> setup_errors) {
   auto log = event_log::open(log_file);
-  if (!log)
-    return std::unexpected(std::move(log.error()));
+  if (!log) {
+    // The file is one destination among others: the events still go to the outbox and
+    // its sinks, and the run reports the file's failure (FLT-E004).
+    error why = log.error();
+    setup_errors.push_back(why);
+    log = event_log::unopened(log_file, std::move(why));
+  }
   outbox = store != nullptr && (outbox || !sinks.empty());
   // Each sink sends its own format as the outbox holds it, without decoding and encoding
   // the event again: the NDJSON line each event already has for a JSON sink, the

@@ -57,6 +57,38 @@ TEST_CASE("a run's events reach Kafka, keyed by table and in order per table") {
       CHECK(types == std::vector<std::string>{"run_started", "run_finished"});
 }
 
+TEST_CASE("a run that cannot write its event file still sends its events to Kafka, and says "
+          "FLT-E004") {
+  temp_dir dir;
+  mock_kafka kafka("flotilla.events", 1);
+  REQUIRE(std::system(fmt::format("sqlite3 '{}' \"CREATE TABLE orders (id INTEGER PRIMARY KEY); "
+                                  "INSERT INTO orders VALUES (1);\"",
+                                  (dir.path() / "app.db").string())
+                          .c_str()) == 0);
+  std::ofstream(dir.path() / "flotilla.toml")
+      << fmt::format("[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                     "[sources.app]\nadapter = \"sqlite\"\npath = \"app.db\"\n"
+                     "[events.kafka]\nbrokers = \"{}\"\ntopic = \"flotilla.events\"\n",
+                     kafka.bootstraps());
+  // No run directory can be made: runs/ is a file.
+  std::filesystem::create_directories(dir.path() / ".flotilla");
+  std::ofstream(dir.path() / ".flotilla" / "runs") << "not a directory\n";
+  CHECK(run_in(dir.path(), "run --output json") == 1);
+  std::ifstream out(dir.path() / "out.txt");
+  auto run = nlohmann::json::parse(out);
+  CHECK(run["status"] == "success");  // the table loaded
+  REQUIRE(run["events"]["errors"].size() == 1);
+  CHECK(run["events"]["errors"][0].get<std::string>().starts_with("FLT-E004"));
+  // At most the events_undelivered event that reports the file (docs/events.md), for the
+  // next run to send.
+  CHECK(run["events"]["pending"] <= 1);
+  // run_started, table_started, table_finished, run_finished: all on the topic.
+  auto messages = consume(kafka.bootstraps(), "flotilla.events", 1, 4);
+  REQUIRE(messages.size() == 4);
+  for (const auto& m : messages)
+    CHECK(nlohmann::json::parse(m.value)["run_id"] == run["run_id"]);
+}
+
 TEST_CASE("a run whose broker is down reports it, keeps the events, and the next run sends them first") {
   temp_dir dir;
   const auto db = dir.path() / "app.db";
