@@ -860,11 +860,24 @@ class loader {
 
   void check_duplicates(const std::vector<std::string>& names, const toml::node& at,
                         const std::string& path) {
+    // Column names are unique ignoring case (as the engines compare them): `id` and `ID`
+    // are one column listed twice.
+    const auto same = [](std::string_view a, std::string_view b) {
+      return a.size() == b.size() &&
+             std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+               return std::tolower(static_cast<unsigned char>(x)) ==
+                      std::tolower(static_cast<unsigned char>(y));
+             });
+    };
     for (std::size_t i = 0; i < names.size(); ++i)
       for (std::size_t j = 0; j < i; ++j)
-        if (names[i] == names[j]) {
+        if (same(names[i], names[j])) {
           report(errc::duplicate_name, at.source(), path, names[i], "each column once",
-                 fmt::format("column '{}' is listed twice", names[i]));
+                 names[i] == names[j]
+                     ? fmt::format("column '{}' is listed twice", names[i])
+                     : fmt::format("column '{}' is listed twice (also as '{}': column names "
+                                   "are unique ignoring case)",
+                                   names[i], names[j]));
           break;
         }
   }
@@ -1067,6 +1080,14 @@ class loader {
     pubsub_options po;
     required_string(ps, "project", path, po.project, "Pub/Sub needs a project");
     required_string(ps, "topic", path, po.topic, "Pub/Sub needs a topic");
+    // The topic's id: the full name would be nested in the project's own path.
+    if (po.topic.find('/') != std::string::npos)
+      if (const auto* n = ps.get("topic"))
+        report(errc::invalid_value, n->source(), key_path_append(path, "topic"), po.topic,
+               "a topic id (letters, digits, - _ . ~ + %)",
+               fmt::format("give the topic's id, not its full name: topic = \"{}\" (the "
+                           "project comes from project)",
+                           po.topic.substr(po.topic.rfind('/') + 1)));
     if (auto h = string(ps, "emulator_host", path))
       po.emulator_host = *h;
     if (auto f = choice(ps, "format", path, format_names, "event format"))

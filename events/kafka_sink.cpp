@@ -470,10 +470,13 @@ result<std::unique_ptr<kafka_sink>> kafka_sink::create(const config::kafka_optio
     return std::unexpected(error{errc::sink_config, std::move(message)});
   };
   const auto& s = options.settings;
+  // The same brokers said twice are no conflict; other ones are (which would win?).
   for (std::string_view key : {"bootstrap.servers", "metadata.broker.list"})
-    if (setting_is(s, key))
+    if (auto it = s.find(std::string(key)); it != s.end() && it->second != options.brokers)
       return config_error(fmt::format(
-          "events.kafka.settings.\"{}\": set the brokers with events.kafka.brokers instead", key));
+          "events.kafka.settings.\"{}\" = \"{}\" differs from events.kafka.brokers (\"{}\"): "
+          "set the brokers with events.kafka.brokers only",
+          key, it->second, options.brokers));
   if (auto it = s.find("enable.idempotence"); it != s.end() && it->second != "true")
     return config_error(fmt::format(
         "events.kafka.settings.\"enable.idempotence\" = {}: the Kafka sink always uses an "

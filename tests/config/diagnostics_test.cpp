@@ -263,6 +263,21 @@ topic = "t"
                                          "events.kafka.brokers", "events.pubsub.project"});
 }
 
+TEST_CASE("a Pub/Sub topic given by its full name is FLT-C005, naming the id to give") {
+  auto r = load(R"toml(
+[targets.wh]
+dialect = "duckdb"
+path = "w.duckdb"
+
+[events.pubsub]
+project = "demo"
+topic = "projects/demo/topics/drift"
+)toml");
+  INFO(all_messages(r));
+  expect(r, errc::invalid_value, "events.pubsub.topic");
+  CHECK(all_messages(r).find("topic = \"drift\"") != std::string::npos);
+}
+
 TEST_CASE("a source naming an undefined target is FLT-C007 with a suggestion") {
   auto r = load(R"toml(
 [targets.warehouse]
@@ -588,9 +603,13 @@ columns = { id = "int", ID = "bigint" }
 unique_key = ["id", "id"]
 
 [sources.shop.tables.Orders]
+
+[sources.shop.tables.lines]
+unique_key = ["id", "ID"]
 )toml");
   INFO(all_messages(r));
-  CHECK(count_code(r, errc::duplicate_name) == 3);
+  CHECK(count_code(r, errc::duplicate_name) == 4);
+  CHECK(all_messages(r).find("column 'ID' is listed twice (also as 'id'") != std::string::npos);
 }
 
 TEST_CASE("an exclude pattern that removes a sectioned table is a FLT-C022 warning") {

@@ -386,6 +386,9 @@ TEST_CASE("pass-through settings reach librdkafka; brokers and idempotence are n
   auto brokers = kafka_sink::create(o);
   REQUIRE_FALSE(brokers.has_value());
   CHECK_THAT(brokers.error().message, Catch::Contains("events.kafka.brokers"));
+  // The same brokers said twice: no conflict.
+  o.settings = {{"bootstrap.servers", o.brokers}};
+  CHECK(kafka_sink::create(o).has_value());
 }
 
 TEST_CASE("a rejected Kafka setting loses no event: they wait in the outbox for a fixed config") {
