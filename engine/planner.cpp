@@ -342,6 +342,24 @@ struct planner {
                        "it would overwrite or drop; rename the table at the source, exclude it, "
                        "or give the target another schema",
                        dialect.qualified(target)));
+    // Names the engine keeps for itself: creating the table there fails on the target,
+    // where nothing can be corrected; said by plan, with the fix on this side.
+    const std::string schema = lower(target.schema);
+    std::string engine_keeps;
+    if (dialect.name() == "sqlite" && table.starts_with("sqlite_"))
+      engine_keeps = "SQLite keeps table names starting sqlite_";
+    else if (dialect.name() == "postgres" &&
+             (schema.starts_with("pg_") || schema == "information_schema"))
+      engine_keeps = "PostgreSQL keeps schema names starting pg_, and information_schema";
+    else if (dialect.name() == "duckdb" &&
+             (schema == "information_schema" || schema == "pg_catalog"))
+      engine_keeps = "DuckDB keeps the schemas information_schema and pg_catalog";
+    if (!engine_keeps.empty())
+      fail("FLT-S013",
+           fmt::format("target table {} is a name the engine keeps for itself ({}); rename the "
+                       "table at the source (or its file), exclude it, or change the target's "
+                       "schema (its template, or the tag it uses)",
+                       dialect.qualified(target), engine_keeps));
     for (const auto& c : p.load_columns.columns)
       if (lower(c.name).starts_with("__flotilla_"))
         fail("FLT-S013",
@@ -607,11 +625,17 @@ struct planner {
           continue;
         }
         if (!settings.auto_widen || !schema::auto_widen_step(have, want)) {
-          const std::string fix =
-              schema::auto_widen_step(have, want)
-                  ? fmt::format("set auto_widen = true, or pin it with columns = {{ {} = \"{}\" }}",
-                                col.name, T(want))
-                  : fmt::format("pin it with columns = {{ {} = \"{}\" }}", col.name, T(want));
+          // A live column of another type does not become json (it is never narrowed, and
+          // json is no widening of a number): text keeps the new values, each as its JSON.
+          const bool to_text = want.kind == schema::type_kind::json;
+          const std::string pin =
+              to_text ? fmt::format("pin it with columns = {{ {} = \"text\" }} (each value kept "
+                                    "as its JSON text)",
+                                    col.name)
+                      : fmt::format("pin it with columns = {{ {} = \"{}\" }}", col.name, T(want));
+          const std::string fix = schema::auto_widen_step(have, want)
+                                      ? fmt::format("set auto_widen = true, or {}", pin)
+                                      : pin;
           fail("FLT-S005",
                fmt::format("column '{}' outgrew its inferred type: the table has {}, the data now "
                            "needs {}; {}",

@@ -769,6 +769,33 @@ TEST_CASE("a NaN SQLite cannot store fails its table, naming the column; never a
         std::vector<std::vector<std::string>>{{"NaN"}, {"1.5"}});
 }
 
+TEST_CASE("a target name the engine keeps for itself fails in plan, with the fix on this side") {
+  workdir w;
+  std::filesystem::create_directories(w.path() / "in");
+  w.write("in/sqlite_stat9.csv", "id\n1\n");
+  w.write("in/plain.csv", "id\n1\n");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+                           "schema = \"\"\n[sources.c]\nadapter = \"csv\"\npath = \"in\"\ntarget = \"wh\"\n"
+                           "[targets.dk]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "schema = \"{zone}\"\n[sources.d]\nadapter = \"csv\"\npath = \"in\"\n"
+                           "target = \"dk\"\ntags = { zone = \"information_schema\" }\n");
+  int rc = -1;
+  auto plan = flotilla_json(w, {"plan"}, &rc);
+  INFO(plan.dump());
+  CHECK(rc == 1);
+  std::size_t refused = 0;
+  for (const auto& t : plan["tables"]) {
+    const bool kept = t["source"] == "d" || t["source_table"] == "sqlite_stat9";
+    CHECK((t.value("error_code", std::string()) == "FLT-S013") == kept);
+    if (kept) {
+      ++refused;
+      CHECK_THAT(t["error"].dump(), Catch::Contains("keeps for itself") &&
+                                        Catch::Contains("rename the table at the source"));
+    }
+  }
+  CHECK(refused == 3);  // sqlite_stat9 into SQLite; both tables into DuckDB's information_schema
+}
+
 TEST_CASE("a source table or column named as Flotilla's own fails, named; nothing of it loads") {
   workdir w;
   sqlite_exec(w.file("src.db"),

@@ -437,6 +437,15 @@ TEST_CASE("an inferred column that outgrew its type fails FLT-S005, counted as d
   CHECK(p.error->expected == "bigint");
   CHECK(p.error->actual == "text");
   CHECK(p.drift.drifted());  // run JSON: tables_drifted counts it
+  // Values that now need json: the fix named is text, which a bigint column becomes (json
+  // is no widening of it).
+  auto to_json = engine::plan_table(S({{"id", T("bigint")}, {"amount", T("json")}}), live,
+                                    engine::target_state::present, *d, orders, s);
+  REQUIRE(to_json.error.has_value());
+  CHECK(to_json.error->code == "FLT-S005");
+  CHECK_THAT(to_json.error->reason,
+             Catch::Contains("pin it with columns = { amount = \"text\" } (each value kept as its "
+                             "JSON text)"));
 
   // On auto_widen's path the fix names auto_widen too.
   p = engine::plan_table(S({{"id", T("bigint")}, {"amount", T("decimal(20,0)")}}),
