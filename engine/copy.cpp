@@ -787,6 +787,27 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
                                                                plan.load_columns);
     std::unique_ptr<sinks::table_writer> writer;
     std::optional<batch_loader> loader;
+    // Rows merged on a unique_key the source may repeat into a table this load fills
+    // anew: one row per key stays (docs/decisions.md), and the run says how many merged.
+    bool may_merge_repeats = false;
+    const auto note_merged_repeats = [&] {
+      if (!may_merge_repeats || out.rows == 0)
+        return;
+      try {
+        hold_target();
+        const auto got = wh.query("SELECT count(*) FROM " + wh.dialect().qualified(job.target));
+        if (got.empty() || got[0].empty() || !got[0][0])
+          return;
+        const std::uint64_t kept_rows = std::stoull(*got[0][0]);
+        if (kept_rows < out.rows)
+          out.plan->warnings.push_back(fmt::format(
+              "{} of the {} rows read repeated a unique_key ({}) of a row read after them and "
+              "were merged into it: the table holds {} rows, one per key (the last one read)",
+              out.rows - kept_rows, out.rows, fmt::join(plan.unique_key, ", "), kept_rows));
+      } catch (const std::exception&) {
+        // Only a report: the load has committed.
+      }
+    };
     const auto start_load = [&] {
       hold_target();
       // Only a table that loads makes its schema: one refused by its plan leaves none.
@@ -822,6 +843,16 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
         // Copied anew (a drop_and_recreate): the new table, made in the load's transaction.
         if (plan.shape_action == "recreate")
           req.recreate_as = plan.refresh_columns;
+      }
+      {
+        // The source's own key never repeats: nothing to count then.
+        std::vector<std::string> source_key;
+        for (const auto& c : job.table.columns.columns)
+          if (c.key)
+            source_key.push_back(c.name);
+        may_merge_repeats = req.mode == sinks::load_mode::merge &&
+                            (req.replace_rows || !d.live) &&
+                            (plan.key_may_repeat || source_key != plan.unique_key);
       }
       if (req.mode == sinks::load_mode::merge && d.live)
         for (const auto& c : d.live->columns)
@@ -863,6 +894,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       }
       out.rows = writer->rows();
       out.status = table_status::copied;
+      note_merged_repeats();
       if (incremental)
         out.new_watermark = staged_watermark;
       // This run's own staged file is spent; a reused one is removed by the caller
@@ -967,6 +999,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     writer->commit();
     out.rows = writer->rows();
     out.status = table_status::copied;
+    note_merged_repeats();
     if (incremental)
       out.new_watermark = max_cursor;
   } catch (const staging_error& e) {

@@ -535,12 +535,25 @@ TEST_CASE("a full refresh with a unique_key keeps one row per key, the last read
                            "schema = \"raw\"\n[sources.files]\nadapter = \"csv\"\npath = "
                            "\"data\"\n[sources.files.tables.items]\nunique_key = [\"id\"]\n");
   int rc = -1;
-  flotilla_json(w, {"run"}, &rc);
+  auto first = flotilla_json(w, {"run"}, &rc);
   REQUIRE(rc == 0);
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT string_agg(id || name, ',' ORDER BY id) FROM "
                                           "raw.items") ==
         std::vector<std::vector<std::string>>{{"1a2,2b"}});
+  // Said, with the numbers: 3 rows read, 2 kept.
+  CHECK_THAT(first["tables"][0]["warnings"].dump(),
+             Catch::Contains("1 of the 3 rows read repeated a unique_key (id)") &&
+                 Catch::Contains("the table holds 2 rows"));
   // The next full refresh replaces the rows: a key gone from the source goes.
+  w.write("data/items.csv", "id,name\n1,a3\n3,c\n3,c2\n");
+  auto second = flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  CHECK_THAT(second["tables"][0]["warnings"].dump(), Catch::Contains("1 of the 3 rows read"));
+  // Without repeats, nothing is said.
+  w.write("data/items.csv", "id,name\n1,a4\n3,c3\n");
+  auto third = flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  CHECK(third["tables"][0]["warnings"].dump().find("repeated a unique_key") == std::string::npos);
   w.write("data/items.csv", "id,name\n1,a3\n3,c\n3,c2\n");
   flotilla_json(w, {"run"}, &rc);
   REQUIRE(rc == 0);
