@@ -774,11 +774,14 @@ class loader {
                  fmt::format("tag '{}' holds a NUL byte (\\u0000), which no schema or table "
                              "name can hold; remove it",
                              k->str()));
+          // Still the source's tag: a schema template using it is not also "no such tag".
+          sc.tags.emplace(std::string{k->str()}, shown);
           continue;
         }
         sc.tags.emplace(std::string{k->str()}, s->get());
       } else {
         wrong_type(*v, kp, "a string");
+        sc.tags.emplace(std::string{k->str()}, std::string());  // as above
       }
     }
   }

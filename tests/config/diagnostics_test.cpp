@@ -263,6 +263,24 @@ topic = "t"
                                          "events.kafka.brokers", "events.pubsub.project"});
 }
 
+TEST_CASE("a tag refused for its value is still the source's tag: no false FLT-C009") {
+  auto r = load(R"toml(
+[targets.wh]
+dialect = "duckdb"
+path = "w.duckdb"
+schema = "{x}_{y}"
+
+[sources.p4]
+adapter = "sqlite"
+path = "s.db"
+tags = { x = "a\u0000b", y = 3 }
+)toml");
+  INFO(all_messages(r));
+  CHECK(count_code(r, errc::invalid_name) == 1);
+  CHECK(count_code(r, errc::wrong_type) == 1);
+  CHECK(count_code(r, errc::unknown_placeholder) == 0);
+}
+
 TEST_CASE("a Pub/Sub topic given by its full name is FLT-C005, naming the id to give") {
   auto r = load(R"toml(
 [targets.wh]
