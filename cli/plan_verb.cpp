@@ -95,6 +95,13 @@ int do_plan(const global_options& g, const plan_args& a) {
           errors.back()["error_code"] = o.error_code;
       } else if (o.status == engine::table_status::pruned) {
         row["status"] = "pruned";
+      } else if (o.status == engine::table_status::held ||
+                 o.status == engine::table_status::skipped) {
+        // Held by an open review (a stream's, seed 003): a run leaves it alone, and says so.
+        row["status"] = std::string(engine::to_string(o.status));
+        if (!o.error_code.empty())
+          row["error_code"] = o.error_code;
+        row["error"] = o.error.value_or("");
       } else if (o.plan && o.plan->error) {
         ++failed;
         row["status"] = "failed";
@@ -202,7 +209,7 @@ int do_plan(const global_options& g, const plan_args& a) {
     const std::string branch = last ? "└── " : "├── ";
     const std::string indent = last ? "    " : "│   ";
     std::string label = t["status"] == "planned" ? shape_label(t["shape_action"])
-                                                 : t["status"].get<std::string>();
+                                                 : t.value("status", std::string("not planned"));
     if (t["status"] == "planned" && t["load"] != "full_refresh")
       label += fmt::format(", {}", t["load"].get<std::string>());
     // At least two spaces between a long name and its label.
@@ -217,6 +224,13 @@ int do_plan(const global_options& g, const plan_args& a) {
           line += fmt::format("  [{}]", s["decided_by"].get<std::string>());
         lines.push_back(line);
       }
+    if ((t.value("status", std::string()) == "held" || t.value("status", std::string()) == "skipped") &&
+        t.contains("error"))
+      lines.push_back(fmt::format("reason  {}{}",
+                                  t.contains("error_code")
+                                      ? t["error_code"].get<std::string>() + ": "
+                                      : std::string(),
+                                  t["error"].get<std::string>()));
     if (a.explain && t.contains("not_pruned"))
       lines.push_back(fmt::format("not pruned  {}", t["not_pruned"].get<std::string>()));
     if (t.contains("warnings"))

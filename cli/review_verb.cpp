@@ -26,6 +26,7 @@
 #include "cdc/review.hpp"
 #include "cdc/review_store.hpp"
 #include "cli/fleet_builder.hpp"
+#include "cli/run_output.hpp"
 #include "cli/verbs.hpp"
 #include "config/errc.hpp"
 #include "storage/state_store.hpp"
@@ -143,19 +144,20 @@ void print_block(std::string_view title, const std::string& text) {
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line))
-    fmt::print("  {}\n", line);
+    fmt::print("  {}\n", printable(line));
 }
 
 void print_card(const review& r, std::uint64_t kept) {
   const auto& h = r.hold;
-  fmt::print("Review {}: {} on target {}\n", r.short_id(), h.table(), h.target());
-  fmt::print("Table:  {}\n", h.table());
+  fmt::print("Review {}: {} on target {}\n", r.short_id(), printable(h.table()),
+             printable(h.target()));
+  fmt::print("Table:  {}\n", printable(h.table()));
   fmt::print("State:  {}{}\n", cdc::state_label(h.state()),
              superseded_by_reload(r) ? ", superseded by `flotilla stream --reload`, which "
                                        "copied the table again: it streams again"
                                      : "");
   fmt::print("Kind:   {}\n", cdc::kind_label(h.kind()));
-  fmt::print("Source change: {}\n", h.source_change());
+  fmt::print("Source change: {}\n", printable(h.source_change()));
   print_block("Why it was not applied automatically", h.reason());
   print_block("Proposed DDL", h.proposed_ddl().empty() ? std::string(cdc::no_target_ddl)
                                                         : h.proposed_ddl());
@@ -166,7 +168,7 @@ void print_card(const review& r, std::uint64_t kept) {
   if (!h.applied_ddl().empty())
     print_block(r.ddl_was_tried() ? "Tried DDL" : "Applied DDL", h.applied_ddl());
   if (!h.error().empty())
-    fmt::print("Error: {}\n", h.error());
+    fmt::print("Error: {}\n", printable(h.error()));
   if (auto s = r.resync_status(); !s.empty())
     fmt::print("Resync status: {}\n", s);
   fmt::print("Kept changes: {}\n", kept);
@@ -255,7 +257,7 @@ int report_result(const review_args& a, const cdc::decision_result& r, const sto
     return code;
   }
   if (r.queued) {
-    fmt::print("{}\n", r.message);
+    fmt::print("{}\n", printable(r.message));
     return 0;
   }
   if (r.exit_code() == 0) {
@@ -303,15 +305,15 @@ int do_list(const review_args& a, const storage::state_store* store) {
   }
   std::size_t wt = 5, wg = 6, ws = 5;
   for (const auto& r : all) {
-    wt = std::max(wt, r.hold.table().size());
-    wg = std::max(wg, r.hold.target().size());
+    wt = std::max(wt, printable(r.hold.table()).size());
+    wg = std::max(wg, printable(r.hold.target()).size());
     ws = std::max(ws, cdc::state_label(r.hold.state()).size());
   }
   fmt::print("{:<8}  {:<{}}  {:<{}}  {:<{}}  {}\n", "ID", "TABLE", wt, "TARGET", wg, "STATE", ws,
              "KIND");
   for (const auto& r : all)
-    fmt::print("{:<8}  {:<{}}  {:<{}}  {:<{}}  {}\n", r.short_id(), r.hold.table(), wt,
-               r.hold.target(), wg, cdc::state_label(r.hold.state()), ws,
+    fmt::print("{:<8}  {:<{}}  {:<{}}  {:<{}}  {}\n", r.short_id(), printable(r.hold.table()), wt,
+               printable(r.hold.target()), wg, cdc::state_label(r.hold.state()), ws,
                cdc::kind_label(r.hold.kind()));
   return 0;
 }

@@ -155,6 +155,8 @@ void write_interrupted_json(const config::project& project, const storage::pb::R
                        {"table", t->table()}};
     if (!t->error_code().empty())
       row["error_code"] = t->error_code();
+    if (!t->load().empty())
+      row["load"] = t->load();
     tables.push_back(std::move(row));
   }
   nlohmann::json j{
@@ -217,8 +219,9 @@ void publish_interrupted(storage::state_store& store, const config::project& pro
       a.set_error_code("FLT-R001");
       a.set_error(
           "the run was killed after this table's schema change committed on the target and "
-          "before its rows did: the target table has the new shape (the actions listed), "
-          "with the rows of the copy before; the run after it copied the rows");
+          "before it recorded the table's rows: the target table has the new shape (the "
+          "actions listed); the run after it copied the rows (of an incremental table whose "
+          "rows had committed too, that run reports them as `recovered`)");
     }
   for (const auto& a : altered)
     committed.push_back(&a);
@@ -323,16 +326,18 @@ void write_unwritten_json(storage::state_store& store, const config::project& pr
   events::run_totals totals;
   totals.tables_checked = r.drift().tables_checked();
   totals.tables_drifted = r.drift().tables_drifted();
+  const bool sinks = project.events.kafka.has_value() || project.events.pubsub.has_value();
   write_interrupted_json(
       project, r, tables, totals, r.status(), "note",
-      "the process ended (killed, crashed, or stopped at once by a second Ctrl-C) after the run "
-      "recorded its results and while its events were being delivered, before it wrote this "
-      "file: written by the next run from the run record; the events are in events.ndjson and "
-      "were delivered by the runs after it");
+      fmt::format("the process ended (killed, crashed, or stopped at once by a second Ctrl-C) "
+                  "after the run recorded its results and before it wrote this file: written "
+                  "by the next run from the run record; the events are in events.ndjson{}",
+                  sinks ? ", and the runs after it delivered those still in the outbox" : ""));
   fmt::print(stderr,
-             "note: run {} ended while delivering its events, before writing its run.json; "
-             "written now from its record ({}). Its undelivered events go out with this run's.\n",
-             r.run_id(), (dir / "run.json").string());
+             "note: run {} ended after recording its results, before writing its run.json; "
+             "written now from its record ({}).{}\n",
+             r.run_id(), (dir / "run.json").string(),
+             sinks ? " Its undelivered events go out with this run's." : "");
 }
 
 /// A latest run still "running" when another starts (the store's lock keeps two runs

@@ -14,6 +14,7 @@
 #include "cdc/stream.hpp"
 #include "cli/fleet_builder.hpp"
 #include "cli/stop_signals.hpp"
+#include "cli/run_output.hpp"
 #include "cli/verbs.hpp"
 #include "storage/state_store.hpp"
 
@@ -137,7 +138,7 @@ int do_stream(const global_options& g, const stream_args& a) {
   if (summary.exit_code == 2) {  // nothing was streamed
     for (const auto& s : summary.sources)
       if (s.error) {
-        fmt::print(stderr, "{}\n", *s.error);
+        fmt::print(stderr, "{}\n", printable(*s.error));
         note_refusal("", *s.error);
       }
     return 2;
@@ -171,13 +172,13 @@ int do_stream(const global_options& g, const stream_args& a) {
   } else {
     for (const auto& s : summary.sources) {
       if (s.error)
-        fmt::print(stderr, "{}\n", *s.error);
+        fmt::print(stderr, "{}\n", printable(*s.error));
       if (!s.source.empty())
         fmt::print("source {}  target {}  slot {}  position {}  {}\n", s.source, s.target, s.slot,
                    s.position, s.status);
       for (const auto& t : s.tables)
         if (t.state != "streaming")
-          fmt::print("  {}  {}\n", t.state, t.target);
+          fmt::print("  {}  {}\n", t.state, printable(t.target));
     }
     fmt::print("Stream {}: {} changes in {} transactions, {} rows copied, {:.1f} s\n", o.run_id,
                progress.changes.load(), progress.transactions.load(), progress.copied_rows.load(),

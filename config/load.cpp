@@ -1074,6 +1074,13 @@ class loader {
           wrong_type(sv, key_path_append(sp, sk.str()), "a string, number or boolean");
         else
           ko.settings.emplace(std::string{sk.str()}, render(sv));
+        // The brokers come from `brokers`: the same list said again is no conflict.
+        if ((sk.str() == "bootstrap.servers" || sk.str() == "metadata.broker.list") &&
+            !ko.brokers.empty() && render(sv) != ko.brokers)
+          report(errc::conflicting_keys, sv.source(), key_path_append(sp, sk.str()), render(sv),
+                 ko.brokers,
+                 fmt::format("{} differs from brokers ({}): set the brokers with brokers only",
+                             sk.str(), ko.brokers));
       }
     }
     return ko;
@@ -1083,6 +1090,12 @@ class loader {
     pubsub_options po;
     required_string(ps, "project", path, po.project, "Pub/Sub needs a project");
     required_string(ps, "topic", path, po.topic, "Pub/Sub needs a topic");
+    if (po.project.find('/') != std::string::npos)
+      if (const auto* n = ps.get("project"))
+        report(errc::invalid_value, n->source(), key_path_append(path, "project"), po.project,
+               "a project id (letters, digits, -)",
+               fmt::format("give the project's id, not a path: project = \"{}\"",
+                           po.project.substr(po.project.rfind('/') + 1)));
     // The topic's id: the full name would be nested in the project's own path.
     if (po.topic.find('/') != std::string::npos)
       if (const auto* n = ps.get("topic"))

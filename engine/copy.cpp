@@ -1023,6 +1023,10 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
 table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table_job& job) {
   const auto started = std::chrono::steady_clock::now();
   table_outcome out = copy_rows(src, wh, job);
+  // Reported once, by the run that records the table after them: a table that fails
+  // here leaves state as it was, and the next run finds the same commit.
+  if (out.status != table_status::copied)
+    out.recovered.reset();
   out.duration_us = std::chrono::duration_cast<std::chrono::microseconds>(
                         std::chrono::steady_clock::now() - started)
                         .count();

@@ -495,7 +495,7 @@ class duckdb_inserter final : public row_inserter {
                 "{}: row {}: column {} holds {}, which DECIMAL({},{}) cannot store exactly "
                 "(it keeps {} digits after the point; DuckDB would round the rest away); "
                 "declare the column as text to keep every digit (columns = {{ {} = \"text\" "
-                "}}), or with the scale the data needs (at most 38)",
+                "}})",
                 dialect_.qualified(table_), row + 1, dialect_.quote(names_[c]), v.s, sl.width,
                 static_cast<int>(sl.scale), static_cast<int>(sl.scale), names_[c]));
         }

@@ -338,6 +338,18 @@ TEST_CASE("flotilla run leaves a table an open review holds alone and reports it
                           held_draft(test::orders("orders"), rename_column{"id", "order_id"}, info),
                           {}, now_us()));
   }
+  // plan says what the run will do: leave it alone.
+  const auto plan_text = run_cli(dir, {"plan"});
+  INFO(plan_text.out << plan_text.err);
+  CHECK(plan_text.exit_code == 0);
+  CHECK(plan_text.out.find("held") != std::string::npos);
+  CHECK(plan_text.out.find("FLT-V014") != std::string::npos);
+  const auto plan_json = parse(run_cli(dir, {"plan", "--output", "json"}));
+  for (const auto& t : plan_json["tables"])
+    if (t["source_table"] == "orders") {
+      CHECK(t["status"] == "held");
+      CHECK(t["error_code"] == "FLT-V014");
+    }
   const auto r = run_cli(dir, {"run", "--output", "json"});
   INFO(r.out << r.err);
   CHECK(r.exit_code == 0);

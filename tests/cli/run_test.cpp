@@ -1581,8 +1581,8 @@ TEST_CASE("a run killed after recording its results, before its run.json, gets i
   const auto rerun = nlohmann::json::parse(again.out);
   const std::string first = other_run(w, {rerun["run_id"].get<std::string>()});
   REQUIRE_FALSE(first.empty());
-  CHECK_THAT(again.err, Catch::Contains("note: run " + first + " ended while delivering its "
-                                        "events, before writing its run.json"));
+  CHECK_THAT(again.err, Catch::Contains("note: run " + first + " ended after recording its "
+                                        "results, before writing its run.json"));
   std::ifstream in(w.path() / ".flotilla" / "runs" / first / "run.json");
   REQUIRE(in.good());
   const auto record = nlohmann::json::parse(in);
@@ -1593,7 +1593,7 @@ TEST_CASE("a run killed after recording its results, before its run.json, gets i
   CHECK(record["note"].get<std::string>().find("written by the next run") != std::string::npos);
   // Once: the run after does not write it again.
   auto third = run_flotilla(w, {"run"});
-  CHECK(third.err.find("ended while delivering") == std::string::npos);
+  CHECK(third.err.find("ended after recording") == std::string::npos);
 }
 
 TEST_CASE("kill -9, then retry: the interrupted run is named and its selection runs again") {

@@ -296,6 +296,44 @@ topic = "projects/demo/topics/drift"
   CHECK(all_messages(r).find("topic = \"drift\"") != std::string::npos);
 }
 
+TEST_CASE("a Pub/Sub project given as a path, and Kafka settings naming other brokers, are "
+          "refused when flotilla.toml is read") {
+  auto r = load(R"toml(
+[targets.wh]
+dialect = "duckdb"
+path = "w.duckdb"
+
+[events.pubsub]
+project = "projects/demo"
+topic = "drift"
+
+[events.kafka]
+brokers = "127.0.0.1:9092"
+topic = "t"
+
+[events.kafka.settings]
+"bootstrap.servers" = "127.0.0.1:1"
+)toml");
+  INFO(all_messages(r));
+  expect(r, errc::invalid_value, "events.pubsub.project");
+  expect(r, errc::conflicting_keys, "events.kafka.settings.\"bootstrap.servers\"");
+  // The same brokers again: accepted.
+  auto same = load(R"toml(
+[targets.wh]
+dialect = "duckdb"
+path = "w.duckdb"
+
+[events.kafka]
+brokers = "127.0.0.1:9092"
+topic = "t"
+
+[events.kafka.settings]
+"bootstrap.servers" = "127.0.0.1:9092"
+)toml");
+  INFO(all_messages(same));
+  CHECK(same.diagnostics.empty());
+}
+
 TEST_CASE("a source naming an undefined target is FLT-C007 with a suggestion") {
   auto r = load(R"toml(
 [targets.warehouse]
