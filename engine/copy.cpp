@@ -513,6 +513,8 @@ incremental_start resume_from(sinks::warehouse& wh, const table_job& job) {
                                            committed->watermark};
         out.watermark = std::move(committed->watermark);
       }
+      // Another cursor column's token (the setting changed since) says nothing here: state
+      // keeps no watermark of that column to tell a lost state commit from a recorded one.
     }
   const auto* cursor = job.table.columns.resolve(cursor_column);
   if (cursor)

@@ -1492,21 +1492,28 @@ TEST_CASE("kill -9 between an incremental table's target commit and its state co
   // again (merged on the key, never twice).
   CHECK(plan.dump().find("run " + killed + " committed 41 row(s)") != std::string::npos);
   REQUIRE(rerun["tables"].size() == 2);
-  std::uint64_t loaded = 0, recovered = 0;
+  // The killed run committed the first table, and maybe the second (the two copies may
+  // overlap, and the kill comes at the first state commit): each table is either
+  // recovered (its 41 rows the killed run's, the rerun reading only the watermark's row
+  // again) or loaded by the rerun (41 rows).
+  std::size_t recovered_tables = 0;
+  std::uint64_t recovered = 0;
   for (const auto& t : rerun["tables"]) {
     INFO(t.dump());
     CHECK(t["status"] == "copied");
-    loaded += t["rows"].get<std::uint64_t>();
     if (t.contains("recovered")) {
+      ++recovered_tables;
       CHECK(t["rows"] == 1);  // the killed run's rows are not read again: its watermark's row
       CHECK(t["recovered"]["run_id"] == killed);
+      CHECK(t["recovered"]["rows"] == 41);
       recovered += t["recovered"]["rows"].get<std::uint64_t>();
       CHECK(t["recovered"]["watermark"].get<std::string>().starts_with("2026-"));
       CHECK(t["warnings"].dump().find("stopped before recording them") != std::string::npos);
+    } else {
+      CHECK(t["rows"] == 41);
     }
   }
-  CHECK(recovered == 41);  // one table's new rows, committed by the killed run
-  CHECK(loaded == 42);     // the other table's 41, loaded by the rerun, and the 1 above
+  CHECK(recovered_tables >= 1);
   // Every row once.
   for (int t = 0; t < 2; ++t) {
     auto rows = duckdb_query(w.file("wh.duckdb"),
@@ -1527,7 +1534,7 @@ TEST_CASE("kill -9 between an incremental table's target commit and its state co
         CHECK(e["table_finished"]["recovered_run_id"] == killed);
     }
   }
-  CHECK(event_recovered == 41);
+  CHECK(event_recovered == recovered);
   // Once reported, they are state's: the next run recovers nothing.
   auto third = flotilla_json(w, {"run"}, &rc);
   for (const auto& t : third["tables"])
@@ -1671,7 +1678,8 @@ TEST_CASE("a run killed between a table's schema change and its rows reports the
   REQUIRE(run["tables"].size() == 1);
   CHECK(run["tables"][0]["status"] == "failed");
   CHECK_THAT(run["tables"][0]["error"].get<std::string>(),
-             Catch::Contains("schema change committed on the target and before its rows did"));
+             Catch::Contains("schema change committed on the target and before it recorded the "
+                             "table's rows"));
   REQUIRE(run["drift"]["actions_taken"].size() == 1);
   CHECK(run["drift"]["actions_taken"][0]["column"] == "extra");
   std::vector<nlohmann::json> events;
