@@ -283,7 +283,9 @@ std::string ddl_statements(std::string_view query) {
     if (word == "ALTER" || word == "CREATE" || word == "DROP" || word == "COMMENT")
       out += (out.empty() ? "" : "; ") + std::string(st);
   }
-  return out.empty() ? std::string(query) : out;
+  // None at the top level: the DDL ran inside another statement (a DO block, a function),
+  // whose text may hold other statements and their values. Not published.
+  return out.empty() ? std::string(ddl_not_shown) : out;
 }
 
 ddl_event parse_ddl_event(

@@ -80,8 +80,12 @@ struct ddl_event {
 /// The DDL statements of a query string the capture logged (current_query(), which holds
 /// every statement the client sent at once: `ALTER TABLE ...; UPDATE ... SET v = 'x'`),
 /// joined by "; ": statements beginning with ALTER, CREATE, DROP or COMMENT, split at
-/// semicolons outside quotes, dollar quotes and comments. The whole string when none is
-/// found. What a schema_change event publishes, without the other statements' data.
+/// semicolons outside quotes, dollar quotes and comments. `ddl_not_shown` when none is
+/// found at the top level (the DDL ran inside a DO block or a function, whose text may
+/// hold other statements' data). What a schema_change event publishes.
+inline constexpr std::string_view ddl_not_shown =
+    "(the DDL ran inside another statement, such as a DO block or a function: its text is "
+    "not published, as it may hold other statements and their values)";
 [[nodiscard]] std::string ddl_statements(std::string_view query);
 
 /// Reads a log row given as (column name, text or null) pairs from the stream.
