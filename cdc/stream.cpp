@@ -511,6 +511,14 @@ class table_logic {
 
   /// A row change event, keyed by the table and the row key (the table alone for a
   /// keyless table) so one row's changes stay in order.
+  /// Before a snapshot that replaces what consumers hold of the table (`--reload`, a
+  /// review's resync): a truncate event, so that rows gone from the source since (a
+  /// TRUNCATE the stream stopped at, rows deleted while the table was held) go from
+  /// their copies too, and a keyless table's rows are not kept twice.
+  void add_snapshot_truncate(batch& b, const table_state& t, lsn_t at) const {
+    add_table_event(b, t, "truncate", at);
+  }
+
   void add_row_event(batch& b, const table_state& t, std::string op, lsn_t at,
                      const tuple* key_row, const tuple* row, const tuple* old_row) const {
     if (!cx_.events)
@@ -1333,7 +1341,7 @@ class source_stream {
             fmt::format("source '{}': stopped during the initial copy; the next start copies "
                         "every table again",
                         src_.name));
-      copy_table(copy, t, slot.consistent_point);
+      copy_table(copy, t, slot.consistent_point, o_.reload);
     }
     copy.exec("COMMIT");
     // Positions of tables this copy did not take (dropped, or left out) are forgotten.
@@ -1360,7 +1368,7 @@ class source_stream {
 
   /// Event targets: the snapshot's rows published as "read" row change events, in
   /// batches, then the table's position.
-  void publish_snapshot(pg_connection& copy, table_state& t, lsn_t at) {
+  void publish_snapshot(pg_connection& copy, table_state& t, lsn_t at, bool replaces) {
     std::string select;
     for (const auto& c : t.columns)
       select += (select.empty() ? "" : ", ") + pg_ident(c.name);
@@ -1368,6 +1376,8 @@ class source_stream {
     const std::string qualified =
         pg_ident(t.name.substr(0, dot)) + "." + pg_ident(t.name.substr(dot + 1));
     batch b;
+    if (replaces)
+      logic_->add_snapshot_truncate(b, t, at);
     std::string scratch;
     std::uint64_t n = 0;
     tuple row;
@@ -1413,9 +1423,10 @@ class source_stream {
     save_event_positions(pos);
   }
 
-  void copy_table(pg_connection& copy, table_state& t, lsn_t at) {
+  /// `replaces`: the copy replaces one consumers may hold (a reload, a resync).
+  void copy_table(pg_connection& copy, table_state& t, lsn_t at, bool replaces) {
     if (!target_) {
-      publish_snapshot(copy, t, at);
+      publish_snapshot(copy, t, at, replaces);
       return;
     }
     const auto& d = target_->dialect();
@@ -1892,7 +1903,7 @@ class source_stream {
         if (!b.events.empty())
           events_->publish(b.events);
       }
-      copy_table(copy, t, snap.consistent_point);
+      copy_table(copy, t, snap.consistent_point, true);
       copy.exec("COMMIT");
       check(o_.store->clear_held_changes(tgt_name_, t.key));
       check(finish_resync(*o_.store, **current, true, "", now_us()));
