@@ -65,6 +65,7 @@ class kafka_out final : public change_publisher {
     ensure_partitions();
     failed_ = 0;
     first_error_.clear();
+    too_large_.clear();
     const auto ct = content_type(format_);
     for (const auto& m : messages) {
       // One partition per table: its row and schema change events stay in order.
@@ -88,6 +89,8 @@ class kafka_out final : public change_publisher {
           rd_kafka_poll(rk_, 50);
           continue;
         }
+        if (e == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
+          throw change_refused(too_large(m.key, m.value.size(), rd_kafka_err2str(e)));
         throw std::runtime_error(fmt::format("{}: a change event was refused: {}", destination(),
                                              rd_kafka_err2str(e)));
       }
@@ -99,16 +102,37 @@ class kafka_out final : public change_publisher {
           "{}: change events were not acknowledged in time ({}); check that the brokers are "
           "reachable",
           destination(), rd_kafka_err2str(flushed)));
+    if (failed_ > 0 && !too_large_.empty())
+      throw change_refused(too_large_);
     if (failed_ > 0)
       throw std::runtime_error(fmt::format("{}: {} change event(s) were not delivered: {}",
                                            destination(), failed_, first_error_));
   }
 
  private:
+  /// What to say of an event too large for the brokers: which, how large, and what to do.
+  [[nodiscard]] std::string too_large(std::string_view key, std::size_t bytes,
+                                      std::string_view reason) const {
+    return fmt::format(
+        "{}: the change event keyed {} ({} bytes) is larger than the brokers accept ({}); it "
+        "would be refused at every start, and the events after it wait behind it. Raise the "
+        "topic's max.message.bytes (and message.max.bytes in the target's settings), or "
+        "leave the table out (exclude it), or change the row at the source, then restart the "
+        "stream (with --reload when the table is left out or the row changed)",
+        destination(), key.size() > 200 ? std::string(key.substr(0, 200)) + "..." : std::string(key),
+        bytes, reason);
+  }
+
   static void on_delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
     auto* self = static_cast<kafka_out*>(opaque);
-    if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR && self->failed_++ == 0)
+    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR)
+      return;
+    if (self->failed_++ == 0)
       self->first_error_ = rd_kafka_err2str(m->err);
+    if (m->err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE && self->too_large_.empty())
+      self->too_large_ = self->too_large(
+          std::string_view(static_cast<const char*>(m->key), m->key_len), m->len,
+          rd_kafka_err2str(m->err));
   }
 
   /// The topic's partition count, read once (the topic is created by the broker's
@@ -136,6 +160,7 @@ class kafka_out final : public change_publisher {
     partitions_ = static_cast<std::uint32_t>(n);
   }
 
+  std::string too_large_;  ///< an event the brokers refused as too large, said
   rd_kafka_t* rk_ = nullptr;
   rd_kafka_topic_t* rkt_ = nullptr;
   std::string brokers_;

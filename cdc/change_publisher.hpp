@@ -16,6 +16,7 @@
 /// after a restart, since nothing after an unacknowledged publish is committed).
 
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,13 @@ struct change_message {
   std::string table;  ///< "<source>.<table>": Pub/Sub ordering key, Kafka partition choice
   std::string type;   ///< row_change | truncate | schema_change (an attribute / header)
   std::string value;  ///< the encoded event (JSON or protobuf)
+};
+
+/// A change event the destination refuses for what it is (too large for the broker): a
+/// later start would be refused the same, so the stream stops naming the event and what
+/// to do, rather than promising a retry.
+struct change_refused : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 class change_publisher {

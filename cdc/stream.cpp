@@ -2285,6 +2285,11 @@ class source_stream {
       if (!b.events.empty()) {
         try {
           events_->publish(b.events);
+        } catch (const change_refused& e) {
+          throw std::runtime_error(fmt::format(
+              "FLT-E002: source '{}': change events up to source position {} were not "
+              "published to target '{}': {}",
+              src_.name, format_lsn(b.end_lsn), tgt_name_, e.what()));
         } catch (const std::exception& e) {
           throw std::runtime_error(fmt::format(
               "FLT-E001: source '{}': change events up to source position {} were not "
@@ -2325,6 +2330,11 @@ class source_stream {
       // never loses them.
       try {
         events_->publish(b.events);
+      } catch (const change_refused& e) {
+        throw std::runtime_error(fmt::format(
+            "FLT-E002: source '{}': change events up to source position {} were not "
+            "published: {}; nothing of them was applied",
+            src_.name, format_lsn(b.end_lsn), e.what()));
       } catch (const std::exception& e) {
         throw std::runtime_error(fmt::format(
             "FLT-E001: source '{}': change events up to source position {} were not "

@@ -439,3 +439,22 @@ TEST_CASE("a reload first tells the consumers to drop the table: the truncate a 
   CHECK(nlohmann::json::parse(all[3].value)["row"]["id"] == "7");
   CHECK(all[2].key == "shop.public.orders");  // keyed by the table, as a truncate is
 }
+
+TEST_CASE("an event too large for the brokers stops the stream with FLT-E002, naming it and what "
+          "to do",
+          "[stream][event-target]") {
+  mock_cluster kafka("bus", 1);
+  fixture f(false, kafka_target(kafka), "bus");
+  pg_exec(f.source(), "CREATE TABLE logs (msg text, n int)");
+  stream_process p(f);
+  pg_exec(f.source(), "INSERT INTO logs VALUES ('small', 1)");
+  REQUIRE(read_topic(kafka.bootstraps(), "bus", 1, 1).size() == 1);
+  // ~1.6 MB of text: over the brokers' limit.
+  pg_exec(f.source(), "INSERT INTO logs SELECT string_agg(md5(g::text), '') , 2 "
+                      "FROM generate_series(1, 50000) g");
+  CHECK(p.wait(60s) == 1);
+  INFO(p.err());
+  CHECK(p.err().find("FLT-E002") != std::string::npos);
+  CHECK(p.err().find("larger than the brokers accept") != std::string::npos);
+  CHECK(p.err().find("the next start sends them again") == std::string::npos);
+}
