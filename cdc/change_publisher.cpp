@@ -30,6 +30,16 @@ class kafka_out final : public change_publisher {
                                              what_, k, v, err));
       }
     };
+    // As [events.kafka]: the producer is always idempotent (a table's events stay in order
+    // across retries); a setting that says otherwise is refused, not overridden unseen.
+    if (auto it = o.settings.find("enable.idempotence"); it != o.settings.end() &&
+                                                         it->second != "true") {
+      rd_kafka_conf_destroy(conf);
+      throw std::runtime_error(fmt::format(
+          "{} setting 'enable.idempotence' = '{}': change events are always produced "
+          "idempotently (each table's events stay in order across retries); remove the setting",
+          what_, it->second));
+    }
     set("message.timeout.ms", "30000");
     for (const auto& [k, v] : o.settings) {
       set(k, v);

@@ -272,6 +272,11 @@ class loader {
       const std::string homes = homes_of(k.str(), allowed);
       if (elsewhere && contains(*elsewhere, k.str())) {
         message = fmt::format("'{}' does not belong here; it belongs in {}", k.str(), elsewhere_hint);
+      } else if (!homes.empty() && path.starts_with("targets.") &&
+                 homes.find("[targets.NAME]") != std::string::npos) {
+        // A key of other targets' dialects (path on a kafka target, say).
+        message = fmt::format("'{}' is not a key of this target's dialect; it takes {}", k.str(),
+                              join(allowed));
       } else if (!homes.empty()) {
         message = path.empty() ? fmt::format("'{}' is not a top-level key; it belongs in {}",
                                              k.str(), homes)
