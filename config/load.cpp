@@ -870,16 +870,9 @@ class loader {
                         const std::string& path) {
     // Column names are unique ignoring case (as the engines compare them): `id` and `ID`
     // are one column listed twice.
-    const auto same = [](std::string_view a, std::string_view b) {
-      return a.size() == b.size() &&
-             std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-               return std::tolower(static_cast<unsigned char>(x)) ==
-                      std::tolower(static_cast<unsigned char>(y));
-             });
-    };
     for (std::size_t i = 0; i < names.size(); ++i)
       for (std::size_t j = 0; j < i; ++j)
-        if (same(names[i], names[j])) {
+        if (iequals(names[i], names[j])) {
           report(errc::duplicate_name, at.source(), path, names[i], "each column once",
                  names[i] == names[j]
                      ? fmt::format("column '{}' is listed twice", names[i])
@@ -908,11 +901,7 @@ class loader {
         continue;
       }
       for (const auto& c : tc.columns)
-        if (c.name.size() == k->str().size() &&
-            std::equal(c.name.begin(), c.name.end(), k->str().begin(), [](char a, char b) {
-              return std::tolower(static_cast<unsigned char>(a)) ==
-                     std::tolower(static_cast<unsigned char>(b));
-            })) {
+        if (iequals(c.name, k->str())) {
           report(errc::duplicate_name, k->source(), kp, std::string{k->str()},
                  "column names unique ignoring case",
                  fmt::format("column '{}' is declared twice (also as '{}')", k->str(), c.name));
@@ -1095,20 +1084,15 @@ class loader {
     pubsub_options po;
     required_string(ps, "project", path, po.project, "Pub/Sub needs a project");
     required_string(ps, "topic", path, po.topic, "Pub/Sub needs a topic");
-    if (po.project.find('/') != std::string::npos)
-      if (const auto* n = ps.get("project"))
-        report(errc::invalid_value, n->source(), key_path_append(path, "project"), po.project,
-               "a project id (letters, digits, -)",
-               fmt::format("give the project's id, not a path: project = \"{}\"",
-                           po.project.substr(po.project.rfind('/') + 1)));
-    // The topic's id: the full name would be nested in the project's own path.
-    if (po.topic.find('/') != std::string::npos)
-      if (const auto* n = ps.get("topic"))
-        report(errc::invalid_value, n->source(), key_path_append(path, "topic"), po.topic,
-               "a topic id (letters, digits, - _ . ~ + %)",
-               fmt::format("give the topic's id, not its full name: topic = \"{}\" (the "
-                           "project comes from project)",
-                           po.topic.substr(po.topic.rfind('/') + 1)));
+    // Ids, not paths: the service builds projects/<project>/topics/<topic> from them.
+    for (const auto& [key, value] : {std::pair<std::string_view, const std::string*>{"project", &po.project},
+                                     {"topic", &po.topic}})
+      if (value->find('/') != std::string::npos)
+        if (const auto* n = ps.get(key))
+          report(errc::invalid_value, n->source(), key_path_append(path, key), *value,
+                 fmt::format("a {} id, not a path", key),
+                 fmt::format("give the {0}'s id, not its full name: {0} = \"{1}\"", key,
+                             value->substr(value->rfind('/') + 1)));
     if (auto h = string(ps, "emulator_host", path))
       po.emulator_host = *h;
     if (auto f = choice(ps, "format", path, format_names, "event format"))

@@ -55,11 +55,6 @@ bool qualified(std::string_view name) {
   return name.find('.') != std::string_view::npos;
 }
 
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return fold(x) == fold(y); });
-}
-
 diagnostic filter_error(std::string_view text, std::string message) {
   diagnostic d;
   d.code = errc::invalid_filter;
@@ -164,6 +159,11 @@ std::vector<diagnostic> check_filters(const project& p, const std::vector<filter
   d.message = "no source matches all the filters together; each matches some source alone";
   out.push_back(std::move(d));
   return out;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return fold(x) == fold(y); });
 }
 
 bool glob_match(std::string_view pattern, std::string_view text) {

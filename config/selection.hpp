@@ -42,6 +42,8 @@ struct filter {
                                                     const std::vector<filter>& filters);
 
 /// `*` glob match, exact otherwise.
+/// The same name, ASCII case aside (as names are compared throughout the config).
+[[nodiscard]] bool iequals(std::string_view a, std::string_view b);
 [[nodiscard]] bool glob_match(std::string_view pattern, std::string_view text);
 
 /// The name matching rule above: `pattern` (config name or glob) against a catalog name.

@@ -655,17 +655,13 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
                               job.warnings.end());
     if (!cursor_retyped.empty())
       out.plan->warnings.insert(out.plan->warnings.begin(), cursor_retyped);
-    if (start.recovered) {
-      out.plan->warnings.insert(out.plan->warnings.begin(),
-                                recovered_warning(*start.recovered, settings.cursor_column));
-      out.recovered = *start.recovered;
-    }
+    if (start.recovered)
+      out.recovered = *start.recovered;  // said by copy_table, once the table copied
     const table_plan& plan = *out.plan;
     // Stopped by the source-drift gate before anything touched the target: what its load
     // would have done (the plan's own warnings) did not happen and is not said; the run's
     // own warnings stay.
-    const std::size_t run_warnings =
-        job.warnings.size() + (cursor_retyped.empty() ? 0 : 1) + (start.recovered ? 1 : 0);
+    const std::size_t run_warnings = job.warnings.size() + (cursor_retyped.empty() ? 0 : 1);
     const auto stopped_by_gate = [&](const auto& verdict) {
       out.status = table_status::failed;
       out.error_code = verdict.error_code;
@@ -846,16 +842,16 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
         if (plan.shape_action == "recreate")
           req.recreate_as = plan.refresh_columns;
       }
-      {
-        // The source's own key never repeats: nothing to count then.
+      // The source's own key never repeats: nothing to count then.
+      const auto source_key_is_unique_key = [&] {
         std::vector<std::string> source_key;
         for (const auto& c : job.table.columns.columns)
           if (c.key)
             source_key.push_back(c.name);
-        may_merge_repeats = req.mode == sinks::load_mode::merge &&
-                            (req.replace_rows || !d.live) &&
-                            (plan.key_may_repeat || source_key != plan.unique_key);
-      }
+        return source_key == plan.unique_key;
+      };
+      may_merge_repeats = req.mode == sinks::load_mode::merge && (req.replace_rows || !d.live) &&
+                          (plan.key_may_repeat || !source_key_is_unique_key());
       if (req.mode == sinks::load_mode::merge && d.live)
         for (const auto& c : d.live->columns)
           if (plan.load_columns.find(c.name, wh.dialect().names()) == nullptr)
@@ -1027,7 +1023,10 @@ table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table
   table_outcome out = copy_rows(src, wh, job);
   // Reported once, by the run that records the table after them: a table that fails
   // here leaves state as it was, and the next run finds the same commit.
-  if (out.status != table_status::copied)
+  if (out.recovered && out.status == table_status::copied && out.plan)
+    out.plan->warnings.insert(out.plan->warnings.begin(),
+                              recovered_warning(*out.recovered, job.settings.cursor_column));
+  else
     out.recovered.reset();
   out.duration_us = std::chrono::duration_cast<std::chrono::microseconds>(
                         std::chrono::steady_clock::now() - started)
