@@ -509,8 +509,6 @@ class table_logic {
     ++b.table_changes[t.name];
   }
 
-  /// A row change event, keyed by the table and the row key (the table alone for a
-  /// keyless table) so one row's changes stay in order.
   /// Before a snapshot that replaces what consumers hold of the table (`--reload`, a
   /// review's resync): a truncate event, so that rows gone from the source since (a
   /// TRUNCATE the stream stopped at, rows deleted while the table was held) go from
@@ -519,6 +517,8 @@ class table_logic {
     add_table_event(b, t, "truncate", at);
   }
 
+  /// A row change event, keyed by the table and the row key (the table alone for a
+  /// keyless table) so one row's changes stay in order.
   void add_row_event(batch& b, const table_state& t, std::string op, lsn_t at,
                      const tuple* key_row, const tuple* row, const tuple* old_row) const {
     if (!cx_.events)

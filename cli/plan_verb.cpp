@@ -208,9 +208,9 @@ int do_plan(const global_options& g, const plan_args& a) {
     const bool last = i + 1 == tables.size();
     const std::string branch = last ? "└── " : "├── ";
     const std::string indent = last ? "    " : "│   ";
-    std::string label = t["status"] == "planned" ? shape_label(t["shape_action"])
-                                                 : t.value("status", std::string("not planned"));
-    if (t["status"] == "planned" && t["load"] != "full_refresh")
+    const std::string status = t.value("status", std::string("not planned"));
+    std::string label = status == "planned" ? shape_label(t["shape_action"]) : status;
+    if (status == "planned" && t["load"] != "full_refresh")
       label += fmt::format(", {}", t["load"].get<std::string>());
     // At least two spaces between a long name and its label.
     fmt::print("{:<50}  {}\n", branch + printable(shown(t)), label);
@@ -224,8 +224,7 @@ int do_plan(const global_options& g, const plan_args& a) {
           line += fmt::format("  [{}]", s["decided_by"].get<std::string>());
         lines.push_back(line);
       }
-    if ((t.value("status", std::string()) == "held" || t.value("status", std::string()) == "skipped") &&
-        t.contains("error"))
+    if ((status == "held" || status == "skipped") && t.contains("error"))
       lines.push_back(fmt::format("reason  {}{}",
                                   t.contains("error_code")
                                       ? t["error_code"].get<std::string>() + ": "
