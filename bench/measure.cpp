@@ -194,11 +194,6 @@ bool get(int fd, std::vector<std::string>& v) {
   return true;
 }
 
-bool send_message(int fd, const std::string& body) {
-  const std::uint64_t n = body.size();
-  return write_all(fd, &n, sizeof n) && write_all(fd, body.data(), body.size());
-}
-
 int launcher_fd = -1;
 std::mutex launcher_mutex;
 
@@ -206,10 +201,9 @@ std::mutex launcher_mutex;
   for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGHUP})
     ::signal(sig, SIG_IGN);
   for (;;) {
-    std::uint64_t size = 0;
     std::vector<std::string> argv, env;
     std::string cwd;
-    if (!get(fd, size) || !get(fd, argv) || !get(fd, env) || !get(fd, cwd))
+    if (!get(fd, argv) || !get(fd, env) || !get(fd, cwd))
       ::_exit(0);  // the bench has gone
     std::string reply;
     try {
@@ -226,7 +220,7 @@ std::mutex launcher_mutex;
       put<std::uint8_t>(reply, 1);
       put(reply, std::string(e.what()));
     }
-    if (!send_message(fd, reply))
+    if (!write_all(fd, reply.data(), reply.size()))
       ::_exit(0);
   }
 }
@@ -271,12 +265,11 @@ child_result run_child(const std::vector<std::string>& argv, const child_options
   put(request, argv);
   put(request, env_store);
   put(request, options.cwd);
-  if (!send_message(launcher_fd, request))
+  if (!write_all(launcher_fd, request.data(), request.size()))
     throw std::runtime_error(fmt::format("cannot start {}: the launcher process has gone ({})",
                                          argv[0], std::strerror(errno)));
-  std::uint64_t size = 0;
   std::uint8_t failed = 0;
-  if (!get(launcher_fd, size) || !get(launcher_fd, failed))
+  if (!get(launcher_fd, failed))
     throw std::runtime_error(fmt::format("{}: the launcher process has gone", argv[0]));
   if (failed) {
     std::string why;
