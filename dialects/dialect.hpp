@@ -44,6 +44,12 @@ class dialect : public schema::type_rules {
   /// The longest name the engine keeps whole, in bytes (PostgreSQL cuts longer ones to
   /// 63 bytes, so two names alike in those would be one); 0: no limit that matters.
   [[nodiscard]] virtual std::size_t max_identifier_bytes() const { return 0; }
+  /// When `table` lies where the engine keeps its own objects (SQLite's sqlite_* tables,
+  /// PostgreSQL's pg_* schemas): which, as a phrase for a message; empty when it is free.
+  [[nodiscard]] virtual std::string_view engine_reserved(const table_ref& table) const {
+    (void)table;
+    return {};
+  }
 
   // ---- types --------------------------------------------------------------------
   /// Portable -> the engine's own type spelling used in DDL.

@@ -74,6 +74,12 @@ constexpr type_name type_names[] = {
 class duckdb_dialect final : public dialect {
  public:
   [[nodiscard]] std::string_view name() const override { return "duckdb"; }
+  [[nodiscard]] std::string_view engine_reserved(const table_ref& t) const override {
+    const std::string schema = detail::ascii_lower(t.schema);
+    return schema == "information_schema" || schema == "pg_catalog"
+               ? "DuckDB keeps the schemas information_schema and pg_catalog"
+               : std::string_view();
+  }
   [[nodiscard]] bool executable() const override { return true; }
   [[nodiscard]] bool supports_transactional_ddl() const override { return true; }
   /// ALTER COLUMN ... TYPE is refused on a PRIMARY KEY column.

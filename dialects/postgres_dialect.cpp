@@ -1,6 +1,7 @@
 // PostgreSQL: https://www.postgresql.org/docs/current/datatype.html,
 // https://www.postgresql.org/docs/current/sql-altertable.html
 #include <algorithm>
+#include <cctype>
 
 #include <fmt/format.h>
 
@@ -68,6 +69,12 @@ std::string do_block(const std::string& body) {
 class postgres_dialect final : public dialect {
  public:
   [[nodiscard]] std::string_view name() const override { return "postgres"; }
+  [[nodiscard]] std::string_view engine_reserved(const table_ref& t) const override {
+    const std::string schema = detail::ascii_lower(t.schema);
+    return schema.starts_with("pg_") || schema == "information_schema"
+               ? "PostgreSQL keeps schema names starting pg_, and information_schema"
+               : std::string_view();
+  }
   [[nodiscard]] bool executable() const override { return true; }
   [[nodiscard]] std::size_t max_identifier_bytes() const override {
     return identifier_limit;

@@ -67,6 +67,10 @@ portable_type affinity(std::string_view declared) {
 class sqlite_dialect final : public dialect {
  public:
   [[nodiscard]] std::string_view name() const override { return "sqlite"; }
+  [[nodiscard]] std::string_view engine_reserved(const table_ref& t) const override {
+    return detail::ascii_lower(t.name).starts_with("sqlite_") ? "SQLite keeps table names starting sqlite_"
+                                               : std::string_view();
+  }
   [[nodiscard]] bool executable() const override { return true; }
   [[nodiscard]] bool supports_transactional_ddl() const override { return true; }
   [[nodiscard]] bool supports_in_place_type_change() const override { return false; }

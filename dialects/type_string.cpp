@@ -150,6 +150,13 @@ std::expected<schema::portable_type, schema::type_error> lookup(std::string_view
   return std::unexpected(unknown_type(dialect, text));
 }
 
+std::string ascii_lower(std::string_view text) {
+  std::string out(text);
+  for (auto& c : out)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
 schema::portable_type clamp_decimal(const schema::portable_type& t, int max_precision) {
   if (t.kind != schema::type_kind::decimal || t.precision <= max_precision)
     return t;

@@ -57,6 +57,9 @@ struct type_name {
 
 /// decimal(p, s) clamped to an engine's largest precision: precision capped, scale kept
 /// (capped by the new precision). Money-like scales matter more than 30+ integer digits.
+/// `text` in ASCII lower case (identifiers compared case aside).
+[[nodiscard]] std::string ascii_lower(std::string_view text);
+
 [[nodiscard]] schema::portable_type clamp_decimal(const schema::portable_type& t,
                                                   int max_precision);
 

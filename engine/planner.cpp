@@ -344,22 +344,12 @@ struct planner {
                        dialect.qualified(target)));
     // Names the engine keeps for itself: creating the table there fails on the target,
     // where nothing can be corrected; said by plan, with the fix on this side.
-    const std::string schema = lower(target.schema);
-    std::string engine_keeps;
-    if (dialect.name() == "sqlite" && table.starts_with("sqlite_"))
-      engine_keeps = "SQLite keeps table names starting sqlite_";
-    else if (dialect.name() == "postgres" &&
-             (schema.starts_with("pg_") || schema == "information_schema"))
-      engine_keeps = "PostgreSQL keeps schema names starting pg_, and information_schema";
-    else if (dialect.name() == "duckdb" &&
-             (schema == "information_schema" || schema == "pg_catalog"))
-      engine_keeps = "DuckDB keeps the schemas information_schema and pg_catalog";
-    if (!engine_keeps.empty())
+    if (const auto keeps = dialect.engine_reserved(target); !keeps.empty())
       fail("FLT-S013",
            fmt::format("target table {} is a name the engine keeps for itself ({}); rename the "
                        "table at the source (or its file), exclude it, or change the target's "
                        "schema (its template, or the tag it uses)",
-                       dialect.qualified(target), engine_keeps));
+                       dialect.qualified(target), keeps));
     for (const auto& c : p.load_columns.columns)
       if (lower(c.name).starts_with("__flotilla_"))
         fail("FLT-S013",

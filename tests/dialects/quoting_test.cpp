@@ -311,3 +311,13 @@ TEST_CASE("the breakout check itself rejects naively quoted names") {
   CHECK_FALSE(decode_literal("databricks", "'it''s'"));  // Spark reads two literals
   CHECK_FALSE(decode_literal("postgres", R"(E'a\')"));
 }
+
+TEST_CASE("each engine says which names it keeps for itself, case aside") {
+  CHECK_FALSE(D("sqlite").engine_reserved({"", "", "SQLITE_stat9"}).empty());
+  CHECK(D("sqlite").engine_reserved({"", "", "sqlitex"}).empty());
+  CHECK_FALSE(D("postgres").engine_reserved({"", "PG_TEMP_5", "t"}).empty());
+  CHECK_FALSE(D("postgres").engine_reserved({"", "information_schema", "t"}).empty());
+  CHECK(D("postgres").engine_reserved({"", "pgx", "t"}).empty());
+  CHECK_FALSE(D("duckdb").engine_reserved({"", "pg_catalog", "t"}).empty());
+  CHECK(D("snowflake").engine_reserved({"", "information_schema", "t"}).empty());
+}
