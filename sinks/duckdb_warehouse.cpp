@@ -238,9 +238,9 @@ constexpr idx_t bulk_rows = 8192;
 
 class duckdb_inserter final : public row_inserter {
  public:
-  duckdb_inserter(duckdb_connection con, const dialects::dialect& d, const table_ref& t,
-                  const schema::table_schema& columns, bool with_seq)
-      : dialect_(d), table_(t), width_(columns.columns.size()), with_seq_(with_seq) {
+  duckdb_inserter(duckdb_database db, duckdb_connection con, const dialects::dialect& d,
+                  const table_ref& t, const schema::table_schema& columns, bool with_seq)
+      : dialect_(d), table_(t), width_(columns.columns.size()), with_seq_(with_seq), db_(db) {
     try {
       open(con, columns);
     } catch (...) {
@@ -268,6 +268,8 @@ class duckdb_inserter final : public row_inserter {
     std::size_t r = 0;
     while (r < n) {
       const std::size_t take = std::min<std::size_t>(capacity_ - fill_, n - r);
+      if (fill_ == 0)
+        chunk_first_row_ = first_seq + r;
       for (std::size_t c = 0; c < width_; ++c) {
         vectors_[c] = duckdb_data_chunk_get_vector(chunk_, c);
         data_[c] = duckdb_vector_get_data(vectors_[c]);
@@ -323,6 +325,7 @@ class duckdb_inserter final : public row_inserter {
   /// What one chunk column holds.
   struct slot {
     duckdb_type kind = DUCKDB_TYPE_VARCHAR;
+    duckdb_type declared = DUCKDB_TYPE_VARCHAR;  ///< the table column's type
     duckdb_type storage = DUCKDB_TYPE_INVALID;  ///< DECIMAL: its physical integer type
     std::uint8_t width = 0;                     ///< DECIMAL: precision
     std::uint8_t scale = 0;                     ///< DECIMAL: scale
@@ -353,7 +356,8 @@ class duckdb_inserter final : public row_inserter {
     for (idx_t i = 0; i < n; ++i) {
       duckdb_logical_type lt = duckdb_appender_column_type(app_, i);
       slot s;
-      s.kind = chunk_type(duckdb_get_type_id(lt));
+      s.declared = duckdb_get_type_id(lt);
+      s.kind = chunk_type(s.declared);
       if (s.kind == DUCKDB_TYPE_DECIMAL) {
         s.storage = duckdb_decimal_internal_type(lt);
         s.width = duckdb_decimal_width(lt);
@@ -392,21 +396,69 @@ class duckdb_inserter final : public row_inserter {
       const std::size_t c = std::strtoul(msg.c_str() + at + for_column.size(), nullptr, 10);
       if (c < names_.size()) {
         const auto first = refused_.find(c);
+        std::string which;
+        if (auto found = refused_in_chunk(c))
+          which = "; " + *found;
+        else if (first != refused_.end())
+          which = "; from " + first->second.substr(0, first->second.find(':')) +
+                  " on, the column's values went to DuckDB's own cast, and one of them is "
+                  "the value refused";
         throw sink_error(fmt::format(
             "{}: column {} holds a value its type cannot hold (out of the type's range or "
             "precision){}; declare the column as text to load it as it is (columns = {{ {} = "
             "\"text\" }}), or fix the value at the source (DuckDB: {})",
-            dialect_.qualified(table_), dialect_.quote(names_[c]),
-            first == refused_.end()
-                ? std::string()
-                : "; from " + first->second.substr(0, first->second.find(':')) +
-                      " on, the column's values went to DuckDB's own cast, and one of them "
-                      "is the value refused (the first of them, " + first->second + ")",
-            names_[c],
-            msg));
+            dialect_.qualified(table_), dialect_.quote(names_[c]), which, names_[c], msg));
       }
     }
     throw sink_error(fmt::format("{}: {}: {}", dialect_.qualified(table_), what, msg));
+  }
+
+  /// The SQL type of a column whose values may go in as text (decimal, date, timestamp).
+  [[nodiscard]] std::optional<std::string> sql_type(const slot& s) const {
+    switch (s.declared) {
+      case DUCKDB_TYPE_DECIMAL: return fmt::format("DECIMAL({},{})", s.width, s.scale);
+      case DUCKDB_TYPE_DATE: return "DATE";
+      case DUCKDB_TYPE_TIMESTAMP: return "TIMESTAMP";
+      case DUCKDB_TYPE_TIMESTAMP_TZ: return "TIMESTAMPTZ";
+      default: return std::nullopt;
+    }
+  }
+
+  /// The first value of column `c` in the chunk the appender refused that DuckDB's cast
+  /// refuses, as "row N: value '...'"; nullopt when none is found (another chunk, say).
+  /// Tried one by one on a connection of its own: only a failed load pays for it.
+  [[nodiscard]] std::optional<std::string> refused_in_chunk(std::size_t c) const {
+    const auto type = sql_type(slots_[c]);
+    if (!type || slots_[c].kind != DUCKDB_TYPE_VARCHAR || fill_ == 0 || db_ == nullptr)
+      return std::nullopt;
+    duckdb_connection probe = nullptr;
+    if (duckdb_connect(db_, &probe) == DuckDBError)
+      return std::nullopt;
+    std::optional<std::string> out;
+    duckdb_prepared_statement stmt = nullptr;
+    const std::string sql = fmt::format("SELECT TRY_CAST($1 AS {}) IS NULL", *type);
+    if (duckdb_prepare(probe, sql.c_str(), &stmt) == DuckDBSuccess) {
+      duckdb_vector vec = duckdb_data_chunk_get_vector(chunk_, c);
+      auto* strings = static_cast<duckdb_string_t*>(duckdb_vector_get_data(vec));
+      std::uint64_t* validity = duckdb_vector_get_validity(vec);
+      for (idx_t i = 0; i < fill_ && !out; ++i) {
+        if (validity && ((validity[i / 64] >> (i % 64)) & 1) == 0)
+          continue;
+        const duckdb_string_t& v = strings[i];
+        const std::uint32_t len = v.value.inlined.length;
+        const char* text = len <= 12 ? v.value.inlined.inlined : v.value.pointer.ptr;
+        duckdb_bind_varchar_length(stmt, 1, text, len);
+        duckdb_result r;
+        if (duckdb_execute_prepared(stmt, &r) == DuckDBSuccess && duckdb_row_count(&r) == 1 &&
+            duckdb_value_int64(&r, 0, 0) == 1)
+          out = fmt::format("row {}: value '{}'", chunk_first_row_ + i + 1,
+                            std::string_view(text, len).substr(0, 80));
+        duckdb_destroy_result(&r);
+      }
+    }
+    duckdb_destroy_prepare(&stmt);
+    duckdb_disconnect(&probe);
+    return out;
   }
 
   void flush_chunk() {
@@ -584,6 +636,8 @@ class duckdb_inserter final : public row_inserter {
   std::vector<slot> slots_;
   std::vector<duckdb_vector> vectors_;  ///< the chunk's vectors for the slice being filled
   std::vector<void*> data_;             ///< and their data
+  duckdb_database db_ = nullptr;  ///< for refused_in_chunk's connection
+  std::uint64_t chunk_first_row_ = 0;  ///< the row (from 0) of the chunk's first row
   duckdb_appender app_ = nullptr;
   duckdb_data_chunk chunk_ = nullptr;
   idx_t capacity_ = 0;
@@ -1064,7 +1118,7 @@ class duckdb_warehouse final : public warehouse_base {
                                               bool with_seq) override {
     std::unique_ptr<duckdb_inserter> ins;
     try {
-      ins = std::make_unique<duckdb_inserter>(con_, dialect(), table, columns, with_seq);
+      ins = std::make_unique<duckdb_inserter>(db_, con_, dialect(), table, columns, with_seq);
     } catch (const sink_error& e) {
       throw error(e.what());
     }

@@ -375,8 +375,17 @@ class postgres_source final : public source {
     select += quote_ident(table.name);
     if (!cursor.empty()) {
       const std::string q = quote_ident(cursor);
-      if (request.after)
-        select += past_watermark(q, quote_literal(*request.after), request.inclusive_key);
+      if (request.after) {
+        // A date or timestamp watermark before the year 1 is kept in ISO form ("-0043-03-15",
+        // as the values are read): PostgreSQL reads only its own "0044-03-15 BC".
+        const auto kind = types[cursor_index].kind;
+        const bool dated = kind == type_kind::date || kind == type_kind::timestamp_ntz ||
+                           kind == type_kind::timestamp_tz;
+        const std::string after =
+            dated ? schema::pg_era_from_iso(*request.after).value_or(*request.after)
+                  : *request.after;
+        select += past_watermark(q, quote_literal(after), request.inclusive_key);
+      }
       select += " ORDER BY " + q + " ASC NULLS LAST";
     }
     const bool binary = request.copy_text && request.copy_binary && cursor.empty();

@@ -300,3 +300,26 @@ TEST_CASE("a decimal wider than its DuckDB column fails the load") {
       }(),
       sink_error);
 }
+
+TEST_CASE("a DuckDB load refused by DuckDB's cast names the value refused, not the first "
+          "value that went to the cast") {
+  // '-infinity' is not a canonical timestamp: from it on the column goes in as text, which
+  // DuckDB's cast takes. The year 294276 is past DuckDB's range: that is the value to name.
+  test_target target("duckdb");
+  auto wh = target.open();
+  const auto t = target.table("cast_refused");
+  const auto s = cols({col("id", "int"), col("ts", "timestamp_ntz")});
+  CHECK_THROWS_WITH(
+      load(*wh, t, s, load_mode::replace,
+           {{I(1), T("2024-01-01 00:00:00")},
+            {I(2), T("-infinity")},
+            {I(3), T("0001-01-01 00:00:00")},
+            {I(4), T("294276-12-31 23:59:59")}}),
+      Catch::Contains("column \"ts\" holds a value its type cannot hold") &&
+          Catch::Contains("row 4: value '294276-12-31 23:59:59'") &&
+          !Catch::Contains("-infinity") && Catch::Contains("columns = { ts = \"text\" }"));
+  // Without a value out of range, the same texts load.
+  load(*wh, t, s, load_mode::replace,
+       {{I(1), T("2024-01-01 00:00:00")}, {I(2), T("-infinity")}, {I(3), T("0001-01-01")}});
+  CHECK(count(*wh, t) == 3);
+}

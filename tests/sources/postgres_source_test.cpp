@@ -295,6 +295,36 @@ TEST_CASE("an incremental postgres read returns rows after the watermark in curs
   CHECK(other_case.rows[0][0] == integer(1));
 }
 
+TEST_CASE("an incremental postgres read goes on from a watermark before the year 1") {
+  pg_schema s;
+  s.exec(R"(
+    CREATE TABLE old_ts (id integer, at timestamp, day date, at_tz timestamptz);
+    INSERT INTO old_ts VALUES
+      (1, '0100-01-01 00:00:00 BC', '0100-01-01 BC', '0100-01-01 00:00:00+00 BC'),
+      (2, '0044-03-15 12:00:00 BC', '0044-03-15 BC', '0044-03-15 12:00:00+00 BC'),
+      (3, '0010-01-01 00:00:00 BC', '0010-01-01 BC', '0010-01-01 00:00:00+00 BC'),
+      (4, '2024-01-01 00:00:00', '2024-01-01', '2024-01-01 00:00:00+00');
+  )");
+  auto src = open_pg(s.dsn());
+  const catalog cat = src->read_catalog();
+  const auto& t = find_table(cat, s.name() + ".old_ts");
+  // The values, and so the watermark, are ISO text ("-0043" is 44 BC), which PostgreSQL
+  // does not read: the read must still go on after it, not fail on every later run.
+  auto first = read_all(*src, t, {"id", "at"}, "at", std::string("-0099-01-01 00:00:00"));
+  REQUIRE(first.rows.size() == 3);
+  CHECK(first.rows[0][1] == text("-0043-03-15 12:00:00"));
+  for (const char* cursor : {"at", "day", "at_tz"}) {
+    const std::string watermark = std::string(cursor) == "day"   ? "-0043-03-15"
+                                  : std::string(cursor) == "at"  ? "-0043-03-15 12:00:00"
+                                                                 : "-0043-03-15 12:00:00+00";
+    INFO(cursor);
+    auto next = read_all(*src, t, {"id"}, cursor, watermark);
+    REQUIRE(next.rows.size() == 2);
+    CHECK(next.rows[0][0] == integer(3));
+    CHECK(next.rows[1][0] == integer(4));
+  }
+}
+
 TEST_CASE("postgres rows arrive in batches of batch_rows and reading stops when asked") {
   pg_schema s;
   s.exec("CREATE TABLE n AS SELECT i, i::text AS s FROM generate_series(1, 1000) AS g(i)");
