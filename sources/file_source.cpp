@@ -570,6 +570,49 @@ std::size_t header_fields(const std::string& path, char delim = ',') {
   return fields;
 }
 
+/// The first record (from line 2, the header's line 1) whose field count differs from
+/// the header's `fields`, split on `delim` outside double quotes: its line and its field
+/// count. nullopt when every record has the header's fields. One pass.
+std::optional<std::pair<std::size_t, std::size_t>> line_with_other_fields(
+    const std::string& path, char delim, std::size_t fields) {
+  std::ifstream in(path, std::ios::binary);
+  std::size_t line = 1, record_line = 1, n = 1;
+  bool quoted = false, header = true, empty = true;
+  char c = 0;
+  // Whether the record that just ended has other fields than the header (an empty line
+  // is no record); then the next one starts.
+  const auto other_fields = [&] {
+    const bool mismatch = !header && !empty && n != fields;
+    header = false;
+    empty = true;
+    return mismatch;
+  };
+  while (in.get(c)) {
+    if (c == '"') {
+      quoted = !quoted;
+      empty = false;
+    } else if (quoted) {
+      if (c == '\n')
+        ++line;
+    } else if (c == delim) {
+      ++n;
+      empty = false;
+    } else if (c == '\n' || c == '\r') {
+      if (c == '\r' && in.peek() == '\n')
+        in.get(c);
+      if (other_fields())
+        return std::pair{record_line, n};
+      n = 1;
+      record_line = ++line;
+    } else {
+      empty = false;
+    }
+  }
+  if (other_fields())
+    return std::pair{record_line, n};
+  return std::nullopt;
+}
+
 /// The first 64 KiB of a file (all of a smaller one).
 constexpr std::size_t head_bytes = 1 << 16;
 std::string file_head(const std::string& path) {
@@ -837,7 +880,9 @@ std::string csv_reason(std::string reason) {
 /// file say so. JSON's inference is given ISO dates; the timestamp columns it infers keep
 /// their type only when every value begins with the year (year_first_timestamps); a read
 /// that names every column's type parses them as DuckDB casts text (any ISO form).
-constexpr const char* k_csv_iso_dates = "dateformat = '%Y-%m-%d'";
+/// A CSV file has no comments either (RFC 4180): left to the sniffer, a '#' could be taken
+/// for one, and a row beginning with it (`#1002,7.50`) left out, a value holding it cut.
+constexpr const char* k_csv_sniff = "dateformat = '%Y-%m-%d', comment = ''";
 /// A timestamp's UTC offset at the end of its text (Z, +02, +02:00), as a DuckDB regex.
 constexpr const char* k_utc_offset = "([zZ]|[+-][0-9]{2}(:?[0-9]{2})?)$";
 constexpr const char* k_json_iso = "dateformat = 'iso'";
@@ -1253,7 +1298,8 @@ class file_source final : public source {
   [[nodiscard]] static std::string text_relation(const std::string& path, const source_table& table) {
     if (auto r = described_relation(path, table, nullptr, true))
       return *r;
-    return fmt::format("read_csv({}, sample_size = -1, all_varchar = true)", quote_literal(path));
+    return fmt::format("read_csv({}, sample_size = -1, all_varchar = true, comment = '')",
+                       quote_literal(path));
   }
 
   [[nodiscard]] bool wanted_extension(const fs::path& p) const {
@@ -1328,7 +1374,7 @@ class file_source final : public source {
     return json_ ? fmt::format("read_json_auto({}, sample_size = -1, records = 'true'{}, {})",
                                quote_literal(path), json_format(path), k_json_iso)
                  : fmt::format("read_csv({}, sample_size = -1, {})", quote_literal(path),
-                               k_csv_iso_dates);
+                               k_csv_sniff);
   }
 
   /// A JSON file read with its columns as inferred, and the values nested in a record
@@ -1381,7 +1427,7 @@ class file_source final : public source {
     if (types.empty())
       return relation(path);
     return fmt::format("read_csv({}, sample_size = -1, {}, types = {{{}}})", quote_literal(path),
-                       k_csv_iso_dates, types);
+                       k_csv_sniff, types);
   }
 
   /// A CSV file read with the dialect its catalog found (source_table::reader) and every
@@ -1454,7 +1500,7 @@ class file_source final : public source {
                             "Comment, CAST(SkipRows AS VARCHAR), CAST(HasHeader AS VARCHAR), "
                             "DateFormat, TimestampFormat FROM (SELECT unnest(Columns) AS c, * "
                             "FROM sniff_csv({}, sample_size = -1, header = true, {}))",
-                            quote_literal(path), k_csv_iso_dates);
+                            quote_literal(path), k_csv_sniff);
     std::vector<std::vector<std::optional<std::string>>> rows;
     try {
       duck::connection con(db());
@@ -1492,7 +1538,7 @@ class file_source final : public source {
           *dialect += fmt::format(", dateformat = {}", quote_literal(*rows[0][9]));
         // A timestamp format the sniffer guessed that does not begin with the year
         // (03-20-2024 10:00:00 PM) may read day and month either way: its columns are
-        // text, as written, like dates that are not ISO (k_csv_iso_dates).
+        // text, as written, like dates that are not ISO (k_csv_sniff).
         if (rows[0][10] && rows[0][10]->starts_with("%Y"))
           *dialect += fmt::format(", timestampformat = {}", quote_literal(*rows[0][10]));
         else if (rows[0][10]) {
@@ -1518,8 +1564,21 @@ class file_source final : public source {
       // Both checks run only for such a file: the header is read only then.
       const std::size_t skip = json_ || rows.empty() ? 0 : std::stoul(rows[0][7].value_or("0"));
       if (!json_ && rows.size() == 1) {
-        if (const auto [delim, fields] = header_delimiter(path); fields > 1)
+        if (const auto [delim, fields] = header_delimiter(path); fields > 1) {
           strict_check(con, path, delim);
+          // DuckDB's strict read takes a line that ends with a surplus delimiter (2,b,):
+          // the sniffer did not, and found one column of whole lines. Named, not loaded.
+          if (const auto bad = line_with_other_fields(path, delim, fields))
+            throw error::read_failed(
+                options_.name, table, path,
+                fmt::format("line {} has {} field(s) where the header (line 1) has {}, so "
+                            "DuckDB's reader cannot tell the file's columns: it would read "
+                            "each line as one value",
+                            bad->first, bad->second, fields),
+                fmt::format("make every line have the header's {} fields (remove a {} at the "
+                            "end of a line; quote a value that holds it), then run again",
+                            fields, delim == '\t' ? std::string("tab") : fmt::format("'{}'", delim)));
+        }
       } else if (!json_ && !rows.empty() && rows[0][0].value_or("") == "column0" &&
                  skips_delimited_lines(path, skip, rows[0][2].value_or(","))) {
         strict_check(con, path, header_delimiter(path).first);
@@ -1792,7 +1851,7 @@ class file_source final : public source {
                            ", allow_quoted_nulls = false")
             .value_or(fmt::format(
                 "read_csv({}, sample_size = -1, {}, allow_quoted_nulls = false, types = {{{}}})",
-                quote_literal(path), k_csv_iso_dates, types));
+                quote_literal(path), k_csv_sniff, types));
     try {
       if (!typed.empty())
         con.exec(fmt::format("SELECT count(*) FROM {} WHERE hash({}) IS NOT NULL", relation, typed));
@@ -1858,7 +1917,8 @@ class file_source final : public source {
     if (!quote_opens_a_value(path))
       return;
     const auto sniffed =
-        con.strings(fmt::format("SELECT Delimiter, Quote FROM sniff_csv({}, sample_size = -1)", quote_literal(path)));
+        con.strings(fmt::format("SELECT Delimiter, Quote FROM sniff_csv({}, sample_size = -1, comment = '')",
+                    quote_literal(path)));
     const std::string quote = sniffed.size() == 1 ? sniffed[0][1].value_or("") : "\"";
     if (!quote.empty() && quote != "(empty)")  // how sniff_csv spells none
       return;

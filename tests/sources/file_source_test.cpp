@@ -388,6 +388,44 @@ TEST_CASE("a malformed csv row is an error naming the file and the line") {
   CHECK(read_all(*src, find_table(cat, "good")).rows.size() == 1);
 }
 
+TEST_CASE("a csv line ending in a surplus delimiter fails the table naming the line, rather "
+          "than loading each line as one value") {
+  temp_dir dir;
+  // DuckDB's sniffer settles on one column, named after the header line, holding whole
+  // lines; its strict read takes the surplus delimiter. Neither may load.
+  write_file(dir.file("orders.csv"), "id,name,amount\n1,alice,10\n2,bob,20,\n3,carol,30\n");
+  write_file(dir.file("semi.csv"), "id;name\r\n1;a\r\n\r\n2;b;\r\n3;c\r\n");
+  write_file(dir.file("good.csv"), "id,name\n1,\"a,\nb\"\n\n2,c\n");
+  auto src = open_files("csv", dir.path.string());
+  const catalog cat = src->read_catalog();
+  CHECK_THAT(find_table(cat, "orders").unreadable,
+             Catch::Contains("line 3 has 4 field(s) where the header (line 1) has 3") &&
+                 Catch::Contains("remove a ',' at the end of a line"));
+  CHECK(find_table(cat, "orders").columns.columns.empty());
+  // The line as counted in the file (CRLF, an empty line), the delimiter the header's.
+  CHECK_THAT(find_table(cat, "semi").unreadable,
+             Catch::Contains("line 4 has 3 field(s) where the header (line 1) has 2") &&
+                 Catch::Contains("remove a ';'"));
+  const auto& good = find_table(cat, "good");
+  CHECK(good.unreadable.empty());
+  CHECK(good.columns.columns.size() == 2);
+}
+
+TEST_CASE("a '#' in a csv file is a value, never a comment") {
+  temp_dir dir;
+  write_file(dir.file("orders.csv"), "order_no,amount\n1001,5.00\n#1002,7.50\n1003,9.25\n");
+  write_file(dir.file("tags.csv"), "id,v\n1,a\n#2,b\n3,c#tag\n");
+  auto src = open_files("csv", dir.path.string());
+  const catalog cat = src->read_catalog();
+  const auto orders = read_all(*src, find_table(cat, "orders"), {"order_no"});
+  REQUIRE(orders.rows.size() == 3);
+  CHECK(orders.rows[1][0] == text("#1002"));
+  const auto tags = read_all(*src, find_table(cat, "tags"));
+  REQUIRE(tags.rows.size() == 3);
+  CHECK(tags.rows[1][0] == text("#2"));
+  CHECK(tags.rows[2][1] == text("c#tag"));
+}
+
 TEST_CASE("a malformed csv row beyond DuckDB's default sample fails the table with its line") {
   temp_dir dir;
   std::string content = "id,name\n";
