@@ -28,6 +28,7 @@
 
 #include "cdc/review_store.hpp"
 #include "cli/catalog_cache.hpp"
+#include "cli/target_presence.hpp"
 #include "config/errc.hpp"
 #include "config/load.hpp"
 #include "config/policy.hpp"
@@ -698,6 +699,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
   // Targets whose database file is missing (moved away, deleted), as the run starts: none
   // of their tables is pruned, and none resumes past a watermark whose rows went with it.
   auto missing_files = std::make_shared<std::set<std::string>>();
+  const auto presence =
+      options.presence ? options.presence : std::make_shared<target_presence>(p);
   // A run that leaves tables out (--filter, retry): a table whose target table another
   // table loaded last, which this run does not read, is refused (standing_holder).
   const bool restricted = !filters.empty() || !options.only.empty();
@@ -744,7 +747,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     const std::string database = databases.at(target->name);
     ps.select = [project, src, target, target_index, filters, store, no_prune, allow_rebuild,
                  only, reuse_staged, run_id, shared_run_id, plan_only, may_gate, holds, restricted, grouped,
-                 all_databases, database, missing_files](sources::catalog& cat) {
+                 all_databases, database, missing_files, presence](sources::catalog& cat) {
       // A retried table the source no longer lists (a file moved away, a table renamed)
       // loads from its staged data, which never reads the source, as when the source
       // cannot be opened at all; without staged data it fails, named, instead of leaving
@@ -987,6 +990,13 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                                             target->path)
                               : std::string("no earlier copy is recorded");
         }
+        // Its target table dropped since (by hand, the database created anew): the rows
+        // the prune would trust are gone.
+        if (ts.prune && store != nullptr && states[i].marker)
+          if (auto why = presence->missing(*target, ts.job.target)) {
+            ts.prune = false;
+            ts.not_pruned = std::move(*why);
+          }
         if (policy.prune_unchanged)  // --no-prune too: the marker it records keeps it
           ts.settings_hash = settings_hash(target_hash, ts.job);
         const bool declared = section != nullptr && !section->columns.empty();

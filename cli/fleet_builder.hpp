@@ -26,6 +26,8 @@ struct drift_verdict;
 
 namespace flotilla::cli {
 
+class target_presence;
+
 /// Loads flotilla.toml and parses the filters, printing every diagnostic to stderr.
 /// nullptr on any error (the caller exits 2).
 /// A warning on stderr when the reports hold no table and no source error: the --filter
@@ -48,6 +50,9 @@ struct fleet_options {
   /// source), each loading its staged data when an earlier run kept some. Empty: all.
   std::set<std::string> only;
   bool reuse_staged = false;
+  /// Whether a target table a table may be pruned into is still there; made by
+  /// build_fleet when not given (the run keeps it, to record its DuckDB files after).
+  std::shared_ptr<target_presence> presence;
 };
 
 /// Whether a run restricted to `only` (a retry's tables) takes any table of `source`;

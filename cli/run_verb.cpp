@@ -25,6 +25,7 @@
 #include "cli/run_exec.hpp"
 #include "cli/run_output.hpp"
 #include "cli/stop_signals.hpp"
+#include "cli/target_presence.hpp"
 #include "cli/verbs.hpp"
 #include "config/errc.hpp"
 #include "config/selection.hpp"
@@ -629,6 +630,7 @@ int execute_run(const global_options& g, const run_request& a) {
   fo.run_id = run_id;
   fo.only = a.only;
   fo.reuse_staged = a.reuse_staged;
+  fo.presence = std::make_shared<target_presence>(*project);
   auto spec = build_fleet(*project, filters, store.get(), fo);
   actors::progress counters;
   counters.sources_total = spec.pipelines.size();
@@ -649,6 +651,7 @@ int execute_run(const global_options& g, const run_request& a) {
     progress_line line(counters);
     reports = actors::run_fleet(spec);
   }
+  fo.presence->record_target_files(*project, !filters.empty() || !a.only.empty());
   list_tables_of_failed_sources(*store, filters, a.only, reports);
   const run_summary summary = summarize(reports);
   // A selection that matched nothing (a mistyped table= filter) copies nothing: said,

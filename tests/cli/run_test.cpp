@@ -229,6 +229,43 @@ TEST_CASE("a warehouse file gone since the last run is filled again: nothing is 
         duckdb_query(w.file("moved.duckdb"), "SELECT count(*) FROM staging__us_west__shop.orders")[0][0]);
 }
 
+TEST_CASE("a target table dropped since its last copy is copied again, not pruned") {
+  const std::string target = GENERATE(std::string("duckdb"), std::string("sqlite"),
+                                      std::string("postgres"));
+  INFO("target " << target);
+  workdir w;
+  const std::string suffix = unique_suffix();
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  write_config(w, target, "prune_unchanged = true\n", suffix);
+  const std::string table = orders_table(target, suffix);
+  const std::string sql_name = orders_sql(target, suffix);
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  const std::string rows = target_query(w, target, "SELECT count(*) FROM " + sql_name)[0][0];
+  // Unchanged on both sides: pruned (a DuckDB file as the last run left it is not even
+  // opened to ask).
+  auto unchanged = flotilla_json(w, {"run"}, &rc);
+  CHECK((*find_table(unchanged, table))["status"] == "pruned");
+
+  if (target == "duckdb")
+    duckdb_query(w.file("wh.duckdb"), "DROP TABLE " + sql_name);
+  else if (target == "sqlite")
+    sqlite_exec(w.file("wh.sqlite"), "DROP TABLE " + sql_name);
+  else
+    pg_exec(pg_dsn(), "DROP TABLE " + sql_name);
+  auto again = flotilla_json(w, {"run"}, &rc);
+  INFO(again.dump(2));
+  CHECK(rc == 0);
+  const auto& t = *find_table(again, table);
+  CHECK(t["status"] == "copied");
+  CHECK_THAT(t["not_pruned"].get<std::string>(), Catch::Contains("is missing"));
+  CHECK(target_query(w, target, "SELECT count(*) FROM " + sql_name)[0][0] == rows);
+  // And pruned again after.
+  CHECK((*find_table(flotilla_json(w, {"run"}, &rc), table))["status"] == "pruned");
+  if (target == "postgres")
+    pg_exec(pg_dsn(), "DROP SCHEMA IF EXISTS \"st_" + suffix + "_shop\" CASCADE");
+}
+
 TEST_CASE("a SQLite source rewritten in place with its size and mtime kept is not pruned") {
   workdir w;
   sqlite_exec(w.file("a.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY, note TEXT); "

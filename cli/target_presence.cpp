@@ -1,0 +1,143 @@
+#include "cli/target_presence.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <tuple>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "sinks/warehouse.hpp"
+
+namespace flotilla::cli {
+
+namespace {
+
+/// A file's size, modification time (ns) and inode; empty when it cannot be read.
+std::string file_identity(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return {};
+  return fmt::format("{} {}.{:09} {}", static_cast<long long>(st.st_size),
+                     static_cast<long long>(st.st_mtim.tv_sec), st.st_mtim.tv_nsec,
+                     static_cast<unsigned long long>(st.st_ino));
+}
+
+std::filesystem::path identity_file(const std::string& state_dir, const std::string& target) {
+  return std::filesystem::path(state_dir) / "targets" / (target + ".file");
+}
+
+std::string recorded_identity(const std::string& state_dir, const std::string& target) {
+  std::ifstream in(identity_file(state_dir, target));
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+/// The catalog query listing every table (and view) of a target as (catalog, schema,
+/// name); an empty catalog where the dialect's table names have none.
+std::optional<std::string> tables_query(std::string_view dialect) {
+  if (dialect == "postgres")
+    return "SELECT '', n.nspname, c.relname FROM pg_catalog.pg_class c JOIN "
+           "pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind IN ('r', "
+           "'p', 'v', 'm', 'f') AND n.nspname NOT IN ('pg_catalog', 'information_schema')";
+  if (dialect == "duckdb")
+    return "SELECT table_catalog, table_schema, table_name FROM information_schema.tables";
+  if (dialect == "sqlite")
+    return "SELECT '', '', name FROM sqlite_master WHERE type IN ('table', 'view')";
+  return std::nullopt;
+}
+
+}  // namespace
+
+target_presence::target_presence(const config::project& p) : state_dir_(p.state_dir) {
+  for (const auto& t : p.targets)
+    if (t.dialect == "duckdb")
+      if (const std::string now = file_identity(t.path);
+          !now.empty() && now == recorded_identity(state_dir_, t.name))
+        unchanged_files_.insert(t.name);
+}
+target_presence::~target_presence() = default;
+
+std::optional<std::string> target_presence::missing(const config::target_config& target,
+                                                    const dialects::table_ref& table) {
+  std::lock_guard lock(mutex_);
+  per_target& t = targets_[target.name];
+  if (!t.decided) {
+    t.decided = true;
+    std::error_code ec;
+    // A missing file is the fleet builder's own case (nothing of it is pruned).
+    const bool ask = target.dialect == "postgres" || target.dialect == "sqlite" ||
+                     (target.dialect == "duckdb" && !unchanged_files_.contains(target.name));
+    const auto sql = tables_query(target.dialect);
+    if (ask && sql && (target.dialect == "postgres" || std::filesystem::exists(target.path, ec))) {
+      // Asked once, and closed at once: the run's own loads open the target themselves.
+      try {
+        auto wh = sinks::open_warehouse(sinks::warehouse_options{
+            target.name, target.dialect, target.path, target.dsn, target.block_size,
+            target.in_place_max_bytes});
+        std::set<std::tuple<std::string, std::string, std::string>> names;
+        for (const auto& row : wh->query(*sql))
+          if (row.size() == 3 && row[1] && row[2])
+            names.emplace(target.dialect == "duckdb" ? row[0].value_or("") : std::string(),
+                          *row[1], *row[2]);
+        if (auto d = dialects::make_dialect(target.dialect)) {
+          t.tables = std::move(names);
+          t.dialect = std::move(*d);
+          t.asked = true;
+        }
+      } catch (const std::exception&) {
+        // Unreachable, locked, unreadable: not known. The copy, if any, says why.
+      }
+    }
+  }
+  if (!t.tables || !t.dialect)
+    return std::nullopt;
+  // DuckDB: a table named without a catalog is in the file's own database.
+  const bool found =
+      t.tables->contains({table.catalog, table.schema, table.name}) ||
+      (table.catalog.empty() && target.dialect == "duckdb" &&
+       std::any_of(t.tables->begin(), t.tables->end(), [&](const auto& e) {
+         return std::get<1>(e) == table.schema && std::get<2>(e) == table.name;
+       }));
+  if (found)
+    return std::nullopt;
+  return fmt::format("the target table {} is missing (dropped since its last copy?): it is "
+                     "copied again",
+                     t.dialect->qualified(table));
+}
+
+void target_presence::record_target_files(const config::project& p, bool restricted) {
+  std::lock_guard lock(mutex_);
+  for (const auto& t : p.targets) {
+    if (t.dialect != "duckdb")
+      continue;
+    const auto at = targets_.find(t.name);
+    // Asked (or with no table that could be pruned, all copied), by a run of every table:
+    // a table dropped before it was copied again. A restricted run leaves others out.
+    const bool vouched =
+        unchanged_files_.contains(t.name) ||
+        (!restricted && (at == targets_.end() || !at->second.decided || at->second.asked));
+    const std::string identity = vouched ? file_identity(t.path) : std::string();
+    const auto file = identity_file(p.state_dir, t.name);
+    std::error_code ec;
+    if (identity.empty()) {
+      std::filesystem::remove(file, ec);
+      continue;
+    }
+    std::filesystem::create_directories(file.parent_path(), ec);
+    const auto tmp = file.string() + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << identity << '\n';
+      if (!out)
+        continue;
+    }
+    std::filesystem::rename(tmp, file, ec);
+  }
+}
+
+}  // namespace flotilla::cli

@@ -1,0 +1,62 @@
+#pragma once
+/// Whether a target table a run may prune is still there. A table dropped on the target
+/// since its last copy (by hand, a schema dropped, the database created anew) has lost
+/// the rows the prune would trust: it is copied again instead. PostgreSQL and SQLite
+/// targets are asked once per schema and run (one catalog query, only when some table of
+/// theirs may be pruned). A DuckDB file is asked only when it changed since a run of this
+/// project last closed it (its size, modification time and inode, kept in the state
+/// directory): opening a file of thousands of tables costs more than pruning them, and a
+/// file nobody else wrote has lost no table.
+///
+/// Thread-safe: the pipelines' catalog callbacks ask it concurrently.
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+
+#include "config/model.hpp"
+#include "dialects/dialect.hpp"
+
+namespace flotilla::cli {
+
+class target_presence {
+ public:
+  /// Notes, as the run starts, which DuckDB target files are as a run left them.
+  explicit target_presence(const config::project& p);
+  ~target_presence();
+  target_presence(const target_presence&) = delete;
+  target_presence& operator=(const target_presence&) = delete;
+
+  /// Why `table` of `target` is known to be missing (a sentence for `not_pruned`), or
+  /// nullopt: present, or not known (the target cannot be asked; the copy then says why).
+  [[nodiscard]] std::optional<std::string> missing(const config::target_config& target,
+                                                   const dialects::table_ref& table);
+
+  struct per_target {
+    bool decided = false;
+    /// Every table of the target as (catalog, schema, name); nullopt: not asked (an
+    /// unchanged DuckDB file) or not known.
+    std::optional<std::set<std::tuple<std::string, std::string, std::string>>> tables;
+    std::unique_ptr<dialects::dialect> dialect;
+    bool asked = false;  ///< the target was asked and answered
+  };
+  /// After a run (never a plan): records each DuckDB target file's size, modification
+  /// time and inode as the run leaves it, so the next run knows whether anything else
+  /// wrote it since; only for a file whose tables this run can vouch for: unchanged since
+  /// the last record when the run started, or, in a run of every table (`restricted`
+  /// false), asked or with none of its tables pruned. Otherwise the record goes, and the
+  /// next run asks the file.
+  void record_target_files(const config::project& p, bool restricted);
+
+ private:
+  std::string state_dir_;
+  std::set<std::string> unchanged_files_;  ///< DuckDB targets as recorded, at the start
+  std::mutex mutex_;
+  std::map<std::string, per_target> targets_;
+};
+
+}  // namespace flotilla::cli
