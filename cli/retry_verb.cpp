@@ -63,6 +63,9 @@ int do_retry(const global_options& g, run_request req) {
     const auto& run = **latest;
     latest_id = run.run_id();
     interrupted = unfinished_run_status(run.status());
+    // A run with --no-prune meant to copy its tables, unchanged ones too (a change no
+    // marker sees): its retry does as well.
+    req.no_prune = run.no_prune();
     if (interrupted) {
       // Killed or crashed before it recorded its tables: run its selection again. What it
       // committed is pruned or carried on from its watermarks; staged data is reused.

@@ -99,6 +99,7 @@ void describe_request(storage::pb::RunRecord& r, const run_request& req, const s
   r.set_started_at_us(started);
   r.set_command(req.command);
   r.set_retry_of(req.retry_of);
+  r.set_no_prune(req.no_prune);
   for (const auto& f : req.filters)
     r.add_filters(f);
   for (const auto& t : req.only)

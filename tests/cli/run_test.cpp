@@ -1673,6 +1673,30 @@ TEST_CASE("kill -9, then retry: the interrupted run is named and its selection r
   CHECK(again.out.find("nothing to retry") != std::string::npos);
 }
 
+TEST_CASE("the retry of a run with --no-prune copies its tables, unchanged ones too") {
+  workdir w;
+  std::string sql;
+  for (int t = 0; t < 4; ++t)
+    sql += fmt::format("CREATE TABLE t{0} (id INTEGER PRIMARY KEY, v TEXT);"
+                       "INSERT INTO t{0} VALUES (1, 'a'), (2, 'b');",
+                       t);
+  sqlite_exec(w.file("shop.db"), sql);
+  write_config(w, "duckdb", "prune_unchanged = true\n");
+  REQUIRE(run_flotilla(w, {"run"}).exit_code == 0);
+  // --no-prune for a change no marker sees; killed after two tables.
+  auto crashed = run_crashing_at(w, "2:after_state", {"run", "--no-prune"});
+  REQUIRE(crashed.exit_code != 0);
+  auto retried = run_flotilla(w, {"retry", "--output", "json"});
+  CHECK(retried.exit_code == 0);
+  auto j = nlohmann::json::parse(retried.out);
+  REQUIRE(j["tables"].size() == 4);
+  for (const auto& t : j["tables"]) {
+    CHECK(t["status"] == "copied");
+    CHECK_THAT(t["not_pruned"].get<std::string>(), Catch::Contains("--no-prune"));
+  }
+  // A retry of a run without it prunes what is unchanged (the test above).
+}
+
 TEST_CASE("retry after a filtered run names the tables an earlier run left failed") {
   workdir w;
   sqlite_exec(w.file("shop.db"), k_orders_sql);
