@@ -914,6 +914,17 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         ts.job.source_name = src->name;
         ts.job.target_name = target->name;
         ts.job.run_id = shared_run_id;
+        if (store != nullptr)
+          ts.job.unrecorded_commit = [store, source = src->name,
+                                      table = name](const std::string& run) {
+            auto record = store->get_run(run);
+            if (!record || !*record)
+              return false;  // a run state does not know: nothing to say of its rows
+            for (const auto& t : (*record)->tables())
+              if (t.source() == source && t.source_table() == table)
+                return t.status() != "copied";
+            return true;
+          };
         // The catalog is this call's to use up: each table is selected at most once.
         ts.job.table = std::move(cat.tables[selected[i].index]);
         auto where = target_named(ts.job.table.name);

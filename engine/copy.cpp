@@ -508,7 +508,8 @@ incremental_start resume_from(sinks::warehouse& wh, const table_job& job) {
       } else if (auto committed = parse_token(*token, cursor_column)) {
         // Ahead of state: an earlier run's commit whose state commit never came.
         if (!committed->run_id.empty() && committed->watermark != job.watermark &&
-            !(job.run_id && committed->run_id == *job.run_id))
+            !(job.run_id && committed->run_id == *job.run_id) &&
+            (!job.unrecorded_commit || job.unrecorded_commit(committed->run_id)))
           out.recovered = recovered_commit{std::move(committed->run_id), committed->rows,
                                            committed->watermark};
         out.watermark = std::move(committed->watermark);

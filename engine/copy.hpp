@@ -76,6 +76,12 @@ struct table_job {
   /// a later run that finds the target ahead of state names the run whose rows they are
   /// (table_outcome::recovered). Shared by the run's tables. May be null.
   std::shared_ptr<const std::string> run_id;
+  /// Whether run `run_id` committed this table's rows without recording them (it was
+  /// killed between its target commit and its state commit): its record is known and
+  /// does not list the table copied. A token of a run that recorded them (the table then
+  /// loaded into another target table), or of a run state no longer knows (a state
+  /// directory replaced), is no such commit. Null: every run ahead of state is one.
+  std::function<bool(const std::string& run_id)> unrecorded_commit;
   std::size_t batch_rows = 8192;
   std::size_t queue_batches = 4;
   /// Rows written so far, for progress. May be null.

@@ -1494,6 +1494,42 @@ TEST_CASE("kill -9 in the middle of a run, then a rerun: nothing lost, nothing d
   }
 }
 
+TEST_CASE("a target table whose rows a finished run recorded is not reported as recovered "
+          "when the table comes back to it") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), "CREATE TABLE ev (id INTEGER PRIMARY KEY, ts INTEGER);"
+                                 "INSERT INTO ev VALUES (1, 10);");
+  const auto config = [&](const std::string& schema) {
+    w.write("flotilla.toml", fmt::format("[targets.wh]\ndialect = \"duckdb\"\npath = "
+                                         "\"wh.duckdb\"\nschema = \"{}\"\n"
+                                         "[sources.s]\nadapter = \"sqlite\"\npath = "
+                                         "\"shop.db\"\n[sources.s.tables.ev]\n"
+                                         "cursor_column = \"ts\"\n",
+                                         schema));
+  };
+  int rc = -1;
+  config("a");
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  sqlite_exec(w.file("shop.db"), "INSERT INTO ev VALUES (2, 20)");
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  // Into another schema for a while, then back: the target table in "a" holds the token
+  // of a run that recorded its rows, behind the watermark state has now.
+  config("b");
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  sqlite_exec(w.file("shop.db"), "INSERT INTO ev VALUES (3, 30), (4, 40)");
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  config("a");
+  auto back = run_flotilla(w, {"run", "--output", "json"});
+  INFO(back.out << back.err);
+  const auto j = nlohmann::json::parse(back.out);
+  const auto* t = find_table(j, "a.ev");
+  REQUIRE(t != nullptr);
+  CHECK_FALSE(t->contains("recovered"));
+  CHECK(back.err.find("was stopped before recording") == std::string::npos);
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*), count(DISTINCT id) FROM a.ev")[0] ==
+        std::vector<std::string>{"4", "4"});
+}
+
 TEST_CASE("kill -9 between an incremental table's target commit and its state commit: the "
           "rerun reports the rows the killed run committed") {
   workdir w;
