@@ -555,8 +555,7 @@ void add_actions(storage::pb::TableResult& result, const engine::table_plan& pla
     a->set_column(step.column);
     a->set_reason(step.reason);
     a->set_sql(step.sql);
-    if (step.from)
-      a->set_from(schema::to_string(*step.from));
+    a->set_from(step.from ? schema::to_string(*step.from) : step.from_text);
     a->set_to(schema::step_to_text(step));
     for (const auto& x : step.also)
       a->add_also(x);

@@ -1,4 +1,5 @@
 // `flotilla plan`: what a run would do, without doing it (seed 000's tree, seed 001's SQL).
+#include <algorithm>
 #include <cctype>
 #include <functional>
 #include <map>
@@ -115,7 +116,14 @@ int do_plan(const global_options& g, const plan_args& a) {
       } else if (o.plan) {
         const auto& pl = *o.plan;
         row["status"] = "planned";
-        row["shape_action"] = pl.shape_action;
+        // A live table Flotilla cannot read (a column it cannot map) is planned as absent,
+        // "create": it is dropped first, and said so.
+        const bool drops_live =
+            pl.shape_action == "create" &&
+            std::any_of(pl.drift.steps.begin(), pl.drift.steps.end(), [](const auto& s) {
+              return s.action == schema::evolution_action::drop_and_recreate;
+            });
+        row["shape_action"] = drops_live ? std::string("recreate") : pl.shape_action;
         row["load"] = engine::to_string(pl.load);
         nlohmann::json actions = nlohmann::json::array();
         const auto* src = project->find_source(t.source);

@@ -486,7 +486,8 @@ run_events_section publish_events(storage::state_store& store, const config::pro
           table_events.emplace_back(events::schema_action(
               t.source, t.table,
               {std::string(schema::to_string(step.action)), step.column,
-               step.from ? schema::to_string(*step.from) : "", schema::step_to_text(step),
+               step.from ? schema::to_string(*step.from) : step.from_text,
+               schema::step_to_text(step),
                step.reason, step.sql, step.also}));
       if (const auto* v = drift_verdict_of(o); v && v->drifted())
         table_events.emplace_back(events::source_drift_detected(*v));

@@ -165,25 +165,31 @@ table_plan plan_described(const schema::table_schema& columns, const described& 
           settings.type_change_rebuild == rebuild_rule::allow
               ? fmt::format("type_change_rebuild = allow ({})", settings.type_change_rebuild_from)
               : std::string("--allow-type-change-rebuild");
+      // "<table>: column '<name>' has type <type, spaces and all> that Flotilla cannot
+      // map: <why>" (sinks::warehouse_base::unmappable).
       const std::string_view m = d.unreadable;
-      std::string type;
       if (const auto at = m.find(": column '"); at != std::string_view::npos) {
         const auto from = at + 10;
         if (const auto end = m.find("' has type ", from); end != std::string_view::npos) {
           step.column = std::string(m.substr(from, end - from));
           const auto type_at = end + 11;
-          if (const auto stop = m.find(' ', type_at); stop != std::string_view::npos)
-            type = std::string(m.substr(type_at, stop - type_at));
+          if (const auto stop = m.find(" that Flotilla cannot map", type_at);
+              stop != std::string_view::npos)
+            step.from_text = std::string(m.substr(type_at, stop - type_at));
         }
       }
+      // The table is copied anew from the source: every column only the live table has
+      // goes, this one and any other (the live table could not be read to list them).
       step.reason =
-          step.column.empty()
+          step.column.empty() || step.from_text.empty()
               ? fmt::format("the live table has a column Flotilla cannot map ({}): dropped and "
-                            "copied anew, that column and its values are lost",
+                            "copied anew from the source, that column, any other the source "
+                            "does not have, and their values are lost",
                             d.unreadable)
               : fmt::format("live column '{}' has type {}, which Flotilla cannot map: the table "
-                            "is dropped and copied anew, that column and its values are lost",
-                            step.column, type);
+                            "is dropped and copied anew from the source; that column, any "
+                            "other the source does not have, and their values are lost",
+                            step.column, step.from_text);
       step.sql = p.ddl.front();
       p.drift.steps.push_back(std::move(step));
     }

@@ -67,6 +67,9 @@ struct evolution_step {
   /// The table is dropped for a live column nothing takes (its type cannot be mapped):
   /// the step has no new type.
   bool loses_column = false;
+  /// The live type as the target spells it, when it has no portable type (a column
+  /// Flotilla cannot map, dropped with its table); empty otherwise.
+  std::string from_text = {};
 };
 
 /// The type a step gives its column, as events and run records spell it; "" for a table
