@@ -517,7 +517,9 @@ class loader {
           return e.value;
     report(errc::invalid_source_drift, n->source(), key_path_append(path, "on_source_drift"),
            render(*n), join_names(drift_names),
-           fmt::format("invalid on_source_drift '{}' in {}; treated as ignore", render(*n), file_));
+           fmt::format("invalid on_source_drift '{}' in {} (the rest of the file is still checked, "
+                       "as if it were ignore; nothing runs until it is one of the values allowed)",
+                       render(*n), file_));
     return drift_policy::ignore;
   }
 

@@ -1090,14 +1090,15 @@ table_plan plan_table(const schema::table_schema& source,
     for (const auto& l : live->columns)
       if (p.load_columns.find(l.name, dialect.names()) == nullptr)
         p.warnings.push_back(fmt::format(
-            "column '{}' is in the live table only ({}): the full refresh keeps it, empty in "
-            "every row; drop it from the target table if it is not wanted",
+            "column '{}' is in the live table only ({}): the full refresh keeps it, with no "
+            "value of the source in any row (NULL, or the column's default where the target "
+            "table gives it one); drop it from the target table if it is not wanted",
             l.name,
             source.find(l.name, dialect.names()) != nullptr
                 ? (settings.enforced ? "the source has it, and contract = enforced does not "
                                        "declare it, so it is not loaded"
                                      : "the source has it, and it is not loaded")
-                : "the source no longer has it"));
+                : "the source does not have it, or no longer has it"));
   }
   return p;
 }
