@@ -257,7 +257,7 @@ int do_plan(const global_options& g, const plan_args& a) {
       fmt::print("{}{}\n", last ? "└── " : "├── ",
                  printable(e.contains("table") ? shown(e) : e["source"].get<std::string>()));
       fmt::print("{}└── reason  {}\n", last ? "    " : "│   ",
-                 printable(e["error"].get<std::string>()));
+                 printable_message(e["error"].get<std::string>()));
     }
   }
   return failed == 0 ? 0 : 1;

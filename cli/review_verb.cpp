@@ -168,7 +168,7 @@ void print_card(const review& r, std::uint64_t kept) {
   if (!h.applied_ddl().empty())
     print_block(r.ddl_was_tried() ? "Tried DDL" : "Applied DDL", h.applied_ddl());
   if (!h.error().empty())
-    fmt::print("Error: {}\n", printable(h.error()));
+    fmt::print("Error: {}\n", printable_message(h.error()));
   if (auto s = r.resync_status(); !s.empty())
     fmt::print("Resync status: {}\n", s);
   fmt::print("Kept changes: {}\n", kept);
@@ -257,7 +257,7 @@ int report_result(const review_args& a, const cdc::decision_result& r, const sto
     return code;
   }
   if (r.queued) {
-    fmt::print("{}\n", printable(r.message));
+    fmt::print("{}\n", printable_message(r.message));
     return 0;
   }
   if (r.exit_code() == 0) {

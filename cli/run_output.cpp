@@ -304,6 +304,31 @@ std::string printable(std::string_view text) {
   return out;
 }
 
+std::string printable_message(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (ch == '\r' && i + 1 < text.size() && text[i + 1] == '\n')
+      continue;
+    if (ch == '\n') {
+      while (!out.empty() && out.back() == ' ')
+        out.pop_back();
+      if (i + 1 < text.size())
+        out += "; ";
+      while (i + 1 < text.size() && (text[i + 1] == ' ' || text[i + 1] == '\t'))
+        ++i;
+      continue;
+    }
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f)
+      out += fmt::format("\\x{:02x}", c);
+    else
+      out += ch;
+  }
+  return out;
+}
+
 void print_run_text(const std::string& run_id, const std::vector<actors::pipeline_report>& reports,
                     const run_summary& summary, const run_events_section& events) {
   std::size_t copied = 0, pruned = 0, failed = 0, skipped = 0, held = 0;
@@ -319,14 +344,17 @@ void print_run_text(const std::string& run_id, const std::vector<actors::pipelin
       rows += t.outcome.rows;
     }
   for_each_action(reports, [&](const actors::table_report& t, const schema::evolution_step& s) {
+    std::string reason = s.reason;
+    for (const auto& a : s.also)  // a drop_and_recreate's other changes, as plan shows them
+      reason += "; also " + a;
     fmt::print("{:<20} {}  {}\n", schema::to_string(s.action), printable(display_name(t.target)),
-               printable(s.reason));
+               printable_message(reason));
   });
   for (const auto& p : reports)
     for (const auto& t : p.tables)
       if (t.outcome.plan && t.outcome.status != engine::table_status::failed)
         for (const auto& x : t.outcome.plan->warnings)
-          fmt::print("warning  {}  {}\n", printable(display_name(t.target)), printable(x));
+          fmt::print("warning  {}  {}\n", printable(display_name(t.target)), printable_message(x));
   for (const auto& p : reports)
     for (const auto& t : p.tables)
       if (t.outcome.status == engine::table_status::failed ||
@@ -335,10 +363,10 @@ void print_run_text(const std::string& run_id, const std::vector<actors::pipelin
                    t.outcome.status == engine::table_status::held ? "held  " : "failed",
                    printable(display_name(t.target)),
                    t.outcome.error_code.empty() ? "" : t.outcome.error_code + ": ",
-                   printable(t.outcome.error.value_or("")));
+                   printable_message(t.outcome.error.value_or("")));
   for (const auto& p : reports)
     if (p.error)
-      fmt::print("failed  source {}  {}\n", printable(p.source), printable(*p.error));
+      fmt::print("failed  source {}  {}\n", printable(p.source), printable_message(*p.error));
   for (const auto& e : events.errors)
     fmt::print("events  {}\n", e);
   std::size_t failed_sources = 0;

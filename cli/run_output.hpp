@@ -59,6 +59,9 @@ struct run_events_section {
 /// a source holds can neither rewrite the terminal nor break a line of the output. Other
 /// bytes (UTF-8 included) stay as they are.
 [[nodiscard]] std::string printable(std::string_view text);
+/// A message (an engine's error, a reason) for one line of text output: its line breaks
+/// become "; " (PostgreSQL's "...\nCONTEXT: ..."), other control characters escaped.
+[[nodiscard]] std::string printable_message(std::string_view text);
 
 void print_run_text(const std::string& run_id, const std::vector<actors::pipeline_report>& reports,
                     const run_summary& summary, const run_events_section& events);

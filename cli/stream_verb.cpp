@@ -138,7 +138,7 @@ int do_stream(const global_options& g, const stream_args& a) {
   if (summary.exit_code == 2) {  // nothing was streamed
     for (const auto& s : summary.sources)
       if (s.error) {
-        fmt::print(stderr, "{}\n", printable(*s.error));
+        fmt::print(stderr, "{}\n", printable_message(*s.error));
         note_refusal("", *s.error);
       }
     return 2;
@@ -172,7 +172,7 @@ int do_stream(const global_options& g, const stream_args& a) {
   } else {
     for (const auto& s : summary.sources) {
       if (s.error)
-        fmt::print(stderr, "{}\n", printable(*s.error));
+        fmt::print(stderr, "{}\n", printable_message(*s.error));
       if (!s.source.empty())
         fmt::print("source {}  target {}  slot {}  position {}  {}\n", s.source, s.target, s.slot,
                    s.position, s.status);

@@ -229,6 +229,26 @@ TEST_CASE("a warehouse file gone since the last run is filled again: nothing is 
         duckdb_query(w.file("moved.duckdb"), "SELECT count(*) FROM staging__us_west__shop.orders")[0][0]);
 }
 
+TEST_CASE("run's text output keeps an engine's error on one line, its line breaks as '; '") {
+  workdir w;
+  const std::string schema = "lines_" + unique_suffix();
+  sqlite_exec(w.file("src.db"), "CREATE TABLE m (id INTEGER, v TEXT);"
+                                "INSERT INTO m VALUES (1, 'ab'), (2, 'abcdefgh');");
+  w.write("flotilla.toml",
+          fmt::format("[targets.wh]\ndialect = \"postgres\"\ndsn = \"{}\"\nschema = \"{}\"\n"
+                      "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n"
+                      "[sources.s.tables.m]\ncolumns = {{ v = \"varchar(5)\" }}\n",
+                      pg_dsn(), schema));
+  auto r = run_flotilla(w, {"run"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 1);
+  // PostgreSQL's "ERROR: ...\nCONTEXT: COPY ...": one line, nothing escaped.
+  CHECK(r.out.find("value too long for type character varying(5); CONTEXT:") !=
+        std::string::npos);
+  CHECK(r.out.find("\\x0a") == std::string::npos);
+  pg_exec(pg_dsn(), "DROP SCHEMA IF EXISTS \"" + schema + "\" CASCADE");
+}
+
 TEST_CASE("a target table dropped since its last copy is copied again, not pruned") {
   const std::string target = GENERATE(std::string("duckdb"), std::string("sqlite"),
                                       std::string("postgres"));
