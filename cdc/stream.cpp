@@ -967,6 +967,8 @@ class source_stream {
     if (!saved)
       throw std::runtime_error(saved.error().message);
     bool fresh = o_.reload || !*saved || (*saved)->slot() != slot_;
+    if (*saved && (*saved)->slot() != slot_)
+      warn_of_old_slot((*saved)->slot());
     select_tables(!fresh);
     if (!fresh) {
       auto rows = source_->query(fmt::format(
@@ -1204,6 +1206,33 @@ class source_stream {
                  "FULL could not be set ({}); UPDATE and DELETE on it fail until it is: run "
                  "ALTER TABLE ... REPLICA IDENTITY FULL on the source\n",
                  src_.name, e.schema, e.table, x.what());
+    }
+  }
+
+  /// The slot this source streamed from under another name (the project renamed, its
+  /// directory moved: the name is "flotilla_<project>_<source>"), which the new start
+  /// does not use: still on the source, it keeps WAL forever. Said, with how to drop it;
+  /// not dropped, since another copy of the project may stream from it.
+  void warn_of_old_slot(const std::string& old) {
+    try {
+      const auto rows = source_->query(fmt::format(
+          "SELECT active FROM pg_catalog.pg_replication_slots WHERE slot_name = {} AND "
+          "database = pg_catalog.current_database()",
+          pg_literal(old)));
+      if (rows.empty())
+        return;
+      fmt::print(stderr,
+                 "warning: source '{}': this source streamed from replication slot '{}' "
+                 "before (the project's name or directory changed since: its slot is now "
+                 "'{}', set up anew with a full copy). The old slot is still on the source{} "
+                 "and keeps WAL until dropped: unless another copy of this project streams "
+                 "from it, drop it and its publication: SELECT "
+                 "pg_drop_replication_slot('{}'); DROP PUBLICATION IF EXISTS \"{}\";\n",
+                 src_.name, old, slot_,
+                 rows[0][0].value_or("") == "t" ? " (in use by another process now)" : "",
+                 old, old);
+    } catch (const std::exception&) {
+      // Only a notice: the start goes on.
     }
   }
 

@@ -170,6 +170,45 @@ TEST_CASE("a kill -9 mid-stream and a restart lose and duplicate nothing", "[str
   CHECK(slot == rows{{"t"}});
 }
 
+TEST_CASE("a project renamed since its last stream says its old slot is still on the source",
+          "[stream]") {
+  fixture f;
+  make_orders(f, "orders", 10);
+  {
+    stream_process first(f);
+    REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "10"; }, 60s));
+    REQUIRE(first.stop() == 0);
+  }
+  // The slot is named after the project: renamed, the next start sets up a new one.
+  const std::string toml = f.dir() + "/flotilla.toml";
+  std::string text;
+  {
+    std::ifstream in(toml);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const auto at = text.find("name = \"");
+  REQUIRE(at != std::string::npos);
+  text.insert(text.find('"', at + 8), "_renamed");
+  std::ofstream(toml) << text;
+  stream_process second(f);
+  // Streaming under the new slot: a row inserted now arrives.
+  pg_exec(f.source(), "INSERT INTO orders VALUES (11, 'new', 1)");
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "11"; }, 60s));
+  const int stopped = second.stop();
+  INFO(second.err());
+  CHECK(stopped == 0);
+  CHECK_THAT(second.err(), Catch::Contains("streamed from replication slot '" + f.slot() +
+                                           "' before") &&
+                               Catch::Contains("SELECT pg_drop_replication_slot('" + f.slot() +
+                                               "')"));
+  // The fixture drops the slots named after the project as it was.
+  CHECK(eventually([&] {
+    return pg_try(f.source(), "SELECT pg_drop_replication_slot('" +
+                                  f.slot().substr(0, f.slot().size() - 5) + "_renamed_shop')")
+        .empty();
+  }, 30s));
+}
+
 TEST_CASE("an added nullable column reaches the target in order with the rows", "[stream]") {
   fixture f;
   make_orders(f, "orders", 3);
