@@ -46,8 +46,17 @@ std::string hints_for_extras(CLI::App& app, const std::vector<std::string>& extr
   std::vector<std::string_view> candidates(flags.begin(), flags.end());
   std::string out;
   for (const auto& x : extras) {
-    if (!x.starts_with("-"))
+    if (!x.starts_with("-")) {
+      // A word where the command takes none: a source or table to select, most likely.
+      const std::string cmd = command_path(at, app);
+      const bool selects = cmd == "run" || cmd == "plan" || cmd == "stream";
+      out += fmt::format("flotilla {} takes no argument '{}'{}\n", cmd, x,
+                         selects ? fmt::format("; to select a source or table, use --filter "
+                                               "source={} or --filter table={}",
+                                               x, x)
+                                 : std::string());
       continue;
+    }
     const std::string word = x.substr(0, x.find('='));
     const std::string near = flotilla::config::nearest(word, candidates);
     const std::string where =
@@ -98,6 +107,27 @@ int main(int argc, char** argv) {
   std::vector<verb> verbs = all_verbs();
   for (auto& v : verbs)
     v.add(app, g);
+  // `--output json` (or --output=json) on the command line: a refusal before the command
+  // ran still prints a JSON document on stdout (cli/verbs.hpp, note_refusal).
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    json |= a == "--output=json" || (a == "--output" && i + 1 < argc &&
+                                     std::string_view(argv[i + 1]) == "json");
+  }
+  // A usage error (a misspelled flag or command) with --output json: the JSON document
+  // too, its message the one stderr has.
+  const auto usage_error = [&](const std::string& message) {
+    fmt::print(stderr, "{}", message);
+    if (json) {
+      std::string text = message;
+      while (!text.empty() && text.back() == '\n')
+        text.pop_back();
+      note_refusal("", text);
+      (void)print_refusals_json();
+    }
+    return 2;
+  };
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -115,38 +145,29 @@ int main(int argc, char** argv) {
         std::string list;
         for (const auto& n : names)
           list += (list.empty() ? "" : ", ") + n;
-        fmt::print(stderr, "unknown command '{}'{}; {}use one of: {}\nRun with --help for more "
-                   "information.\n",
-                   extra.front(), at == &app ? "" : fmt::format(" for '{}'", at->get_name()),
-                   near.empty() ? "" : fmt::format("did you mean '{}'? ", near), list);
-        return 2;
+        return usage_error(fmt::format(
+            "unknown command '{}'{}; {}use one of: {}\nRun with --help for more information.\n",
+            extra.front(), at == &app ? "" : fmt::format(" for '{}'", at->get_name()),
+            near.empty() ? "" : fmt::format("did you mean '{}'? ", near), list));
       }
       if (extra.empty()) {
         std::string list;
         for (const auto* sub : at->get_subcommands({}))
           list += (list.empty() ? "" : ", ") + sub->get_name();
-        fmt::print(stderr, "{} needs a command: {}\nRun with --help for more information.\n",
-                   at == &app ? std::string("flotilla") : "flotilla " + command_path(at, app), list);
-        return 2;
+        return usage_error(fmt::format(
+            "{} needs a command: {}\nRun with --help for more information.\n",
+            at == &app ? std::string("flotilla") : "flotilla " + command_path(at, app), list));
       }
     }
     if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
       const std::string hints = hints_for_extras(app, app.remaining(true));
-      if (!hints.empty()) {
-        fmt::print(stderr, "{}Run with --help for more information.\n", hints);
-        return 2;
-      }
+      if (!hints.empty())
+        return usage_error(fmt::format("{}Run with --help for more information.\n", hints));
     }
+    if (e.get_exit_code() != 0 && json)
+      return usage_error(fmt::format("{}\nRun with --help for more information.\n", e.what()));
     int rc = app.exit(e);
     return rc == 0 ? 0 : 2;  // usage errors exit 2, as the contract says
-  }
-  // `--output json` (or --output=json) on the command line: a refusal before the command
-  // ran still prints a JSON document on stdout (cli/verbs.hpp, note_refusal).
-  bool json = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    json |= a == "--output=json" || (a == "--output" && i + 1 < argc &&
-                                     std::string_view(argv[i + 1]) == "json");
   }
   for (auto& v : verbs)
     if (v.selected()) {

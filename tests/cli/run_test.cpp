@@ -1248,6 +1248,27 @@ TEST_CASE("an unknown command is named, with the commands there are, and exits 2
   CHECK_THAT(r.err, Catch::StartsWith("flotilla contract needs a command: diff, generate"));
 }
 
+TEST_CASE("a usage error with --output json prints the JSON document too; a stray word is "
+          "named, with --filter suggested") {
+  workdir w;
+  auto r = run_flotilla(w, {"run", "--output", "json", "--fitler", "x=y"});
+  CHECK(r.exit_code == 2);
+  INFO(r.out << r.err);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["exit_code"] == 2);
+  REQUIRE(j["errors"].size() == 1);
+  CHECK_THAT(j["errors"][0]["message"].get<std::string>(),
+             Catch::StartsWith("unknown flag '--fitler' for 'flotilla run'"));
+  r = run_flotilla(w, {"run", "acme"});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::StartsWith("flotilla run takes no argument 'acme'; to select a source "
+                                      "or table, use --filter source=acme"));
+  CHECK(r.out.empty());
+  r = run_flotilla(w, {"plan", "--output=json", "acme"});
+  CHECK(r.exit_code == 2);
+  CHECK(nlohmann::json::parse(r.out)["status"] == "failed");
+}
+
 TEST_CASE("flotilla bench hands every flag to the harness, its --help too") {
   workdir w;
   auto r = run_flotilla(w, {"bench", "--list"});
