@@ -887,8 +887,24 @@ class loader {
 
   void load_columns(table_config& tc, const toml::table& cols, const std::string& path) {
     tc.columns.reserve(cols.size());
+    std::vector<std::string> seen;  // every name, declared well or not: each twice reported
     for (auto [k, v] : in_file_order(cols)) {
       const std::string kp = key_path_append(path, k->str());
+      if (k->str().empty()) {
+        report(errc::out_of_range, k->source(), kp, "", "a column name",
+               "a column declared with an empty name; name the source column it types");
+        ++tc.columns_rejected;
+        continue;
+      }
+      bool twice = false;
+      for (const auto& c : seen)
+        if (!twice && iequals(c, k->str())) {
+          report(errc::duplicate_name, k->source(), kp, std::string{k->str()},
+                 "column names unique ignoring case",
+                 fmt::format("column '{}' is declared twice (also as '{}')", k->str(), c));
+          twice = true;
+        }
+      seen.emplace_back(k->str());
       auto* s = v->as_string();
       if (!s) {
         wrong_type(*v, kp, "a portable type name such as \"decimal(18,2)\"");
@@ -902,13 +918,10 @@ class loader {
         ++tc.columns_rejected;
         continue;
       }
-      for (const auto& c : tc.columns)
-        if (iequals(c.name, k->str())) {
-          report(errc::duplicate_name, k->source(), kp, std::string{k->str()},
-                 "column names unique ignoring case",
-                 fmt::format("column '{}' is declared twice (also as '{}')", k->str(), c.name));
-          break;
-        }
+      if (twice) {
+        ++tc.columns_rejected;
+        continue;
+      }
       tc.columns.push_back(declared_column{std::string{k->str()}, *type, s->get()});
     }
   }

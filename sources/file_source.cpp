@@ -872,6 +872,38 @@ std::string csv_reason(std::string reason) {
   return reason;
 }
 
+/// What is wrong with a whole file, when DuckDB's complaint about it misleads: a UTF-16
+/// file (DuckDB sees invalid UTF-8, and latin-1 advice would garble it), or a line longer
+/// than DuckDB's reader takes (its error names another line, and a reader option no
+/// flotilla.toml key sets). nullopt: DuckDB's reason stands.
+std::optional<std::string> file_level_reason(const std::string& path, const std::string& reason) {
+  const std::string head = file_head(path);
+  if (head.starts_with("\xff\xfe") || head.starts_with("\xfe\xff"))
+    return std::string("the file is UTF-16 text (it begins with a UTF-16 byte order mark), "
+                       "which Flotilla does not read; convert it to UTF-8 (iconv -f utf-16 -t "
+                       "utf-8)");
+  if (reason.find("Maximum line size") == std::string::npos &&
+      reason.find("max_line_size") == std::string::npos)
+    return std::nullopt;
+  // DuckDB's default maximum_line_size: 2 MiB.
+  constexpr std::size_t limit = 2 * 1024 * 1024;
+  std::ifstream in(path, std::ios::binary);
+  std::size_t line = 1, length = 0;
+  char c = 0;
+  while (in.get(c)) {
+    if (c == '\n') {
+      ++line;
+      length = 0;
+    } else if (++length > limit) {
+      return fmt::format("line {} is longer than the 2 MiB DuckDB's reader takes for a line, "
+                         "so the file cannot be loaded as it is; shorten the values on it (a "
+                         "value that long belongs in a file of its own) or split the file",
+                         line);
+    }
+  }
+  return std::nullopt;
+}
+
 /// Dates are inferred only from ISO dates (2024-03-15), timestamps only from ISO ones or
 /// those that begin with the year: a date written day- or month-first (03/04/2024) may
 /// read either way, and DuckDB's sniffer would guess the order from the file's values
@@ -1610,6 +1642,8 @@ class file_source final : public source {
         }
       }
       reason = json_ ? json_reason(path, std::move(reason)) : csv_reason(std::move(reason));
+      if (auto plain = file_level_reason(path, reason))
+        reason = std::move(*plain);
       if (!json_)
         if (auto mixed = mixed_line_endings(path))
           throw error::read_failed(options_.name, table, path, reason,

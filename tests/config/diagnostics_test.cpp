@@ -668,6 +668,27 @@ unique_key = ["id", "ID"]
   CHECK(all_messages(r).find("column 'ID' is listed twice (also as 'id'") != std::string::npos);
 }
 
+TEST_CASE("a column declared with an empty name is FLT-C012; a name twice is FLT-C019 even "
+          "beside a type refused") {
+  auto r = load(std::string{one_target} + R"toml(
+[sources.shop]
+adapter = "sqlite"
+path = "s.db"
+
+[sources.shop.tables.orders]
+columns = { amt = "decimal(10,2)", "" = "int" }
+
+[sources.shop.tables.lines]
+columns = { id = "integr", ID = "int" }
+)toml");
+  INFO(all_messages(r));
+  const auto& empty = expect(r, errc::out_of_range, "sources.shop.tables.orders.columns.\"\"");
+  CHECK(empty.message.find("empty name") != std::string::npos);
+  CHECK(count_code(r, errc::invalid_column_type) == 1);
+  CHECK(count_code(r, errc::duplicate_name) == 1);
+  CHECK(all_messages(r).find("column 'ID' is declared twice (also as 'id')") != std::string::npos);
+}
+
 TEST_CASE("an exclude pattern that removes a sectioned table is a FLT-C022 warning") {
   auto r = load(std::string{one_target} + R"toml(
 [sources.shop]

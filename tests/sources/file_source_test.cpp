@@ -411,6 +411,26 @@ TEST_CASE("a csv line ending in a surplus delimiter fails the table naming the l
   CHECK(good.columns.columns.size() == 2);
 }
 
+TEST_CASE("a UTF-16 csv file, or one with a line over 2 MiB, fails its table saying so") {
+  temp_dir dir;
+  // "id,v\n1,a\n" in UTF-16LE with its byte order mark.
+  std::string utf16 = "\xff\xfe";
+  for (char c : std::string("id,v\n1,a\n")) {
+    utf16 += c;
+    utf16 += '\0';
+  }
+  write_file(dir.file("wide.csv"), utf16);
+  write_file(dir.file("long.csv"),
+             "id,big\n1," + std::string(100, 'x') + "\n2," + std::string(2'200'000, 'y') + "\n");
+  auto src = open_files("csv", dir.path.string());
+  const catalog cat = src->read_catalog();
+  CHECK_THAT(find_table(cat, "wide").unreadable,
+             Catch::Contains("UTF-16") && Catch::Contains("iconv -f utf-16 -t utf-8") &&
+                 !Catch::Contains("latin1"));
+  CHECK_THAT(find_table(cat, "long").unreadable,
+             Catch::Contains("line 3 is longer than the 2 MiB") && !Catch::Contains("max_line_size"));
+}
+
 TEST_CASE("a '#' in a csv file is a value, never a comment") {
   temp_dir dir;
   write_file(dir.file("orders.csv"), "order_no,amount\n1001,5.00\n#1002,7.50\n1003,9.25\n");
