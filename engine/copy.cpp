@@ -6,6 +6,7 @@
 #include <exception>
 #include <filesystem>
 #include <mutex>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -608,7 +609,20 @@ std::string target_failure(const table_job& job, std::string reason) {
                       "relax it on the target, {}; or correct the rows at the source, then run "
                       "`flotilla run`{}",
                       then, job.gate ? " (a retry loads the rows this run read and staged)" : "");
-  else if (has("readonly") || has("read-only") || has("read only"))
+  else if (has("unsupported unicode escape") || has("invalid input syntax for type") ||
+           has("invalid byte sequence")) {
+    // A value the target's column type refuses (PostgreSQL's json refuses \u0000): the
+    // row never arrived, so there is nothing to correct on the target.
+    static const std::regex column_re(R"re(column ([^:\s]+):)re");
+    std::smatch m;
+    const std::string column =
+        std::regex_search(reason, m, column_re) ? m[1].str() : std::string("<column>");
+    fix = fmt::format("the target column's type refuses a value the source holds: declare the "
+                      "column text in the table's section of flotilla.toml (columns = {{ {} = "
+                      "\"text\" }}) to load it as written, or correct the value at the "
+                      "source, then run `flotilla run`",
+                      column);
+  } else if (has("readonly") || has("read-only") || has("read only"))
     fix = fmt::format("make the target writable for the user Flotilla runs as, {}", then);
   else if (has("no space left") || has("disk is full") || has("disk full") || has("out of memory"))
     fix = fmt::format("free space (or memory) where the target is, {}", then);
@@ -617,7 +631,8 @@ std::string target_failure(const table_job& job, std::string reason) {
   else if (has("connect") || has("connection") || has("server closed") || has("timeout"))
     fix = fmt::format("check that the target's server is reachable, {}", then);
   else
-    fix = fmt::format("correct it on the target, {}; the run's other tables are not affected",
+    fix = fmt::format("correct the cause on the target (or the value at the source), {}; the "
+                      "run's other tables are not affected",
                       then);
   const std::string prefix = fmt::format("target '{}': ", job.target_name);
   return fmt::format("{}{}{}{}", job.target_name.empty() || reason.starts_with(prefix) ? "" : prefix,

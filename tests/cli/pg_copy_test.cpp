@@ -162,6 +162,36 @@ TEST_CASE("a table that cannot be pruned says why (seed 001: no change marker)")
   pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE", s, t));
 }
 
+TEST_CASE("a json value PostgreSQL's json refuses fails naming the text pin, which loads it") {
+  const std::string s = "pgjs_" + unique_suffix();
+  const std::string t = "pgjt_" + unique_suffix();
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE; CREATE SCHEMA {0};"
+                                "CREATE TABLE {0}.docs (id int PRIMARY KEY, j json);"
+                                "INSERT INTO {0}.docs VALUES (1, '{{\"a\":\"\\u0000\"}}')",
+                                s));
+  workdir w;
+  const std::string base = fmt::format(
+      "[targets.wh]\ndialect = \"postgres\"\ndsn = \"{}\"\nschema = \"{}\"\n\n"
+      "[sources.app]\nadapter = \"postgres\"\ndsn = \"{}\"\ninclude = [\"{}.docs\"]\n",
+      pg_dsn(), t, pg_dsn(), s);
+  w.write("flotilla.toml", base);
+  int code = 0;
+  auto run = flotilla_json(w, {"run"}, &code);
+  CHECK(code == 1);
+  REQUIRE(run["tables"].size() == 1);
+  CHECK_THAT(run["tables"][0]["error"].get<std::string>(),
+             Catch::Contains("columns = { j = \"text\" }") &&
+                 !Catch::Contains("correct the cause on the target"));
+  w.write("flotilla.toml", base + fmt::format("[sources.app.tables.\"{}.docs\"]\n"
+                                              "columns = {{ j = \"text\" }}\n",
+                                              s));
+  run = flotilla_json(w, {"run"}, &code);
+  CHECK(code == 0);
+  CHECK(pg_query(pg_dsn(), fmt::format("SELECT j FROM {}.docs", t))[0][0] ==
+        "{\"a\":\"\\u0000\"}");
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE", s, t));
+}
+
 TEST_CASE("an inheritance parent whose rows repeat its key fails with advice about the rows "
           "read, on DuckDB and PostgreSQL targets") {
   const std::string s = "pgsrc_" + unique_suffix();
@@ -190,7 +220,7 @@ TEST_CASE("an inheritance parent whose rows repeat its key fails with advice abo
     const std::string error = run["tables"][0]["error"].get<std::string>();
     CHECK_THAT(error, Catch::Contains("repeat a key") && Catch::Contains("inheritance") &&
                           Catch::Contains("unique_key") &&
-                          !Catch::Contains("correct it on the target"));
+                          !Catch::Contains("correct the cause on the target"));
     if (target == "postgres")
       pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {} CASCADE", t));
   }
