@@ -753,8 +753,10 @@ struct planner {
       std::erase_if(d.steps, [](const evolution_step& s) {
         return s.action != evolution_action::drop_and_recreate;
       });
+      // Appended: a recreate schema::evaluate_drift decided already lists its own (columns
+      // added, safe retypes) there, which an assignment would drop.
       if (!d.steps.empty())
-        d.steps.front().also = std::move(also);
+        d.steps.front().also.insert(d.steps.front().also.end(), also.begin(), also.end());
       p.shape_action = "recreate";
       p.reset_watermark = true;
       // Columns the source no longer has stay (never dropped), but the new table is

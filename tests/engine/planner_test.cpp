@@ -236,6 +236,32 @@ TEST_CASE("a drop_and_recreate lists the table's other changes, which the new ta
              Catch::Contains("also column 'note' added as VARCHAR"));
 }
 
+TEST_CASE("a drop_and_recreate of several unsafe changes still lists the safe ones beside") {
+  auto d = *dialects::make_dialect("postgres");
+  auto live = S({{"id", T("int"), false, true},
+                 {"a", T("bigint")},
+                 {"f", T("timestamp_ntz")},
+                 {"g", T("boolean")}});
+  auto src = S({{"id", T("int"), false, true},
+                {"a", T("int")},
+                {"f", T("timestamp_tz")},
+                {"g", T("text")}});
+  auto p = engine::plan_table(src, live, engine::target_state::present, *d, orders, {});
+  CHECK(p.shape_action == "recreate");
+  REQUIRE_FALSE(p.drift.steps.empty());
+  std::vector<std::string> reported;
+  for (const auto& s : p.drift.steps) {
+    reported.push_back(s.reason);
+    reported.insert(reported.end(), s.also.begin(), s.also.end());
+  }
+  for (const auto& r : reported)
+    INFO(r);
+  for (const char* column : {"'a'", "'f'", "'g'"})
+    CHECK(std::any_of(reported.begin(), reported.end(), [&](const std::string& r) {
+      return r.find(column) != std::string::npos;
+    }));
+}
+
 TEST_CASE("a unique_key spelled in another case takes the loaded column's spelling") {
   auto d = *dialects::make_dialect("postgres");
   engine::table_settings s;
