@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
 #include "cli/fleet_builder.hpp"
 #include "cli/run_exec.hpp"
@@ -22,7 +23,33 @@ namespace {
 
 struct schema_args {
   std::vector<std::string> datasets;
+  std::string output = "text";
 };
+
+/// `--output json`: what was accepted, per dataset and column, or why nothing was.
+void print_json(const events::accept_plan& plan, std::string_view status, int exit_code) {
+  nlohmann::json accepted = nlohmann::json::array();
+  for (const auto& d : plan.accepted) {
+    nlohmann::json changes = nlohmann::json::array();
+    for (const auto& c : d.changes)
+      changes.push_back({{"kind", events::to_string(c.kind)},
+                         {"column", c.column},
+                         {"from", c.from},
+                         {"to", c.to}});
+    accepted.push_back({{"dataset", d.dataset},
+                        {"first_baseline", d.first_baseline},
+                        {"changes", std::move(changes)}});
+  }
+  nlohmann::json errors = nlohmann::json::array();
+  for (const auto& e : plan.errors)
+    errors.push_back({{"code", events::code_name(e.code)}, {"message", e.message}});
+  nlohmann::json doc{{"status", status},
+                     {"exit_code", exit_code},
+                     {"accepted", std::move(accepted)},
+                     {"changes", plan.change_count()},
+                     {"errors", std::move(errors)}};
+  fmt::print("{}\n", doc.dump(2));
+}
 
 std::int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -73,15 +100,23 @@ int do_accept(const global_options& g, const schema_args& a) {
       baselines.emplace(std::move(b.key), std::move(b.record));
   }
 
+  const bool json = a.output == "json";
   auto plan = events::plan_accept(latest ? &*latest : nullptr, a.datasets, baselines, now_us());
   if (!plan.errors.empty()) {
     for (const auto& e : plan.errors)
       fmt::print(stderr, "error {}\n", e.text());
     fmt::print(stderr, "nothing was accepted\n");
+    if (json) {
+      plan.accepted.clear();
+      print_json(plan, "failed", 2);
+    }
     return 2;
   }
   if (plan.accepted.empty()) {
-    fmt::print("nothing to accept\n");
+    if (json)
+      print_json(plan, "nothing_to_accept", 0);
+    else
+      fmt::print("nothing to accept\n");
     return 0;
   }
   for (const auto& d : plan.accepted) {
@@ -90,6 +125,10 @@ int do_accept(const global_options& g, const schema_args& a) {
                  st.error().message);
       return 2;
     }
+  }
+  if (json) {
+    print_json(plan, "accepted", 0);
+    return 0;
   }
   for (const auto& line : plan.lines())
     fmt::print("{}\n", line);
@@ -115,6 +154,8 @@ verb schema_verb() {
         acc->add_option("datasets", args->datasets,
                         "<source>.<table> ... (default: every one "
                         "that differs)");
+        acc->add_option("--output", args->output, "text or json")
+            ->check(CLI::IsMember({"text", "json"}));
         *accept = acc;
       },
       [=] { return *accept && (*accept)->parsed(); }, [=] { return do_accept(**glob, *args); }};

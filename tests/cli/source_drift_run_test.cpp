@@ -153,9 +153,25 @@ TEST_CASE("warn: the first run seeds silently; a change warns every run until ac
   CHECK(screen.find("shop.orders\r\n\u2514\u2500\u2500 \x1b[33mwarning: source drift on shop.orders: "
                     "column 'note' added TEXT") != std::string::npos);
 
-  auto accept = run_flotilla(s.w, {"schema", "accept"});
+  // What would be accepted, as JSON for a scheduler: the named dataset that has no
+  // observed schema refuses it all, nothing written.
+  auto refused = run_flotilla(s.w, {"schema", "accept", "--output", "json", "shop.nope"});
+  CHECK(refused.exit_code == 2);
+  auto jr = nlohmann::json::parse(refused.out);
+  CHECK(jr["status"] == "failed");
+  REQUIRE(jr["errors"].size() == 1);
+  CHECK(jr["errors"][0]["code"] == "FLT-D002");
+  CHECK(jr["accepted"].empty());
+  auto accept = run_flotilla(s.w, {"schema", "accept", "--output", "json"});
   CHECK(accept.exit_code == 0);
-  CHECK(accept.out == "shop.orders: column 'note' added TEXT\naccepted 1 schema change(s)\n");
+  INFO(accept.out);
+  auto j = nlohmann::json::parse(accept.out);
+  CHECK(j["status"] == "accepted");
+  CHECK(j["changes"] == 1);
+  REQUIRE(j["accepted"].size() == 1);
+  CHECK(j["accepted"][0]["dataset"] == "shop.orders");
+  CHECK(j["accepted"][0]["changes"][0]["column"] == "note");
+  CHECK(j["accepted"][0]["changes"][0]["kind"] == "added");
 
   auto after = run_flotilla(s.w, {"run", "--output", "json"});
   REQUIRE(after.exit_code == 0);
@@ -163,6 +179,8 @@ TEST_CASE("warn: the first run seeds silently; a change warns every run until ac
   auto ja = nlohmann::json::parse(after.out);
   CHECK((*find_table(ja, "raw.orders"))["status"] == "pruned");
   CHECK(run_flotilla(s.w, {"schema", "accept"}).out == "nothing to accept\n");
+  CHECK(nlohmann::json::parse(run_flotilla(s.w, {"schema", "accept", "--output", "json"}).out)
+            ["status"] == "nothing_to_accept");
 }
 
 TEST_CASE("fail -> schema accept -> retry loads the staged data without extracting again") {
