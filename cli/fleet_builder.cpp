@@ -66,6 +66,28 @@ void note_refusal(std::string code, std::string message, std::string file, std::
   refusals().push_back(std::move(e));
 }
 
+namespace {
+nlohmann::json& config_warnings() {
+  static nlohmann::json warnings = nlohmann::json::array();
+  return warnings;
+}
+}  // namespace
+
+std::string config_warnings_json() {
+  if (config_warnings().empty())
+    return {};
+  // As dump(2) lays out a member of the top-level object: one level in.
+  std::string text = config_warnings().dump(2);
+  std::string out;
+  out.reserve(text.size() + text.size() / 8);
+  for (const char c : text) {
+    out += c;
+    if (c == '\n')
+      out += "  ";
+  }
+  return out;
+}
+
 bool print_refusals_json() {
   if (refusals().empty())
     return false;
@@ -110,8 +132,21 @@ std::shared_ptr<const config::project> load_or_report(const global_options& g,
   } else {
     diags.insert(diags.end(), parsed.error().begin(), parsed.error().end());
   }
-  for (const auto& d : diags)
+  for (const auto& d : diags) {
     fmt::print(stderr, "{}\n", config::format(d));
+    if (!d.is_error()) {
+      nlohmann::json w{{"code", config::code_name(d.code)}, {"message", d.message}};
+      if (!d.file.empty())
+        w["file"] = d.file;
+      if (d.line != 0) {
+        w["line"] = d.line;
+        w["column"] = d.column;
+      }
+      if (!d.key.empty())
+        w["key"] = d.key;
+      config_warnings().push_back(std::move(w));
+    }
+  }
   if (config::has_errors(diags)) {
     std::size_t n = 0;
     for (const auto& d : diags)

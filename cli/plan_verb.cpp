@@ -184,6 +184,8 @@ int do_plan(const global_options& g, const plan_args& a) {
     j["tables"] = std::move(tables);
     if (!errors.empty())
       j["errors"] = std::move(errors);
+    if (const std::string warnings = config_warnings_json(); !warnings.empty())
+      j["config_warnings"] = nlohmann::json::parse(warnings);
     fmt::print("{}\n", j.dump(2));
     return failed == 0 ? 0 : 1;
   }

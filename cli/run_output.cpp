@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include "cli/fleet_builder.hpp"
+#include "cli/verbs.hpp"
 #include "events/event.hpp"
 #include "events/source_drift.hpp"
 
@@ -236,6 +237,8 @@ std::string run_json_text(const std::string& run_id,
   out.reserve(1024 + tables.size());
   pretty_json w(out);
   w.begin_object();
+  if (const std::string warnings = config_warnings_json(); !warnings.empty())
+    w.key("config_warnings").raw(warnings);
   w.key("drift").begin_object();
   w.key("actions_taken").begin_array();
   for_each_action(reports, [&](const actors::table_report& t, const schema::evolution_step& s) {

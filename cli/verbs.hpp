@@ -26,6 +26,11 @@ void note_refusal(std::string code, std::string message, std::string file = "",
                   std::string value = "");
 /// Prints the document of the refusals noted, if any; true when it did.
 bool print_refusals_json();
+/// Configuration warnings (FLT-C0xx that do not stop the command), as load_or_report
+/// printed them on stderr: the run and plan JSON carry them as `config_warnings`, each
+/// with `code`, `message` and where known `file`, `line`, `column`, `key`. "" when none;
+/// else the JSON array's text, laid out as dump(2) lays out a top-level member.
+[[nodiscard]] std::string config_warnings_json();
 
 struct verb {
   std::function<void(CLI::App&, global_options&)> add;

@@ -1269,6 +1269,25 @@ TEST_CASE("a usage error with --output json prints the JSON document too; a stra
   CHECK(nlohmann::json::parse(r.out)["status"] == "failed");
 }
 
+TEST_CASE("configuration warnings are in the run and plan JSON as config_warnings") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  write_config(w, "duckdb", "exclude = [\"custom*\"]\n[sources.shop.tables.customers]\n");
+  int rc = -1;
+  for (const char* verb : {"plan", "run"}) {
+    INFO(verb);
+    auto j = flotilla_json(w, {verb}, &rc);
+    REQUIRE(j.contains("config_warnings"));
+    REQUIRE(j["config_warnings"].size() == 1);
+    CHECK(j["config_warnings"][0]["code"] == "FLT-C022");
+    CHECK(j["config_warnings"][0]["key"] == "sources.shop.exclude");
+    CHECK(j["config_warnings"][0]["line"].get<int>() > 0);
+  }
+  // None: no key at all.
+  write_config(w, "duckdb");
+  CHECK_FALSE(flotilla_json(w, {"run"}, &rc).contains("config_warnings"));
+}
+
 TEST_CASE("flotilla bench hands every flag to the harness, its --help too") {
   workdir w;
   auto r = run_flotilla(w, {"bench", "--list"});
