@@ -387,6 +387,21 @@ std::string target_database(const config::target_config& target) {
   return fmt::format("{}\n{}", target.dialect, database.empty() ? target.name : database);
 }
 
+/// Where a source reads from: its adapter, then its file (symlinks followed) or its
+/// PostgreSQL database (host, port and name, not the user or password).
+std::string source_location(const config::source_config& source) {
+  std::string where = source.dsn;
+  if (!source.dsn.empty())
+    if (auto named = sources::postgres_database(source.dsn); !named.empty())
+      where = std::move(named);
+  if (!source.path.empty()) {
+    std::error_code ec;
+    const auto canonical = std::filesystem::weakly_canonical(source.path, ec);
+    where = ec ? source.path : canonical.string();
+  }
+  return fmt::format("{}\n{}", config::to_string(source.adapter), where);
+}
+
 /// How a target tells two table names apart: whether it keeps the case of the (always
 /// quoted) names it is given (PostgreSQL and Snowflake do, so `Orders` and `orders` are
 /// two tables there; the others ignore it), and the schema an unqualified name lands in
@@ -786,9 +801,11 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       return e.on_source_drift != config::drift_policy::ignore;
     });
     const std::string database = databases.at(target->name);
+    const auto location = std::make_shared<const std::string>(source_location(s));
     ps.select = [project, src, target, target_index, filters, store, no_prune, allow_rebuild,
                  only, reuse_staged, run_id, shared_run_id, plan_only, may_gate, holds, restricted, grouped,
-                 all_databases, database, missing_files, presence](sources::catalog& cat) {
+                 all_databases, database, missing_files, presence,
+                 location](sources::catalog& cat) {
       // A retried table the source no longer lists (a file moved away, a table renamed)
       // loads from its staged data, which never reads the source, as when the source
       // cannot be opened at all; without staged data it fails, named, instead of leaving
@@ -953,6 +970,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           if (auto h = holds->find(target->name + "\n" + key); h != holds->end())
             ts.held = h->second;
         ts.job.source_name = src->name;
+        ts.job.source_location = *location;
         ts.job.target_name = target->name;
         ts.job.run_id = shared_run_id;
         if (store != nullptr)
@@ -1105,6 +1123,23 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                 "the target's database file {} is missing, and with it the rows loaded up to "
                 "the watermark {} = {}: this run reads every row, as a first run does",
                 target->path, ts.job.settings.cursor_column, state->watermark->value()));
+          } else if (state->watermark && !ts.job.settings.cursor_column.empty() &&
+                     state->watermark->cursor_column() == ts.job.settings.cursor_column &&
+                     !state->watermark->source_location().empty() &&
+                     state->watermark->source_location() != ts.job.source_location) {
+            // The source points elsewhere now (another file, another database): the
+            // watermark is the other data's, and rows of this one below it would never load.
+            ts.job.watermark_void = true;
+            const auto shown = [](const std::string& location) {
+              const auto nl = location.find('\n');
+              return nl == std::string::npos ? location : location.substr(nl + 1);
+            };
+            ts.job.warnings.push_back(fmt::format(
+                "the source reads from {} now, where the watermark {} = {} was committed "
+                "reading from {}: that watermark belongs to the other data, so this run "
+                "reads every row, as a first run does",
+                shown(ts.job.source_location), ts.job.settings.cursor_column,
+                state->watermark->value(), shown(state->watermark->source_location())));
           } else if (state->watermark && !ts.job.settings.cursor_column.empty() &&
                      state->watermark->cursor_column() == ts.job.settings.cursor_column) {
             const std::string& was = state->watermark->source_table_id();
@@ -1502,6 +1537,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         w.set_cursor_column(t.job.settings.cursor_column);
         w.set_value(r.outcome.new_watermark ? *r.outcome.new_watermark : *t.job.watermark);
         w.set_source_table_id(t.job.table.identity);
+        w.set_source_location(t.job.source_location);
         w.set_source_table_generation(t.job.table.generation);
         w.set_cursor_family(r.outcome.cursor_family.empty() ? t.job.watermark_family
                                                             : r.outcome.cursor_family);

@@ -50,6 +50,10 @@ struct staged_output {
 
 struct table_job {
   std::string source_name;
+  /// Where the source reads from (its adapter and file, or PostgreSQL database), kept
+  /// with an incremental table's watermark: a watermark of another location is not
+  /// applied.
+  std::string source_location;
   std::string target_name;  ///< the target's name in flotilla.toml
   sources::source_table table;  ///< the table's catalog slice
   dialects::table_ref target;

@@ -1554,6 +1554,46 @@ TEST_CASE("kill -9 in the middle of a run, then a rerun: nothing lost, nothing d
   }
 }
 
+TEST_CASE("a source pointed at another file reads it whole: the watermark was the other "
+          "file's") {
+  workdir w;
+  sqlite_exec(w.file("client1.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY, ts TEXT);"
+                                    "INSERT INTO orders VALUES (1, '2024-06-01 00:00:00'), "
+                                    "(2, '2024-06-02 00:00:00');");
+  sqlite_exec(w.file("client2.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY, ts TEXT);"
+                                    "INSERT INTO orders VALUES (10, '2024-01-01 00:00:00'), "
+                                    "(11, '2024-01-02 00:00:00'), (12, '2024-07-01 00:00:00');");
+  const auto config = [&](const std::string& file) {
+    w.write("flotilla.toml", fmt::format("[targets.wh]\ndialect = \"duckdb\"\npath = "
+                                         "\"wh.duckdb\"\nschema = \"s\"\n"
+                                         "[sources.shop]\nadapter = \"sqlite\"\npath = "
+                                         "\"{}\"\n[sources.shop.tables.orders]\n"
+                                         "cursor_column = \"ts\"\n",
+                                         file));
+  };
+  int rc = -1;
+  config("client1.db");
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  config("client2.db");
+  auto moved = flotilla_json(w, {"run"}, &rc);
+  INFO(moved.dump(2));
+  CHECK(rc == 0);
+  const auto& t = *find_table(moved, "s.orders");
+  CHECK(t["rows"] == 3);
+  CHECK_THAT(t["warnings"].dump(), Catch::Contains("client2.db now") &&
+                                       Catch::Contains("client1.db") &&
+                                       Catch::Contains("reads every row"));
+  // None of the new file's rows below the old watermark is lost; merged on the key, as an
+  // incremental load does, the rows loaded before stay (an incremental load deletes none).
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT string_agg(CAST(id AS VARCHAR), ',' ORDER BY "
+                                          "id) FROM s.orders")[0][0] == "1,2,10,11,12");
+  // And from there on, incremental again, from the new file's watermark.
+  sqlite_exec(w.file("client2.db"), "INSERT INTO orders VALUES (13, '2024-08-01 00:00:00')");
+  auto next = flotilla_json(w, {"run"}, &rc);
+  CHECK_FALSE((*find_table(next, "s.orders")).contains("warnings"));
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM s.orders")[0][0] == "6");
+}
+
 TEST_CASE("a target table whose rows a finished run recorded is not reported as recovered "
           "when the table comes back to it") {
   workdir w;
