@@ -26,6 +26,16 @@ std::string file_identity(const std::string& path) {
                      static_cast<unsigned long long>(st.st_ino));
 }
 
+/// A DuckDB file's identity: the file's, and its write-ahead log's (`<file>.wal`), which
+/// holds committed changes (a table dropped) until a checkpoint writes them into the file.
+std::string duckdb_identity(const std::string& path) {
+  const std::string file = file_identity(path);
+  if (file.empty())
+    return {};
+  const std::string wal = file_identity(path + ".wal");
+  return wal.empty() ? file : file + " wal " + wal;
+}
+
 std::filesystem::path identity_file(const std::string& state_dir, const std::string& target) {
   return std::filesystem::path(state_dir) / "targets" / (target + ".file");
 }
@@ -56,7 +66,7 @@ std::optional<std::string> tables_query(std::string_view dialect) {
 target_presence::target_presence(const config::project& p) : state_dir_(p.state_dir) {
   for (const auto& t : p.targets)
     if (t.dialect == "duckdb")
-      if (const std::string now = file_identity(t.path);
+      if (const std::string now = duckdb_identity(t.path);
           !now.empty() && now == recorded_identity(state_dir_, t.name))
         unchanged_files_.insert(t.name);
 }
@@ -89,11 +99,20 @@ std::optional<std::string> target_presence::missing(const config::target_config&
           t.dialect = std::move(*d);
           t.asked = true;
         }
-      } catch (const std::exception&) {
-        // Unreachable, locked, unreadable: not known. The copy, if any, says why.
+      } catch (const std::exception& e) {
+        // Unreachable, locked, unreadable: not known. The copy, if any, says why. A
+        // DuckDB file that changed since a run left it (another process holds it, say)
+        // may have lost tables: not pruned then, so the run says it cannot load them.
+        if (target.dialect == "duckdb")
+          t.unreadable = e.what();
       }
     }
   }
+  if (!t.unreadable.empty())
+    return fmt::format("the target file {} changed since a run last left it, and its tables "
+                       "could not be listed to check that this one is still there ({}): it "
+                       "is copied, not pruned",
+                       target.path, t.unreadable);
   if (!t.tables || !t.dialect)
     return std::nullopt;
   // DuckDB: a table named without a catalog is in the file's own database.
@@ -121,7 +140,7 @@ void target_presence::record_target_files(const config::project& p, bool restric
     const bool vouched =
         unchanged_files_.contains(t.name) ||
         (!restricted && (at == targets_.end() || !at->second.decided || at->second.asked));
-    const std::string identity = vouched ? file_identity(t.path) : std::string();
+    const std::string identity = vouched ? duckdb_identity(t.path) : std::string();
     const auto file = identity_file(p.state_dir, t.name);
     std::error_code ec;
     if (identity.empty()) {

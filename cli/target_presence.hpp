@@ -43,6 +43,7 @@ class target_presence {
     std::optional<std::set<std::tuple<std::string, std::string, std::string>>> tables;
     std::unique_ptr<dialects::dialect> dialect;
     bool asked = false;  ///< the target was asked and answered
+    std::string unreadable;  ///< a changed DuckDB file that could not be opened: why
   };
   /// After a run (never a plan): records each DuckDB target file's size, modification
   /// time and inode as the run leaves it, so the next run knows whether anything else

@@ -8,6 +8,7 @@
 #include <iterator>
 #include <set>
 
+#include <duckdb.h>
 #include <fmt/core.h>
 
 #include <libpq-fe.h>
@@ -227,6 +228,40 @@ TEST_CASE("a warehouse file gone since the last run is filled again: nothing is 
   CHECK_THAT(t["not_pruned"].get<std::string>(), Catch::Contains("is missing"));
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM staging__us_west__shop.orders")[0][0] ==
         duckdb_query(w.file("moved.duckdb"), "SELECT count(*) FROM staging__us_west__shop.orders")[0][0]);
+}
+
+TEST_CASE("a table dropped in a DuckDB file another process holds, its drop still in the "
+          "write-ahead log, is not pruned") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  write_config(w, "duckdb", "prune_unchanged = true\n");
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  REQUIRE((*find_table(flotilla_json(w, {"run"}, &rc), "staging__us_west__shop.orders"))["status"] ==
+          "pruned");
+  // Another process drops the table and keeps the file open: the drop is in wh.duckdb.wal,
+  // the file itself unchanged.
+  duckdb_database db = nullptr;
+  duckdb_connection con = nullptr;
+  REQUIRE(duckdb_open(w.file("wh.duckdb").c_str(), &db) == DuckDBSuccess);
+  REQUIRE(duckdb_connect(db, &con) == DuckDBSuccess);
+  REQUIRE(duckdb_query(con, "DROP TABLE staging__us_west__shop.orders", nullptr) == DuckDBSuccess);
+  REQUIRE(std::filesystem::exists(w.file("wh.duckdb.wal")));
+  auto held = flotilla_json(w, {"run"}, &rc);
+  INFO(held.dump(2));
+  CHECK(rc == 1);  // it cannot load the table while the file is held, and says so
+  const auto& t = *find_table(held, "staging__us_west__shop.orders");
+  CHECK(t["status"] == "failed");
+  CHECK_THAT(t["not_pruned"].get<std::string>(), Catch::Contains("changed since a run last left it"));
+  duckdb_disconnect(&con);
+  duckdb_close(&db);
+  // Released: copied again, then pruned.
+  auto again = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  CHECK((*find_table(again, "staging__us_west__shop.orders"))["status"] == "copied");
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM staging__us_west__shop.orders")[0][0] == "3");
+  CHECK((*find_table(flotilla_json(w, {"run"}, &rc), "staging__us_west__shop.orders"))["status"] ==
+        "pruned");
 }
 
 TEST_CASE("run's text output keeps an engine's error on one line, its line breaks as '; '") {
