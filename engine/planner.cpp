@@ -580,7 +580,8 @@ struct planner {
         if (!schema::can_read_as(have, want)) {
           fail("FLT-S004",
                fmt::format("{} has type {}, which cannot be read as {}; a live column is never "
-                           "narrowed: declare columns = {{ {} = \"{}\" }} or wider",
+                           "narrowed: declare columns = {{ {} = \"{}\" }} or wider (\"text\" "
+                           "takes every value as written)",
                            l->name, T(have), T(want), l->name, T(have)),
                l->name, T(want), T(have));
           continue;
@@ -617,12 +618,24 @@ struct planner {
         if (!settings.auto_widen || !schema::auto_widen_step(have, want)) {
           // A live column of another type does not become json (it is never narrowed, and
           // json is no widening of a number): text keeps the new values, each as its JSON.
-          const bool to_text = want.kind == schema::type_kind::json;
+          // The pin named must work: a declared type the live column widens to (or a
+          // double, which copies the table anew); else it would narrow the live column
+          // (FLT-S004), and text, which every value reads as, is the one that does.
+          const bool pin_widens =
+              schema::can_read_as(have, want) ||
+              (want.kind == schema::type_kind::float64 &&
+               (schema::is_integer(have.kind) || have.kind == schema::type_kind::decimal));
+          const bool as_json = want.kind == schema::type_kind::json;
           const std::string pin =
-              to_text ? fmt::format("pin it with columns = {{ {} = \"text\" }} (each value kept "
+              as_json ? fmt::format("pin it with columns = {{ {} = \"text\" }} (each value kept "
                                     "as its JSON text)",
                                     col.name)
-                      : fmt::format("pin it with columns = {{ {} = \"{}\" }}", col.name, T(want));
+              : pin_widens
+                  ? fmt::format("pin it with columns = {{ {} = \"{}\" }}", col.name, T(want))
+                  : fmt::format("pin it with columns = {{ {} = \"text\" }} (each value kept as "
+                                "written; {} would narrow the live {} column, which is never "
+                                "done)",
+                                col.name, T(want), T(have));
           const std::string fix = schema::auto_widen_step(have, want)
                                       ? fmt::format("set auto_widen = true, or {}", pin)
                                       : pin;

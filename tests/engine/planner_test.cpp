@@ -473,6 +473,18 @@ TEST_CASE("an inferred column that outgrew its type fails FLT-S005, counted as d
              Catch::Contains("pin it with columns = { amount = \"text\" } (each value kept as its "
                              "JSON text)"));
 
+  // Values that now need a type the live column does not widen to (a timestamp column
+  // whose values are now numbers): that pin would narrow it (FLT-S004); text is the fix.
+  auto narrower = engine::plan_table(S({{"id", T("bigint")}, {"at", T("bigint")}}),
+                                     S({{"id", T("bigint")}, {"at", T("timestamp_tz")}}),
+                                     engine::target_state::present, *d, orders, s);
+  REQUIRE(narrower.error.has_value());
+  CHECK(narrower.error->code == "FLT-S005");
+  CHECK_THAT(narrower.error->reason,
+             Catch::Contains("pin it with columns = { at = \"text\" }") &&
+                 Catch::Contains("bigint would narrow the live timestamp_tz column") &&
+                 !Catch::Contains("at = \"bigint\""));
+
   // On auto_widen's path the fix names auto_widen too.
   p = engine::plan_table(S({{"id", T("bigint")}, {"amount", T("decimal(20,0)")}}),
                          S({{"id", T("bigint")}, {"amount", T("bool")}}),
