@@ -321,25 +321,41 @@ std::vector<unmatched_name> unmatched_table_names(
     if (!guess.empty() &&
         nearest(table_part(name), std::vector<std::string_view>{table_part(guess)}).empty())
       guess.clear();
-    if (guess.empty()) {  // "public.ordrs" against bare names: the table parts compared
-      std::vector<std::string_view> parts;
+    // The table parts compared ("public.ordrs" against bare names), then a table renamed
+    // with a prefix or suffix (orders -> orders_v2, legacy_orders: the shortest name whose
+    // table part holds the whole name's); first among the names of the same schema (or
+    // none), so that "crm.orders" renamed "crm.orders_v2" is not taken for "main.orders",
+    // another table; then among all.
+    const auto schema_of = [](std::string_view n) {
+      return qualified(n) ? lower(n.substr(0, n.size() - table_part(n).size() - 1))
+                          : std::string();
+    };
+    const std::string own_schema = schema_of(name);
+    for (const bool same_schema : {true, false}) {
+      if (!guess.empty())
+        break;
+      std::vector<std::string_view> names;
       for (const auto& n : catalog_table_names)
+        if (!same_schema || own_schema.empty() || !qualified(n) || schema_of(n) == own_schema)
+          names.push_back(n);
+      std::vector<std::string_view> parts;
+      for (const auto& n : names)
         parts.push_back(table_part(n));
       const std::string part = nearest(table_part(name), parts);
-      for (const auto& n : catalog_table_names)
+      for (const auto& n : names)
         if (!part.empty() && iequals(table_part(n), part)) {
           guess = n;
           break;
         }
-    }
-    if (guess.empty()) {
-      // A table renamed with a prefix or suffix (orders -> orders_v2, legacy_orders): the
-      // shortest catalog name whose table part holds the whole name's.
       const std::string want = lower(table_part(name));
-      for (const auto& n : catalog_table_names)
-        if (want.size() >= 3 && lower(table_part(n)).find(want) != std::string::npos &&
-            (guess.empty() || n.size() < guess.size()))
-          guess = n;
+      if (guess.empty()) {
+        std::string_view best;
+        for (const auto& n : names)
+          if (want.size() >= 3 && lower(table_part(n)).find(want) != std::string::npos &&
+              (best.empty() || n.size() < best.size()))
+            best = n;
+        guess = std::string(best);
+      }
     }
     out.push_back({name, where, std::move(guess)});
   };

@@ -314,3 +314,18 @@ TEST_CASE("a missing table is offered a catalog name only when its own name is a
   CHECK(unmatched[0].nearest.empty());
   CHECK(unmatched[1].nearest == "public.orders");
 }
+
+TEST_CASE("a table renamed in its schema is offered its new name there, not a table of "
+          "another schema with the old name") {
+  // crm.orders renamed crm.orders_v2, beside main.orders: another table, whose rows the
+  // section's settings must not be pointed at.
+  auto s = make_source("dk", {});
+  s.include = {"crm.orders", "sales.ordrs", "gone.orders"};
+  const auto unmatched = unmatched_table_names(
+      s, {"crm.orders_v2", "main.orders", "sales.orders", "crm.customers"}, {});
+  REQUIRE(unmatched.size() == 3);
+  CHECK(unmatched[0].nearest == "crm.orders_v2");
+  CHECK(unmatched[1].nearest == "sales.orders");
+  // Nothing in its own schema: a table of that name elsewhere is still offered.
+  CHECK(!unmatched[2].nearest.empty());
+}
