@@ -802,10 +802,21 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     });
     const std::string database = databases.at(target->name);
     const auto location = std::make_shared<const std::string>(source_location(s));
+    // A DuckDB source reading the file its target writes: the schema its tables land in
+    // holds Flotilla's copies, which the source would otherwise list and copy onto
+    // themselves, shutting the tables they copy out (FLT-R006). Left out of its catalog.
+    std::string own_copies;
+    if (s.adapter == config::adapter_kind::duckdb && target->dialect == "duckdb" &&
+        databases.at(target->name) == "duckdb\n" + location->substr(location->find('\n') + 1))
+      own_copies = config::target_table(*target, s, "x.x").schema;
     ps.select = [project, src, target, target_index, filters, store, no_prune, allow_rebuild,
                  only, reuse_staged, run_id, shared_run_id, plan_only, may_gate, holds, restricted, grouped,
-                 all_databases, database, missing_files, presence,
-                 location](sources::catalog& cat) {
+                 all_databases, database, missing_files, presence, location,
+                 own_copies](sources::catalog& cat) {
+      if (!own_copies.empty())
+        std::erase_if(cat.tables, [&](const sources::source_table& t) {
+          return config::iequals(t.schema, own_copies);
+        });
       // A retried table the source no longer lists (a file moved away, a table renamed)
       // loads from its staged data, which never reads the source, as when the source
       // cannot be opened at all; without staged data it fails, named, instead of leaving

@@ -1589,6 +1589,28 @@ TEST_CASE("kill -9 in the middle of a run, then a rerun: nothing lost, nothing d
   }
 }
 
+TEST_CASE("a DuckDB source reading its own target file leaves Flotilla's copies out of its "
+          "catalog") {
+  workdir w;
+  duckdb_query(w.file("wh.duckdb"), "CREATE TABLE main.raw (id INTEGER, v VARCHAR)");
+  duckdb_query(w.file("wh.duckdb"), "INSERT INTO main.raw VALUES (1, 'a'), (2, 'b')");
+  w.write("flotilla.toml", "[targets.duck]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "schema = \"copy\"\n[sources.self]\nadapter = \"duckdb\"\n"
+                           "path = \"wh.duckdb\"\ntarget = \"duck\"\n");
+  int rc = -1;
+  for (int run = 0; run < 2; ++run) {
+    auto j = flotilla_json(w, {"run"}, &rc);
+    INFO(j.dump(2));
+    CHECK(rc == 0);
+    REQUIRE(j["tables"].size() == 1);  // main.raw, never copy.raw onto itself
+    CHECK(j["tables"][0]["table"] == "copy.raw");
+    CHECK(j["tables"][0]["status"] == "copied");
+  }
+  duckdb_query(w.file("wh.duckdb"), "INSERT INTO main.raw VALUES (3, 'c')");
+  CHECK(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM copy.raw")[0][0] == "3");
+}
+
 TEST_CASE("a source pointed at another file reads it whole: the watermark was the other "
           "file's") {
   workdir w;
