@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -45,8 +46,12 @@ std::string hints_for_extras(CLI::App& app, const std::vector<std::string>& extr
     }
   std::vector<std::string_view> candidates(flags.begin(), flags.end());
   std::string out;
+  bool value_of_flag = false;  // the word after an unknown flag: that flag's value
   for (const auto& x : extras) {
+    const bool after_flag = std::exchange(value_of_flag, false);
     if (!x.starts_with("-")) {
+      if (after_flag)
+        continue;
       // A word where the command takes none: a source or table to select, most likely.
       const std::string cmd = command_path(at, app);
       const bool selects = cmd == "run" || cmd == "plan" || cmd == "stream";
@@ -58,10 +63,13 @@ std::string hints_for_extras(CLI::App& app, const std::vector<std::string>& extr
       continue;
     }
     const std::string word = x.substr(0, x.find('='));
+    value_of_flag = x.find('=') == std::string::npos;
     const std::string near = flotilla::config::nearest(word, candidates);
     const std::string where =
         at == &app ? std::string("flotilla") : "flotilla " + command_path(at, app);
-    if (!near.empty())
+    if (near == word)  // the command's own flag, given before the command
+      out += fmt::format("flag '{}' goes after the command: {} {} ...\n", word, where, word);
+    else if (!near.empty())
       out += fmt::format("unknown flag '{}' for '{}'; did you mean '{}'?\n", word, where, near);
     else
       out += fmt::format("unknown flag '{}' for '{}'; see flotilla {} --help for its flags\n",

@@ -1302,6 +1302,15 @@ TEST_CASE("a usage error with --output json prints the JSON document too; a stra
   r = run_flotilla(w, {"plan", "--output=json", "acme"});
   CHECK(r.exit_code == 2);
   CHECK(nlohmann::json::parse(r.out)["status"] == "failed");
+  // A command's flag given before the command: said where it goes.
+  r = run_flotilla(w, {"--no-prune", "run"});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::StartsWith("flag '--no-prune' goes after the command: flotilla run"));
+  // The value of a misspelled flag is not taken for a stray word.
+  r = run_flotilla(w, {"run", "--fliter", "client=d"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("did you mean '--filter'?") != std::string::npos);
+  CHECK(r.err.find("takes no argument") == std::string::npos);
 }
 
 TEST_CASE("configuration warnings are in the run and plan JSON as config_warnings") {
