@@ -1062,8 +1062,9 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         if (!ts.prune && !ts.conflict.empty())
           ts.not_pruned.clear();
         if (no_prune && policy.prune_unchanged)
-          ts.not_pruned = reuse_staged ? "--no-prune, as the run retried had it: every table is copied"
-                                       : "--no-prune: every table is copied";
+          ts.not_pruned = reuse_staged
+                              ? "--no-prune, as the run retried had it: every table is copied"
+                              : "--no-prune: every table is copied";
         const bool target_missing = missing_files->contains(target->name);
         if (target_missing && ts.prune) {
           ts.prune = false;

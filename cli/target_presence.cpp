@@ -2,11 +2,9 @@
 
 #include <sys/stat.h>
 
-#include <algorithm>
 #include <filesystem>
-#include <tuple>
 #include <fstream>
-#include <sstream>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -54,8 +52,9 @@ std::optional<std::string> tables_query(std::string_view dialect) {
     return "SELECT '', n.nspname, c.relname FROM pg_catalog.pg_class c JOIN "
            "pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind IN ('r', "
            "'p', 'v', 'm', 'f') AND n.nspname NOT IN ('pg_catalog', 'information_schema')";
-  if (dialect == "duckdb")
-    return "SELECT table_catalog, table_schema, table_name FROM information_schema.tables";
+  if (dialect == "duckdb")  // the file's own database as '', as table names leave it out
+    return "SELECT CASE WHEN table_catalog = current_database() THEN '' ELSE table_catalog "
+           "END, table_schema, table_name FROM information_schema.tables";
   if (dialect == "sqlite")
     return "SELECT '', '', name FROM sqlite_master WHERE type IN ('table', 'view')";
   return std::nullopt;
@@ -115,13 +114,11 @@ std::optional<std::string> target_presence::missing(const config::target_config&
                        target.path, t.unreadable);
   if (!t.tables || !t.dialect)
     return std::nullopt;
-  // DuckDB: a table named without a catalog is in the file's own database.
+  // DuckDB: a table named with the file's own database as its catalog is listed without.
   const bool found =
       t.tables->contains({table.catalog, table.schema, table.name}) ||
-      (table.catalog.empty() && target.dialect == "duckdb" &&
-       std::any_of(t.tables->begin(), t.tables->end(), [&](const auto& e) {
-         return std::get<1>(e) == table.schema && std::get<2>(e) == table.name;
-       }));
+      (!table.catalog.empty() && target.dialect == "duckdb" &&
+       t.tables->contains({"", table.schema, table.name}));
   if (found)
     return std::nullopt;
   return fmt::format("the target table {} is missing (dropped since its last copy?): it is "

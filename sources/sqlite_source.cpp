@@ -10,6 +10,7 @@
 #include <cerrno>
 
 #include <algorithm>
+#include <filesystem>
 #include <cctype>
 #include <cstdio>
 #include <cmath>
@@ -570,10 +571,16 @@ class sqlite_source final : public source {
         options_.path.c_str(), &db,
         SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_SHAREDCACHE, nullptr);
     sqlite_handle handle(db);
-    if (rc != SQLITE_OK)
+    if (rc != SQLITE_OK) {
+      std::error_code ec;
+      if (std::filesystem::is_directory(options_.path, ec))  // SQLite says "disk I/O error"
+        throw error::cannot_open(options_.name, where(), "the path is a directory",
+                                 "set path to the SQLite database file itself, not its "
+                                 "directory (a csv or json source takes a directory)");
       throw error::cannot_open(options_.name, where(),
                                db ? sqlite3_errmsg(db) : sqlite3_errstr(rc),
                                fix_for(db, "check path and that the file is readable"));
+    }
     sqlite3_busy_timeout(db, 10'000);
     sqlite3_extended_result_codes(db, 1);
     // A small page cache: a copy reads each page once, and a run keeps a file's cache (2 MB

@@ -559,6 +559,11 @@ TEST_CASE("a missing sqlite file is reported with the source and path") {
   auto src = open_sqlite(dir.file("junk.db"));
   CHECK_THROWS_WITH(src->read_catalog(), Catch::Contains("source 'shop'") &&
                                              Catch::Contains("junk.db"));
+  // A directory, which SQLite calls a disk I/O error: said as what it is.
+  std::filesystem::create_directories(dir.file("a_dir"));
+  const auto open_dir = [&] { return open_sqlite(dir.file("a_dir"))->read_catalog(); };
+  CHECK_THROWS_WITH(open_dir(), Catch::Contains("the path is a directory") &&
+                                    !Catch::Contains("disk I/O"));
 }
 
 TEST_CASE("unknown adapters and missing options are configuration errors") {
