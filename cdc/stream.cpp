@@ -1226,7 +1226,8 @@ class source_stream {
                  "before (the project's name or directory changed since: its slot is now "
                  "'{}', set up anew with a full copy). The old slot is still on the source{} "
                  "and keeps WAL until dropped: unless another copy of this project streams "
-                 "from it, drop it and its publication: SELECT "
+                 "from it, drop it and its publication, connected to the source's database: "
+                 "SELECT "
                  "pg_drop_replication_slot('{}'); DROP PUBLICATION IF EXISTS \"{}\";\n",
                  src_.name, old, slot_,
                  rows[0][0].value_or("") == "t" ? " (in use by another process now)" : "",

@@ -567,9 +567,10 @@ std::string absent_holder_message(const config::target_config& target, const std
       unreadable ? fmt::format("Make source '{}' readable and run again, or remove it from "
                                "flotilla.toml if it is gone for good",
                                holder_source)
-                 : fmt::format("Run `flotilla run` without the filter, or give the two distinct "
-                               "target tables (e.g. a schema template with {{source}} in "
-                               "[targets.{}]), or exclude one of them",
+                 : fmt::format("Give the two distinct target tables (e.g. a schema template "
+                               "with {{source}} in [targets.{}]), or exclude one of them; a "
+                               "run without the filter loads the one the claim rules pick and "
+                               "fails the other the same way",
                                target.name));
 }
 
