@@ -1126,7 +1126,10 @@ class file_source final : public source {
                                    v, t.precision, t.scale);
           break;
         case k::boolean:
-          fits = fmt::format("lower({}) IN ('true', 'false', 't', 'f', '1', '0')", v);
+          // What DuckDB's cast reads as a boolean, as its sniffer infers one (a column of
+          // true and yes infers BOOLEAN): the same texts pass whatever the other rows hold.
+          fits = fmt::format(
+              "lower({}) IN ('true', 'false', 't', 'f', '1', '0', 'yes', 'no', 'y', 'n')", v);
           break;
         case k::timestamp_ntz:
           // A time of day with a UTC offset (Z, +02, +02:00), which DuckDB's parse (as

@@ -445,6 +445,42 @@ columns = { b = "bool", n = "int" }
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM j.j")[0][0] == "1");
 }
 
+TEST_CASE("a csv column pinned bool takes yes and no whatever its other values") {
+  workdir w;
+  std::filesystem::create_directories(w.path() / "csv");
+  // DuckDB infers "true, yes" as BOOLEAN, "1, yes" as VARCHAR: the pin must read both.
+  w.write("csv/a.csv", "id,flag\n1,true\n2,yes\n3,N\n");
+  w.write("csv/b.csv", "id,flag\n1,1\n2,yes\n3,no\n");
+  w.write("csv/c.csv", "id,flag\n1,1\n2,off\n");
+  w.write("flotilla.toml", R"toml([targets.wh]
+dialect = "duckdb"
+path = "wh.duckdb"
+[sources.c]
+adapter = "csv"
+path = "csv"
+[sources.c.tables.a]
+columns = { flag = "bool" }
+[sources.c.tables.b]
+columns = { flag = "bool" }
+[sources.c.tables.c]
+columns = { flag = "bool" }
+)toml");
+  int rc = -1;
+  auto j = flotilla_json(w, {"run"}, &rc);
+  INFO(j.dump(2));
+  CHECK((*find_table(j, "c.a"))["status"] == "copied");
+  CHECK((*find_table(j, "c.b"))["status"] == "copied");
+  for (const char* t : {"a", "b"})
+    CHECK(duckdb_query(w.file("wh.duckdb"),
+                       fmt::format("SELECT string_agg(CAST(flag AS VARCHAR), ',' ORDER BY id) "
+                                   "FROM c.{}",
+                                   t))[0][0] == (std::string(t) == "a" ? "true,true,false"
+                                                                       : "true,true,false"));
+  // A text DuckDB's reader cannot parse as a boolean is named, not loaded changed.
+  CHECK_THAT((*find_table(j, "c.c"))["error"].get<std::string>(),
+             Catch::Contains("flag holds the value 'off', which bool"));
+}
+
 TEST_CASE("a decimal SQLite cannot store exactly fails its table instead of loading rounded") {
   workdir w;
   std::filesystem::create_directories(w.path() / "csv");
