@@ -495,13 +495,21 @@ class sqlite_source final : public source {
       for (std::size_t i = 0; i < types.size(); ++i) {
         value& cell = i < width ? batch.next_cell() : cursor_cell;
         if (!convert(stmt.get(), static_cast<int>(i), types[i], cell)) {
-          const std::string& name = i < width ? request.columns.columns[i].name
-                                              : request.cursor_column;
+          const auto column_name = [&](std::size_t c) -> const std::string& {
+            return c < width ? request.columns.columns[c].name : request.cursor_column;
+          };
+          // The first refusal, with the other columns' first ones after it (one run names
+          // every pin a messy table needs, not one per run).
+          const auto refuse = [&](const source_error& first) {
+            return with_other_refusals(first, stmt.get(), types, i, result.rows, table,
+                                       column_name);
+          };
+          const std::string& name = column_name(i);
           // A date with a time of day: said as such, with the pin that keeps the time.
           if (value stamp; types[i].kind == type_kind::date &&
                            convert(stmt.get(), static_cast<int>(i),
                                    portable_type::of(type_kind::timestamp_ntz), stamp))
-            throw error::read_failed(
+            throw refuse(error::read_failed(
                 options_.name, table, options_.path,
                 fmt::format("column '{}', row {}: value '{}' holds a time of day, which a date "
                             "would drop",
@@ -509,10 +517,10 @@ class sqlite_source final : public source {
                 fmt::format("declare the column as a timestamp in flotilla.toml "
                             "([sources.{}.tables.\"{}\"] columns = {{ {} = \"timestamp_ntz\" }}), "
                             "or text",
-                            options_.name, table, name));
+                            options_.name, table, name)));
           if (sqlite3_column_type(stmt.get(), static_cast<int>(i)) == SQLITE_FLOAT &&
               bare_decimal_drops_digits(types[i], sqlite3_column_double(stmt.get(), static_cast<int>(i))))
-            throw error::read_failed(
+            throw refuse(error::read_failed(
                 options_.name, table, options_.path,
                 fmt::format("column '{}', row {}: value {} has more decimal places than the 9 "
                             "that decimal(38,9) keeps (a NUMERIC or DECIMAL column declared "
@@ -522,9 +530,10 @@ class sqlite_source final : public source {
                             "([sources.{}.tables.\"{}\"] columns = {{ {} = \"double\" }} keeps "
                             "the values as SQLite stores them; or a decimal(p,s) with enough "
                             "places)",
-                            options_.name, table, name));
-          throw error::bad_value(options_.name, table, name, as_text(stmt.get(), static_cast<int>(i)),
-                                 types[i], result.rows);
+                            options_.name, table, name)));
+          throw refuse(error::bad_value(options_.name, table, name,
+                                        as_text(stmt.get(), static_cast<int>(i)), types[i],
+                                        result.rows));
         }
         if (i < width && key[i] && cell.is_null())
           throw error::read_failed(
@@ -552,6 +561,48 @@ class sqlite_source final : public source {
 
  private:
   [[nodiscard]] std::string where() const { return "sqlite file " + options_.path; }
+
+  /// `first` (column `failed` refused a value at `row`), and each other column's first
+  /// refused value from there on, read on over at most 100,000 more rows: a table of
+  /// messy columns names every pin it needs in one run.
+  template <class Name>
+  source_error with_other_refusals(const source_error& first, sqlite3_stmt* stmt,
+                                   const std::vector<portable_type>& types, std::size_t failed,
+                                   std::uint64_t row, const std::string& table,
+                                   const Name& column_name) const {
+    constexpr std::uint64_t more_rows = 100'000;
+    std::vector<char> named(types.size(), 0);
+    named[failed] = 1;
+    std::vector<std::string> others;
+    value scratch;
+    bool first_row = true;  // the row `first` is in: its later columns are checked too
+    std::uint64_t checked = 0;
+    bool cut = false;
+    while (first_row || sqlite3_step(stmt) == SQLITE_ROW) {
+      if (!first_row && ++checked > more_rows) {
+        cut = true;
+        break;
+      }
+      const std::uint64_t at = first_row ? row : row + checked;
+      for (std::size_t c = first_row ? failed + 1 : 0; c < types.size(); ++c) {
+        if (named[c] || convert(stmt, static_cast<int>(c), types[c], scratch))
+          continue;
+        named[c] = 1;
+        others.push_back(fmt::format("column '{}', row {}: value '{}' is not a valid {} "
+                                     "(columns = {{ {} = \"text\" }})",
+                                     column_name(c), at,
+                                     as_text(stmt, static_cast<int>(c)).substr(0, 80),
+                                     schema::to_string(types[c]), column_name(c)));
+      }
+      first_row = false;
+    }
+    if (others.empty())
+      return first;
+    return source_error(fmt::format(
+        "{}; other columns of table '{}' refuse values too, each needing its own fix{}: {}",
+        first.what(), table, cut ? " (in the 100,000 rows after it)" : "",
+        fmt::join(others, "; ")));
+  }
 
   sqlite_handle open() const {
     {

@@ -598,3 +598,23 @@ TEST_CASE("a NUMERIC column without precision refuses a value it would round, na
                                     "places") &&
                         Catch::Contains("h = \"double\""));
 }
+
+TEST_CASE("a sqlite read refused by one column names the other columns' refused values too") {
+  temp_dir dir;
+  const auto db = dir.file("messy.db");
+  sqlite_exec(db, R"(
+    CREATE TABLE m (id INTEGER PRIMARY KEY, qty INTEGER, day DATE, note TEXT, paid BOOLEAN);
+    INSERT INTO m VALUES (1, 5, '2024-01-01', 'a', 1), (2, 'N/A', '2024-01-02', 'b', 0),
+                         (3, 7, '2024-02-30', 'c', 1), (4, 'x', '2024-01-04', 'd', 'maybe');
+  )");
+  auto src = open_sqlite(db);
+  const catalog cat = src->read_catalog();
+  const auto& m = find_table(cat, "m");
+  // One run names qty (row 2) first, then day (row 3) and paid (row 4): three pins, once.
+  CHECK_THROWS_WITH(read_all(*src, m),
+                    Catch::Contains("column 'qty', row 2: value 'N/A'") &&
+                        Catch::Contains("other columns of table 'm' refuse values too") &&
+                        Catch::Contains("column 'day', row 3: value '2024-02-30'") &&
+                        Catch::Contains("column 'paid', row 4: value 'maybe'") &&
+                        !Catch::Contains("column 'note'"));
+}
