@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
-#include <utility>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <sys/resource.h>

@@ -882,6 +882,12 @@ std::optional<std::string> file_level_reason(const std::string& path, const std:
     return std::string("the file is UTF-16 text (it begins with a UTF-16 byte order mark), "
                        "which Flotilla does not read; convert it to UTF-8 (iconv -f utf-16 -t "
                        "utf-8)");
+  // Without the mark: text whose every other byte is NUL (ASCII in UTF-16).
+  if (const auto nuls = std::count(head.begin(), head.end(), '\0');
+      head.size() >= 8 && nuls * 3 >= static_cast<std::ptrdiff_t>(head.size()))
+    return std::string("the file looks like UTF-16 text without a byte order mark (every "
+                       "other byte is NUL), which Flotilla does not read; convert it to UTF-8 "
+                       "(iconv -f utf-16le -t utf-8, or utf-16be)");
   if (reason.find("Maximum line size") == std::string::npos &&
       reason.find("max_line_size") == std::string::npos)
     return std::nullopt;

@@ -420,6 +420,7 @@ TEST_CASE("a UTF-16 csv file, or one with a line over 2 MiB, fails its table say
     utf16 += '\0';
   }
   write_file(dir.file("wide.csv"), utf16);
+  write_file(dir.file("bare.csv"), utf16.substr(2));  // no byte order mark
   write_file(dir.file("long.csv"),
              "id,big\n1," + std::string(100, 'x') + "\n2," + std::string(2'200'000, 'y') + "\n");
   auto src = open_files("csv", dir.path.string());
@@ -427,6 +428,9 @@ TEST_CASE("a UTF-16 csv file, or one with a line over 2 MiB, fails its table say
   CHECK_THAT(find_table(cat, "wide").unreadable,
              Catch::Contains("UTF-16") && Catch::Contains("iconv -f utf-16 -t utf-8") &&
                  !Catch::Contains("latin1"));
+  CHECK_THAT(find_table(cat, "bare").unreadable,
+             Catch::Contains("UTF-16 text without a byte order mark") &&
+                 Catch::Contains("iconv -f utf-16le -t utf-8"));
   CHECK_THAT(find_table(cat, "long").unreadable,
              Catch::Contains("line 3 is longer than the 2 MiB") && !Catch::Contains("max_line_size"));
 }
