@@ -308,26 +308,20 @@ std::string printable(std::string_view text) {
 }
 
 std::string printable_message(std::string_view text) {
+  // Line by line through printable(), the breaks (and the blanks around them) as "; ".
   std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char ch = text[i];
-    if (ch == '\r' && i + 1 < text.size() && text[i + 1] == '\n')
-      continue;
-    if (ch == '\n') {
-      while (!out.empty() && out.back() == ' ')
-        out.pop_back();
-      if (i + 1 < text.size())
-        out += "; ";
-      while (i + 1 < text.size() && (text[i + 1] == ' ' || text[i + 1] == '\t'))
-        ++i;
-      continue;
-    }
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f)
-      out += fmt::format("\\x{:02x}", c);
-    else
-      out += ch;
+  while (!text.empty()) {
+    const auto nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' '))
+      line.remove_suffix(1);
+    if (!out.empty())
+      while (!line.empty() && (line.front() == ' ' || line.front() == '\t'))
+        line.remove_prefix(1);
+    if (!out.empty() && !line.empty())
+      out += "; ";
+    out += printable(line);
   }
   return out;
 }
