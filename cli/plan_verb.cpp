@@ -67,6 +67,7 @@ int do_plan(const global_options& g, const plan_args& a) {
   nlohmann::json tables = nlohmann::json::array();
   nlohmann::json errors = nlohmann::json::array();
   std::size_t selected = 0, to_alter = 0, to_load = 0, failed = 0;
+  std::size_t tables_failed = 0;  // of `selected`: the tables a run would fail
   for (const auto& p : reports) {
     if (p.error) {
       ++failed;
@@ -84,6 +85,7 @@ int do_plan(const global_options& g, const plan_args& a) {
       const auto& o = t.outcome;
       if (o.status == engine::table_status::failed) {
         ++failed;
+        ++tables_failed;
         row["status"] = "failed";
         if (!o.error_code.empty())
           row["error_code"] = o.error_code;
@@ -105,6 +107,7 @@ int do_plan(const global_options& g, const plan_args& a) {
         row["error"] = o.error.value_or("");
       } else if (o.plan && o.plan->error) {
         ++failed;
+        ++tables_failed;
         row["status"] = "failed";
         row["error_code"] = o.plan->error->code;
         row["error"] = o.plan->error->reason;
@@ -180,10 +183,12 @@ int do_plan(const global_options& g, const plan_args& a) {
   }
 
   if (a.output == "json") {
-    nlohmann::json j{{"selected", selected}, {"to_alter", to_alter}, {"to_load", to_load}};
+    nlohmann::json j{{"selected", selected},
+                     {"to_alter", to_alter},
+                     {"to_load", to_load},
+                     {"failed", tables_failed}};
     j["tables"] = std::move(tables);
-    if (!errors.empty())
-      j["errors"] = std::move(errors);
+    j["errors"] = std::move(errors);  // always there, empty when nothing failed
     if (const std::string warnings = config_warnings_json(); !warnings.empty())
       j["config_warnings"] = nlohmann::json::parse(warnings);
     fmt::print("{}\n", j.dump(2));
@@ -211,7 +216,8 @@ int do_plan(const global_options& g, const plan_args& a) {
                           row["source_table"].get<std::string>());
     return name;
   };
-  fmt::print("Plan ready  {} selected, {} to alter, {} to load\n\n", selected, to_alter, to_load);
+  fmt::print("Plan ready  {} selected, {} to alter, {} to load{}\n\n", selected, to_alter, to_load,
+             tables_failed == 0 ? std::string() : fmt::format(", {} failed", tables_failed));
   fmt::print("{:<50}  {}\n", fmt::format("Objects ({})", tables.size()), "flotilla run");
   for (std::size_t i = 0; i < tables.size(); ++i) {
     const auto& t = tables[i];

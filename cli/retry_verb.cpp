@@ -29,6 +29,7 @@ int nothing_to_retry(const run_request& req, const std::string& message,
   j["drift"] = {{"actions_taken", nlohmann::json::array()},
                 {"tables_checked", 0},
                 {"tables_drifted", 0}};
+  j["errors"] = nlohmann::json::array();
   j["message"] = message;
   j["retry_of"] = latest_id.empty() ? nlohmann::json(nullptr) : nlohmann::json(latest_id);
   j["run_id"] = nullptr;

@@ -60,7 +60,13 @@ std::int64_t now_us() {
 int usage(const review_args& a, std::string_view code, const std::string& message,
           const std::string& hint = {}) {
   if (a.output == "json") {
-    nlohmann::json j{{"status", "refused"}, {"code", code}, {"message", message}, {"hint", hint}};
+    // The fields every refused command prints (README.md), beside review's own.
+    nlohmann::json error{{"code", code}, {"message", message}};
+    if (!hint.empty())
+      error["hint"] = hint;
+    nlohmann::json j{{"status", "refused"},     {"code", code},
+                     {"message", message},      {"hint", hint},
+                     {"exit_code", 2},          {"errors", nlohmann::json::array({error})}};
     fmt::print("{}\n", j.dump(2));
   } else {
     fmt::print(stderr, "error {}: {}\n", code, message);

@@ -260,21 +260,17 @@ std::string run_json_text(const std::string& run_id,
   w.key("tables_checked").number(summary.tables_checked);
   w.key("tables_drifted").number(summary.tables_drifted);
   w.end_object();
-  bool any_error = false;
+  // Always there, empty when every source's tables were listed: scripts read it as is.
+  w.key("errors").begin_array();
   for (const auto& p : reports)
-    any_error = any_error || p.error.has_value();
-  if (any_error) {
-    w.key("errors").begin_array();
-    for (const auto& p : reports)
-      if (p.error) {
-        w.begin_object();
-        w.key("error").string(*p.error);
-        w.key("error_code").string("FLT-R002");  // the source's catalog could not be read
-        w.key("source").string(p.source);
-        w.end_object();
-      }
-    w.end_array();
-  }
+    if (p.error) {
+      w.begin_object();
+      w.key("error").string(*p.error);
+      w.key("error_code").string("FLT-R002");  // the source's catalog could not be read
+      w.key("source").string(p.source);
+      w.end_object();
+    }
+  w.end_array();
   w.key("events");
   write_events(w, events);
   if (retry_of)

@@ -166,6 +166,7 @@ void write_interrupted_json(const config::project& project, const storage::pb::R
        {{"actions_taken", std::move(actions)},
         {"tables_checked", totals.tables_checked},
         {"tables_drifted", totals.tables_drifted}}},
+      {"errors", nlohmann::json::array()},
       {"events", {{"errors", nlohmann::json::array()}, {"log", (dir / "events.ndjson").string()}}},
       {std::string(note_key),
        note.empty()

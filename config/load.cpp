@@ -447,8 +447,13 @@ class loader {
     const std::string kp = key_path_append(path, key);
     const std::string_view expected = single ? "a string or an array of strings" : "an array of strings";
     if (single)
-      if (auto* s = n->as_string())
-        return std::vector<std::string>{s->get()};
+      if (auto* s = n->as_string()) {
+        // Environment variables as in any string value.
+        auto value = expand_environment(s->get(), n->source(), kp);
+        if (!value)
+          return std::nullopt;
+        return std::vector<std::string>{std::move(*value)};
+      }
     auto* a = n->as_array();
     if (!a) {
       wrong_type(*n, kp, expected);
@@ -459,12 +464,16 @@ class loader {
     for (std::size_t i = 0; i < a->size(); ++i) {
       const toml::node& e = *a->get(i);
       if (auto* s = e.as_string()) {
-        if (s->get().empty()) {
-          report(errc::out_of_range, e.source(), fmt::format("{}[{}]", kp, i), "",
-                 "a non-empty string", "empty name in the list");
+        const std::string ek = fmt::format("{}[{}]", kp, i);
+        auto value = expand_environment(s->get(), e.source(), ek);
+        if (!value) {
+          ok = false;
+        } else if (value->empty()) {
+          report(errc::out_of_range, e.source(), ek, "", "a non-empty string",
+                 "empty name in the list");
           ok = false;
         } else {
-          out.push_back(s->get());
+          out.push_back(std::move(*value));
         }
       } else {
         wrong_type(e, fmt::format("{}[{}]", kp, i), "a string");
@@ -746,8 +755,10 @@ class loader {
       load_tags(sc, *tags, key_path_append(path, "tags"));
     if (auto inc = strings(t, "include", path, true))
       sc.include = std::move(*inc);
-    if (auto exc = strings(t, "exclude", path, true))
+    if (auto exc = strings(t, "exclude", path, true)) {
       sc.exclude = std::move(*exc);
+      sc.exclude_at = pos_of(t.get("exclude")->source());
+    }
     if (auto b = integer(t, "batch_rows", path, 1, 10'000'000))
       sc.batch_rows = static_cast<std::uint32_t>(*b);
     sc.policy = policies(t, path);

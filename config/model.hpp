@@ -155,6 +155,7 @@ struct source_config {
   std::map<std::string, std::string> tags;  ///< Default: none
   std::vector<std::string> include{"*"};    ///< names or `*` globs. Default: ["*"]
   std::vector<std::string> exclude;         ///< names or `*` globs. Default: none
+  position exclude_at;                      ///< where `exclude` is set
   policy_overrides policy;                  ///< Default: all inherited from [project]
   std::uint32_t batch_rows = 8192;          ///< rows per read batch. Default: 8192
   std::vector<table_config> tables;         ///< per-table sections, in file order

@@ -87,10 +87,12 @@ struct checker {
     for (const auto& pattern : s.exclude) {
       if (!table_name_matches(pattern, t.name))
         continue;
-      report(errc::excluded_section, t.at, key_path({"sources", s.name, "exclude"}), pattern, "",
-             fmt::format("exclude pattern '{}' removes table '{}', which has a section; the "
-                         "section is not used",
-                         pattern, t.name),
+      // At the exclude, the key named; the message says where the section is.
+      report(errc::excluded_section, s.exclude_at, key_path({"sources", s.name, "exclude"}),
+             pattern, "",
+             fmt::format("exclude pattern '{}' removes table '{}', which has a section (line "
+                         "{}); the section is not used",
+                         pattern, t.name, t.at.line),
              severity::warning);
       break;
     }

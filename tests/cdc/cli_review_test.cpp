@@ -199,6 +199,16 @@ TEST_CASE("review list and show print every part of the review, in text and JSON
   auto missing = run_cli(p.dir, {"review", "show", "wh", "shop.public.nope"});
   CHECK(missing.exit_code == 2);
   CHECK_THAT(missing.err, Catch::Contains("FLT-V011"));
+  // In JSON: review's own fields, and the ones every refused command prints.
+  auto as_json = run_cli(p.dir, {"review", "show", "wh", "shop.public.nope", "--output", "json"});
+  CHECK(as_json.exit_code == 2);
+  auto j = parse(as_json);
+  CHECK(j["status"] == "refused");
+  CHECK(j["code"] == "FLT-V011");
+  CHECK(j["exit_code"] == 2);
+  REQUIRE(j["errors"].size() == 1);
+  CHECK(j["errors"][0]["code"] == "FLT-V011");
+  CHECK(j["errors"][0]["message"] == j["message"]);
 }
 
 TEST_CASE("review apply carries the decision out on the target when no stream runs") {

@@ -1090,9 +1090,21 @@ TEST_CASE("a table flotilla.toml names that the source lacks fails, with the nam
                "include = [\"customers\", \"ordrs\", \"archive_*\"]\n"
                "[sources.shop.tables.ordres]\ncursor_column = \"id\"\n");
   int rc = -1;
+  // The plan's headline counts the two tables a run would fail, as its JSON does.
+  auto plan_text = run_flotilla(w, {"plan"});
+  CHECK(plan_text.exit_code == 1);
+  CHECK_THAT(plan_text.out, Catch::Contains("Plan ready  3 selected, 0 to alter, 1 to load, "
+                                            "2 failed"));
+  auto plan = flotilla_json(w, {"plan"}, &rc);
+  CHECK(rc == 1);
+  CHECK(plan["failed"] == 2);
+  CHECK(plan["errors"].size() == 2);
   auto run = flotilla_json(w, {"run"}, &rc);
   CHECK(rc == 1);
   CHECK(run["status"] == "partial");
+  // Every source's tables were listed: `errors` is there, and empty.
+  REQUIRE(run.contains("errors"));
+  CHECK(run["errors"] == nlohmann::json::array());
   CHECK((*find_table(run, "staging__us_west__shop.customers"))["status"] == "copied");
   for (const auto& [table, where] : std::vector<std::pair<std::string, std::string>>{
            {"ordres", "in [sources.shop.tables.\"ordres\"]"},

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -568,6 +569,28 @@ TEST_CASE("${VAR} in a string value is the environment variable; unset without a
   ::unsetenv("FLOTILLA_TEST_WH");
 }
 
+TEST_CASE("${VAR} in a list's entries is expanded too; unset, FLT-C024 names the entry") {
+  ::setenv("FLOTILLA_TEST_TABLE", "orders", 1);
+  ::unsetenv("FLOTILLA_TEST_UNSET");
+  auto r = load(std::string{one_target} + R"toml(
+[sources.shop]
+adapter = "sqlite"
+path = "s.db"
+include = ["${FLOTILLA_TEST_TABLE}", "${FLOTILLA_TEST_UNSET:-customers}"]
+exclude = "tmp_${FLOTILLA_TEST_TABLE}"
+)toml");
+  INFO(all_messages(r));
+  REQUIRE(r.diagnostics.empty());
+  CHECK(r.model->sources[0].include == std::vector<std::string>{"orders", "customers"});
+  CHECK(r.model->sources[0].exclude == std::vector<std::string>{"tmp_orders"});
+  auto bad = load(std::string{one_target} +
+                  "[sources.shop]\nadapter = \"sqlite\"\npath = \"s.db\"\n"
+                  "include = [\"a\", \"${FLOTILLA_TEST_UNSET}\"]\n");
+  const auto& d = expect(bad, errc::environment_variable, "sources.shop.include[1]");
+  CHECK(d.message.find("FLOTILLA_TEST_UNSET") != std::string::npos);
+  ::unsetenv("FLOTILLA_TEST_TABLE");
+}
+
 TEST_CASE("database or catalog on an executed target is FLT-C013; postgresql names the adapter") {
   for (const char* dialect : {"duckdb", "sqlite"}) {
     auto r = load(fmt::format("[targets.t]\ndialect = \"{}\"\npath = \"w.db\"\ncatalog = \"x\"\n",
@@ -690,17 +713,27 @@ columns = { id = "integr", ID = "int" }
 }
 
 TEST_CASE("an exclude pattern that removes a sectioned table is a FLT-C022 warning") {
-  auto r = load(std::string{one_target} + R"toml(
+  const std::string text = std::string{one_target} + R"toml(
 [sources.shop]
 adapter = "sqlite"
 path = "s.db"
 exclude = ["tmp_*"]
 
 [sources.shop.tables."public.tmp_orders"]
-)toml");
+)toml";
+  auto line_of = [&](std::string_view what) {
+    const auto at = text.find(what);
+    REQUIRE(at != std::string::npos);
+    return static_cast<std::uint32_t>(std::count(text.begin(), text.begin() + at, '\n') + 1);
+  };
+  auto r = load(text);
   const auto& d = expect(r, errc::excluded_section, "sources.shop.exclude");
   CHECK(d.level == severity::warning);
   CHECK(r.ok());
+  // Where the key it names is (not the section header), and the section's line is said.
+  CHECK(d.line == line_of("exclude = "));
+  CHECK(d.message.find("(line " + std::to_string(line_of("[sources.shop.tables")) + ")") !=
+        std::string::npos);
 }
 
 TEST_CASE("several errors in one file are all reported, in file order") {
