@@ -43,7 +43,8 @@
   X(L, PQntuples) X(L, PQport) X(L, PQprepare)                                            \
   X(L, PQputCopyData) X(L, PQputCopyEnd) X(L, PQresultErrorField) X(L, PQresultErrorMessage)  \
   X(L, PQresultStatus) X(L, PQsendQuery) X(L, PQisBusy)                                  \
-  X(L, PQsetNoticeProcessor) X(L, PQsocket) X(L, PQstatus) X(L, PQtransactionStatus)
+  X(L, PQsetNoticeProcessor) X(L, PQsocket) X(L, PQstatus) X(L, PQtransactionStatus)       \
+  X(L, PQgetCancel) X(L, PQcancel) X(L, PQfreeCancel)
 
 #define FLOTILLA_CURL_FUNCTIONS(X, L)                                                      \
   X(L, curl_easy_cleanup) X(L, curl_easy_escape) X(L, curl_easy_getinfo)                  \

@@ -5,6 +5,8 @@
 #include <libpq-fe.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <cstdlib>
 #include <expected>
@@ -16,6 +18,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <poll.h>
 
 #include "schema/calendar.hpp"
 #include "schema/utf8.hpp"
@@ -36,6 +39,9 @@ constexpr std::size_t max_identifier = 63;
 
 /// Flush COPY data to the server in pieces of about this size.
 constexpr std::size_t copy_chunk = 1 << 20;
+
+/// set_stop_request's flag.
+std::atomic<const std::atomic<bool>*> stop_request{nullptr};
 
 struct result_holder {
   PGresult* r = nullptr;
@@ -726,6 +732,7 @@ class postgres_warehouse final : public warehouse_base {
       sql += (sql.empty() ? "" : ";\n") + st;
     if (PQsendQuery(conn_, sql.c_str()) != 1)
       throw error(fmt::format("{} (in: {})", result_error(nullptr, conn_), sql));
+    const bool cancelled = wait_or_cancel();
     std::size_t answered = 0;
     std::optional<std::string> failure;
     std::size_t failed_at = 0;
@@ -739,9 +746,38 @@ class postgres_warehouse final : public warehouse_base {
         failed_at = answered;
       }
     }
+    if (failure && cancelled)
+      throw error("stopped by the user before commit; the target is unchanged");
     if (failure)
       throw error(fmt::format("{} (in: {})", *failure,
                               failed_at < statements.size() ? statements[failed_at] : sql));
+  }
+
+  /// Waits for the batch's answer. When the run is asked to stop meanwhile, asks the
+  /// server to cancel the statement running: the rest of the batch (its COMMIT) is then
+  /// skipped and the transaction rolls back. True when the cancel was sent; a batch that
+  /// finished first stands as it is (its results say so).
+  bool wait_or_cancel() {
+    const std::atomic<bool>* stop = stop_request.load(std::memory_order_acquire);
+    if (!stop)
+      return false;
+    bool sent = false;
+    const int fd = PQsocket(conn_);
+    while (PQisBusy(conn_)) {
+      if (!sent && stop->load(std::memory_order_relaxed)) {
+        if (PGcancel* c = PQgetCancel(conn_)) {
+          char why[256];
+          sent = PQcancel(c, why, sizeof why) == 1;
+          PQfreeCancel(c);
+        }
+      }
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 100) < 0 && errno != EINTR)
+        break;  // PQgetResult then blocks as it would have
+      if (PQconsumeInput(conn_) != 1)
+        break;  // the connection failed: PQgetResult says how
+    }
+    return sent;
   }
 
   void locked_ddl(const std::vector<std::string>& statements) {
@@ -845,6 +881,10 @@ class postgres_warehouse final : public warehouse_base {
 };
 
 }  // namespace
+
+void set_postgres_stop_request(const std::atomic<bool>* stop) noexcept {
+  stop_request.store(stop, std::memory_order_release);
+}
 
 std::unique_ptr<warehouse> open_postgres(const warehouse_options& options,
                                          std::unique_ptr<dialects::dialect> d) {

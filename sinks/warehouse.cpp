@@ -46,6 +46,10 @@ std::unique_ptr<warehouse> open_warehouse(const warehouse_options& options) {
                                name));
 }
 
+void set_stop_request(const std::atomic<bool>* stop) noexcept {
+  detail::set_postgres_stop_request(stop);
+}
+
 namespace detail {
 namespace {
 

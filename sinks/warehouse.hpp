@@ -3,6 +3,7 @@
 /// and loads rows. Blocking; used only from detached I/O actors. Errors are thrown as
 /// sink_error and become the table's failure at the actor boundary.
 
+#include <atomic>
 #include <cstdint>
 #include <expected>
 #include <map>
@@ -145,6 +146,13 @@ struct warehouse_options {
   /// (config::target_config::in_place_max_bytes). 0: every full refresh swaps.
   std::uint64_t in_place_max_bytes = 1048576;
 };
+
+/// The run's stop request (the first Ctrl-C or SIGTERM). A PostgreSQL statement batch
+/// that waits on the server (a lock held by another session, say) when it is set is
+/// cancelled there, so its transaction rolls back instead of committing later: the
+/// batch ends with COMMIT, and the server would otherwise run it to the end, even after
+/// the process is gone. Null (the default): nothing is cancelled.
+void set_stop_request(const std::atomic<bool>* stop) noexcept;
 
 /// Opens a warehouse connection. Plan-only dialects (snowflake, bigquery, databricks,
 /// trino) are refused with an error saying they are plan-only.

@@ -12,6 +12,7 @@
 /// while it is open, call nothing else on the warehouse. Destroying the warehouse closes
 /// the connection; open writers must be destroyed first.
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <expected>
@@ -169,6 +170,7 @@ namespace flotilla::sinks::detail {
 // ---- engine factories (one per *_warehouse.cpp) -----------------------------------------
 [[nodiscard]] std::unique_ptr<warehouse> open_duckdb(const warehouse_options& options,
                                                      std::unique_ptr<dialects::dialect> d);
+void set_postgres_stop_request(const std::atomic<bool>* stop) noexcept;
 [[nodiscard]] std::unique_ptr<warehouse> open_postgres(const warehouse_options& options,
                                                        std::unique_ptr<dialects::dialect> d);
 [[nodiscard]] std::unique_ptr<warehouse> open_sqlite(const warehouse_options& options,

@@ -1,6 +1,16 @@
 // PostgreSQL into PostgreSQL: rows pass through as COPY text when nothing needs
 // converting. Every value must arrive exactly as the source holds it.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <libpq-fe.h>
 
 #include <fmt/core.h>
 
@@ -452,4 +462,133 @@ include = ["t"]
                                               {"2", "infinity", "78"},
                                               {"3", "-infinity", "-"}});
   pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {} CASCADE", t));
+}
+
+namespace {
+
+/// flotilla started in the background (run_flotilla waits for it): stdout and stderr to
+/// files in the work directory.
+class background_flotilla {
+ public:
+  background_flotilla(const workdir& w, const std::vector<std::string>& args) : w_(w) {
+    const char* bin = std::getenv("FLOTILLA_BIN");
+    REQUIRE(bin != nullptr);
+    pid_ = ::fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      if (::chdir(w.path().c_str()) != 0)
+        ::_exit(127);
+      std::FILE* out = std::freopen(w.file(".bg.stdout").c_str(), "w", stdout);
+      std::FILE* err = std::freopen(w.file(".bg.stderr").c_str(), "w", stderr);
+      if (!out || !err)
+        ::_exit(127);
+      std::vector<char*> argv{const_cast<char*>(bin)};
+      for (const auto& a : args)
+        argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execv(bin, argv.data());
+      ::_exit(127);
+    }
+  }
+  ~background_flotilla() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  void signal(int sig) const { ::kill(pid_, sig); }
+  /// Its exit code, or -1 when it is still running after `seconds` (then killed).
+  int wait(int seconds) {
+    for (int i = 0; i < seconds * 20; ++i) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      ::usleep(50'000);
+    }
+    return -1;
+  }
+  [[nodiscard]] std::string out() const { return read(".bg.stdout"); }
+  [[nodiscard]] std::string err() const { return read(".bg.stderr"); }
+
+ private:
+  [[nodiscard]] std::string read(const std::string& name) const {
+    std::ifstream in(w_.file(name));
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+  const workdir& w_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace
+
+TEST_CASE("Ctrl-C while a PostgreSQL commit batch waits on a lock cancels it: the target is "
+          "unchanged, then and after the lock is released") {
+  // The batch (the merge's statements, then COMMIT) was sent as one query: the process
+  // went on waiting for it, and a second Ctrl-C left the server to commit it once the
+  // lock went, after flotilla had said the target was unchanged.
+  workdir w;
+  const std::string schema = "cancel_" + unique_suffix();
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE", schema));
+  sqlite_exec(w.file("src.db"), "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT, up INTEGER);"
+                                "INSERT INTO t VALUES (1, 'old', 1), (2, 'old', 1);");
+  w.write("flotilla.toml", fmt::format("[targets.wh]\ndialect = \"postgres\"\ndsn = \"{}\"\n"
+                                       "schema = \"{}\"\n[sources.s]\nadapter = \"sqlite\"\n"
+                                       "path = \"src.db\"\n[sources.s.tables.t]\n"
+                                       "cursor_column = \"up\"\nunique_key = [\"id\"]\n",
+                                       pg_dsn(), schema));
+  REQUIRE(run_flotilla(w, {"run"}).exit_code == 0);
+  sqlite_exec(w.file("src.db"), "UPDATE t SET v = 'new', up = 2 WHERE id = 1");
+
+  PGconn* lock = PQconnectdb(pg_dsn().c_str());
+  REQUIRE(PQstatus(lock) == CONNECTION_OK);
+  auto exec = [&](const std::string& sql) {
+    PGresult* r = PQexec(lock, sql.c_str());
+    const auto st = PQresultStatus(r);
+    PQclear(r);
+    REQUIRE((st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK));
+  };
+  exec(fmt::format("BEGIN; LOCK TABLE {}.t IN ACCESS EXCLUSIVE MODE", schema));
+  background_flotilla run(w, {"run", "--output", "json"});
+  // Until the run's statement waits on the lock.
+  bool waiting = false;
+  for (int i = 0; i < 600 && !waiting; ++i) {
+    waiting = pg_query(pg_dsn(), fmt::format("SELECT count(*) FROM pg_locks WHERE NOT granted "
+                                             "AND relation = '{}.t'::regclass",
+                                             schema))[0][0] != "0";
+    if (!waiting)
+      ::usleep(50'000);
+  }
+  REQUIRE(waiting);
+  run.signal(SIGINT);
+  const int code = run.wait(60);
+  INFO(run.err());
+  REQUIRE(code == 1);  // it ended, with the lock still held
+  auto j = nlohmann::json::parse(run.out());
+  const auto* t = find_table(j, schema + ".t");
+  REQUIRE(t != nullptr);
+  CHECK((*t)["status"] == "failed");
+  CHECK_THAT((*t)["error"].get<std::string>(),
+             Catch::Contains("stopped by the user before commit; the target is unchanged"));
+  exec("COMMIT");
+  PQfinish(lock);
+  // Nothing of the run's is left on the server to commit later (its sessions end as the
+  // server notices the process gone).
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {
+    gone = pg_query(pg_dsn(), fmt::format("SELECT count(*) FROM pg_stat_activity WHERE query "
+                                          "LIKE '%{}.%' AND pid <> pg_backend_pid()",
+                                          schema))[0][0] == "0";
+    if (!gone)
+      ::usleep(50'000);
+  }
+  CHECK(gone);
+  CHECK(pg_query(pg_dsn(), fmt::format("SELECT string_agg(v, ',' ORDER BY id) FROM {}.t",
+                                       schema)) == std::vector<std::vector<std::string>>{{"old,old"}});
+  // The next run loads the change.
+  REQUIRE(run_flotilla(w, {"run"}).exit_code == 0);
+  CHECK(pg_query(pg_dsn(), fmt::format("SELECT string_agg(v, ',' ORDER BY id) FROM {}.t",
+                                       schema)) == std::vector<std::vector<std::string>>{{"new,old"}});
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE", schema));
 }
