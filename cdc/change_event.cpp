@@ -1,8 +1,12 @@
 #include "cdc/change_event.hpp"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
+#include "events/event.hpp"
 #include "proto/changes.pb.h"
+#include "schema/utf8.hpp"
 
 namespace flotilla::cdc {
 namespace {
@@ -29,6 +33,21 @@ void fill(google::protobuf::RepeatedPtrField<flotilla::changes::v1::Value>* out,
   }
 }
 
+/// Whether every text of the event is UTF-8 (the check runs on the values as they are,
+/// without walking the message built from them).
+bool all_utf8(const change_event& e) {
+  const auto ok = [](const std::string& s) { return schema::valid_utf8(s); };
+  const auto values_ok = [&](const std::vector<change_value>& vs) {
+    return std::all_of(vs.begin(), vs.end(), [&](const change_value& v) {
+      return ok(v.column) && (!v.text || ok(*v.text));
+    });
+  };
+  return ok(e.type) && ok(e.op) && ok(e.project) && ok(e.source) && ok(e.table) &&
+         ok(e.target) && ok(e.position) && ok(e.ddl) && ok(e.outcome) && values_ok(e.key) &&
+         values_ok(e.row) && values_ok(e.old_key) &&
+         std::all_of(e.columns.begin(), e.columns.end(), ok);
+}
+
 }  // namespace
 
 std::string encode(const change_event& e, config::event_format format) {
@@ -51,7 +70,9 @@ std::string encode(const change_event& e, config::event_format format) {
       j["outcome"] = e.outcome;
       j["columns"] = e.columns;
     }
-    return j.dump();
+    // A database whose text is not UTF-8 (SQL_ASCII) can hand over any byte: replaced
+    // with U+FFFD rather than the event refused, as the run's events are.
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   flotilla::changes::v1::ChangeEvent m;
   m.set_type(e.type);
@@ -69,6 +90,9 @@ std::string encode(const change_event& e, config::event_format format) {
   m.set_outcome(e.outcome);
   for (const auto& c : e.columns)
     m.add_columns(c);
+  // Protobuf strings hold UTF-8: the bad bytes replaced as the JSON form replaces them.
+  if (!all_utf8(e))
+    events::replace_invalid_utf8(m);
   return m.SerializeAsString();
 }
 

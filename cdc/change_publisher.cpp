@@ -235,7 +235,51 @@ class pubsub_out final : public change_publisher {
   bool topic_ready_ = false;
 };
 
+/// [events.kafka] and [events.pubsub] both beside a relational target: every batch goes
+/// to each, in that order, and counts as sent once both acknowledged it (a failure of
+/// the second sends the batch to both again after a restart: at least once, as each is).
+class fan_out final : public change_publisher {
+ public:
+  explicit fan_out(std::vector<std::unique_ptr<change_publisher>> to) : to_(std::move(to)) {}
+
+  void publish(const std::vector<change_message>& messages) override {
+    for (auto& p : to_)
+      p->publish(messages);
+  }
+  [[nodiscard]] std::string destination() const override {
+    std::string out;
+    for (const auto& p : to_)
+      out += (out.empty() ? "" : " and ") + p->destination();
+    return out;
+  }
+  [[nodiscard]] config::event_format format() const override { return to_.front()->format(); }
+
+ private:
+  std::vector<std::unique_ptr<change_publisher>> to_;
+};
+
 }  // namespace
+
+std::unique_ptr<change_publisher> side_publisher(const config::project& p) {
+  const auto* kafka = p.events.kafka ? &*p.events.kafka : nullptr;
+  const auto* pubsub = p.events.pubsub ? &*p.events.pubsub : nullptr;
+  if (kafka && pubsub && kafka->format != pubsub->format)
+    throw std::runtime_error(fmt::format(
+        "[events.kafka] has format = \"{}\" and [events.pubsub] format = \"{}\": the stream "
+        "publishes each change event once, in one encoding, beside a relational target; "
+        "give both the same format",
+        config::to_string(kafka->format), config::to_string(pubsub->format)));
+  std::vector<std::unique_ptr<change_publisher>> to;
+  if (kafka)
+    to.push_back(kafka_publisher(*kafka, "[events.kafka]"));
+  if (pubsub)
+    to.push_back(pubsub_publisher(*pubsub, "[events.pubsub]"));
+  if (to.empty())
+    return nullptr;
+  if (to.size() == 1)
+    return std::move(to.front());
+  return std::make_unique<fan_out>(std::move(to));
+}
 
 std::unique_ptr<change_publisher> kafka_publisher(const config::kafka_options& o, std::string what) {
   return std::make_unique<kafka_out>(o, std::move(what));

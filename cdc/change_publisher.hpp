@@ -1,7 +1,7 @@
 #pragma once
 /// Where the stream publishes change events: a Kafka topic or a Google Pub/Sub topic,
 /// either as a stream target of its own (`[targets.NAME] dialect = "kafka" | "pubsub"`)
-/// or beside a relational target (`[events.kafka]`). docs/cdc.md describes the events.
+/// or beside a relational target (`[events.kafka]`, `[events.pubsub]`, or both). docs/cdc.md describes the events.
 ///
 /// Ordering: every event of one table goes out in source order. On Kafka the message
 /// key is the row key ("<source>.<table>:{...}", the table name for keyless tables and
@@ -56,5 +56,10 @@ class change_publisher {
 /// topic cannot be created on the emulator.
 [[nodiscard]] std::unique_ptr<change_publisher> pubsub_publisher(const config::pubsub_options& o,
                                                                  std::string what);
+
+/// The change events published beside a relational target: [events.kafka],
+/// [events.pubsub], or both (each batch to Kafka, then Pub/Sub); null when neither is
+/// configured. Throws std::runtime_error when both are and their formats differ.
+[[nodiscard]] std::unique_ptr<change_publisher> side_publisher(const config::project& p);
 
 }  // namespace flotilla::cdc

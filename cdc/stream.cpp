@@ -260,7 +260,7 @@ struct stream_context {
   std::string target;          ///< the target's name
   bool event_target = false;   ///< the target is a Kafka or Pub/Sub target
   bool relational = false;     ///< rows are applied to a DuckDB or PostgreSQL target
-  bool events = false;         ///< change events are published (event target or [events.kafka])
+  bool events = false;  ///< change events are published (event target, [events.kafka|pubsub])
   config::event_format format = config::event_format::json;
   target_kind kind = target_kind::postgres;
 };
@@ -956,8 +956,8 @@ class source_stream {
       sinks::warehouse_options wo{wh_->name, wh_->dialect, wh_->path, wh_->dsn, wh_->block_size};
       target_ = sinks::open_warehouse(wo);
       target_->execute(positions_table_ddl(target_->dialect()));
-      if (o_.project->events.kafka && side_events_)
-        events_ = kafka_publisher(*o_.project->events.kafka, "[events.kafka]");
+      if (side_events_)
+        events_ = side_publisher(*o_.project);
     } else {
       throw std::runtime_error(fmt::format("source '{}': target '{}' is not defined",
                                            src_.name, tgt_name_));
@@ -2454,14 +2454,14 @@ class source_stream {
   const config::target_config* wh_ = nullptr;        ///< a warehouse target, or
   const config::event_target_config* ev_ = nullptr;  ///< an event stream target
   std::string pos_prefix_;    ///< position keys: "" for the source's first target
-  bool side_events_ = false;  ///< [events.kafka] beside the first (relational) target
+  bool side_events_ = false;  ///< [events.kafka|pubsub] beside the first (relational) target
   std::string slot_;
   std::string publication_;
   source_summary summary_;
   std::unique_ptr<pg_connection> source_;
   std::unique_ptr<replication_connection> replication_;
   std::unique_ptr<sinks::warehouse> target_;
-  /// The event target itself, or [events.kafka] beside a relational target.
+  /// The event target itself, or [events.kafka|pubsub] beside a relational target.
   std::unique_ptr<change_publisher> events_;
   caf::actor_system& system_;
   std::unique_ptr<caf::scoped_actor> self_;  ///< the stream thread's side of its table actors

@@ -34,17 +34,75 @@
 #include "events/run_events.hpp"
 #include "events/source_drift.hpp"
 #include "schema/evolution.hpp"
+#include "sinks/warehouse.hpp"
 #include "storage/state_store.hpp"
 
 namespace flotilla::cli {
 namespace {
 
 /// The change the governance gate held (its error names the step's column).
-std::string held_change(const engine::table_plan& plan) {
+const schema::evolution_step* held_step(const engine::table_plan& plan) {
   for (const auto& s : plan.drift.steps)
     if (plan.error && s.column == plan.error->column)
-      return s.reason;
-  return {};
+      return &s;
+  return nullptr;
+}
+
+std::string held_change(const engine::table_plan& plan) {
+  const auto* s = held_step(plan);
+  return s ? s->reason : std::string();
+}
+
+/// The review_required event of a change the governance gate held (FLT-S008): its kind,
+/// named as the stream's reviews name theirs, and what applying it does to the rows.
+events::review_info held_review(const engine::table_plan& plan, const std::string& target) {
+  events::review_info r{target, "schema_change", held_change(plan), plan.error->reason,
+                        plan.error->proposed_ddl, "", false, ""};
+  const auto* s = held_step(plan);
+  if (!s)
+    return r;
+  using schema::evolution_action;
+  switch (s->action) {
+    case evolution_action::add_columns:
+      r.kind = "add_column";
+      r.data_consequence = "Rows already loaded get NULL in the new column.";
+      break;
+    case evolution_action::alter_column_types:
+    case evolution_action::widen:
+      r.kind = "alter_type";
+      r.data_consequence = "The column's values are converted in place; every row is kept.";
+      break;
+    case evolution_action::drop_not_null:
+      r.kind = "drop_not_null";
+      r.data_consequence = "The column accepts NULL; no row changes.";
+      break;
+    case evolution_action::rebuild:
+      r.kind = "rebuild";
+      r.data_consequence =
+          "The table is rebuilt with the new shape (a new table swapped in); every row is kept.";
+      break;
+    case evolution_action::drop_and_recreate:
+      r.kind = "drop_and_recreate";
+      r.data_consequence =
+          "The table is dropped and created anew, then loaded in full from the source: rows "
+          "only the target held are gone.";
+      r.requires_resync = true;
+      break;
+  }
+  return r;
+}
+
+/// The --filter arguments as the selection reads them: `key=value`, spaces around either
+/// trimmed (`client = beta` is `client=beta`), so one selection has one spelling in the
+/// run record and the events. An argument that does not parse stays as typed.
+std::vector<std::string> filters_as_given(const std::vector<std::string>& typed) {
+  std::vector<std::string> out;
+  out.reserve(typed.size());
+  for (const auto& f : typed) {
+    auto parsed = config::parse_filter(f);
+    out.push_back(parsed ? parsed->key + "=" + parsed->value : f);
+  }
+  return out;
 }
 
 std::atomic<bool> g_cancel{false};
@@ -100,7 +158,7 @@ void describe_request(storage::pb::RunRecord& r, const run_request& req, const s
   r.set_command(req.command);
   r.set_retry_of(req.retry_of);
   r.set_no_prune(req.no_prune);
-  for (const auto& f : req.filters)
+  for (const auto& f : filters_as_given(req.filters))
     r.add_filters(f);
   for (const auto& t : req.only)
     r.add_only(t);
@@ -457,7 +515,8 @@ run_events_section publish_events(storage::state_store& store, const config::pro
   std::uint64_t selected = 0;
   for (const auto& p : reports)
     selected += p.tables.size();
-  (void)log.emit(events::run_started({req.command, req.filters, selected, req.retry_of}));
+  (void)log.emit(events::run_started({req.command, filters_as_given(req.filters), selected,
+                                      req.retry_of}));
   events::run_totals totals;
   // The table events in one batch: one write to events.ndjson (and one outbox append)
   // for the whole fleet rather than one per event. The two per table go by their fields
@@ -493,10 +552,8 @@ run_events_section publish_events(storage::state_store& store, const config::pro
       if (const auto* v = drift_verdict_of(o); v && v->drifted())
         table_events.emplace_back(events::source_drift_detected(*v));
       if (o.plan && o.plan->error && o.plan->error->code == "FLT-S008")
-        table_events.emplace_back(events::review_required(
-            t.source, t.table,
-            {target, "schema_change", held_change(*o.plan), o.plan->error->reason,
-             o.plan->error->proposed_ddl, "", false, ""}));
+        table_events.emplace_back(
+            events::review_required(t.source, t.table, held_review(*o.plan, target)));
       else if (o.plan && o.plan->error)
         table_events.emplace_back(events::contract_violation(
             t.source, t.table,
@@ -613,6 +670,20 @@ bool refuse_plan_only_targets(const config::project& p,
 }
 
 int execute_run(const global_options& g, const run_request& a) {
+  // From the start: a stop asked for while the run records itself still stops it the
+  // way the message says (nothing starts; the run JSON and record are written).
+  // On a terminal the progress line is on stderr: the notice starts on a line of its own.
+  static const std::string stopping = fmt::format(
+      "{}flotilla: stopping: no table starts from now on, and the tables in flight roll back "
+      "before their commit (a PostgreSQL statement waiting on a lock is cancelled; a read or "
+      "write waiting elsewhere stops once it returns); a second Ctrl-C or SIGTERM stops at "
+      "once\n",
+      ::isatty(STDERR_FILENO) ? "\n" : "");
+  on_stop_signals(g_cancel,
+                  "flotilla: stopped at once by a second signal: the tables in flight did not "
+                  "commit (their targets are unchanged); `flotilla retry` finishes the run\n",
+                  stopping.c_str());
+  sinks::set_stop_request(&g_cancel);
   std::vector<config::filter> filters;
   auto project = load_or_report(g, a.filters, filters);
   if (!project)
@@ -639,16 +710,6 @@ int execute_run(const global_options& g, const run_request& a) {
   counters.sources_total = spec.pipelines.size();
   spec.progress_counters = &counters;
   spec.cancel = &g_cancel;
-  // On a terminal the progress line is on stderr: the notice starts on a line of its own.
-  static const std::string stopping = fmt::format(
-      "{}flotilla: stopping: no table starts from now on, and the tables in flight roll back "
-      "before their commit (one waiting on its source or target, a lock say, stops once that "
-      "returns); a second Ctrl-C or SIGTERM stops at once\n",
-      ::isatty(STDERR_FILENO) ? "\n" : "");
-  on_stop_signals(g_cancel,
-                  "flotilla: stopped at once by a second signal: the tables in flight did not "
-                  "commit (their targets are unchanged); `flotilla retry` finishes the run\n",
-                  stopping.c_str());
   std::vector<actors::pipeline_report> reports;
   {
     progress_line line(counters);

@@ -8,6 +8,7 @@
 
 #include "dialects/widening.hpp"
 #include "schema/compat.hpp"
+#include "schema/utf8.hpp"
 
 namespace flotilla::engine {
 
@@ -220,16 +221,32 @@ struct planner {
   }
 
   /// A NUL byte ends a name in every engine: no target can hold one, and no statement
-  /// naming it can be written. True when a name holds one (the plan failed, FLT-S011).
+  /// naming it can be written. Bytes that are not UTF-8 (a SQLite name can hold any):
+  /// DuckDB and PostgreSQL refuse them, or worse, take them into a catalog they can no
+  /// longer read back, and no event can carry them. True when a name holds either (the
+  /// plan failed, FLT-S011).
   bool nul_in_names() {
     const auto nul = [&](std::string_view what, const std::string& name, std::string_view fix) {
-      if (name.find('\0') == std::string::npos)
+      if (name.find('\0') != std::string::npos) {
+        std::string shown;
+        for (const char c : name)
+          shown += c == '\0' ? std::string("\\0") : std::string(1, c);
+        fail("FLT-S011",
+             fmt::format("{} '{}' holds a NUL byte (shown as \\0), which no {} name can hold; {}",
+                         what, shown, dialect.name(), fix),
+             what == "column" ? name : std::string());
         return;
-      std::string shown;
-      for (const char c : name)
-        shown += c == '\0' ? std::string("\\0") : std::string(1, c);
+      }
+      if (schema::valid_utf8(name))
+        return;
+      std::string shown;  // ASCII as it is, every other byte as \xHH
+      for (const char c : name) {
+        const auto b = static_cast<unsigned char>(c);
+        shown += b >= 0x20 && b < 0x7F ? std::string(1, c) : fmt::format("\\x{:02X}", b);
+      }
       fail("FLT-S011",
-           fmt::format("{} '{}' holds a NUL byte (shown as \\0), which no {} name can hold; {}",
+           fmt::format("{} '{}' is not valid UTF-8 (its bytes shown as \\xHH), which no {} name "
+                       "can hold; {}",
                        what, shown, dialect.name(), fix),
            what == "column" ? name : std::string());
     };

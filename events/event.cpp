@@ -9,6 +9,8 @@
 #include <google/protobuf/reflection.h>
 #include <nlohmann/json.hpp>
 
+#include "schema/utf8.hpp"
+
 namespace flotilla::events {
 namespace {
 
@@ -627,7 +629,71 @@ std::expected<pb::Event, std::string> from_json(std::string_view line) {
   return e;
 }
 
-std::string to_protobuf(const pb::Event& e) { return e.SerializeAsString(); }
+namespace {
+
+namespace gp = google::protobuf;
+
+/// The text the JSON forms write for `s` (nlohmann's replacement of bad bytes).
+std::string utf8_as_json_writes_it(const std::string& s) {
+  return nlohmann::json::parse(
+             nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+      .get<std::string>();
+}
+
+/// Visits every string value of `m`, nested messages too; `fix` null: only checks.
+bool walk_utf8(const gp::Message& m, gp::Message* fix) {
+  const auto* r = m.GetReflection();
+  std::vector<const gp::FieldDescriptor*> fields;
+  r->ListFields(m, &fields);
+  bool bad = false;
+  for (const auto* f : fields) {
+    if (f->type() == gp::FieldDescriptor::TYPE_STRING) {
+      const int n = f->is_repeated() ? r->FieldSize(m, f) : 1;
+      for (int i = 0; i < n; ++i) {
+        const std::string v = f->is_repeated() ? r->GetRepeatedString(m, f, i) : r->GetString(m, f);
+        if (schema::valid_utf8(v))
+          continue;
+        bad = true;
+        if (!fix)
+          return true;
+        if (f->is_repeated())
+          fix->GetReflection()->SetRepeatedString(fix, f, i, utf8_as_json_writes_it(v));
+        else
+          fix->GetReflection()->SetString(fix, f, utf8_as_json_writes_it(v));
+      }
+    } else if (f->cpp_type() == gp::FieldDescriptor::CPPTYPE_MESSAGE) {
+      const int n = f->is_repeated() ? r->FieldSize(m, f) : 1;
+      for (int i = 0; i < n; ++i) {
+        const gp::Message& sub =
+            f->is_repeated() ? r->GetRepeatedMessage(m, f, i) : r->GetMessage(m, f);
+        gp::Message* sub_fix = nullptr;
+        if (fix)
+          sub_fix = f->is_repeated() ? fix->GetReflection()->MutableRepeatedMessage(fix, f, i)
+                                     : fix->GetReflection()->MutableMessage(fix, f);
+        if (walk_utf8(sub_fix ? *sub_fix : sub, sub_fix)) {
+          bad = true;
+          if (!fix)
+            return true;
+        }
+      }
+    }
+  }
+  return bad;
+}
+
+}  // namespace
+
+bool all_utf8(const google::protobuf::Message& m) { return !walk_utf8(m, nullptr); }
+
+bool replace_invalid_utf8(google::protobuf::Message& m) { return walk_utf8(m, &m); }
+
+std::string to_protobuf(const pb::Event& e) {
+  if (all_utf8(e))
+    return e.SerializeAsString();
+  pb::Event fixed = e;
+  replace_invalid_utf8(fixed);
+  return fixed.SerializeAsString();
+}
 
 std::expected<pb::Event, std::string> from_protobuf(std::string_view bytes) {
   pb::Event e;

@@ -164,8 +164,16 @@ void append_json_string(std::string& out, std::string_view s);
 /// Reads a line written by to_json (unknown fields are ignored, so newer lines parse).
 [[nodiscard]] std::expected<pb::Event, std::string> from_json(std::string_view line);
 
-/// The serialized `flotilla.events.v1.Event`.
+/// The serialized `flotilla.events.v1.Event`. Protobuf string fields hold UTF-8: a value
+/// that is not (a column name from a SQLite file can hold any byte) is sent with its bad
+/// bytes replaced by U+FFFD, as the JSON form writes it, so every consumer parses it and
+/// both forms carry the same text.
 [[nodiscard]] std::string to_protobuf(const pb::Event& e);
+/// Replaces what is not UTF-8 in every string field of `m` (nested messages too) with
+/// U+FFFD, exactly as the JSON forms do; false when every one was UTF-8 already (nothing
+/// changed).
+bool replace_invalid_utf8(google::protobuf::Message& m);
+[[nodiscard]] bool all_utf8(const google::protobuf::Message& m);
 [[nodiscard]] std::expected<pb::Event, std::string> from_protobuf(std::string_view bytes);
 
 }  // namespace flotilla::events

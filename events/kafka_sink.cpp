@@ -508,9 +508,17 @@ result<std::unique_ptr<kafka_sink>> kafka_sink::create(const config::kafka_optio
     rd_kafka_conf_destroy(conf);
     return std::unexpected(std::move(e));
   };
+  // Every rejected setting at once, so one edit of flotilla.toml fixes them all.
+  std::optional<error> rejected;
   for (const auto& [key, value] : s)
-    if (auto st = set(key, value, true); !st)
-      return fail(std::move(st.error()));
+    if (auto st = set(key, value, true); !st) {
+      if (!rejected)
+        rejected = std::move(st.error());
+      else
+        rejected->message = fmt::format("{}; also {}", rejected->message, st.error().message);
+    }
+  if (rejected)
+    return fail(std::move(*rejected));
   if (auto st = set("bootstrap.servers", options.brokers, false); !st)
     return fail(std::move(st.error()));
   if (auto st = set("enable.idempotence", "true", false); !st)

@@ -202,13 +202,13 @@ TEST_CASE("review list and show print every part of the review, in text and JSON
   // In JSON: review's own fields, and the ones every refused command prints.
   auto as_json = run_cli(p.dir, {"review", "show", "wh", "shop.public.nope", "--output", "json"});
   CHECK(as_json.exit_code == 2);
-  auto j = parse(as_json);
-  CHECK(j["status"] == "refused");
-  CHECK(j["code"] == "FLT-V011");
-  CHECK(j["exit_code"] == 2);
-  REQUIRE(j["errors"].size() == 1);
-  CHECK(j["errors"][0]["code"] == "FLT-V011");
-  CHECK(j["errors"][0]["message"] == j["message"]);
+  auto refused = parse(as_json);
+  CHECK(refused["status"] == "refused");
+  CHECK(refused["code"] == "FLT-V011");
+  CHECK(refused["exit_code"] == 2);
+  REQUIRE(refused["errors"].size() == 1);
+  CHECK(refused["errors"][0]["code"] == "FLT-V011");
+  CHECK(refused["errors"][0]["message"] == refused["message"]);
 }
 
 TEST_CASE("review apply carries the decision out on the target when no stream runs") {

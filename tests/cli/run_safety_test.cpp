@@ -733,6 +733,43 @@ path = "src.db"
         std::vector<std::vector<std::string>>{{"0"}});
 }
 
+TEST_CASE("a SQLite name that is not UTF-8 fails its table before DDL; the DuckDB file stays "
+          "readable") {
+  // DuckDB took the column into its catalog, the table then failed, and the file's
+  // information_schema could not be read any more.
+  workdir w;
+  sqlite_exec(w.file("src.db"),
+              "CREATE TABLE t (id INTEGER PRIMARY KEY, \"bad\xFFname\" TEXT);"
+              "INSERT INTO t VALUES (1, 'x');"
+              "CREATE TABLE \"ta\xFE\" (id INTEGER PRIMARY KEY);"
+              "CREATE TABLE fine (id INTEGER PRIMARY KEY); INSERT INTO fine VALUES (1), (2);");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "schema = \"raw\"\n[sources.s]\nadapter = \"sqlite\"\n"
+                           "path = \"src.db\"\n");
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump(2));
+  CHECK(rc == 1);
+  const auto* t = find_table(run, "raw.t");
+  REQUIRE(t != nullptr);
+  CHECK((*t)["status"] == "failed");
+  CHECK((*t)["error_code"] == "FLT-S011");
+  CHECK_THAT((*t)["error"].get<std::string>(),
+             Catch::Contains("column 'bad\\xFFname' is not valid UTF-8"));
+  std::size_t refused_names = 0;
+  for (const auto& x : run["tables"])
+    if (x["error"].is_string() &&
+        x["error"].get<std::string>().find("target table 'ta\\xFE' is not valid UTF-8") !=
+            std::string::npos)
+      ++refused_names;
+  CHECK(refused_names == 1);
+  CHECK((*find_table(run, "raw.fine"))["status"] == "copied");
+  CHECK(duckdb_query(w.file("wh.duckdb"),
+                     "SELECT table_name, count(*) FROM information_schema.columns WHERE "
+                     "table_schema = 'raw' GROUP BY ALL ORDER BY 1") ==
+        std::vector<std::vector<std::string>>{{"fine", "1"}});
+}
+
 TEST_CASE("a duckdb target or source path naming a SQLite file is refused, naming it") {
   workdir w;
   sqlite_exec(w.file("src.db"), k_source);

@@ -1138,9 +1138,17 @@ TEST_CASE("a table flotilla.toml names that the source lacks fails, with the nam
   const auto* orders = find_table(renamed, "staging__us_west__shop.orders");
   REQUIRE(orders != nullptr);
   CHECK_THAT((*orders)["error"].get<std::string>(), Catch::Contains("(did you mean 'orders_v2'?)"));
-  auto filtered = flotilla_json(w, {"run", "--filter", "table=customers"}, &rc);
+  auto filtered = flotilla_json(w, {"run", "--filter", " table = customers "}, &rc);
   CHECK(rc == 0);
   CHECK(filtered["tables"].size() == 1);
+  // The filter as the selection read it: spaces around key and value trimmed.
+  std::ifstream events(w.path() / ".flotilla" / "runs" / filtered["run_id"].get<std::string>() /
+                       "events.ndjson");
+  std::string first;
+  REQUIRE(std::getline(events, first));
+  auto started = nlohmann::json::parse(first);
+  REQUIRE(started["type"] == "run_started");
+  CHECK(started["run_started"]["filters"] == nlohmann::json::array({"table=customers"}));
 }
 
 TEST_CASE("a malformed file fails its own table; the source's other files load") {

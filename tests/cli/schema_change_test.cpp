@@ -360,6 +360,10 @@ TEST_CASE("seed 001: the governance gate lets granted additive changes through a
   const std::string ddl = r["proposed_ddl"];
   CHECK(ddl.find("CREATE TABLE") != std::string::npos);
   CHECK(ddl.find("\"status\" INTEGER") != std::string::npos);
+  // What kind of change it is, and what applying it does to the rows.
+  CHECK(r["kind"] == "drop_and_recreate");
+  CHECK(r["requires_resync"] == true);
+  CHECK_THAT(r["data_consequence"].get<std::string>(), Catch::Contains("loaded in full"));
 }
 
 TEST_CASE("a SQLite table rebuilt for a dropped NOT NULL keeps its dates, JSON and UUIDs") {

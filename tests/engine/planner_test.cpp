@@ -632,6 +632,22 @@ TEST_CASE("a column name holding a NUL byte fails the plan, named, on every dial
   }
 }
 
+TEST_CASE("a column name that is not UTF-8 fails the plan before any DDL, its bytes shown") {
+  // DuckDB took the name into its catalog, and could not read the catalog back after.
+  const auto columns = S({{"id", T("int")}, {"bad\xFFname\x02", T("text")}});
+  for (const char* name : {"duckdb", "sqlite", "postgres"}) {
+    INFO(name);
+    auto d = *dialects::make_dialect(name);
+    auto p = engine::plan_table(columns, std::nullopt, engine::target_state::absent, *d, orders,
+                                {});
+    REQUIRE(p.error);
+    CHECK(p.error->code == "FLT-S011");
+    CHECK_THAT(p.error->reason, Catch::Contains("column 'bad\\xFFname\\x02' is not valid UTF-8") &&
+                                    Catch::Contains("rename it at the source"));
+    CHECK(p.ddl.empty());
+  }
+}
+
 TEST_CASE("names a target would take for one column, and key settings naming no loaded column, "
           "fail the plan") {
   const auto columns = S({{"id", T("int")}, {"Mixed", T("text")}, {"mixed", T("text")}});

@@ -122,6 +122,33 @@ TEST_CASE("JSON and Protobuf carry the same fields for every event kind") {
   }
 }
 
+TEST_CASE("a name that is not UTF-8 reaches Protobuf consumers as the JSON form writes it") {
+  // A SQLite column name can hold any byte. Protobuf string fields must be UTF-8: the raw
+  // bytes made messages consumers refuse. Both forms now carry U+FFFD for them.
+  const std::string bad = "bad\xFFname\x02";
+  auto e = schema_action("sh\xC3op", "public.orders",
+                         {.action = "add_columns",
+                          .column = bad,
+                          .to = "text",
+                          .reason = "added column '" + bad + "' text",
+                          .sql = "ALTER TABLE x ADD COLUMN \"" + bad + "\" TEXT"});
+  e.set_run_id("r1");
+  CHECK_FALSE(all_utf8(e));
+  const std::string bytes = to_protobuf(e);
+  auto from_p = from_protobuf(bytes);
+  REQUIRE(from_p.has_value());
+  CHECK(all_utf8(*from_p));
+  CHECK(from_p->schema_action().column() == "bad\xEF\xBF\xBDname\x02");
+  CHECK(from_p->source() == "sh\xEF\xBF\xBD" "op");  // a sequence cut short: one U+FFFD
+  auto from_j = from_json(to_json(e));
+  REQUIRE(from_j.has_value());
+  CHECK(from_j->SerializeAsString() == from_p->SerializeAsString());
+  // Text that is UTF-8 goes out as it is.
+  auto good = schema_action("shop", "public.orders", {.column = "n\xC3\xBC"});
+  CHECK(all_utf8(good));
+  CHECK(to_protobuf(good) == good.SerializeAsString());
+}
+
 TEST_CASE("a JSON line with fields this build does not know still parses") {
   auto e = from_json(R"({"run_id":"r","sequence":1,"type":"run_started","future_field":{"x":1},)"
                      R"("run_started":{"command":"run","tables_selected":2,"new":true}})");

@@ -376,6 +376,12 @@ TEST_CASE("pass-through settings reach librdkafka; brokers and idempotence are n
   CHECK(unknown.error().code == errc::sink_config);
   CHECK_THAT(unknown.error().text(),
              Catch::StartsWith("FLT-E003: events.kafka.settings.\"no.such.setting\" = \"1\""));
+  // Every rejected setting is named at once.
+  o.settings = {{"bogus.key", "1"}, {"linger.ms", "-5"}};
+  auto two = kafka_sink::create(o);
+  REQUIRE_FALSE(two.has_value());
+  CHECK_THAT(two.error().message, Catch::Contains("\"bogus.key\" = \"1\"") &&
+                                      Catch::Contains("; also events.kafka.settings.\"linger.ms\" = \"-5\""));
 
   o.settings = {{"enable.idempotence", "false"}};
   auto off = kafka_sink::create(o);

@@ -283,6 +283,47 @@ TEST_CASE("a Pub/Sub target publishes every change with the table as ordering ke
   CHECK(by_key["shop.public.logs"] == std::vector<std::string>{"insert", "truncate"});
 }
 
+TEST_CASE("[events.kafka] and [events.pubsub] beside a warehouse target both get every change",
+          "[stream][event-target][pubsub]") {
+  flotilla::test::pubsub_emulator emu;
+  const std::string project = "flotilla-side";
+  emu.create_subscription(project, "side", "side-sub", true);
+  mock_cluster kafka("side", 1);
+  const std::string events = "\n[events.kafka]\nbrokers = \"" + kafka.bootstraps() +
+                             "\"\ntopic = \"side\"\n\n[events.pubsub]\nproject = \"" + project +
+                             "\"\ntopic = \"side\"\nemulator_host = \"" + emu.host() + "\"\n";
+  SECTION("the same events, in the same order, on both") {
+    fixture f(false, events);
+    pg_exec(f.source(), "CREATE TABLE orders (id int PRIMARY KEY, note text)");
+    stream_process p(f);
+    REQUIRE(eventually([&] { return pg_try_rows(f.target(), "SELECT 1 FROM st_shop.orders").has_value(); }));
+    pg_exec(f.source(), "INSERT INTO orders VALUES (1, 'a')");
+    pg_exec(f.source(), "UPDATE orders SET note = 'b' WHERE id = 1");
+    auto on_kafka = read_topic(kafka.bootstraps(), "side", 1, 2);
+    auto on_pubsub = emu.pull(project, "side-sub", 2, 30s);
+    CHECK(p.stop() == 0);
+    INFO(p.err());
+    REQUIRE(on_kafka.size() == 2);
+    REQUIRE(on_pubsub.size() == 2);
+    for (std::size_t i = 0; i < 2; ++i) {
+      CHECK(on_pubsub[i].data == on_kafka[i].value);
+      CHECK(on_pubsub[i].ordering_key == "shop.public.orders");
+    }
+    CHECK(what(nlohmann::json::parse(on_pubsub[0].data)) == "insert");
+    CHECK(what(nlohmann::json::parse(on_pubsub[1].data)) == "update");
+  }
+  SECTION("two encodings: the stream refuses to start, naming both sections") {
+    fixture f(false, events + "format = \"protobuf\"\n");
+    pg_exec(f.source(), "CREATE TABLE orders (id int PRIMARY KEY, note text)");
+    stream_process p(f);
+    REQUIRE(eventually([&] {
+      return p.err().find("[events.kafka] has format = \"json\" and [events.pubsub] format = "
+                          "\"protobuf\"") != std::string::npos;
+    }));
+    p.stop();
+  }
+}
+
 TEST_CASE("a change held on one target pauses the table there only; the other target goes on",
           "[stream][event-target]") {
   mock_cluster kafka("bus", 1);
