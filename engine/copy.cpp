@@ -822,8 +822,9 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
         if (kept_rows < out.rows)
           out.plan->warnings.push_back(fmt::format(
               "{} of the {} rows read repeated a unique_key ({}) of a row read after them and "
-              "were merged into it: the table holds {} rows, one per key (the last one read)",
-              out.rows - kept_rows, out.rows, fmt::join(plan.unique_key, ", "), kept_rows));
+              "were merged into it: the table holds {} row{}, one per key (the last one read)",
+              out.rows - kept_rows, out.rows, fmt::join(plan.unique_key, ", "), kept_rows,
+              kept_rows == 1 ? "" : "s"));
       } catch (const std::exception&) {
         // Only a report: the load has committed.
       }
@@ -878,6 +879,10 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
         for (const auto& c : d.live->columns)
           if (plan.load_columns.find(c.name, wh.dialect().names()) == nullptr)
             req.keeps_other_columns = true;
+      // Every row of the source read into a live table (no watermark): its rows with a NULL
+      // in the key match none arriving, and would be there twice after the merge.
+      req.replaces_null_keys = req.mode == sinks::load_mode::merge && !req.replace_rows &&
+                               incremental && !watermark && d.live.has_value();
       if (incremental)
         req.commit_token = watermark ? token_of(settings.cursor_column, *watermark, job, 0) : "";
       else if (job.clear_token)

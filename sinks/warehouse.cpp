@@ -209,6 +209,13 @@ class loader final : public table_writer {
             last.push_back(d.create_table(request_.target, *request_.recreate_as));
           } else if (request_.replace_rows) {
             last.push_back(fmt::format("DELETE FROM {}", d.qualified(request_.target)));
+          } else if (request_.replaces_null_keys) {
+            std::string any_null;
+            for (const auto& k : request_.unique_key)
+              any_null += fmt::format("{}{} IS NULL", any_null.empty() ? "" : " OR ",
+                                      d.quote(request_.columns.find(k, d.names())->name));
+            last.push_back(
+                fmt::format("DELETE FROM {} WHERE {}", d.qualified(request_.target), any_null));
           }
           for (auto& s : merge_statements())
             last.push_back(std::move(s));

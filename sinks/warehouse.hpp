@@ -48,6 +48,11 @@ struct load_request {
   /// Merge only: the load replaces every live row (a full refresh with a unique_key: the
   /// table holds the rows read, one per key, the last one read), in one transaction.
   bool replace_rows = false;
+  /// Merge only: the rows read are every row of the source (no watermark: a first
+  /// incremental read into an existing table, a rewritten source, a new cursor_column).
+  /// Live rows with a NULL in the key, which no arriving row matches, are deleted first:
+  /// the read brings each of them again, which would otherwise be added once more.
+  bool replaces_null_keys = false;
   /// With replace_rows: the live table is dropped and created anew with these columns
   /// first, in the load's transaction (a drop_and_recreate), so a crash leaves it as it
   /// was. Default: emptied (DELETE) instead.
