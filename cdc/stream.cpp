@@ -1487,7 +1487,7 @@ class source_stream {
       }
     }
     try {
-      load_snapshot(copy, t, req);
+      load_snapshot(copy, t, req, at, replaces);
     } catch (...) {
       if (aside)
         target_->execute(d.swap_in(*aside, t.target));
@@ -1503,9 +1503,29 @@ class source_stream {
   }
 
   /// The snapshot's rows of `t` into a relational target, committed; sets t.copied.
-  void load_snapshot(pg_connection& copy, table_state& t, sinks::load_request& req) {
+  /// With [events.kafka|pubsub] beside the target, each row is also published as a
+  /// "read" event (after a `truncate` one when the copy replaces one consumers may hold),
+  /// before the target commits, as the changes are: consumers build their copy from it.
+  void load_snapshot(pg_connection& copy, table_state& t, sinks::load_request& req, lsn_t at,
+                     bool replaces) {
     req.mode = sinks::load_mode::replace;
     auto writer = target_->begin_load(req);
+    batch side;
+    tuple side_row;
+    const bool publish = events_ != nullptr;
+    if (publish && replaces)
+      logic_->add_snapshot_truncate(side, t, at);
+    auto send = [&] {
+      try {
+        events_->publish(side.events);
+      } catch (const std::exception& e) {
+        throw std::runtime_error(fmt::format(
+            "source '{}': the initial copy of '{}' to target '{}' failed: {}; the next start "
+            "copies it again",
+            src_.name, t.name, tgt_name_, e.what()));
+      }
+      side.events.clear();
+    };
     std::string select;
     for (const auto& c : t.columns)
       select += (select.empty() ? "" : ", ") + pg_ident(c.name);
@@ -1522,6 +1542,8 @@ class source_stream {
     copy.copy_out(
         fmt::format("COPY (SELECT {} FROM {}) TO STDOUT", select, qualified),
         [&](std::string_view line) {
+          if (publish)
+            side_row.assign(t.layout.names.size(), tuple_value{});
           sources::split_copy_row(line, [&](std::size_t i, std::string_view text, bool is_null) {
             if (i >= t.layout.types.size())
               return;
@@ -1532,6 +1554,10 @@ class source_stream {
             if (text.find('\\') != std::string_view::npos) {
               sources::unescape_copy(text, scratch);
               text = scratch;
+            }
+            if (publish && i < side_row.size()) {
+              side_row[i].type = tuple_value::kind::text;
+              side_row[i].text = std::string(text);
             }
             auto v = text_value(text, t.layout.types[i]);
             if (!v && numeric_specials && t.layout.types[i].kind == schema::type_kind::decimal &&
@@ -1545,6 +1571,11 @@ class source_stream {
             rows.cells.push_back(std::move(*v));
           });
           ++n;
+          if (publish) {
+            logic_->add_row_event(side, t, "read", at, &side_row, &side_row, nullptr);
+            if (side.events.size() >= 5000)
+              send();
+          }
           if (rows.rows() >= 8192) {
             writer->write(rows);
             rows.cells.clear();
@@ -1552,6 +1583,8 @@ class source_stream {
         });
     if (!rows.cells.empty())
       writer->write(rows);
+    if (publish && !side.events.empty())
+      send();
     writer->commit();
     t.copied = n;
   }

@@ -292,25 +292,29 @@ TEST_CASE("[events.kafka] and [events.pubsub] beside a warehouse target both get
   const std::string events = "\n[events.kafka]\nbrokers = \"" + kafka.bootstraps() +
                              "\"\ntopic = \"side\"\n\n[events.pubsub]\nproject = \"" + project +
                              "\"\ntopic = \"side\"\nemulator_host = \"" + emu.host() + "\"\n";
-  SECTION("the same events, in the same order, on both") {
+  SECTION("the same events, in the same order, on both; the snapshot's rows as read events") {
     fixture f(false, events);
     pg_exec(f.source(), "CREATE TABLE orders (id int PRIMARY KEY, note text)");
+    pg_exec(f.source(), "INSERT INTO orders VALUES (1, 'a')");
     stream_process p(f);
     REQUIRE(eventually([&] { return pg_try_rows(f.target(), "SELECT 1 FROM st_shop.orders").has_value(); }));
-    pg_exec(f.source(), "INSERT INTO orders VALUES (1, 'a')");
-    pg_exec(f.source(), "UPDATE orders SET note = 'b' WHERE id = 1");
-    auto on_kafka = read_topic(kafka.bootstraps(), "side", 1, 2);
-    auto on_pubsub = emu.pull(project, "side-sub", 2, 30s);
+    pg_exec(f.source(), "INSERT INTO orders VALUES (2, 'b')");
+    pg_exec(f.source(), "UPDATE orders SET note = 'c' WHERE id = 1");
+    auto on_kafka = read_topic(kafka.bootstraps(), "side", 1, 3);
+    auto on_pubsub = emu.pull(project, "side-sub", 3, 30s);
     CHECK(p.stop() == 0);
     INFO(p.err());
-    REQUIRE(on_kafka.size() == 2);
-    REQUIRE(on_pubsub.size() == 2);
-    for (std::size_t i = 0; i < 2; ++i) {
+    REQUIRE(on_kafka.size() == 3);
+    REQUIRE(on_pubsub.size() == 3);
+    for (std::size_t i = 0; i < 3; ++i) {
       CHECK(on_pubsub[i].data == on_kafka[i].value);
       CHECK(on_pubsub[i].ordering_key == "shop.public.orders");
     }
-    CHECK(what(nlohmann::json::parse(on_pubsub[0].data)) == "insert");
-    CHECK(what(nlohmann::json::parse(on_pubsub[1].data)) == "update");
+    const auto first = nlohmann::json::parse(on_pubsub[0].data);
+    CHECK(what(first) == "read");  // a consumer builds its copy from the topic
+    CHECK(first["row"]["note"] == "a");
+    CHECK(what(nlohmann::json::parse(on_pubsub[1].data)) == "insert");
+    CHECK(what(nlohmann::json::parse(on_pubsub[2].data)) == "update");
   }
   SECTION("two encodings: the stream refuses to start, naming both sections") {
     fixture f(false, events + "format = \"protobuf\"\n");
