@@ -1179,13 +1179,15 @@ class source_stream {
         identify_rows(t.name);
   }
 
-  /// REPLICA IDENTITY FULL for the table `name` ("schema.table"), unless it has it.
+  /// REPLICA IDENTITY FULL for the table `name` ("schema.table"), unless it has it. A
+  /// table no longer there under that name (a DDL read after it was renamed or dropped)
+  /// is left alone: its new name is another table's business.
   void identify_rows(const std::string& name) {
     auto dot = name.find('.');
     const std::string qualified =
         pg_ident(name.substr(0, dot)) + "." + pg_ident(name.substr(dot + 1));
     auto r = source_->query(fmt::format(
-        "SELECT relreplident FROM pg_catalog.pg_class WHERE oid = {}::regclass",
+        "SELECT relreplident FROM pg_catalog.pg_class WHERE oid = to_regclass({})",
         pg_literal(qualified)));
     if (!r.empty() && r[0][0] && *r[0][0] != "f")
       source_->exec(fmt::format("ALTER TABLE {} REPLICA IDENTITY FULL", qualified));
@@ -1396,6 +1398,20 @@ class source_stream {
     return slot.consistent_point;
   }
 
+  /// Publishes a batch of a copy's events (its `read` rows), then empties it. Throws,
+  /// naming the table, when they are not acknowledged: the next start copies it again.
+  void publish_copied(batch& b, const table_state& t) {
+    try {
+      events_->publish(b.events);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(fmt::format(
+          "source '{}': the initial copy of '{}' to target '{}' failed: {}; the next start "
+          "copies it again",
+          src_.name, t.name, tgt_name_, e.what()));
+    }
+    b.events.clear();
+  }
+
   /// Event targets: the snapshot's rows published as "read" row change events, in
   /// batches, then the table's position.
   void publish_snapshot(pg_connection& copy, table_state& t, lsn_t at, bool replaces) {
@@ -1411,17 +1427,7 @@ class source_stream {
     std::string scratch;
     std::uint64_t n = 0;
     tuple row;
-    auto send = [&] {
-      try {
-        events_->publish(b.events);
-      } catch (const std::exception& e) {
-        throw std::runtime_error(fmt::format(
-            "source '{}': the initial copy of '{}' to target '{}' failed: {}; the next start "
-            "copies it again",
-            src_.name, t.name, tgt_name_, e.what()));
-      }
-      b.events.clear();
-    };
+    auto send = [&] { publish_copied(b, t); };
     copy.copy_out(
         fmt::format("COPY (SELECT {} FROM {}) TO STDOUT", select, qualified),
         [&](std::string_view line) {
@@ -1515,17 +1521,7 @@ class source_stream {
     const bool publish = events_ != nullptr;
     if (publish && replaces)
       logic_->add_snapshot_truncate(side, t, at);
-    auto send = [&] {
-      try {
-        events_->publish(side.events);
-      } catch (const std::exception& e) {
-        throw std::runtime_error(fmt::format(
-            "source '{}': the initial copy of '{}' to target '{}' failed: {}; the next start "
-            "copies it again",
-            src_.name, t.name, tgt_name_, e.what()));
-      }
-      side.events.clear();
-    };
+    auto send = [&] { publish_copied(side, t); };
     std::string select;
     for (const auto& c : t.columns)
       select += (select.empty() ? "" : ", ") + pg_ident(c.name);

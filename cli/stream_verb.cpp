@@ -107,6 +107,28 @@ int do_stream(const global_options& g, const stream_args& a) {
       return 1;
     }
   }
+  // Beside a warehouse target the stream publishes each change event once, in one
+  // encoding, to [events.kafka] and [events.pubsub] both: a configuration error.
+  const auto beside_a_warehouse = [&] {
+    for (const auto& src : project->sources)
+      if (src.capture == "logical")
+        if (const auto* t = project->target_of(src);
+            t && t->dialect != "kafka" && t->dialect != "pubsub")
+          return true;
+    return false;
+  };
+  if (const auto& ev = project->events; ev.kafka && ev.pubsub &&
+                                        ev.kafka->format != ev.pubsub->format &&
+                                        beside_a_warehouse()) {
+    const std::string why = fmt::format(
+        "[events.kafka] has format = \"{}\" and [events.pubsub] format = \"{}\": the stream "
+        "publishes each change event once, in one encoding, beside a relational target; give "
+        "both the same format",
+        config::to_string(ev.kafka->format), config::to_string(ev.pubsub->format));
+    fmt::print(stderr, "{}\n", why);
+    note_refusal("", why);
+    return 2;
+  }
   auto store = open_state(*project, true);
   if (!store)
     return 2;

@@ -392,8 +392,10 @@ class loader {
                            inner));
         return std::nullopt;
       }
+      // Set but empty is a value (an empty password, say), as the shell's ${NAME} has
+      // it; only ${NAME:-default} takes the default for it.
       const char* set = std::getenv(name.c_str());
-      if (set != nullptr && *set != '\0') {
+      if (set != nullptr && (*set != '\0' || dash == std::string::npos)) {
         out += set;
       } else if (dash != std::string::npos) {
         out += inner.substr(dash + 2);
@@ -1090,14 +1092,22 @@ class loader {
     if (const auto* s = section(k, "settings", path)) {
       const std::string sp = key_path_append(path, "settings");
       for (auto&& [sk, sv] : *s) {
-        if (sv.is_table() || sv.is_array())
+        if (sv.is_table() || sv.is_array()) {
           wrong_type(sv, key_path_append(sp, sk.str()), "a string, number or boolean");
-        else
-          ko.settings.emplace(std::string{sk.str()}, render(sv));
+          continue;
+        }
+        // A string setting names environment variables as any string value does (a
+        // sasl.password kept out of the file).
+        std::optional<std::string> value = render(sv);
+        if (sv.is_string())
+          value = expand_environment(*value, sv.source(), key_path_append(sp, sk.str()));
+        if (!value)
+          continue;
+        ko.settings.emplace(std::string{sk.str()}, *value);
         // The brokers come from `brokers`: the same list said again is no conflict.
         if ((sk.str() == "bootstrap.servers" || sk.str() == "metadata.broker.list") &&
-            !ko.brokers.empty() && render(sv) != ko.brokers)
-          report(errc::conflicting_keys, sv.source(), key_path_append(sp, sk.str()), render(sv),
+            !ko.brokers.empty() && *value != ko.brokers)
+          report(errc::conflicting_keys, sv.source(), key_path_append(sp, sk.str()), *value,
                  ko.brokers,
                  fmt::format("{} differs from brokers ({}): set the brokers with brokers only",
                              sk.str(), ko.brokers));

@@ -964,18 +964,26 @@ struct planner {
   void gate_governance() {
     if (!settings.governance_gate)
       return;
+    // Every change the gate holds is named, the first one's column and proposal given: a
+    // review of one would otherwise find the next only on the following run.
+    const evolution_step* first = nullptr;
+    std::string held;
     for (const auto& s : p.drift.steps) {
       const bool additive = s.action == evolution_action::add_columns;
       if (additive && settings.additive_granted)
         continue;
-      fail("FLT-S008",
-           fmt::format("require-review: {} ({}); auto_apply_additive_drift applies only additive "
-                       "changes granted by [policy] grants = [\"schema_change.additive\"]; review "
-                       "and apply it by hand",
-                       s.reason, schema::to_string(s.action)),
-           s.column);
-      return;
+      if (!first)
+        first = &s;
+      held += fmt::format("{}{} ({})", held.empty() ? "" : "; also ", s.reason,
+                          schema::to_string(s.action));
     }
+    if (first)
+      fail("FLT-S008",
+           fmt::format("require-review: {}; auto_apply_additive_drift applies only additive "
+                       "changes granted by [policy] grants = [\"schema_change.additive\"]; review "
+                       "and apply {} by hand",
+                       held, held.find("; also ") == std::string::npos ? "it" : "them"),
+           first->column);
   }
 
   void full_refresh() {

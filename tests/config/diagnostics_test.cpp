@@ -569,6 +569,38 @@ TEST_CASE("${VAR} in a string value is the environment variable; unset without a
   ::unsetenv("FLOTILLA_TEST_WH");
 }
 
+TEST_CASE("${VAR} in Kafka settings is expanded; a variable set to empty is a value") {
+  ::setenv("FLOTILLA_TEST_LINGER", "5", 1);
+  ::setenv("FLOTILLA_TEST_EMPTY", "", 1);
+  ::unsetenv("FLOTILLA_TEST_UNSET");
+  auto r = load(std::string{one_target} + R"toml(
+[events.kafka]
+brokers = "127.0.0.1:9092"
+topic = "ev${FLOTILLA_TEST_EMPTY}"
+
+[events.kafka.settings]
+"linger.ms" = "${FLOTILLA_TEST_LINGER}"
+"client.id" = "c${FLOTILLA_TEST_EMPTY:-dflt}"
+)toml");
+  INFO(all_messages(r));
+  REQUIRE(r.diagnostics.empty());
+  const auto& k = *r.model->events.kafka;
+  CHECK(k.topic == "ev");  // set, empty: taken as it is
+  CHECK(k.settings.at("linger.ms") == "5");
+  CHECK(k.settings.at("client.id") == "cdflt");  // :- takes the default for empty too
+  auto bad = load(std::string{one_target} + R"toml(
+[events.kafka]
+brokers = "127.0.0.1:9092"
+topic = "ev"
+
+[events.kafka.settings]
+"sasl.password" = "${FLOTILLA_TEST_UNSET}"
+)toml");
+  expect(bad, errc::environment_variable, "events.kafka.settings.\"sasl.password\"");
+  ::unsetenv("FLOTILLA_TEST_LINGER");
+  ::unsetenv("FLOTILLA_TEST_EMPTY");
+}
+
 TEST_CASE("${VAR} in a list's entries is expanded too; unset, FLT-C024 names the entry") {
   ::setenv("FLOTILLA_TEST_TABLE", "orders", 1);
   ::unsetenv("FLOTILLA_TEST_UNSET");

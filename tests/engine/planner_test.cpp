@@ -558,6 +558,14 @@ TEST_CASE("a change the governance gate holds carries the statements it would ru
   CHECK(p.error->code == "FLT-S008");
   CHECK(p.error->column == "amount");
   CHECK_THAT(p.error->proposed_ddl, Catch::Contains("ALTER TABLE") && Catch::Contains("BIGINT"));
+  // Two held changes, neither granted: both named, the first one's column proposed.
+  st.additive_granted = false;
+  auto both = S({{"id", T("int")}, {"amount", T("bigint")}, {"note", T("text")}});
+  p = engine::plan_table(both, live, engine::target_state::present, *d, orders, st);
+  REQUIRE(p.error);
+  CHECK(p.error->code == "FLT-S008");
+  CHECK_THAT(p.error->reason, Catch::Contains("'amount'") && Catch::Contains("; also ") &&
+                                  Catch::Contains("'note'") && Catch::Contains("apply them"));
 }
 
 TEST_CASE("a refused table's reason says what to do") {
