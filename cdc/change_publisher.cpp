@@ -260,15 +260,23 @@ class fan_out final : public change_publisher {
 
 }  // namespace
 
+std::string side_formats_conflict(const config::project& p) {
+  const auto& kafka = p.events.kafka;
+  const auto& pubsub = p.events.pubsub;
+  if (!kafka || !pubsub || kafka->format == pubsub->format)
+    return {};
+  return fmt::format(
+      "[events.kafka] has format = \"{}\" and [events.pubsub] format = \"{}\": the stream "
+      "publishes each change event once, in one encoding, beside a relational target; give "
+      "both the same format",
+      config::to_string(kafka->format), config::to_string(pubsub->format));
+}
+
 std::unique_ptr<change_publisher> side_publisher(const config::project& p) {
   const auto* kafka = p.events.kafka ? &*p.events.kafka : nullptr;
   const auto* pubsub = p.events.pubsub ? &*p.events.pubsub : nullptr;
-  if (kafka && pubsub && kafka->format != pubsub->format)
-    throw std::runtime_error(fmt::format(
-        "[events.kafka] has format = \"{}\" and [events.pubsub] format = \"{}\": the stream "
-        "publishes each change event once, in one encoding, beside a relational target; "
-        "give both the same format",
-        config::to_string(kafka->format), config::to_string(pubsub->format)));
+  if (std::string conflict = side_formats_conflict(p); !conflict.empty())
+    throw std::runtime_error(conflict);
   std::vector<std::unique_ptr<change_publisher>> to;
   if (kafka)
     to.push_back(kafka_publisher(*kafka, "[events.kafka]"));

@@ -57,6 +57,11 @@ class change_publisher {
 [[nodiscard]] std::unique_ptr<change_publisher> pubsub_publisher(const config::pubsub_options& o,
                                                                  std::string what);
 
+/// Why the stream cannot publish beside a relational target: [events.kafka] and
+/// [events.pubsub] both configured with different formats (each change event is encoded
+/// once). Empty when it can.
+[[nodiscard]] std::string side_formats_conflict(const config::project& p);
+
 /// The change events published beside a relational target: [events.kafka],
 /// [events.pubsub], or both (each batch to Kafka, then Pub/Sub); null when neither is
 /// configured. Throws std::runtime_error when both are and their formats differ.

@@ -11,6 +11,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "cdc/change_publisher.hpp"
 #include "cdc/stream.hpp"
 #include "cli/fleet_builder.hpp"
 #include "cli/stop_signals.hpp"
@@ -117,14 +118,8 @@ int do_stream(const global_options& g, const stream_args& a) {
           return true;
     return false;
   };
-  if (const auto& ev = project->events; ev.kafka && ev.pubsub &&
-                                        ev.kafka->format != ev.pubsub->format &&
-                                        beside_a_warehouse()) {
-    const std::string why = fmt::format(
-        "[events.kafka] has format = \"{}\" and [events.pubsub] format = \"{}\": the stream "
-        "publishes each change event once, in one encoding, beside a relational target; give "
-        "both the same format",
-        config::to_string(ev.kafka->format), config::to_string(ev.pubsub->format));
+  if (const std::string why = cdc::side_formats_conflict(*project);
+      !why.empty() && beside_a_warehouse()) {
     fmt::print(stderr, "{}\n", why);
     note_refusal("", why);
     return 2;

@@ -650,16 +650,19 @@ bool walk_utf8(const gp::Message& m, gp::Message* fix) {
     if (f->type() == gp::FieldDescriptor::TYPE_STRING) {
       const int n = f->is_repeated() ? r->FieldSize(m, f) : 1;
       for (int i = 0; i < n; ++i) {
-        const std::string v = f->is_repeated() ? r->GetRepeatedString(m, f, i) : r->GetString(m, f);
+        std::string scratch;  // filled only for a string the message does not hold as one
+        const std::string& v = f->is_repeated() ? r->GetRepeatedStringReference(m, f, i, &scratch)
+                                                : r->GetStringReference(m, f, &scratch);
         if (schema::valid_utf8(v))
           continue;
         bad = true;
         if (!fix)
           return true;
+        std::string fixed = utf8_as_json_writes_it(v);  // before `v`'s field is replaced
         if (f->is_repeated())
-          fix->GetReflection()->SetRepeatedString(fix, f, i, utf8_as_json_writes_it(v));
+          fix->GetReflection()->SetRepeatedString(fix, f, i, std::move(fixed));
         else
-          fix->GetReflection()->SetString(fix, f, utf8_as_json_writes_it(v));
+          fix->GetReflection()->SetString(fix, f, std::move(fixed));
       }
     } else if (f->cpp_type() == gp::FieldDescriptor::CPPTYPE_MESSAGE) {
       const int n = f->is_repeated() ? r->FieldSize(m, f) : 1;
