@@ -77,7 +77,7 @@ void plan_gate(const engine::table_job& job, engine::table_outcome& out) {
   auto verdict =
       plan.error ? job.gate(job.table.columns, false,
                             fmt::format("{}: {}", plan.error->code, plan.error->reason))
-                 : job.gate(plan.read_columns, false, {});
+                 : job.gate(plan.observed_columns(), false, {});
   out.gate_detail = std::move(verdict.detail);
   if (!verdict.proceed) {
     out.status = engine::table_status::failed;

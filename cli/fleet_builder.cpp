@@ -264,7 +264,8 @@ void print_drift_warning(const std::string& dataset, const std::string& warning)
 /// table's outcome for the state commit, the run record and the events.
 engine::drift_gate make_drift_gate(storage::state_store* store, config::drift_policy policy,
                                    std::string source, std::string table, std::string run_id,
-                                   std::string hints, bool planning) {
+                                   std::string hints, bool planning,
+                                   std::shared_ptr<const events::observed_columns> staged_observed = {}) {
   return [=](const schema::table_schema& staged, bool reused, const std::string& refusal) {
     engine::drift_gate_result r;
     // Seed 004: a retry that reuses staged data does not run the gate again under warn
@@ -283,7 +284,12 @@ engine::drift_gate make_drift_gate(storage::state_store* store, config::drift_po
     in.now_us = now_us();
     events::observed_columns recorded;
     if (reused) {
-      recorded = events::to_observed(staged);
+      // What the staging run observed, recorded with its data: the staged columns, and
+      // the new ones on_schema_change = ignore left out of them.
+      if (staged_observed && !staged_observed->empty())
+        recorded = *staged_observed;
+      else
+        recorded = events::to_observed(staged);
       in.recorded = &recorded;
     } else {
       in.observed = &staged;
@@ -636,7 +642,7 @@ void record_schema_change(storage::state_store& store, const std::string& run_id
   t.set_run_id(run_id);
   t.set_started_at_us(now_us());
   t.set_drift_checked(plan.drift_checked);
-  t.set_drifted(plan.drift.drifted());
+  t.set_drifted(plan.drifted());
   add_actions(t, plan);
   (void)store.put(altered_key(run_id, source + "." + table), t);  // best effort
   schema_changes_noted.store(true, std::memory_order_relaxed);
@@ -1172,7 +1178,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
               // merged on a key, reading every row again loses and repeats none.
               ts.job.watermark_void = true;
               ts.job.warnings.push_back(fmt::format(
-                  "the source table was emptied or rewritten (TRUNCATE, VACUUM FULL, CLUSTER) "
+                  "the source table was emptied or rewritten (TRUNCATE, VACUUM FULL, CLUSTER, an "
+                  "ALTER TABLE that rewrites it, such as a column type change) "
                   "since the watermark {} = {} was committed: rows it holds now may sit below "
                   "that value, so this run reads every row again (merged on the table's key, "
                   "or replacing every row where its plan copies the table anew)",
@@ -1187,7 +1194,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                 ts.job.generation_changed = true;
                 ts.job.warnings.push_back(fmt::format(
                     "the source table was emptied or rewritten (TRUNCATE, VACUUM FULL, "
-                    "CLUSTER) since the watermark {0} = {1} was committed: rows it holds now "
+                    "CLUSTER, an ALTER TABLE that rewrites it, such as a column type change) "
+                    "since the watermark {0} = {1} was committed: rows it holds now "
                     "with {0} at or below {1} are not read. The table has no key to read it "
                     "again in full by without repeating rows; if it was refilled with such "
                     "rows, declare its unique_key, which makes the next run after such a "
@@ -1255,6 +1263,11 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                 in.watermark = state->staged->watermark_value();
               ts.job.reuse = in;
               ts.prune = false;
+              if (gated && state->staged->observed_schema_size() > 0)
+                ts.job.gate = make_drift_gate(
+                    store, policy.on_source_drift, src->name, name, run_id, read_hints(), false,
+                    std::make_shared<const events::observed_columns>(
+                        state->staged->observed_schema()));
               // The load brings the target to the source as staged, not as it is now: the
               // marker recorded with it is the staged data's, so a later change is copied.
               if (state->staged->marker().empty())
@@ -1588,7 +1601,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       c.result.set_reused_staged(r.outcome.reused_staged);
       if (r.outcome.plan) {  // for the run after a killed one, which reports it
         c.result.set_drift_checked(r.outcome.plan->drift_checked);
-        c.result.set_drifted(r.outcome.plan->drift.drifted());
+        c.result.set_drifted(r.outcome.plan->drifted());
       }
       c.result.set_load(std::string(r.outcome.reused_staged ? std::string_view("retry")
                                     : r.outcome.plan        ? engine::to_string(r.outcome.plan->load)
@@ -1643,7 +1656,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       e.set_rows(staged.rows);
       if (staged.watermark)
         e.set_watermark_value(*staged.watermark);
-      *e.mutable_observed_schema() = events::to_observed(staged.columns);
+      *e.mutable_observed_schema() = events::to_observed(
+          staged.observed.columns.empty() ? staged.columns : staged.observed);
       if (v != nullptr)
         e.set_hints_hash(v->hints_hash);
       e.set_created_at_us(now_us());

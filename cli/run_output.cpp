@@ -201,7 +201,7 @@ run_summary summarize(const std::vector<actors::pipeline_report>& reports) {
       }
       if (o.plan) {
         s.tables_checked += o.plan->drift_checked ? 1 : 0;
-        s.tables_drifted += o.plan->drift.drifted() ? 1 : 0;
+        s.tables_drifted += o.plan->drifted() ? 1 : 0;
       }
       if (o.status == engine::table_status::failed || o.status == engine::table_status::skipped)
         ++s.failed;  // a skipped table did not get its data: the run is not a success

@@ -459,7 +459,7 @@ void record_run(storage::state_store& store, const run_request& req, const std::
       // No run id per table: in a run record every table's is the record's own.
       tr->set_reused_staged(o.reused_staged);
       if (o.plan)
-        tr->set_drifted(o.plan->drift.drifted());
+        tr->set_drifted(o.plan->drifted());
       // What the drift gate saw, for `schema accept`. A retry that reused staged data
       // records nothing, unless the gate failed it again (seed 004, docs/events.md).
       if (const auto* v = drift_verdict_of(o))

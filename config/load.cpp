@@ -23,6 +23,25 @@
 namespace flotilla::config {
 namespace {
 
+/// A URI dsn whose part before the host holds '@' more than once: a password with an
+/// '@' not percent-encoded. libpq takes what follows the first '@' as the host, and its
+/// error messages would show the rest of the password.
+bool dsn_has_stray_at(std::string_view dsn) {
+  const auto scheme = dsn.find("://");
+  if (scheme == std::string_view::npos)
+    return false;
+  const auto start = scheme + 3;
+  const auto end = dsn.find_first_of("/?", start);
+  const auto authority = dsn.substr(start, end == std::string_view::npos ? dsn.npos : end - start);
+  return std::count(authority.begin(), authority.end(), '@') > 1;
+}
+
+constexpr std::string_view stray_at_message =
+    "the dsn holds '@' more than once before its host: a password with '@' is written "
+    "percent-encoded ('@' as %40; ':' as %3A and '/' as %2F), otherwise what follows the "
+    "first '@' is taken for the host and connection errors would show part of the password";
+
+
 namespace fs = std::filesystem;
 using keys = std::vector<std::string_view>;
 
@@ -603,8 +622,12 @@ class loader {
     auto dsn = string(t, "dsn", path);
     if (file)
       tc.path = resolve_path(*file);
-    if (dsn)
+    if (dsn) {
       tc.dsn = *dsn;
+      if (dsn_has_stray_at(tc.dsn))
+        report(errc::invalid_value, t.get("dsn")->source(), key_path_append(path, "dsn"), "",
+               "", std::string(stray_at_message));
+    }
     const bool file_dialect = tc.dialect == "duckdb" || tc.dialect == "sqlite";
     if (file_dialect) {
       if (!t.contains("path"))
@@ -715,8 +738,12 @@ class loader {
     }
     if (auto f = string(t, "path", path))
       sc.path = resolve_path(*f);
-    if (auto d = string(t, "dsn", path))
+    if (auto d = string(t, "dsn", path)) {
       sc.dsn = *d;
+      if (dsn_has_stray_at(sc.dsn))
+        report(errc::invalid_value, t.get("dsn")->source(), key_path_append(path, "dsn"), "",
+               "", std::string(stray_at_message));
+    }
     if (adapter_known) {
       const std::string_view an = to_string(sc.adapter);
       if (is_file_adapter(sc.adapter)) {

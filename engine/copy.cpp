@@ -193,6 +193,8 @@ table_plan plan_described(const schema::table_schema& columns, const described& 
                             step.column, step.from_text);
       step.sql = p.ddl.front();
       p.drift.steps.push_back(std::move(step));
+      p.drift_checked = true;
+      p.live_unmappable = true;
     }
   }
   return p;
@@ -774,7 +776,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
         out.gate_detail = std::move(verdict.detail);
         if (!verdict.proceed) {
           stopped_by_gate(verdict);
-          out.staged = staged_output{job.reuse->path, 0, job.reuse->watermark, *staged_cols};
+          out.staged = staged_output{job.reuse->path, 0, job.reuse->watermark, *staged_cols, {}};
           return out;
         }
       }
@@ -791,13 +793,13 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       staged_watermark = incremental && rres.max_cursor ? rres.max_cursor : watermark;
       load_from = staged.path();
       kept = staged_output{staged.path().string(), staged.rows(), staged_watermark,
-                           plan.read_columns};
-      auto verdict = job.gate(plan.read_columns, false, {});
+                           plan.read_columns, plan.observed_columns()};
+      auto verdict = job.gate(plan.observed_columns(), false, {});
       out.gate_detail = std::move(verdict.detail);
       if (!verdict.proceed) {
         stopped_by_gate(verdict);
         out.staged = staged_output{staged.path().string(), staged.rows(), staged_watermark,
-                                   plan.read_columns};
+                                   plan.read_columns, plan.observed_columns()};
         return out;
       }
     }

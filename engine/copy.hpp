@@ -46,6 +46,9 @@ struct staged_output {
   std::uint64_t rows = 0;
   std::optional<std::string> watermark;
   schema::table_schema columns;
+  /// What the drift gate observed (the staged columns and any on_schema_change = ignore
+  /// left out); recorded with the staged data, so a retry checks what the run checked.
+  schema::table_schema observed;
 };
 
 struct table_job {

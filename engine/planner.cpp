@@ -268,7 +268,9 @@ struct planner {
     // column break (or, merged, overwrite each other). An omission: declare it.
     if (settings.enforced)
       for (const auto& c : source.columns)
-        if (c.key && p.load_columns.find(c.name, names()) == nullptr)
+        // (A declared key column left out is refused by its own error, FLT-S002.)
+        if (c.key && p.load_columns.find(c.name, names()) == nullptr &&
+            find_declared(settings, c.name, names()) == nullptr)
           fail("FLT-S010",
                fmt::format("column '{}' is in the source's primary key, and contract = enforced "
                            "leaves it out (it is not declared): rows differing only in it would "
@@ -499,7 +501,8 @@ struct planner {
     if (settings.enforced)
       for (const auto& l : live.columns) {
         const column* s = source.find(l.name, rule);
-        if (l.key && s != nullptr && !s->key && p.load_columns.find(l.name, rule) == nullptr)
+        if (l.key && s != nullptr && !s->key && p.load_columns.find(l.name, rule) == nullptr &&
+            find_declared(settings, l.name, rule) == nullptr)
           fail("FLT-S010",
                fmt::format("column '{}' is in the live table's primary key, and contract = "
                            "enforced leaves it out (it is not declared): loaded so, every row "
@@ -759,6 +762,8 @@ struct planner {
                            why, from, to});
       }
     }
+    if (!ignored.empty())
+      p.ignored_read_columns = p.read_columns;
     for (const auto& name : ignored)
       drop_load_column(name);
     if (p.error)
@@ -1148,9 +1153,13 @@ std::string describe_step(const schema::evolution_step& s, const dialects::diale
   switch (s.action) {
     case evolution_action::add_columns:
       return fmt::format("add column  {} {} -> {}", s.column, to, d.physical_type(s.to));
+    // Named as the step is (`step` in JSON, the run's text, the events): `widen` for a
+    // declared or auto_widen widening, `alter_column_types` for a source retype.
     case evolution_action::widen:
-    case evolution_action::alter_column_types:
       return fmt::format("widen  {} {} -> {} ({})  in place", s.column,
+                         s.from ? schema::to_string(*s.from) : "", to, d.physical_type(s.to));
+    case evolution_action::alter_column_types:
+      return fmt::format("alter column type  {} {} -> {} ({})  in place", s.column,
                          s.from ? schema::to_string(*s.from) : "", to, d.physical_type(s.to));
     case evolution_action::rebuild:
       return fmt::format("rebuild  {} {} -> {} ({})  rebuild and swap", s.column,

@@ -135,10 +135,22 @@ struct table_plan {
   schema::table_schema read_columns;
   /// The same columns as loaded into the target (declared types where pinned).
   schema::table_schema load_columns;
+  /// What the source-drift gate (seed 004) observes when it differs from read_columns:
+  /// the columns read before on_schema_change = ignore left the new ones out. A column
+  /// the target does not follow is still a change of the source.
+  schema::table_schema ignored_read_columns;
+  [[nodiscard]] const schema::table_schema& observed_columns() const {
+    return ignored_read_columns.columns.empty() ? read_columns : ignored_read_columns;
+  }
   /// True when the watermark must be ignored (table created or recreated).
   bool reset_watermark = false;
-  /// True when drift was evaluated (the target existed and was readable).
+  /// True when drift was evaluated (the target existed and was readable, or was read and
+  /// found holding a column of a type Flotilla cannot map).
   bool drift_checked = false;
+  /// The live table is dropped and copied anew for such a column: a retype, as seed 001
+  /// counts drift, though no source column changed.
+  bool live_unmappable = false;
+  [[nodiscard]] bool drifted() const { return drift.drifted() || live_unmappable; }
 };
 
 /// Decides the plan for one table.

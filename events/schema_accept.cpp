@@ -30,7 +30,7 @@ std::size_t accept_plan::change_count() const {
 
 accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const std::string> names,
                         const std::map<std::string, storage::pb::SchemaBaseline>& baselines,
-                        std::int64_t now_us) {
+                        std::int64_t now_us, const std::set<std::string>& declared) {
   // What the latest run observed, by dataset.
   std::map<std::string, const storage::pb::TableResult*> observed;
   // The same datasets by the run JSON's `table`, the target table they land in (one
@@ -89,6 +89,26 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
           if (!dataset.empty())
             candidates.push_back(table);
         nearest = config::nearest(name, candidates);
+      }
+      // A table whose section declares columns: the gate never looks at it.
+      const auto declares = [&] {
+        if (declared.contains(name))
+          return true;
+        const auto first = name.find('.');
+        const auto last = name.rfind('.');
+        return first != std::string::npos && last != first &&
+               declared.contains(name.substr(0, first) + name.substr(last));
+      };
+      if (declares()) {
+        plan.errors.push_back(error{
+            errc::no_observed_schema,
+            fmt::format("cannot accept '{}': its table section declares columns, and "
+                        "on_source_drift skips such tables entirely (the declared columns "
+                        "already type the read; a declared column the source lacks fails the "
+                        "table, FLT-S001). There is no baseline of it to accept; `flotilla "
+                        "plan` shows how the source differs from its declaration",
+                        name)});
+        continue;
       }
       const std::string run =
           latest == nullptr ? std::string("no run has been recorded yet")

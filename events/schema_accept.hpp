@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -37,8 +38,11 @@ struct accept_plan {
 /// `latest`: the latest run's record (null before the first run). `names`: the
 /// datasets named on the command line, empty for all. `baselines`: every stored baseline
 /// by key. Named datasets are handled in the order given, the others in key order.
+/// `declared`: the datasets whose table section declares columns (`<source>.<section>`),
+/// which the gate skips (seed 004): a name among them is refused as such.
 [[nodiscard]] accept_plan plan_accept(
     const storage::pb::RunRecord* latest, std::span<const std::string> names,
-    const std::map<std::string, storage::pb::SchemaBaseline>& baselines, std::int64_t now_us);
+    const std::map<std::string, storage::pb::SchemaBaseline>& baselines, std::int64_t now_us,
+    const std::set<std::string>& declared = {});
 
 }  // namespace flotilla::events

@@ -192,8 +192,9 @@ drift_verdict evaluate_source_drift(const drift_input& in) {
   if (in.planning)
     v.error = fmt::format(
         "source drift on {}: {}{}; on_source_drift = fail would stop the table before any "
-        "target is written (`flotilla run` fails it{}). If the change is expected, run "
-        "`flotilla schema accept {}` first",
+        "target is written (`flotilla run` fails it{}). If the change is expected: `flotilla "
+        "run` (it fails the table and records what it read; a plan records nothing), then "
+        "`flotilla schema accept {}`, then `flotilla retry`",
         v.dataset, what, since,
         in.refusal.empty() ? std::string() : fmt::format("; the target refuses the change too: {}", in.refusal),
         shell_word(v.dataset));

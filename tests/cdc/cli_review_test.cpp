@@ -399,7 +399,7 @@ TEST_CASE("stream refuses a --filter table=: one slot carries all of a source's 
             "[sources.shop]\nadapter = \"postgres\"\n"
             "dsn = \"postgresql://nobody@127.0.0.1:1/none\"\ncapture = \"logical\"\n";
   }
-  for (const std::vector<std::string> args :
+  for (const std::vector<std::string>& args :
        {std::vector<std::string>{"stream", "--filter", "table=public.orders"},
         std::vector<std::string>{"stream", "--reload", "--filter", "source=shop", "--filter",
                                  "table=public.orders"},

@@ -1056,8 +1056,12 @@ TEST_CASE("plan says what the source-drift gate would decide, and records nothin
     CHECK(orders["error_code"] == "FLT-D001");
     CHECK_THAT(orders["error"].get<std::string>(),
                Catch::Contains("column 'note' added") &&
-                   Catch::Contains("`flotilla schema accept shop.orders` first"));
+                   Catch::Contains("then `flotilla schema accept shop.orders`, then "
+                                   "`flotilla retry`"));
     CHECK(orders["source_drift"]["decision"] == "fail");
+    // What plan advises is what works: accept straight after a plan has nothing to read.
+    CHECK_THAT(run_flotilla(s.w, {"schema", "accept", "shop.orders"}).out,
+               Catch::Contains("nothing to accept"));
     CHECK(orders["source_drift"]["changes"][0]["column"] == "note");
     CHECK(find(plan, "customers")["status"] == "planned");
     CHECK(s.staged_files() == 0);
@@ -1086,5 +1090,49 @@ TEST_CASE("plan says what the source-drift gate would decide, and records nothin
     auto text = run_flotilla(s.w, {"plan"});
     CHECK_THAT(text.out, Catch::Contains("warning  source drift on shop.orders"));
     CHECK(text.err.find("source drift") == std::string::npos);  // shown once, in the plan
+  }
+}
+
+TEST_CASE("the gate sees a new source column that on_schema_change = ignore leaves out") {
+  shop s("fail", "on_schema_change = \"ignore\"");
+  int rc = -1;
+  REQUIRE(flotilla_json(s.w, {"run"}, &rc)["status"] == "success");
+  s.source("ALTER TABLE orders ADD COLUMN note TEXT; INSERT INTO orders VALUES (3, 30, 'x')");
+  // plan and run both say the source changed, though the target does not follow it.
+  auto plan = flotilla_json(s.w, {"plan"}, &rc);
+  CHECK((*find_table(plan, "raw.orders"))["error_code"] == "FLT-D001");
+  auto run = flotilla_json(s.w, {"run"}, &rc);
+  INFO(run.dump(2));
+  CHECK(rc == 1);
+  const auto& orders = *find_table(run, "raw.orders");
+  CHECK(orders["error_code"] == "FLT-D001");
+  CHECK(orders["source_drift"]["changes"][0]["column"] == "note");
+  CHECK(orders["source_drift"]["changes"][0]["kind"] == "added");
+  CHECK(count_type(s.events_of(run["run_id"]), "source_drift_detected") == 1);
+  CHECK(s.target("SELECT count(*) FROM raw.orders") == std::vector<std::vector<std::string>>{{"2"}});
+  // Accepted, the retry loads the staged rows (without the column the target ignores),
+  // checking what the run observed rather than the staged columns alone.
+  REQUIRE(run_flotilla(s.w, {"schema", "accept", "shop.orders"}).exit_code == 0);
+  auto retry = flotilla_json(s.w, {"retry"}, &rc);
+  INFO(retry.dump(2));
+  CHECK(rc == 0);
+  CHECK((*find_table(retry, "raw.orders"))["status"] == "copied");
+  CHECK(s.target("SELECT count(*) FROM raw.orders") == std::vector<std::vector<std::string>>{{"3"}});
+  CHECK(s.target("SELECT count(*) FROM information_schema.columns WHERE table_name = 'orders' "
+                 "AND column_name = 'note'") == std::vector<std::vector<std::string>>{{"0"}});
+  // And the next run has nothing to report.
+  run = flotilla_json(s.w, {"run"}, &rc);
+  CHECK(rc == 0);
+  CHECK((*find_table(run, "raw.orders"))["source_drift"]["decision"] == "unchanged");
+
+  SECTION("warn says so too, every run") {
+    s.config("warn", "on_schema_change = \"ignore\"");
+    s.source("ALTER TABLE orders ADD COLUMN extra INT");
+    for (int round = 0; round < 2; ++round) {
+      auto r = run_flotilla(s.w, {"run", "--output", "json"});
+      INFO(r.err);
+      CHECK(r.exit_code == 0);
+      CHECK_THAT(r.err, Catch::Contains("source drift on shop.orders: column 'extra' added"));
+    }
   }
 }

@@ -866,3 +866,36 @@ path = "{}"
   auto r = load("[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.csv\"\n");
   CHECK(find_code(r, errc::invalid_value) == nullptr);
 }
+
+TEST_CASE("a dsn with an '@' not percent-encoded in its password is FLT-C005, never echoed") {
+  auto r = load(R"toml(
+[targets.wh]
+dialect = "postgres"
+dsn = "postgresql://u:pa@ss@127.0.0.1:5432/wh"
+
+[sources.pg]
+adapter = "postgres"
+dsn = "postgresql://postgres:Hunter2@Secret@127.0.0.1:5432/src"
+)toml");
+  INFO(all_messages(r));
+  CHECK(count_code(r, errc::invalid_value) == 2);
+  CHECK(all_messages(r).find("FLT-C005: targets.wh.dsn: the dsn holds '@' more than once") !=
+        std::string::npos);
+  CHECK(all_messages(r).find("FLT-C005: sources.pg.dsn: the dsn holds '@' more than once") !=
+        std::string::npos);
+  CHECK(all_messages(r).find("%40") != std::string::npos);
+  CHECK(all_messages(r).find("Secret") == std::string::npos);
+  CHECK(all_messages(r).find("ss@127") == std::string::npos);
+  // Encoded, and '@' in the path or query part, it loads.
+  auto ok = load(R"toml(
+[targets.wh]
+dialect = "postgres"
+dsn = "postgresql://u:pa%40ss@127.0.0.1:5432/wh?application_name=a@b"
+
+[sources.pg]
+adapter = "postgres"
+dsn = "host=127.0.0.1 password=p@ss@x dbname=src"
+)toml");
+  INFO(all_messages(ok));
+  CHECK(count_code(ok, errc::invalid_value) == 0);
+}

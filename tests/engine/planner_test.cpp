@@ -786,3 +786,21 @@ TEST_CASE("a float or decimal declared text is read as the source's own text") {
   CHECK(kind("n") == schema::type_kind::text);
   CHECK(kind("i") == schema::type_kind::int32);  // an integer's text is the same either way
 }
+
+TEST_CASE("a declared key column its source type cannot be read as is refused as that, "
+          "not as left out") {
+  auto d = *dialects::make_dialect("duckdb");
+  engine::table_settings st;
+  st.enforced = true;
+  st.declared = {schema::column{"id", T("int")}, schema::column{"name", T("text")}};
+  const auto source = S({{"id", T("bigint"), false, true}, {"name", T("text")}});
+  auto p = engine::plan_table(source, std::nullopt, engine::target_state::absent, *d, orders, st);
+  REQUIRE(p.error.has_value());
+  CHECK(p.error->code == "FLT-S002");
+  CHECK_THAT(p.error->reason, !Catch::Contains("FLT-S010") && !Catch::Contains("not declared"));
+  // Left out for real (not declared), the key column is still FLT-S010.
+  st.declared = {schema::column{"name", T("text")}};
+  p = engine::plan_table(source, std::nullopt, engine::target_state::absent, *d, orders, st);
+  REQUIRE(p.error.has_value());
+  CHECK(p.error->code == "FLT-S010");
+}

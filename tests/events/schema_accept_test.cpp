@@ -320,3 +320,20 @@ TEST_CASE("schema accept reports configuration errors and usage errors with exit
   auto no_sub = run_flotilla(dir, {"schema"});
   CHECK(no_sub.exit_code == 2);
 }
+
+TEST_CASE("schema accept of a table that declares columns says the gate skips it") {
+  temp_dir dir;
+  std::ofstream(dir.path() / "flotilla.toml")
+      << unreachable_config
+      << "\n[sources.shop.tables.customers]\ncolumns = { id = \"int\", name = \"text\" }\n";
+  drifted_state(dir);
+  for (const char* name : {"shop.customers", "shop.public.customers"}) {
+    INFO(name);
+    auto r = run_flotilla(dir, {"schema", "accept", name});
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("FLT-D002") &&
+                          Catch::Contains("its table section declares columns") &&
+                          Catch::Contains("on_source_drift skips such tables") &&
+                          !Catch::Contains("recorded no observed schema"));
+  }
+}
