@@ -20,8 +20,19 @@ constexpr const char* columns_expr = R"sql(
             'not_null', a.attnotnull,
             'key', coalesce(a.attnum = ANY (i.indkey), false),
             'default', pg_catalog.pg_get_expr(d.adbin, d.adrelid),
-            'has_missing', a.atthasmissing,
-            'missing', CASE WHEN a.atthasmissing THEN a.attmissingval::text END,
+            -- A partitioned table has no storage: a constant default added to it is
+            -- kept by each leaf partition (none: no row takes it).
+            'has_missing', a.atthasmissing OR (c.relkind = 'p' AND NOT EXISTS (
+                SELECT 1 FROM pg_catalog.pg_partition_tree(c.oid) t
+                  JOIN pg_catalog.pg_attribute pa ON pa.attrelid = t.relid
+                                                 AND pa.attname = a.attname
+                 WHERE t.isleaf AND NOT pa.atthasmissing)),
+            'missing', CASE WHEN a.atthasmissing THEN a.attmissingval::text
+                            WHEN c.relkind = 'p' THEN (
+                SELECT pa.attmissingval::text FROM pg_catalog.pg_partition_tree(c.oid) t
+                  JOIN pg_catalog.pg_attribute pa ON pa.attrelid = t.relid
+                                                 AND pa.attname = a.attname
+                 WHERE t.isleaf AND pa.atthasmissing LIMIT 1) END,
             'collation', CASE WHEN a.attcollation IN (0, 100) THEN ''
                          ELSE (SELECT co.collname FROM pg_catalog.pg_collation co
                                 WHERE co.oid = a.attcollation) END,

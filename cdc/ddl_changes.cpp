@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "cdc/ddl_capture.hpp"
 #include "sources/type_mapping.hpp"
 
 namespace flotilla::cdc {
@@ -152,6 +153,27 @@ outcome decide_ddl(const std::string& source, const std::string& table,
                  "rewrite the values with an UPDATE, which the stream carries";
       return s;
     }
+  if (!event.dropped && ddl_statements(event.ddl) == ddl_not_shown)
+    for (const auto& d : diff_columns(before, event.columns))
+      if (d.what == column_diff::kind::retyped) {
+        // Run inside a DO block or a function (a migration's dynamic SQL): the statement
+        // text is not there to show whether the retype had USING, which rewrites every
+        // row's value where the change stream carries none. Applied as a plain cast, the
+        // target could silently keep the old values: stopped before it, as USING is.
+        stopped s;
+        s.code = std::string(code_type_change);
+        s.reason = fmt::format(
+            "column {} was retyped ({} -> {}) by DDL run inside another statement (a DO "
+            "block or a function), whose text does not show whether it had USING, which "
+            "rewrites every row's value in the table where the change stream carries none",
+            d.column, d.before ? d.before->type : std::string("?"),
+            d.after ? d.after->type : std::string("?"));
+        s.message = stop_message(table, s.reason);
+        s.remedy = "Reload the stream (flotilla stream --reload) to copy every table again "
+                   "from a fresh snapshot; next time run the ALTER TABLE as a statement of "
+                   "its own (a type change without USING is then applied on the target)";
+        return s;
+      }
   captured_table current = to_captured(source, table, before);
   applied all;
   std::optional<held> first_hold;

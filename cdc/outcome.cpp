@@ -20,9 +20,16 @@ namespace pb = storage::pb;
 
 std::string type_text(const portable_type& t) { return schema::to_string(t); }
 
-bool default_collation(std::string_view c) {
-  return c.empty() || c == "default" || c == "C" || c == "POSIX" || c == "pg_catalog.default" ||
+/// The database's default collation, as the capture or a DDL names it.
+bool database_collation(std::string_view c) {
+  return c.empty() || c == "default" || c == "pg_catalog.default" ||
          c == "pg_catalog.\"default\"" || c == "\"default\"";
+}
+
+/// A collation a target without PostgreSQL's collations keeps as it is: the default, or
+/// byte order (C, POSIX), which DuckDB's and SQLite's text comparisons are.
+bool default_collation(std::string_view c) {
+  return database_collation(c) || c == "C" || c == "POSIX";
 }
 
 std::string key_list(const dialects::dialect& d, const std::vector<std::string>& key) {
@@ -320,7 +327,10 @@ outcome decider::on(const add_column& a) const {
   }
 
   std::string collate;
-  if (!default_collation(c.collation)) {
+  // PostgreSQL keeps the source column's collation, C and POSIX too (seed 002): they
+  // differ from a database default in another locale.
+  if (target_.kind == target_kind::postgres ? !database_collation(c.collation)
+                                            : !default_collation(c.collation)) {
     if (target_.kind == target_kind::postgres) {
       collate = " COLLATE " + d_->quote(c.collation);
     } else {

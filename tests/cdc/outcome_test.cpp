@@ -430,6 +430,19 @@ TEST_CASE("a type change with USING rewrites every value the stream never carrie
         1);
   CHECK(std::holds_alternative<applied>(
       decide("ALTER TABLE t ADD CONSTRAINT u UNIQUE USING INDEX t_qty", "integer")));
+  // Run inside a DO block (a migration's dynamic SQL): its text cannot show whether the
+  // retype had USING, so it stops too; a DO block adding a column is applied.
+  const auto& hidden = as_stopped(decide(
+      "DO $$ DECLARE s text; BEGIN FOR s IN SELECT stmt FROM migrations LOOP EXECUTE s; END "
+      "LOOP; END $$",
+      "bigint"));
+  CHECK(hidden.code == code_type_change);
+  CHECK_THAT(hidden.reason, Catch::Contains("column qty was retyped (integer -> bigint)") &&
+                                Catch::Contains("DO block"));
+  CHECK_THAT(hidden.remedy, Catch::Contains("--reload"));
+  e.ddl = "DO $$ BEGIN EXECUTE 'ALTER TABLE t ADD COLUMN w int'; END $$";
+  e.columns = {src("id", 1, "integer", true), src("qty", 2, "integer"), src("w", 3, "integer")};
+  CHECK(std::holds_alternative<applied>(decide_ddl("shop", "public.t", before, e, lsn, t)));
 }
 
 TEST_CASE("ATTACH or DETACH PARTITION on a captured table stops the stream; other DDL does not") {
@@ -579,6 +592,15 @@ TEST_CASE("an added column in a collation the target does not support is held") 
   // PostgreSQL keeps the collation.
   CHECK(as_applied(decide(add_column{c}, pg)).statements ==
         std::vector<std::string>{R"(ALTER TABLE "s"."orders" ADD COLUMN "title" TEXT COLLATE "de_DE")"});
+  // "C" too: byte order, which the database's default (another locale) is not. DuckDB
+  // compares text in byte order: it takes the column as it is.
+  c.collation = "C";
+  CHECK(as_applied(decide(add_column{c}, pg)).statements ==
+        std::vector<std::string>{R"(ALTER TABLE "s"."orders" ADD COLUMN "title" TEXT COLLATE "C")"});
+  CHECK(std::holds_alternative<applied>(decide(add_column{c}, duck)));
+  c.collation = "";
+  CHECK(as_applied(decide(add_column{c}, pg)).statements ==
+        std::vector<std::string>{R"(ALTER TABLE "s"."orders" ADD COLUMN "title" TEXT)"});
 }
 
 TEST_CASE("a primary key change is held, needs a fresh copy, and asks for the target key change by hand") {

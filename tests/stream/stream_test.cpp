@@ -1222,6 +1222,28 @@ TEST_CASE("a partitioned table streams its partitions' changes; ATTACH/DETACH st
   CHECK(reload.stop() == 0);
 }
 
+TEST_CASE("a column added with a constant default to a partitioned table is applied",
+          "[stream]") {
+  // The partitioned table has no storage: its partitions keep the default for their rows.
+  fixture f;
+  pg_exec(f.source(),
+          "CREATE TABLE parts (id bigint, day int, PRIMARY KEY (id, day)) PARTITION BY RANGE (day);"
+          "CREATE TABLE parts_1 PARTITION OF parts FOR VALUES FROM (0) TO (10);"
+          "CREATE TABLE parts_2 PARTITION OF parts FOR VALUES FROM (10) TO (20);"
+          "INSERT INTO parts VALUES (1, 1), (2, 12)");
+  stream_process p(f);
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.parts") == "2"; }));
+  pg_exec(f.source(), "ALTER TABLE parts ADD COLUMN extra text DEFAULT 'e'");
+  pg_exec(f.source(), "INSERT INTO parts (id, day) VALUES (3, 3)");
+  CHECK(eventually([&] {
+    auto r = pg_try_rows(f.target(), "SELECT string_agg(id || ':' || coalesce(extra, '~'), ',' "
+                                     "ORDER BY id) FROM st_shop.parts");
+    return r && !r->empty() && (*r)[0][0] == "1:e,2:e,3:e";
+  }));
+  CHECK(p.stop() == 0);
+  CHECK(p.err().find("FLT-H001") == std::string::npos);
+}
+
 TEST_CASE("a target table altered by hand stops the stream at the next change", "[stream]") {
   fixture f;
   make_orders(f, "orders", 2);
