@@ -1673,8 +1673,10 @@ class source_stream {
       throw std::runtime_error(reviews.error().message);
     for (const auto& r : *reviews) {
       auto it = by_key_.find(r.hold.table());
-      if (it == by_key_.end())
+      if (it == by_key_.end()) {
+        fail_resync_of_absent(r);
         continue;
+      }
       // A closed review (resumed, closed by a reload) asks nothing of its table; a removed
       // table stays removed. Neither needs the table's state again.
       const bool removed =
@@ -1713,6 +1715,27 @@ class source_stream {
           --o_.progress->tables_held;
       });
     }
+  }
+
+  /// A resync asked of a held table the source no longer has (dropped, or renamed, since
+  /// the hold: this start does not capture it) has nothing to copy. It fails, and the review
+  /// says so and how to recover, rather than reading "requested" for ever.
+  void fail_resync_of_absent(const review& r) {
+    const std::string prefix = src_.name + ".";
+    const std::string& key = r.hold.table();
+    if (!resync_requested(r) || !key.starts_with(prefix) ||
+        on_source_.contains(key.substr(prefix.size())))
+      return;
+    check(save_review(*o_.store, resync_started(r, fmt::format("resync-{}", now_us()), now_us())));
+    auto current = load_review(*o_.store, tgt_name_, key);
+    if (!current || !*current)
+      return;
+    check(finish_resync(
+        *o_.store, **current, false,
+        fmt::format("source '{}' has no table '{}' now (dropped or renamed since the change "
+                    "was held), so there is nothing to copy",
+                    src_.name, key.substr(prefix.size())),
+        now_us()));
   }
 
   /// The source DDL a review held and its place in its transaction, from its record.

@@ -964,6 +964,32 @@ TEST_CASE("a held table dropped at the source stays listed held in the stream su
   CHECK(states["public.items"] == "streaming");
 }
 
+TEST_CASE("a resync of a held table the source no longer has fails and says so", "[stream]") {
+  // Restarted after the drop, the stream does not capture the table: the resync has
+  // nothing to copy, and the review says so rather than reading "requested" for ever.
+  fixture f;
+  make_orders(f, "orders", 3);
+  make_orders(f, "items", 1);
+  {
+    stream_process p(f);
+    REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "3"; }));
+    hold_by_rename(f);
+    pg_exec(f.source(), "DROP TABLE orders");
+    pg_exec(f.source(), "INSERT INTO items VALUES (2, 'after the drop', 1)");
+    REQUIRE(eventually([&] { return count(f.target(), "st_shop.items") == "2"; }));
+    CHECK(p.stop() == 0);
+  }
+  stream_process p(f);
+  pg_exec(f.source(), "INSERT INTO items VALUES (3, 'restarted', 1)");
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.items") == "3"; }));
+  (void)submit(f, flotilla::cdc::decision_kind::resync);
+  REQUIRE(eventually([&] { return !hold_of(f).error().empty(); }));
+  CHECK_THAT(hold_of(f).error(),
+             Catch::Contains("source 'shop' has no table 'public.orders' now"));
+  CHECK(count(f.target(), "st_shop.orders") == "3");  // the target table as it was
+  CHECK(p.stop() == 0);
+}
+
 TEST_CASE("a --reload that fails leaves the next start to copy every table again", "[stream]") {
   fixture f;
   make_orders(f, "orders", 3);
