@@ -242,7 +242,36 @@ std::string outcome_line(const review& r) {
                      what.empty() ? "" : " (" + what + ")");
 }
 
-int report_result(const review_args& a, const cdc::decision_result& r, const storage::state_store* store) {
+/// The review `decided` as it finished, when a later hold of its table replaced it.
+std::optional<review> finished_review(const storage::state_store* store, const review& decided) {
+  if (store == nullptr)
+    return std::nullopt;
+  auto finished = cdc::list_finished_reviews(*store, decided.hold.target());
+  if (!finished)
+    return std::nullopt;
+  for (auto& f : *finished)
+    if (f.short_id() == decided.short_id())
+      return std::move(f);
+  return std::nullopt;
+}
+
+/// `decided`: the review the decision named. The replay of its kept changes may reach a
+/// later held change of the same table, which opens a new review: the result then says
+/// both, the decided review as it finished and the new one.
+int report_result(const review_args& a, const cdc::decision_result& decision,
+                  const storage::state_store* store, const review* decided = nullptr) {
+  cdc::decision_result r = decision;
+  std::optional<review> next;
+  if (decided != nullptr && r.after && r.after->short_id() != decided->short_id()) {
+    next = std::move(r.after);
+    r.after = finished_review(store, *decided);
+    if (!r.after)
+      r.after = *decided;
+  }
+  const auto new_review_line = [&] {
+    return fmt::format("new review {}: {}; the replay stopped there: {}", next->short_id(),
+                       next->hold.source_change(), outcome_line(*next));
+  };
   // A decision carried out whose copy then failed (seen before this command returns):
   // the table is not back, so the command fails too.
   // A remove after a failed copy is no failure: the review closed as asked.
@@ -259,6 +288,8 @@ int report_result(const review_args& a, const cdc::decision_result& r, const sto
                      {"hint", r.hint}};
     if (r.after)
       j["review"] = review_json(*r.after, store ? kept_count(*store, *r.after) : 0);
+    if (next)
+      j["next_review"] = review_json(*next, store ? kept_count(*store, *next) : 0);
     fmt::print("{}\n", j.dump(2));
     return code;
   }
@@ -269,6 +300,8 @@ int report_result(const review_args& a, const cdc::decision_result& r, const sto
   if (r.exit_code() == 0) {
     if (r.after)
       fmt::print(copy_failed ? stderr : stdout, "{}\n", outcome_line(*r.after));
+    if (next)
+      fmt::print("{}\n", new_review_line());
     return code;
   }
   fmt::print(stderr, "error {}: {}\n", r.code, r.message);
@@ -486,7 +519,7 @@ int do_review(const global_options& g, const review_args& a) {
           r->code = std::string(cdc::code_decision_failed);
           r->message = r->after->hold.error();
         }
-        return report_result(a, *r, seen ? seen->store.get() : nullptr);
+        return report_result(a, *r, seen ? seen->store.get() : nullptr, &*found);
       }
       if (std::chrono::steady_clock::now() >= deadline)
         return std::nullopt;

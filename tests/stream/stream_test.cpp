@@ -1,6 +1,8 @@
 // `flotilla stream` end to end against a real PostgreSQL source (wal_level = logical):
 // snapshot copy and stream, row changes, crash and restart, DDL applied, held, stopped.
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -798,8 +800,37 @@ TEST_CASE("a review's replay held again by a DDL in a transaction with rows arou
                       "RENAME COLUMN order_id TO oid; INSERT INTO orders VALUES (5, 'after', 1); "
                       "UPDATE orders SET note = 'changed' WHERE oid = 1; COMMIT");
   REQUIRE(eventually([&] { return kept_count(f) >= 4; }));
-  (void)submit(f, flotilla::cdc::decision_kind::apply_proposed);
-  // The first replay applies row 4 and is held again at the second rename.
+  // Decided from the command line: its result names the review it decided, resumed, and
+  // the new one the replay stopped at.
+  const auto cli = [&](const std::string& args) {
+    const std::string cmd = "cd '" + f.dir() + "' && '" + std::getenv("FLOTILLA_BIN") + "' " +
+                            args + " 2>/dev/null";
+    std::string out;
+    FILE* pipe = ::popen(cmd.c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    char buf[4096];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;)
+      out.append(buf, n);
+    ::pclose(pipe);
+    return out;
+  };
+  const auto listed = nlohmann::json::parse(cli("review list --output json"));
+  std::string first;
+  for (const auto& r : listed["reviews"])
+    if (r["open"].get<bool>())
+      first = r["id"].get<std::string>();
+  REQUIRE_FALSE(first.empty());
+  const std::string out = cli("review apply " + first + " --output json");
+  INFO(out);
+  const auto applied = nlohmann::json::parse(out);
+  CHECK(applied["status"] == "done");
+  CHECK(applied["review"]["id"] == first);
+  CHECK(applied["review"]["state"] == "resumed");
+  REQUIRE(applied.contains("next_review"));
+  CHECK(applied["next_review"]["id"] != first);
+  CHECK(applied["next_review"]["state_label"] == "paused: awaiting review");
+  CHECK_THAT(applied["next_review"]["source_change"].get<std::string>(), Catch::Contains("oid"));
+  // The first replay applied row 4 and is held again at the second rename.
   REQUIRE(eventually([&] {
     return hold_state(f) == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW &&
            hold_of(f).source_change().find("oid") != std::string::npos;
