@@ -285,12 +285,23 @@ std::optional<outcome> decider::check_shape() const {
 outcome decider::on(const add_column& a) const {
   const auto& c = a.column;
   const bool has_default = !c.default_expr.empty();
-  if ((has_default && !c.default_constant) || c.identity || c.generated) {
-    const std::string what = c.identity    ? std::string("as an identity column")
-                             : c.generated ? fmt::format("as a generated column ({})",
-                                                         c.default_expr.empty() ? "computed"
-                                                                                : c.default_expr)
-                                           : fmt::format("with default {}", c.default_expr);
+  if (c.generated) {
+    // PostgreSQL 15's logical replication sends no generated column: a reload would copy
+    // the values once and then stream NULLs, so `stream` refuses such a table outright.
+    return stop(code_volatile_default,
+                fmt::format("column '{}' was added as a generated column ({}): PostgreSQL's "
+                            "logical replication does not send a generated column's values, "
+                            "so the stream cannot carry this table with it",
+                            c.name, c.default_expr.empty() ? "computed" : c.default_expr),
+                fmt::format("Make it a plain column at the source (ALTER TABLE {} ALTER COLUMN "
+                            "{} DROP EXPRESSION), or leave the table out of the stream (exclude "
+                            "it in flotilla.toml); then reload the stream (flotilla stream "
+                            "--reload)",
+                            before_.name, c.name));
+  }
+  if ((has_default && !c.default_constant) || c.identity) {
+    const std::string what = c.identity ? std::string("as an identity column")
+                                        : fmt::format("with default {}", c.default_expr);
     return stop(code_volatile_default,
                 fmt::format("column '{}' was added {}, which is not a constant: its per-row "
                             "values exist only in the physical rewrite. Use a constant literal "

@@ -2435,14 +2435,22 @@ class source_stream {
       // named with its table, and what to do.
       const std::string why = e.what();
       for (const auto& [statement, table] : ddl)
-        if (why.find(statement.substr(0, 60)) != std::string::npos)
+        if (why.find(statement.substr(0, 60)) != std::string::npos) {
+          // DuckDB keeps at least one column: a table whose only column is dropped and
+          // added again cannot take the drop; a copy in its new shape is the way.
+          const bool last_column = why.find("only has one column remaining") != std::string::npos;
           throw std::runtime_error(fmt::format(
               "source '{}': target '{}' refused the schema change of {} at source position "
-              "{}: {}; nothing of the changes from there was applied. Make the target table "
-              "able to take the change (a value that no longer fits the new type: fix or "
-              "remove it on the target), then start the stream again; or run `flotilla stream "
-              "--reload` to copy every table again",
-              src_.name, tgt_name_, table, format_lsn(b.end_lsn), why));
+              "{}: {}; nothing of the changes from there was applied. {}",
+              src_.name, tgt_name_, table, format_lsn(b.end_lsn), why,
+              last_column
+                  ? "The target cannot drop a table's only column: run `flotilla stream "
+                    "--reload` to copy the tables again in their new shape"
+                  : "Make the target table able to take the change as the error says (a "
+                    "value that no longer fits a narrower type: fix or remove it on the "
+                    "target), then start the stream again; or run `flotilla stream --reload` "
+                    "to copy every table again"));
+        }
       // A review's replay of kept changes has no stream position: its review says what
       // follows (the table stays held), not a restart.
       if (b.end_lsn == 0)
