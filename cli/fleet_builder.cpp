@@ -746,7 +746,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           (*holds)[r.hold.target() + "\n" + r.hold.table()] = fmt::format(
               "held for review {} ({}): {}; nothing copied. Decide it with `flotilla review show "
               "{}` and {}, then run again",
-              r.short_id(), cdc::state_name(r.hold.state()), r.hold.source_change(),
+              r.short_id(), cdc::state_label(r.hold.state()), r.hold.source_change(),
               r.short_id(), cdc::decisions_accepted(r));
   // Each target table is written by one selected table of the run: a second one that
   // lands on it is refused, naming the first, rather than overwriting its rows.

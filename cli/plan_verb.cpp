@@ -111,6 +111,9 @@ int do_plan(const global_options& g, const plan_args& a) {
         row["status"] = "failed";
         row["error_code"] = o.plan->error->code;
         row["error"] = o.plan->error->reason;
+        // What else the plan found (columns a contract leaves out, say), as the run says.
+        if (!o.plan->warnings.empty())
+          row["warnings"] = o.plan->warnings;
         errors.push_back({{"table", display_name(t.target)},
                           {"source", t.source},
                           {"source_table", t.table},

@@ -169,6 +169,9 @@ int do_stream(const global_options& g, const stream_args& a) {
                      {"seconds", secs}};
     nlohmann::json sources = nlohmann::json::array();
     for (const auto& s : summary.sources) {
+      // On stderr too, as in text: a stop's reason reaches a terminal or a log either way.
+      if (s.error)
+        fmt::print(stderr, "{}\n", printable_message(*s.error));
       nlohmann::json tables = nlohmann::json::array();
       for (const auto& t : s.tables)
         tables.push_back({{"table", t.target},

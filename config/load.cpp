@@ -545,11 +545,20 @@ class loader {
       for (const auto& e : drift_names)
         if (e.name == s->get())
           return e.value;
+    std::string near;
+    if (auto* s = n->as_string()) {
+      keys candidates;
+      for (const auto& e : drift_names)
+        candidates.push_back(e.name);
+      near = nearest(s->get(), candidates);
+    }
     report(errc::invalid_source_drift, n->source(), key_path_append(path, "on_source_drift"),
            render(*n), join_names(drift_names),
-           fmt::format("invalid on_source_drift '{}' in {} (the rest of the file is still checked, "
-                       "as if it were ignore; nothing runs until it is one of the values allowed)",
-                       render(*n), file_));
+           fmt::format("invalid on_source_drift '{}' in {}{} (the rest of the file is still "
+                       "checked, as if it were ignore; nothing runs until it is one of the "
+                       "values allowed)",
+                       render(*n), file_,
+                       near.empty() ? std::string() : fmt::format("; did you mean '{}'?", near)));
     return drift_policy::ignore;
   }
 

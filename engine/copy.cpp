@@ -586,7 +586,10 @@ std::string target_failure(const table_job& job, std::string reason) {
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   const auto has = [&](std::string_view w) { return lower.find(w) != std::string::npos; };
-  const std::string_view then = "then run `flotilla retry`";
+  // A run confirmed with --allow-type-change-rebuild: its retry needs the flag again.
+  const std::string then = job.settings.rebuild_confirmed
+                               ? "then run `flotilla retry --allow-type-change-rebuild`"
+                               : "then run `flotilla retry`";
   std::string fix;
   if (has("columns = {") || has("declare the column"))
     ;  // the engine's message already says what to change in flotilla.toml

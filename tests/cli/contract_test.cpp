@@ -191,6 +191,9 @@ TEST_CASE("an enforced contract that leaves out a column of the source's key fai
   auto plan = run_flotilla(w, {"plan"});
   CHECK(plan.exit_code == 1);
   CHECK_THAT(plan.out, Catch::Contains("column 'k' is in the source's primary key"));
+  // The failed table's other findings are shown too, as the run reports them.
+  CHECK_THAT(plan.out, Catch::Contains("warning  column 'k' (") &&
+                           Catch::Contains("is in the source but not declared"));
   int rc = -1;
   auto run = flotilla_json(w, {"run"}, &rc);
   INFO(run.dump());

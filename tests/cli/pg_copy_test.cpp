@@ -592,3 +592,38 @@ TEST_CASE("Ctrl-C while a PostgreSQL commit batch waits on a lock cancels it: th
                                        schema)) == std::vector<std::vector<std::string>>{{"new,old"}});
   pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE", schema));
 }
+
+TEST_CASE("a confirmed rebuild the target refuses says to retry with the confirmation") {
+  workdir w;
+  const std::string s = "pgrb_" + unique_suffix();
+  const std::string t = "pgrt_" + unique_suffix();
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE; CREATE SCHEMA {0};"
+                                "CREATE TABLE {0}.gr (id int PRIMARY KEY, qty int);"
+                                "INSERT INTO {0}.gr VALUES (1, 5)",
+                                s));
+  const std::string base = fmt::format(
+      "[targets.wh]\ndialect = \"postgres\"\ndsn = \"{0}\"\nschema = \"{2}\"\n\n"
+      "[sources.app]\nadapter = \"postgres\"\ndsn = \"{0}\"\ninclude = [\"{1}.gr\"]\n",
+      pg_dsn(), s, t);
+  w.write("flotilla.toml", base);
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  // A view on the target table keeps PostgreSQL from dropping it for the rebuild.
+  pg_exec(pg_dsn(), fmt::format("CREATE VIEW {0}.gr_v AS SELECT * FROM {0}.gr", t));
+  w.write("flotilla.toml", base + fmt::format("[sources.app.tables.\"{}.gr\"]\n"
+                                              "columns = {{ qty = \"decimal(12,2)\" }}\n",
+                                              s));
+  auto run = flotilla_json(w, {"run", "--allow-type-change-rebuild"}, &rc);
+  INFO(run.dump(2));
+  CHECK(rc == 1);
+  CHECK_THAT((*find_table(run, t + ".gr"))["error"].get<std::string>(),
+             Catch::Contains("`flotilla retry --allow-type-change-rebuild`"));
+  pg_exec(pg_dsn(), fmt::format("DROP VIEW {}.gr_v", t));
+  auto retry = flotilla_json(w, {"retry", "--allow-type-change-rebuild"}, &rc);
+  INFO(retry.dump(2));
+  CHECK(rc == 0);
+  CHECK(pg_query(pg_dsn(), fmt::format("SELECT qty::text FROM {}.gr", t)) ==
+        std::vector<std::vector<std::string>>{{"5.00"}});
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE", s, t));
+}

@@ -830,6 +830,11 @@ batch_rows = -5
   CHECK(r.model->sources[0].policy.on_source_drift == drift_policy::ignore);
   CHECK(r.model->sources[0].path == "/w/s.db");
   CHECK_FALSE(r.ok());
+  // A near miss is named, as other values' are.
+  auto near = load(std::string{one_target} + "[project]\non_source_drift = \"Warn\"\n");
+  INFO(all_messages(near));
+  CHECK(expect(near, errc::invalid_source_drift, "project.on_source_drift")
+            .message.find("did you mean 'warn'?") != std::string::npos);
 }
 
 TEST_CASE("a diagnostic prints as file:line:column, code, key, message and allowed values") {
