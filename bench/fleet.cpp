@@ -183,8 +183,12 @@ scenario_result run_fleet_scale(bench_context& ctx) {
                    : "; reruns: a point's runs after its first load into the tables it left";
   std::optional<pg_databases> dbs;
   if (target == "postgres") {
-    if (!ctx.pg_dsn)
-      throw std::runtime_error("--fleet-target postgres needs FLOTILLA_PG_DSN");
+    // As the other PostgreSQL scenarios: skipped (--require-pg has refused it up front).
+    if (!ctx.pg_dsn) {
+      r.status = "skipped";
+      r.message = "FLOTILLA_PG_DSN is not set (--fleet-target postgres)";
+      return r;
+    }
     dbs.emplace(*ctx.pg_dsn, ctx.db_prefix);
   }
   const fs::path base = fs::path(ctx.scratch) / "fleet-scale";

@@ -497,8 +497,13 @@ int main(int argc, char** argv) {
   if (uses_pg)
     ctx.pg_dsn = pg_dsn_from_env();
   if (uses_pg && !ctx.pg_dsn && o.require_pg) {
-    fmt::print(stderr, "FLOTILLA_PG_DSN is not set: run through scripts/test, or run "
-                       "`scripts/services start && . build/services.env` first\n");
+    fmt::print(stderr, "FLOTILLA_PG_DSN is not set, and --require-pg makes that an error for "
+                       "{}: run through scripts/test, or run `scripts/services start && . "
+                       "build/services.env` first\n",
+               selects("fleet-scale") && o.fleet_target == "postgres" && !selects("copy-wide") &&
+                       !selects("drift-check") && !selects("peer")
+                   ? "fleet-scale --fleet-target postgres"
+                   : "the scenarios that use PostgreSQL");
     return 2;
   }
   if (ctx.pg_dsn) {
@@ -520,24 +525,44 @@ int main(int argc, char** argv) {
       return 2;
     }
   if (ctx.pg_dsn) {
-    // A run interrupted or killed before it dropped its databases leaves them behind;
-    // a fleet-scale one holds a million rows. They go now, each named.
+    std::vector<std::string> need;  // the selected scenarios that use PostgreSQL
+    for (const auto* sc : to_run)
+      if (sc->name == std::string_view("copy-wide") || sc->name == std::string_view("drift-check") ||
+          sc->name == std::string_view("peer") ||
+          (sc->name == std::string_view("fleet-scale") && o.fleet_target == "postgres"))
+        need.emplace_back(sc->name);
+    // Without FLOTILLA_PG_DSN copy-wide runs its other paths and the rest are skipped;
+    // --require-pg refuses that, so it is only offered without it.
+    const std::string without =
+        o.require_pg ? std::string()
+                     : ", or unset FLOTILLA_PG_DSN to run without its paths (copy-wide keeps its "
+                       "SQLite -> DuckDB path, the other scenarios that use it are skipped)";
+    std::optional<std::string> role;
     try {
-      for (const auto& name : drop_abandoned_databases(*ctx.pg_dsn, bench_database_prefix))
-        fmt::print(stderr, "dropped database {}, left by a bench run that no longer runs\n",
-                   name);
+      // Every scenario that uses PostgreSQL creates databases: a role that may not fails
+      // each of them, so it is refused now, by name.
+      role = role_without_createdb(*ctx.pg_dsn);
+      // A run interrupted or killed before it dropped its databases leaves them behind;
+      // a fleet-scale one holds a million rows. They go now, each named.
+      if (!role)
+        for (const auto& name : drop_abandoned_databases(*ctx.pg_dsn, bench_database_prefix))
+          fmt::print(stderr, "dropped database {}, left by a bench run that no longer runs\n",
+                     name);
     } catch (const std::exception& e) {
-      std::vector<std::string> need;
-      for (const auto* sc : to_run)
-        if (sc->name == std::string_view("copy-wide") || sc->name == std::string_view("drift-check") ||
-            sc->name == std::string_view("peer") ||
-            (sc->name == std::string_view("fleet-scale") && o.fleet_target == "postgres"))
-          need.emplace_back(sc->name);
       fmt::print(stderr, "PostgreSQL at FLOTILLA_PG_DSN: {}\nnothing was run: {} use{} "
-                         "PostgreSQL. Check the server and the database FLOTILLA_PG_DSN names (scripts/services start starts the test server), or unset "
-                         "FLOTILLA_PG_DSN to run without its paths, or name only the scenarios "
-                         "that do not use it\n",
-                 e.what(), fmt::join(need, ", "), need.size() == 1 ? "s" : "");
+                         "PostgreSQL. Check the server and the database FLOTILLA_PG_DSN names "
+                         "(scripts/services start starts the test server){}, or name only the "
+                         "scenarios that do not use it\n",
+                 e.what(), fmt::join(need, ", "), need.size() == 1 ? "s" : "", without);
+      return 2;
+    }
+    if (role) {
+      fmt::print(stderr, "PostgreSQL at FLOTILLA_PG_DSN: role '{}' cannot create databases, and "
+                         "the harness makes databases of its own ({}_<pid>_*) for {}\nnothing "
+                         "was run: give the role CREATEDB (ALTER ROLE \"{}\" CREATEDB) or set "
+                         "FLOTILLA_PG_DSN to a superuser{}, or name only the scenarios that do "
+                         "not use PostgreSQL\n",
+                 *role, bench_database_prefix, fmt::join(need, ", "), *role, without);
       return 2;
     }
   }

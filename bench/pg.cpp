@@ -1,6 +1,7 @@
 #include "bench/pg.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
@@ -22,38 +23,67 @@ std::optional<std::string> pg_dsn_from_env() {
   return std::string(v);
 }
 
-std::string dsn_with_database(const std::string& dsn, const std::string& database) {
-  const bool uri = dsn.starts_with("postgresql://") || dsn.starts_with("postgres://");
-  if (!uri)
-    return dsn + " dbname='" + database + "'";
-  const std::size_t authority = dsn.find("://") + 3;
-  const std::size_t query = dsn.find('?', authority);
-  const std::size_t path = dsn.find('/', authority);
-  const std::size_t host_end = std::min(path, query);
-  std::string out = dsn.substr(0, host_end) + "/" + database;
-  if (query != std::string::npos)
-    out += dsn.substr(query);
-  return out;
-}
+namespace {
 
-void require_local(const std::string& dsn) {
+/// The options a DSN sets itself (libpq's defaults and environment left out), in libpq's
+/// order; throws naming FLOTILLA_PG_DSN when libpq cannot parse it.
+std::vector<std::pair<std::string, std::string>> dsn_options(const std::string& dsn) {
   char* err = nullptr;
   PQconninfoOption* opts = PQconninfoParse(dsn.c_str(), &err);
   if (opts == nullptr) {
-    std::string msg = err ? err : "unparsable";
+    std::string msg = err ? err : "out of memory";
     PQfreemem(err);
-    throw std::runtime_error("FLOTILLA_PG_DSN: " + msg);
+    while (!msg.empty() && msg.back() == '\n')
+      msg.pop_back();
+    throw std::runtime_error("FLOTILLA_PG_DSN: libpq cannot parse it (" + msg +
+                             "); set it to a URI (postgresql://user@127.0.0.1:5432/db) or "
+                             "keyword/value pairs (host=127.0.0.1 port=5432 dbname=db)");
   }
-  std::string host, hostaddr;
-  for (auto* o = opts; o->keyword != nullptr; ++o) {
-    if (o->val == nullptr)
-      continue;
-    if (std::string_view(o->keyword) == "host")
-      host = o->val;
-    if (std::string_view(o->keyword) == "hostaddr")
-      hostaddr = o->val;
-  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto* o = opts; o->keyword != nullptr; ++o)
+    if (o->val != nullptr)
+      out.emplace_back(o->keyword, o->val);
   PQconninfoFree(opts);
+  return out;
+}
+
+/// A keyword/value value: as is when plain, else single-quoted with ' and \ escaped.
+std::string conninfo_value(const std::string& v) {
+  const bool plain = !v.empty() && std::all_of(v.begin(), v.end(), [](unsigned char c) {
+    return std::isalnum(c) || std::string_view("_.,:/@+-").find(static_cast<char>(c)) !=
+                                  std::string_view::npos;
+  });
+  if (plain)
+    return v;
+  std::string out = "'";
+  for (const char c : v) {
+    if (c == '\'' || c == '\\')
+      out += '\\';
+    out += c;
+  }
+  return out + "'";
+}
+
+}  // namespace
+
+std::string dsn_with_database(const std::string& dsn, const std::string& database) {
+  // Rewriting the text would miss a form (a URI's `?dbname=` wins over its path): every
+  // option libpq read is written out again, and the database once, as this one.
+  std::string out;
+  for (const auto& [key, value] : dsn_options(dsn))
+    if (key != "dbname")
+      out += key + "=" + conninfo_value(value) + " ";
+  return out + "dbname=" + conninfo_value(database);
+}
+
+void require_local(const std::string& dsn) {
+  std::string host, hostaddr;
+  for (const auto& [key, value] : dsn_options(dsn)) {
+    if (key == "host")
+      host = value;
+    if (key == "hostaddr")
+      hostaddr = value;
+  }
   auto local = [](const std::string& h) {
     return h.empty() || h.front() == '/' || h == "localhost" || h == "::1" || h.starts_with("127.");
   };
@@ -157,6 +187,15 @@ std::vector<std::string> drop_abandoned_databases(const std::string& admin_dsn,
     dropped.push_back(name);
   }
   return dropped;
+}
+
+std::optional<std::string> role_without_createdb(const std::string& admin_dsn) {
+  pg_connection admin(admin_dsn);
+  const auto rows = admin.query(
+      "SELECT current_user, rolcreatedb OR rolsuper FROM pg_roles WHERE rolname = current_user");
+  if (rows.empty() || rows[0].size() < 2 || !rows[0][0] || rows[0][1] == "t")
+    return std::nullopt;
+  return *rows[0][0];
 }
 
 pg_databases::pg_databases(std::string admin_dsn, std::string prefix)

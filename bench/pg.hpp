@@ -16,12 +16,20 @@ namespace flotilla::bench {
 /// FLOTILLA_PG_DSN, or nullopt when it is not set.
 [[nodiscard]] std::optional<std::string> pg_dsn_from_env();
 
-/// The same server with another database: a URI gets its path replaced, a key=value
-/// string gets `dbname=` appended (the last one wins in libpq).
+/// The same server and settings with another database, as a keyword/value string
+/// (`host=127.0.0.1 port=54329 dbname=...`, values quoted where libpq needs it). The DSN
+/// is read with libpq's own parser, so every form it accepts names the database in one
+/// place: a URI's path, a URI's `?dbname=` parameter, or a `dbname=` keyword. Throws
+/// std::runtime_error, naming FLOTILLA_PG_DSN, when libpq cannot parse `dsn`.
 [[nodiscard]] std::string dsn_with_database(const std::string& dsn, const std::string& database);
 
 /// Throws std::runtime_error unless the DSN's host is loopback or a local socket.
 void require_local(const std::string& dsn);
+
+/// The role FLOTILLA_PG_DSN logs in as when it may not create databases (neither CREATEDB
+/// nor a superuser), else nullopt: the harness makes a database of its own for every
+/// scenario, so such a role would fail each of them. Throws when it cannot connect.
+[[nodiscard]] std::optional<std::string> role_without_createdb(const std::string& admin_dsn);
 
 /// One connection; throws std::runtime_error on any failure, with the server's message.
 class pg_connection {
