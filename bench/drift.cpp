@@ -59,9 +59,10 @@ scenario_result run_drift_check(bench_context& ctx) {
   }
   // The counts themselves: at small sizes 1% rounds to none (table 1 of each hundred is
   // the narrower one, table 2 the one missing a column).
-  r.sizes = fmt::format("{} PostgreSQL tables x 16 columns, target: {} narrower, {} missing a "
-                        "column (tables 1 and 2 of each hundred); {}",
-                        grouped(n), grouped(narrower), grouped(missing), ctx.runs_text());
+  r.sizes = fmt::format("{} x 16 columns, target: {} narrower, {} missing a column (tables 1 "
+                        "and 2 of each hundred); {}",
+                        counted(n, "PostgreSQL table"), grouped(narrower), grouped(missing),
+                        ctx.runs_text());
   if (!ctx.pg_dsn) {
     r.status = "skipped";
     r.message = "FLOTILLA_PG_DSN is not set";
@@ -79,7 +80,7 @@ scenario_result run_drift_check(bench_context& ctx) {
   write_config(config, toml_target{"postgres", "", dst, "public"},
                {toml_source{"src", "postgres", "", src, {}, {}, false}});
 
-  const std::string group = fmt::format("{} tables", grouped(n));
+  const std::string group = counted(n, "table");
   auto& raw = r.add(group, "raw pg_catalog query", "raw", "tables");
   auto& inproc = r.add(group, "catalog+describe+evaluate", "flotilla", "tables", "raw pg_catalog query");
   auto& plan = r.add(group, "flotilla plan (CLI)", "flotilla", "tables", "raw pg_catalog query");
@@ -137,7 +138,8 @@ scenario_result run_drift_check(bench_context& ctx) {
                                 "connections): {:.1f} us per table",
                                 4, us(plan)));
   r.targets.push_back({"drift-check <= 100 us per table (catalog read + drift evaluation)",
-                       fmt::format("{:.1f} us (plan CLI {:.1f} us)", total, us(plan)), total <= 100});
+                       fmt::format("{} us (plan CLI {:.1f} us)", figure_near(total, 100, 1), us(plan)),
+                       total <= 100});
   return r;
 }
 

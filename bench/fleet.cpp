@@ -164,15 +164,15 @@ scenario_result run_fleet_scale(bench_context& ctx) {
   };
   std::vector<point> points;
   for (auto n : ctx.opt.fleet_tables)
-    points.push_back({fmt::format("{} tables", grouped(n)), 1, n, {}});
+    points.push_back({counted(n, "table"), 1, n, {}});
   if (!ctx.opt.fleet_grid.empty()) {
     const auto [c, t] = parse_grid(ctx.opt.fleet_grid);
     points.push_back({fmt::format("{}x{} tables", c, t), c, t, {}});
   }
   const std::string& target = ctx.opt.fleet_target;
-  r.sizes = fmt::format("{} rows in total per point, Zipf skew {} over clients and tables; SQLite "
+  r.sizes = fmt::format("{} in total per point, Zipf skew {} over clients and tables; SQLite "
                         "-> {}{}; {}",
-                        grouped(ctx.opt.fleet_rows), ctx.opt.skew,
+                        counted(ctx.opt.fleet_rows, "row"), ctx.opt.skew,
                         target == "postgres" ? "PostgreSQL" : target == "sqlite" ? "SQLite" : "DuckDB",
                         target == "duckdb" && ctx.opt.fleet_block_size != 0
                             ? fmt::format(" ({}-byte blocks)", ctx.opt.fleet_block_size)
@@ -302,7 +302,7 @@ scenario_result run_fleet_scale(bench_context& ctx) {
                      {"raw_us_per_table", raw_wall / n * 1e6}};
     std::string line = fmt::format("{}: throughput kept {} of 1 table (raw: {}); {:.0f} us per "
                                    "table (raw: {:.0f})",
-                                   p.label, ratio_text(kept), ratio_text(raw_kept), wall / n * 1e6,
+                                   p.label, ratio_text(kept, 0.8), ratio_text(raw_kept), wall / n * 1e6,
                                    raw_wall / n * 1e6);
     if (n > 1) {
       const double extra_us = (wall - one_wall) / (n - 1) * 1e6;
@@ -329,11 +329,12 @@ scenario_result run_fleet_scale(bench_context& ctx) {
     const auto& f = r.figures[largest->label];
     r.targets.push_back({fmt::format("fleet-scale {} keeps >= 0.8x of 1-table throughput",
                                      largest->label),
-                         fmt::format("{:.2f}x", f["throughput_retained"].get<double>()),
+                         figure_near(f["throughput_retained"].get<double>(), 0.8, 2) + "x",
                          f["throughput_retained"].get<double>() >= 0.8});
     const double bytes = f["bytes_per_table"].get<double>();
     r.targets.push_back({fmt::format("fleet-scale {} <= 20 KB of memory per table", largest->label),
-                         kb(bytes), bytes <= 20 * 1024});
+                         bytes >= 1024 * 1024 ? kb(bytes) : figure_near(bytes / 1024, 20, 1) + " KB",
+                         bytes <= 20 * 1024});
   } else {
     // Only the 1-table point (--fleet-tables 1, a grid aside): nothing to keep against it.
     for (const char* what : {"fleet-scale keeps >= 0.8x of 1-table throughput",
@@ -352,8 +353,9 @@ scenario_result run_prune(bench_context& ctx) {
   r.name = "prune";
   const auto [clients, per_client] = parse_grid(ctx.opt.prune_grid);
   const std::size_t total = clients * per_client;
-  r.sizes = fmt::format("{} clients x {} tables = {} tables, {} rows; SQLite -> DuckDB; {}", clients,
-                        per_client, grouped(total), grouped(ctx.opt.prune_rows), ctx.runs_text());
+  r.sizes = fmt::format("{} x {} = {}, {}; SQLite -> DuckDB; {}", counted(clients, "client"),
+                        counted(per_client, "table"), counted(total, "table"),
+                        counted(ctx.opt.prune_rows, "row"), ctx.runs_text());
   auto d = prepare_fleet(fs::path(ctx.scratch) / "prune", clients, per_client, ctx.opt.prune_rows,
                          ctx.opt.skew);
   // A config over the same sources that selects no table (a pattern that matches none:
@@ -425,22 +427,21 @@ scenario_result run_prune(bench_context& ctx) {
                {"us_per_table_raw_catalog", us(raw)}};
   if (pruned_us >= floor_us)
     r.notes.push_back(fmt::format(
-        "all pruned: {:.1f} us per table = {:.1f} us fixed (start, config, state, {} catalog "
-        "reads: the no-table run) + {:.1f} us of per-table work; raw catalog reads {:.1f} us "
-        "per table",
-        pruned_us, floor_us, clients, pruned_us - floor_us, us(raw)));
+        "all pruned: {:.1f} us per table = {:.1f} us fixed (start, config, state, {}: the "
+        "no-table run) + {:.1f} us of per-table work; raw catalog reads {:.1f} us per table",
+        pruned_us, floor_us, counted(clients, "catalog read"), pruned_us - floor_us, us(raw)));
   else  // tiny sizes, no warm-up: the first run also creates the state store
     r.notes.push_back(fmt::format(
-        "all pruned: {:.1f} us per table; the no-table run (start, config, state, {} catalog "
-        "reads) took longer, {:.1f} us per table: at this size (and without a warm-up, whose "
-        "run creates the state store) start-up varies more than the per-table work costs; raw "
-        "catalog reads {:.1f} us per table",
-        pruned_us, clients, floor_us, us(raw)));
-  r.notes.push_back(fmt::format("{} ({} tables = {:.1f}% copied): {:.1f} us per table of the fleet",
-                                changed_label, per_client, 100.0 * per_client / total, us(changed)));
+        "all pruned: {:.1f} us per table; the no-table run (start, config, state, {}) took "
+        "longer, {:.1f} us per table: at this size (and without a warm-up, whose run creates "
+        "the state store) start-up varies more than the per-table work costs; raw catalog "
+        "reads {:.1f} us per table",
+        pruned_us, counted(clients, "catalog read"), floor_us, us(raw)));
+  r.notes.push_back(fmt::format("{} ({} = {:.1f}% copied): {:.1f} us per table of the fleet",
+                                changed_label, counted(per_client, "table"), 100.0 * per_client / total, us(changed)));
   r.notes.push_back("SQLite change markers are per file: one changed table re-copies every table "
                     "of its client's file");
-  r.targets.push_back({"prune <= 10 us per unchanged table", fmt::format("{:.1f} us", pruned_us),
+  r.targets.push_back({"prune <= 10 us per unchanged table", figure_near(pruned_us, 10, 1) + " us",
                        pruned_us <= 10});
   return r;
 }

@@ -8,12 +8,16 @@
 namespace flotilla::bench {
 namespace {
 
-/// A TOML basic string.
+/// A TOML basic string whose value Flotilla reads as written: flotilla.toml expands
+/// `${NAME}` in every string, so a `${` in a path or DSN is written `$${`.
 std::string q(const std::string& s) {
   std::string out = "\"";
-  for (char c : s) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
     if (c == '"' || c == '\\')
       out += '\\';
+    if (c == '$' && i + 1 < s.size() && s[i + 1] == '{')
+      out += '$';
     out += c;
   }
   return out + "\"";
@@ -86,6 +90,8 @@ flotilla_outcome run_flotilla(const std::string& flotilla_bin, const std::string
   std::vector<std::string> argv{flotilla_bin, "-c", config, verb, "--output", "json"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   flotilla_outcome o;
+  o.executable = flotilla_bin;
+  o.verb = verb;
   o.process = run_child(argv);
   const auto start = o.process.out.find('{');
   if (start != std::string::npos) {
@@ -105,8 +111,20 @@ flotilla_outcome run_flotilla(const std::string& flotilla_bin, const std::string
 
 measurement measure_flotilla(const flotilla_outcome& o, bool count_tables,
                              const std::map<std::string, std::size_t>& expect) {
-  if (o.process.exit_code != 0 || !o.run.is_object())
+  if (o.process.exit_code != 0)
     throw std::runtime_error(fmt::format("flotilla failed ({}): {}", o.status_text(), o.first_error()));
+  // Exit 0 and no run JSON on stdout: not a flotilla (another program, a wrapper) or one
+  // that prints something else; what came out is quoted, cut short.
+  if (!o.run.is_object()) {
+    const std::string& out = o.process.out;
+    throw std::runtime_error(fmt::format(
+        "{} exited 0, but the output of its `{} --output json` was {}: is --flotilla a "
+        "flotilla executable?",
+        o.executable, o.verb,
+        out.find_first_not_of(" \t\r\n") == std::string::npos
+            ? std::string("missing")
+            : fmt::format("not JSON ('{}{}')", out.substr(0, 200), out.size() > 200 ? "..." : "")));
+  }
   if (!expect.empty() && o.statuses != expect) {
     std::string want;
     for (const auto& [s, n] : expect)

@@ -37,6 +37,8 @@ void write_config(const std::string& path, const toml_target& target,
 
 /// The outcome of `flotilla run|plan --output json`.
 struct flotilla_outcome {
+  std::string executable;  ///< the flotilla run (--flotilla)
+  std::string verb;        ///< run, plan
   child_result process;
   nlohmann::json run;   ///< the run JSON (null when the output was not JSON)
   std::map<std::string, std::size_t> statuses;  ///< copied/pruned/failed/... -> tables

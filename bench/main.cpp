@@ -277,8 +277,22 @@ int main(int argc, char** argv) {
       }
     }
   }
+  // "--fleet-grid=" is an empty value, as "--fleet-grid ''" is: CLI11 would take the next
+  // argument for it instead (a flag, a scenario's name). Split, each flag reads its ''.
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a.starts_with("--") && a.size() > 3 && a.find('=') == a.size() - 1) {
+      args.emplace_back(a.substr(0, a.size() - 1));
+      args.emplace_back();
+    } else {
+      args.emplace_back(a);
+    }
+  }
   try {
-    app.parse(argc, argv);
+    app.name(argv[0]);  // as parse(argc, argv) names it, for --help
+    std::reverse(args.begin(), args.end());  // CLI11 takes the list last argument first
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     // --help and --version exit 0; a usage error exits 2, like the harness's own checks.
     return app.exit(e) == 0 ? 0 : 2;
@@ -446,6 +460,21 @@ int main(int argc, char** argv) {
                          "files only in a directory of its own; pass the directory itself\n",
                  fs::is_symlink(out, ec) ? out.string() : ctx.scratch);
       return 2;
+    }
+    // The nearest of --out and its parents that exists must be a directory: creating
+    // <out>/work under a file would only say "Not a directory" about a path not given.
+    for (fs::path p = out; !p.empty(); p = p.parent_path()) {
+      if (fs::exists(p, ec)) {
+        if (!fs::is_directory(p, ec)) {
+          fmt::print(stderr, "--out: {} is a file, not a directory{}: pass --out DIR with a "
+                             "directory (one that does not exist yet is created)\n",
+                     p.string(), p == out ? "" : fmt::format(" (in the path of {})", out.string()));
+          return 2;
+        }
+        break;
+      }
+      if (p == p.parent_path())
+        break;
     }
     if (fs::exists(ctx.scratch, ec) && !fs::exists(marker, ec) &&
         !(fs::is_directory(ctx.scratch, ec) && fs::is_empty(ctx.scratch, ec))) {
@@ -643,7 +672,8 @@ int main(int argc, char** argv) {
   if (!o.keep)
     fs::remove_all(ctx.scratch);
   if (interrupted()) {
-    fmt::print(stderr, "interrupted: the scenarios not run are left out of bench.json\n");
+    fmt::print(stderr, "interrupted ({}): the scenarios not run are left out of bench.json\n",
+               interrupt_name());
     return 130;
   }
   return exit_code;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -55,6 +56,21 @@ std::vector<double> scenario_result::ratios(const series& s) const {
   return out;
 }
 
+std::string grouped(std::uint64_t v) {
+  std::string digits = std::to_string(v);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string counted(std::uint64_t n, std::string_view noun) {
+  return fmt::format("{} {}{}", grouped(n), noun, n == 1 ? "" : "s");
+}
+
 std::string si(double v) {
   const double a = std::fabs(v);
   if (a >= 1e9)
@@ -70,12 +86,44 @@ std::string si(double v) {
   return fmt::format("{:.2f}", v);
 }
 
-std::string ratio_text(const spread& s) {
+std::string ratio_text(const spread& s) { return ratio_text(s, std::nullopt); }
+
+namespace {
+
+/// The decimals figure_near gives `value`: `digits`, or more while the figure would read
+/// as `limit` (a double's 17 significant digits tell any two values apart).
+int digits_near(double value, double limit, int digits) {
+  if (value == limit || !std::isfinite(value))
+    return digits;
+  for (int d = digits; d < 17; ++d)
+    if (std::strtod(fmt::format("{:.{}f}", value, d).c_str(), nullptr) != limit)
+      return d;
+  return 17;
+}
+
+}  // namespace
+
+std::string figure_near(double value, double limit, int digits) {
+  return fmt::format("{:.{}f}", value, digits_near(value, limit, digits));
+}
+
+std::string ratio_text(const spread& s, std::optional<double> limit) {
   if (s.n == 0)
     return "-";
+  const int d = limit ? digits_near(s.median, *limit, 2) : 2;
   if (s.n == 1)
-    return fmt::format("{:.2f}x", s.median);
-  return fmt::format("{:.2f}x [{:.2f}-{:.2f}]", s.median, s.min, s.max);
+    return fmt::format("{:.{}f}x", s.median, d);
+  return fmt::format("{:.{}f}x [{:.{}f}-{:.{}f}]", s.median, d, s.min, d, s.max, d);
+}
+
+std::string gnuplot_quoted(std::string_view text) {
+  std::string out = "'";
+  for (const char c : text) {
+    if (c == '\'')
+      out += '\'';
+    out += c;
+  }
+  return out + "'";
 }
 
 namespace {
@@ -121,7 +169,7 @@ void print_scenario(const scenario_result& r) {
     for (const auto& s : r.all) {
       const auto ratio = spread_of(r.ratios(s));
       fmt::print("   {:<22} {:<26} {:>30} {:>20}  {:<22} {:>8.2f} {:>12.0f}\n", s.group, s.variant,
-                 rate_text(s), ratio.n ? ratio_text(ratio) : "", ratio.n ? s.baseline : "",
+                 rate_text(s), ratio.n ? ratio_text(ratio, s.ratio_target) : "", ratio.n ? s.baseline : "",
                  cpu_per_million(s).median, peak_mb(s).max);
     }
   }
@@ -234,15 +282,21 @@ std::string write_plot(const std::vector<scenario_result>& all, const std::strin
         c = '_';
     return s;
   };
+  // Every path and name goes into the script as a quoted string (an --out may hold a
+  // quote); gnuplot's strings cannot hold a line break, so such a path is not plotted.
+  for (const auto& path : {svg_path, dir.string()})
+    if (path.find_first_of("\n\r") != std::string::npos)
+      return fmt::format("gnuplot cannot take a path with a line break ({}): pass another --out",
+                         path);
   std::string gp = fmt::format(
       "set terminal svg size 1280,900 dynamic noenhanced font 'sans,11' background '#ffffff'\n"
-      "set output '{}'\n"
+      "set output {}\n"
       "set grid\nset key left top\nset logscale x\nset xlabel 'tables'\n"
       "set multiplot layout 2,2 title 'flotilla-bench scaling curves (median, bars: min-max)'\n",
-      svg_path + ".tmp");
+      gnuplot_quoted(svg_path + ".tmp"));
   auto panel = [&](const std::map<std::string, std::vector<point>>& m, const std::string& prefix,
                    const std::string& title, const std::string& ylabel, int col) {
-    gp += fmt::format("set title '{}'\nset ylabel '{}'\n", title, ylabel);
+    gp += fmt::format("set title {}\nset ylabel {}\n", gnuplot_quoted(title), gnuplot_quoted(ylabel));
     std::string line = "plot ";
     bool first = true;
     for (const auto& [variant, pts] : m) {
@@ -250,8 +304,8 @@ std::string write_plot(const std::vector<scenario_result>& all, const std::strin
       if (!first)
         line += ", ";
       first = false;
-      line += fmt::format("'{}' using 1:{}:{}:{} with yerrorlines title '{}'", file, col, col + 1,
-                          col + 2, variant);
+      line += fmt::format("{} using 1:{}:{}:{} with yerrorlines title {}", gnuplot_quoted(file),
+                          col, col + 1, col + 2, gnuplot_quoted(variant));
     }
     gp += line + "\n";
   };
@@ -266,8 +320,12 @@ std::string write_plot(const std::vector<scenario_result>& all, const std::strin
   const auto script = dir / "scaling.gp";
   std::ofstream(script) << gp;
   const auto r = run_child({"gnuplot", script.string()});
+  // run_child's own words for a program it could not start (exit 127, nothing printed).
+  if (r.exit_code == 127 && r.err == "cannot execute gnuplot" && r.out.empty())
+    return "gnuplot is not installed (Debian package gnuplot-nox; scripts/setup installs it)";
   if (r.exit_code != 0)
-    return "gnuplot failed (is gnuplot-nox installed?): " + r.describe_failure();
+    return fmt::format("gnuplot failed on {} (scratch: --keep keeps it): {}", script.string(),
+                       r.describe_failure());
   // Drawn beside it, then renamed over it: a link named scaling.svg is replaced, never
   // written through.
   std::error_code ec;

@@ -7,9 +7,11 @@
 /// the same machine load; a ratio is computed per run pair and reported as median, min
 /// and max.
 
+#include <cstdint>
 #include <deque>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -28,6 +30,9 @@ struct series {
   /// then in any group); empty: none.
   std::string baseline;
   double x = 0;          ///< parameter for the plot (tables); 0: not plotted
+  /// The line a target holds its ratio to (0.8 for ">= 0.8x"); its figure is printed
+  /// with the digits that keep it from reading as on the line (figure_near). Default: none
+  std::optional<double> ratio_target;
   std::vector<measurement> runs;
 
   [[nodiscard]] std::vector<double> rates() const;  ///< work / wall_s per run
@@ -67,10 +72,23 @@ struct run_info {
   nlohmann::json options;
 };
 
+/// "1,000,000"
+[[nodiscard]] std::string grouped(std::uint64_t v);
+/// "1 table", "1,000 tables": the count grouped, the noun singular for one.
+[[nodiscard]] std::string counted(std::uint64_t n, std::string_view noun);
 /// "412k", "1.82M": compact figures for the terminal.
 [[nodiscard]] std::string si(double v);
 /// "0.86x [0.83-0.88]"
 [[nodiscard]] std::string ratio_text(const spread& s);
+/// `value` with `digits` decimals, or more where those would round it onto `limit` without
+/// it being there: 0.7979 against 0.8 is "0.798", as "0.80" would read as meeting ">= 0.8"
+/// (and 20.04 against 20 is "20.04", not "20.0", which would read as meeting "<= 20").
+[[nodiscard]] std::string figure_near(double value, double limit, int digits);
+/// ratio_text with the median's digits chosen against `limit` (figure_near), the min and
+/// max given as many: "0.798x [0.781-0.805]".
+[[nodiscard]] std::string ratio_text(const spread& s, std::optional<double> limit);
+/// `text` as a gnuplot single-quoted string: '...' with each ' written twice.
+[[nodiscard]] std::string gnuplot_quoted(std::string_view text);
 
 void print_scenario(const scenario_result& r);
 void print_targets(const std::vector<scenario_result>& all);

@@ -19,6 +19,10 @@ extern "C" void on_interrupt(int sig) { interrupt_signal = sig; }
 
 bool interrupted() { return interrupt_signal != 0; }
 
+std::string_view interrupt_name() {
+  return interrupt_signal == SIGINT ? "Ctrl-C" : interrupt_signal == SIGTERM ? "SIGTERM" : "a signal";
+}
+
 void catch_interrupts() {
   struct sigaction sa {};
   sa.sa_handler = on_interrupt;
@@ -87,7 +91,8 @@ void interleave(std::size_t warmup, std::size_t runs,
       // the writeback of the path before it (ext4 commits another process's dirty data
       // with the first fsync it is asked for), which measures the order of the paths.
       if (interrupted())
-        throw std::runtime_error("interrupted (Ctrl-C) before this path's run");
+        throw std::runtime_error(
+            fmt::format("interrupted ({}) before this path's run", interrupt_name()));
       ::sync();
       auto m = body();
       ++done;
@@ -101,17 +106,6 @@ void interleave(std::size_t warmup, std::size_t runs,
     fmt::print(stderr, "\r\033[K");
     std::fflush(stderr);
   }
-}
-
-std::string grouped(std::uint64_t v) {
-  std::string digits = std::to_string(v);
-  std::string out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0)
-      out += ',';
-    out += digits[i];
-  }
-  return out;
 }
 
 std::pair<std::size_t, std::size_t> parse_grid(const std::string& text) {

@@ -79,6 +79,8 @@ scenario_result run_peer(bench_context& ctx);
 /// Set by SIGINT or SIGTERM (Ctrl-C): the run stops before the next timed path, its
 /// scenario fails ("interrupted"), and the harness cleans up after itself and exits 130.
 [[nodiscard]] bool interrupted();
+/// What interrupted the run, for messages: "Ctrl-C" (SIGINT) or "SIGTERM".
+[[nodiscard]] std::string_view interrupt_name();
 /// Installs the handlers that set interrupted().
 void catch_interrupts();
 
@@ -88,8 +90,6 @@ void catch_interrupts();
 void interleave(std::size_t warmup, std::size_t runs,
                 const std::vector<std::pair<series*, std::function<measurement()>>>& bodies);
 
-/// "1,000,000"
-[[nodiscard]] std::string grouped(std::uint64_t v);
 /// "100x100" -> {100, 100}; throws on malformed text.
 [[nodiscard]] std::pair<std::size_t, std::size_t> parse_grid(const std::string& text);
 

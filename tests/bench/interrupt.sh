@@ -1,9 +1,10 @@
 #!/bin/sh
-# Ctrl-C (SIGINT) stops a bench run before its next timed path: exit status 130, the
-# run's databases dropped, its scratch directory removed, bench.json written.
-# Usage: interrupt.sh FLOTILLA_BENCH FLOTILLA OUT_DIR
+# Ctrl-C (SIGINT), or SIGTERM, stops a bench run before its next timed path: exit status
+# 130, the run's databases dropped, its scratch directory removed, bench.json written,
+# and the signal named.
+# Usage: interrupt.sh FLOTILLA_BENCH FLOTILLA OUT_DIR [INT|TERM]
 set -eu
-bench=$1 flotilla=$2 out=$3
+bench=$1 flotilla=$2 out=$3 signal=${4:-INT}
 if [ -z "${FLOTILLA_PG_DSN:-}" ]; then
   echo "FLOTILLA_PG_DSN is not set: run through scripts/test" >&2
   exit 1
@@ -24,13 +25,14 @@ until [ "$(q "SELECT count(*) FROM pg_database WHERE datname LIKE 'flotilla\_ben
   fi
   sleep 0.1
 done
-kill -INT $pid
+kill -$signal $pid
 status=0
 wait $pid || status=$?
-[ "$status" = 130 ] || { echo "exit $status after Ctrl-C, expected 130"; cat "$out.log"; exit 1; }
+[ "$status" = 130 ] || { echo "exit $status after SIG$signal, expected 130"; cat "$out.log"; exit 1; }
 left=$(q "SELECT count(*) FROM pg_database WHERE datname LIKE 'flotilla\_bench\_${pid}\_%'")
 [ "$left" = 0 ] || { echo "$left database(s) of the interrupted run left"; exit 1; }
 [ ! -e "$out/work" ] || { echo "the scratch directory was left"; exit 1; }
 [ -s "$out/bench.json" ] || { echo "no bench.json"; exit 1; }
-grep -q "interrupted" "$out.log" || { echo "the run did not say it was interrupted"; cat "$out.log"; exit 1; }
+case $signal in INT) said="interrupted (Ctrl-C)" ;; *) said="interrupted (SIG$signal)" ;; esac
+grep -qF "$said" "$out.log" || { echo "the run did not say '$said'"; cat "$out.log"; exit 1; }
 echo "ok"
