@@ -602,7 +602,10 @@ outcome decider::key_change_hold(std::string detail, const std::vector<std::stri
                 consequence, true);
   std::vector<std::string> lines{
       fmt::format("-- The row key of {} changed on the source ({}).", before_.name, detail),
-      "-- Write the matching target key change by hand, for example:"};
+      // An example follows where there is one to give (DuckDB with no new key has none).
+      target_.kind == target_kind::postgres || !new_key.empty()
+          ? "-- Write the matching target key change by hand, for example:"
+          : "-- Write the matching target key change by hand:"};
   if (target_.kind == target_kind::postgres)
     lines.push_back(fmt::format("-- {}", stmt(alter("DROP CONSTRAINT <primary key name>"))));
   else

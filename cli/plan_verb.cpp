@@ -68,9 +68,11 @@ int do_plan(const global_options& g, const plan_args& a) {
   nlohmann::json errors = nlohmann::json::array();
   std::size_t selected = 0, to_alter = 0, to_load = 0, failed = 0;
   std::size_t tables_failed = 0;  // of `selected`: the tables a run would fail
+  std::size_t sources_failed = 0;  // sources whose catalog could not be read, as run counts
   for (const auto& p : reports) {
     if (p.error) {
       ++failed;
+      ++sources_failed;
       errors.push_back({{"source", p.source}, {"error", *p.error}, {"error_code", "FLT-R002"}});
     }
     for (const auto& t : p.tables) {
@@ -219,8 +221,11 @@ int do_plan(const global_options& g, const plan_args& a) {
                           row["source_table"].get<std::string>());
     return name;
   };
-  fmt::print("Plan ready  {} selected, {} to alter, {} to load{}\n\n", selected, to_alter, to_load,
-             tables_failed == 0 ? std::string() : fmt::format(", {} failed", tables_failed));
+  fmt::print("Plan ready  {} selected, {} to alter, {} to load{}{}\n\n", selected, to_alter,
+             to_load,
+             tables_failed == 0 ? std::string() : fmt::format(", {} failed", tables_failed),
+             sources_failed == 0 ? std::string()
+                                 : fmt::format(", {} source(s) failed", sources_failed));
   fmt::print("{:<50}  {}\n", fmt::format("Objects ({})", tables.size()), "flotilla run");
   for (std::size_t i = 0; i < tables.size(); ++i) {
     const auto& t = tables[i];
@@ -239,8 +244,10 @@ int do_plan(const global_options& g, const plan_args& a) {
     if (t.contains("actions"))
       for (const auto& s : t["actions"]) {
         std::string line = s["line"];
-        if (a.explain && !s["decided_by"].get<std::string>().empty())
-          line += fmt::format("  [{}]", s["decided_by"].get<std::string>());
+        // Said once: a line that already ends with what decided it (drop not null's).
+        if (const auto& by = s["decided_by"].get_ref<const std::string&>();
+            a.explain && !by.empty() && !line.ends_with(by))
+          line += fmt::format("  [{}]", by);
         lines.push_back(line);
       }
     if ((status == "held" || status == "skipped") && t.contains("error"))

@@ -286,6 +286,13 @@ int report_result(const review_args& a, const cdc::decision_result& decision,
                      {"code", r.code},
                      {"message", r.message},
                      {"hint", r.hint}};
+    // A refusal or failure carries its exit code and errors[], as every verb's does.
+    if (r.status != cdc::decision_result::outcome::done || code != 0) {
+      j["exit_code"] = code;
+      j["errors"] = nlohmann::json::array(
+          {{{"code", r.code.empty() ? std::string(cdc::code_decision_failed) : r.code},
+            {"message", r.message.empty() && r.after ? outcome_line(*r.after) : r.message}}});
+    }
     if (r.after)
       j["review"] = review_json(*r.after, store ? kept_count(*store, *r.after) : 0);
     if (next)

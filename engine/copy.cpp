@@ -125,6 +125,11 @@ table_plan plan_described(const schema::table_schema& columns, const described& 
     std::string by;
     if (settings.enforced)
       by = "Under an enforced contract";
+    else if (settings.on_schema_change == new_column_rule::ignore)
+      // Copied anew, the table would take every source column, the ones ignore leaves out
+      // (seed 000) too: which those are cannot be told without the live table's columns.
+      by = "Under on_schema_change = ignore (a copy anew would load the source columns it "
+           "leaves out)";
     else if (settings.type_change_rebuild == rebuild_rule::deny)
       by = fmt::format("Under type_change_rebuild = deny ({})", settings.type_change_rebuild_from);
     else if (settings.type_change_rebuild == rebuild_rule::require_confirmation &&
@@ -143,7 +148,8 @@ table_plan plan_described(const schema::table_schema& columns, const described& 
                       "change that column on the target to a type Flotilla maps (e.g. text), "
                       "or drop the column; or drop the table to have it copied again{}",
                       d.unreadable, by,
-                      settings.enforced || settings.type_change_rebuild == rebuild_rule::deny
+                      settings.enforced || settings.type_change_rebuild == rebuild_rule::deny ||
+                              settings.on_schema_change == new_column_rule::ignore
                           ? ""
                           : "; or run with --allow-type-change-rebuild to drop it and copy it "
                             "anew")};

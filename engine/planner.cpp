@@ -293,6 +293,9 @@ struct planner {
     const auto missing = [&](const std::string& key, const std::string& column) {
       if (p.load_columns.find(column, schema::name_rule::case_sensitive) != nullptr)
         return;
+      // A declared column left out was refused by its own error (FLT-S002, FLT-S001).
+      if (p.error && find_declared(settings, column, names()) != nullptr)
+        return;
       if (const std::size_t n = p.load_columns.count_folded(column); n > 1) {
         // Two columns differing only by case (PostgreSQL): which one is meant is a guess,
         // and a wrong cursor loses rows.
@@ -1105,6 +1108,13 @@ table_plan plan_table(const schema::table_schema& source,
         p.error->proposed_ddl = s.sql;
         break;
       }
+    // "Apply it by hand" says what to apply: the statements the change would run.
+    std::string statements;
+    for (const auto& s : ungated.drift.steps)
+      if (!s.sql.empty() && (s.action != evolution_action::add_columns || !settings.additive_granted))
+        statements += (statements.empty() ? "" : "; ") + s.sql;
+    if (!statements.empty())
+      p.error->reason += fmt::format(" (the statements Flotilla would run: {})", statements);
   }
   if (p.error && incremental) {
     // Refused, but the run JSON still says how the table loads.

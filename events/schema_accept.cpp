@@ -48,15 +48,42 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
         }
       }
 
+  // A table whose section declares columns: the gate never looks at it. Sections are
+  // named "<source>.<section>", and a section may leave out the schema ("orders" for
+  // "public.orders").
+  const auto is_declared = [&](const std::string& name) {
+    if (declared.contains(name))
+      return true;
+    const auto first = name.find('.');
+    const auto last = name.rfind('.');
+    return first != std::string::npos && last != first &&
+           declared.contains(name.substr(0, first) + name.substr(last));
+  };
   std::vector<std::string> order;
   accept_plan plan;
   if (names.empty()) {
+    // A table declaring its columns now is not the gate's, whatever an earlier run saw.
     for (const auto& [name, _] : observed)
-      order.push_back(name);
+      if (!is_declared(name))
+        order.push_back(name);
   } else {
+    std::set<std::string> named;
     for (const auto& name : names) {
-      if (std::find(order.begin(), order.end(), name) != order.end())
-        continue;  // named twice
+      if (!named.insert(name).second)
+        continue;  // named twice: accepted, or refused, once
+      const auto target = by_target.find(name);
+      if (is_declared(name) ||
+          (target != by_target.end() && !target->second.empty() && is_declared(target->second))) {
+        plan.errors.push_back(error{
+            errc::no_observed_schema,
+            fmt::format("cannot accept '{}': its table section declares columns, and "
+                        "on_source_drift skips such tables entirely (the declared columns "
+                        "already type the read; a declared column the source lacks fails the "
+                        "table, FLT-S001). There is no baseline of it to accept; `flotilla "
+                        "plan` shows how the source differs from its declaration",
+                        name)});
+        continue;
+      }
       if (observed.contains(name)) {
         order.push_back(name);
         continue;
@@ -89,26 +116,6 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
           if (!dataset.empty())
             candidates.push_back(table);
         nearest = config::nearest(name, candidates);
-      }
-      // A table whose section declares columns: the gate never looks at it.
-      const auto declares = [&] {
-        if (declared.contains(name))
-          return true;
-        const auto first = name.find('.');
-        const auto last = name.rfind('.');
-        return first != std::string::npos && last != first &&
-               declared.contains(name.substr(0, first) + name.substr(last));
-      };
-      if (declares()) {
-        plan.errors.push_back(error{
-            errc::no_observed_schema,
-            fmt::format("cannot accept '{}': its table section declares columns, and "
-                        "on_source_drift skips such tables entirely (the declared columns "
-                        "already type the read; a declared column the source lacks fails the "
-                        "table, FLT-S001). There is no baseline of it to accept; `flotilla "
-                        "plan` shows how the source differs from its declaration",
-                        name)});
-        continue;
       }
       const std::string run =
           latest == nullptr ? std::string("no run has been recorded yet")

@@ -231,6 +231,13 @@ TEST_CASE("review apply carries the decision out on the target when no stream ru
     CHECK(refused.exit_code == 2);
     CHECK_THAT(refused.err, Catch::Contains("The proposed DDL needs an edit before it can be applied"));
     CHECK_THAT(refused.err, Catch::Contains("The proposal needs an edit first (see its comments)."));
+    // In JSON, a refusal by the review's state carries exit_code and errors[] too.
+    auto as_json = parse(run_cli(p.dir, {"review", "apply", "wh", p.key_table, "--output", "json"}));
+    CHECK(as_json["status"] == "refused");
+    CHECK(as_json["code"] == "FLT-V001");
+    CHECK(as_json["exit_code"] == 2);
+    REQUIRE(as_json["errors"].size() == 1);
+    CHECK(as_json["errors"][0]["code"] == "FLT-V001");
     auto resync = run_cli(p.dir, {"review", "resync", "wh", p.key_table});
     CHECK(resync.exit_code == 2);
     CHECK_THAT(resync.err, Catch::Contains("Edit the target DDL before resync."));

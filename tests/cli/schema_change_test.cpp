@@ -471,6 +471,16 @@ TEST_CASE("a live table with a column Flotilla cannot map is not dropped under d
   CHECK_THAT((*find_table(run, f.table("orders")))["error"].get<std::string>(),
              Catch::Contains("type_change_rebuild = deny (source)"));
   CHECK(sla() == std::vector<std::vector<std::string>>{{"2", "02:00:00+00"}});
+  // on_schema_change = ignore: copied anew, the table would take the source columns ignore
+  // leaves out, confirmed or not.
+  f.config("on_schema_change = \"ignore\"\n");
+  run = flotilla_json(f.w, {"run", "--allow-type-change-rebuild"}, &rc);
+  CHECK(rc == 1);
+  CHECK((*find_table(run, f.table("orders")))["error_code"] == "FLT-S012");
+  CHECK_THAT((*find_table(run, f.table("orders")))["error"].get<std::string>(),
+             Catch::Contains("Under on_schema_change = ignore") &&
+                 !Catch::Contains("--allow-type-change-rebuild to drop it"));
+  CHECK(sla() == std::vector<std::vector<std::string>>{{"2", "02:00:00+00"}});
   // Confirmed: seed 001's rebuild, said in the run's warnings.
   f.config("[sources.app.tables.orders]\ncolumns = { total = \"decimal(18,2)\" }\n");
   // The plan says the live table is dropped, not created.

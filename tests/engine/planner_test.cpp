@@ -566,6 +566,10 @@ TEST_CASE("a change the governance gate holds carries the statements it would ru
   CHECK(p.error->code == "FLT-S008");
   CHECK_THAT(p.error->reason, Catch::Contains("'amount'") && Catch::Contains("; also ") &&
                                   Catch::Contains("'note'") && Catch::Contains("apply them"));
+  // What to apply by hand is said: every held change's statement.
+  CHECK_THAT(p.error->reason,
+             Catch::Contains("(the statements Flotilla would run: ALTER TABLE") &&
+                 Catch::Contains(d->add_column(orders, {"note", T("text")})));
 }
 
 TEST_CASE("a refused table's reason says what to do") {
@@ -803,4 +807,28 @@ TEST_CASE("a declared key column its source type cannot be read as is refused as
   p = engine::plan_table(source, std::nullopt, engine::target_state::absent, *d, orders, st);
   REQUIRE(p.error.has_value());
   CHECK(p.error->code == "FLT-S010");
+}
+
+TEST_CASE("a unique_key or cursor_column declared with a type the source cannot be read as is "
+          "FLT-S002 alone") {
+  auto d = *dialects::make_dialect("duckdb");
+  engine::table_settings st;
+  st.enforced = true;
+  st.declared = {schema::column{"code", T("int")}, schema::column{"amount", T("int")},
+                 schema::column{"updated_at", T("int")}};
+  const auto source = S({{"code", T("text"), false, true}, {"amount", T("int")},
+                         {"updated_at", T("text")}});
+  for (int which = 0; which < 2; ++which) {
+    INFO(which);
+    st.unique_key.clear();
+    st.cursor_column.clear();
+    if (which == 0)
+      st.unique_key = {"code"};
+    else
+      st.cursor_column = "updated_at";
+    auto p = engine::plan_table(source, std::nullopt, engine::target_state::absent, *d, orders, st);
+    REQUIRE(p.error.has_value());
+    CHECK(p.error->code == "FLT-S002");
+    CHECK_THAT(p.error->reason, !Catch::Contains("FLT-S010") && !Catch::Contains("not among"));
+  }
 }
