@@ -231,7 +231,7 @@ TEST_CASE(
   CHECK_THAT(named.err, Catch::Contains("run-3"));
   auto all = run_flotilla(dir, {"schema", "accept"});
   CHECK(all.exit_code == 0);
-  CHECK_THAT(all.out, !Catch::Contains("shop.orders") && Catch::Contains("crm.leads"));
+  CHECK(all.out == "nothing to accept\n");
 }
 
 namespace {
@@ -331,7 +331,7 @@ TEST_CASE("schema accept of a table that declares columns says the gate skips it
   // Declared since the latest run observed it: not the gate's any more, named or not.
   auto all = run_flotilla(dir, {"schema", "accept"});
   CHECK(all.exit_code == 0);
-  CHECK(all.out == "nothing to accept\n");
+  CHECK_THAT(all.out, !Catch::Contains("shop.orders") && Catch::Contains("crm.leads"));
   auto orders = run_flotilla(dir, {"schema", "accept", "shop.orders"});
   CHECK(orders.exit_code == 2);
   CHECK_THAT(orders.err, Catch::Contains("its table section declares columns"));
