@@ -244,6 +244,99 @@ void write_interrupted_json(const config::project& project, const storage::pb::R
   out << j.dump(2) << "\n";
 }
 
+/// A recorded table's events, as its run emitted them: table_started, its schema actions
+/// and table_finished, counted into `totals`.
+void add_recorded_table_events(std::vector<events::run_events::batch_event>& table_events,
+                               const storage::pb::TableResult& t, events::run_totals& totals) {
+  // A table skipped before it started has only its table_finished.
+  if (t.status() != "skipped")
+    table_events.emplace_back(events::table_event_line{
+      .finished = false,
+      .source = t.source(),
+      .table = t.source_table(),
+      .target_table = t.table(),
+      .mode = t.load().empty() ? std::string_view("none") : std::string_view(t.load()),
+      .timestamp_us = t.started_at_us()});
+  for (const auto& a : t.actions()) {
+    auto action = events::schema_action(
+        t.source(), t.source_table(),
+        {a.action(), a.column(), a.from(), a.to(), a.reason(), a.sql(),
+         {a.also().begin(), a.also().end()}});
+    // As in a finished run: when the table's copy ended, not when this is written.
+    action.set_timestamp_us(t.finished_at_us());
+    table_events.emplace_back(std::move(action));
+  }
+  table_events.emplace_back(events::table_event_line{
+      .finished = true,
+      .source = t.source(),
+      .table = t.source_table(),
+      .target_table = t.table(),
+      .status = t.status(),
+      .rows = t.rows(),
+      .error = t.error(),
+      .error_code = t.error_code(),
+      .duration_us = std::max<std::int64_t>(0, t.finished_at_us() - t.started_at_us()),
+      .timestamp_us = t.finished_at_us()});
+  if (t.status() == "copied")
+    ++totals.tables_copied;
+  else if (t.status() == "failed")
+    ++totals.tables_failed;
+  else if (t.status() == "held")
+    ++totals.tables_held;
+  else if (t.status() == "skipped")
+    ++totals.tables_skipped;
+  else if (t.status() == "pruned")
+    ++totals.tables_pruned;
+}
+
+/// The counts add_recorded_table_events makes, without the events.
+void add_recorded_table_events_count(const storage::pb::TableResult& t, events::run_totals& totals) {
+  std::vector<events::run_events::batch_event> none;
+  add_recorded_table_events(none, t, totals);
+}
+
+/// What a killed run's events file holds when a later run finishes its events: its cut
+/// last line (a kill in the middle of a write) removed first.
+struct kept_events {
+  bool finished = false;      ///< it has the run's run_finished: nothing is missing
+  bool started = false;       ///< its first line is the run's run_started
+  std::size_t lines = 0;      ///< whole lines kept
+  std::size_t tables = 0;     ///< table_finished lines among them
+  std::size_t first_line = 0; ///< bytes up to and including the first newline
+};
+
+kept_events trim_cut_events(const std::filesystem::path& file, std::string_view run_id) {
+  kept_events k;
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec))
+    return k;
+  std::string text;
+  {
+    std::ifstream in(file, std::ios::binary);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const std::size_t last_newline = text.rfind('\n');
+  const std::size_t kept = last_newline == std::string::npos ? 0 : last_newline + 1;
+  if (kept != text.size())
+    std::filesystem::resize_file(file, kept, ec);
+  text.resize(kept);
+  const auto count = [&](std::string_view type) {
+    std::size_t n = 0;
+    const std::string needle = fmt::format("\"type\":\"{}\"", type);
+    for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
+      ++n;
+    return n;
+  };
+  k.finished = count("run_finished") > 0;
+  k.tables = count("table_finished");
+  for (const char c : text)
+    k.lines += c == '\n' ? 1 : 0;
+  k.first_line = text.empty() ? 0 : text.find('\n') + 1;
+  k.started = text.starts_with(fmt::format("{{\"run_id\":\"{}\",\"sequence\":1,", run_id)) &&
+              text.substr(0, k.first_line).find("\"type\":\"run_started\"") != std::string::npos;
+  return k;
+}
+
 /// The events a run killed before it wrote them (they are written once its tables have
 /// reported) would have written for the tables it committed, written for it, under its
 /// run id: run_started, each committed table's table_started, schema_action and table_finished events
@@ -298,6 +391,80 @@ void publish_interrupted(storage::state_store& store, const config::project& pro
   };
   std::stable_sort(committed.begin(), committed.end(),
                    [&](const auto* a, const auto* b) { return order_of(a) < order_of(b); });
+  const auto file = events::event_log::path_for(project.state_dir, r.run_id());
+  const kept_events previous = trim_cut_events(file, r.run_id());
+  // Its events all written (killed before its record said so): run.json alone is missing.
+  std::unique_ptr<events::run_events> log;
+  if (!previous.finished) {
+    std::error_code ec;
+    if (std::filesystem::exists(file, ec))
+      std::filesystem::resize_file(file, previous.started ? previous.first_line : 0, ec);
+    events::run_events_options options;
+    options.deliver_in_background = false;  // the next run's relay delivers them first
+    auto ev = events::run_events::open(&store, project, r.run_id(), options);
+    if (ev)
+      log = std::move(*ev);
+    else
+      fmt::print(stderr, "warning: the events of run {} could not be written: {}\n",
+                 r.run_id(), ev.error().text());
+  }
+  // Killed while it wrote its events (they go out as its record is written): what its file
+  // kept of them stays, its run_started first; the rest is written from here. The table
+  // events after run_started reach the outbox only once all are in the file.
+  if (log && previous.started) {
+    log->continue_after(1);
+  } else if (log) {
+    events::run_started_info started{r.command(), {r.filters().begin(), r.filters().end()},
+                                     committed.size(), r.retry_of()};
+    (void)log->emit(events::run_started(started));
+  }
+  events::run_totals totals;
+  totals.status = "interrupted";
+  std::vector<events::run_events::batch_event> table_events;
+  for (const auto* t : committed)
+    add_recorded_table_events(table_events, *t, totals);
+  if (log)
+    (void)log->emit_batch(std::move(table_events));
+  // Until its last commit: when it died is not known.
+  for (const auto* t : committed)
+    if (t->finished_at_us() != 0)
+      totals.duration_us = std::max(totals.duration_us, t->finished_at_us() - r.started_at_us());
+  for (const auto* t : committed) {
+    totals.tables_checked += t->drift_checked() ? 1 : 0;
+    totals.tables_drifted += t->drifted() ? 1 : 0;
+  }
+  if (log)
+    (void)log->emit(events::run_finished(totals));
+  write_interrupted_json(project, r, committed, totals);
+}
+
+/// A run killed while it wrote its events (after recording its results): its file may end
+/// in part of a line, and the events after the last one it kept may be in no sink. The
+/// table events go to the outbox in one append after the file has every one of them, so
+/// a file without its last table_finished means the outbox never had them: they are
+/// written again from the run record, numbered on from the run's run_started, then its
+/// run_finished. A file with every table's events and no run_finished gets the
+/// run_finished. The cut line is removed first.
+void finish_cut_events(storage::state_store& store, const config::project& project,
+                       const storage::pb::RunRecord& r, const std::filesystem::path& file) {
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec))
+    return;  // never opened: no events are the run's to finish
+  const kept_events previous = trim_cut_events(file, r.run_id());
+  if (previous.finished)
+    return;
+  const bool all_tables = previous.tables >= static_cast<std::size_t>(r.tables_size());
+  const bool started = previous.started;
+  const std::size_t lines = previous.lines;
+  std::filesystem::resize_file(file, all_tables ? std::filesystem::file_size(file, ec)
+                                     : started  ? previous.first_line
+                                                : 0,
+                               ec);
+  if (ec) {
+    fmt::print(stderr, "warning: the events of run {} could not be finished ({}): {}\n",
+               r.run_id(), file.string(), ec.message());
+    return;
+  }
   events::run_events_options options;
   options.deliver_in_background = false;  // the next run's relay delivers them first
   auto ev = events::run_events::open(&store, project, r.run_id(), options);
@@ -307,62 +474,37 @@ void publish_interrupted(storage::state_store& store, const config::project& pro
     return;
   }
   auto& log = **ev;
-  events::run_started_info started{r.command(), {r.filters().begin(), r.filters().end()},
-                                   committed.size(), r.retry_of()};
-  (void)log.emit(events::run_started(started));
   events::run_totals totals;
-  totals.status = "interrupted";
-  std::vector<events::run_events::batch_event> table_events;
-  for (const auto* t : committed) {
-    table_events.emplace_back(events::table_event_line{
-        .finished = false,
-        .source = t->source(),
-        .table = t->source_table(),
-        .target_table = t->table(),
-        .mode = t->load().empty() ? std::string_view("none") : std::string_view(t->load()),
-        .timestamp_us = t->started_at_us()});
-    for (const auto& a : t->actions()) {
-      auto action = events::schema_action(
-          t->source(), t->source_table(),
-          {a.action(), a.column(), a.from(), a.to(), a.reason(), a.sql(),
-           {a.also().begin(), a.also().end()}});
-      // As in a finished run: when the table's copy ended, not when this is written.
-      action.set_timestamp_us(t->finished_at_us());
-      table_events.emplace_back(std::move(action));
-    }
-    table_events.emplace_back(events::table_event_line{
-        .finished = true,
-        .source = t->source(),
-        .table = t->source_table(),
-        .target_table = t->table(),
-        .status = t->status(),
-        .rows = t->rows(),
-        .error = t->error(),
-        .error_code = t->error_code(),
-        .duration_us = std::max<std::int64_t>(0, t->finished_at_us() - t->started_at_us()),
-        .timestamp_us = t->finished_at_us()});
-    if (t->status() == "copied")
-      ++totals.tables_copied;
-    else if (t->status() == "failed")
-      ++totals.tables_failed;
-    else if (t->status() == "held")
-      ++totals.tables_held;
-    else if (t->status() == "skipped")
-      ++totals.tables_skipped;
-    else if (t->status() == "pruned")
-      ++totals.tables_pruned;
+  if (all_tables) {
+    log.continue_after(lines);
+    for (const auto& t : r.tables())
+      add_recorded_table_events_count(t, totals);
+  } else {
+    if (started)
+      log.continue_after(1);
+    else
+      (void)log.emit(events::run_started({r.command(),
+                                          {r.filters().begin(), r.filters().end()},
+                                          static_cast<std::uint64_t>(r.tables_size()),
+                                          r.retry_of()}));
+    std::vector<events::run_events::batch_event> table_events;
+    for (const auto& t : r.tables())
+      add_recorded_table_events(table_events, t, totals);
+    (void)log.emit_batch(std::move(table_events));
   }
-  (void)log.emit_batch(std::move(table_events));
-  // Until its last commit: when it died is not known.
-  for (const auto* t : committed)
-    if (t->finished_at_us() != 0)
-      totals.duration_us = std::max(totals.duration_us, t->finished_at_us() - r.started_at_us());
-  for (const auto* t : committed) {
-    totals.tables_checked += t->drift_checked() ? 1 : 0;
-    totals.tables_drifted += t->drifted() ? 1 : 0;
-  }
+  totals.status = r.status();
+  totals.tables_checked = r.drift().tables_checked();
+  totals.tables_drifted = r.drift().tables_drifted();
+  for (const auto& t : r.tables())
+    if (t.finished_at_us() != 0)
+      totals.duration_us = std::max(totals.duration_us, t.finished_at_us() - r.started_at_us());
   (void)log.emit(events::run_finished(totals));
-  write_interrupted_json(project, r, committed, totals);
+  (void)log.finish();
+  fmt::print(stderr,
+             "note: run {} was killed while it wrote its events; its {} were written again "
+             "from its record ({})\n",
+             r.run_id(), all_tables ? "run_finished event" : "table events and run_finished",
+             file.string());
 }
 
 /// A run records its results before it publishes its events, and writes its run.json once
@@ -387,6 +529,7 @@ void write_unwritten_json(storage::state_store& store, const config::project& pr
   events::run_totals totals;
   totals.tables_checked = r.drift().tables_checked();
   totals.tables_drifted = r.drift().tables_drifted();
+  finish_cut_events(store, project, r, dir / "events.ndjson");
   const bool sinks = project.events.kafka.has_value() || project.events.pubsub.has_value();
   write_interrupted_json(
       project, r, tables, totals, r.status(), "note",
@@ -533,7 +676,9 @@ run_events_section publish_events(storage::state_store& store, const config::pro
       // A copied or failed table's events carry when they happened: table_started its
       // copy's start, the others its end (a pruned or skipped table's: when emitted).
       const std::int64_t ended = o.finished_at_us;
-      table_events.emplace_back(events::table_event_line{
+      // A table skipped before it started (Ctrl-C) has only its table_finished.
+      if (o.status != engine::table_status::skipped)
+        table_events.emplace_back(events::table_event_line{
           .source = t.source,
           .table = t.table,
           .target_table = target,
@@ -584,6 +729,9 @@ run_events_section publish_events(storage::state_store& store, const config::pro
         case engine::table_status::held: ++totals.tables_held; break;
       }
     }
+  // Fault injection (tests): killed with run_started written, before the table events.
+  if (const char* c = std::getenv("FLOTILLA_CRASH_AT"); c && std::string_view(c) == "table_events")
+    std::raise(SIGKILL);
   (void)log.emit_batch(std::move(table_events));
   totals.status = summary.status;
   totals.tables_checked = summary.tables_checked;

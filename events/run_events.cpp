@@ -132,6 +132,11 @@ std::uint64_t run_events::emitted() const {
   return sequence_;
 }
 
+void run_events::continue_after(std::uint64_t sequence) {
+  std::lock_guard lock(mu_);
+  sequence_ = sequence;
+}
+
 const std::filesystem::path& run_events::log_path() const { return log_.path(); }
 
 void run_events::keep(const error& e) {

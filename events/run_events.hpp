@@ -118,6 +118,9 @@ class run_events {
 
   /// Events emitted so far (the last sequence handed out).
   [[nodiscard]] std::uint64_t emitted() const;
+  /// Numbers the next event after `sequence`: a run's events written again after a kill
+  /// cut them short go on from the last one its file kept.
+  void continue_after(std::uint64_t sequence);
   [[nodiscard]] const std::filesystem::path& log_path() const;
   [[nodiscard]] const std::string& run_id() const { return run_id_; }
 

@@ -1898,6 +1898,54 @@ TEST_CASE("a run killed after recording its results, before its run.json, gets i
   CHECK(third.err.find("ended after recording") == std::string::npos);
 }
 
+TEST_CASE("a run killed while it writes its events gets them written from its record, the "
+          "cut line removed") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  write_config(w, "duckdb");
+  auto killed = run_crashing_at(w, "table_events");
+  REQUIRE(killed.exit_code != 0);
+  std::filesystem::path file;
+  for (const auto& d : std::filesystem::directory_iterator(w.path() / ".flotilla" / "runs"))
+    file = d.path() / "events.ndjson";
+  REQUIRE(std::filesystem::exists(file));
+  // As a kill in the middle of a write leaves it: part of a line.
+  std::ofstream(file, std::ios::app) << "{\"run_id\":\"x\",\"sequence\":2,\"timest";
+  auto again = run_flotilla(w, {"run"});
+  INFO(again.err);
+  CHECK(again.exit_code == 0);
+  // The run record is written beside the events: killed before it said the run finished,
+  // the run is an interrupted one; after, one whose events were cut short. Either way its
+  // file ends up whole, once.
+  CHECK_THAT(again.err, Catch::Contains("was killed while it wrote its events") ||
+                            Catch::Contains("did not finish"));
+  std::ifstream in(file);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) {
+    REQUIRE_NOTHROW(nlohmann::json::parse(line));
+    lines.push_back(nlohmann::json::parse(line));
+  }
+  REQUIRE(lines.size() == 6);  // run_started, two tables' started and finished, run_finished
+  for (std::size_t i = 0; i < lines.size(); ++i)
+    CHECK(lines[i]["sequence"] == i + 1);
+  CHECK(lines.front()["type"] == "run_started");
+  CHECK(lines.back()["type"] == "run_finished");
+  CHECK((lines.back()["run_finished"]["status"] == "success" ||
+         lines.back()["run_finished"]["status"] == "interrupted"));
+  std::size_t finished = 0;
+  for (const auto& l : lines)
+    finished += l["type"] == "table_finished" ? 1 : 0;
+  CHECK(finished == 2);
+  // Once: the run after leaves it as it is.
+  auto third = run_flotilla(w, {"run"});
+  CHECK(third.err.find("was killed while it wrote its events") == std::string::npos);
+  std::ifstream again_in(file);
+  std::size_t count = 0;
+  for (std::string line; std::getline(again_in, line);)
+    ++count;
+  CHECK(count == lines.size());
+}
+
 TEST_CASE("kill -9, then retry: the interrupted run is named and its selection runs again") {
   workdir w;
   std::string sql;
