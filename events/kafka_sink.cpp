@@ -378,6 +378,7 @@ struct kafka_sink::impl {
   std::vector<state> states;
   rd_kafka_resp_err_t first_failure = RD_KAFKA_RESP_ERR_NO_ERROR;
   std::string first_failure_text;
+  std::string first_failure_event;  ///< "key (N bytes, sequence S of run R)", when known
 
   // Connection problems librdkafka reported (error callback and log lines from its own
   // threads): the reason given when nothing was acknowledged.
@@ -442,6 +443,11 @@ void on_delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
       (unreachable(p->first_failure) && !unreachable(m->err))) {
     p->first_failure = m->err;
     p->first_failure_text = rd_kafka_err2str(m->err);
+    p->first_failure_event =
+        fmt::format("'{}' ({} bytes)",
+                    m->key ? std::string_view(static_cast<const char*>(m->key), m->key_len)
+                           : std::string_view(),
+                    m->len);
   }
 }
 
@@ -562,6 +568,7 @@ delivery kafka_sink::deliver(std::span<const storage::pb::OutboxEntry> batch,
   p.states.assign(batch.size(), state::pending);
   p.first_failure = RD_KAFKA_RESP_ERR_NO_ERROR;
   p.first_failure_text.clear();
+  p.first_failure_event.clear();
   const bool want_json = p.options.format == config::event_format::json;
 
   std::size_t produced = 0;
@@ -602,6 +609,9 @@ delivery kafka_sink::deliver(std::span<const storage::pb::OutboxEntry> batch,
       if (p.first_failure == RD_KAFKA_RESP_ERR_NO_ERROR) {
         p.first_failure = err;
         p.first_failure_text = rd_kafka_err2str(err);
+        p.first_failure_event =
+            fmt::format("'{}' ({} bytes, sequence {} of run {})", entry.key(), payload.size(),
+                        entry.sequence(), run_id);
       }
       break;
     }
@@ -631,6 +641,19 @@ delivery kafka_sink::deliver(std::span<const storage::pb::OutboxEntry> batch,
                       fmt::format("Kafka ({}) stopped the producer with a fatal error: {} ({}). "
                                   "Check the topic and this client's permissions on it",
                                   p.where(), fatal, rd_kafka_err2name(f))};
+  } else if (p.first_failure == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE) {
+    // Sent again as it is, it is refused again, and holds back every event after it.
+    d.failure = error{
+        errc::broker_refused,
+        fmt::format("Kafka ({}) refused event {} as too large ({}): it is over the producer's "
+                    "message.max.bytes (librdkafka's default 1000000) or the topic's "
+                    "max.message.bytes. Raise them ([events.kafka.settings] "
+                    "\"message.max.bytes\" = ..., and max.message.bytes on the topic); until "
+                    "then it stays in the outbox and the events after it wait",
+                    p.where(),
+                    p.first_failure_event.empty() ? std::string("of this batch")
+                                                  : p.first_failure_event,
+                    p.first_failure_text)};
   } else if (p.first_failure != RD_KAFKA_RESP_ERR_NO_ERROR && !unreachable(p.first_failure)) {
     d.failure =
         error{errc::broker_refused,

@@ -356,6 +356,42 @@ TEST_CASE("a broker that refuses the events is FLT-E002; they stay in the outbox
   check_order_per_key(msgs, same_run_in_sequence);
 }
 
+TEST_CASE("an event over message.max.bytes is FLT-E002 naming it, its size and the setting") {
+  mock_kafka kafka("flotilla.events", 1);
+  temp_dir dir;
+  auto store = open_store(dir.path() / "state");
+  auto small = project_for(dir, kafka.bootstraps(), kafka.topic(), config::event_format::json,
+                           {{"message.max.bytes", "1000"}});
+  std::uint64_t kept = 0;
+  {
+    auto ev = run_events::open(&store, small, "run-1");
+    REQUIRE(ev.has_value());
+    REQUIRE((*ev)->emit(run_started({"run", {"client=" + std::string(3000, 'x')}, 1, ""})));
+    auto report = (*ev)->finish();
+    REQUIRE(report.errors.size() == 1);
+    const auto& e = report.errors[0];
+    INFO(e.text());
+    CHECK(e.code == errc::broker_refused);
+    CHECK_THAT(e.message, Catch::Contains("refused event '") &&
+                              Catch::Contains("bytes, sequence 1 of run run-1)") &&
+                              Catch::Contains("as too large") &&
+                              Catch::Contains("\"message.max.bytes\"") &&
+                              !Catch::Contains("Check that the topic exists"));
+    kept = report.pending;  // the event, and the events_undelivered note about it
+    CHECK(kept >= 1);
+  }
+  // Raised, the same event goes.
+  auto large = project_for(dir, kafka.bootstraps(), kafka.topic(), config::event_format::json,
+                           {{"message.max.bytes", "100000"}});
+  auto ev = run_events::open(&store, large, "run-2");
+  REQUIRE(ev.has_value());
+  auto report = (*ev)->finish();
+  INFO((report.errors.empty() ? "" : report.errors[0].text()));
+  CHECK(report.ok());
+  CHECK(report.delivered == kept);
+  CHECK(consume(kafka.bootstraps(), kafka.topic(), kafka.partitions(), kept).size() == kept);
+}
+
 TEST_CASE("pass-through settings reach librdkafka; brokers and idempotence are not negotiable") {
   config::kafka_options o{
       "127.0.0.1:9092",
