@@ -116,9 +116,18 @@ std::string nearest(std::string_view word, const std::vector<std::string_view>& 
   }
   // A plausible typo: at most a third of the word wrong (and at least 2 edits allowed).
   const std::size_t limit = std::max<std::size_t>(2, word.size() / 3);
-  if (pick.empty() || best > limit || best >= std::max(word.size(), pick.size()))
-    return {};
-  return std::string{pick};
+  if (!pick.empty() && best <= limit && best < std::max(word.size(), pick.size()))
+    return std::string{pick};
+  // A shortened value ("append" for "append_new_columns"): the one candidate it begins.
+  std::string_view only;
+  if (word.size() >= 3)
+    for (auto c : candidates)
+      if (c.size() > word.size() && c.substr(0, word.size()) == word) {
+        if (!only.empty())
+          return {};
+        only = c;
+      }
+  return std::string{only};
 }
 
 }  // namespace flotilla::config

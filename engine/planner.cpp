@@ -601,11 +601,22 @@ struct planner {
           continue;
         }
         if (!schema::can_read_as(have, want)) {
+          // A file's column whose values now need a wider type than the live column's:
+          // the pin to name is that one (the live type would refuse those values).
+          portable_type suggest = have;
+          if (settings.inferred)
+            if (const column* sc = source.find(l->name, names()); sc != nullptr) {
+              const portable_type data = dialect.canonical(sc->type);
+              if (data != have && schema::can_read_as(have, data))
+                suggest = data;
+            }
           fail("FLT-S004",
                fmt::format("{} has type {}, which cannot be read as {}; a live column is never "
                            "narrowed: declare columns = {{ {} = \"{}\" }} or wider (\"text\" "
-                           "takes every value as written)",
-                           l->name, T(have), T(want), l->name, T(have)),
+                           "takes every value as written){}",
+                           l->name, T(have), T(want), l->name, T(suggest),
+                           suggest == have ? std::string()
+                                           : fmt::format("; the file's values need {}", T(suggest))),
                l->name, T(want), T(have));
           continue;
         }
@@ -791,6 +802,18 @@ struct planner {
       std::erase_if(d.steps, [](const evolution_step& s) {
         return s.action != evolution_action::drop_and_recreate;
       });
+      // A key change beside a retype that recreates the table is one rebuild: said in
+      // that step's `also`, not as a second action of the same column.
+      if (d.steps.size() > 1) {
+        const auto key = std::find_if(d.steps.begin(), d.steps.end(), [](const auto& s) {
+          return s.reason.starts_with("the table's key changed");
+        });
+        if (key != d.steps.end()) {
+          std::string reason = key->reason;
+          d.steps.erase(key);
+          also.insert(also.begin(), std::move(reason));
+        }
+      }
       // Appended: a recreate schema::evaluate_drift decided already lists its own (columns
       // added, safe retypes) there, which an assignment would drop.
       if (!d.steps.empty())

@@ -830,6 +830,10 @@ batch_rows = -5
   CHECK(r.model->sources[0].policy.on_source_drift == drift_policy::ignore);
   CHECK(r.model->sources[0].path == "/w/s.db");
   CHECK_FALSE(r.ok());
+  // A shortened value names the one it begins.
+  auto shortened = load(std::string{one_target} + "[project]\non_schema_change = \"append\"\n");
+  INFO(all_messages(shortened));
+  CHECK(all_messages(shortened).find("did you mean 'append_new_columns'?") != std::string::npos);
   // A near miss is named, as other values' are.
   auto near = load(std::string{one_target} + "[project]\non_source_drift = \"Warn\"\n");
   INFO(all_messages(near));

@@ -832,3 +832,37 @@ TEST_CASE("a unique_key or cursor_column declared with a type the source cannot 
     CHECK_THAT(p.error->reason, !Catch::Contains("FLT-S010") && !Catch::Contains("not among"));
   }
 }
+
+TEST_CASE("a key change beside a retype that recreates the table is one action, the key change "
+          "in its also") {
+  auto d = *dialects::make_dialect("duckdb");
+  engine::table_settings st;
+  st.cursor_column = "ts";
+  st.has_watermark = true;
+  const auto live = S({{"id", T("bigint"), false, true}, {"v", T("text"), false}, {"ts", T("int")}});
+  const auto source =
+      S({{"id", T("int"), false, true}, {"v", T("text"), false, true}, {"ts", T("int")}});
+  auto p = engine::plan_table(source, live, engine::target_state::present, *d, orders, st);
+  INFO((p.error ? p.error->reason : ""));
+  REQUIRE_FALSE(p.error.has_value());
+  REQUIRE(p.drift.steps.size() == 1);
+  CHECK(p.drift.steps[0].action == schema::evolution_action::drop_and_recreate);
+  bool key_in_also = false;
+  for (const auto& a : p.drift.steps[0].also)
+    key_in_also = key_in_also || a.starts_with("the table's key changed (id) -> (id, v)");
+  CHECK(key_in_also);
+}
+
+TEST_CASE("a file column pinned narrower than its live column is told the pin its values need") {
+  auto d = *dialects::make_dialect("duckdb");
+  engine::table_settings st;
+  st.inferred = true;
+  st.declared = {schema::column{"amt", T("decimal(10,2)")}};
+  const auto live = S({{"id", T("bigint")}, {"amt", T("bigint")}});
+  const auto source = S({{"id", T("bigint")}, {"amt", T("decimal(21,2)")}});
+  auto p = engine::plan_table(source, live, engine::target_state::present, *d, orders, st);
+  REQUIRE(p.error.has_value());
+  CHECK(p.error->code == "FLT-S004");
+  CHECK_THAT(p.error->reason, Catch::Contains("columns = { amt = \"decimal(21,2)\" }") &&
+                                  Catch::Contains("the file's values need decimal(21,2)"));
+}
