@@ -1123,6 +1123,19 @@ class loader {
              "\"host:port,host:port\" or an array of them", "Kafka needs brokers");
     }
     required_string(k, "topic", path, ko.topic, "Kafka needs a topic");
+    // Kafka's own rule for topic names, said here rather than as a broker's refusal at
+    // the first delivery.
+    if (!ko.topic.empty())
+      if (const auto* n = k.get("topic")) {
+        const bool legal = std::all_of(ko.topic.begin(), ko.topic.end(), [](unsigned char c) {
+          return std::isalnum(c) || c == '.' || c == '_' || c == '-';
+        });
+        if (!legal || ko.topic.size() > 249 || ko.topic == "." || ko.topic == "..")
+          report(errc::invalid_value, n->source(), key_path_append(path, "topic"), ko.topic,
+                 "letters, digits, '.', '_' and '-', at most 249 of them",
+                 "a Kafka topic name has only ASCII letters, digits, '.', '_' and '-' (at most "
+                 "249, and not '.' or '..'): rename the topic");
+      }
     if (auto f = choice(k, "format", path, format_names, "event format"))
       ko.format = *f;
     if (const auto* s = section(k, "settings", path)) {

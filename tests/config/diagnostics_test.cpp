@@ -908,3 +908,17 @@ dsn = "host=127.0.0.1 password=p@ss@x dbname=src"
   INFO(all_messages(ok));
   CHECK(count_code(ok, errc::invalid_value) == 0);
 }
+
+TEST_CASE("a Kafka topic name Kafka refuses is FLT-C005 when the file is read") {
+  for (const std::string& topic : std::vector<std::string>{"has space", "a/b", std::string(250, 't'), ".."}) {
+    INFO(topic);
+    auto r = load(std::string{one_target} + "[events.kafka]\nbrokers = \"127.0.0.1:9092\"\n"
+                                            "topic = \"" + topic + "\"\n");
+    INFO(all_messages(r));
+    CHECK(all_messages(r).find("FLT-C005: events.kafka.topic") != std::string::npos);
+  }
+  auto ok = load(std::string{one_target} +
+                 "[events.kafka]\nbrokers = \"127.0.0.1:9092\"\ntopic = \"acme.events_v-2\"\n");
+  INFO(all_messages(ok));
+  CHECK(ok.diagnostics.empty());
+}
