@@ -1,5 +1,6 @@
 // `flotilla retry`: re-runs the failed tables of the latest run, loading the data they
 // staged instead of extracting again (seed 004; docs/events.md, "Retry").
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <set>
@@ -12,6 +13,8 @@
 #include "cli/fleet_builder.hpp"
 #include "cli/run_exec.hpp"
 #include "cli/verbs.hpp"
+#include "events/outbox_relay.hpp"
+#include "events/run_events.hpp"
 #include "storage/state_store.hpp"
 
 namespace flotilla::cli {
@@ -37,6 +40,35 @@ int nothing_to_retry(const run_request& req, const std::string& message,
   j["tables"] = nlohmann::json::array();
   fmt::print("{}\n", j.dump(2));
   return 0;
+}
+
+/// Nothing to retry, but events a run left undelivered (its sinks were down): sent now,
+/// as the next run would send them first. 0 when none wait or all went out; 1 when
+/// delivery failed again (said on stderr), as a run's would.
+int deliver_backlog(const config::project& project) {
+  if (!project.events.kafka && !project.events.pubsub)
+    return 0;
+  auto store = open_state(project, false);
+  if (!store)
+    return 1;
+  auto waiting = store->outbox_size();
+  if (!waiting || *waiting == 0)
+    return 0;
+  std::vector<events::error> errors;
+  auto sinks = events::make_sinks(project.events, errors);
+  for (const auto& e : errors)
+    fmt::print(stderr, "error {}\n", e.text());
+  if (sinks.empty())
+    return 1;
+  events::outbox_relay relay(*store, std::move(sinks));
+  const auto report = relay.drain();
+  if (!report.ok()) {
+    fmt::print(stderr, "error {}\n", report.failure->text());
+    return 1;
+  }
+  fmt::print(stderr, "note: {} event(s) an earlier run left undelivered went out now\n",
+             report.delivered);
+  return errors.empty() ? 0 : 1;
 }
 
 int do_retry(const global_options& g, run_request req) {
@@ -125,8 +157,9 @@ int do_retry(const global_options& g, run_request req) {
                : req.filters.empty() ? std::string("every table")
                                      : fmt::format("the tables of --filter {}",
                                                    fmt::join(req.filters, " --filter ")));
-  else if (req.only.empty())
-    return nothing_to_retry(
+  else if (req.only.empty()) {
+    const int delivered = deliver_backlog(*project);
+    return std::max(delivered, nothing_to_retry(
         req,
         fmt::format("nothing to retry: the latest run ({}) has no failed table{}", latest_id,
                     failed_before.empty()
@@ -142,7 +175,8 @@ int do_retry(const global_options& g, run_request req) {
                                                           failed_before.begin() + 5)
                                                     : failed_before,
                                                 ", "))),
-        latest_id);
+        latest_id));
+  }
   req.command = "retry";
   req.retry_of = latest_id;
   req.reuse_staged = true;

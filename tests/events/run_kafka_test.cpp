@@ -147,6 +147,41 @@ TEST_CASE("a run whose broker is down reports it, keeps the events, and the next
   CHECK(runs[0] == first_run);  // the backlog went out first
 }
 
+TEST_CASE("retry with no failed table sends what a run left undelivered") {
+  temp_dir dir;
+  const auto db = dir.path() / "app.db";
+  REQUIRE(std::system(fmt::format("sqlite3 '{}' \"CREATE TABLE orders (id INTEGER PRIMARY KEY); "
+                                  "INSERT INTO orders VALUES (1);\"",
+                                  db.string())
+                          .c_str()) == 0);
+  auto write_config = [&](const std::string& brokers) {
+    std::ofstream(dir.path() / "flotilla.toml")
+        << fmt::format("[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                       "[sources.app]\nadapter = \"sqlite\"\npath = \"app.db\"\n"
+                       "[events.kafka]\nbrokers = \"{}\"\ntopic = \"flotilla.events\"\n"
+                       "[events.kafka.settings]\n\"message.timeout.ms\" = \"2000\"\n",
+                       brokers);
+  };
+  write_config(fmt::format("127.0.0.1:{}", closed_port()));
+  CHECK(run_in(dir.path(), "run") == 1);  // the tables loaded; the events did not go out
+  std::uint64_t waiting = 0;
+  {
+    auto store = open_store(dir.path() / ".flotilla" / "state");
+    waiting = store.outbox_size().value_or(0);
+  }
+  REQUIRE(waiting >= 4);
+  // Still down: retry says so, exit 1, and keeps them.
+  CHECK(run_in(dir.path(), "retry") == 1);
+  mock_kafka kafka("flotilla.events", 1);
+  write_config(kafka.bootstraps());
+  CHECK(run_in(dir.path(), "retry") == 0);
+  {
+    auto store = open_store(dir.path() / ".flotilla" / "state");
+    CHECK(store.outbox_size().value_or(1) == 0);
+  }
+  CHECK(consume(kafka.bootstraps(), "flotilla.events", 1, waiting).size() >= waiting);
+}
+
 TEST_CASE("drift events reach Kafka in order per table, with the table's other events") {
   temp_dir dir;
   mock_kafka kafka("flotilla.events", 3);
