@@ -349,18 +349,22 @@ int do_list(const review_args& a, const storage::state_store* store) {
     fmt::print("no held tables\n");
     return 0;
   }
+  // A removed review a reload replaced says so here too, as `show` does.
+  const auto state_of = [](const review& r) {
+    return std::string(cdc::state_label(r.hold.state())) +
+           (superseded_by_reload(r) ? " (superseded by a reload)" : "");
+  };
   std::size_t wt = 5, wg = 6, ws = 5;
   for (const auto& r : all) {
     wt = std::max(wt, printable(r.hold.table()).size());
     wg = std::max(wg, printable(r.hold.target()).size());
-    ws = std::max(ws, cdc::state_label(r.hold.state()).size());
+    ws = std::max(ws, state_of(r).size());
   }
   fmt::print("{:<8}  {:<{}}  {:<{}}  {:<{}}  {}\n", "ID", "TABLE", wt, "TARGET", wg, "STATE", ws,
              "KIND");
   for (const auto& r : all)
     fmt::print("{:<8}  {:<{}}  {:<{}}  {:<{}}  {}\n", r.short_id(), printable(r.hold.table()), wt,
-               printable(r.hold.target()), wg, cdc::state_label(r.hold.state()), ws,
-               cdc::kind_label(r.hold.kind()));
+               printable(r.hold.target()), wg, state_of(r), ws, cdc::kind_label(r.hold.kind()));
   return 0;
 }
 

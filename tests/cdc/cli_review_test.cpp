@@ -442,4 +442,7 @@ TEST_CASE("review show says a removed review was superseded by a reload") {
                                        "stream --reload`"));
   auto other = parse(run_cli(p.dir, {"review", "show", "wh", p.key_table, "--output", "json"}));
   CHECK(other["superseded_by_reload"] == false);
+  // The list says it too.
+  auto list = run_cli(p.dir, {"review", "list"});
+  CHECK_THAT(list.out, Catch::Contains("removed from pipeline (superseded by a reload)"));
 }
