@@ -392,9 +392,11 @@ int do_review(const global_options& g, const review_args& a) {
     for (const auto& t : project->event_targets)
       names.push_back(t.name);
     const std::string near = config::nearest(a.target, names);
-    fmt::print(stderr, "error: --target '{}': flotilla.toml has no such target{}\n", a.target,
-               near.empty() ? "" : fmt::format("; did you mean '{}'?", near));
-    return 2;
+    return usage(a, cdc::code_unknown_review,
+                 fmt::format("--target '{}': flotilla.toml has no such target, so no review is "
+                             "held there{}",
+                             a.target,
+                             near.empty() ? "" : fmt::format("; did you mean '{}'?", near)));
   }
   if (a.action == "list")
     return do_list(a, store);

@@ -445,4 +445,11 @@ TEST_CASE("review show says a removed review was superseded by a reload") {
   // The list says it too.
   auto list = run_cli(p.dir, {"review", "list"});
   CHECK_THAT(list.out, Catch::Contains("removed from pipeline (superseded by a reload)"));
+  // A target flotilla.toml does not name: refused with a code, in JSON as every refusal.
+  auto nope = run_cli(p.dir, {"review", "list", "--target", "nope", "--output", "json"});
+  CHECK(nope.exit_code == 2);
+  auto refused = parse(nope);
+  CHECK(refused["code"] == "FLT-V011");
+  CHECK(refused["exit_code"] == 2);
+  CHECK_THAT(refused["message"].get<std::string>(), Catch::Contains("--target 'nope'"));
 }
