@@ -22,53 +22,58 @@ namespace {
 
 /// Nothing to retry: the message, or under --output json a run JSON with no table (a
 /// scheduler parsing stdout gets JSON either way).
+/// `failed`: the events an earlier run left undelivered could not be sent now either
+/// (each error, said on stderr already): the exit code is 1 and the JSON says why.
 int nothing_to_retry(const run_request& req, const std::string& message,
-                     const std::string& latest_id) {
+                     const std::string& latest_id, const std::vector<events::error>& failed = {}) {
+  const int code = failed.empty() ? 0 : 1;
   if (req.output != "json") {
     fmt::print("{}\n", message);
-    return 0;
+    return code;
   }
   nlohmann::ordered_json j;
   j["drift"] = {{"actions_taken", nlohmann::json::array()},
                 {"tables_checked", 0},
                 {"tables_drifted", 0}};
   j["errors"] = nlohmann::json::array();
+  for (const auto& e : failed)
+    j["errors"].push_back({{"code", std::string(events::code_name(e.code))}, {"message", e.message}});
   j["message"] = message;
   j["retry_of"] = latest_id.empty() ? nlohmann::json(nullptr) : nlohmann::json(latest_id);
   j["run_id"] = nullptr;
-  j["status"] = "success";
+  j["status"] = failed.empty() ? "success" : "failed";
   j["tables"] = nlohmann::json::array();
   fmt::print("{}\n", j.dump(2));
-  return 0;
+  return code;
 }
 
 /// Nothing to retry, but events a run left undelivered (its sinks were down): sent now,
 /// as the next run would send them first. 0 when none wait or all went out; 1 when
 /// delivery failed again (said on stderr), as a run's would.
-int deliver_backlog(const config::project& project) {
+std::vector<events::error> deliver_backlog(const config::project& project) {
+  std::vector<events::error> errors;
   if (!project.events.kafka && !project.events.pubsub)
-    return 0;
+    return errors;
   auto store = open_state(project, false);
   if (!store)
-    return 1;
+    return {events::error{events::errc::outbox, "the state store could not be opened to send "
+                                                "the events waiting in its outbox"}};
   auto waiting = store->outbox_size();
   if (!waiting || *waiting == 0)
-    return 0;
-  std::vector<events::error> errors;
+    return errors;
   auto sinks = events::make_sinks(project.events, errors);
+  if (!sinks.empty()) {
+    events::outbox_relay relay(*store, std::move(sinks));
+    const auto report = relay.drain();
+    if (report.ok())
+      fmt::print(stderr, "note: {} event(s) an earlier run left undelivered went out now\n",
+                 report.delivered);
+    else
+      errors.push_back(*report.failure);
+  }
   for (const auto& e : errors)
     fmt::print(stderr, "error {}\n", e.text());
-  if (sinks.empty())
-    return 1;
-  events::outbox_relay relay(*store, std::move(sinks));
-  const auto report = relay.drain();
-  if (!report.ok()) {
-    fmt::print(stderr, "error {}\n", report.failure->text());
-    return 1;
-  }
-  fmt::print(stderr, "note: {} event(s) an earlier run left undelivered went out now\n",
-             report.delivered);
-  return errors.empty() ? 0 : 1;
+  return errors;
 }
 
 int do_retry(const global_options& g, run_request req) {
@@ -158,8 +163,8 @@ int do_retry(const global_options& g, run_request req) {
                                      : fmt::format("the tables of --filter {}",
                                                    fmt::join(req.filters, " --filter ")));
   else if (req.only.empty()) {
-    const int delivered = deliver_backlog(*project);
-    return std::max(delivered, nothing_to_retry(
+    const auto undelivered = deliver_backlog(*project);
+    return nothing_to_retry(
         req,
         fmt::format("nothing to retry: the latest run ({}) has no failed table{}", latest_id,
                     failed_before.empty()
@@ -175,7 +180,7 @@ int do_retry(const global_options& g, run_request req) {
                                                           failed_before.begin() + 5)
                                                     : failed_before,
                                                 ", "))),
-        latest_id));
+        latest_id, undelivered);
   }
   req.command = "retry";
   req.retry_of = latest_id;

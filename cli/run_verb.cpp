@@ -251,12 +251,12 @@ void add_recorded_table_events(std::vector<events::run_events::batch_event>& tab
   // A table skipped before it started has only its table_finished.
   if (t.status() != "skipped")
     table_events.emplace_back(events::table_event_line{
-      .finished = false,
-      .source = t.source(),
-      .table = t.source_table(),
-      .target_table = t.table(),
-      .mode = t.load().empty() ? std::string_view("none") : std::string_view(t.load()),
-      .timestamp_us = t.started_at_us()});
+        .finished = false,
+        .source = t.source(),
+        .table = t.source_table(),
+        .target_table = t.table(),
+        .mode = t.load().empty() ? std::string_view("none") : std::string_view(t.load()),
+        .timestamp_us = t.started_at_us()});
   for (const auto& a : t.actions()) {
     auto action = events::schema_action(
         t.source(), t.source_table(),
@@ -289,19 +289,11 @@ void add_recorded_table_events(std::vector<events::run_events::batch_event>& tab
     ++totals.tables_pruned;
 }
 
-/// The counts add_recorded_table_events makes, without the events.
-void add_recorded_table_events_count(const storage::pb::TableResult& t, events::run_totals& totals) {
-  std::vector<events::run_events::batch_event> none;
-  add_recorded_table_events(none, t, totals);
-}
-
 /// What a killed run's events file holds when a later run finishes its events: its cut
 /// last line (a kill in the middle of a write) removed first.
 struct kept_events {
   bool finished = false;      ///< it has the run's run_finished: nothing is missing
   bool started = false;       ///< its first line is the run's run_started
-  std::size_t lines = 0;      ///< whole lines kept
-  std::size_t tables = 0;     ///< table_finished lines among them
   std::size_t first_line = 0; ///< bytes up to and including the first newline
 };
 
@@ -328,9 +320,6 @@ kept_events trim_cut_events(const std::filesystem::path& file, std::string_view 
     return n;
   };
   k.finished = count("run_finished") > 0;
-  k.tables = count("table_finished");
-  for (const char c : text)
-    k.lines += c == '\n' ? 1 : 0;
   k.first_line = text.empty() ? 0 : text.find('\n') + 1;
   k.started = text.starts_with(fmt::format("{{\"run_id\":\"{}\",\"sequence\":1,", run_id)) &&
               text.substr(0, k.first_line).find("\"type\":\"run_started\"") != std::string::npos;
@@ -439,12 +428,11 @@ void publish_interrupted(storage::state_store& store, const config::project& pro
 }
 
 /// A run killed while it wrote its events (after recording its results): its file may end
-/// in part of a line, and the events after the last one it kept may be in no sink. The
-/// table events go to the outbox in one append after the file has every one of them, so
-/// a file without its last table_finished means the outbox never had them: they are
-/// written again from the run record, numbered on from the run's run_started, then its
-/// run_finished. A file with every table's events and no run_finished gets the
-/// run_finished. The cut line is removed first.
+/// in part of a line, and its table events may be in no sink: they go to the outbox in one
+/// append after the file has all of them, and a kill before that append leaves a whole
+/// file with nothing in the outbox. Without its run_finished, what follows its run_started
+/// is written again from the run record (file and outbox), then its run_finished: at least
+/// once, never lost. The cut line is removed first.
 void finish_cut_events(storage::state_store& store, const config::project& project,
                        const storage::pb::RunRecord& r, const std::filesystem::path& file) {
   std::error_code ec;
@@ -453,13 +441,7 @@ void finish_cut_events(storage::state_store& store, const config::project& proje
   const kept_events previous = trim_cut_events(file, r.run_id());
   if (previous.finished)
     return;
-  const bool all_tables = previous.tables >= static_cast<std::size_t>(r.tables_size());
-  const bool started = previous.started;
-  const std::size_t lines = previous.lines;
-  std::filesystem::resize_file(file, all_tables ? std::filesystem::file_size(file, ec)
-                                     : started  ? previous.first_line
-                                                : 0,
-                               ec);
+  std::filesystem::resize_file(file, previous.started ? previous.first_line : 0, ec);
   if (ec) {
     fmt::print(stderr, "warning: the events of run {} could not be finished ({}): {}\n",
                r.run_id(), file.string(), ec.message());
@@ -474,37 +456,29 @@ void finish_cut_events(storage::state_store& store, const config::project& proje
     return;
   }
   auto& log = **ev;
+  if (previous.started)
+    log.continue_after(1);
+  else
+    (void)log.emit(events::run_started({r.command(),
+                                        {r.filters().begin(), r.filters().end()},
+                                        static_cast<std::uint64_t>(r.tables_size()),
+                                        r.retry_of()}));
   events::run_totals totals;
-  if (all_tables) {
-    log.continue_after(lines);
-    for (const auto& t : r.tables())
-      add_recorded_table_events_count(t, totals);
-  } else {
-    if (started)
-      log.continue_after(1);
-    else
-      (void)log.emit(events::run_started({r.command(),
-                                          {r.filters().begin(), r.filters().end()},
-                                          static_cast<std::uint64_t>(r.tables_size()),
-                                          r.retry_of()}));
-    std::vector<events::run_events::batch_event> table_events;
-    for (const auto& t : r.tables())
-      add_recorded_table_events(table_events, t, totals);
-    (void)log.emit_batch(std::move(table_events));
-  }
+  std::vector<events::run_events::batch_event> table_events;
+  for (const auto& t : r.tables())
+    add_recorded_table_events(table_events, t, totals);
+  (void)log.emit_batch(std::move(table_events));
   totals.status = r.status();
   totals.tables_checked = r.drift().tables_checked();
   totals.tables_drifted = r.drift().tables_drifted();
-  for (const auto& t : r.tables())
-    if (t.finished_at_us() != 0)
-      totals.duration_us = std::max(totals.duration_us, t.finished_at_us() - r.started_at_us());
+  if (r.finished_at_us() != 0)
+    totals.duration_us = std::max<std::int64_t>(0, r.finished_at_us() - r.started_at_us());
   (void)log.emit(events::run_finished(totals));
-  (void)log.finish();
+  // Delivered by this run's relay, first, and counted in its `delivered`.
   fmt::print(stderr,
-             "note: run {} was killed while it wrote its events; its {} were written again "
-             "from its record ({})\n",
-             r.run_id(), all_tables ? "run_finished event" : "table events and run_finished",
-             file.string());
+             "note: run {} was killed while it wrote its events; its table events and "
+             "run_finished were written again from its record ({})\n",
+             r.run_id(), file.string());
 }
 
 /// A run records its results before it publishes its events, and writes its run.json once
@@ -679,13 +653,13 @@ run_events_section publish_events(storage::state_store& store, const config::pro
       // A table skipped before it started (Ctrl-C) has only its table_finished.
       if (o.status != engine::table_status::skipped)
         table_events.emplace_back(events::table_event_line{
-          .source = t.source,
-          .table = t.table,
-          .target_table = target,
-          .mode = o.reused_staged ? std::string_view("retry")
-                  : o.plan        ? engine::to_string(o.plan->load)
-                                  : std::string_view("none"),
-          .timestamp_us = ended != 0 ? ended - o.duration_us : 0});
+            .source = t.source,
+            .table = t.table,
+            .target_table = target,
+            .mode = o.reused_staged ? std::string_view("retry")
+                    : o.plan        ? engine::to_string(o.plan->load)
+                                    : std::string_view("none"),
+            .timestamp_us = ended != 0 ? ended - o.duration_us : 0});
       if (o.plan && (o.status == engine::table_status::copied || o.ddl_applied))
         for (const auto& step : o.plan->drift.steps)
           table_events.emplace_back(events::schema_action(

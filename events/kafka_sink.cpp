@@ -609,9 +609,9 @@ delivery kafka_sink::deliver(std::span<const storage::pb::OutboxEntry> batch,
       if (p.first_failure == RD_KAFKA_RESP_ERR_NO_ERROR) {
         p.first_failure = err;
         p.first_failure_text = rd_kafka_err2str(err);
-        p.first_failure_event =
-            fmt::format("'{}' ({} bytes, sequence {} of run {})", entry.key(), payload.size(),
-                        entry.sequence(), run_id);
+        p.first_failure_event = fmt::format("'{}' ({}, {} bytes, of run {})", entry.key(),
+                                            type.empty() ? std::string_view("event") : type,
+                                            payload.size(), run_id);
       }
       break;
     }
@@ -646,14 +646,17 @@ delivery kafka_sink::deliver(std::span<const storage::pb::OutboxEntry> batch,
     d.failure = error{
         errc::broker_refused,
         fmt::format("Kafka ({}) refused event {} as too large ({}): it is over the producer's "
-                    "message.max.bytes (librdkafka's default 1000000) or the topic's "
-                    "max.message.bytes. Raise them ([events.kafka.settings] "
-                    "\"message.max.bytes\" = ..., and max.message.bytes on the topic); until "
-                    "then it stays in the outbox and the events after it wait",
+                    "message.max.bytes ({}) or the topic's max.message.bytes. Raise them "
+                    "([events.kafka.settings] \"message.max.bytes\" = ..., and "
+                    "max.message.bytes on the topic); until then it stays in the outbox and the "
+                    "events after it wait",
                     p.where(),
                     p.first_failure_event.empty() ? std::string("of this batch")
                                                   : p.first_failure_event,
-                    p.first_failure_text)};
+                    p.first_failure_text,
+                    p.options.settings.contains("message.max.bytes")
+                        ? fmt::format("set to {}", p.options.settings.at("message.max.bytes"))
+                        : std::string("librdkafka's default 1000000"))};
   } else if (p.first_failure != RD_KAFKA_RESP_ERR_NO_ERROR && !unreachable(p.first_failure)) {
     d.failure =
         error{errc::broker_refused,

@@ -1946,6 +1946,46 @@ TEST_CASE("a run killed while it writes its events gets them written from its re
   CHECK(count == lines.size());
 }
 
+TEST_CASE("a run killed with every table event written and no run_finished gets them once, "
+          "then run_finished") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  write_config(w, "duckdb");
+  auto killed = run_crashing_at(w, "run_json");
+  REQUIRE(killed.exit_code != 0);
+  std::filesystem::path file;
+  for (const auto& d : std::filesystem::directory_iterator(w.path() / ".flotilla" / "runs"))
+    file = d.path() / "events.ndjson";
+  // As a kill right before run_finished leaves it: every table event, no run_finished.
+  std::vector<std::string> kept;
+  {
+    std::ifstream in(file);
+    for (std::string line; std::getline(in, line);)
+      kept.push_back(line);
+  }
+  REQUIRE(kept.size() == 6);
+  kept.pop_back();
+  {
+    std::ofstream out(file, std::ios::trunc);
+    for (const auto& l : kept)
+      out << l << "\n";
+  }
+  auto again = run_flotilla(w, {"run"});
+  INFO(again.err);
+  CHECK(again.exit_code == 0);
+  CHECK_THAT(again.err, Catch::Contains("was killed while it wrote its events"));
+  std::ifstream in(file);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);)
+    lines.push_back(nlohmann::json::parse(line));
+  REQUIRE(lines.size() == 6);
+  for (std::size_t i = 0; i < lines.size(); ++i)
+    CHECK(lines[i]["sequence"] == i + 1);
+  CHECK(lines.back()["type"] == "run_finished");
+  CHECK(lines.back()["run_finished"]["status"] == "success");
+  CHECK(lines.back()["run_finished"]["duration_us"].get<std::int64_t>() > 0);
+}
+
 TEST_CASE("kill -9, then retry: the interrupted run is named and its selection runs again") {
   workdir w;
   std::string sql;

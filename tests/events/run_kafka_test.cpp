@@ -170,8 +170,15 @@ TEST_CASE("retry with no failed table sends what a run left undelivered") {
     waiting = store.outbox_size().value_or(0);
   }
   REQUIRE(waiting >= 4);
-  // Still down: retry says so, exit 1, and keeps them.
-  CHECK(run_in(dir.path(), "retry") == 1);
+  // Still down: retry says so, exit 1 and in its JSON, and keeps them.
+  CHECK(run_in(dir.path(), "retry --output json") == 1);
+  {
+    std::ifstream out(dir.path() / "out.txt");
+    auto j = nlohmann::json::parse(out);
+    CHECK(j["status"] == "failed");
+    REQUIRE(j["errors"].size() >= 1);
+    CHECK(j["errors"][0]["code"] == "FLT-E001");
+  }
   mock_kafka kafka("flotilla.events", 1);
   write_config(kafka.bootstraps());
   CHECK(run_in(dir.path(), "retry") == 0);
