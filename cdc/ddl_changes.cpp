@@ -135,45 +135,42 @@ std::vector<source_change> to_source_changes(const std::string& table,
 outcome decide_ddl(const std::string& source, const std::string& table,
                    const std::vector<source_column>& before, const ddl_event& event,
                    const std::string& position, const target_info& target) {
+  // Seed 002: a change whose per-row values exist only in the rewrite stops the pipeline
+  // before it (as a volatile default does): applied, the target would keep every old value
+  // under the new type. The remedy is a reload, then the change made another way.
+  const auto rewrite_stop = [&](std::string reason, std::string_view next_time) {
+    stopped s;
+    s.code = std::string(code_type_change);
+    s.reason = std::move(reason);
+    s.message = stop_message(table, s.reason);
+    s.remedy = fmt::format("Reload the stream (flotilla stream --reload) to copy every table "
+                           "again from a fresh snapshot; next time {}",
+                           next_time);
+    return s;
+  };
   if (!event.dropped)
-    if (const auto column = retyped_using(event.ddl); !column.empty()) {
-      // Seed 002: a change whose per-row values exist only in the rewrite stops the
-      // pipeline before it (as a volatile default does): applied, the target would keep
-      // every old value under the new type.
-      stopped s;
-      s.code = std::string(code_type_change);
-      s.reason = fmt::format(
-          "column {} was retyped with USING, which rewrites every row's value in the "
-          "table; the change stream does not carry those values, so the target would keep "
-          "the old ones",
-          column);
-      s.message = stop_message(table, s.reason);
-      s.remedy = "Reload the stream (flotilla stream --reload) to copy every table again "
-                 "from a fresh snapshot; next time change the type without USING and "
-                 "rewrite the values with an UPDATE, which the stream carries";
-      return s;
-    }
+    if (const auto column = retyped_using(event.ddl); !column.empty())
+      return rewrite_stop(
+          fmt::format("column {} was retyped with USING, which rewrites every row's value in "
+                      "the table; the change stream does not carry those values, so the "
+                      "target would keep the old ones",
+                      column),
+          "change the type without USING and rewrite the values with an UPDATE, which the "
+          "stream carries");
+  // Run inside a DO block or a function (a migration's dynamic SQL): the statement text is
+  // not there to show whether a retype had USING, so it stops as USING does.
   if (!event.dropped && ddl_statements(event.ddl) == ddl_not_shown)
     for (const auto& d : diff_columns(before, event.columns))
-      if (d.what == column_diff::kind::retyped) {
-        // Run inside a DO block or a function (a migration's dynamic SQL): the statement
-        // text is not there to show whether the retype had USING, which rewrites every
-        // row's value where the change stream carries none. Applied as a plain cast, the
-        // target could silently keep the old values: stopped before it, as USING is.
-        stopped s;
-        s.code = std::string(code_type_change);
-        s.reason = fmt::format(
-            "column {} was retyped ({} -> {}) by DDL run inside another statement (a DO "
-            "block or a function), whose text does not show whether it had USING, which "
-            "rewrites every row's value in the table where the change stream carries none",
-            d.column, d.before ? d.before->type : std::string("?"),
-            d.after ? d.after->type : std::string("?"));
-        s.message = stop_message(table, s.reason);
-        s.remedy = "Reload the stream (flotilla stream --reload) to copy every table again "
-                   "from a fresh snapshot; next time run the ALTER TABLE as a statement of "
-                   "its own (a type change without USING is then applied on the target)";
-        return s;
-      }
+      if (d.what == column_diff::kind::retyped)
+        return rewrite_stop(
+            fmt::format("column {} was retyped ({} -> {}) by DDL run inside another statement "
+                        "(a DO block or a function), whose text does not show whether it had "
+                        "USING, which rewrites every row's value in the table where the change "
+                        "stream carries none",
+                        d.column, d.before ? d.before->type : std::string("?"),
+                        d.after ? d.after->type : std::string("?")),
+            "run the ALTER TABLE as a statement of its own (a type change without USING is "
+            "then applied on the target)");
   captured_table current = to_captured(source, table, before);
   applied all;
   std::optional<held> first_hold;

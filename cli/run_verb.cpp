@@ -312,18 +312,47 @@ kept_events trim_cut_events(const std::filesystem::path& file, std::string_view 
   if (kept != text.size())
     std::filesystem::resize_file(file, kept, ec);
   text.resize(kept);
-  const auto count = [&](std::string_view type) {
-    std::size_t n = 0;
-    const std::string needle = fmt::format("\"type\":\"{}\"", type);
-    for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
-      ++n;
-    return n;
-  };
-  k.finished = count("run_finished") > 0;
+  k.finished = text.find("\"type\":\"run_finished\"") != std::string::npos;
   k.first_line = text.empty() ? 0 : text.find('\n') + 1;
   k.started = text.starts_with(fmt::format("{{\"run_id\":\"{}\",\"sequence\":1,", run_id)) &&
               text.substr(0, k.first_line).find("\"type\":\"run_started\"") != std::string::npos;
   return k;
+}
+
+/// A killed run's events writer, going on after its run_started: the file's cut line and
+/// whatever followed its run_started removed (it may have reached no sink), run_started
+/// written when the file did not have it. Null when the file ends with the run's
+/// run_finished (nothing is missing) or cannot be written (said on stderr).
+std::unique_ptr<events::run_events> reopen_events(storage::state_store& store,
+                                                  const config::project& project,
+                                                  const storage::pb::RunRecord& r,
+                                                  std::uint64_t tables_selected) {
+  const auto file = events::event_log::path_for(project.state_dir, r.run_id());
+  const kept_events previous = trim_cut_events(file, r.run_id());
+  if (previous.finished)
+    return nullptr;
+  std::error_code ec;
+  if (std::filesystem::exists(file, ec))
+    std::filesystem::resize_file(file, previous.started ? previous.first_line : 0, ec);
+  if (ec) {
+    fmt::print(stderr, "warning: the events of run {} could not be finished ({}): {}\n",
+               r.run_id(), file.string(), ec.message());
+    return nullptr;
+  }
+  events::run_events_options options;
+  options.deliver_in_background = false;  // the next run's relay delivers them first
+  auto ev = events::run_events::open(&store, project, r.run_id(), options);
+  if (!ev) {
+    fmt::print(stderr, "warning: the events of run {} could not be written: {}\n", r.run_id(),
+               ev.error().text());
+    return nullptr;
+  }
+  if (previous.started)
+    (*ev)->continue_after(1);
+  else
+    (void)(*ev)->emit(events::run_started(
+        {r.command(), {r.filters().begin(), r.filters().end()}, tables_selected, r.retry_of()}));
+  return std::move(*ev);
 }
 
 /// The events a run killed before it wrote them (they are written once its tables have
@@ -380,33 +409,10 @@ void publish_interrupted(storage::state_store& store, const config::project& pro
   };
   std::stable_sort(committed.begin(), committed.end(),
                    [&](const auto* a, const auto* b) { return order_of(a) < order_of(b); });
-  const auto file = events::event_log::path_for(project.state_dir, r.run_id());
-  const kept_events previous = trim_cut_events(file, r.run_id());
-  // Its events all written (killed before its record said so): run.json alone is missing.
-  std::unique_ptr<events::run_events> log;
-  if (!previous.finished) {
-    std::error_code ec;
-    if (std::filesystem::exists(file, ec))
-      std::filesystem::resize_file(file, previous.started ? previous.first_line : 0, ec);
-    events::run_events_options options;
-    options.deliver_in_background = false;  // the next run's relay delivers them first
-    auto ev = events::run_events::open(&store, project, r.run_id(), options);
-    if (ev)
-      log = std::move(*ev);
-    else
-      fmt::print(stderr, "warning: the events of run {} could not be written: {}\n",
-                 r.run_id(), ev.error().text());
-  }
-  // Killed while it wrote its events (they go out as its record is written): what its file
-  // kept of them stays, its run_started first; the rest is written from here. The table
-  // events after run_started reach the outbox only once all are in the file.
-  if (log && previous.started) {
-    log->continue_after(1);
-  } else if (log) {
-    events::run_started_info started{r.command(), {r.filters().begin(), r.filters().end()},
-                                     committed.size(), r.retry_of()};
-    (void)log->emit(events::run_started(started));
-  }
+  // Killed while it wrote its events (they go out as its record is written): its file keeps
+  // its run_started, and the rest is written from here. Its events all written (killed
+  // before its record said so): run.json alone is missing.
+  const auto log = reopen_events(store, project, r, committed.size());
   events::run_totals totals;
   totals.status = "interrupted";
   std::vector<events::run_events::batch_event> table_events;
@@ -438,42 +444,20 @@ void finish_cut_events(storage::state_store& store, const config::project& proje
   std::error_code ec;
   if (!std::filesystem::exists(file, ec))
     return;  // never opened: no events are the run's to finish
-  const kept_events previous = trim_cut_events(file, r.run_id());
-  if (previous.finished)
+  const auto log = reopen_events(store, project, r, static_cast<std::uint64_t>(r.tables_size()));
+  if (!log)
     return;
-  std::filesystem::resize_file(file, previous.started ? previous.first_line : 0, ec);
-  if (ec) {
-    fmt::print(stderr, "warning: the events of run {} could not be finished ({}): {}\n",
-               r.run_id(), file.string(), ec.message());
-    return;
-  }
-  events::run_events_options options;
-  options.deliver_in_background = false;  // the next run's relay delivers them first
-  auto ev = events::run_events::open(&store, project, r.run_id(), options);
-  if (!ev) {
-    fmt::print(stderr, "warning: the events of run {} could not be written: {}\n", r.run_id(),
-               ev.error().text());
-    return;
-  }
-  auto& log = **ev;
-  if (previous.started)
-    log.continue_after(1);
-  else
-    (void)log.emit(events::run_started({r.command(),
-                                        {r.filters().begin(), r.filters().end()},
-                                        static_cast<std::uint64_t>(r.tables_size()),
-                                        r.retry_of()}));
   events::run_totals totals;
   std::vector<events::run_events::batch_event> table_events;
   for (const auto& t : r.tables())
     add_recorded_table_events(table_events, t, totals);
-  (void)log.emit_batch(std::move(table_events));
+  (void)log->emit_batch(std::move(table_events));
   totals.status = r.status();
   totals.tables_checked = r.drift().tables_checked();
   totals.tables_drifted = r.drift().tables_drifted();
   if (r.finished_at_us() != 0)
     totals.duration_us = std::max<std::int64_t>(0, r.finished_at_us() - r.started_at_us());
-  (void)log.emit(events::run_finished(totals));
+  (void)log->emit(events::run_finished(totals));
   // Delivered by this run's relay, first, and counted in its `delivered`.
   fmt::print(stderr,
              "note: run {} was killed while it wrote its events; its table events and "
