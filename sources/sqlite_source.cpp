@@ -680,19 +680,67 @@ class sqlite_source final : public source {
            (v[10] == 'T' || v[10] == ' ') && digit(11) && digit(12) && v[13] == ':';
   }
 
-  /// The UTC offset an ISO text timestamp ends with (`+02:00`, `+0200`, `+02`, `Z`), as
-  /// `+HH:MM`; '' for none. SQL over `x`.
+  /// How many characters of an ISO text timestamp's end are its UTC offset: `Z` 1,
+  /// ` UTC` 4, `+02:00` 6, `+0200` 5, `+02` 3, none 0. SQL over `x`.
+  static std::string offset_length_sql(const std::string& x) {
+    return fmt::format(
+        "(CASE WHEN typeof({0}) <> 'text' OR length({0}) <= 16 THEN 0 "
+        "WHEN substr({0}, -1) IN ('Z', 'z') THEN 1 "
+        "WHEN upper(substr({0}, -4)) = ' UTC' THEN 4 "
+        "WHEN length({0}) > 21 AND substr({0}, -6, 1) IN ('+', '-') AND substr({0}, -3, 1) = ':' "
+        "THEN 6 "
+        "WHEN length({0}) > 20 AND substr({0}, -5, 1) IN ('+', '-') THEN 5 "
+        "WHEN length({0}) > 18 AND substr({0}, -3, 1) IN ('+', '-') THEN 3 "
+        "ELSE 0 END)",
+        x);
+  }
+
+  /// The UTC offset an ISO text timestamp ends with (`+02:00`, `+0200`, `+02`, `Z`,
+  /// ` UTC`), as `+HH:MM`; '' for none. SQL over `x`.
   static std::string offset_sql(const std::string& x) {
     return fmt::format(
-        "(CASE WHEN typeof({0}) <> 'text' OR length({0}) <= 16 THEN '' "
-        "WHEN substr({0}, -1) IN ('Z', 'z') THEN '+00:00' "
-        "WHEN length({0}) > 21 AND substr({0}, -6, 1) IN ('+', '-') AND substr({0}, -3, 1) = ':' "
-        "THEN substr({0}, -6) "
-        "WHEN length({0}) > 20 AND substr({0}, -5, 1) IN ('+', '-') "
-        "THEN substr({0}, -5, 3) || ':' || substr({0}, -2) "
-        "WHEN length({0}) > 18 AND substr({0}, -3, 1) IN ('+', '-') THEN substr({0}, -3) || ':00' "
-        "ELSE '' END)",
-        x);
+        "(CASE {1} WHEN 0 THEN '' WHEN 1 THEN '+00:00' WHEN 4 THEN '+00:00' "
+        "WHEN 6 THEN substr({0}, -6) WHEN 5 THEN substr({0}, -5, 3) || ':' || substr({0}, -2) "
+        "ELSE substr({0}, -3) || ':00' END)",
+        x, offset_length_sql(x));
+  }
+
+  /// The digits of an ISO text timestamp's fraction of a second ('' for none). SQL.
+  static std::string fraction_sql(const std::string& x) {
+    return fmt::format("(CASE WHEN substr({0}, 17, 1) = ':' AND substr({0}, 20, 1) = '.' "
+                       "THEN substr({0}, 21, length({0}) - 20 - {1}) ELSE '' END)",
+                       x, offset_length_sql(x));
+  }
+
+  /// The UTC second of an ISO text timestamp, `YYYY-MM-DD HH:MM:SS`, from its date, time
+  /// and offset without the fraction (SQLite's date functions round a fraction to
+  /// milliseconds, which can carry into the next second, and read no ` UTC`). SQL.
+  static std::string utc_second_sql(const std::string& x) {
+    return fmt::format("strftime('%Y-%m-%d %H:%M:%S', substr({0}, 1, CASE WHEN substr({0}, 17, "
+                       "1) = ':' THEN 19 ELSE 16 END) || {1})",
+                       x, offset_sql(x));
+  }
+
+  /// An ISO text timestamp as UTC text with `digits` fractional digits, which compares
+  /// as text in time order for every form (the order SQLite's own comparison of the raw
+  /// texts does not always keep). SQL.
+  static std::string canonical_sql(const std::string& x, int digits) {
+    return fmt::format("{} || '.' || substr({} || '{}', 1, {})", utc_second_sql(x),
+                       fraction_sql(x), std::string(static_cast<std::size_t>(digits), '0'),
+                       digits);
+  }
+
+  /// The fix for a text cursor column whose texts do not compare in time order: every
+  /// value stored in one form (UTC, a space, six fractional digits, no offset), then the
+  /// table loaded anew, since its watermark is in the old form and some rows past it
+  /// sort before it.
+  static std::string canonical_fix(const std::string& t, const std::string& c) {
+    return fmt::format("store every value of the column in one form at the source, UTC with "
+                       "six fractional digits (UPDATE {0} SET {1} = {2} WHERE typeof({1}) = "
+                       "'text' AND length({1}) >= 16), then drop the table in its targets so "
+                       "that the next run loads every row again (its watermark is in the old "
+                       "form); or use another cursor_column",
+                       t, c, canonical_sql(c, 6));
   }
 
   /// ISO text timestamps compare as text in SQLite, so values with different UTC offsets
@@ -703,9 +751,10 @@ class sqlite_source final : public source {
   void check_cursor_offsets(sqlite3* db, const std::string& table, const std::string& column,
                             const std::string& after) const {
     const std::string c = quote_ident(column), t = quote_ident(table);
-    statement stmt(db, fmt::format("SELECT {0}, {1}, {3} FROM {2} WHERE typeof({0}) = 'text' "
-                                   "AND {1} <> {3} LIMIT 1",
-                                   c, offset_sql(c), t, offset_sql("?1")));
+    statement stmt(db, fmt::format("SELECT {0}, {1}, {3}, {4} FROM {2} WHERE typeof({0}) = "
+                                   "'text' AND {1} <> {3} LIMIT 1",
+                                   c, offset_sql(c), t, offset_sql("?1"),
+                                   offset_length_sql("?1")));
     if (stmt.prepare_rc() != SQLITE_OK)
       return;
     sqlite3_bind_text(stmt.get(), 1, after.data(), static_cast<int>(after.size()),
@@ -713,33 +762,76 @@ class sqlite_source final : public source {
     if (sqlite3_step(stmt.get()) != SQLITE_ROW)
       return;
     const std::string other = as_text(stmt.get(), 1);
-    // The fix stores every value at the watermark's offset, in its form ('T' or space, a
-    // fraction or none), so that the watermark keeps comparing as it should.
     const std::string wm_offset = as_text(stmt.get(), 2);
+    const auto wm_suffix_length = static_cast<std::size_t>(sqlite3_column_int(stmt.get(), 3));
+    const std::string message = fmt::format(
+        "cursor column '{}' holds timestamps with different UTC offsets ('{}', offset {}, "
+        "beside the watermark '{}'), which SQLite compares as text, by their local times: a "
+        "later instant can sort before the watermark and never be copied",
+        column, as_text(stmt.get(), 0), other.empty() ? "none" : other, after);
+    // Without a fraction anywhere, every value can be stored at the watermark's offset,
+    // in its form ('T' or space, the offset spelled as it spells it), and the watermark
+    // keeps comparing as it should. A fraction would be lost by that (or, beside a
+    // watermark ending in `Z`, still sort wrong): one form for every value, and a reload.
+    const bool fractions = after.find('.') != std::string::npos || [&] {
+      statement probe(db, fmt::format("SELECT 1 FROM {1} WHERE typeof({0}) = 'text' AND "
+                                      "substr({0}, 17, 1) = ':' AND substr({0}, 20, 1) = '.' "
+                                      "LIMIT 1",
+                                      c, t));
+      return probe.prepare_rc() != SQLITE_OK || sqlite3_step(probe.get()) == SQLITE_ROW;
+    }();
+    if (fractions)
+      throw error::read_failed(options_.name, table, options_.path, message,
+                               canonical_fix(t, c));
     int minutes = 0;
     if (wm_offset.size() == 6)
       minutes = (wm_offset[0] == '-' ? -1 : 1) *
                 (std::stoi(wm_offset.substr(1, 2)) * 60 + std::stoi(wm_offset.substr(4, 2)));
+    const std::string wm_suffix =
+        wm_suffix_length <= after.size() ? after.substr(after.size() - wm_suffix_length) : "";
     const std::string layout = fmt::format(
-        "%Y-%m-%d{}%H:%M:{}", after.size() > 10 && after[10] == 'T' ? "T" : " ",
-        after.find('.') != std::string::npos ? "%f" : "%S");
-    const std::string fix =
-        wm_offset.empty()
-            ? fmt::format("UPDATE {0} SET {1} = strftime('{2}', {1}) WHERE typeof({1}) = 'text'",
-                          t, c, layout)
-            : fmt::format("UPDATE {0} SET {1} = strftime('{2}', {1}, '{3:+} minutes') || '{4}' "
-                          "WHERE typeof({1}) = 'text' AND substr({1}, -6) <> '{4}'",
-                          t, c, layout, minutes, wm_offset);
+        "%Y-%m-%d{}%H:%M:%S", after.size() > 10 && after[10] == 'T' ? "T" : " ");
+    const std::string value = fmt::format(
+        "strftime('{0}', substr({1}, 1, CASE WHEN substr({1}, 17, 1) = ':' THEN 19 ELSE 16 END) "
+        "|| {2}, '{3:+} minutes') || {4}",
+        layout, c, offset_sql(c), minutes, quote_literal(wm_suffix));
+    throw error::read_failed(
+        options_.name, table, options_.path, message,
+        fmt::format("store every value of the column at the watermark's offset ({0}), in its "
+                    "form, at the source (UPDATE {1} SET {2} = {3} WHERE typeof({2}) = 'text' AND "
+                    "length({2}) >= 16), or use another cursor_column",
+                    wm_offset.empty() ? "none: UTC" : wm_offset, t, c, value));
+  }
+
+  /// A text cursor value later than the watermark that sorts before it as text, so that
+  /// `cursor > watermark` would never read its row: a fraction beside a value without one
+  /// when the texts end in `Z` (`10:00:00.5Z` sorts before `10:00:00Z`, since `.` and the
+  /// digits sort before `Z`), or one offset spelled two ways (`10:00:00.7+00:00` beside
+  /// `10:00:00Z`). Offsets that differ fail before (check_cursor_offsets); this compares
+  /// each text value that sorts below the watermark with it as an instant, over the rows
+  /// of the watermark's last two days (an index range where the column has an index): a
+  /// value dated earlier than that is earlier whatever its offset.
+  void check_cursor_order(sqlite3* db, const std::string& table, const std::string& column,
+                          const std::string& after) const {
+    const std::string c = quote_ident(column), t = quote_ident(table);
+    statement stmt(db, fmt::format("SELECT {0} FROM {1} WHERE {0} >= date(substr(?1, 1, 10), "
+                                   "'-2 days') AND {0} < ?1 AND typeof({0}) = 'text' AND "
+                                   "length({0}) >= 16 AND {2} > {3} LIMIT 1",
+                                   c, t, canonical_sql(c, 9), canonical_sql("?1", 9)));
+    if (stmt.prepare_rc() != SQLITE_OK)
+      return;
+    sqlite3_bind_text(stmt.get(), 1, after.data(), static_cast<int>(after.size()),
+                      SQLITE_TRANSIENT);
+    if (sqlite3_step(stmt.get()) != SQLITE_ROW)
+      return;
     throw error::read_failed(
         options_.name, table, options_.path,
-        fmt::format("cursor column '{}' holds timestamps with different UTC offsets ('{}', "
-                    "offset {}, beside the watermark '{}'), which SQLite compares as text, by "
-                    "their local times: a later instant can sort before the watermark and "
-                    "never be copied",
-                    column, as_text(stmt.get(), 0), other.empty() ? "none" : other, after),
-        fmt::format("store every value of the column at the watermark's offset ({}), in its "
-                    "form, at the source ({}), or use another cursor_column",
-                    wm_offset.empty() ? "none: UTC" : wm_offset, fix));
+        fmt::format("cursor column '{}' holds '{}', later than the watermark '{}' but sorting "
+                    "before it as text, which is how SQLite compares them (a fraction or an "
+                    "offset written in another form than the watermark's): its row would never "
+                    "be copied",
+                    column, as_text(stmt.get(), 0), after),
+        canonical_fix(t, c));
   }
 
   /// SQLite orders every number before every text, whatever the text says: a cursor
@@ -771,6 +863,8 @@ class sqlite_source final : public source {
     const std::string lo = column_text(stmt.get(), 1), hi = column_text(stmt.get(), 3);
     if (dated && lo == "text" && hi == "text") {
       check_cursor_text_forms(db, table, column, after);
+      if (after)
+        check_cursor_order(db, table, column, *after);
       return;
     }
     if (lo == "null" || kind(lo) == kind(hi))

@@ -425,6 +425,10 @@ result<state_store> state_store::open(const std::filesystem::path& dir,
   // background as well. Both took most of an open's time, on every command.
   db_options.avoid_flush_during_recovery = true;
   db_options.avoid_unnecessary_blocking_io = true;
+  // No periodic statistics: a command lasts seconds, and the dump (into a log kept at
+  // WARN level anyway) ran on a timer thread during it.
+  db_options.stats_dump_period_sec = 0;
+  db_options.stats_persist_period_sec = 0;
 
   rocksdb::ColumnFamilyOptions cf_options;
   cf_options.write_buffer_size = options.write_buffer_bytes;

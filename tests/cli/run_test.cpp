@@ -818,6 +818,17 @@ TEST_CASE("SQLite cursors compare as SQLite stores them: untyped, 'T' timestamps
         std::vector<std::vector<std::string>>{{"1,2,3,4", "1,2,3", "1,2"}});
 }
 
+/// The UPDATE an FLT-R002 message about a SQLite cursor column advises, as written.
+std::string advised_update(const std::string& message) {
+  const auto from = message.find("(UPDATE ");
+  REQUIRE(from != std::string::npos);
+  auto to = message.find("), then drop", from);
+  if (to == std::string::npos)
+    to = message.find("), or use", from);
+  REQUIRE(to != std::string::npos);
+  return message.substr(from + 1, to - from - 1);
+}
+
 TEST_CASE("a SQLite timestamp cursor mixing forms fails its table instead of skipping rows") {
   // ' ' sorts before 'T', and every julian day before every unix time: a later row in the
   // other form sorted below the watermark and was never copied, the run a success.
@@ -866,15 +877,13 @@ TEST_CASE("a SQLite timestamp cursor mixing forms fails its table instead of ski
   CHECK_THAT((*zone)["error"].get<std::string>(),
              Catch::Contains("different UTC offsets ('2024-01-01 09:30:00+00:00', offset "
                              "+00:00, beside the watermark '2024-01-01 10:00:00+02:00')") &&
-                 Catch::Contains("strftime('%Y-%m-%d %H:%M:%S', \"ts\", '+120 minutes') || "
-                                 "'+02:00'"));
+                 Catch::Contains("'+120 minutes') || '+02:00'"));
   CHECK((*find_table(j, "s.t_plain"))["status"] == "failed");
   CHECK_THAT((*find_table(j, "s.t_plain"))["error"].get<std::string>(),
              Catch::Contains("different UTC offsets ('2024-01-01T09:30:00-03:00'"));
-  // Stored at the watermark's offset, as the message says: both rows arrive, once each.
-  sqlite_exec(w.file("src.db"), "UPDATE t_zone SET ts = strftime('%Y-%m-%d %H:%M:%S', ts, "
-                                "'+120 minutes') || '+02:00' WHERE typeof(ts) = 'text' AND "
-                                "substr(ts, -6) <> '+02:00'");
+  // Stored at the watermark's offset, by the message's own statement: both rows arrive,
+  // once each, with no reload.
+  sqlite_exec(w.file("src.db"), advised_update((*zone)["error"]));
   // One form again, the watermark's, as the message says: the row arrives.
   sqlite_exec(w.file("src.db"), "UPDATE t_text SET ts = substr(ts, 1, 10) || 'T' || "
                                 "substr(ts, 12) WHERE substr(ts, 11, 1) = ' '");
@@ -884,6 +893,110 @@ TEST_CASE("a SQLite timestamp cursor mixing forms fails its table instead of ski
   CHECK((*find_table(j, "s.t_zone"))["status"] == "copied");
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*), count(DISTINCT id) FROM s.t_zone") ==
         std::vector<std::vector<std::string>>{{"2", "2"}});
+}
+
+TEST_CASE("a SQLite text cursor later than its watermark but sorting before it fails; "
+          "the advised fix and a reload copy every row") {
+  // '.' and the digits sort before 'Z': 10:00:00.5Z sorts below a watermark of
+  // 10:00:00Z, and so does 10:00:00.7+00:00 (the same offset spelled otherwise). Both
+  // rows were skipped for good, the runs a success.
+  workdir w;
+  sqlite_exec(w.file("src.db"),
+              "CREATE TABLE c (id INTEGER PRIMARY KEY, v TEXT, ts TIMESTAMP);"
+              "INSERT INTO c VALUES (1, 'first', '2024-01-01 10:00:00Z');"
+              "CREATE TABLE u (id INTEGER PRIMARY KEY, ts TIMESTAMP);"
+              "INSERT INTO u VALUES (1, '2024-01-01 10:00:00.25Z');");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n"
+                           "[sources.s.tables.c]\ncursor_column = \"ts\"\n"
+                           "[sources.s.tables.u]\ncursor_column = \"ts\"\n");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  sqlite_exec(w.file("src.db"),
+              "INSERT INTO c VALUES (2, 'half a second later', '2024-01-01 10:00:00.5Z');"
+              "INSERT INTO c VALUES (3, 'the same offset spelled otherwise', "
+              "'2024-01-01 10:00:00.7+00:00');"
+              // A fraction and ' UTC' beside a watermark with a fraction and 'Z': offset
+              // none before, now the same offset, a later instant sorting below it.
+              "INSERT INTO u VALUES (2, '2024-01-01 10:00:00.3 UTC');"
+              "INSERT INTO u VALUES (3, '2024-01-01 10:00:00.251Z');");
+  auto j = flotilla_json(w, {"run"}, &rc);
+  INFO(j.dump());
+  CHECK(rc == 1);
+  for (const char* name : {"s.c", "s.u"}) {
+    const auto* t = find_table(j, name);
+    REQUIRE(t != nullptr);
+    CHECK((*t)["status"] == "failed");
+    CHECK((*t)["error_code"] == "FLT-R002");
+    CHECK_THAT((*t)["error"].get<std::string>(),
+               Catch::Contains("but sorting before it as text") &&
+                   Catch::Contains("then drop the table in its targets"));
+  }
+  CHECK_THAT((*find_table(j, "s.c"))["error"].get<std::string>(),
+             Catch::Contains("holds '2024-01-01 10:00:00.5Z', later than the watermark "
+                             "'2024-01-01 10:00:00Z'"));
+  // The advice, followed literally: every value in one form at the source, kept to the
+  // microsecond, then the tables dropped in the target.
+  sqlite_exec(w.file("src.db"), advised_update((*find_table(j, "s.c"))["error"]));
+  sqlite_exec(w.file("src.db"), advised_update((*find_table(j, "s.u"))["error"]));
+  CHECK(sqlite_query(w.file("src.db"), "SELECT ts FROM c ORDER BY id") ==
+        std::vector<std::vector<std::string>>{{"2024-01-01 10:00:00.000000"},
+                                              {"2024-01-01 10:00:00.500000"},
+                                              {"2024-01-01 10:00:00.700000"}});
+  duckdb_exec(w.file("wh.duckdb"), "DROP TABLE s.c; DROP TABLE s.u");
+  j = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT id, CAST(ts AS VARCHAR) FROM s.c ORDER BY id") ==
+        std::vector<std::vector<std::string>>{{"1", "2024-01-01 10:00:00"},
+                                              {"2", "2024-01-01 10:00:00.5"},
+                                              {"3", "2024-01-01 10:00:00.7"}});
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*), count(DISTINCT id) FROM s.u") ==
+        std::vector<std::vector<std::string>>{{"3", "3"}});
+  // Later rows in the one form arrive, each once.
+  sqlite_exec(w.file("src.db"), "INSERT INTO c VALUES (4, 'later', '2024-01-01 10:00:00.900000')");
+  j = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*), count(DISTINCT id) FROM s.c") ==
+        std::vector<std::vector<std::string>>{{"4", "4"}});
+}
+
+TEST_CASE("the fix advised for SQLite cursor offsets keeps fractions and reads ' UTC'") {
+  // The fix stored values at the watermark's offset to the second: a fraction was cut at
+  // the source, and the row then sorted below the watermark. A ' UTC' value was called
+  // "offset none" and the fix, which SQLite's date functions cannot read, set it NULL.
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE b (id INTEGER PRIMARY KEY, ts TIMESTAMP);"
+                                "INSERT INTO b VALUES (1, '2024-01-01 10:00:00Z');");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+                           "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n"
+                           "[sources.s.tables.b]\ncursor_column = \"ts\"\n");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  sqlite_exec(w.file("src.db"), "INSERT INTO b VALUES (2, '2024-01-01 10:00:00.5Z');"
+                                "INSERT INTO b VALUES (3, '2024-01-01 10:30:00');"
+                                "INSERT INTO b VALUES (4, '2024-01-01 11:00:00.9 UTC');");
+  auto j = flotilla_json(w, {"run"}, &rc);
+  INFO(j.dump());
+  CHECK(rc == 1);
+  const std::string why = (*find_table(j, "s__b"))["error"];
+  CHECK_THAT(why, Catch::Contains("different UTC offsets ('2024-01-01 10:30:00', offset none") &&
+                      Catch::Contains("then drop the table in its targets"));
+  sqlite_exec(w.file("src.db"), advised_update(why));
+  CHECK(sqlite_query(w.file("src.db"), "SELECT ts FROM b ORDER BY id") ==
+        std::vector<std::vector<std::string>>{{"2024-01-01 10:00:00.000000"},
+                                              {"2024-01-01 10:00:00.500000"},
+                                              {"2024-01-01 10:30:00.000000"},
+                                              {"2024-01-01 11:00:00.900000"}});
+  sqlite_exec(w.file("wh.sqlite"), "DROP TABLE s__b");
+  j = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT id, ts FROM s__b ORDER BY id") ==
+        std::vector<std::vector<std::string>>{{"1", "2024-01-01 10:00:00"},
+                                              {"2", "2024-01-01 10:00:00.5"},
+                                              {"3", "2024-01-01 10:30:00"},
+                                              {"4", "2024-01-01 11:00:00.9"}});
 }
 
 TEST_CASE("a NaN SQLite cannot store fails its table, naming the column; never a NULL") {
