@@ -57,19 +57,26 @@ std::string sanitize(std::string_view s) {
   return out;
 }
 
+std::uint32_t fnv1a(std::string_view s) {
+  std::uint32_t h = 2166136261u;
+  for (char c : s)
+    h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
+  return h;
+}
+
 /// Slot and publication name: "flotilla_<project>_<source>" (a source's second and later
-/// targets: "..._<target>"), at most 63 bytes.
+/// targets: "..._<target>"), at most 63 bytes. A name that lost characters to the
+/// server's rules (upper case, '-', '.', non-ASCII) gets a hash of the names as written,
+/// so that `acme-eu` and `acme_eu`, two projects, never share (and consume) one slot.
 std::string slot_name(const config::project& p, const config::source_config& s,
                       const std::string& target) {
   std::string n = "flotilla_" + sanitize(p.name) + "_" + sanitize(s.name);
   if (!target.empty())
     n += "_" + sanitize(target);
-  if (n.size() > 63) {
-    std::uint32_t h = 2166136261u;
-    for (char c : n)
-      h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
-    n = n.substr(0, 54) + fmt::format("_{:08x}", h);
-  }
+  if (sanitize(p.name) != p.name || sanitize(s.name) != s.name || sanitize(target) != target)
+    n += fmt::format("_{:08x}", fnv1a(p.name + '\x1f' + s.name + '\x1f' + target));
+  if (n.size() > 63)
+    n = n.substr(0, 54) + fmt::format("_{:08x}", fnv1a(n));
   return n;
 }
 

@@ -1,8 +1,10 @@
 // `flotilla stream` end to end against a real PostgreSQL source (wal_level = logical):
 // snapshot copy and stream, row changes, crash and restart, DDL applied, held, stopped.
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -209,6 +211,62 @@ TEST_CASE("a project renamed since its last stream says its old slot is still on
                                   f.slot().substr(0, f.slot().size() - 5) + "_renamed_shop')")
         .empty();
   }, 30s));
+}
+
+TEST_CASE("two projects whose names differ only in punctuation stream from slots of their "
+          "own: neither consumes the other's changes", "[stream]") {
+  // `acme-eu` and `acme_eu` both became slot flotilla_acme_eu_shop: the second project
+  // took over the first one's slot, and the first never saw the rows streamed meanwhile.
+  fixture f;
+  make_orders(f, "orders", 10);
+  const std::string toml = f.dir() + "/flotilla.toml";
+  std::string text;
+  {
+    std::ifstream in(toml);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const auto at = text.find("name = \"");
+  REQUIRE(at != std::string::npos);
+  const auto end = text.find('"', at + 8);
+  std::string dashed = text, underscored = text;
+  dashed.insert(end, "-eu");
+  underscored.insert(end, "_eu");
+  const auto schema_at = underscored.find("schema = \"st_");
+  REQUIRE(schema_at != std::string::npos);
+  underscored.replace(schema_at, std::string_view("schema = \"st_").size(), "schema = \"other_");
+  std::ofstream(toml) << dashed;
+  std::filesystem::create_directories(f.dir() + "/b");
+  const std::string other = f.dir() + "/b/flotilla.toml";
+  std::ofstream(other) << underscored;
+  const std::string project = f.slot().substr(9, f.slot().size() - 14);
+  {
+    stream_process a(f);
+    REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "10"; }, 60s));
+    REQUIRE(a.stop() == 0);
+  }
+  pg_exec(f.source(), "INSERT INTO orders VALUES (11, 'while a stopped', 1)");
+  {
+    stream_process b(f, {"-c", other});
+    REQUIRE(eventually([&] { return count(f.target(), "other_shop.orders") == "11"; }, 60s));
+    REQUIRE(b.stop() == 0);
+  }
+  pg_exec(f.source(), "INSERT INTO orders VALUES (12, 'later', 1)");
+  {
+    stream_process a(f);
+    CHECK(eventually([&] { return count(f.target(), "st_shop.orders") == "12"; }, 60s));
+    CHECK(a.stop() == 0);
+  }
+  const auto slots = pg_query(f.source(), "SELECT slot_name FROM pg_replication_slots WHERE "
+                                          "slot_name LIKE 'flotilla\\_" + project + "\\_eu%' "
+                                          "ORDER BY 1");
+  CHECK(slots.size() == 2);
+  // The clean name keeps its slot name; the one that lost a character gets a hash.
+  CHECK(std::find(slots.begin(), slots.end(),
+                  std::vector<std::string>{"flotilla_" + project + "_eu_shop"}) != slots.end());
+  for (const auto& slot : slots)
+    CHECK(eventually([&] {
+      return pg_try(f.source(), "SELECT pg_drop_replication_slot('" + slot[0] + "')").empty();
+    }, 30s));
 }
 
 TEST_CASE("an added nullable column reaches the target in order with the rows", "[stream]") {
