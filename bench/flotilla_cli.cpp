@@ -9,7 +9,8 @@ namespace flotilla::bench {
 namespace {
 
 /// A TOML basic string whose value Flotilla reads as written: flotilla.toml expands
-/// `${NAME}` in every string, so a `${` in a path or DSN is written `$${`.
+/// `${NAME}` in every string, so a `${` in a path or DSN is written `$${`; control
+/// characters are escaped.
 std::string q(const std::string& s) {
   std::string out = "\"";
   for (std::size_t i = 0; i < s.size(); ++i) {
@@ -18,6 +19,13 @@ std::string q(const std::string& s) {
       out += '\\';
     if (c == '$' && i + 1 < s.size() && s[i + 1] == '{')
       out += '$';
+    // TOML takes no control character but a tab in a basic string: a line break or
+    // another in an --out path is escaped.
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && c != '\t') || u == 0x7f) {
+      out += fmt::format("\\u{:04X}", u);
+      continue;
+    }
     out += c;
   }
   return out + "\"";

@@ -420,10 +420,14 @@ int main(int argc, char** argv) {
   const bool needs_flotilla = std::any_of(to_run.begin(), to_run.end(), [](const auto* s) {
     return s->name != std::string_view("kafka-events");
   });
+  std::error_code flotilla_ec;
   if (needs_flotilla && (!fs::exists(ctx.opt.flotilla_bin) ||
-                         ::access(ctx.opt.flotilla_bin.c_str(), X_OK) != 0)) {
-    fmt::print(stderr, "no flotilla executable at {} (missing, or not executable); build it or pass --flotilla\n",
-               ctx.opt.flotilla_bin);
+                         ::access(ctx.opt.flotilla_bin.c_str(), X_OK) != 0 ||
+                         fs::is_directory(ctx.opt.flotilla_bin, flotilla_ec))) {
+    fmt::print(stderr, "no flotilla executable at {} ({}); build it or pass --flotilla\n",
+               ctx.opt.flotilla_bin,
+               fs::is_directory(ctx.opt.flotilla_bin, flotilla_ec) ? "a directory"
+                                                                   : "missing, or not executable");
     return 2;
   }
   // Before any database is touched: a run refused for its arguments drops nothing.
@@ -629,10 +633,14 @@ int main(int argc, char** argv) {
       r.name = std::string(s->name);
       r.status = "failed";
       r.message = e.what();
-      // Its targets are listed all the same, as not measured, so none goes missing.
+      // Its targets are listed all the same, as not measured, so none goes missing; the
+      // failure's first line names it (the whole of it is printed once, above).
+      std::string first_line = e.what();
+      if (const auto nl = first_line.find('\n'); nl != std::string::npos)
+        first_line = first_line.substr(0, nl) + " ...";
       for (auto& what : documented_targets(s->name))
         r.targets.push_back({std::move(what),
-                             fmt::format("not measured: the scenario failed ({})", e.what()),
+                             fmt::format("not measured: the scenario failed ({})", first_line),
                              std::nullopt});
       exit_code = 1;
     }

@@ -44,6 +44,27 @@ std::string child_result::describe_failure() const {
   std::string tail = err.size() > 2000 ? "..." + err.substr(err.size() - 2000) : err;
   if (tail.empty())
     tail = out.size() > 1000 ? "..." + out.substr(out.size() - 1000) : out;
+  // A long log cut to its end loses its first error, the cause; the rest is often what
+  // followed from it.
+  if (err.size() > 2000) {
+    std::size_t at = std::string::npos;
+    for (const char* word : {"ERROR", "FATAL", "error:", "Error"})
+      at = std::min(at, err.find(word));
+    if (at != std::string::npos && at < err.size() - 2000) {
+      const auto from = err.rfind('\n', at);
+      const auto begin = from == std::string::npos ? 0 : from + 1;
+      const auto end = err.find('\n', at);
+      tail = "first error: " + err.substr(begin, std::min<std::size_t>(end, begin + 500) - begin) +
+             "\n" + tail;
+    }
+  }
+  if (tail.find_first_not_of(" \n\t") == std::string::npos)
+    tail = "(no output)";
+  if (signal != 0) {
+    const char* name = sigabbrev_np(signal);
+    return fmt::format("killed by signal {} ({}{}): {}", signal, name ? "SIG" : "",
+                       name ? name : "unknown", tail);
+  }
   return fmt::format("exit code {}: {}", exit_code, tail);
 }
 
@@ -61,8 +82,18 @@ void drain(int fd, std::string& into, bool& open) {
 // Forks argv[0] with exactly this environment and waits for it. In the child only
 // async-signal-safe calls run. Signals this process ignores are set back to their default
 // first: the launcher ignores Ctrl-C, the program it starts must not.
+/// The process group of the child the launcher waits for, when it has one of its own
+/// (child_options::own_group): a Ctrl-C or SIGTERM the launcher gets goes on to it.
+volatile sig_atomic_t forward_group = 0;
+
+extern "C" void forward_signal(int sig) {
+  const pid_t group = forward_group;
+  if (group > 0)
+    ::kill(-group, sig);
+}
+
 child_result spawn_and_wait(const std::vector<std::string>& argv, std::vector<std::string> env_store,
-                            const std::string& cwd) {
+                            const std::string& cwd, bool own_group = false) {
   std::vector<char*> args;
   for (const auto& a : argv)
     args.push_back(const_cast<char*>(a.c_str()));
@@ -83,6 +114,8 @@ child_result spawn_and_wait(const std::vector<std::string>& argv, std::vector<st
   if (pid == 0) {
     for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGHUP})
       ::signal(sig, SIG_DFL);
+    if (own_group)
+      ::setpgid(0, 0);
     ::dup2(out_pipe[1], 1);
     ::dup2(err_pipe[1], 2);
     if (!cwd.empty() && ::chdir(cwd.c_str()) != 0)
@@ -92,6 +125,10 @@ child_result spawn_and_wait(const std::vector<std::string>& argv, std::vector<st
     else
       ::execve(args[0], args.data(), envp.data());
     ::_exit(127);
+  }
+  if (own_group) {
+    (void)::setpgid(pid, pid);  // whichever of the two runs first
+    forward_group = pid;
   }
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
@@ -115,14 +152,17 @@ child_result spawn_and_wait(const std::vector<std::string>& argv, std::vector<st
   rusage ru{};
   while (::wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
   }
+  forward_group = 0;
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.cpu_s = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
             static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
   r.peak_rss_kb = ru.ru_maxrss;
   if (WIFEXITED(status))
     r.exit_code = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status))
+  else if (WIFSIGNALED(status)) {
     r.exit_code = 128 + WTERMSIG(status);
+    r.signal = WTERMSIG(status);
+  }
   if (r.exit_code == 127 && r.out.empty() && r.err.empty())
     r.err = "cannot execute " + argv[0];
   return r;
@@ -198,18 +238,27 @@ int launcher_fd = -1;
 std::mutex launcher_mutex;
 
 [[noreturn]] void serve_launches(int fd) {
-  for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGHUP})
-    ::signal(sig, SIG_IGN);
+  // Ignored, but passed on to a child in a group of its own (which the terminal's Ctrl-C
+  // does not reach).
+  ::signal(SIGPIPE, SIG_IGN);
+  struct sigaction forward {};
+  forward.sa_handler = forward_signal;
+  forward.sa_flags = SA_RESTART;
+  sigemptyset(&forward.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP})
+    ::sigaction(sig, &forward, nullptr);
   for (;;) {
     std::vector<std::string> argv, env;
     std::string cwd;
-    if (!get(fd, argv) || !get(fd, env) || !get(fd, cwd))
+    std::uint8_t own_group = 0;
+    if (!get(fd, argv) || !get(fd, env) || !get(fd, cwd) || !get(fd, own_group))
       ::_exit(0);  // the bench has gone
     std::string reply;
     try {
-      const auto r = spawn_and_wait(argv, std::move(env), cwd);
+      const auto r = spawn_and_wait(argv, std::move(env), cwd, own_group != 0);
       put<std::uint8_t>(reply, 0);
       put<std::int32_t>(reply, r.exit_code);
+      put<std::int32_t>(reply, r.signal);
       put<double>(reply, r.wall_s);
       put<double>(reply, r.cpu_s);
       put<std::int64_t>(reply, r.peak_rss_kb);
@@ -265,6 +314,7 @@ child_result run_child(const std::vector<std::string>& argv, const child_options
   put(request, argv);
   put(request, env_store);
   put(request, options.cwd);
+  put<std::uint8_t>(request, options.own_group ? 1 : 0);
   if (!write_all(launcher_fd, request.data(), request.size()))
     throw std::runtime_error(fmt::format("cannot start {}: the launcher process has gone ({})",
                                          argv[0], std::strerror(errno)));
@@ -277,11 +327,12 @@ child_result run_child(const std::vector<std::string>& argv, const child_options
     throw std::runtime_error(why);
   }
   child_result r;
-  std::int32_t code = 0;
-  if (!get(launcher_fd, code) || !get(launcher_fd, r.wall_s) || !get(launcher_fd, r.cpu_s) ||
+  std::int32_t code = 0, signal = 0;
+  if (!get(launcher_fd, code) || !get(launcher_fd, signal) || !get(launcher_fd, r.wall_s) || !get(launcher_fd, r.cpu_s) ||
       !get(launcher_fd, r.peak_rss_kb) || !get(launcher_fd, r.out) || !get(launcher_fd, r.err))
     throw std::runtime_error(fmt::format("{}: the launcher process has gone", argv[0]));
   r.exit_code = code;
+  r.signal = signal;
   return r;
 }
 

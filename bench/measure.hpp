@@ -23,6 +23,7 @@ struct child_result {
   double wall_s = 0;              ///< fork to reap, seen by the parent
   double cpu_s = 0;               ///< user + system time of the child (all its threads)
   std::int64_t peak_rss_kb = 0;   ///< ru_maxrss of the child
+  int signal = 0;                 ///< the signal that ended it, or 0
   std::string out;                ///< stdout
   std::string err;                ///< stderr
 
@@ -35,6 +36,11 @@ struct child_result {
 struct child_options {
   std::string cwd;                           ///< Default: inherit
   std::map<std::string, std::string> env;    ///< added to the environment. Default: none
+  /// Run in a process group of its own: for a program that signals its whole group when
+  /// it fails (pgcopydb sends SIGTERM to "all processes in our process group"), which
+  /// would end this harness and whatever started it. The launcher passes a Ctrl-C or
+  /// SIGTERM it gets on to that group.
+  bool own_group = false;
 };
 
 /// Forks the process that starts every later child (run_child), while this one is still

@@ -176,8 +176,11 @@ scenario_result run_peer(bench_context& ctx) {
         const auto dst = dbs.create(tag + "_pgcopydb");
         const auto work = (dir / "pgcopydb").string();
         fs::remove_all(work);
+        child_options own_group;
+        own_group.own_group = true;  // it signals its whole group when it fails
         const auto p = run_child({"pgcopydb", "clone", "--source", src, "--target", dst, "--dir", work,
-                                  "--no-owner", "--no-acl"});
+                                  "--no-owner", "--no-acl"},
+                                 own_group);
         auto m = from_process(p, static_cast<double>(rows), "pgcopydb");
         verify(expected, dst, tables, "pgcopydb");
         dbs.drop(tag + "_pgcopydb");

@@ -95,7 +95,17 @@ void require_local(const std::string& dsn) {
 
 pg_connection::pg_connection(const std::string& dsn) {
   require_local(dsn);
-  conn_ = PQconnectdb(dsn.c_str());
+  // A server that takes the connection and never answers would hold the harness for
+  // ever, saying nothing: without a timeout of the user's own (in the DSN or
+  // PGCONNECT_TIMEOUT), the harness waits 10 s.
+  bool timeout_set = std::getenv("PGCONNECT_TIMEOUT") != nullptr;
+  for (const auto& [key, value] : dsn_options(dsn))
+    timeout_set = timeout_set || key == "connect_timeout";
+  const char* keys[] = {"dbname", "connect_timeout", nullptr};
+  const char* values[] = {dsn.c_str(), "10", nullptr};
+  if (timeout_set)
+    keys[1] = nullptr;
+  conn_ = PQconnectdbParams(keys, values, 1);
   if (PQstatus(conn_) != CONNECTION_OK) {
     std::string msg = PQerrorMessage(conn_);
     PQfinish(conn_);

@@ -50,3 +50,38 @@ TEST_CASE("a program that cannot be executed is reported as such") {
   CHECK(r.exit_code == 127);
   CHECK(r.err.find("cannot execute /nonexistent/flotilla-measure-test") != std::string::npos);
 }
+
+TEST_CASE("a child that signals its whole process group ends only itself, in a group of its own") {
+  // pgcopydb sends SIGTERM to "all processes in our process group" when it fails: in the
+  // harness's group, that ended the harness and whatever started it.
+  start_launcher();
+  child_options own;
+  own.own_group = true;
+  const auto r = run_child({"sh", "-c", "kill -TERM 0; sleep 5"}, own);
+  CHECK(r.exit_code == 128 + 15);
+  CHECK(r.signal == 15);
+  CHECK(r.describe_failure() == "killed by signal 15 (SIGTERM): (no output)");
+  // This process and the launcher lived through it.
+  CHECK(run_child({"sh", "-c", "exit 0"}).exit_code == 0);
+}
+
+TEST_CASE("a Ctrl-C the launcher gets reaches a child in a group of its own") {
+  // The terminal's Ctrl-C goes to the harness's group, which such a child is not in: the
+  // launcher passes it on. The child sends it to the launcher here.
+  start_launcher();
+  child_options own;
+  own.own_group = true;
+  const auto r = run_child({"sh", "-c", "kill -INT $PPID; sleep 5; echo not interrupted"}, own);
+  CHECK(r.signal == 2);
+  CHECK(r.out.empty());
+  CHECK(run_child({"sh", "-c", "exit 0"}).exit_code == 0);
+}
+
+TEST_CASE("a failure's report keeps a long log's first error beside its end") {
+  child_result r;
+  r.exit_code = 12;
+  r.err = "starting\nERROR: the cause\n" + std::string(3000, 'x') + "\nthe end\n";
+  const auto text = r.describe_failure();
+  CHECK(text.starts_with("exit code 12: first error: ERROR: the cause\n..."));
+  CHECK(text.ends_with("the end\n"));
+}
