@@ -1148,6 +1148,56 @@ class source_stream {
       if (tables_[i].relid != 0)
         by_relid_[tables_[i].relid] = i;
     refuse_generated_columns();
+    refuse_unusable_identity();
+  }
+
+  /// A keyed table whose replica identity is not its primary key: with USING INDEX of
+  /// other columns, PostgreSQL sends only those as an updated or deleted row's old key,
+  /// and the stream finds the target's row by the primary key, so a key change kept the
+  /// old row and a delete removed nothing, silently; with NOTHING, the source refuses the
+  /// application's own UPDATE and DELETE once the table is in the publication. The stream
+  /// refuses to start, naming the table and the statement that fixes it (checked at every
+  /// start: the identity may change between two).
+  void refuse_unusable_identity() const {
+    std::string relids;
+    for (const auto& t : tables_)
+      if (t.relid != 0 && !t.layout.key.empty())
+        relids += (relids.empty() ? "" : ", ") + std::to_string(t.relid);
+    if (relids.empty())
+      return;
+    auto rows = source_->query(fmt::format(
+        "SELECT n.nspname || '.' || c.relname, quote_ident(n.nspname) || '.' || "
+        "quote_ident(c.relname), c.relreplident::text, ri.indexrelid::regclass::text, "
+        "(SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) FROM "
+        "pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attnum = ANY(ri.indkey)), "
+        "(SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) FROM "
+        "pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attnum = ANY(pk.indkey)) "
+        "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+        "JOIN pg_catalog.pg_index pk ON pk.indrelid = c.oid AND pk.indisprimary "
+        "LEFT JOIN pg_catalog.pg_index ri ON ri.indrelid = c.oid AND ri.indisreplident "
+        "WHERE c.oid IN ({}) AND (c.relreplident = 'n' OR (c.relreplident = 'i' AND "
+        "(ri.indexrelid IS NULL OR NOT (ri.indkey::int2[] @> pk.indkey::int2[] AND "
+        "pk.indkey::int2[] @> ri.indkey::int2[])))) ORDER BY 1 LIMIT 1",
+        relids));
+    if (rows.empty())
+      return;
+    const auto& r = rows[0];
+    const std::string fix = fmt::format(
+        "Run ALTER TABLE {} REPLICA IDENTITY DEFAULT (or FULL) on the source, or leave the "
+        "table out of the stream (exclude = [\"{}\"] in [sources.{}])",
+        *r[1], *r[0], src_.name);
+    if (r[2] && *r[2] == "n")
+      throw std::runtime_error(fmt::format(
+          "source '{}': table '{}' has REPLICA IDENTITY NOTHING: once it is in the "
+          "stream's publication, PostgreSQL refuses every UPDATE and DELETE on it, the "
+          "application's own included. {}",
+          src_.name, *r[0], fix));
+    throw std::runtime_error(fmt::format(
+        "source '{}': table '{}' has REPLICA IDENTITY USING INDEX {} ({}), not its primary "
+        "key ({}): PostgreSQL then sends only those columns as an updated or deleted row's "
+        "old key, and the stream finds the target's row by the primary key, so the target "
+        "would keep rows the source changed the key of or deleted. {}",
+        src_.name, *r[0], r[3].value_or("?"), r[4].value_or("?"), r[5].value_or("?"), fix));
   }
 
   /// PostgreSQL 15's logical replication leaves generated columns out of every row it

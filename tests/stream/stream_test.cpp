@@ -406,6 +406,49 @@ TEST_CASE("a table with a generated column is refused before anything is copied"
   CHECK(p.stop() == 0);
 }
 
+TEST_CASE("a keyed table whose replica identity is not its key is refused, naming the fix",
+          "[stream]") {
+  // USING INDEX of other columns: the old key PostgreSQL sends is those columns, and the
+  // target's row was looked up by the primary key: a key change kept the old row and a
+  // delete removed nothing. NOTHING: the application's own UPDATEs failed on the source.
+  fixture f;
+  make_orders(f, "orders", 2);
+  pg_exec(f.source(), "CREATE TABLE tri (id int PRIMARY KEY, other int NOT NULL, v text);"
+                      "CREATE UNIQUE INDEX tri_other ON tri (other);"
+                      "ALTER TABLE tri REPLICA IDENTITY USING INDEX tri_other;"
+                      "INSERT INTO tri SELECT g, g, 'v' FROM generate_series(1, 5) g;"
+                      "CREATE TABLE tnothing (id int PRIMARY KEY, v text);"
+                      "ALTER TABLE tnothing REPLICA IDENTITY NOTHING;"
+                      "INSERT INTO tnothing VALUES (1, 'a')");
+  {
+    stream_process p(f);
+    CHECK(p.wait(30s) == 1);
+    CHECK_THAT(p.err(), Catch::Contains("table 'public.tnothing' has REPLICA IDENTITY NOTHING") &&
+                            Catch::Contains("ALTER TABLE public.tnothing REPLICA IDENTITY DEFAULT"));
+    CHECK(count(f.target(), "st_shop.orders") == "missing");
+  }
+  // The source's application still writes (the table never went into a publication).
+  pg_exec(f.source(), "UPDATE tnothing SET v = 'b' WHERE id = 1");
+  pg_exec(f.source(), "ALTER TABLE tnothing REPLICA IDENTITY DEFAULT");
+  {
+    stream_process p(f);
+    CHECK(p.wait(30s) == 1);
+    CHECK_THAT(p.err(), Catch::Contains("table 'public.tri' has REPLICA IDENTITY USING INDEX "
+                                        "tri_other (other), not its primary key (id)"));
+  }
+  // As the message says: the stream starts, and a key change and a delete arrive.
+  pg_exec(f.source(), "ALTER TABLE tri REPLICA IDENTITY DEFAULT");
+  stream_process p(f);
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.tri") == "5"; }, 60s));
+  pg_exec(f.source(), "UPDATE tri SET id = 100 WHERE id = 1");
+  pg_exec(f.source(), "DELETE FROM tri WHERE id = 3");
+  CHECK(eventually([&] {
+    return pg_try_rows(f.target(), "SELECT string_agg(id::text, ',' ORDER BY id) FROM st_shop.tri") ==
+           std::optional<rows>(rows{{"2,4,5,100"}});
+  }, 30s));
+  CHECK(p.stop() == 0);
+}
+
 TEST_CASE("a table whose key is DEFERRABLE streams row by row: swapped keys lose no row",
           "[stream]") {
   fixture f;
