@@ -66,11 +66,13 @@ std::string create_table(const dialect& d, const table_ref& t, const schema::tab
 
 namespace {
 
-std::uint32_t fnv1a(std::string_view s) {
-  std::uint32_t h = 2166136261u;
+/// FNV-1a, 64 bits: the low 32 name a shortened table (as loads have named their
+/// staging tables from the start).
+std::uint64_t fnv1a(std::string_view s) {
+  std::uint64_t h = 14695981039346656037ull;
   for (unsigned char c : s) {
     h ^= c;
-    h *= 16777619u;
+    h *= 1099511628211ull;
   }
   return h;
 }
@@ -82,7 +84,7 @@ table_ref sibling(const table_ref& t, std::string_view suffix, std::size_t max_b
   out.name = t.name + std::string(suffix);
   if (max_bytes == 0 || out.name.size() <= max_bytes)
     return out;
-  const std::string hash = fmt::format("_{:08x}", fnv1a(t.name));
+  const std::string hash = fmt::format("_{:08x}", fnv1a(t.name) & 0xffffffffu);
   const std::size_t fixed = suffix.size() + hash.size();
   std::size_t keep = max_bytes > fixed ? max_bytes - fixed : 0;
   keep = std::min(keep, t.name.size());

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "dialects/ddl.hpp"
 #include "dialects/widening.hpp"
 #include "schema/compat.hpp"
 #include "schema/utf8.hpp"
@@ -21,10 +22,8 @@ std::string_view to_string(load_kind k) {
   return "full_refresh";
 }
 
-dialects::table_ref staging_of(const dialects::table_ref& target) {
-  auto s = target;
-  s.name += "__flotilla_staging";
-  return s;
+dialects::table_ref staging_of(const dialects::table_ref& target, std::size_t max_bytes) {
+  return dialects::detail::sibling(target, "__flotilla_staging", max_bytes);
 }
 
 namespace {
@@ -1021,7 +1020,7 @@ struct planner {
     p.load = load_kind::full_refresh;
     // The staging table's drop also clears a leftover of an earlier crash when the load
     // goes into the live table itself (dropped and re-created in the load's transaction).
-    p.staging_sql = {dialect.drop_table(staging_of(target))};
+    p.staging_sql = {dialect.drop_table(staging_of(target, dialect.max_identifier_bytes()))};
     const auto columns = schema::full_refresh_columns(live_after, p.load_columns, names());
     p.refresh_columns = columns;
     // A table not there yet is created in the load's own transaction (no staging table
@@ -1033,8 +1032,8 @@ struct planner {
         p.staging_sql.push_back(std::move(sql));
       return;
     }
-    p.staging_sql.push_back(dialect.create_table(staging_of(target), columns));
-    p.swap_sql = dialect.swap_in(staging_of(target), target);
+    p.staging_sql.push_back(dialect.create_table(staging_of(target, dialect.max_identifier_bytes()), columns));
+    p.swap_sql = dialect.swap_in(staging_of(target, dialect.max_identifier_bytes()), target);
   }
 };
 

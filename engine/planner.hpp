@@ -160,8 +160,10 @@ struct table_plan {
                                     const dialects::table_ref& target,
                                     const table_settings& settings);
 
-/// The staging table of a target during a full refresh.
-[[nodiscard]] dialects::table_ref staging_of(const dialects::table_ref& target);
+/// The staging table of a target during a full refresh, its name shortened with a hash
+/// where it would pass `max_bytes`, as the load names it (dialects::sibling).
+[[nodiscard]] dialects::table_ref staging_of(const dialects::table_ref& target,
+                                             std::size_t max_bytes);
 
 /// One line of `plan` text for a step, seed 000's style:
 /// "add column  coupon text -> VARCHAR", "widen  total decimal(12,2) -> decimal(18,2)

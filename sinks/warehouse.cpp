@@ -359,15 +359,6 @@ class loader final : public table_writer {
   bool open_ = false;
 };
 
-std::uint64_t fnv1a(std::string_view s) {
-  std::uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 }  // namespace
 
 // ---- warehouse_base -------------------------------------------------------------------
@@ -482,22 +473,6 @@ std::optional<std::string> warehouse_base::committed_token(const table_ref& tabl
 }
 
 // ---- helpers --------------------------------------------------------------------------
-
-table_ref sibling(const table_ref& t, std::string_view suffix, std::size_t max_bytes) {
-  table_ref out = t;
-  out.name = t.name + std::string(suffix);
-  if (max_bytes == 0 || out.name.size() <= max_bytes)
-    return out;
-  const std::string hash = fmt::format("_{:08x}", fnv1a(t.name) & 0xffffffffu);
-  std::size_t keep = max_bytes > suffix.size() + hash.size()
-                         ? max_bytes - suffix.size() - hash.size()
-                         : 0;
-  keep = std::min(keep, t.name.size());
-  while (keep > 0 && (static_cast<unsigned char>(t.name[keep]) & 0xC0) == 0x80)
-    --keep;  // never cut a UTF-8 sequence
-  out.name = t.name.substr(0, keep) + hash + std::string(suffix);
-  return out;
-}
 
 void append_real(std::string& out, double v) {
   if (std::isnan(v)) {

@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dialects/ddl.hpp"
 #include "sinks/warehouse.hpp"
 
 namespace flotilla::sinks::detail {
@@ -149,8 +150,7 @@ class warehouse_base : public warehouse {
 /// A table beside `t` (same catalog and schema) named `t.name + suffix`. When that is
 /// longer than `max_bytes` (non-zero), the name is shortened at a UTF-8 boundary and a
 /// hash of the full name keeps it unique, so it can never equal the live table's name.
-[[nodiscard]] dialects::table_ref sibling(const dialects::table_ref& t, std::string_view suffix,
-                                          std::size_t max_bytes);
+using dialects::detail::sibling;
 
 /// Shortest text that parses back to exactly `v`; NaN and infinities spelled
 /// NaN, Infinity, -Infinity (accepted by every engine here).

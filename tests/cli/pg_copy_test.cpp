@@ -627,3 +627,55 @@ TEST_CASE("a confirmed rebuild the target refuses says to retry with the confirm
         std::vector<std::vector<std::string>>{{"5.00"}});
   pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE", s, t));
 }
+
+TEST_CASE("plan --sql names a long table's staging table as the load does, never the live "
+          "table") {
+  // Plan showed `<63-byte name>__flotilla_staging`, which PostgreSQL cuts to the live
+  // table's own name: run as shown, its DROP TABLE dropped the live table.
+  workdir w;
+  const std::string t = "pgtgt_" + unique_suffix();
+  const std::string name(63, 't');
+  sqlite_exec(w.file("src.db"), fmt::format("CREATE TABLE \"{0}\" (id INTEGER PRIMARY KEY, v INT);"
+                                            "INSERT INTO \"{0}\" VALUES (1, 2)",
+                                            name));
+  w.write("flotilla.toml",
+          fmt::format("[project]\nname = \"p\"\n\n[targets.wh]\ndialect = \"postgres\"\n"
+                      "dsn = \"{0}\"\nschema = \"{1}\"\nin_place_max_bytes = 0\n\n"
+                      "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n",
+                      pg_dsn(), t));
+  REQUIRE(flotilla_json(w, {"run"})["status"] == "success");
+  const auto plan = flotilla_json(w, {"plan", "--sql", "--no-prune"});
+  INFO(plan.dump(2));
+  const auto* table = find_table(plan, t + "." + name);
+  REQUIRE(table != nullptr);
+  std::string staging;
+  for (const auto& statement : (*table)["sql"]) {
+    const std::string sql = statement.get<std::string>();
+    const auto end = sql.find("__flotilla_staging\"");
+    if (end == std::string::npos)
+      continue;
+    const auto begin = sql.rfind('"', end) + 1;
+    staging = sql.substr(begin, end + std::string_view("__flotilla_staging").size() - begin);
+  }
+  REQUIRE(!staging.empty());
+  CHECK(staging.size() <= 63);
+  CHECK(staging.find("_" + std::string(20, 't')) == std::string::npos);
+  // The staging table the load makes has that name: an event trigger records it.
+  pg_exec(pg_dsn(), fmt::format(
+                        "CREATE TABLE {0}.seen (name text); CREATE FUNCTION {0}.note() RETURNS "
+                        "event_trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO {0}.seen SELECT "
+                        "object_identity FROM pg_event_trigger_ddl_commands() WHERE command_tag "
+                        "= 'CREATE TABLE'; END $$; CREATE EVENT TRIGGER {0}_note ON "
+                        "ddl_command_end EXECUTE FUNCTION {0}.note()",
+                        t));
+  sqlite_exec(w.file("src.db"), fmt::format("INSERT INTO \"{}\" VALUES (2, 3)", name));
+  const auto run = flotilla_json(w, {"run", "--no-prune"});
+  pg_exec(pg_dsn(), fmt::format("DROP EVENT TRIGGER {}_note", t));
+  CHECK(run["status"] == "success");
+  CHECK(pg_query(pg_dsn(), fmt::format("SELECT count(*) FROM {}.seen WHERE name LIKE '%' || {} || '%'",
+                                       t, "'" + staging + "'")) ==
+        std::vector<std::vector<std::string>>{{"1"}});
+  CHECK(pg_query(pg_dsn(), fmt::format("SELECT count(*) FROM {}.\"{}\"", t, name)) ==
+        std::vector<std::vector<std::string>>{{"2"}});
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE", t));
+}
