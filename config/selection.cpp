@@ -170,7 +170,14 @@ bool glob_match(std::string_view pattern, std::string_view text) {
   return glob(pattern, text, false);
 }
 
-bool table_name_matches(std::string_view pattern, std::string_view catalog_name) {
+bool bare_names(const source_config& s) {
+  return s.adapter == adapter_kind::sqlite || s.adapter == adapter_kind::csv ||
+         s.adapter == adapter_kind::json;
+}
+
+bool table_name_matches(std::string_view pattern, std::string_view catalog_name, bool bare) {
+  if (bare)
+    return glob(pattern, catalog_name, true);
   if (qualified(pattern) == qualified(catalog_name))
     return glob(pattern, catalog_name, true);
   // "*" on its own matches everything, qualified or not.
@@ -227,9 +234,12 @@ const table_config* at(const source_config& s, const std::string& key) {
 void index_tables(source_config& s) {
   s.table_lookup.clear();
   s.table_lookup.reserve(s.tables.size() * 2);
+  const bool bare = bare_names(s);
   for (std::uint32_t i = 0; i < s.tables.size(); ++i) {
     const std::string& n = s.tables[i].name;
     s.table_lookup.emplace(lookup_key('=', n), i);
+    if (bare)
+      continue;  // whole names only
     if (qualified(n))
       s.table_lookup.emplace(lookup_key('p', table_part(n)), i);
     else
@@ -243,12 +253,16 @@ const table_config* find_table(const source_config& s, std::string_view catalog_
   if (!s.table_lookup.empty()) {
     if (const auto* t = at(s, lookup_key('=', catalog_name)))
       return t;
+    if (bare_names(s))
+      return nullptr;
     return qualified(catalog_name) ? at(s, lookup_key('b', table_part(catalog_name)))
                                    : at(s, lookup_key('p', catalog_name));
   }
   for (const auto& t : s.tables)
     if (iequals(t.name, catalog_name))
       return &t;
+  if (bare_names(s))
+    return nullptr;
   for (const auto& t : s.tables)
     if (section_matches(t.name, catalog_name))
       return &t;
@@ -261,9 +275,10 @@ std::vector<std::size_t> select_table_indices(const source_config& s,
   std::vector<std::size_t> out;
   if (!source_may_match(s, filters))
     return out;
-  auto any = [](const std::vector<std::string>& patterns, std::string_view name) {
+  const bool bare = bare_names(s);
+  auto any = [bare](const std::vector<std::string>& patterns, std::string_view name) {
     return std::any_of(patterns.begin(), patterns.end(),
-                       [&](const std::string& p) { return table_name_matches(p, name); });
+                       [&](const std::string& p) { return table_name_matches(p, name, bare); });
   };
   for (std::size_t i = 0; i < catalog_table_names.size(); ++i) {
     const std::string& name = catalog_table_names[i];
@@ -271,7 +286,7 @@ std::vector<std::size_t> select_table_indices(const source_config& s,
     if (!wanted || any(s.exclude, name))
       continue;
     const bool filtered_in = std::all_of(filters.begin(), filters.end(), [&](const filter& f) {
-      return f.key != "table" || table_name_matches(f.value, name);
+      return f.key != "table" || table_name_matches(f.value, name, bare);
     });
     if (filtered_in)
       out.push_back(i);
@@ -290,9 +305,10 @@ std::vector<unmatched_name> unmatched_table_names(
   if (!names_any || !source_may_match(s, filters))
     return out;
   // The catalog's names as the name rule compares them, so each lookup is one probe.
+  const bool bare = bare_names(s);
   std::set<std::string> whole_qualified, whole_bare, parts;
   for (const auto& n : catalog_table_names) {
-    if (qualified(n)) {
+    if (!bare && qualified(n)) {
       whole_qualified.insert(lower(n));
       parts.insert(lower(table_part(n)));
     } else {
@@ -300,6 +316,8 @@ std::vector<unmatched_name> unmatched_table_names(
     }
   }
   const auto found = [&](std::string_view name) {
+    if (bare)
+      return whole_bare.contains(lower(name));
     if (qualified(name))
       return whole_qualified.contains(lower(name)) || whole_bare.contains(lower(table_part(name)));
     return whole_bare.contains(lower(name)) || parts.contains(lower(name));
@@ -309,10 +327,10 @@ std::vector<unmatched_name> unmatched_table_names(
     if (found(name) || !seen.insert(lower(name)).second)
       return;
     for (const auto& e : s.exclude)
-      if (table_name_matches(e, name))
+      if (table_name_matches(e, name, bare))
         return;
     for (const auto& f : filters)
-      if (f.key == "table" && !table_name_matches(f.value, name))
+      if (f.key == "table" && !table_name_matches(f.value, name, bare))
         return;
     const std::vector<std::string_view> candidates(catalog_table_names.begin(),
                                                    catalog_table_names.end());

@@ -6,7 +6,8 @@
 /// matches a catalog name when both are compared whole if both are qualified
 /// ("schema.table") or both are bare; when only one of them is qualified, only the
 /// table parts (after the first '.') are compared, so "orders" matches "public.orders"
-/// and "public.orders" matches a bare "orders". `*` matches any run of characters
+/// and "public.orders" matches a bare "orders" (on a source whose names are bare, SQLite,
+/// csv and json, names and patterns compare whole: see bare_names). `*` matches any run of characters
 /// (including none and including '.'); table names compare ASCII case-insensitively.
 /// Tag and source values in filters compare exactly (with `*` globs).
 
@@ -47,7 +48,15 @@ struct filter {
 [[nodiscard]] bool glob_match(std::string_view pattern, std::string_view text);
 
 /// The name matching rule above: `pattern` (config name or glob) against a catalog name.
-[[nodiscard]] bool table_name_matches(std::string_view pattern, std::string_view catalog_name);
+/// `bare`: the source's names are bare (bare_names), and a dot in one is part of the
+/// name: pattern and name are compared whole (`sales.2024` matches the file
+/// `sales.2024.csv`, never `2024.csv`).
+[[nodiscard]] bool table_name_matches(std::string_view pattern, std::string_view catalog_name,
+                                      bool bare = false);
+
+/// A source whose catalog names are bare (SQLite, csv, json): a dot in a table name or a
+/// file stem is part of it, never a schema's end.
+[[nodiscard]] bool bare_names(const source_config& s);
 
 /// True unless a `source=` or tag filter rules the source out. A tag filter on a key the
 /// source has no tag for rules it out. `table=` filters are not checked here.

@@ -999,6 +999,51 @@ TEST_CASE("the fix advised for SQLite cursor offsets keeps fractions and reads '
                                               {"4", "2024-01-01 11:00:00.9"}});
 }
 
+TEST_CASE("a dotted file stem or SQLite table name is one name: its section, include and "
+          "filter never take another table") {
+  // `sales.2024` was split as schema.table: its section also selected `2024.csv` (despite
+  // include = []) and failed it with the other file's column pin.
+  workdir w;
+  std::filesystem::create_directories(w.file("data"));
+  w.write("data/sales.2024.csv", "id,amount\n1,10.5\n");
+  w.write("data/2024.csv", "id,amount\n1,abc\n");
+  w.write("data/other.csv", "id\n1\n");
+  sqlite_exec(w.file("s.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY, a TEXT);"
+                              "INSERT INTO orders VALUES (1, 'plain');"
+                              "CREATE TABLE \"x.orders\" (id INTEGER PRIMARY KEY, b TEXT);"
+                              "INSERT INTO \"x.orders\" VALUES (1, 'dotted');");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.f]\nadapter = \"csv\"\npath = \"data\"\ninclude = []\n"
+                           "[sources.f.tables.\"sales.2024\"]\n"
+                           "columns = { amount = \"decimal(10,2)\" }\n"
+                           "[sources.s]\nadapter = \"sqlite\"\npath = \"s.db\"\ninclude = []\n"
+                           "[sources.s.tables.\"x.orders\"]\n");
+  int rc = -1;
+  auto j = flotilla_json(w, {"run"}, &rc);
+  INFO(j.dump(2));
+  CHECK(rc == 0);
+  REQUIRE(j["tables"].size() == 2);
+  const auto has = [&](const std::string& source, const std::string& table) {
+    for (const auto& t : j["tables"])
+      if (t["source"] == source && t["source_table"] == table && t["status"] == "copied")
+        return true;
+    return false;
+  };
+  CHECK(has("f", "sales.2024"));
+  CHECK(has("s", "x.orders"));
+  // A table= filter takes the whole name too: `sales.*` is not every file of the source.
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.f]\nadapter = \"csv\"\npath = \"data\"\n"
+                           "[sources.f.tables.\"sales.2024\"]\n"
+                           "columns = { amount = \"decimal(10,2)\" }\n");
+  for (const char* filter : {"table=sales.2024", "table=sales.*"}) {
+    INFO(filter);
+    auto plan = flotilla_json(w, {"plan", "--filter", filter}, &rc);
+    REQUIRE(plan["tables"].size() == 1);
+    CHECK(plan["tables"][0]["source_table"] == "sales.2024");
+  }
+}
+
 TEST_CASE("a NaN SQLite cannot store fails its table, naming the column; never a NULL") {
   workdir w;
   std::filesystem::create_directories(w.file("data"));

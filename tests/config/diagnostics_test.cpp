@@ -751,7 +751,7 @@ adapter = "sqlite"
 path = "s.db"
 exclude = ["tmp_*"]
 
-[sources.shop.tables."public.tmp_orders"]
+[sources.shop.tables.tmp_orders]
 )toml";
   auto line_of = [&](std::string_view what) {
     const auto at = text.find(what);

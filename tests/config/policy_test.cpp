@@ -44,7 +44,7 @@ auto_widen = false
   const project& p = *r.model;
   const source_config& s = p.sources[0];
 
-  const table_policy orders = effective_policy(p, s, "public.orders");
+  const table_policy orders = effective_policy(p, s, "orders");
   CHECK(orders.contract == contract_mode::none);
   CHECK(orders.from.contract == policy_origin::built_in);
   CHECK(orders.on_schema_change == schema_change_policy::ignore);

@@ -24,6 +24,7 @@ source_config make_source(std::string name, std::map<std::string, std::string> t
   source_config s;
   s.name = std::move(name);
   s.tags = std::move(tags);
+  s.adapter = adapter_kind::postgres;  // schema.table names
   return s;
 }
 
@@ -202,6 +203,38 @@ TEST_CASE("a table section is found exactly first, then by the name rule") {
   CHECK(find_table(s, "other.refunds") == nullptr);
 }
 
+TEST_CASE("on a source of bare names a dot is part of the name: names compare whole") {
+  // A file stem `sales.2024` (or a SQLite table "x.orders") was split as schema.table:
+  // its section, include entry or table= filter also took `2024` (or `orders`).
+  for (auto adapter : {adapter_kind::csv, adapter_kind::json, adapter_kind::sqlite}) {
+    source_config s = make_source("files", {});
+    s.adapter = adapter;
+    s.tables.push_back(section("sales.2024", "dotted"));
+    for (int indexed = 0; indexed < 2; ++indexed) {
+      if (indexed)
+        index_tables(s);
+      REQUIRE(find_table(s, "sales.2024") != nullptr);
+      CHECK(find_table(s, "SALES.2024")->description == "dotted");
+      CHECK(find_table(s, "2024") == nullptr);
+    }
+    const std::vector<std::string> names{"sales.2024", "2024", "other"};
+    s.include = {};
+    CHECK(select_tables(s, names, {}) == std::vector<std::string>{"sales.2024"});
+    s.include = {"*"};
+    CHECK(select_tables(s, names, filters({"table=sales.2024"})) ==
+          std::vector<std::string>{"sales.2024"});
+    CHECK(select_tables(s, names, filters({"table=sales.*"})) ==
+          std::vector<std::string>{"sales.2024"});
+    CHECK(select_tables(s, names, filters({"table=sal*"})) == std::vector<std::string>{"sales.2024"});
+    s.exclude = {"archive.2024"};
+    CHECK(select_tables(s, names, {}).size() == 3);
+    CHECK(unmatched_table_names(s, names, {}).empty());
+  }
+  // On a source of schema.table names, the rule stays: `orders` takes `public.orders`.
+  CHECK(table_name_matches("public.orders", "orders"));
+  CHECK_FALSE(table_name_matches("sales.2024", "2024", true));
+}
+
 TEST_CASE("a schema template expands the source name and its tags") {
   auto s = make_source("shop", {{"region", "us_west"}, {"client", "acme"}});
   target_config t;
@@ -283,6 +316,7 @@ TEST_CASE("target tables keep the table part in the schema, or prefix it on sqli
 TEST_CASE("a dot in a bare source name is part of the table's name") {
   // SQLite, CSV and JSON tables have no schema: "a.b" is one table, not b in schema a.
   auto s = make_source("shop", {});
+  s.adapter = adapter_kind::sqlite;
   target_config t;
   t.name = "wh";
   t.dialect = "sqlite";
