@@ -221,6 +221,12 @@ std::size_t utf8_length(std::string_view text) {
 }  // namespace
 
 std::string wrong_state_message(pb::HoldState s) {
+  // A decision taken and not carried out yet: only the stream carries it out.
+  if (s == pb::HOLD_STATE_APPLYING)
+    return fmt::format("This review is {}; it does not accept a decision. Its decision is "
+                       "taken: start `flotilla stream`, which carries it out (it replays the "
+                       "kept changes, then the table resumes).",
+                       state_label(s));
   return fmt::format("This review is {}; it does not accept a decision.", state_label(s));
 }
 
@@ -487,6 +493,8 @@ std::string_view decisions_accepted(const review& r) {
   // A proposal that is only comments (no DDL fits the change): it takes an edit first.
   if (!r.note.ddl_ran && needs_edit(r.hold.proposed_ddl()))
     return "edit (review edit --apply or --resync) or remove";
+  if (state == pb::HOLD_STATE_APPLYING)
+    return "";
   return "apply, edit, resync or remove";
 }
 

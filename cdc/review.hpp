@@ -138,12 +138,14 @@ inline constexpr std::string_view resync_bound_message =
 inline constexpr std::string_view resync_failed_message =
     "This operation cannot be restarted from the review card; reload the pipeline to recover "
     "this table.";
-/// "This review is <state>; it does not accept a decision."
+/// "This review is <state>; it does not accept a decision." (applying: and that
+/// `flotilla stream` carries its decision out)
 [[nodiscard]] std::string wrong_state_message(pb::HoldState s);
 /// The decisions an open review accepts now, in words for a message ("apply, edit, resync
 /// or remove"; "resync or remove" awaiting a resync or after a replay stopped; "remove
 /// (or a `flotilla stream --reload`)" after a failed resync; edit or remove for a
-/// proposal that needs an edit).
+/// proposal that needs an edit; "" while applying: the decision is taken, and the stream
+/// carries it out).
 [[nodiscard]] std::string_view decisions_accepted(const review& r);
 
 /// What carrying out an accepted decision does.

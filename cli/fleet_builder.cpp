@@ -743,11 +743,18 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     if (auto reviews = cdc::list_reviews(*store))
       for (const auto& r : *reviews)
         if (cdc::is_open(r.hold.state()))
-          (*holds)[r.hold.target() + "\n" + r.hold.table()] = fmt::format(
-              "held for review {} ({}): {}; nothing copied. Decide it with `flotilla review show "
-              "{}` and {}, then run again",
-              r.short_id(), cdc::state_label(r.hold.state()), r.hold.source_change(),
-              r.short_id(), cdc::decisions_accepted(r));
+          (*holds)[r.hold.target() + "\n" + r.hold.table()] =
+              cdc::decisions_accepted(r).empty()
+                  ? fmt::format("held for review {} ({}): {}; nothing copied. Its decision is "
+                                "taken: start `flotilla stream`, which carries it out (then "
+                                "the table resumes), then run again",
+                                r.short_id(), cdc::state_label(r.hold.state()),
+                                r.hold.source_change())
+                  : fmt::format("held for review {} ({}): {}; nothing copied. Decide it with "
+                                "`flotilla review show {}` and {}, then run again",
+                                r.short_id(), cdc::state_label(r.hold.state()),
+                                r.hold.source_change(), r.short_id(),
+                                cdc::decisions_accepted(r));
   // Each target table is written by one selected table of the run: a second one that
   // lands on it is refused, naming the first, rather than overwriting its rows.
   // Sources landing in one target schema (a claim group, actors::pipeline_spec) leave their

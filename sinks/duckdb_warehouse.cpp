@@ -1072,14 +1072,14 @@ class duckdb_warehouse final : public warehouse_base {
     }
     result_holder h;
     if (duckdb_query(con_, sql.c_str(), &h.r) == DuckDBError)
-      throw error(fmt::format("{} (in: {})", duckdb_result_error(&h.r), sql));
+      throw error(fmt::format("{} (in: {})", duckdb_result_error(&h.r), statement_excerpt(sql)));
     return collect(h.r);
   }
 
   void run(const std::string& sql) override {
     result_holder h;
     if (duckdb_query(con_, sql.c_str(), &h.r) == DuckDBError)
-      throw error(fmt::format("{} (in: {})", duckdb_result_error(&h.r), sql));
+      throw error(fmt::format("{} (in: {})", duckdb_result_error(&h.r), statement_excerpt(sql)));
   }
 
   void begin() override {

@@ -324,7 +324,7 @@ class pg_inserter final : public row_inserter {
     const std::string sql = binary ? copy_sql_ + " (FORMAT binary)" : copy_sql_;
     result_holder h(PQexec(conn_, sql.c_str()));
     if (PQresultStatus(h.r) != PGRES_COPY_IN)
-      throw sink_error(fmt::format("{} (in: {})", result_error(h.r, conn_), sql));
+      throw sink_error(fmt::format("{} (in: {})", result_error(h.r, conn_), statement_excerpt(sql)));
     copying_ = true;
     binary_ = binary;
     if (binary)  // signature, flags (no OIDs), no header extension
@@ -623,7 +623,7 @@ class postgres_warehouse final : public warehouse_base {
     if (status == PGRES_COMMAND_OK)
       return {};
     if (status != PGRES_TUPLES_OK)
-      throw error(fmt::format("{} (in: {})", result_error(h.r, conn_), sql));
+      throw error(fmt::format("{} (in: {})", result_error(h.r, conn_), statement_excerpt(sql)));
     return collect(h.r);
   }
 
@@ -631,7 +631,7 @@ class postgres_warehouse final : public warehouse_base {
     result_holder h(PQexec(conn_, sql.c_str()));
     const auto status = PQresultStatus(h.r);
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK)
-      throw error(fmt::format("{} (in: {})", result_error(h.r, conn_), sql));
+      throw error(fmt::format("{} (in: {})", result_error(h.r, conn_), statement_excerpt(sql)));
   }
 
   void begin() override { run("BEGIN"); }
@@ -731,7 +731,7 @@ class postgres_warehouse final : public warehouse_base {
     for (const auto& st : statements)
       sql += (sql.empty() ? "" : ";\n") + st;
     if (PQsendQuery(conn_, sql.c_str()) != 1)
-      throw error(fmt::format("{} (in: {})", result_error(nullptr, conn_), sql));
+      throw error(fmt::format("{} (in: {})", result_error(nullptr, conn_), statement_excerpt(sql)));
     const bool cancelled = wait_or_cancel();
     std::size_t answered = 0;
     std::optional<std::string> failure;
@@ -750,7 +750,8 @@ class postgres_warehouse final : public warehouse_base {
       throw error("stopped by the user before commit; the target is unchanged");
     if (failure)
       throw error(fmt::format("{} (in: {})", *failure,
-                              failed_at < statements.size() ? statements[failed_at] : sql));
+                              statement_excerpt(failed_at < statements.size() ? statements[failed_at]
+                                                                               : sql)));
   }
 
   /// Waits for the batch's answer. When the run is asked to stop meanwhile, asks the

@@ -42,7 +42,7 @@ text_rows collect(sqlite3* db, sqlite3_stmt* s, const std::string& sql) {
     if (rc == SQLITE_DONE)
       break;
     if (rc != SQLITE_ROW)
-      throw sink_error(fmt::format("{} (in: {})", sqlite3_errmsg(db), sql));
+      throw sink_error(fmt::format("{} (in: {})", sqlite3_errmsg(db), statement_excerpt(sql)));
     auto& row = out.emplace_back();
     for (int c = 0; c < cols; ++c) {
       switch (sqlite3_column_type(s, c)) {
@@ -127,7 +127,7 @@ class sqlite_inserter final : public row_inserter {
     sql_ = fmt::format("INSERT INTO {} ({}) VALUES ({})", d.qualified(t), cols, marks);
     if (sqlite3_prepare_v3(db_, sql_.c_str(), static_cast<int>(sql_.size()),
                            SQLITE_PREPARE_PERSISTENT, &stmt_.s, nullptr) != SQLITE_OK)
-      throw sink_error(fmt::format("{} (in: {})", sqlite3_errmsg(db_), sql_));
+      throw sink_error(fmt::format("{} (in: {})", sqlite3_errmsg(db_), statement_excerpt(sql_)));
   }
 
   void append(const schema::row_batch& batch, std::uint64_t first_seq) override {
@@ -370,7 +370,7 @@ class sqlite_warehouse final : public warehouse_base {
     statement st;
     if (sqlite3_prepare_v2(db_, sql.c_str(), static_cast<int>(sql.size()), &st.s, nullptr) !=
         SQLITE_OK)
-      throw error(fmt::format("{} (in: {})", sqlite3_errmsg(db_), sql));
+      throw error(fmt::format("{} (in: {})", sqlite3_errmsg(db_), statement_excerpt(sql)));
     try {
       return collect(db_, st.s, sql);
     } catch (const sink_error& e) {
@@ -387,7 +387,7 @@ class sqlite_warehouse final : public warehouse_base {
         throw error(fmt::format("{} (in: {}): another process holds a write lock on '{}' (waited "
                                 "{} s for it); let it finish or stop it, then run again",
                                 m, sql, path_, busy_timeout_ms / 1000));
-      throw error(fmt::format("{} (in: {})", m, sql));
+      throw error(fmt::format("{} (in: {})", m, statement_excerpt(sql)));
     }
   }
 

@@ -152,6 +152,21 @@ class warehouse_base : public warehouse {
 /// hash of the full name keeps it unique, so it can never equal the live table's name.
 using dialects::detail::sibling;
 
+/// A statement as an error message quotes it (`(in: ...)`): its first 400 bytes, whole
+/// UTF-8 characters, and how long it was. A multi-row INSERT holds every row's values:
+/// quoted whole, one failed batch made a message of megabytes, repeated at every restart,
+/// with the source's data in every log it reached.
+[[nodiscard]] inline std::string statement_excerpt(std::string_view sql) {
+  constexpr std::size_t keep = 400;
+  if (sql.size() <= keep)
+    return std::string(sql);
+  std::size_t cut = keep;
+  while (cut > 0 && (static_cast<unsigned char>(sql[cut]) & 0xC0) == 0x80)
+    --cut;
+  return std::string(sql.substr(0, cut)) + " ... (" + std::to_string(sql.size()) +
+         " bytes in all)";
+}
+
 /// Shortest text that parses back to exactly `v`; NaN and infinities spelled
 /// NaN, Infinity, -Infinity (accepted by every engine here).
 [[nodiscard]] std::string format_real(double v);

@@ -223,3 +223,26 @@ TEST_CASE("a file target that is not its engine's database is refused naming the
   CHECK(std::filesystem::file_size(path) == 4096);  // left as it was
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a failing statement is quoted in its error by its beginning and its length") {
+  // A multi-row INSERT quoted whole made a message of megabytes, with every row's values.
+  test_target target(GENERATE(from_range(engines())));
+  CAPTURE(target.engine());
+  auto wh = target.open();
+  const auto& d = wh->dialect();
+  std::string sql = "SELECT * FROM " + d.qualified(target.table("missing")) + " WHERE 1 IN (";
+  for (int i = 0; i < 20000; ++i)
+    sql += (i ? ", " : "") + std::to_string(i);
+  sql += ")";
+  std::string message;
+  try {
+    wh->execute({sql});
+  } catch (const sink_error& e) {
+    message = e.what();
+  }
+  CAPTURE(message.substr(0, 2000));
+  REQUIRE(!message.empty());
+  CHECK(message.size() < 3000);
+  CHECK_THAT(message, Catch::Contains("(in: SELECT * FROM ") &&
+                          Catch::Contains(" bytes in all)"));
+}
