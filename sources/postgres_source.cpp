@@ -43,7 +43,13 @@ using schema::value;
 // row_security off, as pg_dump sets it: a table whose row-level security policies would
 // hide rows from the source's role fails its read instead of copying only the rows the
 // policies let through (see read_fix).
+// A read waits at most a minute for a lock another session holds on its table (an ALTER,
+// a VACUUM FULL, an idle transaction that altered it), then fails, naming the wait: it
+// held the whole run before, for ever behind an idle session. A lock_timeout the role,
+// the database or the DSN (options=-c lock_timeout=...) sets is kept.
 constexpr const char* session_settings =
+    "SELECT pg_catalog.set_config('lock_timeout', '60s', false) WHERE "
+    "pg_catalog.current_setting('lock_timeout') IN ('0', '0ms'); "
     "SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'; SET IntervalStyle = 'postgres'; "
     "SET extra_float_digits = 3; SET bytea_output = 'hex'; "
     "SET standard_conforming_strings = on; SET client_encoding = 'UTF8'; "
@@ -219,6 +225,12 @@ constexpr std::string_view fix =
 /// would have hidden rows from the role (the session runs with row_security off), how to
 /// let the role read every row.
 std::string read_fix(std::string_view reason) {
+  if (reason.find("lock timeout") != std::string_view::npos)
+    return "another session held a lock on the table for longer than the read waits "
+           "(lock_timeout, 60 s unless the role, the database or the DSN sets it: "
+           "options=-c lock_timeout=5min): an ALTER, a VACUUM FULL, or a transaction left "
+           "open after changing the table (pg_locks and pg_stat_activity name it); let it "
+           "finish, then `flotilla retry`";
   if (reason.find("row-level security") != std::string_view::npos)
     return "the role Flotilla connects as would see only the rows the table's row-level "
            "security policies allow it, and a copy is all rows or none: give that role "
@@ -509,7 +521,7 @@ class postgres_source final : public source {
       PQclear(r);
     }
     if (failed)
-      throw error::read_failed(options_.name, qualified, "", reason, fix);
+      throw error::read_failed(options_.name, qualified, "", reason, read_fix(reason));
   }
 
   /// The COPY text as the server sent it, in batches of whole lines: what a PostgreSQL

@@ -679,3 +679,47 @@ TEST_CASE("plan --sql names a long table's staging table as the load does, never
         std::vector<std::vector<std::string>>{{"2"}});
   pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE", t));
 }
+
+TEST_CASE("a source table locked by another session fails its read after the lock timeout, "
+          "naming the wait; the fleet's other tables copy") {
+  // The read waited for the lock without end: an idle transaction that had altered one
+  // table held the whole run. The wait is bounded (60 s unless set; here the DSN's 1 s).
+  workdir w;
+  const std::string s = "pgsrc_" + unique_suffix();
+  const std::string t = "pgtgt_" + unique_suffix();
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE; CREATE SCHEMA {0};"
+                                "CREATE TABLE {0}.locked (id int PRIMARY KEY); INSERT INTO "
+                                "{0}.locked VALUES (1); CREATE TABLE {0}.free (id int PRIMARY "
+                                "KEY); INSERT INTO {0}.free VALUES (1), (2)",
+                                s));
+  const std::string dsn = pg_dsn() + (pg_dsn().find('?') == std::string::npos ? "?" : "&") +
+                          "options=-c%20lock_timeout%3D1s";
+  w.write("flotilla.toml",
+          fmt::format("[project]\nname = \"p\"\n\n[targets.wh]\ndialect = \"duckdb\"\n"
+                      "path = \"wh.duckdb\"\nschema = \"{2}\"\n\n[sources.app]\n"
+                      "adapter = \"postgres\"\ndsn = \"{0}\"\ninclude = [\"{1}.*\"]\n",
+                      dsn, s, t));
+  PGconn* lock = PQconnectdb(pg_dsn().c_str());
+  REQUIRE(PQstatus(lock) == CONNECTION_OK);
+  PGresult* r = PQexec(lock, fmt::format("BEGIN; LOCK TABLE {}.locked IN ACCESS EXCLUSIVE MODE",
+                                         s).c_str());
+  REQUIRE(PQresultStatus(r) == PGRES_COMMAND_OK);
+  PQclear(r);
+  int rc = -1;
+  const auto j = flotilla_json(w, {"run"}, &rc);
+  PQfinish(lock);
+  INFO(j.dump(2));
+  CHECK(rc == 1);
+  const auto* locked = find_table(j, t + ".locked");
+  REQUIRE(locked != nullptr);
+  CHECK((*locked)["status"] == "failed");
+  CHECK_THAT((*locked)["error"].get<std::string>(),
+             Catch::Contains("lock timeout") && Catch::Contains("another session held a lock") &&
+                 Catch::Contains("flotilla retry"));
+  CHECK((*find_table(j, t + ".free"))["status"] == "copied");
+  // The lock gone, retry copies it.
+  const auto retried = flotilla_json(w, {"retry"}, &rc);
+  CHECK(rc == 0);
+  CHECK((*find_table(retried, t + ".locked"))["status"] == "copied");
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE", s));
+}
