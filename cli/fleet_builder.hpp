@@ -37,6 +37,14 @@ void warn_if_nothing_selected(const config::project& p, const std::vector<std::s
                               const std::vector<actors::pipeline_report>& reports,
                               std::string_view nothing);
 
+/// A source that could not be read at all has no catalog to list its tables: those an
+/// earlier run copied are reported failed with the source's reason (run and plan alike).
+/// Not where the selection names tables (`--filter table=`, a retry's `only`).
+void list_tables_of_failed_sources(const storage::state_store& store,
+                                   const std::vector<config::filter>& filters,
+                                   const std::set<std::string>& only,
+                                   std::vector<actors::pipeline_report>& reports);
+
 [[nodiscard]] std::shared_ptr<const config::project> load_or_report(
     const global_options& g, const std::vector<std::string>& filter_args,
     std::vector<config::filter>& filters);

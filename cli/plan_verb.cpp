@@ -53,6 +53,10 @@ int do_plan(const global_options& g, const plan_args& a) {
   auto spec = build_fleet(*project, filters, store.get(), fo);
   auto reports = actors::run_fleet(spec);
   warn_if_nothing_selected(*project, a.filters, reports, "is planned");
+  // The tables an unreadable source's earlier runs copied: a run would fail them, and
+  // says so; plan counts them alike.
+  if (store)
+    list_tables_of_failed_sources(*store, filters, {}, reports);
 
   // One dialect per target dialect named, for every table's actions.
   std::map<std::string, std::unique_ptr<dialects::dialect>, std::less<>> dialects_by_name;

@@ -1044,6 +1044,28 @@ TEST_CASE("a dotted file stem or SQLite table name is one name: its section, inc
   }
 }
 
+TEST_CASE("plan counts the tables of a source it cannot read as a run would fail them") {
+  // Plan said 0 failed and listed no table, where the run failed the table.
+  workdir w;
+  sqlite_exec(w.file("a.db"), "CREATE TABLE t (id INTEGER PRIMARY KEY); INSERT INTO t VALUES (1)");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.a]\nadapter = \"sqlite\"\npath = \"a.db\"\n");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  std::filesystem::rename(w.file("a.db"), w.file("a.moved"));
+  const auto plan = flotilla_json(w, {"plan"}, &rc);
+  INFO(plan.dump(2));
+  CHECK(rc == 1);
+  CHECK(plan["failed"] == 1);
+  REQUIRE(plan["tables"].size() == 1);
+  CHECK(plan["tables"][0]["status"] == "failed");
+  CHECK(plan["tables"][0]["error_code"] == "FLT-R002");
+  const auto run = flotilla_json(w, {"run"}, &rc);
+  REQUIRE(run["tables"].size() == 1);
+  CHECK(run["tables"][0]["table"] == plan["tables"][0]["table"]);
+}
+
 TEST_CASE("a NaN SQLite cannot store fails its table, naming the column; never a NULL") {
   workdir w;
   std::filesystem::create_directories(w.file("data"));
