@@ -112,6 +112,26 @@ type_change classify(const portable_type& from, const portable_type& to) {
   return type_change::other;
 }
 
+/// The source table ("schema.table") as a PostgreSQL statement names it, each part
+/// quoted: the statements a proposal suggests running at the source are pasted as they
+/// are, so no name may end them early.
+std::string quote(std::string_view part) {
+  std::string out = "\"";
+  for (char c : part) {
+    if (c == '"')
+      out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string source_table_sql(std::string_view name) {
+  const auto dot = name.find('.');
+  if (dot == std::string_view::npos)
+    return quote(name);
+  return quote(name.substr(0, dot)) + "." + quote(name.substr(dot + 1));
+}
+
 // ---- the builder of one decision ----------------------------------------------------
 
 class decider {
@@ -297,7 +317,7 @@ outcome decider::on(const add_column& a) const {
                             "{} DROP EXPRESSION), or leave the table out of the stream (exclude "
                             "it in flotilla.toml); then reload the stream (flotilla stream "
                             "--reload)",
-                            before_.name, c.name));
+                            source_table_sql(before_.name), quote(c.name)));
   }
   if ((has_default && !c.default_constant) || c.identity) {
     const std::string what = c.identity ? std::string("as an identity column")
@@ -328,7 +348,7 @@ outcome decider::on(const add_column& a) const {
                                       engine_name(target_.kind)),
                           "-- Rename one of the two columns at the source, for example:",
                           fmt::format("--   ALTER TABLE {} RENAME COLUMN {} TO {};",
-                                      before_.name, d_->quote(c.name), d_->quote(c.name + "_2")),
+                                      source_table_sql(before_.name), d_->quote(c.name), d_->quote(c.name + "_2")),
                           "-- then resync this review, which copies the table afresh; or remove "
                           "it, leaving the target table as it is.",
                           std::string(no_target_ddl)}),
@@ -468,7 +488,7 @@ outcome decider::on(const rename_column& c) const {
                           "-- Rename the column at the source to a name the target can hold, "
                           "for example:",
                           fmt::format("--   ALTER TABLE {} RENAME COLUMN {} TO {};",
-                                      before_.name, d_->quote(c.to), d_->quote(c.to + "_2")),
+                                      source_table_sql(before_.name), d_->quote(c.to), d_->quote(c.to + "_2")),
                           "-- then resync this review, which copies the table afresh; or remove "
                           "it, leaving the target table as it is.",
                           std::string(no_target_ddl)}),

@@ -576,8 +576,16 @@ TEST_CASE("a column name that collides on the target is held: rename at the sour
     CHECK(h.requires_resync());
     // A copy of the table would need both names again: the way out is at the source.
     CHECK_THAT(h.proposed_ddl(), Catch::Contains("at the source") &&
-                                     Catch::Contains("RENAME COLUMN \"QTY\" TO \"QTY_2\"") &&
+                                     Catch::Contains("ALTER TABLE \"public\".\"orders\" RENAME "
+                                                     "COLUMN \"QTY\" TO \"QTY_2\"") &&
                                      !Catch::Contains("ADD COLUMN"));
+  }
+  SECTION("a hostile source table name is quoted in the statement to run at the source") {
+    auto t = orders();
+    t.name = "Sc \"h.T'b\"l; --";
+    const auto& h = as_held(decide(add_column{column("QTY", "int")}, duck, t));
+    CHECK_THAT(h.proposed_ddl(),
+               Catch::Contains("--   ALTER TABLE \"Sc \"\"h\".\"T'b\"\"l; --\" RENAME COLUMN"));
   }
 }
 
