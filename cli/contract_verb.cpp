@@ -1,5 +1,7 @@
 // `flotilla contract diff` and `flotilla contract generate [--write]` (seed 000,
 // "Checking declarations"). docs/contracts.md describes the output and the write rules.
+#include <cctype>
+#include <map>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -203,8 +205,24 @@ int do_generate(const global_options& g, const contract_args& a) {
   std::vector<std::string> catalog_names;  // of each declaration
   std::vector<std::size_t> rows;           // index in `tables` of each declaration
   bool failed = false;
+  // A section applies to every table whose name matches it ignoring case: a source with
+  // `Orders` and `orders` cannot have either declared, since the section of one would
+  // apply to the other too (and fail it, or load it under the wrong columns).
+  const auto folded = [](const std::string& source, std::string_view table) {
+    std::string k = source + '\n';
+    for (char c : table)
+      k += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return k;
+  };
+  std::map<std::string, std::vector<std::string>> alike;  // folded name -> source tables
+  for (const auto& t : survey.tables)
+    alike[folded(t.source, t.source_table)].push_back(t.source_table);
   for (const auto& t : survey.tables) {
     const std::string name = display_name(t.where);
+    std::string twin;
+    for (const auto& other : alike[folded(t.source, t.source_table)])
+      if (other != t.source_table)
+        twin = other;
     nlohmann::json row{{"table", name},
                        {"source", t.source},
                        {"source_table", t.source_table},
@@ -218,15 +236,21 @@ int do_generate(const global_options& g, const contract_args& a) {
       fmt::print(stderr, "note: table:{}: {}; nothing to propose\n", name, t.taken_by);
       row["status"] = "target_taken";
       row["error"] = t.taken_by;
-    } else if (!t.unreadable.empty() || !dup.empty()) {
-      const std::string why = dup.empty()
-                                  ? t.unreadable
-                                  : fmt::format("its columns {} differ only in case, and "
-                                                "flotilla.toml names columns ignoring case: "
-                                                "rename one of them",
-                                                dup);
+    } else if (!t.unreadable.empty() || !dup.empty() || !twin.empty()) {
+      const std::string why =
+          !twin.empty()
+              ? fmt::format("the source also has table '{}', whose name differs only in "
+                            "case, and flotilla.toml matches table sections ignoring case: a "
+                            "section for one would apply to both; rename one of them at the "
+                            "source",
+                            twin)
+          : dup.empty() ? t.unreadable
+                        : fmt::format("its columns {} differ only in case, and "
+                                      "flotilla.toml names columns ignoring case: "
+                                      "rename one of them",
+                                      dup);
       fmt::print(stderr, "error: table:{} cannot be declared: {}\n", name, why);
-      row["status"] = dup.empty() ? "unreadable" : "undeclarable";
+      row["status"] = dup.empty() && twin.empty() ? "unreadable" : "undeclarable";
       row["error"] = why;
       failed = true;
     } else if (!t.live) {

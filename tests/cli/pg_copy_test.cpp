@@ -723,3 +723,40 @@ TEST_CASE("a source table locked by another session fails its read after the loc
   CHECK((*find_table(retried, t + ".locked"))["status"] == "copied");
   pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE", s));
 }
+
+TEST_CASE("contract generate declares neither of two source tables whose names differ only in "
+          "case: a section for one would apply to both") {
+  // It wrote the section of `orders`, which then applied to `Orders` too and failed it.
+  workdir w;
+  const std::string s = "pgsrc_" + unique_suffix();
+  const std::string t = "pgtgt_" + unique_suffix();
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE; CREATE SCHEMA {0};"
+                                "CREATE TABLE {0}.\"Orders\" (id int PRIMARY KEY, total int);"
+                                "CREATE TABLE {0}.orders (id int PRIMARY KEY, note text);"
+                                "INSERT INTO {0}.\"Orders\" VALUES (1, 10);"
+                                "INSERT INTO {0}.orders VALUES (1, 'n')",
+                                s));
+  const std::string toml =
+      fmt::format("[project]\nname = \"p\"\n\n[targets.wh]\ndialect = \"postgres\"\n"
+                  "dsn = \"{0}\"\nschema = \"{2}\"\n\n[sources.app]\nadapter = \"postgres\"\n"
+                  "dsn = \"{0}\"\ninclude = [\"{1}.*\"]\n",
+                  pg_dsn(), s, t);
+  w.write("flotilla.toml", toml);
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  const auto r = run_flotilla(w, {"contract", "generate", "--write", "--output", "json"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 1);
+  const auto j = nlohmann::json::parse(r.out);
+  for (const auto& row : j["tables"]) {
+    CHECK(row["status"] == "undeclarable");
+    CHECK_THAT(row["error"].get<std::string>(), Catch::Contains("differs only in case"));
+  }
+  std::ifstream in(w.file("flotilla.toml"));
+  const std::string after((std::istreambuf_iterator<char>(in)), {});
+  CHECK(after == toml);
+  const auto again = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE", s, t));
+}
