@@ -293,7 +293,11 @@ std::expected<decision_plan, refusal> check_decision(const review& r, const deci
                                                      std::span<const review> same_table) {
   const auto state = r.hold.state();
   if (!is_open(state) || state == pb::HOLD_STATE_APPLYING)
-    return std::unexpected(refuse(code_wrong_state, wrong_state_message(state)));
+    return std::unexpected(refuse(
+        code_wrong_state, wrong_state_message(state),
+        state == pb::HOLD_STATE_APPLYING
+            ? "start `flotilla stream`: it carries the decision out"
+            : "`flotilla review list` shows the reviews that take a decision now"));
 
   // While the table is being copied again the review takes no decision, not even
   // remove: the copy's result decides. A copy only asked for (the stream has not started

@@ -26,6 +26,7 @@
 #include "cdc/target_link.hpp"
 #include "cdc/pg_logical.hpp"
 #include "config/selection.hpp"
+#include "config/toml_edit.hpp"
 #include "sinks/warehouse.hpp"
 #include "sources/copy_text.hpp"
 #include "sources/type_mapping.hpp"
@@ -65,15 +66,21 @@ std::uint32_t fnv1a(std::string_view s) {
 }
 
 /// Slot and publication name: "flotilla_<project>_<source>" (a source's second and later
-/// targets: "..._<target>"), at most 63 bytes. A name that lost characters to the
-/// server's rules (upper case, '-', '.', non-ASCII) gets a hash of the names as written,
-/// so that `acme-eu` and `acme_eu`, two projects, never share (and consume) one slot.
+/// targets: "..._<target>"), at most 63 bytes. Where the names as written cannot be told
+/// back from that, a hash of them follows: a name that lost characters to the server's
+/// rules (upper case, '-', '.', non-ASCII), so that `acme-eu` and `acme_eu` differ, and a
+/// name holding '_', which the join uses too, so that project `acme` with source
+/// `eu_shop` and project `acme_eu` with source `shop` differ. Two projects that share a
+/// slot consume each other's changes.
 std::string slot_name(const config::project& p, const config::source_config& s,
                       const std::string& target) {
   std::string n = "flotilla_" + sanitize(p.name) + "_" + sanitize(s.name);
   if (!target.empty())
     n += "_" + sanitize(target);
-  if (sanitize(p.name) != p.name || sanitize(s.name) != s.name || sanitize(target) != target)
+  const auto ambiguous = [](const std::string& name) {
+    return sanitize(name) != name || name.find('_') != std::string::npos;
+  };
+  if (ambiguous(p.name) || ambiguous(s.name) || ambiguous(target))
     n += fmt::format("_{:08x}", fnv1a(p.name + '\x1f' + s.name + '\x1f' + target));
   if (n.size() > 63)
     n = n.substr(0, 54) + fmt::format("_{:08x}", fnv1a(n));
@@ -1165,40 +1172,54 @@ class source_stream {
         relids += (relids.empty() ? "" : ", ") + std::to_string(t.relid);
     if (relids.empty())
       return;
+    // A partitioned table's changes happen in its partitions, and each partition's own
+    // replica identity decides what PostgreSQL sends: they are checked too.
     auto rows = source_->query(fmt::format(
+        "WITH roots AS (SELECT unnest(ARRAY[{}]::oid[]) AS oid), rels AS (SELECT oid FROM "
+        "roots UNION SELECT pt.relid FROM roots, LATERAL pg_catalog.pg_partition_tree(roots.oid) "
+        "pt) "
         "SELECT n.nspname || '.' || c.relname, quote_ident(n.nspname) || '.' || "
         "quote_ident(c.relname), c.relreplident::text, ri.indexrelid::regclass::text, "
         "(SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) FROM "
         "pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attnum = ANY(ri.indkey)), "
         "(SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) FROM "
         "pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attnum = ANY(pk.indkey)) "
-        "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+        "FROM rels JOIN pg_catalog.pg_class c ON c.oid = rels.oid "
+        "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
         "JOIN pg_catalog.pg_index pk ON pk.indrelid = c.oid AND pk.indisprimary "
         "LEFT JOIN pg_catalog.pg_index ri ON ri.indrelid = c.oid AND ri.indisreplident "
-        "WHERE c.oid IN ({}) AND (c.relreplident = 'n' OR (c.relreplident = 'i' AND "
-        "(ri.indexrelid IS NULL OR NOT (ri.indkey::int2[] @> pk.indkey::int2[] AND "
-        "pk.indkey::int2[] @> ri.indkey::int2[])))) ORDER BY 1 LIMIT 1",
+        "WHERE c.relreplident = 'n' OR (c.relreplident = 'i' AND (ri.indexrelid IS NULL OR "
+        "NOT (ri.indkey::int2[] @> pk.indkey::int2[] AND pk.indkey::int2[] @> "
+        "ri.indkey::int2[]))) ORDER BY 1",
         relids));
     if (rows.empty())
       return;
-    const auto& r = rows[0];
-    const std::string fix = fmt::format(
-        "Run ALTER TABLE {} REPLICA IDENTITY DEFAULT (or FULL) on the source, or leave the "
-        "table out of the stream (exclude = [\"{}\"] in [sources.{}])",
-        *r[1], *r[0], src_.name);
-    if (r[2] && *r[2] == "n")
-      throw std::runtime_error(fmt::format(
-          "source '{}': table '{}' has REPLICA IDENTITY NOTHING: once it is in the "
-          "stream's publication, PostgreSQL refuses every UPDATE and DELETE on it, the "
-          "application's own included. {}",
-          src_.name, *r[0], fix));
+    std::vector<std::string> found;
+    std::string statements, names;
+    for (const auto& r : rows) {
+      if (r[2] && *r[2] == "n")
+        found.push_back(fmt::format("table '{}' has REPLICA IDENTITY NOTHING: once it is in the "
+                                    "stream's publication, PostgreSQL refuses every UPDATE and "
+                                    "DELETE on it, the application's own included",
+                                    *r[0]));
+      else
+        found.push_back(fmt::format(
+            "table '{}' has REPLICA IDENTITY USING INDEX {} ({}), not its primary key ({}): "
+            "PostgreSQL then sends only those columns as an updated or deleted row's old "
+            "key, and the stream finds the target's row by the primary key, so the target "
+            "would keep rows the source changed the key of or deleted",
+            *r[0], r[3].value_or("?"), r[4].value_or("?"), r[5].value_or("?")));
+      statements += fmt::format("{}ALTER TABLE {} REPLICA IDENTITY DEFAULT;",
+                                statements.empty() ? "" : " ", *r[1]);
+      names += (names.empty() ? "" : ", ") + config::toml_string(*r[0]);
+    }
     throw std::runtime_error(fmt::format(
-        "source '{}': table '{}' has REPLICA IDENTITY USING INDEX {} ({}), not its primary "
-        "key ({}): PostgreSQL then sends only those columns as an updated or deleted row's "
-        "old key, and the stream finds the target's row by the primary key, so the target "
-        "would keep rows the source changed the key of or deleted. {}",
-        src_.name, *r[0], r[3].value_or("?"), r[4].value_or("?"), r[5].value_or("?"), fix));
+        "source '{}': {}. Run {} on the source (or FULL instead of DEFAULT), or leave the "
+        "table{} out of the stream (exclude = [{}] in [sources.{}])",
+        src_.name, fmt::join(found, "; "), statements, rows.size() == 1 ? "" : "s", names,
+        src_.name));
   }
+
 
   /// PostgreSQL 15's logical replication leaves generated columns out of every row it
   /// sends: streamed, such a column would turn NULL on the target at each insert and

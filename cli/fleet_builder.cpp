@@ -573,11 +573,20 @@ std::string absent_holder_message(const config::target_config& target, const std
       unreadable ? fmt::format("Make source '{}' readable and run again, or remove it from "
                                "flotilla.toml if it is gone for good",
                                holder_source)
-                 : fmt::format("Give the two distinct target tables (e.g. a schema template "
-                               "with {{source}} in [targets.{}]), or exclude one of them; a "
-                               "run without the filter loads the one the claim rules pick and "
-                               "fails the other the same way",
-                               target.name));
+                 : target.schema.find("{source}") != std::string::npos
+                     ? fmt::format("The schema template of [targets.{}] has {{source}} "
+                                   "already: the two sources' names still make one target "
+                                   "table there (names that differ only by case, or a SQLite "
+                                   "prefix that runs into the other's table names). Rename a "
+                                   "source, or exclude one of the tables; a run without the "
+                                   "filter loads the one the claim rules pick and fails the "
+                                   "other the same way",
+                                   target.name)
+                     : fmt::format("Give the two distinct target tables (e.g. a schema "
+                                   "template with {{source}} in [targets.{}]), or exclude one "
+                                   "of them; a run without the filter loads the one the claim "
+                                   "rules pick and fails the other the same way",
+                                   target.name));
 }
 
 }  // namespace

@@ -436,8 +436,29 @@ int do_review(const global_options& g, const review_args& a) {
         return 0;
       }
   }
-  if (!found)
-    return usage(a, cdc::code_unknown_review, problem);
+  if (!found) {
+    // A table named without its schema ("shop.items" for "shop.public.items"), or on
+    // another target: the review it likely means.
+    std::string near;
+    const std::string& table = a.which.back();
+    for (const auto& r : all) {
+      const std::string& held = r.hold.table();
+      const auto first = held.find('.'), last = held.rfind('.');
+      const bool same_table =
+          held == table || (first != std::string::npos && last != first &&
+                            held.substr(0, first) + held.substr(last) == table);
+      if (same_table && (a.which.size() == 1 || held != table || r.hold.target() != a.which[0])) {
+        near = fmt::format("did you mean `flotilla review {} {} {}`?", a.action, r.hold.target(),
+                           held);
+        break;
+      }
+    }
+    return usage(a, cdc::code_unknown_review, problem,
+                 near.empty() ? std::string("`flotilla review list` shows the open reviews; name "
+                                            "one by its id, or as <target> "
+                                            "<source>.<schema>.<table>")
+                              : near);
+  }
 
   if (a.action == "show") {
     const auto kept = kept_count(*store, *found);

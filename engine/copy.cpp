@@ -850,10 +850,13 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
         if (const auto kept = execute_ddl(wh, job.target, plan);
             !kept.empty() && plan.swap_sql.empty())
           out.plan->warnings.push_back(fmt::format(
-              "the {} of {} kept the index{} made by hand on it: {} (made again after the "
-              "change)",
+              "the {} of {} kept {} made by hand on it: {} (made again after the change)",
               plan.shape_action == "rebuild" ? "rebuild" : "type change",
-              wh.dialect().qualified(job.target), kept.size() == 1 ? "" : "es",
+              wh.dialect().qualified(job.target),
+              std::any_of(kept.begin(), kept.end(),
+                          [](const std::string& k) { return k.starts_with("trigger "); })
+                  ? "what was"
+                  : kept.size() == 1 ? "the index" : "the indexes",
               fmt::join(kept, ", ")));
         out.ddl_applied = true;
         if (job.after_ddl)

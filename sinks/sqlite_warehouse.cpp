@@ -358,12 +358,26 @@ class sqlite_warehouse final : public warehouse_base {
   std::vector<hand_made_index> hand_made_indexes(const table_ref& table) override {
     const auto& d = dialect();
     // sql is NULL for the automatic index of a PRIMARY KEY or UNIQUE constraint, which
-    // the table's own definition makes.
+    // the table's own definition makes. A trigger on the table goes with it in a rebuild
+    // too (the old table is dropped): it is made again alike, named as a trigger.
+    const std::string prefix =
+        table.schema.empty() ? std::string() : d.quote(table.schema) + ".";
     const auto rows = query(fmt::format(
-        "SELECT name, sql FROM {}sqlite_master WHERE type = 'index' AND tbl_name = {} AND "
-        "sql IS NOT NULL ORDER BY name",
-        table.schema.empty() ? std::string() : d.quote(table.schema) + ".", d.literal(table.name)));
-    return indexes_from(table, rows);
+        "SELECT name, sql, type FROM {}sqlite_master WHERE type IN ('index', 'trigger') AND "
+        "tbl_name = {} AND sql IS NOT NULL ORDER BY type, name",
+        prefix, d.literal(table.name)));
+    std::vector<hand_made_index> out;
+    for (const auto& r : rows) {
+      if (r.size() < 3 || !r[0] || !r[1] || !r[2])
+        continue;
+      table_ref object = table;
+      object.name = *r[0];
+      const bool trigger = *r[2] == "trigger";
+      out.push_back({trigger ? "trigger " + *r[0] : *r[0], *r[1],
+                     fmt::format("DROP {} {}", trigger ? "TRIGGER" : "INDEX",
+                                 d.qualified(object))});
+    }
+    return out;
   }
 
   text_rows query(const std::string& sql) override {

@@ -209,6 +209,11 @@ TEST_CASE("review list and show print every part of the review, in text and JSON
   REQUIRE(refused["errors"].size() == 1);
   CHECK(refused["errors"][0]["code"] == "FLT-V011");
   CHECK(refused["errors"][0]["message"] == refused["message"]);
+  CHECK_THAT(refused["hint"].get<std::string>(), Catch::Contains("`flotilla review list`"));
+  // The table named without its schema: the hint names the review it likely means.
+  auto near = parse(run_cli(p.dir, {"review", "show", "wh", "shop.orders", "--output", "json"}));
+  CHECK(near["code"] == "FLT-V011");
+  CHECK(near["hint"] == "did you mean `flotilla review show wh " + p.rename_table + "`?");
 }
 
 TEST_CASE("review apply carries the decision out on the target when no stream runs") {
@@ -224,7 +229,8 @@ TEST_CASE("review apply carries the decision out on the target when no stream ru
 
   auto again = run_cli(p.dir, {"review", "apply", "wh", p.rename_table});
   CHECK(again.exit_code == 2);
-  CHECK_THAT(again.err, Catch::Contains("This review is applying; it does not accept a decision."));
+  CHECK_THAT(again.err, Catch::Contains("This review is applying; it does not accept a decision.") &&
+                           Catch::Contains("hint: start `flotilla stream`"));
 
   SECTION("a comment-only proposal is refused with the seed's hint; edit it, then it applies") {
     auto refused = run_cli(p.dir, {"review", "apply", "wh", p.key_table});

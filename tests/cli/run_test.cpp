@@ -1066,6 +1066,31 @@ TEST_CASE("plan counts the tables of a source it cannot read as a run would fail
   CHECK(run["tables"][0]["table"] == plan["tables"][0]["table"]);
 }
 
+TEST_CASE("a filtered run refused for another source's target table does not ask for a "
+          "{source} the template has") {
+  workdir w;
+  sqlite_exec(w.file("one.db"), "CREATE TABLE a__b (id INTEGER, who TEXT); INSERT INTO a__b "
+                                "VALUES (1, 'ONE')");
+  sqlite_exec(w.file("two.db"), "CREATE TABLE b (id INTEGER, who TEXT); INSERT INTO b VALUES "
+                                "(1, 'TWO')");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+                           "schema = \"{region}_{source}\"\n"
+                           "[sources.p]\nadapter = \"sqlite\"\npath = \"one.db\"\n"
+                           "tags = { region = \"q\" }\n"
+                           "[sources.p__a]\nadapter = \"sqlite\"\npath = \"two.db\"\n"
+                           "tags = { region = \"q\" }\n");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  const auto j = flotilla_json(w, {"run", "--filter", "source=p__a"}, &rc);
+  INFO(j.dump(2));
+  CHECK(rc == 1);
+  REQUIRE(j["tables"].size() == 1);
+  CHECK(j["tables"][0]["error_code"] == "FLT-R006");
+  CHECK_THAT(j["tables"][0]["error"].get<std::string>(),
+             Catch::Contains("has {source} already") &&
+                 !Catch::Contains("a schema template with {source}"));
+}
+
 TEST_CASE("a NaN SQLite cannot store fails its table, naming the column; never a NULL") {
   workdir w;
   std::filesystem::create_directories(w.file("data"));

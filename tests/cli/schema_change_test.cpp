@@ -587,7 +587,10 @@ TEST_CASE("seed 001: a widening keeps the indexes made by hand on an incremental
   REQUIRE(rc == 0);
   duckdb_exec(w.file("wh.duckdb"), "CREATE INDEX ev_qty ON raw.ev(qty, code); "
                                    "CREATE INDEX kv_qty ON raw.kv(qty)");
-  sqlite_exec(w.file("wh.sqlite"), "CREATE INDEX lt_qty ON lt__ev(qty)");
+  sqlite_exec(w.file("wh.sqlite"), "CREATE INDEX lt_qty ON lt__ev(qty);"
+                                   // A trigger went with the old table, unsaid.
+                                   "CREATE TABLE audit (id INT); CREATE TRIGGER lt_audit AFTER "
+                                   "INSERT ON lt__ev BEGIN INSERT INTO audit VALUES (new.id); END");
   // qty widened on ev (DuckDB: an ALTER its index would refuse), the key on kv (DuckDB: a
   // rebuild), qty on the SQLite target (a rebuild).
   const std::string widen =
@@ -604,8 +607,15 @@ TEST_CASE("seed 001: a widening keeps the indexes made by hand on an incremental
     const auto* table = find_table(run, t);
     REQUIRE(table != nullptr);
     CHECK((*table)["status"] == "copied");
-    CHECK((*table)["warnings"].dump().find("kept the index") != std::string::npos);
+    CHECK((*table)["warnings"].dump().find("made by hand on it") != std::string::npos);
   }
+  CHECK((*find_table(run, "lt__ev"))["warnings"].dump().find("lt_qty, trigger lt_audit") !=
+        std::string::npos);
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT name FROM sqlite_master WHERE type = "
+                                          "'trigger'") ==
+        std::vector<std::vector<std::string>>{{"lt_audit"}});
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT count(*) FROM audit WHERE id = 3") ==
+        std::vector<std::vector<std::string>>{{"1"}});
   CHECK(duckdb_query(w.file("wh.duckdb"),
                      "SELECT table_name, index_name FROM duckdb_indexes() ORDER BY 1") ==
         std::vector<std::vector<std::string>>{{"ev", "ev_qty"}, {"kv", "kv_qty"}});

@@ -1,5 +1,6 @@
 #include "tests/stream/support.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
@@ -147,6 +148,7 @@ fixture::fixture(bool duckdb_target, const std::string& extra_toml,
                  const std::string& source_target) {
   const std::string u = unique();
   project_ = "st" + u;
+  std::replace(project_.begin(), project_.end(), '_', 'x');  // a slot name with no hash
   source_db_ = "flt_stream_src_" + u;
   target_db_ = "flt_stream_tgt_" + u;
   dir_ = (std::filesystem::temp_directory_path() / ("flotilla_stream_" + u)).string();
