@@ -61,7 +61,8 @@ nlohmann::json options_json(const bench_options& o) {
           {"events", o.events},
           {"peer_tables", o.peer_tables},
           {"peer_rows", o.peer_rows},
-          {"smoke", o.smoke}};
+          {"smoke", o.smoke},
+          {"flotilla", o.flotilla_bin}};
 }
 
 /// The targets each scenario reports (issue's list), by name: listed as not measured
@@ -416,6 +417,14 @@ int main(int argc, char** argv) {
   ctx.opt = o;
   if (ctx.opt.flotilla_bin.empty())
     ctx.opt.flotilla_bin = (fs::path(self_path()).parent_path() / "flotilla").string();
+  // The file checked is the file run: a bare name is this directory's file, as checked,
+  // not one a PATH search would find; recorded in bench.json.
+  {
+    std::error_code ec;
+    const auto absolute = fs::absolute(ctx.opt.flotilla_bin, ec);
+    if (!ec)
+      ctx.opt.flotilla_bin = absolute.lexically_normal().string();
+  }
   // kafka-events measures the Kafka sink in this process; every other scenario runs flotilla.
   const bool needs_flotilla = std::any_of(to_run.begin(), to_run.end(), [](const auto* s) {
     return s->name != std::string_view("kafka-events");
@@ -443,6 +452,19 @@ int main(int argc, char** argv) {
     return 2;
   }
   ctx.scratch = (out / "work").string();
+  // A bench.json that is a directory (or anything but a file or a link) would lose the
+  // whole run's results at its end: said now.
+  {
+    std::error_code ec;
+    const auto results = out / "bench.json";
+    if (fs::exists(fs::symlink_status(results, ec)) && !fs::is_symlink(results, ec) &&
+        !fs::is_regular_file(results, ec)) {
+      fmt::print(stderr, "--out: {} exists and is not a file, so the results could not be "
+                         "written there: remove it or pass another --out\n",
+                 results.string());
+      return 2;
+    }
+  }
   // <out>/work is the harness's scratch directory, removed after the run (without --keep):
   // one it did not make (no marker file in it) is not used, so no file of the user's goes.
   const fs::path marker = fs::path(ctx.scratch) / scratch_marker;

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -116,6 +117,9 @@ child_result spawn_and_wait(const std::vector<std::string>& argv, std::vector<st
       ::signal(sig, SIG_DFL);
     if (own_group)
       ::setpgid(0, 0);
+    // Ended with the launcher, which ends with the harness: a path of a killed harness
+    // would go on measuring nothing and take a core from the next run's paths.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     ::dup2(out_pipe[1], 1);
     ::dup2(err_pipe[1], 2);
     if (!cwd.empty() && ::chdir(cwd.c_str()) != 0)
@@ -277,8 +281,15 @@ std::mutex launcher_mutex;
 }  // namespace
 
 void start_launcher() {
-  if (launcher_fd >= 0)
+  // A process forked from the harness has a launcher of its own: sharing the harness's
+  // socket would interleave their requests.
+  static pid_t owner = 0;
+  if (launcher_fd >= 0 && owner == ::getpid())
     return;
+  if (launcher_fd >= 0)
+    ::close(launcher_fd);
+  launcher_fd = -1;
+  owner = ::getpid();
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     throw std::runtime_error(fmt::format("socketpair: {}", std::strerror(errno)));
@@ -287,6 +298,9 @@ void start_launcher() {
     throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
   if (pid == 0) {
     ::close(sv[0]);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // ends with the harness, even a killed one
+    if (::getppid() == 1)
+      ::_exit(0);
     serve_launches(sv[1]);
   }
   ::close(sv[1]);

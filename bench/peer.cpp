@@ -161,11 +161,15 @@ scenario_result run_peer(bench_context& ctx) {
     std::vector<std::pair<series*, std::function<measurement()>>> bodies;
     bodies.emplace_back(&dump, [&, tag, tables, rows] {
       const auto dst = dbs.create(tag + "_pgdump");
+      // The password in the environment, not on the command lines `ps` shows.
+      auto env = password_env(src);
+      env["SRC"] = without_password(src);
+      env["DST"] = without_password(dst);
       const auto p = run_child(
           {"bash", "-c",
            "set -o pipefail; pg_dump --no-owner --no-acl -d \"$SRC\" | "
            "psql -X -q -v ON_ERROR_STOP=1 -d \"$DST\" >/dev/null"},
-          {"", {{"SRC", src}, {"DST", dst}}});
+          {"", env});
       auto m = from_process(p, static_cast<double>(rows), "pg_dump | psql");
       verify(expected, dst, tables, "pg_dump | psql");
       dbs.drop(tag + "_pgdump");
@@ -178,7 +182,9 @@ scenario_result run_peer(bench_context& ctx) {
         fs::remove_all(work);
         child_options own_group;
         own_group.own_group = true;  // it signals its whole group when it fails
-        const auto p = run_child({"pgcopydb", "clone", "--source", src, "--target", dst, "--dir", work,
+        own_group.env = password_env(src);  // not on its command line
+        const auto p = run_child({"pgcopydb", "clone", "--source", without_password(src),
+                                  "--target", without_password(dst), "--dir", work,
                                   "--no-owner", "--no-acl"},
                                  own_group);
         auto m = from_process(p, static_cast<double>(rows), "pgcopydb");

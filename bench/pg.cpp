@@ -1,6 +1,7 @@
 #include "bench/pg.hpp"
 
 #include <algorithm>
+#include <map>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -66,6 +67,21 @@ std::string conninfo_value(const std::string& v) {
 
 }  // namespace
 
+std::string without_password(const std::string& dsn) {
+  std::string out;
+  for (const auto& [key, value] : dsn_options(dsn))
+    if (key != "password")
+      out += (out.empty() ? "" : " ") + key + "=" + conninfo_value(value);
+  return out;
+}
+
+std::map<std::string, std::string> password_env(const std::string& dsn) {
+  for (const auto& [key, value] : dsn_options(dsn))
+    if (key == "password")
+      return {{"PGPASSWORD", value}};
+  return {};
+}
+
 std::string dsn_with_database(const std::string& dsn, const std::string& database) {
   // Rewriting the text would miss a form (a URI's `?dbname=` wins over its path): every
   // option libpq read is written out again, and the database once, as this one.
@@ -112,7 +128,7 @@ pg_connection::pg_connection(const std::string& dsn) {
     conn_ = nullptr;
     throw std::runtime_error("cannot connect to PostgreSQL: " + msg);
   }
-  exec("SET client_min_messages = warning");
+  exec("SET client_min_messages = error");  // no VACUUM warnings about catalogs not its own
 }
 
 pg_connection::~pg_connection() {

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <optional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,10 @@ namespace flotilla::bench {
 /// place: a URI's path, a URI's `?dbname=` parameter, or a `dbname=` keyword. Throws
 /// std::runtime_error, naming FLOTILLA_PG_DSN, when libpq cannot parse `dsn`.
 [[nodiscard]] std::string dsn_with_database(const std::string& dsn, const std::string& database);
+/// The DSN without its password, for a program's command line (which `ps` shows any
+/// user), and the password as PGPASSWORD for that program's environment (empty: none).
+[[nodiscard]] std::string without_password(const std::string& dsn);
+[[nodiscard]] std::map<std::string, std::string> password_env(const std::string& dsn);
 
 /// Throws std::runtime_error unless the DSN's host is loopback or a local socket.
 void require_local(const std::string& dsn);

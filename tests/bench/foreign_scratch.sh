@@ -18,10 +18,12 @@ grep -q "exists and was not made by flotilla-bench" "$out/log" || { cat "$out/lo
   { cat "$out/log"; exit 1; }
 [ ! -e "$out/ours/work" ] || { echo "the scratch directory was left"; exit 1; }
 [ -s "$out/ours/bench.json" ] || { echo "no bench.json"; exit 1; }
-# bench.json that cannot be written: exit 1, said.
+# A bench.json that is a directory: refused before any scenario runs (exit 2), said,
+# rather than found after the whole run.
 mkdir -p "$out/bad/bench.json"
 status=0
 "$bench" kafka-events --events 50 --runs 1 --warmup 0 --out "$out/bad" >"$out/log" 2>&1 || status=$?
-[ "$status" = 1 ] || { echo "exit $status for an unwritable bench.json"; cat "$out/log"; exit 1; }
-grep -q "cannot write .*bench.json" "$out/log" || { cat "$out/log"; exit 1; }
+[ "$status" = 2 ] || { echo "exit $status for a bench.json directory, expected 2"; cat "$out/log"; exit 1; }
+grep -q "bench.json exists and is not a file" "$out/log" || { cat "$out/log"; exit 1; }
+! grep -q -- "-- kafka-events" "$out/log" || { echo "a scenario ran"; cat "$out/log"; exit 1; }
 echo "ok"

@@ -2,9 +2,16 @@
 // memory and run with default signal handling, whatever the harness holds or ignores.
 #include <catch2/catch.hpp>
 
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <string>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "bench/measure.hpp"
 
@@ -84,4 +91,41 @@ TEST_CASE("a failure's report keeps a long log's first error beside its end") {
   const auto text = r.describe_failure();
   CHECK(text.starts_with("exit code 12: first error: ERROR: the cause\n..."));
   CHECK(text.ends_with("the end\n"));
+}
+
+TEST_CASE("a harness killed with -9 takes its launcher and the path it runs with it") {
+  // The path went on for as long as it took, and took a core from the next run's paths.
+  const std::string file = "/tmp/flotilla_measure_pdeath_" + std::to_string(::getpid());
+  std::remove(file.c_str());
+  const pid_t harness = ::fork();
+  REQUIRE(harness >= 0);
+  if (harness == 0) {
+    start_launcher();
+    (void)run_child({"sh", "-c", "echo $$ > " + file + ".tmp && mv " + file + ".tmp " + file +
+                                     " && exec sleep 60"});
+    ::_exit(0);
+  }
+  std::string pid;
+  for (int i = 0; i < 200 && pid.empty(); ++i) {
+    std::ifstream in(file);
+    std::getline(in, pid);
+    if (pid.empty())
+      ::usleep(50'000);
+  }
+  REQUIRE(!pid.empty());
+  ::kill(harness, SIGKILL);
+  ::waitpid(harness, nullptr, 0);
+  const auto gone = [&] {
+    std::ifstream stat("/proc/" + pid + "/stat");
+    std::string line;
+    if (!std::getline(stat, line))
+      return true;
+    const auto close = line.rfind(')');
+    return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+  };
+  bool ended = false;
+  for (int i = 0; i < 100 && !(ended = gone()); ++i)
+    ::usleep(50'000);
+  CHECK(ended);
+  std::remove(file.c_str());
 }
