@@ -1,4 +1,5 @@
 #include "config/toml_edit.hpp"
+#include "schema/toml_text.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -454,31 +455,11 @@ std::string_view to_string(declaration_edit e) {
 }
 
 std::string toml_key(std::string_view name) {
-  if (!name.empty() && std::all_of(name.begin(), name.end(), is_bare_key_char))
-    return std::string(name);
-  return toml_string(name);
+  return schema::toml_key(name);
 }
 
 std::string toml_string(std::string_view value) {
-  std::string out = "\"";
-  for (char ch : value) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\t': out += "\\t"; break;
-      case '\n': out += "\\n"; break;
-      case '\f': out += "\\f"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20 || c == 0x7F)
-          out += fmt::format("\\u{:04X}", static_cast<unsigned>(c));
-        else
-          out += ch;
-    }
-  }
-  return out + "\"";
+  return schema::toml_string(value);
 }
 
 std::string columns_inline_table(const std::vector<column_declaration>& columns) {

@@ -1,4 +1,5 @@
 #include "engine/copy.hpp"
+#include "schema/toml_text.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -632,7 +633,7 @@ std::string target_failure(const table_job& job, std::string reason) {
                       "column text in the table's section of flotilla.toml (columns = {{ {} = "
                       "\"text\" }}) to load it as written, or correct the value at the "
                       "source, then run `flotilla run`",
-                      column);
+                      schema::toml_key(column));
   } else if (has("readonly") || has("read-only") || has("read only"))
     fix = fmt::format("make the target writable for the user Flotilla runs as, {}", then);
   else if (has("no space left") || has("disk is full") || has("disk full") || has("out of memory"))

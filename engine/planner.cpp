@@ -1,4 +1,5 @@
 #include "engine/planner.hpp"
+#include "schema/toml_text.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -112,7 +113,7 @@ struct planner {
                                       "pinned to a number: give it a scale at the source "
                                       "(numeric(18,2)), or select from a view that casts it; or "
                                     : "",
-                       column, T(suggest),
+                       schema::toml_key(column), T(suggest),
                        suggest == source ? "" : ", the live column's type: it is never narrowed");
   }
 
@@ -200,7 +201,7 @@ struct planner {
                      "column (columns = {{ {} = \"{}\" }}), or fix the file",
                      unfit.where.empty() ? std::string() : unfit.where + ": ", s.name, value,
                      T(declared),
-                     offset ? ": it would drop the value's UTC offset" : "", s.name, holds),
+                     offset ? ": it would drop the value's UTC offset" : "", schema::toml_key(s.name), holds),
          s.name, T(declared), holds);
   }
 
@@ -613,7 +614,7 @@ struct planner {
                fmt::format("{} has type {}, which cannot be read as {}; a live column is never "
                            "narrowed: declare columns = {{ {} = \"{}\" }} or wider (\"text\" "
                            "takes every value as written){}",
-                           l->name, T(have), T(want), l->name, T(suggest),
+                           l->name, T(have), T(want), schema::toml_key(l->name), T(suggest),
                            suggest == have ? std::string()
                                            : fmt::format("; the file's values need {}", T(suggest))),
                l->name, T(want), T(have));
@@ -662,13 +663,13 @@ struct planner {
           const std::string pin =
               as_json ? fmt::format("pin it with columns = {{ {} = \"text\" }} (each value kept "
                                     "as its JSON text)",
-                                    col.name)
+                                    schema::toml_key(col.name))
               : pin_widens
-                  ? fmt::format("pin it with columns = {{ {} = \"{}\" }}", col.name, T(want))
+                  ? fmt::format("pin it with columns = {{ {} = \"{}\" }}", schema::toml_key(col.name), T(want))
                   : fmt::format("pin it with columns = {{ {} = \"text\" }} (each value kept as "
                                 "written; {} would narrow the live {} column, which is never "
                                 "done)",
-                                col.name, T(want), T(have));
+                                schema::toml_key(col.name), T(want), T(have));
           const std::string fix = schema::auto_widen_step(have, want)
                                       ? fmt::format("set auto_widen = true, or {}", pin)
                                       : pin;

@@ -27,6 +27,7 @@
 #include <fmt/format.h>
 
 #include "schema/calendar.hpp"
+#include "schema/toml_text.hpp"
 #include "schema/utf8.hpp"
 #include "sinks/warehouse_internal.hpp"
 
@@ -407,7 +408,7 @@ class duckdb_inserter final : public row_inserter {
             "{}: column {} holds a value its type cannot hold (out of the type's range or "
             "precision){}; declare the column as text to load it as it is (columns = {{ {} = "
             "\"text\" }}), or fix the value at the source (DuckDB: {})",
-            dialect_.qualified(table_), dialect_.quote(names_[c]), which, names_[c], msg));
+            dialect_.qualified(table_), dialect_.quote(names_[c]), which, schema::toml_key(names_[c]), msg));
       }
     }
     throw sink_error(fmt::format("{}: {}: {}", dialect_.qualified(table_), what, msg));
@@ -549,7 +550,7 @@ class duckdb_inserter final : public row_inserter {
                 "declare the column as text to keep every digit (columns = {{ {} = \"text\" "
                 "}})",
                 dialect_.qualified(table_), row + 1, dialect_.quote(names_[c]), v.s, sl.width,
-                static_cast<int>(sl.scale), static_cast<int>(sl.scale), names_[c]));
+                static_cast<int>(sl.scale), static_cast<int>(sl.scale), schema::toml_key(names_[c])));
         }
         break;
       }
@@ -580,7 +581,7 @@ class duckdb_inserter final : public row_inserter {
                 "in a text column), which a DuckDB VARCHAR cannot hold; declare the column "
                 "bytes to load it as a BLOB (columns = {{ {} = \"bytes\" }}), or fix the "
                 "value at the source",
-                dialect_.qualified(table_), row + 1, names_[c], names_[c]));
+                dialect_.qualified(table_), row + 1, names_[c], schema::toml_key(names_[c])));
           duckdb_vector_assign_string_element_len(vec, at, v.s.data(), v.s.size());
         } else {
           const std::string text = value_text(v);

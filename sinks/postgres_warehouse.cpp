@@ -21,6 +21,7 @@
 #include <poll.h>
 
 #include "schema/calendar.hpp"
+#include "schema/toml_text.hpp"
 #include "schema/utf8.hpp"
 #include "sinks/warehouse_internal.hpp"
 
@@ -223,7 +224,7 @@ class pg_inserter final : public row_inserter {
                   "}}), or fix the value at the source",
                   dialect_.qualified(table_), rows_seen_ + r + 1,
                   dialect_.quote(c < names_.size() ? names_[c] : "?"),
-                  c < names_.size() ? names_[c] : "?"));
+                  schema::toml_key(c < names_.size() ? names_[c] : "?")));
             } else if (!append_copy_text(buf_, v.s)) {
               throw sink_error(fmt::format(
                   "{}: column {} holds a text value with a NUL byte (0x00), which PostgreSQL's "
@@ -231,7 +232,7 @@ class pg_inserter final : public row_inserter {
                   "(columns = {{ {} = \"bytes\" }}: it loads as bytea), remove it at the "
                   "source, or load the table into a duckdb or sqlite target",
                   dialect_.qualified(table_), dialect_.quote(c < names_.size() ? names_[c] : "?"),
-                  rows_seen_ + r + 1, c < names_.size() ? names_[c] : "?"));
+                  rows_seen_ + r + 1, schema::toml_key(c < names_.size() ? names_[c] : "?")));
             }
             break;
         }
@@ -283,7 +284,7 @@ class pg_inserter final : public row_inserter {
             "{}: column {} holds a value its type cannot hold; declare the column's type in "
             "the table's section of flotilla.toml (columns = {{ {} = \"{}\" }}), or fix the "
             "value at the source (PostgreSQL: {})",
-            dialect_.qualified(table_), dialect_.quote(column), column,
+            dialect_.qualified(table_), dialect_.quote(column), schema::toml_key(column),
             integer ? "bigint" : "text", failure));
       }
     }

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sinks/warehouse_internal.hpp"
+#include "schema/toml_text.hpp"
 
 namespace flotilla::sinks::detail {
 namespace {
@@ -155,7 +156,7 @@ class sqlite_inserter final : public row_inserter {
                   "NULL); declare the column as text to keep it (columns = {{ {} = \"text\" "
                   "}}), or load into a duckdb or postgres target",
                   dialect_.qualified(table_), first_seq + r + 1, dialect_.quote(names_[c]),
-                  names_[c]));
+                  schema::toml_key(names_[c])));
             sqlite3_bind_double(s, at, v.d);
             break;
           case schema::value::tag::text:
@@ -176,7 +177,7 @@ class sqlite_inserter final : public row_inserter {
                   "declare the column as text to keep every digit (columns = {{ {} = "
                   "\"text\" }}), or load into a duckdb or postgres target",
                   dialect_.qualified(table_), first_seq + r + 1, dialect_.quote(names_[c]), v.s,
-                  names_[c]));
+                  schema::toml_key(names_[c])));
             }
             sqlite3_bind_text64(s, at, v.s.data(), v.s.size(), SQLITE_STATIC, SQLITE_UTF8);
             break;

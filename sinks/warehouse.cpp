@@ -1,4 +1,5 @@
 #include "sinks/warehouse.hpp"
+#include "schema/toml_text.hpp"
 
 #include <charconv>
 #include <cmath>
@@ -615,7 +616,7 @@ sink_error bad_value(const dialects::dialect& d, const dialects::table_ref& t,
   return sink_error(fmt::format(
       "{}: row {}, column '{}': value '{}' does not fit type {}; declare a type that holds it "
       "in flotilla.toml (the table's columns = {{ {} = \"{}\" }}) and run again",
-      d.qualified(t), row + 1, column, shown, engine_type, column,
+      d.qualified(t), row + 1, column, shown, engine_type, schema::toml_key(column),
       integer ? "bigint" : "<type>"));
 }
 

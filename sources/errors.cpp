@@ -1,4 +1,5 @@
 #include "sources/errors.hpp"
+#include "schema/toml_text.hpp"
 
 #include <cctype>
 
@@ -103,7 +104,7 @@ source_error bad_value(std::string_view source, std::string_view table, std::str
       "value at the source, or declare the column's type in flotilla.toml "
       "([sources.{}.tables.\"{}\"] columns = {{ {} = \"text\" }})",
       source, table, column, row, preview(value), schema::to_string(type), source, table,
-      column));
+      schema::toml_key(column)));
 }
 
 source_error bad_request(std::string_view source, std::string_view what) {

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sources/adapters.hpp"
+#include "schema/toml_text.hpp"
 #include "sources/duckdb_common.hpp"
 #include "sources/errors.hpp"
 #include "sources/marker.hpp"
@@ -1257,7 +1258,8 @@ class file_source final : public source {
                                    "pin the column's type in flotilla.toml ([sources.{}.tables."
                                    "\"{}\"] columns = {{ {} = \"decimal(p,s)\" }}, or "
                                    "{{ {} = \"text\" }})",
-                                   options_.name, request.table->name, column, column));
+                                   options_.name, request.table->name, schema::toml_key(column),
+                                   schema::toml_key(column)));
         }
       }
       auto result = duck::scan(con, spec, consume);
@@ -1303,7 +1305,7 @@ class file_source final : public source {
                           column, m[1].str()),
               fmt::format("pin the column's type in flotilla.toml ([sources.{}.tables.\"{}\"] "
                           "columns = {{ {} = \"text\" }}, or a decimal wide enough)",
-                          options_.name, table, column));
+                          options_.name, table, schema::toml_key(column)));
       }
   }
 
@@ -1835,7 +1837,7 @@ class file_source final : public source {
                           overflow ? (d > 0 ? "inf" : "-inf") : "0"),
               fmt::format("pin the column's type in flotilla.toml ([sources.{}.tables.\"{}\"] "
                           "columns = {{ {} = \"text\" }})",
-                          options_.name, request.table->name, doubles[i]));
+                          options_.name, request.table->name, schema::toml_key(doubles[i])));
         const std::string as_double = shortest_double(d);
         if (decimal_of(text) == decimal_of(as_double))
           continue;
@@ -1863,7 +1865,7 @@ class file_source final : public source {
                         doubles[i], text, as_double),
             fmt::format("pin the column's type in flotilla.toml ([sources.{}.tables.\"{}\"] "
                         "columns = {{ {} = {} }})",
-                        options_.name, request.table->name, doubles[i], pin));
+                        options_.name, request.table->name, schema::toml_key(doubles[i]), pin));
       }
   }
 

@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sources/adapters.hpp"
+#include "schema/toml_text.hpp"
 #include "sources/batch_builder.hpp"
 #include "sources/errors.hpp"
 #include "sources/marker.hpp"
@@ -517,7 +518,7 @@ class sqlite_source final : public source {
                 fmt::format("declare the column as a timestamp in flotilla.toml "
                             "([sources.{}.tables.\"{}\"] columns = {{ {} = \"timestamp_ntz\" }}), "
                             "or text",
-                            options_.name, table, name)));
+                            options_.name, table, schema::toml_key(name))));
           if (sqlite3_column_type(stmt.get(), static_cast<int>(i)) == SQLITE_FLOAT &&
               bare_decimal_drops_digits(types[i], sqlite3_column_double(stmt.get(), static_cast<int>(i))))
             throw refuse(error::read_failed(
@@ -530,7 +531,7 @@ class sqlite_source final : public source {
                             "([sources.{}.tables.\"{}\"] columns = {{ {} = \"double\" }} keeps "
                             "the values as SQLite stores them; or a decimal(p,s) with enough "
                             "places)",
-                            options_.name, table, name)));
+                            options_.name, table, schema::toml_key(name))));
           throw refuse(error::bad_value(options_.name, table, name,
                                         as_text(stmt.get(), static_cast<int>(i)), types[i],
                                         result.rows));
@@ -592,7 +593,7 @@ class sqlite_source final : public source {
                                      "(columns = {{ {} = \"text\" }})",
                                      column_name(c), at,
                                      as_text(stmt, static_cast<int>(c)).substr(0, 80),
-                                     schema::to_string(types[c]), column_name(c)));
+                                     schema::to_string(types[c]), schema::toml_key(column_name(c))));
       }
       first_row = false;
     }

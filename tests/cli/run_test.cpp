@@ -1091,6 +1091,33 @@ TEST_CASE("a filtered run refused for another source's target table does not ask
                  !Catch::Contains("a schema template with {source}"));
 }
 
+TEST_CASE("a pin a message suggests for a column whose name is no bare TOML key parses "
+          "when pasted, and loads") {
+  // `columns = { my col = "text" }` was suggested: pasted, flotilla.toml did not parse.
+  workdir w;
+  std::filesystem::create_directories(w.file("data"));
+  w.write("data/s.csv", "id,my col\n1,5\n");
+  const std::string toml = "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.f]\nadapter = \"csv\"\npath = \"data\"\n";
+  w.write("flotilla.toml", toml);
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  w.write("data/s.csv", "id,my col\n1,abc\n");
+  const auto j = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  const std::string why = j["tables"][0]["error"];
+  INFO(why);
+  const auto from = why.find("columns = {");
+  REQUIRE(from != std::string::npos);
+  const std::string pin = why.substr(from, why.find('}', from) + 1 - from);
+  CHECK(pin == "columns = { \"my col\" = \"text\" }");
+  w.write("flotilla.toml", toml + "[sources.f.tables.s]\n" + pin + "\n");
+  flotilla_json(w, {"run", "--allow-type-change-rebuild"}, &rc);
+  CHECK(rc == 0);
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT \"my col\" FROM f.s")[0][0] == "abc");
+}
+
 TEST_CASE("a NaN SQLite cannot store fails its table, naming the column; never a NULL") {
   workdir w;
   std::filesystem::create_directories(w.file("data"));
