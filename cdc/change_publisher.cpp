@@ -192,6 +192,9 @@ class pubsub_out final : public change_publisher {
     t.emulator_host = o.emulator_host;
     t.project = o.project;
     t.topic = o.topic;
+    // "target 'ps'" for a stream target: its section; else the events' own.
+    if (what.starts_with("target '") && what.ends_with("'"))
+      t.section = "[targets." + what.substr(8, what.size() - 9) + "]";
     auto c = events::pubsub_client::create(t);
     if (!c)
       throw std::runtime_error(

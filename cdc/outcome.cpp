@@ -661,8 +661,9 @@ outcome decider::on(const index_change& c) const {
 
 outcome decider::on(const drop_table&) const {
   return stop(code_table_dropped, fmt::format("captured table {} was dropped", before_.name),
-              "To retire a table, remove it from the source's include list before dropping it "
-              "on the source. Remove it from flotilla.toml now, then start the stream with "
+              "To retire a table, leave it out of the stream before dropping it on the "
+              "source. Where flotilla.toml names it (in include or a table section), remove "
+              "that now (a pattern such as \"*\" needs nothing); then start the stream with "
               "--reload, which copies every table again");
 }
 
@@ -671,9 +672,11 @@ outcome decider::on(const rename_table& c) const {
               fmt::format("captured table {} was renamed to {}, while the target table keeps the "
                           "old name",
                           before_.name, c.to),
-              fmt::format("Replace {} with {} in the source's include list, rename the target "
-                          "table to match, then start the stream with --reload, which copies "
-                          "every table again",
+              fmt::format("Where flotilla.toml names {} (in include or a table section), name "
+                          "{} there instead (a pattern such as \"*\" takes it as it is); then "
+                          "start the stream with --reload, which copies every table again (the "
+                          "target table of the old name is left as it is: drop it, or rename it "
+                          "to the new name before the reload to keep what depends on it)",
                           before_.name, c.to));
 }
 

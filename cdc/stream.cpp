@@ -1049,17 +1049,20 @@ class source_stream {
         !e.dropped && e.relid != 0 && renamed != gone_relids_.end() && renamed->second != name)
       throw stop_error(fmt::format(
           "PostgreSQL logical schema history gap for '{}': captured table {} was renamed to {}, "
-          "while the target table keeps the old name [{}] Replace {} with {} in the source's "
-          "include list, rename the target table to match, then start the stream with "
-          "--reload, which copies every table again",
+          "while the target table keeps the old name [{}] Where flotilla.toml names {} (in "
+          "include or a table section), name {} there instead (a pattern such as \"*\" takes "
+          "it as it is); then start the stream with --reload, which copies every table again "
+          "(the target table of the old name is left as it is: drop it, or rename it to the "
+          "new name before the reload to keep what depends on it)",
           renamed->second, renamed->second, name, code_table_renamed, renamed->second, name));
     if (!e.dropped || !gone_.contains(name))
       return;
     throw stop_error(fmt::format(
         "PostgreSQL logical schema history gap for '{}': captured table {} was dropped [{}] To "
-        "retire a table, remove it from the source's include list before dropping it on the "
-        "source. Remove it from flotilla.toml now, then start the stream with --reload, which "
-        "copies every table again",
+        "retire a table, leave it out of the stream before dropping it on the source. Where "
+        "flotilla.toml names it (in include or a table section), remove that now (a pattern "
+        "such as \"*\" needs nothing); then start the stream with --reload, which copies "
+        "every table again",
         name, name, code_table_dropped));
   }
 

@@ -609,9 +609,19 @@ delivery kafka_sink::deliver(std::span<const storage::pb::OutboxEntry> batch,
       if (p.first_failure == RD_KAFKA_RESP_ERR_NO_ERROR) {
         p.first_failure = err;
         p.first_failure_text = rd_kafka_err2str(err);
-        p.first_failure_event = fmt::format("'{}' ({}, {} bytes, of run {})", entry.key(),
+        // The event's sequence in its run, read from a JSON payload (only here, on the
+        // failure path); else the entry's place in the outbox.
+        std::string sequence = fmt::format("outbox entry {}", entry.sequence());
+        if (const auto at = payload.find("\"sequence\":"); at != std::string::npos) {
+          std::size_t end = at + 11;
+          while (end < payload.size() && payload[end] >= '0' && payload[end] <= '9')
+            ++end;
+          if (end > at + 11)
+            sequence = "sequence " + std::string(payload.substr(at + 11, end - at - 11));
+        }
+        p.first_failure_event = fmt::format("'{}' ({}, {} bytes, {} of run {})", entry.key(),
                                             type.empty() ? std::string_view("event") : type,
-                                            payload.size(), run_id);
+                                            payload.size(), sequence, run_id);
       }
       break;
     }

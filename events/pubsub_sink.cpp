@@ -200,9 +200,9 @@ error pubsub_client::failure(const http_result& r, std::string_view doing,
                              r.transport_error,
                              emulator()
                                  ? fmt::format("Check that the emulator runs and listens on {} "
-                                               "(events.pubsub.emulator_host in flotilla.toml, "
+                                               "(emulator_host in {} of flotilla.toml, "
                                                "or PUBSUB_EMULATOR_HOST)",
-                                               target_.emulator_host)
+                                               target_.emulator_host, target_.section)
                                  : std::string("Check that this machine reaches the service "
                                                "(network, proxy, DNS)"))};
   const std::string said = api_message(r.body);

@@ -55,6 +55,8 @@ struct pubsub_target {
   std::string access_token;
   /// How long publish() may take in all, and each request at most. Default: 30 s
   std::chrono::milliseconds timeout{30000};
+  /// The flotilla.toml section that sets these, as messages name it.
+  std::string section = "[events.pubsub]";
 };
 
 class pubsub_client {

@@ -697,12 +697,12 @@ class sqlite_source final : public source {
   }
 
   /// The UTC offset an ISO text timestamp ends with (`+02:00`, `+0200`, `+02`, `Z`,
-  /// ` UTC`), as `+HH:MM`; '' for none. SQL over `x`.
+  /// ` UTC`), as `+HH:MM` (`-00:00` as `+00:00`: the same offset); '' for none. SQL over `x`.
   static std::string offset_sql(const std::string& x) {
     return fmt::format(
-        "(CASE {1} WHEN 0 THEN '' WHEN 1 THEN '+00:00' WHEN 4 THEN '+00:00' "
+        "replace(CASE {1} WHEN 0 THEN '' WHEN 1 THEN '+00:00' WHEN 4 THEN '+00:00' "
         "WHEN 6 THEN substr({0}, -6) WHEN 5 THEN substr({0}, -5, 3) || ':' || substr({0}, -2) "
-        "ELSE substr({0}, -3) || ':00' END)",
+        "ELSE substr({0}, -3) || ':00' END, '-00:00', '+00:00')",
         x, offset_length_sql(x));
   }
 

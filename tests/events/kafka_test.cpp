@@ -374,7 +374,7 @@ TEST_CASE("an event over message.max.bytes is FLT-E002 naming it, its size and t
     CHECK(e.code == errc::broker_refused);
     CHECK_THAT(e.message, Catch::Contains("refused event '") &&
                               Catch::Contains("(run_started, ") &&
-                              Catch::Contains("bytes, of run run-1)") &&
+                              Catch::Contains("bytes, sequence 1 of run run-1)") &&
                               Catch::Contains("message.max.bytes (set to 1000)") &&
                               Catch::Contains("as too large") &&
                               Catch::Contains("\"message.max.bytes\"") &&
