@@ -108,10 +108,11 @@ struct planner {
     return fmt::format("{} has type {}, which cannot be read as {}; {}declare a type it can be "
                        "read as (columns = {{ {} = \"{}\" }}{}), or change it at the source",
                        column, T(source), T(declared),
-                       numeric_text ? "a source column read as text (a PostgreSQL numeric "
-                                      "without a scale, or a domain over one, is) cannot be "
-                                      "pinned to a number: give it a scale at the source "
-                                      "(numeric(18,2)), or select from a view that casts it; or "
+                       numeric_text ? "text is never read as a number (where the column is "
+                                      "a PostgreSQL numeric without a scale, or a domain over "
+                                      "one, which is read as its text, give it a scale at the "
+                                      "source, numeric(18,2), or select from a view that casts "
+                                      "it); or "
                                     : "",
                        schema::toml_key(column), T(suggest),
                        suggest == source ? "" : ", the live column's type: it is never narrowed");

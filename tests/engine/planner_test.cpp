@@ -186,6 +186,10 @@ TEST_CASE("a number pin on a column the source reads as text says the fix is at 
   CHECK_THAT(p.error->reason, Catch::Contains("a PostgreSQL numeric without a scale") &&
                                   Catch::Contains("numeric(18,2)") &&
                                   Catch::Contains("amount = \"text\""));
+  // A plain text column reads the same: the message says first that text is not read as
+  // a number, and gives the numeric's fix only for where the column is one.
+  CHECK_THAT(p.error->reason, Catch::Contains("text is never read as a number (where the "
+                                              "column is a PostgreSQL numeric"));
 }
 
 TEST_CASE("a widening a table rebuild makes is reported as the rebuild's, not in place") {
