@@ -136,13 +136,19 @@ contract_survey survey_contracts(const config::project& p,
     target_reader& reader = found->second;
     for (const auto& name : selected) {
       contract_table t;
+      // The target table by the table's own name, as a run names it: a schema or table
+      // name holding a dot ("s.1".t) splits the catalog name at the wrong dot.
+      std::string own_name;
       for (auto& c : catalog.tables)
-        if (c.qualified() == name)
+        if (c.qualified() == name) {
           t.source_columns = std::move(c.columns);
+          own_name = c.name;
+        }
       t.source = s.name;
       t.source_table = name;
       t.target = target->name;
-      const auto where = config::target_table(*target, s, name);
+      const auto where = own_name.empty() ? config::target_table(*target, s, name)
+                                          : config::target_table_named(*target, s, own_name);
       t.where = dialects::table_ref{where.catalog, where.schema, where.name};
       t.section = config::find_table(s, name);
       t.contract = config::effective_policy(p, s, t.section).contract;

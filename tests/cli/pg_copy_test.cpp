@@ -760,3 +760,32 @@ TEST_CASE("contract generate declares neither of two source tables whose names d
   CHECK(rc == 0);
   pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE", s, t));
 }
+
+TEST_CASE("contract diff finds the live table of a source table whose schema name holds a dot, "
+          "as run names it") {
+  // `"s.1".t` lands in <target schema>.t; the contract commands looked for `1.t`.
+  workdir w;
+  const std::string s = "pgsrc." + unique_suffix();
+  const std::string t = "pgtgt_" + unique_suffix();
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS \"{0}\" CASCADE; CREATE SCHEMA \"{0}\";"
+                                "CREATE TABLE \"{0}\".t (id int PRIMARY KEY, v text);"
+                                "INSERT INTO \"{0}\".t VALUES (1, 'a')",
+                                s));
+  w.write("flotilla.toml",
+          fmt::format("[project]\nname = \"p\"\n\n[targets.wh]\ndialect = \"postgres\"\n"
+                      "dsn = \"{0}\"\nschema = \"{2}\"\n\n[sources.app]\nadapter = \"postgres\"\n"
+                      "dsn = \"{0}\"\ninclude = [\"{1}.*\"]\n",
+                      pg_dsn(), s, t));
+  int rc = -1;
+  const auto run = flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  const std::string table = run["tables"][0]["table"];
+  CHECK(table == t + ".t");
+  const auto diff = run_flotilla(w, {"contract", "diff", "--output", "json"});
+  INFO(diff.out << diff.err);
+  CHECK(diff.exit_code == 0);
+  const auto j = nlohmann::json::parse(diff.out);
+  REQUIRE(j["tables"].size() == 1);
+  CHECK(j["tables"][0]["table"] == table);
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA \"{}\" CASCADE; DROP SCHEMA {} CASCADE", s, t));
+}
