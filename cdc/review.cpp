@@ -206,8 +206,10 @@ std::string review::resync_status() const {
 }
 
 bool review::ddl_was_tried() const {
-  return hold.state() == pb::HOLD_STATE_LAST_DECISION_FAILED && !hold.applied_ddl().empty() &&
-         !note.ddl_ran;
+  // Failed, or removed after it failed: the DDL did not commit.
+  return (hold.state() == pb::HOLD_STATE_LAST_DECISION_FAILED ||
+          hold.state() == pb::HOLD_STATE_REMOVED) &&
+         !hold.applied_ddl().empty() && !note.ddl_ran;
 }
 
 namespace {
@@ -422,6 +424,14 @@ review begin_decision(const review& r, const decision_plan& p, std::int64_t now_
   if (p.remove) {
     out.hold.set_state(pb::HOLD_STATE_REMOVED);
     out.note.phase.clear();
+    // The last failure stays as what happened; its call for a decision is answered.
+    if (auto e = out.hold.error(); e.ends_with(" Decide again.")) {
+      e.resize(e.size() - std::string_view(" Decide again.").size());
+      out.hold.set_error(e);
+    }
+    // A resync only asked for is called off by the removal (seed 003).
+    if (out.note.resync == resync_state::requested)
+      out.note.resync = resync_state::none;
     return out;
   }
   out.hold.set_state(pb::HOLD_STATE_APPLYING);

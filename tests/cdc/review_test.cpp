@@ -116,6 +116,20 @@ TEST_CASE("a review being carried out or closed does not accept a decision") {
         "This review is removed from pipeline; it does not accept a decision.");
 }
 
+TEST_CASE("a decision interrupted before its DDL committed, then the review removed, shows "
+          "the DDL as tried and no call to decide again") {
+  auto r = open_review(draft(rename_ddl), 100);
+  auto p = accept(r, {decision_kind::apply_proposed, ""});
+  auto interrupted = decision_interrupted(begin_decision(r, p, 200), 300);
+  CHECK(interrupted.ddl_was_tried());
+  CHECK_THAT(interrupted.hold.error(), Catch::EndsWith("Decide again."));
+  auto removed = begin_decision(interrupted, accept(interrupted, {decision_kind::remove, ""}), 400);
+  CHECK(removed.hold.state() == pb::HOLD_STATE_REMOVED);
+  CHECK(removed.ddl_was_tried());  // shown as Tried DDL: it never ran
+  CHECK_THAT(removed.hold.error(), Catch::Contains("it changed nothing") &&
+                                       !Catch::Contains("Decide again"));
+}
+
 TEST_CASE("a comment-only proposal disables apply and resync until it is edited") {
   auto r = open_review(draft(comment_proposal), 100);
   auto e = refuse(r, {decision_kind::apply_proposed, ""});
