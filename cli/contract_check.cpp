@@ -193,7 +193,8 @@ contract_survey survey_contracts(const config::project& p,
 std::vector<contract_finding> compare_contract(const std::vector<config::declared_column>& declared,
                                                config::contract_mode contract,
                                                const schema::table_schema& live,
-                                               const schema::type_rules& rules) {
+                                               const schema::type_rules& rules,
+                                               const schema::table_schema* source) {
   std::vector<contract_finding> out;
   for (const auto& d : declared) {
     const std::string want = schema::to_string(d.type);
@@ -219,7 +220,8 @@ std::vector<contract_finding> compare_contract(const std::vector<config::declare
       bool is_declared = false;
       for (const auto& d : declared)
         is_declared = is_declared || schema::same_name(d.name, c.name, rules.names());
-      if (!is_declared) {
+      if (!is_declared && !(source != nullptr && !source->columns.empty() &&
+                            source->find(c.name, rules.names()) == nullptr)) {
         const std::string have = schema::to_string(c.type);
         out.push_back(contract_finding{
             finding_kind::undeclared, c.name, "", have,
@@ -241,7 +243,8 @@ std::vector<contract_finding> findings_of(const contract_table& t) {
     return {contract_finding{finding_kind::missing_table, "", "", "",
                              fmt::format("the live table does not exist in target '{}'", t.target)}};
   static const std::vector<config::declared_column> none;
-  return compare_contract(t.section ? t.section->columns : none, t.contract, *t.live, *t.dialect);
+  return compare_contract(t.section ? t.section->columns : none, t.contract, *t.live, *t.dialect,
+                          &t.source_columns);
 }
 
 }  // namespace flotilla::cli

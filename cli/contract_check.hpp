@@ -79,10 +79,13 @@ struct contract_survey {
 /// The differences between a declaration and its live table (pure): declared columns
 /// missing from the live table or of another type (compared through `rules.canonical`,
 /// matched by `rules.names()`), then, under an enforced contract, live columns nothing
-/// declares. Types are named by their portable spelling.
+/// declares. Types are named by their portable spelling. With `source`, a live column the
+/// source no longer has is not one of those: dropped at the source, it is kept empty and
+/// never loaded, and it cannot be declared (FLT-S001), so it is no difference.
 [[nodiscard]] std::vector<contract_finding> compare_contract(
     const std::vector<config::declared_column>& declared, config::contract_mode contract,
-    const schema::table_schema& live, const schema::type_rules& rules);
+    const schema::table_schema& live, const schema::type_rules& rules,
+    const schema::table_schema* source = nullptr);
 
 /// The findings of a surveyed table: compare_contract, or missing_table / unreadable.
 [[nodiscard]] std::vector<contract_finding> findings_of(const contract_table& t);

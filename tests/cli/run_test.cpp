@@ -1118,6 +1118,34 @@ TEST_CASE("a pin a message suggests for a column whose name is no bare TOML key 
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT \"my col\" FROM f.s")[0][0] == "abc");
 }
 
+TEST_CASE("a table adopted by contract generate after a source column was dropped passes "
+          "contract diff once enforced") {
+  // The dropped column stays in the live table (never dropped) and cannot be declared
+  // (FLT-S001): diff reported it undeclared for ever.
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE t (id INTEGER PRIMARY KEY, a TEXT, gone TEXT);"
+                                "INSERT INTO t VALUES (1, 'x', 'g')");
+  const std::string toml = "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n"
+                           "include = [\"t\"]\n";
+  w.write("flotilla.toml", toml);
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  sqlite_exec(w.file("src.db"), "ALTER TABLE t DROP COLUMN gone");
+  REQUIRE(run_flotilla(w, {"contract", "generate", "--write"}).exit_code == 0);
+  std::ifstream in(w.file("flotilla.toml"));
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  const std::string include = "include = [\"t\"]\n";
+  text.replace(text.find(include), include.size(), include + "contract = \"enforced\"\n");
+  w.write("flotilla.toml", text);
+  const auto diff = run_flotilla(w, {"contract", "diff"});
+  INFO(diff.out << diff.err << text);
+  CHECK(diff.exit_code == 0);
+  flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+}
+
 TEST_CASE("a NaN SQLite cannot store fails its table, naming the column; never a NULL") {
   workdir w;
   std::filesystem::create_directories(w.file("data"));
