@@ -697,7 +697,11 @@ struct planner {
       // target) takes the source's values as they are. Not a live text column whose
       // source turned numeric: that is seed 001's unsafe STRING -> INT, which a table with
       // a contract stops on. Seed 001 (Rocky, without one) changes it back.
-      if ((settings.enforced || !settings.declared.empty()) &&
+      // A table whose contract is set, `contract = "none"` written out included (seed 000's
+      // own mode, which "follows the live table, including changes made by hand"); only
+      // the built-in default is Rocky's.
+      if ((settings.enforced || !settings.declared.empty() ||
+           settings.contract_from != "default") &&
           dialect.is_safe_widening(want, have) && !dialects::is_text_representation(want, have)) {
         retype(p.load_columns, col.name, l->type);
         continue;

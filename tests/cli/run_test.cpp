@@ -1146,6 +1146,33 @@ TEST_CASE("a table adopted by contract generate after a source column was droppe
   CHECK(rc == 0);
 }
 
+TEST_CASE("contract = \"none\" written out follows a live column widened by hand (seed 000); "
+          "the built-in default changes it back (seed 001)") {
+  for (const bool explicit_none : {true, false}) {
+    INFO(explicit_none);
+    workdir w;
+    sqlite_exec(w.file("src.db"), "CREATE TABLE t (id INTEGER PRIMARY KEY, n INT);"
+                                  "INSERT INTO t VALUES (1, 5)");
+    w.write("flotilla.toml", std::string("[targets.wh]\ndialect = \"duckdb\"\npath = "
+                                         "\"wh.duckdb\"\n[sources.s]\nadapter = \"sqlite\"\n"
+                                         "path = \"src.db\"\n") +
+                                 (explicit_none ? "contract = \"none\"\n" : ""));
+    int rc = -1;
+    flotilla_json(w, {"run"}, &rc);
+    REQUIRE(rc == 0);
+    duckdb_exec(w.file("wh.duckdb"), "ALTER TABLE s.t ALTER COLUMN n TYPE BIGINT");
+    sqlite_exec(w.file("src.db"), "INSERT INTO t VALUES (2, 6)");
+    const auto j = flotilla_json(w, {"run"}, &rc);
+    INFO(j.dump(2));
+    CHECK(rc == 0);
+    const auto type = duckdb_query(w.file("wh.duckdb"), "SELECT data_type FROM duckdb_columns() "
+                                                        "WHERE table_name = 't' AND column_name = 'n'");
+    CHECK(type[0][0] == (explicit_none ? "BIGINT" : "INTEGER"));
+    CHECK(j["drift"]["actions_taken"].empty() == explicit_none);
+    CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM s.t")[0][0] == "2");
+  }
+}
+
 TEST_CASE("a NaN SQLite cannot store fails its table, naming the column; never a NULL") {
   workdir w;
   std::filesystem::create_directories(w.file("data"));
