@@ -1178,15 +1178,17 @@ class source_stream {
     // A partitioned table's changes happen in its partitions, and each partition's own
     // replica identity decides what PostgreSQL sends: they are checked too.
     auto rows = source_->query(fmt::format(
-        "WITH roots AS (SELECT unnest(ARRAY[{}]::oid[]) AS oid), rels AS (SELECT oid FROM "
-        "roots UNION SELECT pt.relid FROM roots, LATERAL pg_catalog.pg_partition_tree(roots.oid) "
-        "pt) "
+        "WITH roots AS (SELECT unnest(ARRAY[{}]::oid[]) AS oid), rels AS (SELECT oid, oid AS "
+        "root FROM roots UNION SELECT pt.relid, roots.oid FROM roots, LATERAL "
+        "pg_catalog.pg_partition_tree(roots.oid) pt) "
         "SELECT n.nspname || '.' || c.relname, quote_ident(n.nspname) || '.' || "
         "quote_ident(c.relname), c.relreplident::text, ri.indexrelid::regclass::text, "
         "(SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) FROM "
         "pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attnum = ANY(ri.indkey)), "
         "(SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) FROM "
-        "pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attnum = ANY(pk.indkey)) "
+        "pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attnum = ANY(pk.indkey)), "
+        "(SELECT rn.nspname || '.' || r.relname FROM pg_catalog.pg_class r JOIN "
+        "pg_catalog.pg_namespace rn ON rn.oid = r.relnamespace WHERE r.oid = rels.root) "
         "FROM rels JOIN pg_catalog.pg_class c ON c.oid = rels.oid "
         "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
         "JOIN pg_catalog.pg_index pk ON pk.indrelid = c.oid AND pk.indisprimary "
@@ -1199,27 +1201,34 @@ class source_stream {
       return;
     std::vector<std::string> found;
     std::string statements, names;
+    std::set<std::string> excluded;
     for (const auto& r : rows) {
+      // A partition is read through its partitioned table, the one captured: that is the
+      // one to leave out, and the one named beside the partition.
+      const std::string captured = r[6].value_or(*r[0]);
+      const std::string part_of =
+          captured == *r[0] ? std::string() : fmt::format(" (a partition of '{}')", captured);
       if (r[2] && *r[2] == "n")
-        found.push_back(fmt::format("table '{}' has REPLICA IDENTITY NOTHING: once it is in the "
-                                    "stream's publication, PostgreSQL refuses every UPDATE and "
-                                    "DELETE on it, the application's own included",
-                                    *r[0]));
+        found.push_back(fmt::format("table '{}'{} has REPLICA IDENTITY NOTHING: once it is in "
+                                    "the stream's publication, PostgreSQL refuses every UPDATE "
+                                    "and DELETE on it, the application's own included",
+                                    *r[0], part_of));
       else
         found.push_back(fmt::format(
-            "table '{}' has REPLICA IDENTITY USING INDEX {} ({}), not its primary key ({}): "
-            "PostgreSQL then sends only those columns as an updated or deleted row's old "
-            "key, and the stream finds the target's row by the primary key, so the target "
-            "would keep rows the source changed the key of or deleted",
-            *r[0], r[3].value_or("?"), r[4].value_or("?"), r[5].value_or("?")));
+            "table '{}'{} has REPLICA IDENTITY USING INDEX {} ({}), not its primary key "
+            "({}): PostgreSQL then sends only those columns as an updated or deleted row's "
+            "old key, and the stream finds the target's row by the primary key, so the "
+            "target would keep rows the source changed the key of or deleted",
+            *r[0], part_of, r[3].value_or("?"), r[4].value_or("?"), r[5].value_or("?")));
       statements += fmt::format("{}ALTER TABLE {} REPLICA IDENTITY DEFAULT;",
                                 statements.empty() ? "" : " ", *r[1]);
-      names += (names.empty() ? "" : ", ") + config::toml_string(*r[0]);
+      if (excluded.insert(captured).second)
+        names += (names.empty() ? "" : ", ") + config::toml_string(captured);
     }
     throw std::runtime_error(fmt::format(
         "source '{}': {}. Run {} on the source (or FULL instead of DEFAULT), or leave the "
         "table{} out of the stream (exclude = [{}] in [sources.{}])",
-        src_.name, fmt::join(found, "; "), statements, rows.size() == 1 ? "" : "s", names,
+        src_.name, fmt::join(found, "; "), statements, excluded.size() == 1 ? "" : "s", names,
         src_.name));
   }
 

@@ -292,6 +292,8 @@ int report_result(const review_args& a, const cdc::decision_result& decision,
       j["errors"] = nlohmann::json::array(
           {{{"code", r.code.empty() ? std::string(cdc::code_decision_failed) : r.code},
             {"message", r.message.empty() && r.after ? outcome_line(*r.after) : r.message}}});
+      if (!r.hint.empty())
+        j["errors"][0]["hint"] = r.hint;
     }
     if (r.after)
       j["review"] = review_json(*r.after, store ? kept_count(*store, *r.after) : 0);
