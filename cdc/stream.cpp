@@ -1169,10 +1169,7 @@ class source_stream {
   /// refuses to start, naming the table and the statement that fixes it (checked at every
   /// start: the identity may change between two).
   void refuse_unusable_identity() const {
-    std::string relids;
-    for (const auto& t : tables_)
-      if (t.relid != 0 && !t.layout.key.empty())
-        relids += (relids.empty() ? "" : ", ") + std::to_string(t.relid);
+    const std::string relids = captured_relids(true);
     if (relids.empty())
       return;
     // A partitioned table's changes happen in its partitions, and each partition's own
@@ -1236,11 +1233,17 @@ class source_stream {
   /// PostgreSQL 15's logical replication leaves generated columns out of every row it
   /// sends: streamed, such a column would turn NULL on the target at each insert and
   /// update. The stream refuses to start rather than lose their values.
-  void refuse_generated_columns() const {
+  /// The captured tables' oids (of the keyed ones only, with `keyed`), as an SQL list.
+  [[nodiscard]] std::string captured_relids(bool keyed) const {
     std::string relids;
     for (const auto& t : tables_)
-      if (t.relid != 0)
+      if (t.relid != 0 && (!keyed || !t.layout.key.empty()))
         relids += (relids.empty() ? "" : ", ") + std::to_string(t.relid);
+    return relids;
+  }
+
+  void refuse_generated_columns() const {
+    const std::string relids = captured_relids(false);
     if (relids.empty())
       return;
     auto rows = source_->query(fmt::format(

@@ -717,8 +717,14 @@ class sqlite_source final : public source {
   /// and offset without the fraction (SQLite's date functions round a fraction to
   /// milliseconds, which can carry into the next second, and read no ` UTC`). SQL.
   static std::string utc_second_sql(const std::string& x) {
-    return fmt::format("strftime('%Y-%m-%d %H:%M:%S', substr({0}, 1, CASE WHEN substr({0}, 17, "
-                       "1) = ':' THEN 19 ELSE 16 END) || {1})",
+    return fmt::format("strftime('%Y-%m-%d %H:%M:%S', {})", whole_seconds_sql(x));
+  }
+
+  /// An ISO text timestamp without its fraction, its offset as `+HH:MM`: what SQLite's
+  /// date functions read. SQL.
+  static std::string whole_seconds_sql(const std::string& x) {
+    return fmt::format("substr({0}, 1, CASE WHEN substr({0}, 17, 1) = ':' THEN 19 ELSE 16 END) "
+                       "|| {1}",
                        x, offset_sql(x));
   }
 
@@ -744,6 +750,16 @@ class sqlite_source final : public source {
                        t, c, canonical_sql(c, 6));
   }
 
+  /// A probe with the watermark bound as ?1: true when it finds a row (the statement
+  /// then stands on it). A probe SQLite cannot prepare finds nothing.
+  static bool row_found(statement& stmt, const std::string& after) {
+    if (stmt.prepare_rc() != SQLITE_OK)
+      return false;
+    sqlite3_bind_text(stmt.get(), 1, after.data(), static_cast<int>(after.size()),
+                      SQLITE_TRANSIENT);
+    return sqlite3_step(stmt.get()) == SQLITE_ROW;
+  }
+
   /// ISO text timestamps compare as text in SQLite, so values with different UTC offsets
   /// order by their local times: `09:30+00:00` sorts before a watermark of `10:00+02:00`
   /// (08:00 UTC) though it is a later instant. A row whose offset differs from the
@@ -756,11 +772,7 @@ class sqlite_source final : public source {
                                    "'text' AND {1} <> {3} LIMIT 1",
                                    c, offset_sql(c), t, offset_sql("?1"),
                                    offset_length_sql("?1")));
-    if (stmt.prepare_rc() != SQLITE_OK)
-      return;
-    sqlite3_bind_text(stmt.get(), 1, after.data(), static_cast<int>(after.size()),
-                      SQLITE_TRANSIENT);
-    if (sqlite3_step(stmt.get()) != SQLITE_ROW)
+    if (!row_found(stmt, after))
       return;
     const std::string other = as_text(stmt.get(), 1);
     const std::string wm_offset = as_text(stmt.get(), 2);
@@ -792,10 +804,9 @@ class sqlite_source final : public source {
         wm_suffix_length <= after.size() ? after.substr(after.size() - wm_suffix_length) : "";
     const std::string layout = fmt::format(
         "%Y-%m-%d{}%H:%M:%S", after.size() > 10 && after[10] == 'T' ? "T" : " ");
-    const std::string value = fmt::format(
-        "strftime('{0}', substr({1}, 1, CASE WHEN substr({1}, 17, 1) = ':' THEN 19 ELSE 16 END) "
-        "|| {2}, '{3:+} minutes') || {4}",
-        layout, c, offset_sql(c), minutes, quote_literal(wm_suffix));
+    const std::string value =
+        fmt::format("strftime('{}', {}, '{:+} minutes') || {}", layout, whole_seconds_sql(c),
+                    minutes, quote_literal(wm_suffix));
     throw error::read_failed(
         options_.name, table, options_.path, message,
         fmt::format("store every value of the column at the watermark's offset ({0}), in its "
@@ -819,11 +830,7 @@ class sqlite_source final : public source {
                                    "'-2 days') AND {0} < ?1 AND typeof({0}) = 'text' AND "
                                    "length({0}) >= 16 AND {2} > {3} LIMIT 1",
                                    c, t, canonical_sql(c, 9), canonical_sql("?1", 9)));
-    if (stmt.prepare_rc() != SQLITE_OK)
-      return;
-    sqlite3_bind_text(stmt.get(), 1, after.data(), static_cast<int>(after.size()),
-                      SQLITE_TRANSIENT);
-    if (sqlite3_step(stmt.get()) != SQLITE_ROW)
+    if (!row_found(stmt, after))
       return;
     throw error::read_failed(
         options_.name, table, options_.path,
