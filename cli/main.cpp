@@ -128,9 +128,18 @@ int main(int argc, char** argv) {
   const auto usage_error = [&](const std::string& message) {
     fmt::print(stderr, "{}", message);
     if (json) {
-      std::string text = message;
-      while (!text.empty() && text.back() == '\n')
-        text.pop_back();
+      // One line for a machine: the terminal's closing "Run with --help ..." left out,
+      // several hints joined with "; ".
+      std::string text;
+      std::size_t from = 0;
+      while (from < message.size()) {
+        const auto nl = message.find('\n', from);
+        const auto line = message.substr(from, nl == std::string::npos ? std::string::npos : nl - from);
+        from = nl == std::string::npos ? message.size() : nl + 1;
+        if (line.empty() || line.starts_with("Run with --help"))
+          continue;
+        text += (text.empty() ? "" : "; ") + line;
+      }
       note_refusal("", text);
       (void)print_refusals_json();
     }

@@ -41,6 +41,7 @@ using cdc::review;
 struct review_args {
   std::string action;  ///< list, show, apply, edit, resync, remove
   std::vector<std::string> which;  ///< <target> <source>.<table>, or an id
+  std::string which_first, which_second;  ///< the two positionals `which` is made of
   std::string output = "text";
   std::string target;  ///< list: one target only
   std::string ddl;
@@ -605,11 +606,18 @@ verb review_verb() {
           auto* s = r->add_subcommand(name, help);
           s->add_option("--output", args->output, "text or json")
               ->check(CLI::IsMember({"text", "json"}));
-          if (named)
-            s->add_option("review", args->which,
-                          "<target> <source>.<table>, or the id `review list` prints")
-                ->type_name("TARGET SOURCE.TABLE | ID")
-                ->expected(1, 2);
+          // Two positionals rather than one of 1-2 values, whose usage line CLI11 writes
+          // as "[review(1x)]".
+          if (named) {
+            s->add_option("review", args->which_first,
+                          "the target, followed by the table; or the id `review list` prints; "
+                          "or the table alone, when it is held on one target only")
+                ->type_name("TARGET | ID");
+            s->add_option("table", args->which_second,
+                          "<source>.<schema>.<table> (PostgreSQL source), as `review list` "
+                          "prints it")
+                ->type_name("SOURCE.SCHEMA.TABLE");
+          }
           subs->emplace_back(name, s);
           return s;
         };
@@ -638,6 +646,10 @@ verb review_verb() {
         for (const auto& [name, s] : *subs)
           if (s->parsed()) {
             args->action = name;
+            args->which.clear();
+            for (const auto* w : {&args->which_first, &args->which_second})
+              if (!w->empty())
+                args->which.push_back(*w);
             return true;
           }
         return false;

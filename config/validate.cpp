@@ -7,6 +7,7 @@
 
 #include "config/policy.hpp"
 #include "config/selection.hpp"
+#include "schema/toml_text.hpp"
 
 namespace flotilla::config {
 namespace {
@@ -38,13 +39,24 @@ struct checker {
           if (n == "source" || s.tags.contains(n))
             continue;
           std::string tags = "source";
-          for (const auto& [k, v] : s.tags)
+          std::vector<std::string_view> known{"source"};
+          for (const auto& [k, v] : s.tags) {
             tags += ", " + k;
-          report(errc::unknown_placeholder, s.at, key_path({"targets", t.name, "schema"}),
+            known.push_back(k);
+          }
+          // Reported at the source, the one of the target's sources that lacks the tag:
+          // the template is shared, the fix is usually this source's tags (or a typo in
+          // the template, which the near match points at).
+          const std::string near = nearest(n, known);
+          const auto where = t.schema_at.line ? t.schema_at : t.at;
+          report(errc::unknown_placeholder, s.at, key_path({"sources", s.name, "tags"}),
                  fmt::format("{{{}}}", n), tags,
                  fmt::format("source '{}' has no tag '{}', used by the schema template '{}' of "
-                             "target '{}'",
-                             s.name, n, t.schema, t.name));
+                             "target '{}' (targets.{}.schema, line {}); {}add {} to its tags, or "
+                             "change the template",
+                             s.name, n, t.schema, t.name, t.name, where.line,
+                             near.empty() ? "" : fmt::format("did you mean {{{}}}? or ", near),
+                             fmt::format("{} = \"...\"", schema::toml_key(n))));
         }
       }
     }

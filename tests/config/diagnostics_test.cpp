@@ -410,12 +410,31 @@ tags = { client = "globex" }
 )toml");
   INFO(all_messages(r));
   REQUIRE(count_code(r, errc::unknown_placeholder) == 1);
-  const auto& d = expect(r, errc::unknown_placeholder, "targets.wh.schema");
+  // Reported where the fix usually goes, the source lacking the tag; the message names
+  // the template's key and line too.
+  const auto& d = expect(r, errc::unknown_placeholder, "sources.globex.tags");
   CHECK(d.value == "{region}");
   CHECK(d.message.find("globex") != std::string::npos);
   CHECK(d.message.find("'wh'") != std::string::npos);
-  CHECK(d.message.find("region") != std::string::npos);
+  CHECK(d.message.find("targets.wh.schema, line 5") != std::string::npos);
+  CHECK(d.message.find("add region = \"...\" to its tags") != std::string::npos);
   CHECK(d.line == 12);  // the source's section
+}
+
+TEST_CASE("a misspelt placeholder is FLT-C009 with the tag it most likely meant") {
+  auto r = load(R"toml(
+[targets.wh]
+dialect = "duckdb"
+path = "w.duckdb"
+schema = "s_{regoin}"
+
+[sources.shop]
+adapter = "sqlite"
+path = "a.db"
+tags = { region = "eu" }
+)toml");
+  const auto& d = expect(r, errc::unknown_placeholder, "sources.shop.tags");
+  CHECK(d.message.find("did you mean {region}?") != std::string::npos);
 }
 
 TEST_CASE("a schema template with unbalanced braces is FLT-C010") {
