@@ -150,7 +150,7 @@ contract_survey survey_contracts(const config::project& p,
       const auto where = own_name.empty() ? config::target_table(*target, s, name)
                                           : config::target_table_named(*target, s, own_name);
       t.where = dialects::table_ref{where.catalog, where.schema, where.name};
-      t.section = config::find_table(s, name);
+      t.section = config::find_table(s, name, names);
       t.contract = config::effective_policy(p, s, t.section).contract;
       t.dialect = reader.dialect;
       if (!reader.unreadable.empty()) {
@@ -220,13 +220,24 @@ std::vector<contract_finding> compare_contract(const std::vector<config::declare
       bool is_declared = false;
       for (const auto& d : declared)
         is_declared = is_declared || schema::same_name(d.name, c.name, rules.names());
-      if (!is_declared && !(source != nullptr && !source->columns.empty() &&
-                            source->find(c.name, rules.names()) == nullptr)) {
-        const std::string have = schema::to_string(c.type);
-        out.push_back(contract_finding{
-            finding_kind::undeclared, c.name, "", have,
-            fmt::format("column '{}' ({}) is in the live table but not declared", c.name, have)});
-      }
+      if (is_declared)
+        continue;
+      // Seed 000: every live column nothing declares. One the source does not have either
+      // (dropped there, or added to the target by hand) cannot be declared (FLT-S001):
+      // the message says so and how to end the difference.
+      const bool not_in_source = source != nullptr && !source->columns.empty() &&
+                                 source->find(c.name, rules.names()) == nullptr;
+      const std::string have = schema::to_string(c.type);
+      out.push_back(contract_finding{
+          finding_kind::undeclared, c.name, "", have,
+          not_in_source
+              ? fmt::format("column '{}' ({}) is in the live table but not declared, and the "
+                            "source has no such column (dropped there, or added to the target "
+                            "by hand; it is never loaded): drop it from the live table, or set "
+                            "contract = \"none\" for the table",
+                            c.name, have)
+              : fmt::format("column '{}' ({}) is in the live table but not declared", c.name,
+                            have)});
     }
   return out;
 }

@@ -188,6 +188,7 @@ std::string_view edit_label(config::declaration_edit e) {
     case config::declaration_edit::replaced_columns: return "columns replaced";
     case config::declaration_edit::added_columns: return "columns added";
     case config::declaration_edit::added_section: return "section added";
+    case config::declaration_edit::unchanged: return "already declared";
   }
   return "";
 }

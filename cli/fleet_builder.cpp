@@ -893,6 +893,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       struct chosen {
         std::string name;
         std::size_t index;  // in cat.tables
+        const config::table_config* section;  // its table section; null when none
       };
       // Tables flotilla.toml names that the source lacks fail, named (a typo would
       // otherwise select nothing, silently); a retry covers only the tables it retries.
@@ -919,7 +920,10 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         if (!only.empty() && !only.contains(key) && !only.contains(src->name + ".*") &&
             (schema_part.empty() || !only.contains(table_key(src->name, cat.tables[index].name))))
           continue;
-        selected.push_back({std::move(names[index]), index});
+        // The section with every catalog name at hand: a section spelled as another of
+        // its names is that table's alone.
+        const config::table_config* section = config::find_table(*src, names[index], names);
+        selected.push_back({names[index], index, section});
         keys.push_back(std::move(key));
       }
       std::vector<storage::table_state> states;
@@ -973,7 +977,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       // landing on one, the one the user configured loads, not one an include pattern
       // also picked up (audit.orders beside the configured public.orders).
       for (std::size_t i = 0; i < selected.size(); ++i)
-        if (config::find_table(*src, selected[i].name) != nullptr) {
+        if (selected[i].section != nullptr) {
           const auto where = target_named(cat.tables[selected[i].index].name);
           taken.try_emplace(
               claim_key(rule, database, dialects::table_ref{where.catalog, where.schema, where.name}),
@@ -995,7 +999,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       for (std::size_t i = 0; i < selected.size(); ++i) {
         const std::string& name = selected[i].name;
         const std::string& key = keys[i];
-        const config::table_config* section = config::find_table(*src, name);
+        const config::table_config* section = selected[i].section;
         auto policy = config::effective_policy(*project, *src, section);
         // Built in place: a spec is large (a job with its settings and catalog slice).
         actors::table_spec& ts = out.emplace_back();
@@ -1089,20 +1093,6 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                               ? "--no-prune, as the run retried had it: every table is copied"
                               : "--no-prune: every table is copied";
         const bool target_missing = missing_files->contains(target->name);
-        if (target_missing && ts.prune) {
-          ts.prune = false;
-          ts.not_pruned = store != nullptr && states[i].marker
-                              ? fmt::format("the target's database file {} is missing",
-                                            target->path)
-                              : std::string("no earlier copy is recorded");
-        }
-        // Its target table dropped since (by hand, the database created anew): the rows
-        // the prune would trust are gone.
-        if (ts.prune && store != nullptr && states[i].marker)
-          if (auto why = presence->missing(*target, ts.job.target)) {
-            ts.prune = false;
-            ts.not_pruned = std::move(*why);
-          }
         if (policy.prune_unchanged)  // --no-prune too: the marker it records keeps it
           ts.settings_hash = settings_hash(target_hash, ts.job);
         const bool declared = section != nullptr && !section->columns.empty();
@@ -1117,6 +1107,20 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           h.add(ts.settings_hash);
           h.add(fmt::format("gate:{}", config::to_string(policy.on_source_drift)));
           ts.settings_hash = h.hex();
+        }
+        // Its target table dropped since (by hand, the database created anew): the rows
+        // the prune would trust are gone. Asked only of a table whose settings (its target
+        // among them) are those of its last copy: another target never had it, and the
+        // changed settings say why it is copied.
+        if (ts.prune && store != nullptr && states[i].marker &&
+            states[i].marker->settings() == ts.settings_hash) {
+          if (target_missing) {
+            ts.prune = false;
+            ts.not_pruned = fmt::format("the target's database file {} is missing", target->path);
+          } else if (auto why = presence->missing(*target, ts.job.target)) {
+            ts.prune = false;
+            ts.not_pruned = std::move(*why);
+          }
         }
         // The read shape (seed 004's hints): every column (none listed), and the cursor
         // filter's shape without its value, so an incremental table's watermark never

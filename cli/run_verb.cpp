@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <optional>
 #include <thread>
 #include <tuple>
 
@@ -122,12 +123,19 @@ class progress_line {
     if (!isatty(STDERR_FILENO))
       return;
     thread_ = std::thread([this] {
-      auto start = std::chrono::steady_clock::now();
+      const auto start = std::chrono::steady_clock::now();
+      // The rate stops at the last table: what follows (events, the run record) is not
+      // copying, and would make the last figure shown the lowest.
+      std::optional<std::chrono::steady_clock::time_point> copied;
       while (!stop_.load()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         // Until every source's catalog is in, the total is of those read so far: says so.
         const auto read = p_.sources_read.load(), sources = p_.sources_total.load();
+        const auto now = std::chrono::steady_clock::now();
+        if (!copied && read >= sources && p_.tables_total.load() > 0 &&
+            p_.tables_done.load() >= p_.tables_total.load())
+          copied = now;
+        const double secs = std::chrono::duration<double>(copied.value_or(now) - start).count();
         fmt::print(stderr, "\r\x1b[Ktables {}/{}{}  rows {}  {:.0f} rows/s", p_.tables_done.load(),
                    p_.tables_total.load(),
                    read < sources ? fmt::format("+ (catalogs {}/{})", read, sources) : "",

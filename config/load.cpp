@@ -289,7 +289,12 @@ class loader {
       const std::string key = key_path_append(path, k.str());
       std::string message;
       const std::string homes = homes_of(k.str(), allowed);
-      if (elsewhere && contains(*elsewhere, k.str())) {
+      const std::string near_key = nearest(k.str(), allowed);
+      if (v.is_table() && !near_key.empty() && near_key != k.str()) {
+        // A section under a misspelt name ([target.w] for [targets.w]): the near key, not
+        // a scalar of the same name elsewhere (a source's `target`).
+        message = fmt::format("unknown key '{}'; did you mean '{}'?", k.str(), near_key);
+      } else if (elsewhere && contains(*elsewhere, k.str())) {
         message = fmt::format("'{}' does not belong here; it belongs in {}", k.str(), elsewhere_hint);
       } else if (!homes.empty() && path.starts_with("targets.") &&
                  homes.find("[targets.NAME]") != std::string::npos) {

@@ -269,6 +269,35 @@ const table_config* find_table(const source_config& s, std::string_view catalog_
   return nullptr;
 }
 
+namespace {
+
+/// The section's name is `name` as written, case and all (a bare section name for a
+/// qualified catalog name: its table part), not only ignoring case.
+bool spelled_as(const table_config& t, std::string_view name, bool bare) {
+  if (t.name == name)
+    return true;
+  return !bare && !qualified(t.name) && qualified(name) && table_part(name) == t.name;
+}
+
+}  // namespace
+
+const table_config* find_table(const source_config& s, std::string_view catalog_name,
+                               const std::vector<std::string>& catalog) {
+  const table_config* t = find_table(s, catalog_name);
+  const bool bare = bare_names(s);
+  if (t == nullptr || spelled_as(*t, catalog_name, bare))
+    return t;
+  // Matched ignoring case only. A section spelled exactly as this name wins; one spelled
+  // exactly as another table of the catalog is that table's alone.
+  for (const auto& other : s.tables)
+    if (spelled_as(other, catalog_name, bare))
+      return &other;
+  for (const auto& n : catalog)
+    if (n != catalog_name && spelled_as(*t, n, bare))
+      return nullptr;
+  return t;
+}
+
 std::vector<std::size_t> select_table_indices(const source_config& s,
                                               const std::vector<std::string>& catalog_table_names,
                                               const std::vector<filter>& filters) {
@@ -282,7 +311,7 @@ std::vector<std::size_t> select_table_indices(const source_config& s,
   };
   for (std::size_t i = 0; i < catalog_table_names.size(); ++i) {
     const std::string& name = catalog_table_names[i];
-    const bool wanted = find_table(s, name) != nullptr || any(s.include, name);
+    const bool wanted = find_table(s, name, catalog_table_names) != nullptr || any(s.include, name);
     if (!wanted || any(s.exclude, name))
       continue;
     const bool filtered_in = std::all_of(filters.begin(), filters.end(), [&](const filter& f) {

@@ -66,6 +66,12 @@ struct filter {
 /// first section matching by the name rule; null when none. Section names are literal
 /// names: a `*` in one is not a glob.
 [[nodiscard]] const table_config* find_table(const source_config& s, std::string_view catalog_name);
+/// find_table for a name of a source whose catalog names are `catalog`: a section that
+/// matches `catalog_name` only ignoring case, and is spelled exactly as another name of
+/// the catalog (`public.Orders` beside `public.orders` on PostgreSQL, `Sales.csv` beside
+/// `sales.csv`), is that table's alone.
+[[nodiscard]] const table_config* find_table(const source_config& s, std::string_view catalog_name,
+                                             const std::vector<std::string>& catalog);
 
 /// Builds s.table_lookup so find_table costs O(1) on sources with thousands of sections.
 /// The loader calls it; call it again after changing s.tables in code.

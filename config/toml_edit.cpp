@@ -199,6 +199,8 @@ class declaration_writer {
       return fail(fmt::format("tables.{} of source '{}' is not a table", toml_key(name), d.source));
     const std::string columns = columns_inline_table(d.columns);
     if (auto cols = find_entry(*sec, "columns")) {
+      if (declares_already(*cols, d))
+        return declaration_edit::unchanged;
       auto done = replace_columns(*cols, d, columns);
       if (!done)
         return std::unexpected(done.error());
@@ -289,6 +291,24 @@ class declaration_writer {
              std::string(lines_.slice(lines_.end(ve.line), lines_.next(ve.line)));
     replace(lines_.begin(kb.line), lines_.next(ve.line), std::move(keep));
     return {};
+  }
+
+  /// The section's `columns` name exactly the declaration's columns, in its order, with
+  /// its types (as written: the same text).
+  static bool declares_already(const entry& cols, const table_declaration& d) {
+    const auto* t = cols.value->as_table();
+    if (t == nullptr || t->size() != d.columns.size())
+      return false;
+    const auto entries = in_file_order(*t);
+    if (entries.size() != d.columns.size())
+      return false;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const auto* v = entries[i].value->as_string();
+      if (entries[i].key->str() != d.columns[i].name || v == nullptr ||
+          v->get() != d.columns[i].type)
+        return false;
+    }
+    return true;
   }
 
   [[nodiscard]] std::expected<void, edit_error> replace_columns(const entry& cols,
@@ -448,6 +468,7 @@ std::string errno_text(int e) {
 std::string_view to_string(declaration_edit e) {
   switch (e) {
     case declaration_edit::replaced_columns: return "replaced_columns";
+    case declaration_edit::unchanged: return "unchanged";
     case declaration_edit::added_columns: return "added_columns";
     case declaration_edit::added_section: return "added_section";
   }

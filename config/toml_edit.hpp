@@ -38,6 +38,7 @@ enum class declaration_edit : std::uint8_t {
   replaced_columns,  ///< the section's `columns` were replaced
   added_columns,     ///< the section had no `columns`; a `columns = ...` line was added
   added_section,     ///< a new section was appended after its source's last line
+  unchanged,         ///< the section's `columns` already declare exactly these
 };
 
 [[nodiscard]] std::string_view to_string(declaration_edit e);

@@ -102,9 +102,34 @@ std::vector<std::string> dialect::rebuild_and_swap(const table_ref& t,
 std::vector<std::string> dialect::refresh_in_place(const table_ref& t,
                                                    const std::optional<schema::table_schema>& live,
                                                    const schema::table_schema& columns) const {
-  if (live && *live == columns)
-    return {"DELETE FROM " + qualified(t)};
+  if (live)
+    if (const auto r = schema::relaxation_for(*live, columns))
+      if (auto relax = relax_in_place(t, *r)) {
+        std::vector<std::string> out;
+        if (auto lock = lock_for_refresh(t); !lock.empty())
+          out.push_back(std::move(lock));
+        out.push_back("DELETE FROM " + qualified(t));
+        for (auto& sql : *relax)
+          out.push_back(std::move(sql));
+        return out;
+      }
   return {drop_table(t), create_table(t, columns)};
+}
+
+bool dialect::keeps_live_table(const schema::table_schema& live,
+                               const schema::table_schema& columns) const {
+  const auto r = schema::relaxation_for(live, columns);
+  return r && (r->empty() || relax_in_place(table_ref{"", "", "t"}, *r).has_value());
+}
+
+std::optional<std::vector<std::string>> dialect::relax_in_place(
+    const table_ref& t, const schema::in_place_relaxation& r) const {
+  if (r.drop_key)
+    return std::nullopt;
+  std::vector<std::string> out;
+  for (const auto& c : r.drop_not_null)
+    out.push_back(drop_not_null(t, c));
+  return out;
 }
 
 std::vector<std::string> dialect::swap_in(const table_ref& staging,

@@ -118,12 +118,27 @@ class dialect : public schema::type_rules {
   /// database has tables (SQLite). The planner and the warehouse writer both follow it.
   [[nodiscard]] virtual bool replaces_in_place() const { return false; }
   /// Where the dialect replaces in place: the statements that make the live table `t`
-  /// ready to take a full refresh's rows. A live table that already has exactly
-  /// `columns` is emptied (`DELETE FROM`, which SQLite runs as a truncate, and which
-  /// leaves its schema alone); any other is dropped and created with `columns`.
+  /// ready to take a full refresh's rows. A live table that keeps_live_table() for
+  /// `columns` is locked against other writers (lock_for_refresh), emptied (`DELETE
+  /// FROM`, which SQLite runs as a truncate, and which leaves its schema alone) and
+  /// relaxed (relax_in_place); any other is dropped and created with `columns`.
   [[nodiscard]] std::vector<std::string> refresh_in_place(
       const table_ref& t, const std::optional<schema::table_schema>& live,
       const schema::table_schema& columns) const;
+  /// Whether a full refresh of `columns` can keep the live table (emptied, its NOT NULLs
+  /// or key relaxed where the stage lets go of them: schema::relaxation_for) instead of
+  /// replacing it.
+  [[nodiscard]] bool keeps_live_table(const schema::table_schema& live,
+                                      const schema::table_schema& columns) const;
+  /// The statements that relax a live table as `r` says; nullopt where this engine cannot
+  /// in place (SQLite alters no column; DuckDB drops no key).
+  [[nodiscard]] virtual std::optional<std::vector<std::string>> relax_in_place(
+      const table_ref& t, const schema::in_place_relaxation& r) const;
+  /// A lock taken before a live table is emptied and loaded in place, so that another
+  /// process loading the same table at the same moment waits for this load's commit
+  /// instead of adding its rows to this one's. Empty where the load's transaction
+  /// already excludes other writers (SQLite's, DuckDB's).
+  [[nodiscard]] virtual std::string lock_for_refresh(const table_ref&) const { return {}; }
   /// Swap a fully loaded staging table in place of the target (full refresh).
   [[nodiscard]] virtual std::vector<std::string> swap_in(const table_ref& staging,
                                                          const table_ref& target) const;

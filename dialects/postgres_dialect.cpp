@@ -69,6 +69,34 @@ std::string do_block(const std::string& body) {
 class postgres_dialect final : public dialect {
  public:
   [[nodiscard]] std::string_view name() const override { return "postgres"; }
+
+  /// Conflicts with itself and with every writer, not with readers: a second load of the
+  /// same table waits here for this one's commit, then empties what it committed.
+  [[nodiscard]] std::string lock_for_refresh(const table_ref& t) const override {
+    return fmt::format("LOCK TABLE {} IN SHARE ROW EXCLUSIVE MODE", qualified(t));
+  }
+
+  /// The key is dropped by the name PostgreSQL gave it, looked up in the catalog; its
+  /// columns keep NOT NULL unless the relaxation lists them too.
+  [[nodiscard]] std::optional<std::vector<std::string>> relax_in_place(
+      const table_ref& t, const schema::in_place_relaxation& r) const override {
+    std::vector<std::string> out;
+    if (r.drop_key)
+      out.push_back(do_block(fmt::format(
+          "DECLARE\n"
+          "  k name;\n"
+          "BEGIN\n"
+          "  SELECT c.conname INTO k FROM pg_catalog.pg_constraint c\n"
+          "   WHERE c.conrelid = pg_catalog.to_regclass({0}) AND c.contype = 'p';\n"
+          "  IF k IS NOT NULL THEN\n"
+          "    EXECUTE pg_catalog.format('ALTER TABLE %s DROP CONSTRAINT %I', {0}, k);\n"
+          "  END IF;\n"
+          "END;",
+          literal(qualified(t)))));
+    for (const auto& c : r.drop_not_null)
+      out.push_back(drop_not_null(t, c));
+    return out;
+  }
   [[nodiscard]] std::string_view engine_reserved(const table_ref& t) const override {
     const std::string schema = detail::ascii_lower(t.schema);
     return schema.starts_with("pg_") || schema == "information_schema"

@@ -178,6 +178,14 @@ class sqlite_dialect final : public dialect {
     return {};
   }
 
+  /// No constraint of a SQLite column changes in place: a relaxation rebuilds.
+  [[nodiscard]] std::optional<std::vector<std::string>> relax_in_place(
+      const table_ref&, const schema::in_place_relaxation& r) const override {
+    if (!r.empty())
+      return std::nullopt;
+    return std::vector<std::string>{};
+  }
+
   [[nodiscard]] std::string drop_not_null(const table_ref& t,
                                           std::string_view column) const override {
     throw std::logic_error(fmt::format(

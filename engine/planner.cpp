@@ -1033,7 +1033,7 @@ struct planner {
     // to swap), and one the target empties in place is loaded there: the warehouse
     // writer does the same.
     if (dialect.replaces_in_place() || !live_after ||
-        (settings.empties_in_place && *live_after == columns)) {
+        (settings.empties_in_place && dialect.keeps_live_table(*live_after, columns))) {
       for (auto& sql : dialect.refresh_in_place(target, live_after, columns))
         p.staging_sql.push_back(std::move(sql));
       return;

@@ -36,8 +36,13 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
   // The same datasets by the run JSON's `table`, the target table they land in (one
   // dataset per target table: two are refused, FLT-R006); "" where two share one.
   std::map<std::string, std::string> by_target;
+  // Every table of the latest run by its target table, observed or not: a declared
+  // table named by its target table is said to be one.
+  std::map<std::string, std::string> any_by_target;
   if (latest != nullptr)
-    for (const auto& t : latest->tables())
+    for (const auto& t : latest->tables()) {
+      if (!t.table().empty())
+        any_by_target.emplace(t.table(), dataset_name(t.source(), t.source_table()));
       if (t.has_observed_schema()) {
         const auto dataset = dataset_name(t.source(), t.source_table());
         observed[dataset] = &t;
@@ -47,6 +52,7 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
             it->second.clear();
         }
       }
+    }
 
   // A table whose section declares columns: the gate never looks at it. Sections are
   // named "<source>.<section>", and a section may leave out the schema ("orders" for
@@ -71,9 +77,8 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
     for (const auto& name : names) {
       if (!named.insert(name).second)
         continue;  // named twice: accepted, or refused, once
-      const auto target = by_target.find(name);
-      if (is_declared(name) ||
-          (target != by_target.end() && !target->second.empty() && is_declared(target->second))) {
+      const auto target = any_by_target.find(name);
+      if (is_declared(name) || (target != any_by_target.end() && is_declared(target->second))) {
         plan.errors.push_back(error{
             errc::no_observed_schema,
             fmt::format("cannot accept '{}': its table section declares columns, and "

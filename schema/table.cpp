@@ -72,4 +72,24 @@ table_schema full_refresh_columns(const std::optional<table_schema>& live,
   return out;
 }
 
+std::optional<in_place_relaxation> relaxation_for(const table_schema& live,
+                                                  const table_schema& stage) {
+  if (live.columns.size() != stage.columns.size())
+    return std::nullopt;
+  for (std::size_t i = 0; i < live.columns.size(); ++i)
+    if (live.columns[i].name != stage.columns[i].name ||
+        live.columns[i].type != stage.columns[i].type)
+      return std::nullopt;
+  in_place_relaxation r;
+  const auto live_key = live.key();
+  r.drop_key = !live_key.empty() && live_key != stage.key();
+  for (std::size_t i = 0; i < live.columns.size(); ++i) {
+    const column& l = live.columns[i];
+    // A key column that stays one keeps its NOT NULL (the key needs it).
+    if (!l.nullable && stage.columns[i].nullable && (!l.key || r.drop_key))
+      r.drop_not_null.push_back(l.name);
+  }
+  return r;
+}
+
 }  // namespace flotilla::schema

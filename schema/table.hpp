@@ -48,4 +48,22 @@ struct table_schema {
 [[nodiscard]] table_schema full_refresh_columns(const std::optional<table_schema>& live,
                                                 const table_schema& load, name_rule rule);
 
+/// What a live table needs to take a full refresh of `stage` in place (emptied and
+/// loaded, keeping what depends on it: views, grants, indexes, triggers). A NOT NULL the
+/// stage lets go of is dropped (`drop_not_null`), and a key the stage does not have is
+/// dropped (`drop_key`, before them). A NOT NULL or a key the stage has beyond the live
+/// table is not added: the live table stays the more permissive, which every row the
+/// load writes satisfies.
+struct in_place_relaxation {
+  bool drop_key = false;
+  std::vector<std::string> drop_not_null;  ///< live column names
+
+  [[nodiscard]] bool empty() const { return !drop_key && drop_not_null.empty(); }
+};
+
+/// The relaxation that lets `live` take `stage`'s rows in place; nullopt when their
+/// columns differ in name, order or type.
+[[nodiscard]] std::optional<in_place_relaxation> relaxation_for(const table_schema& live,
+                                                                const table_schema& stage);
+
 }  // namespace flotilla::schema

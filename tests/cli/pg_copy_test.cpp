@@ -789,3 +789,100 @@ TEST_CASE("contract diff finds the live table of a source table whose schema nam
   CHECK(j["tables"][0]["table"] == table);
   pg_exec(pg_dsn(), fmt::format("DROP SCHEMA \"{}\" CASCADE; DROP SCHEMA {} CASCADE", s, t));
 }
+
+TEST_CASE("a full refresh into a PostgreSQL table a view is built on survives NOT NULL and key "
+          "changes at the source: the table is emptied in place, the view kept") {
+  workdir w;
+  const std::string s = "pgnn_" + unique_suffix();
+  const std::string t = "pgnt_" + unique_suffix();
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE; CREATE SCHEMA {0};"
+                                "CREATE TABLE {0}.t (id int PRIMARY KEY, a text);"
+                                "INSERT INTO {0}.t VALUES (1, 'x'), (2, 'y')",
+                                s));
+  w.write("flotilla.toml",
+          fmt::format("[targets.wh]\ndialect = \"postgres\"\ndsn = \"{0}\"\nschema = \"{2}\"\n"
+                      "\n"
+                      "[sources.app]\nadapter = \"postgres\"\ndsn = \"{0}\"\n"
+                      "include = [\"{1}.t\"]\n",
+                      pg_dsn(), s, t));
+  int rc = -1;
+  REQUIRE((flotilla_json(w, {"run"}, &rc), rc == 0));
+  pg_exec(pg_dsn(), fmt::format("CREATE VIEW {0}.v AS SELECT * FROM {0}.t", t));
+  const auto not_null = [&](const std::string& column) {
+    return pg_query(pg_dsn(), fmt::format("SELECT a.attnotnull::text FROM pg_attribute a WHERE "
+                                          "a.attrelid = '{}.t'::regclass AND a.attname = '{}'",
+                                          t, column))[0][0];
+  };
+  const auto through_view = [&] {
+    return pg_query(pg_dsn(), fmt::format("SELECT id::text, coalesce(a, '<null>') FROM {}.v "
+                                          "ORDER BY id",
+                                          t));
+  };
+  // NOT NULL set at the source: the live table stays as permissive as it is.
+  pg_exec(pg_dsn(), fmt::format("ALTER TABLE {0}.t ALTER COLUMN a SET NOT NULL;"
+                                "INSERT INTO {0}.t VALUES (3, 'z')",
+                                s));
+  auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump(2));
+  REQUIRE(rc == 0);
+  CHECK(through_view() == std::vector<std::vector<std::string>>{{"1", "x"}, {"2", "y"}, {"3", "z"}});
+  CHECK(not_null("a") == "false");
+  // Dropped again, on a live column that is NOT NULL by now: relaxed in place.
+  pg_exec(pg_dsn(), fmt::format("ALTER TABLE {0}.t ALTER COLUMN a DROP NOT NULL;"
+                                "INSERT INTO {0}.t VALUES (4, NULL)",
+                                s));
+  pg_exec(pg_dsn(), fmt::format("ALTER TABLE {}.t ALTER COLUMN a SET NOT NULL", t));
+  run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump(2));
+  REQUIRE(rc == 0);
+  CHECK(through_view().size() == 4);
+  CHECK(not_null("a") == "false");
+  // The source's key dropped, and its rows repeating what was a key: the live key goes.
+  pg_exec(pg_dsn(), fmt::format("ALTER TABLE {0}.t DROP CONSTRAINT t_pkey;"
+                                "INSERT INTO {0}.t VALUES (1, 'again')",
+                                s));
+  run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump(2));
+  REQUIRE(rc == 0);
+  CHECK(through_view().size() == 5);
+  CHECK(pg_query(pg_dsn(), fmt::format("SELECT count(*)::text FROM pg_constraint WHERE conrelid = "
+                                       "'{}.t'::regclass AND contype = 'p'",
+                                       t))[0][0] == "0");
+  // The same table's rows, source and target.
+  CHECK(pg_query(pg_dsn(), fmt::format("SELECT id::text, coalesce(a, '<null>') FROM {}.t ORDER "
+                                       "BY id, a",
+                                       t)) ==
+        pg_query(pg_dsn(), fmt::format("SELECT id::text, coalesce(a, '<null>') FROM {}.t ORDER "
+                                       "BY id, a",
+                                       s)));
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE", s, t));
+}
+
+TEST_CASE("a section for \"public.Orders\" configures that table alone, not public.orders "
+          "beside it") {
+  workdir w;
+  const std::string s = "pgcs_" + unique_suffix();
+  const std::string t = "pgct_" + unique_suffix();
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE; CREATE SCHEMA {0};"
+                                "CREATE TABLE {0}.\"Orders\" (id int, a text);"
+                                "CREATE TABLE {0}.orders (id int, b text);"
+                                "INSERT INTO {0}.\"Orders\" VALUES (1, 'A');"
+                                "INSERT INTO {0}.orders VALUES (2, 'B')",
+                                s));
+  w.write("flotilla.toml",
+          fmt::format("[targets.wh]\ndialect = \"postgres\"\ndsn = \"{0}\"\nschema = \"{2}\"\n\n"
+                      "[sources.app]\nadapter = \"postgres\"\ndsn = \"{0}\"\n"
+                      "include = [\"{1}.*\"]\n\n"
+                      "[sources.app.tables.\"{1}.Orders\"]\ncontract = \"enforced\"\n"
+                      "columns = {{ id = \"int\" }}\n",
+                      pg_dsn(), s, t));
+  int rc = -1;
+  const auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump(2));
+  REQUIRE(rc == 0);
+  CHECK(pg_query(pg_dsn(), fmt::format("SELECT * FROM {}.\"Orders\"", t)) ==
+        std::vector<std::vector<std::string>>{{"1"}});
+  CHECK(pg_query(pg_dsn(), fmt::format("SELECT * FROM {}.orders", t)) ==
+        std::vector<std::vector<std::string>>{{"2", "B"}});
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE", s, t));
+}

@@ -1118,10 +1118,10 @@ TEST_CASE("a pin a message suggests for a column whose name is no bare TOML key 
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT \"my col\" FROM f.s")[0][0] == "abc");
 }
 
-TEST_CASE("a table adopted by contract generate after a source column was dropped passes "
-          "contract diff once enforced") {
-  // The dropped column stays in the live table (never dropped) and cannot be declared
-  // (FLT-S001): diff reported it undeclared for ever.
+TEST_CASE("contract diff under an enforced contract reports every live column nothing "
+          "declares (seed 000), one the source lacks with what ends the difference") {
+  // A column dropped at the source stays in the live table (never dropped) and cannot be
+  // declared (FLT-S001); one added to the target by hand is in the same place.
   workdir w;
   sqlite_exec(w.file("src.db"), "CREATE TABLE t (id INTEGER PRIMARY KEY, a TEXT, gone TEXT);"
                                 "INSERT INTO t VALUES (1, 'x', 'g')");
@@ -1133,17 +1133,32 @@ TEST_CASE("a table adopted by contract generate after a source column was droppe
   flotilla_json(w, {"run"}, &rc);
   REQUIRE(rc == 0);
   sqlite_exec(w.file("src.db"), "ALTER TABLE t DROP COLUMN gone");
+  duckdb_exec(w.file("wh.duckdb"), "ALTER TABLE s.t ADD COLUMN by_hand VARCHAR");
   REQUIRE(run_flotilla(w, {"contract", "generate", "--write"}).exit_code == 0);
   std::ifstream in(w.file("flotilla.toml"));
   std::string text((std::istreambuf_iterator<char>(in)), {});
+  CHECK(text.find("gone") == std::string::npos);
+  CHECK(text.find("by_hand") == std::string::npos);
   const std::string include = "include = [\"t\"]\n";
   text.replace(text.find(include), include.size(), include + "contract = \"enforced\"\n");
   w.write("flotilla.toml", text);
-  const auto diff = run_flotilla(w, {"contract", "diff"});
+  auto diff = run_flotilla(w, {"contract", "diff"});
   INFO(diff.out << diff.err << text);
-  CHECK(diff.exit_code == 0);
+  CHECK(diff.exit_code == 1);
+  for (const char* column : {"gone", "by_hand"})
+    CHECK(diff.out.find(fmt::format("undeclared: column '{}' (text) is in the live table but not "
+                                    "declared, and the source has no such column",
+                                    column)) != std::string::npos);
+  CHECK(diff.out.find("drop it from the live table, or set contract = \"none\"") != std::string::npos);
+  // The run loads the declared columns all the same.
   flotilla_json(w, {"run"}, &rc);
   CHECK(rc == 0);
+  // Dropped from the live table as the message says: no difference left.
+  duckdb_exec(w.file("wh.duckdb"), "ALTER TABLE s.t DROP COLUMN gone");
+  duckdb_exec(w.file("wh.duckdb"), "ALTER TABLE s.t DROP COLUMN by_hand");
+  diff = run_flotilla(w, {"contract", "diff"});
+  INFO(diff.out);
+  CHECK(diff.exit_code == 0);
 }
 
 TEST_CASE("contract = \"none\" written out follows a live column widened by hand (seed 000); "
@@ -2977,4 +2992,26 @@ TEST_CASE("the complete example of docs/configuration.md runs as written") {
   CHECK(duckdb_query(w.file("warehouse.duckdb"),
                      "SELECT id, status FROM staging__us_west__shop_acme.orders ORDER BY id") ==
         std::vector<std::vector<std::string>>{{"1", "new"}, {"2", "done"}});
+}
+
+TEST_CASE("a source pointed at another target says its settings changed, not that its table "
+          "was dropped") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE ev (id INTEGER PRIMARY KEY, v TEXT);"
+                                "INSERT INTO ev VALUES (1, 'a')");
+  const std::string head = "[targets.w]\ndialect = \"duckdb\"\npath = \"w.duckdb\"\n"
+                           "[targets.x]\ndialect = \"sqlite\"\npath = \"x.sqlite\"\n"
+                           "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n"
+                           "prune_unchanged = true\n";
+  w.write("flotilla.toml", head + "target = \"w\"\n");
+  int rc = -1;
+  REQUIRE((flotilla_json(w, {"run"}, &rc), rc == 0));
+  w.write("flotilla.toml", head + "target = \"x\"\n");
+  const auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump(2));
+  REQUIRE(rc == 0);
+  REQUIRE(run["tables"].size() == 1);
+  CHECK(run["tables"][0]["status"] == "copied");
+  CHECK_THAT(run["tables"][0]["not_pruned"].get<std::string>(),
+             Catch::StartsWith("the table's settings changed since the last copy"));
 }

@@ -134,6 +134,10 @@ TEST_CASE("a key written in another section's place says which sections take it"
                     "keep_runs")
                  .message,
              Catch::Contains("not a top-level key; it belongs in [project]"));
+  // A section under a misspelt name: the near section, not the source key `target`.
+  CHECK(expect(load("[target.w]\ndialect = \"duckdb\"\npath = \"w.duckdb\"\n" + source),
+               errc::unknown_key, "target")
+            .message == "unknown key 'target'; did you mean 'targets'?");
   // In a table section too, an inline table (tags = {...}) included.
   CHECK_THAT(expect(load(std::string{one_target} + source +
                          "[sources.shop.tables.t]\ninclude = [\"t\"]\n"),

@@ -363,3 +363,28 @@ TEST_CASE("a table renamed in its schema is offered its new name there, not a ta
   // Nothing in its own schema: a table of that name elsewhere is still offered.
   CHECK(!unmatched[2].nearest.empty());
 }
+
+TEST_CASE("a section spelled exactly as one of two tables whose names differ only in case is "
+          "that table's alone") {
+  source_config s = make_source("pg", {});
+  s.include.clear();  // the sections alone select
+  s.tables.push_back(section("public.Orders", "upper"));
+  const std::vector<std::string> catalog{"public.Orders", "public.orders"};
+  REQUIRE(find_table(s, "public.Orders", catalog) != nullptr);
+  CHECK(find_table(s, "public.Orders", catalog)->description == "upper");
+  CHECK(find_table(s, "public.orders", catalog) == nullptr);
+  // Alone in its catalog, the other spelling still finds it (ASCII case-insensitively).
+  CHECK(find_table(s, "public.orders", {"public.orders"})->description == "upper");
+  CHECK(select_tables(s, catalog, {}) == names{"public.Orders"});
+  // A section for each: each its own, whichever the index found first.
+  s.tables.push_back(section("public.orders", "lower"));
+  index_tables(s);
+  CHECK(find_table(s, "public.orders", catalog)->description == "lower");
+  CHECK(find_table(s, "public.Orders", catalog)->description == "upper");
+  // A bare section spelled as one table part.
+  source_config b = make_source("pg", {});
+  b.tables.push_back(section("Orders", "bare upper"));
+  CHECK(find_table(b, "audit.orders", {"public.Orders", "audit.orders"}) == nullptr);
+  CHECK(find_table(b, "public.Orders", {"public.Orders", "audit.orders"})->description ==
+        "bare upper");
+}

@@ -293,3 +293,23 @@ TEST_CASE("files are replaced atomically, keeping their permission bits") {
   }
   fs::remove_all(dir);
 }
+
+TEST_CASE("a section already declaring exactly the proposal is left as it is and said unchanged") {
+  const std::string text =
+      "[sources.shop]\nadapter = \"sqlite\"\n\n"
+      "[sources.shop.tables.orders]\n"
+      "columns = {id = \"int\",   total=\"decimal(12,2)\"}   # as written by hand\n"
+      "[sources.shop.tables.items]\n"
+      "columns = { id = \"int\" }\n";
+  auto r = write_declarations(text, {decl("shop", "orders", "orders", id_total),
+                                     decl("shop", "items", "items", id_total)});
+  REQUIRE(r);
+  CHECK(r->edits ==
+        std::vector{declaration_edit::unchanged, declaration_edit::replaced_columns});
+  CHECK(r->text.find("{id = \"int\",   total=\"decimal(12,2)\"}   # as written by hand") !=
+        std::string::npos);
+  // Another order is another declaration (the order is the CREATE's).
+  r = write_declarations(text, {decl("shop", "orders", "orders", {{"total", "decimal(12,2)"}, {"id", "int"}})});
+  REQUIRE(r);
+  CHECK(r->edits == std::vector{declaration_edit::replaced_columns});
+}

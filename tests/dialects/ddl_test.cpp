@@ -430,3 +430,43 @@ TEST_CASE("a sqlite rebuild copies dates, times, JSON and UUIDs as they are") {
   CHECK(D("sqlite").cast("\"f\"", *schema::parse_type("bigint"), *schema::parse_type("text")) ==
         "CAST(\"f\" AS TEXT)");
 }
+
+TEST_CASE("a full refresh keeps a live table whose NOT NULLs or key the source let go of, "
+          "relaxing them where the engine can") {
+  // The source no longer has amount's NOT NULL, nor the key.
+  table_schema relaxed = orders_schema;
+  for (auto& c : relaxed.columns) {
+    c.nullable = true;
+    c.key = false;
+  }
+  const auto r = schema::relaxation_for(orders_schema, relaxed);
+  REQUIRE(r);
+  CHECK(r->drop_key);
+  CHECK(r->drop_not_null == std::vector<std::string>{"id", "amount"});
+  // Stricter at the source than live: nothing to do, the live table stays permissive.
+  const auto stricter = schema::relaxation_for(relaxed, orders_schema);
+  REQUIRE(stricter);
+  CHECK(stricter->empty());
+  // A type or a name apart: no table kept.
+  table_schema retyped = orders_schema;
+  retyped.columns[2].type = T("decimal(14,2)");
+  CHECK_FALSE(schema::relaxation_for(orders_schema, retyped));
+  CHECK_FALSE(D("postgres").keeps_live_table(orders_schema, retyped));
+
+  const auto pg = D("postgres").refresh_in_place(orders, orders_schema, relaxed);
+  REQUIRE(pg.size() == 5);
+  CHECK(pg[0] == R"(LOCK TABLE "shop"."orders" IN SHARE ROW EXCLUSIVE MODE)");
+  CHECK(pg[1] == R"(DELETE FROM "shop"."orders")");
+  CHECK(pg[2].find("DROP CONSTRAINT %I") != std::string::npos);
+  CHECK(pg[2].find(R"('"shop"."orders"')") != std::string::npos);
+  CHECK(pg[3] == R"(ALTER TABLE "shop"."orders" ALTER COLUMN "id" DROP NOT NULL)");
+  CHECK(pg[4] == R"(ALTER TABLE "shop"."orders" ALTER COLUMN "amount" DROP NOT NULL)");
+  CHECK(D("postgres").keeps_live_table(orders_schema, relaxed));
+  // DuckDB drops no key in place; SQLite changes no column's constraint in place.
+  CHECK_FALSE(D("duckdb").keeps_live_table(orders_schema, relaxed));
+  CHECK_FALSE(D("sqlite").keeps_live_table(orders_schema, relaxed));
+  CHECK(D("sqlite").refresh_in_place(orders, orders_schema, relaxed).front().starts_with("DROP TABLE"));
+  CHECK(D("sqlite").keeps_live_table(relaxed, orders_schema));
+  CHECK(D("sqlite").refresh_in_place(orders, relaxed, orders_schema) ==
+        statements{R"(DELETE FROM "shop"."orders")"});
+}

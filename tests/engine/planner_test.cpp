@@ -86,12 +86,23 @@ TEST_CASE("a SQLite full refresh loads the live table inside the load, with no s
   CHECK(absent.staging_sql == std::vector<std::string>{staging,
                                                        "DROP TABLE IF EXISTS \"staging__shop__orders\"",
                                                        d->create_table(t, live)});
-  auto keyed = S({{"id", T("int"), false, true}, {"note", T("text")}});
-  auto other = engine::plan_table(keyed, live, engine::target_state::present, *d, t, {});
+  auto retyped = S({{"id", T("int")}, {"note", T("varchar(10)")}});
+  auto other = engine::plan_table(retyped, live, engine::target_state::present, *d, t, {});
   CHECK(other.staging_sql == std::vector<std::string>{staging,
                                                       "DROP TABLE IF EXISTS \"staging__shop__orders\"",
-                                                      d->create_table(t, keyed)});
+                                                      d->create_table(t, retyped)});
   CHECK(other.swap_sql.empty());
+  // A key (or a NOT NULL) the source gained is not added: the live table, more permissive,
+  // is kept with its indexes and triggers, and emptied.
+  auto keyed = S({{"id", T("int"), false, true}, {"note", T("text")}});
+  auto kept = engine::plan_table(keyed, live, engine::target_state::present, *d, t, {});
+  CHECK(kept.staging_sql ==
+        std::vector<std::string>{staging, "DELETE FROM \"staging__shop__orders\""});
+  // One it let go of cannot be dropped in place by SQLite: the table is made again.
+  auto unkeyed = engine::plan_table(live, keyed, engine::target_state::present, *d, t, {});
+  CHECK(unkeyed.staging_sql == std::vector<std::string>{staging,
+                                                        "DROP TABLE IF EXISTS \"staging__shop__orders\"",
+                                                        d->create_table(t, live)});
 }
 
 TEST_CASE("a full refresh the target empties in place runs DELETE and no swap, only while the "
@@ -101,17 +112,26 @@ TEST_CASE("a full refresh the target empties in place runs DELETE and no swap, o
   engine::table_settings in_place;
   in_place.empties_in_place = true;
   auto same = engine::plan_table(live, live, engine::target_state::present, *d, orders, in_place);
-  REQUIRE(same.staging_sql.size() == 2);
-  CHECK(same.staging_sql[1] == "DELETE FROM " + d->qualified(orders));
+  REQUIRE(same.staging_sql.size() == 3);
+  CHECK(same.staging_sql[1] == "LOCK TABLE " + d->qualified(orders) + " IN SHARE ROW EXCLUSIVE MODE");
+  CHECK(same.staging_sql[2] == "DELETE FROM " + d->qualified(orders));
   CHECK(same.swap_sql.empty());
   // The same table without the setting: the staging table and its swap.
   auto swapped = engine::plan_table(live, live, engine::target_state::present, *d, orders, {});
   CHECK_THAT(swapped.staging_sql.at(1), Catch::Contains("orders__flotilla_staging"));
   CHECK_FALSE(swapped.swap_sql.empty());
-  // Another key: the refreshed table differs from the live one, so it is swapped anyway.
+  // Another key: the live key is dropped in place (the new one is not added), and id's
+  // NOT NULL with it.
   auto rekeyed = engine::plan_table(S({{"id", T("bigint")}, {"note", T("text"), false, true}}),
                                     live, engine::target_state::present, *d, orders, in_place);
-  CHECK_FALSE(rekeyed.swap_sql.empty());
+  CHECK(rekeyed.swap_sql.empty());
+  REQUIRE(rekeyed.staging_sql.size() == 5);
+  CHECK_THAT(rekeyed.staging_sql[3], Catch::Contains("DROP CONSTRAINT %I"));
+  CHECK(rekeyed.staging_sql[4] == d->drop_not_null(orders, "id"));
+  // Another type: the refreshed table differs from the live one, so it is swapped anyway.
+  auto retyped = engine::plan_table(S({{"id", T("bigint"), false, true}, {"note", T("varchar(9)")}}),
+                                    live, engine::target_state::present, *d, orders, in_place);
+  CHECK_FALSE(retyped.swap_sql.empty());
 }
 
 TEST_CASE("an unreadable target is treated as absent and rebuilt") {

@@ -345,3 +345,31 @@ TEST_CASE("schema accept of a table that declares columns says the gate skips it
                           !Catch::Contains("recorded no observed schema"));
   }
 }
+
+TEST_CASE("schema accept of a declared table named by its target table says the gate skips it") {
+  temp_dir dir;
+  std::ofstream(dir.path() / "flotilla.toml")
+      << unreachable_config
+      << "\n[sources.shop.tables.customers]\ncolumns = { id = \"int\", name = \"text\" }\n";
+  {
+    auto s = flotilla::events::test::open_store(dir.path() / ".flotilla" / "state");
+    spb::RunRecord run;
+    run.set_run_id("run-3");
+    run.set_status("success");
+    run.set_command("run");
+    run.set_started_at_us(3);
+    // Declared: the gate observed nothing of it.
+    auto* t = run.add_tables();
+    t->set_source("shop");
+    t->set_source_table("customers");
+    t->set_table("staging.customers");
+    t->set_status("copied");
+    t->set_run_id("run-3");
+    REQUIRE(s.put_run(run));
+  }
+  auto r = run_flotilla(dir, {"schema", "accept", "staging.customers"});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("FLT-D002") &&
+                        Catch::Contains("its table section declares columns") &&
+                        !Catch::Contains("recorded no observed schema"));
+}
