@@ -237,9 +237,19 @@ std::vector<decision_result> recover_interrupted(storage::state_store& store,
     out.push_back(storage_failed(all.error()));
     return out;
   }
-  for (const auto& r : *all)
-    if (r.hold.state() == pb::HOLD_STATE_APPLYING && r.note.phase == "ddl")
+  for (const auto& r : *all) {
+    if (r.hold.state() == pb::HOLD_STATE_APPLYING && r.note.phase == "ddl") {
       out.push_back(recover_review(store, open, r, now_us));
+    } else if (r.note.resync == resync_state::running && is_open(r.hold.state())) {
+      // Whoever holds the store for writing runs every resync there is: one marked
+      // running now belongs to a process that is gone.
+      const review next = resync_interrupted(r, now_us);
+      if (auto st = write(store, next); !st)
+        out.push_back(storage_failed(st.error(), r));
+      else
+        out.push_back(done(next));
+    }
+  }
   return out;
 }
 

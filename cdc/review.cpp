@@ -485,6 +485,18 @@ review decision_interrupted(const review& r, std::int64_t now_us) {
   return out;
 }
 
+review resync_interrupted(const review& r, std::int64_t now_us) {
+  review out = r;
+  out.hold.set_updated_at_us(now_us);
+  out.hold.set_error(fmt::format(
+      "the resync{} was interrupted by a restart before its copy committed; the target table "
+      "is as it was before it, and the table stays held. Decide again: resync or remove",
+      r.note.resync_operation.empty() ? "" : " " + r.note.resync_operation));
+  out.note.resync = resync_state::none;
+  out.note.resync_operation.clear();
+  return out;
+}
+
 review replay_failed(const review& r, std::string_view reason, std::int64_t now_us) {
   review out = r;
   out.hold.set_updated_at_us(now_us);

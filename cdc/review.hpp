@@ -197,6 +197,11 @@ struct decision_plan {
 [[nodiscard]] review replay_finished(const review& r, std::int64_t now_us);
 /// The stream started copying the table again.
 [[nodiscard]] review resync_started(const review& r, std::string operation, std::int64_t now_us);
+/// A resync found running when no process runs it (the stream that copied was killed):
+/// its copy's transaction never committed. The review says so, no resync is bound to it
+/// any more, and it takes a decision again (seed 003: "A decision interrupted by an agent
+/// restart says so; decide again").
+[[nodiscard]] review resync_interrupted(const review& r, std::int64_t now_us);
 /// The copy ended: resumed on success; otherwise the review stays paused: awaiting
 /// resync with "resync failed: <reason>", and only a reload recovers the table.
 [[nodiscard]] review resync_finished(const review& r, bool ok, std::string_view reason,

@@ -2084,7 +2084,12 @@ class source_stream {
       check(finish_resync(*o_.store, **current, true, "", now_us()));
       t.state = table_state::mode::streaming;
     } catch (const std::exception& e) {
-      check(finish_resync(*o_.store, **current, false, e.what(), now_us()));
+      // Stopped (Ctrl-C, SIGTERM) before the copy committed: not a failure of the copy.
+      // The review says it was interrupted and takes a decision again, as after a kill.
+      if (cancelled())
+        check(save_review(*o_.store, resync_interrupted(**current, now_us())));
+      else
+        check(finish_resync(*o_.store, **current, false, e.what(), now_us()));
       if (t.state != table_state::mode::held)
         hold_from_record(t, r.hold);
     }

@@ -621,6 +621,31 @@ namespace {
 std::atomic<bool> schema_changes_noted{false};
 
 /// The schema actions of `plan`, as a table's result keeps them.
+void add_actions(storage::pb::TableResult& result, const engine::table_plan& plan);
+
+}  // namespace
+
+void describe_copy(storage::pb::TableResult& result, const engine::table_outcome& o) {
+  if (!o.plan && !o.reused_staged)
+    return;
+  // The schema actions the copy took, which the run's events report: kept with the
+  // result, so that a run killed before it wrote its events has them written for it.
+  if (o.plan && (o.status == engine::table_status::copied || o.ddl_applied))
+    add_actions(result, *o.plan);
+  if (o.plan) {  // for the run after a killed one, which reports it
+    result.set_drift_checked(o.plan->drift_checked);
+    result.set_drifted(o.plan->drifted());
+  }
+  result.set_load(std::string(o.reused_staged ? std::string_view("retry")
+                                               : engine::to_string(o.plan->load)));
+  if (o.finished_at_us != 0) {
+    result.set_finished_at_us(o.finished_at_us);
+    result.set_started_at_us(o.finished_at_us - o.duration_us);
+  }
+}
+
+namespace {
+
 void add_actions(storage::pb::TableResult& result, const engine::table_plan& plan) {
   for (const auto& step : plan.drift.steps) {
     auto* a = result.add_actions();
@@ -1614,18 +1639,10 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           r.outcome.finished_at_us != 0 ? r.outcome.finished_at_us : now_us();
       c.result.set_finished_at_us(finished);
       c.result.set_started_at_us(finished - r.outcome.duration_us);
-      // The schema actions the copy took, which the run's events report: kept with the
-      // result, so that a run killed before it wrote its events has them written for it.
-      if (r.outcome.plan && (r.outcome.status == engine::table_status::copied || r.outcome.ddl_applied))
-        add_actions(c.result, *r.outcome.plan);
+      describe_copy(c.result, r.outcome);
       c.result.set_reused_staged(r.outcome.reused_staged);
-      if (r.outcome.plan) {  // for the run after a killed one, which reports it
-        c.result.set_drift_checked(r.outcome.plan->drift_checked);
-        c.result.set_drifted(r.outcome.plan->drifted());
-      }
-      c.result.set_load(std::string(r.outcome.reused_staged ? std::string_view("retry")
-                                    : r.outcome.plan        ? engine::to_string(r.outcome.plan->load)
-                                                            : std::string_view("none")));
+      if (!r.outcome.plan && !r.outcome.reused_staged)
+        c.result.set_load("none");
       if (const auto* v = drift_verdict_of(r.outcome)) {
         if (v->new_baseline)
           c.baseline = *v->new_baseline;

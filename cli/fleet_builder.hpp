@@ -17,8 +17,12 @@
 #include "config/model.hpp"
 #include "config/selection.hpp"
 
+namespace flotilla::state::v1 {
+class TableResult;
+}
 namespace flotilla::storage {
 class state_store;
+namespace pb = flotilla::state::v1;
 }
 namespace flotilla::events {
 struct drift_verdict;
@@ -72,6 +76,11 @@ struct fleet_options {
                                              const std::vector<config::filter>& filters,
                                              storage::state_store* store,
                                              const fleet_options& options);
+
+/// What a table's copy did, as its result keeps it for the events and run.json written
+/// again after a kill: the load, its schema actions, the drift check, when it started and
+/// ended. Nothing for a table that was never planned (pruned, skipped, failed early).
+void describe_copy(storage::pb::TableResult& result, const engine::table_outcome& o);
 
 /// The source-drift gate's verdict of a table, when the gate ran for it.
 [[nodiscard]] const events::drift_verdict* drift_verdict_of(const engine::table_outcome& o);

@@ -255,7 +255,12 @@ void write_interrupted_json(const config::project& project, const storage::pb::R
 /// A recorded table's events, as its run emitted them: table_started, its schema actions
 /// and table_finished, counted into `totals`.
 void add_recorded_table_events(std::vector<events::run_events::batch_event>& table_events,
-                               const storage::pb::TableResult& t, events::run_totals& totals) {
+                               const storage::pb::TableResult& t, events::run_totals& totals,
+                               std::int64_t when_unknown_us) {
+  // A table the record keeps no times of (pruned, skipped, failed before its plan): the
+  // run's own time, as near as the record knows it.
+  const std::int64_t started = t.started_at_us() != 0 ? t.started_at_us() : when_unknown_us;
+  const std::int64_t finished = t.finished_at_us() != 0 ? t.finished_at_us() : started;
   // A table skipped before it started has only its table_finished.
   if (t.status() != "skipped")
     table_events.emplace_back(events::table_event_line{
@@ -264,14 +269,14 @@ void add_recorded_table_events(std::vector<events::run_events::batch_event>& tab
         .table = t.source_table(),
         .target_table = t.table(),
         .mode = t.load().empty() ? std::string_view("none") : std::string_view(t.load()),
-        .timestamp_us = t.started_at_us()});
+        .timestamp_us = started});
   for (const auto& a : t.actions()) {
     auto action = events::schema_action(
         t.source(), t.source_table(),
         {a.action(), a.column(), a.from(), a.to(), a.reason(), a.sql(),
          {a.also().begin(), a.also().end()}});
     // As in a finished run: when the table's copy ended, not when this is written.
-    action.set_timestamp_us(t.finished_at_us());
+    action.set_timestamp_us(finished);
     table_events.emplace_back(std::move(action));
   }
   table_events.emplace_back(events::table_event_line{
@@ -283,8 +288,8 @@ void add_recorded_table_events(std::vector<events::run_events::batch_event>& tab
       .rows = t.rows(),
       .error = t.error(),
       .error_code = t.error_code(),
-      .duration_us = std::max<std::int64_t>(0, t.finished_at_us() - t.started_at_us()),
-      .timestamp_us = t.finished_at_us()});
+      .duration_us = std::max<std::int64_t>(0, finished - started),
+      .timestamp_us = finished});
   if (t.status() == "copied")
     ++totals.tables_copied;
   else if (t.status() == "failed")
@@ -425,7 +430,7 @@ void publish_interrupted(storage::state_store& store, const config::project& pro
   totals.status = "interrupted";
   std::vector<events::run_events::batch_event> table_events;
   for (const auto* t : committed)
-    add_recorded_table_events(table_events, *t, totals);
+    add_recorded_table_events(table_events, *t, totals, r.started_at_us());
   if (log)
     (void)log->emit_batch(std::move(table_events));
   // Until its last commit: when it died is not known.
@@ -458,7 +463,8 @@ void finish_cut_events(storage::state_store& store, const config::project& proje
   events::run_totals totals;
   std::vector<events::run_events::batch_event> table_events;
   for (const auto& t : r.tables())
-    add_recorded_table_events(table_events, t, totals);
+    add_recorded_table_events(table_events, t, totals,
+                              r.finished_at_us() != 0 ? r.finished_at_us() : r.started_at_us());
   (void)log->emit_batch(std::move(table_events));
   totals.status = r.status();
   totals.tables_checked = r.drift().tables_checked();
@@ -567,8 +573,7 @@ void record_run(storage::state_store& store, const run_request& req, const std::
       tr->set_error_code(o.error_code);
       // No run id per table: in a run record every table's is the record's own.
       tr->set_reused_staged(o.reused_staged);
-      if (o.plan)
-        tr->set_drifted(o.plan->drifted());
+      describe_copy(*tr, o);
       // What the drift gate saw, for `schema accept`. A retry that reused staged data
       // records nothing, unless the gate failed it again (seed 004, docs/events.md).
       if (const auto* v = drift_verdict_of(o))

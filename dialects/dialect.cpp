@@ -124,7 +124,7 @@ bool dialect::keeps_live_table(const schema::table_schema& live,
 
 std::optional<std::vector<std::string>> dialect::relax_in_place(
     const table_ref& t, const schema::in_place_relaxation& r) const {
-  if (r.drop_key)
+  if (r.drop_key || !r.add_key.empty())
     return std::nullopt;
   std::vector<std::string> out;
   for (const auto& c : r.drop_not_null)

@@ -95,6 +95,14 @@ class postgres_dialect final : public dialect {
           literal(qualified(t)))));
     for (const auto& c : r.drop_not_null)
       out.push_back(drop_not_null(t, c));
+    // On the emptied table: the index is built as the rows arrive, and a row repeating
+    // the key fails the load, which leaves the table as it was.
+    if (!r.add_key.empty()) {
+      std::string cols;
+      for (const auto& c : r.add_key)
+        cols += (cols.empty() ? "" : ", ") + quote(c);
+      out.push_back(fmt::format("ALTER TABLE {} ADD PRIMARY KEY ({})", qualified(t), cols));
+    }
     return out;
   }
   [[nodiscard]] std::string_view engine_reserved(const table_ref& t) const override {

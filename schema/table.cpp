@@ -82,7 +82,10 @@ std::optional<in_place_relaxation> relaxation_for(const table_schema& live,
       return std::nullopt;
   in_place_relaxation r;
   const auto live_key = live.key();
-  r.drop_key = !live_key.empty() && live_key != stage.key();
+  const auto stage_key = stage.key();
+  r.drop_key = !live_key.empty() && live_key != stage_key;
+  if (!stage_key.empty() && live_key != stage_key)
+    r.add_key = stage_key;
   for (std::size_t i = 0; i < live.columns.size(); ++i) {
     const column& l = live.columns[i];
     // A key column that stays one keeps its NOT NULL (the key needs it).

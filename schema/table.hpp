@@ -50,15 +50,16 @@ struct table_schema {
 
 /// What a live table needs to take a full refresh of `stage` in place (emptied and
 /// loaded, keeping what depends on it: views, grants, indexes, triggers). A NOT NULL the
-/// stage lets go of is dropped (`drop_not_null`), and a key the stage does not have is
-/// dropped (`drop_key`, before them). A NOT NULL or a key the stage has beyond the live
-/// table is not added: the live table stays the more permissive, which every row the
-/// load writes satisfies.
+/// stage lets go of is dropped (`drop_not_null`); a key other than the stage's is dropped
+/// (`drop_key`, first), and the stage's key, when it has one the live table lacks, is
+/// added (`add_key`, last). A NOT NULL the stage has beyond the live table is not added:
+/// the live table stays the more permissive, which every row the load writes satisfies.
 struct in_place_relaxation {
   bool drop_key = false;
   std::vector<std::string> drop_not_null;  ///< live column names
+  std::vector<std::string> add_key;        ///< the stage's key columns, to add
 
-  [[nodiscard]] bool empty() const { return !drop_key && drop_not_null.empty(); }
+  [[nodiscard]] bool empty() const { return !drop_key && drop_not_null.empty() && add_key.empty(); }
 };
 
 /// The relaxation that lets `live` take `stage`'s rows in place; nullopt when their

@@ -269,10 +269,31 @@ TEST_CASE("PostgreSQL: a key change needs an edit, then awaits resync; resync is
   // The stream copies the table again.
   auto running = resync_started(now, "resync-1", now_us());
   REQUIRE(save_review(store, running));
+  CHECK(decide(store, t, r, {decision_kind::remove, ""}).message ==
+        "This review already has a bound resync operation; wait for its result.");
+  {
+    // Killed while it copied: the next process to hold the store says so, and the review
+    // takes a decision again (seed 003).
+    auto rec = recover_interrupted(store, t.opener(), now_us());
+    REQUIRE(rec.size() == 1);
+    CHECK(rec.front().exit_code() == 0);
+    auto stopped = load(store, r);
+    CHECK(stopped.hold.state() == pb::HOLD_STATE_AWAITING_RESYNC);
+    CHECK(stopped.resync_status().empty());
+    CHECK_THAT(stopped.hold.error(),
+               Catch::Contains("the resync resync-1 was interrupted by a restart") &&
+                   Catch::Contains("Decide again: resync or remove"));
+    CHECK(decisions_accepted(stopped) == "resync or remove");
+    REQUIRE(decide(store, t, r, {decision_kind::resync, ""}).exit_code() == 0);
+    now = load(store, r);
+    CHECK(resync_requested(now));
+    running = resync_started(now, "resync-2", now_us());
+    REQUIRE(save_review(store, running));
+  }
   REQUIRE(finish_resync(store, running, true, "", now_us()));
   now = load(store, r);
   CHECK(now.hold.state() == pb::HOLD_STATE_RESUMED);
-  CHECK(now.resync_status() == "Resync resync-1: done");
+  CHECK(now.resync_status() == "Resync resync-2: done");
   CHECK(*store.held_change_count("wh", r.hold.table()) == 0);
 }
 

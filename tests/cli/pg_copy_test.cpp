@@ -848,6 +848,18 @@ TEST_CASE("a full refresh into a PostgreSQL table a view is built on survives NO
   CHECK(pg_query(pg_dsn(), fmt::format("SELECT count(*)::text FROM pg_constraint WHERE conrelid = "
                                        "'{}.t'::regclass AND contype = 'p'",
                                        t))[0][0] == "0");
+  // A key again at the source, on other columns: the live table takes it, in place.
+  pg_exec(pg_dsn(), fmt::format("DELETE FROM {0}.t WHERE a = 'again';"
+                                "ALTER TABLE {0}.t ADD PRIMARY KEY (id)",
+                                s));
+  run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump(2));
+  REQUIRE(rc == 0);
+  CHECK(pg_query(pg_dsn(), fmt::format("SELECT pg_get_constraintdef(oid) FROM pg_constraint "
+                                       "WHERE conrelid = '{}.t'::regclass AND contype = 'p'",
+                                       t)) ==
+        std::vector<std::vector<std::string>>{{"PRIMARY KEY (id)"}});
+  CHECK(through_view().size() == 4);
   // The same table's rows, source and target.
   CHECK(pg_query(pg_dsn(), fmt::format("SELECT id::text, coalesce(a, '<null>') FROM {}.t ORDER "
                                        "BY id, a",

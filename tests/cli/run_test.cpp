@@ -2271,6 +2271,10 @@ TEST_CASE("a run killed with every table event written and no run_finished gets 
   }
   REQUIRE(kept.size() == 6);
   kept.pop_back();
+  const auto original = nlohmann::json::parse(kept[1]);  // the first table_started
+  const auto original_end = nlohmann::json::parse(kept[2]);
+  REQUIRE(original["type"] == "table_started");
+  REQUIRE(original_end["type"] == "table_finished");
   {
     std::ofstream out(file, std::ios::trunc);
     for (const auto& l : kept)
@@ -2290,6 +2294,14 @@ TEST_CASE("a run killed with every table event written and no run_finished gets 
   CHECK(lines.back()["type"] == "run_finished");
   CHECK(lines.back()["run_finished"]["status"] == "success");
   CHECK(lines.back()["run_finished"]["duration_us"].get<std::int64_t>() > 0);
+  // Written again from the record as the run wrote them: the load, its duration and
+  // times (docs/events.md: the same payload for the same sequence).
+  CHECK(lines[1]["table_started"] == original["table_started"]);
+  CHECK(lines[1]["table_started"]["mode"] == "full_refresh");
+  CHECK(lines[1]["timestamp_us"] == original["timestamp_us"]);
+  CHECK(lines[2]["table_finished"] == original_end["table_finished"]);
+  CHECK(lines[2]["table_finished"]["duration_us"].get<std::int64_t>() > 0);
+  CHECK(lines[2]["timestamp_us"] == original_end["timestamp_us"]);
 }
 
 TEST_CASE("kill -9, then retry: the interrupted run is named and its selection runs again") {

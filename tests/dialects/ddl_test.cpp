@@ -443,10 +443,18 @@ TEST_CASE("a full refresh keeps a live table whose NOT NULLs or key the source l
   REQUIRE(r);
   CHECK(r->drop_key);
   CHECK(r->drop_not_null == std::vector<std::string>{"id", "amount"});
-  // Stricter at the source than live: nothing to do, the live table stays permissive.
+  // Stricter at the source than live: a NOT NULL is not added (the live table stays
+  // permissive), the key is.
   const auto stricter = schema::relaxation_for(relaxed, orders_schema);
   REQUIRE(stricter);
-  CHECK(stricter->empty());
+  CHECK_FALSE(stricter->drop_key);
+  CHECK(stricter->drop_not_null.empty());
+  CHECK(stricter->add_key == std::vector<std::string>{"id"});
+  table_schema not_null_only = relaxed;
+  not_null_only.columns[2].nullable = false;
+  const auto tighter = schema::relaxation_for(relaxed, not_null_only);
+  REQUIRE(tighter);
+  CHECK(tighter->empty());
   // A type or a name apart: no table kept.
   table_schema retyped = orders_schema;
   retyped.columns[2].type = T("decimal(14,2)");
@@ -466,7 +474,13 @@ TEST_CASE("a full refresh keeps a live table whose NOT NULLs or key the source l
   CHECK_FALSE(D("duckdb").keeps_live_table(orders_schema, relaxed));
   CHECK_FALSE(D("sqlite").keeps_live_table(orders_schema, relaxed));
   CHECK(D("sqlite").refresh_in_place(orders, orders_schema, relaxed).front().starts_with("DROP TABLE"));
-  CHECK(D("sqlite").keeps_live_table(relaxed, orders_schema));
-  CHECK(D("sqlite").refresh_in_place(orders, relaxed, orders_schema) ==
+  CHECK_FALSE(D("sqlite").keeps_live_table(relaxed, orders_schema));
+  CHECK(D("sqlite").keeps_live_table(relaxed, not_null_only));
+  CHECK(D("sqlite").refresh_in_place(orders, relaxed, not_null_only) ==
         statements{R"(DELETE FROM "shop"."orders")"});
+  // PostgreSQL adds the source's key on the emptied table.
+  const auto keyed = D("postgres").refresh_in_place(orders, relaxed, orders_schema);
+  REQUIRE(keyed.size() == 3);
+  CHECK(keyed[2] == R"(ALTER TABLE "shop"."orders" ADD PRIMARY KEY ("id"))");
+  CHECK_FALSE(D("duckdb").keeps_live_table(relaxed, orders_schema));
 }

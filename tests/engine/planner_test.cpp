@@ -92,12 +92,13 @@ TEST_CASE("a SQLite full refresh loads the live table inside the load, with no s
                                                       "DROP TABLE IF EXISTS \"staging__shop__orders\"",
                                                       d->create_table(t, retyped)});
   CHECK(other.swap_sql.empty());
-  // A key (or a NOT NULL) the source gained is not added: the live table, more permissive,
-  // is kept with its indexes and triggers, and emptied.
-  auto keyed = S({{"id", T("int"), false, true}, {"note", T("text")}});
-  auto kept = engine::plan_table(keyed, live, engine::target_state::present, *d, t, {});
+  // A NOT NULL the source gained is not added: the live table, more permissive, is kept
+  // with its indexes and triggers, and emptied.
+  auto not_null = S({{"id", T("int"), false, false}, {"note", T("text")}});
+  auto kept = engine::plan_table(not_null, live, engine::target_state::present, *d, t, {});
   CHECK(kept.staging_sql ==
         std::vector<std::string>{staging, "DELETE FROM \"staging__shop__orders\""});
+  auto keyed = S({{"id", T("int"), false, true}, {"note", T("text")}});
   // One it let go of cannot be dropped in place by SQLite: the table is made again.
   auto unkeyed = engine::plan_table(live, keyed, engine::target_state::present, *d, t, {});
   CHECK(unkeyed.staging_sql == std::vector<std::string>{staging,
@@ -120,14 +121,15 @@ TEST_CASE("a full refresh the target empties in place runs DELETE and no swap, o
   auto swapped = engine::plan_table(live, live, engine::target_state::present, *d, orders, {});
   CHECK_THAT(swapped.staging_sql.at(1), Catch::Contains("orders__flotilla_staging"));
   CHECK_FALSE(swapped.swap_sql.empty());
-  // Another key: the live key is dropped in place (the new one is not added), and id's
-  // NOT NULL with it.
+  // Another key: the live key is dropped in place, id's NOT NULL with it, and the new
+  // key added.
   auto rekeyed = engine::plan_table(S({{"id", T("bigint")}, {"note", T("text"), false, true}}),
                                     live, engine::target_state::present, *d, orders, in_place);
   CHECK(rekeyed.swap_sql.empty());
-  REQUIRE(rekeyed.staging_sql.size() == 5);
+  REQUIRE(rekeyed.staging_sql.size() == 6);
   CHECK_THAT(rekeyed.staging_sql[3], Catch::Contains("DROP CONSTRAINT %I"));
   CHECK(rekeyed.staging_sql[4] == d->drop_not_null(orders, "id"));
+  CHECK(rekeyed.staging_sql[5] == "ALTER TABLE " + d->qualified(orders) + " ADD PRIMARY KEY (\"note\")");
   // Another type: the refreshed table differs from the live one, so it is swapped anyway.
   auto retyped = engine::plan_table(S({{"id", T("bigint"), false, true}, {"note", T("varchar(9)")}}),
                                     live, engine::target_state::present, *d, orders, in_place);
