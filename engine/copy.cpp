@@ -902,8 +902,41 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
         req.commit_token = watermark ? token_of(settings.cursor_column, *watermark, job, 0) : "";
       else if (job.clear_token)
         req.commit_token = "";
+      // A live table the load replaces (a swap, the table made again): what was made by
+      // hand on it is made again after the rows, in the load's transaction, where the
+      // target keeps it (an object that cannot be made again fails the load, named, and
+      // leaves the table as it was). Asked only where the plan replaces the table.
+      if (d.live && wh.keeps_hand_made_on_replace() && plan.load == load_kind::full_refresh &&
+          (!plan.swap_sql.empty() || req.recreate_as ||
+           std::find(plan.staging_sql.begin(), plan.staging_sql.end(),
+                     wh.dialect().drop_table(job.target)) != plan.staging_sql.end()))
+        for (auto& o : wh.hand_made_indexes(job.target)) {
+          req.hand_made_names.push_back(std::move(o.name));
+          req.hand_made_sql.push_back(std::move(o.create_sql));
+        }
       writer = wh.begin_load(req);
       loader.emplace(*writer, job, plan, coerced);
+    };
+    // Said once the load committed: what it made again on the table it replaced, and
+    // the views a change of the table's columns left unreadable, made again (DuckDB).
+    const auto note_made_again = [&] {
+      if (const auto names = writer->made_again(); !names.empty())
+        out.plan->warnings.push_back(fmt::format(
+            "the full refresh replaced {} and made again what was made by hand on it: {}",
+            wh.dialect().qualified(job.target), fmt::join(names, ", ")));
+      if (plan.ddl.empty() && plan.drift.steps.empty())
+        return;
+      try {
+        if (const auto views = wh.rebind_views(job.target); !views.empty())
+          out.plan->warnings.push_back(fmt::format(
+              "the change of {} left views that no longer read it ({}): they were made "
+              "again from their own statements, and read it as it is now",
+              wh.dialect().qualified(job.target), fmt::join(views, ", ")));
+      } catch (const std::exception& e) {
+        out.plan->warnings.push_back(fmt::format(
+            "the views over {} could not be checked after its change: {}",
+            wh.dialect().qualified(job.target), e.what()));
+      }
     };
 
     if (load_from) {
@@ -927,6 +960,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
           writer->set_commit_token(
               token_of(settings.cursor_column, *staged_watermark, job, writer->rows()));
         writer->commit();
+        note_made_again();
       } catch (...) {
         if (kept)
           out.staged = std::move(kept);
@@ -1037,6 +1071,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     if (incremental && max_cursor)
       writer->set_commit_token(token_of(settings.cursor_column, *max_cursor, job, writer->rows()));
     writer->commit();
+    note_made_again();
     out.rows = writer->rows();
     out.status = table_status::copied;
     note_merged_repeats();

@@ -665,6 +665,70 @@ class postgres_warehouse final : public warehouse_base {
   std::size_t max_identifier_bytes() const override { return max_identifier; }
   bool key_after_load() const override { return true; }
 
+  bool keeps_hand_made_on_replace() const override { return true; }
+
+  /// What was made by hand on the table, each as the statement that makes it again once
+  /// the table of that name is another (after a swap or a rebuild): indexes other than
+  /// a constraint's, triggers, CHECK, UNIQUE and EXCLUDE constraints, column DEFAULTs,
+  /// row-level security and its policies, comments. Flotilla itself makes none of them
+  /// (its tables have columns, NOT NULLs and a primary key). The statements name the
+  /// table by its qualified name, which the new table has by then.
+  std::vector<hand_made_index> hand_made_indexes(const table_ref& table) override {
+    const auto& d = dialect();
+    const std::string q = d.literal(d.qualified(table));
+    const auto rows = query(fmt::format(
+        "WITH t AS (SELECT pg_catalog.to_regclass({0}) AS oid) "
+        "SELECT 'index ' || i.relname, pg_catalog.pg_get_indexdef(x.indexrelid) "
+        "FROM pg_catalog.pg_index x JOIN pg_catalog.pg_class i ON i.oid = x.indexrelid, t "
+        "WHERE x.indrelid = t.oid AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_constraint c "
+        "WHERE c.conindid = x.indexrelid AND c.conrelid = t.oid) "
+        "UNION ALL SELECT 'constraint ' || c.conname, pg_catalog.format("
+        "'ALTER TABLE %s ADD CONSTRAINT %I %s', {0}, c.conname, "
+        "pg_catalog.pg_get_constraintdef(c.oid)) "
+        "FROM pg_catalog.pg_constraint c, t WHERE c.conrelid = t.oid AND c.contype IN "
+        "('c', 'u', 'x') "
+        "UNION ALL SELECT 'default of ' || a.attname, pg_catalog.format("
+        "'ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s', {0}, a.attname, "
+        "pg_catalog.pg_get_expr(e.adbin, e.adrelid)) "
+        "FROM pg_catalog.pg_attrdef e JOIN pg_catalog.pg_attribute a ON a.attrelid = "
+        "e.adrelid AND a.attnum = e.adnum, t WHERE e.adrelid = t.oid AND a.attgenerated = '' "
+        "UNION ALL SELECT 'trigger ' || g.tgname, pg_catalog.pg_get_triggerdef(g.oid) "
+        "FROM pg_catalog.pg_trigger g, t WHERE g.tgrelid = t.oid AND NOT g.tgisinternal "
+        "UNION ALL SELECT 'row level security', pg_catalog.format("
+        "'ALTER TABLE %s ENABLE ROW LEVEL SECURITY', {0}) "
+        "FROM pg_catalog.pg_class c, t WHERE c.oid = t.oid AND c.relrowsecurity "
+        "UNION ALL SELECT 'forced row level security', pg_catalog.format("
+        "'ALTER TABLE %s FORCE ROW LEVEL SECURITY', {0}) "
+        "FROM pg_catalog.pg_class c, t WHERE c.oid = t.oid AND c.relforcerowsecurity "
+        "UNION ALL SELECT 'policy ' || p.polname, pg_catalog.format("
+        "'CREATE POLICY %I ON %s AS %s FOR %s TO %s%s%s', p.polname, {0}, "
+        "CASE WHEN p.polpermissive THEN 'PERMISSIVE' ELSE 'RESTRICTIVE' END, "
+        "CASE p.polcmd WHEN 'r' THEN 'SELECT' WHEN 'a' THEN 'INSERT' WHEN 'w' THEN 'UPDATE' "
+        "WHEN 'd' THEN 'DELETE' ELSE 'ALL' END, "
+        "(SELECT pg_catalog.string_agg(CASE WHEN r = 0 THEN 'PUBLIC' ELSE "
+        "pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(r)) END, ', ') "
+        "FROM pg_catalog.unnest(p.polroles) AS r), "
+        "CASE WHEN p.polqual IS NULL THEN '' ELSE ' USING (' || "
+        "pg_catalog.pg_get_expr(p.polqual, p.polrelid) || ')' END, "
+        "CASE WHEN p.polwithcheck IS NULL THEN '' ELSE ' WITH CHECK (' || "
+        "pg_catalog.pg_get_expr(p.polwithcheck, p.polrelid) || ')' END) "
+        "FROM pg_catalog.pg_policy p, t WHERE p.polrelid = t.oid "
+        "UNION ALL SELECT 'comment', pg_catalog.format('COMMENT ON TABLE %s IS %L', {0}, "
+        "e.description) FROM pg_catalog.pg_description e, t WHERE e.objoid = t.oid AND "
+        "e.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass AND e.objsubid = 0 "
+        "UNION ALL SELECT 'comment on ' || a.attname, pg_catalog.format("
+        "'COMMENT ON COLUMN %s.%I IS %L', {0}, a.attname, e.description) "
+        "FROM pg_catalog.pg_description e JOIN pg_catalog.pg_attribute a ON a.attrelid = "
+        "e.objoid AND a.attnum = e.objsubid, t WHERE e.objoid = t.oid AND "
+        "e.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass AND e.objsubid > 0",
+        q));
+    std::vector<hand_made_index> out;
+    for (const auto& r : rows)
+      if (r.size() >= 2 && r[0] && r[1])
+        out.push_back({*r[0], *r[1], ""});
+    return out;
+  }
+
   /// A plain table of at most in_place_max_bytes is emptied with DELETE and reloaded in
   /// place. DELETE leaves the old rows to vacuum, so a large table still takes the staging
   /// table and its swap (and its key is built once, after the rows). The size is the

@@ -356,6 +356,8 @@ class sqlite_warehouse final : public warehouse_base {
     return out;
   }
 
+  bool keeps_hand_made_on_replace() const override { return true; }
+
   std::vector<hand_made_index> hand_made_indexes(const table_ref& table) override {
     const auto& d = dialect();
     // sql is NULL for the automatic index of a PRIMARY KEY or UNIQUE constraint, which

@@ -22,6 +22,8 @@ std::optional<warehouse::described_tables> warehouse::describe_tables(
 
 bool warehouse::empties_in_place(const dialects::table_ref&) { return false; }
 
+std::vector<std::string> warehouse::rebind_views(const dialects::table_ref&) { return {}; }
+
 std::vector<warehouse::hand_made_index> warehouse::hand_made_indexes(const dialects::table_ref&) {
   return {};
 }
@@ -84,6 +86,8 @@ class loader final : public table_writer {
         const bool emptied =
             live && d.keeps_live_table(*live, stage) && wh_.empties_in_place(target);
         in_place_ = d.replaces_in_place() || !live || emptied;
+        replaces_live_ =
+            live && !emptied && !(d.replaces_in_place() && d.keeps_live_table(*live, stage));
         into_ = in_place_ ? target : staging;
         if (wh_.key_after_load() && !emptied) {
           for (auto& c : stage.columns) {
@@ -207,6 +211,7 @@ class loader final : public table_writer {
           break;
         case load_mode::merge:
           if (request_.recreate_as) {
+            replaces_live_ = true;
             last.push_back(d.drop_table(request_.target));
             last.push_back(d.create_table(request_.target, *request_.recreate_as));
           } else if (request_.replace_rows) {
@@ -224,6 +229,11 @@ class loader final : public table_writer {
           last.push_back(d.drop_table(into_));
           break;
       }
+      if (replaces_live_) {
+        for (const auto& sql : request_.hand_made_sql)
+          last.push_back(sql);
+        made_again_ = request_.hand_made_names;
+      }
       if (request_.commit_token)
         last.push_back(token_statement());
       wh_.run_and_commit(last);
@@ -236,6 +246,7 @@ class loader final : public table_writer {
   }
 
   [[nodiscard]] std::uint64_t rows() const override { return rows_; }
+  [[nodiscard]] std::vector<std::string> made_again() const override { return made_again_; }
 
  private:
   void abandon() noexcept {
@@ -355,6 +366,8 @@ class loader final : public table_writer {
   load_request request_;
   table_ref into_;
   std::string key_after_;  ///< key columns added after the load (key_after_load)
+  bool replaces_live_ = false;  ///< the live table is dropped for another (swap, made again)
+  std::vector<std::string> made_again_;  ///< request_.hand_made_names, once made again
   bool in_place_ = false;  ///< a full refresh that loads the live table itself, no swap
   std::unique_ptr<row_inserter> inserter_;
   std::uint64_t rows_ = 0;

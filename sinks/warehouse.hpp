@@ -57,6 +57,12 @@ struct load_request {
   /// first, in the load's transaction (a drop_and_recreate), so a crash leaves it as it
   /// was. Default: emptied (DELETE) instead.
   std::optional<schema::table_schema> recreate_as;
+  /// What was made by hand on the live table (warehouse::hand_made_indexes: its names and
+  /// the statements that made them): made again last in the load's transaction, after
+  /// the rows and the swap, when the load replaces the table (a staging table swapped in,
+  /// the table made again); nothing when it empties the table in place and keeps it.
+  std::vector<std::string> hand_made_names;
+  std::vector<std::string> hand_made_sql;
 };
 
 /// Loads one table. Nothing is visible to readers before commit(); a writer destroyed
@@ -70,6 +76,9 @@ class table_writer {
   virtual void set_commit_token(std::string token) = 0;
   virtual void commit() = 0;
   [[nodiscard]] virtual std::uint64_t rows() const = 0;
+  /// After commit(): the names of what the load made again on the table it replaced
+  /// (load_request::hand_made_names); empty when it kept the table.
+  [[nodiscard]] virtual std::vector<std::string> made_again() const { return {}; }
 };
 
 class warehouse {
@@ -124,6 +133,17 @@ class warehouse {
   /// none (PostgreSQL retypes in place and keeps its indexes).
   [[nodiscard]] virtual std::vector<hand_made_index> hand_made_indexes(
       const dialects::table_ref& table);
+  /// Whether a full refresh that replaces the live table (a swap, or a table made again)
+  /// makes again what hand_made_indexes() lists (PostgreSQL, SQLite). DuckDB's refresh
+  /// replaces the table as dbt's table materialization does (docs/dialects.md).
+  /// Default: false
+  [[nodiscard]] virtual bool keeps_hand_made_on_replace() const { return false; }
+  /// After a schema change of `table`: views of its database that no longer read (a
+  /// DuckDB view keeps the column types it was made with, and fails once they change)
+  /// made again from their own statement, so they read the table as it is now. Returns
+  /// the views made again. Default: none (PostgreSQL refuses a change a view depends
+  /// on; SQLite views read the table as it is).
+  [[nodiscard]] virtual std::vector<std::string> rebind_views(const dialects::table_ref& table);
   /// Whether an index on a column stops `ALTER COLUMN ... TYPE` (DuckDB). Default: false
   [[nodiscard]] virtual bool index_blocks_retype() const { return false; }
 };

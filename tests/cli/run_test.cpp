@@ -3027,3 +3027,66 @@ TEST_CASE("a source pointed at another target says its settings changed, not tha
   CHECK_THAT(run["tables"][0]["not_pruned"].get<std::string>(),
              Catch::StartsWith("the table's settings changed since the last copy"));
 }
+
+TEST_CASE("a SQLite target table made again for a NOT NULL the source let go of keeps the "
+          "indexes and triggers made by hand on it, and says so") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE t (id INTEGER PRIMARY KEY, b TEXT NOT NULL);"
+                                "INSERT INTO t VALUES (1, 'a')");
+  w.write("flotilla.toml", "[targets.lite]\ndialect = \"sqlite\"\npath = \"wh.db\"\n"
+                           "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n");
+  int rc = -1;
+  REQUIRE((flotilla_json(w, {"run"}, &rc), rc == 0));
+  sqlite_exec(w.file("wh.db"), "CREATE INDEX hand_ix ON s__t (b); CREATE TABLE audit (x);"
+                               "CREATE TRIGGER hand_tr AFTER INSERT ON s__t BEGIN "
+                               "INSERT INTO audit VALUES (new.id); END;");
+  sqlite_exec(w.file("src.db"), "CREATE TABLE t2 (id INTEGER PRIMARY KEY, b TEXT);"
+                                "INSERT INTO t2 SELECT * FROM t; DROP TABLE t;"
+                                "ALTER TABLE t2 RENAME TO t; INSERT INTO t VALUES (2, NULL)");
+  const auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump(2));
+  REQUIRE(rc == 0);
+  const std::string warnings = run["tables"][0]["warnings"].dump();
+  CHECK(warnings.find("hand_ix") != std::string::npos);
+  CHECK(warnings.find("trigger hand_tr") != std::string::npos);
+  CHECK(sqlite_query(w.file("wh.db"), "SELECT name FROM sqlite_master WHERE tbl_name = 's__t' "
+                                      "AND sql IS NOT NULL AND type <> 'table' ORDER BY name") ==
+        std::vector<std::vector<std::string>>{{"hand_ix"}, {"hand_tr"}});
+  // Made after the rows: the trigger fired for none of them.
+  CHECK(sqlite_query(w.file("wh.db"), "SELECT count(*) FROM audit")[0][0] == "0");
+  CHECK(sqlite_query(w.file("wh.db"), "SELECT id, b FROM s__t ORDER BY id") ==
+        std::vector<std::vector<std::string>>{{"1", "a"}, {"2", "NULL"}});
+}
+
+TEST_CASE("DuckDB views over a table whose columns change are made again, so they read it") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE t (id INT PRIMARY KEY, amt DECIMAL(10,2), "
+                                "updated_at TIMESTAMP);"
+                                "INSERT INTO t VALUES (1, 1.5, '2024-01-01 00:00:00')");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "schema = \"s\"\n[sources.src]\nadapter = \"sqlite\"\n"
+                           "path = \"src.db\"\n[sources.src.tables.t]\n"
+                           "cursor_column = \"updated_at\"\n");
+  int rc = -1;
+  REQUIRE((flotilla_json(w, {"run"}, &rc), rc == 0));
+  duckdb_exec(w.file("wh.duckdb"), "CREATE VIEW s.v_amt AS SELECT id, amt FROM s.t");
+  duckdb_exec(w.file("wh.duckdb"), "CREATE VIEW s.v_all AS SELECT * FROM s.t");
+  duckdb_exec(w.file("wh.duckdb"), "CREATE VIEW s.v_top AS SELECT id FROM s.v_amt");
+  // Widened, and a column added, at the source.
+  sqlite_exec(w.file("src.db"), "ALTER TABLE t RENAME TO o;"
+                                "CREATE TABLE t (id INT PRIMARY KEY, amt DECIMAL(14,2), "
+                                "updated_at TIMESTAMP, note TEXT);"
+                                "INSERT INTO t (id, amt, updated_at) SELECT * FROM o; DROP TABLE o;"
+                                "INSERT INTO t VALUES (2, 123456789012.25, '2024-01-02 00:00:00', 'n')");
+  const auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump(2));
+  REQUIRE(rc == 0);
+  const std::string warnings = run["tables"][0]["warnings"].dump();
+  CHECK(warnings.find("v_amt") != std::string::npos);
+  CHECK(warnings.find("v_all") != std::string::npos);
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT id, amt FROM s.v_amt ORDER BY id") ==
+        std::vector<std::vector<std::string>>{{"1", "1.50"}, {"2", "123456789012.25"}});
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*), max(note) FROM s.v_all") ==
+        std::vector<std::vector<std::string>>{{"2", "n"}});
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM s.v_top")[0][0] == "2");
+}
