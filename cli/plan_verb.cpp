@@ -70,7 +70,7 @@ int do_plan(const global_options& g, const plan_args& a) {
   };
   nlohmann::json tables = nlohmann::json::array();
   nlohmann::json errors = nlohmann::json::array();
-  std::size_t selected = 0, to_alter = 0, to_load = 0, failed = 0;
+  std::size_t selected = 0, to_alter = 0, to_load = 0, failed = 0, pruned = 0, held = 0;
   std::size_t tables_failed = 0;  // of `selected`: the tables a run would fail
   std::size_t sources_failed = 0;  // sources whose catalog could not be read, as run counts
   for (const auto& p : reports) {
@@ -103,9 +103,11 @@ int do_plan(const global_options& g, const plan_args& a) {
         if (!o.error_code.empty())
           errors.back()["error_code"] = o.error_code;
       } else if (o.status == engine::table_status::pruned) {
+        ++pruned;
         row["status"] = "pruned";
       } else if (o.status == engine::table_status::held ||
                  o.status == engine::table_status::skipped) {
+        ++held;
         // Held by an open review (a stream's, seed 003): a run leaves it alone, and says so.
         row["status"] = std::string(engine::to_string(o.status));
         if (!o.error_code.empty())
@@ -195,6 +197,7 @@ int do_plan(const global_options& g, const plan_args& a) {
     nlohmann::json j{{"selected", selected},
                      {"to_alter", to_alter},
                      {"to_load", to_load},
+                     {"pruned", pruned},
                      {"failed", tables_failed}};
     j["tables"] = std::move(tables);
     j["errors"] = std::move(errors);  // always there, empty when nothing failed
@@ -225,8 +228,9 @@ int do_plan(const global_options& g, const plan_args& a) {
                           row["source_table"].get<std::string>());
     return name;
   };
-  fmt::print("Plan ready  {} selected, {} to alter, {} to load{}{}\n\n", selected, to_alter,
-             to_load,
+  fmt::print("Plan ready  {} selected, {} to alter, {} to load{}{}{}{}\n\n", selected, to_alter,
+             to_load, pruned == 0 ? std::string() : fmt::format(", {} pruned", pruned),
+             held == 0 ? std::string() : fmt::format(", {} held or skipped", held),
              tables_failed == 0 ? std::string() : fmt::format(", {} failed", tables_failed),
              sources_failed == 0 ? std::string()
                                  : fmt::format(", {} source(s) failed", sources_failed));
@@ -265,11 +269,26 @@ int do_plan(const global_options& g, const plan_args& a) {
     if (t.contains("warnings"))
       for (const auto& w : t["warnings"])
         lines.push_back(fmt::format("warning  {}", w.get<std::string>()));
+    // A statement keeps its own lines (a DO block is pasted as it is printed), each
+    // continuation under the first, in the tree.
+    const std::size_t first_sql = lines.size();
     if (t.contains("sql") && (a.show_sql || t.value("plan_only", false)))
       for (const auto& s : t["sql"])
         lines.push_back(fmt::format("sql  {}", s.get<std::string>()));
-    for (std::size_t k = 0; k < lines.size(); ++k)
-      fmt::print("{}{}{}\n", indent, k + 1 == lines.size() ? "└── " : "├── ", printable(lines[k]));
+    for (std::size_t k = 0; k < lines.size(); ++k) {
+      const bool last = k + 1 == lines.size();
+      std::string_view text = lines[k];
+      const auto nl = k >= first_sql ? text.find('\n') : std::string_view::npos;
+      fmt::print("{}{}{}\n", indent, last ? "└── " : "├── ", printable(text.substr(0, nl)));
+      for (auto rest = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+           nl != std::string_view::npos;) {
+        const auto next = rest.find('\n');
+        fmt::print("{}{}     {}\n", indent, last ? "    " : "│   ", printable(rest.substr(0, next)));
+        if (next == std::string_view::npos)
+          break;
+        rest = rest.substr(next + 1);
+      }
+    }
   }
   if (!errors.empty()) {
     fmt::print("\nErrors ({})\n", errors.size());

@@ -120,8 +120,9 @@ int do_stream(const global_options& g, const stream_args& a) {
   };
   if (const std::string why = cdc::side_formats_conflict(*project);
       !why.empty() && beside_a_warehouse()) {
-    fmt::print(stderr, "{}\n", why);
-    note_refusal("", why);
+    // A configuration error, reported as the loader reports one (FLT-C005, the key).
+    fmt::print(stderr, "{}: error FLT-C005: events.pubsub.format: {}\n", g.config_path, why);
+    note_refusal("FLT-C005", why, g.config_path, 0, 0, "events.pubsub.format");
     return 2;
   }
   auto store = open_state(*project, true);

@@ -931,6 +931,13 @@ TEST_CASE("a PostgreSQL full refresh that swaps the table makes again what was m
                         "COMMENT ON COLUMN {0}.acct.v IS 'it''s v'",
                         t));
   pg_exec(pg_dsn(), fmt::format("UPDATE {}.acct SET v = 'x2' WHERE id = 1", s));
+  // plan --sql prints each statement with its own lines: the swap's DO block as it runs.
+  const auto plan = run_flotilla(w, {"plan", "--sql"});
+  INFO(plan.out);
+  CHECK(plan.exit_code == 0);
+  CHECK(plan.out.find("\\x0a") == std::string::npos);
+  CHECK(plan.out.find("sql  DO $flotilla$\n") != std::string::npos);
+  CHECK(plan.out.find("     DECLARE\n") != std::string::npos);
   const auto run = flotilla_json(w, {"run"}, &rc);
   INFO(run.dump(2));
   REQUIRE(rc == 0);

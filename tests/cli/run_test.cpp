@@ -203,6 +203,12 @@ TEST_CASE("prune_unchanged skips unchanged tables and --no-prune copies them") {
   CHECK(rc == 0);
   CHECK((*find_table(second, "staging__us_west__shop.orders"))["status"] == "pruned");
   CHECK(second["drift"]["tables_checked"] == 0);
+  // The plan counts what a run would prune, in its JSON and its headline.
+  const auto plan = flotilla_json(w, {"plan"}, &rc);
+  CHECK(plan["pruned"] == second["tables"].size());
+  CHECK(plan["to_load"] == 0);
+  CHECK_THAT(run_flotilla(w, {"plan"}).out,
+             Catch::Contains(fmt::format("0 to load, {} pruned", second["tables"].size())));
   auto forced = flotilla_json(w, {"run", "--no-prune"}, &rc);
   CHECK((*find_table(forced, "staging__us_west__shop.orders"))["status"] == "copied");
   CHECK((*find_table(forced, "staging__us_west__shop.orders"))["not_pruned"] ==
@@ -3089,4 +3095,24 @@ TEST_CASE("DuckDB views over a table whose columns change are made again, so the
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*), max(note) FROM s.v_all") ==
         std::vector<std::vector<std::string>>{{"2", "n"}});
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM s.v_top")[0][0] == "2");
+}
+
+TEST_CASE("a stream whose two event sinks want two formats is refused as a configuration error") {
+  workdir w;
+  w.write("flotilla.toml",
+          "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+          "[sources.pg]\nadapter = \"postgres\"\ndsn = \"postgresql://127.0.0.1:1/none\"\n"
+          "capture = \"logical\"\n"
+          "[events.kafka]\nbrokers = \"127.0.0.1:1\"\ntopic = \"t\"\nformat = \"json\"\n"
+          "[events.pubsub]\nproject = \"p\"\ntopic = \"t\"\nformat = \"protobuf\"\n");
+  int rc = -1;
+  const auto j = flotilla_json(w, {"stream"}, &rc);
+  INFO(j.dump(2));
+  CHECK(rc == 2);
+  REQUIRE(j["errors"].size() == 1);
+  CHECK(j["errors"][0]["code"] == "FLT-C005");
+  CHECK(j["errors"][0]["key"] == "events.pubsub.format");
+  const auto r = run_flotilla(w, {"stream"});
+  CHECK_THAT(r.err, Catch::Contains("error FLT-C005: events.pubsub.format: [events.kafka] has "
+                                    "format = \"json\""));
 }
