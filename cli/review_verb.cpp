@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -194,6 +196,16 @@ std::optional<review> find_review(const std::vector<review>& all, const std::vec
   }
   if (hits.size() == 1)
     return *hits.front();
+  // The table alone, held on one target and closed (removed, resumed) on others: the
+  // open review is the one meant.
+  if (which.size() == 1 && hits.size() > 1) {
+    std::vector<const review*> open;
+    for (const auto* r : hits)
+      if (cdc::is_open(r->hold.state()) && r->short_id() != which[0])
+        open.push_back(r);
+    if (open.size() == 1)
+      return *open.front();
+  }
   std::string named;
   for (const auto& w : which)
     named += (named.empty() ? "" : " ") + w;
@@ -442,7 +454,9 @@ int do_review(const global_options& g, const review_args& a) {
   if (!found) {
     // A table named without its schema ("shop.items" for "shop.public.items"), or on
     // another target: the review it likely means.
+    // Of several, an open review on the target named first, then any open one.
     std::string near;
+    int best = -1;
     const std::string& table = a.which.back();
     for (const auto& r : all) {
       const std::string& held = r.hold.table();
@@ -450,10 +464,14 @@ int do_review(const global_options& g, const review_args& a) {
       const bool same_table =
           held == table || (first != std::string::npos && last != first &&
                             held.substr(0, first) + held.substr(last) == table);
-      if (same_table && (a.which.size() == 1 || held != table || r.hold.target() != a.which[0])) {
+      if (!same_table || (a.which.size() == 2 && held == table && r.hold.target() == a.which[0]))
+        continue;
+      const int rank = (cdc::is_open(r.hold.state()) ? 2 : 0) +
+                       (a.which.size() == 2 && r.hold.target() == a.which[0] ? 1 : 0);
+      if (rank > best) {
+        best = rank;
         near = fmt::format("did you mean `flotilla review {} {} {}`?", a.action, r.hold.target(),
                            held);
-        break;
       }
     }
     return usage(a, cdc::code_unknown_review, problem,
@@ -490,7 +508,8 @@ int do_review(const global_options& g, const review_args& a) {
     if (!a.ddl_file.empty()) {
       std::ifstream in(a.ddl_file, std::ios::binary);
       if (!in)
-        return usage(a, cdc::code_no_ddl, fmt::format("cannot read --ddl-file {}", a.ddl_file));
+        return usage(a, cdc::code_no_ddl,
+                     fmt::format("cannot read --ddl-file {}: {}", a.ddl_file, std::strerror(errno)));
       std::ostringstream s;
       s << in.rdbuf();
       d.ddl = s.str();

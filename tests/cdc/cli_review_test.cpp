@@ -459,3 +459,31 @@ TEST_CASE("review show says a removed review was superseded by a reload") {
   CHECK(refused["exit_code"] == 2);
   CHECK_THAT(refused["message"].get<std::string>(), Catch::Contains("--target 'nope'"));
 }
+
+TEST_CASE("a table held on one target and closed on another is named alone by its open review") {
+  project p;
+  {
+    auto store = p.store();
+    const target_info other{"wh2", target_kind::duckdb, p.table, std::nullopt};
+    REQUIRE(create_review(store, held_draft(test::orders(), rename_column{"id", "order_id"}, other),
+                          {}, now_us()));
+    auto all = list_reviews(store);
+    REQUIRE(all.has_value());
+    bool closed = false;
+    for (auto r : *all)
+      if (r.hold.target() == "wh2") {
+        r.hold.set_state(pb::HOLD_STATE_REMOVED);
+        REQUIRE(save_review(store, r));
+        closed = true;
+      }
+    REQUIRE(closed);
+  }
+  auto show = run_cli(p.dir, {"review", "show", p.rename_table});
+  INFO(show.out << show.err);
+  CHECK(show.exit_code == 0);
+  CHECK_THAT(show.out, Catch::Contains("Target: wh\n") || Catch::Contains("paused: awaiting review"));
+  // Named on a target that holds nothing: the hint is the open review, not the closed one.
+  auto wrong = parse(run_cli(p.dir, {"review", "show", "wh3", p.rename_table, "--output", "json"}));
+  CHECK(wrong["code"] == "FLT-V011");
+  CHECK(wrong["hint"] == "did you mean `flotilla review show wh " + p.rename_table + "`?");
+}
