@@ -977,8 +977,12 @@ struct planner {
                                        reasons, by));
         break;
       case rebuild_rule::deny: {
-        // What else would stop the rebuild: the key as it was, or the column's type.
+        // What else would stop the rebuild: the key as it was, or the column's type (a
+        // type flotilla.toml declares is the declaration's to restore, not the source's).
         const bool key = reasons.starts_with("the table's key changed");
+        const bool pinned = std::any_of(
+            settings.declared.begin(), settings.declared.end(),
+            [&](const schema::column& c) { return schema::same_name(c.name, first->column, names()); });
         fail("FLT-S007", fmt::format("{}, which rebuilds the table; {} stops the table. To "
                                      "rebuild it, set type_change_rebuild = \"allow\" (or "
                                      "\"require_confirmation\" and run with "
@@ -986,7 +990,11 @@ struct planner {
                                      reasons, by,
                                      key ? "restore the table's previous key (the source's "
                                            "primary key, or unique_key in flotilla.toml)"
-                                         : "restore the column's type at the source"));
+                                     : pinned
+                                         ? fmt::format("restore the type flotilla.toml declares "
+                                                       "for column '{}' (its columns = {{ ... }})",
+                                                       first->column)
+                                         : std::string("restore the column's type at the source")));
         break;
       }
     }

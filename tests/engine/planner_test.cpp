@@ -892,3 +892,25 @@ TEST_CASE("a file column pinned narrower than its live column is told the pin it
   CHECK_THAT(p.error->reason, Catch::Contains("columns = { amt = \"decimal(21,2)\" }") &&
                                   Catch::Contains("the file's values need decimal(21,2)"));
 }
+
+TEST_CASE("FLT-S007 for a change a declared type makes says to restore the declaration") {
+  auto d = *dialects::make_dialect("duckdb");
+  engine::table_settings s;
+  s.type_change_rebuild = engine::rebuild_rule::deny;
+  s.declared = {{"c", T("decimal(16,4)")}};
+  auto live = S({{"id", T("int")}, {"c", T("decimal(12,2)")}});
+  auto src = S({{"id", T("int")}, {"c", T("decimal(10,2)")}});
+  auto p = engine::plan_table(src, live, engine::target_state::present, *d, orders, s);
+  REQUIRE(p.error);
+  CHECK(p.error->code == "FLT-S007");
+  CHECK_THAT(p.error->reason, Catch::Contains("restore the type flotilla.toml declares for "
+                                              "column 'c'") &&
+                                  !Catch::Contains("at the source"));
+  // Not declared: the source's type is the one to restore.
+  s.declared.clear();
+  auto widened = S({{"id", T("int")}, {"c", T("decimal(16,4)")}});
+  auto q = engine::plan_table(widened, live, engine::target_state::present, *d, orders, s);
+  REQUIRE(q.error);
+  CHECK(q.error->code == "FLT-S007");
+  CHECK_THAT(q.error->reason, Catch::Contains("restore the column's type at the source"));
+}
