@@ -607,10 +607,15 @@ outcome decider::on(const column_property_change& c) const {
 // ---- keys and indexes ----------------------------------------------------------------
 
 outcome decider::key_change_hold(std::string detail, const std::vector<std::string>& new_key) const {
+  // A table that had no key and has one now: nothing to restore on the source, nothing
+  // to drop on the target; the fresh copy makes the table with its key.
+  const bool gained = !before_.has_key() && !new_key.empty();
   const std::string reason = fmt::format(
       "the row key of {} changed on the source ({}): every change is applied by that key, so the "
       "table can rejoin the stream only with a fresh copy. {}",
-      before_.name, detail, restore_key_hint);
+      before_.name, detail,
+      gained ? std::string_view("Resync the table (it is copied again with its key), or remove it.")
+             : restore_key_hint);
   const std::string consequence =
       "The row key changed, so the table needs a fresh copy before it rejoins the stream; its "
       "kept changes are not replayed.";
@@ -626,7 +631,9 @@ outcome decider::key_change_hold(std::string detail, const std::vector<std::stri
       target_.kind == target_kind::postgres || !new_key.empty()
           ? "-- Write the matching target key change by hand, for example:"
           : "-- Write the matching target key change by hand:"};
-  if (target_.kind == target_kind::postgres)
+  if (gained)
+    ;  // the target table has no key to drop
+  else if (target_.kind == target_kind::postgres)
     lines.push_back(fmt::format("-- {}", stmt(alter("DROP CONSTRAINT <primary key name>"))));
   else
     lines.push_back("-- DuckDB cannot drop a key in place: rebuild the table with the new key.");
@@ -642,7 +649,9 @@ outcome decider::on(const key_change& c) const {
     if (!before_.find(k))
       return unknown_column(k);
   std::string detail = c.detail;
-  if (detail.empty())
+  if (!before_.has_key() && !c.new_key.empty())
+    detail = fmt::format("a primary key was added: ({})", plain_key_list(c.new_key));
+  else if (detail.empty())
     detail = c.new_key.empty() ? "the row key was dropped"
                                : fmt::format("the row key is now ({})", plain_key_list(c.new_key));
   return key_change_hold(std::move(detail), c.new_key);

@@ -631,6 +631,22 @@ TEST_CASE("a primary key change is held, needs a fresh copy, and asks for the ta
         "public.orders: row key dropped (source LSN 0/16B3748)");
 }
 
+TEST_CASE("a key added to a keyless table is held for a fresh copy, with nothing to restore or "
+          "drop") {
+  for (auto k : {pg, duck}) {
+    const auto& h = as_held(decide(key_change{{"at"}, "primary key redefined"}, k, events_table()));
+    CHECK(h.kind() == "key_change");
+    CHECK(h.requires_resync());
+    CHECK_THAT(h.reason(), Catch::Contains("a primary key was added: (at)") &&
+                               Catch::EndsWith("Resync the table (it is copied again with its "
+                                               "key), or remove it.") &&
+                               !Catch::Contains("Restore the row key"));
+    CHECK_THAT(h.proposed_ddl(), !Catch::Contains("DROP CONSTRAINT") &&
+                                     !Catch::Contains("cannot drop a key") &&
+                                     Catch::Contains("ADD PRIMARY KEY (\"at\")"));
+  }
+}
+
 // ---- helpers -------------------------------------------------------------------------------
 
 TEST_CASE("comment-only DDL and proposals that need an edit") {
