@@ -615,6 +615,19 @@ std::string target_failure(const table_job& job, std::string reason) {
                       "the rows at the source, then run `flotilla run`; a unique index made on "
                       "the target: drop or relax it, {}",
                       then);
+  else if (has("foreign key") && (has("delete from") || has("drop table")) &&
+           (has("is still referenced") || has("violates foreign key") ||
+            has("depends on") || has("constraint failed")))
+    // Another table's foreign key refers to this one: a merge deletes the rows whose key
+    // arrives again and inserts them anew, a full refresh empties or replaces the table.
+    fix = fmt::format("a foreign key of another table refers to {}: Flotilla's loads delete "
+                      "and insert its rows again (a merge, the rows whose key arrives again; a "
+                      "full refresh, all of them), which the key refuses at once. Make the "
+                      "foreign key DEFERRABLE INITIALLY DEFERRED (checked at the load's "
+                      "commit, when the rows are back), or drop it, {}",
+                      job.target.schema.empty() ? job.target.name
+                                                : job.target.schema + "." + job.target.name,
+                      then);
   else if (has("violates") || has("constraint failed") || has("constraint error") ||
            has("constraint violation"))
     fix = fmt::format("a constraint on the target table refuses rows the source holds: drop or "

@@ -967,3 +967,44 @@ TEST_CASE("a PostgreSQL full refresh that swaps the table makes again what was m
         std::vector<std::vector<std::string>>{{"1", "x2"}, {"2", "y"}});
   pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE", s, t));
 }
+
+TEST_CASE("a merge into a table another table's foreign key refers to says to make the key "
+          "deferrable, which lets the merge through") {
+  workdir w;
+  const std::string s = "pgfk_" + unique_suffix();
+  const std::string t = "pgft_" + unique_suffix();
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE; CREATE SCHEMA {0};"
+                                "CREATE TABLE {0}.cust (id int PRIMARY KEY, name text, up int);"
+                                "INSERT INTO {0}.cust VALUES (1, 'a', 1), (2, 'b', 2)",
+                                s));
+  w.write("flotilla.toml",
+          fmt::format("[targets.wh]\ndialect = \"postgres\"\ndsn = \"{0}\"\nschema = \"{2}\"\n\n"
+                      "[sources.app]\nadapter = \"postgres\"\ndsn = \"{0}\"\n"
+                      "include = [\"{1}.cust\"]\n[sources.app.tables.\"{1}.cust\"]\n"
+                      "cursor_column = \"up\"\nunique_key = [\"id\"]\n",
+                      pg_dsn(), s, t));
+  int rc = -1;
+  REQUIRE((flotilla_json(w, {"run"}, &rc), rc == 0));
+  pg_exec(pg_dsn(), fmt::format("CREATE TABLE {0}.orders (oid int PRIMARY KEY, cust_id int "
+                                "CONSTRAINT orders_cust REFERENCES {0}.cust (id));"
+                                "INSERT INTO {0}.orders VALUES (10, 2)",
+                                t));
+  pg_exec(pg_dsn(), fmt::format("UPDATE {}.cust SET name = 'b2', up = 3 WHERE id = 2", s));
+  auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump(2));
+  CHECK(rc == 1);
+  const auto* table = find_table(run, t + ".cust");
+  REQUIRE(table != nullptr);
+  CHECK_THAT((*table)["error"].get<std::string>(),
+             Catch::Contains("a foreign key of another table refers to") &&
+                 Catch::Contains("DEFERRABLE INITIALLY DEFERRED"));
+  pg_exec(pg_dsn(), fmt::format("ALTER TABLE {}.orders ALTER CONSTRAINT orders_cust DEFERRABLE "
+                                "INITIALLY DEFERRED",
+                                t));
+  run = flotilla_json(w, {"retry"}, &rc);
+  INFO(run.dump(2));
+  CHECK(rc == 0);
+  CHECK(pg_query(pg_dsn(), fmt::format("SELECT id::text, name FROM {}.cust ORDER BY id", t)) ==
+        std::vector<std::vector<std::string>>{{"1", "a"}, {"2", "b2"}});
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE", t, s));
+}
