@@ -241,9 +241,10 @@ int do_generate(const global_options& g, const contract_args& a) {
       const std::string why =
           !twin.empty()
               ? fmt::format("the source also has table '{}', whose name differs only in "
-                            "case, and flotilla.toml matches table sections ignoring case: a "
-                            "section for one would apply to both; rename one of them at the "
-                            "source",
+                            "case, and flotilla.toml takes one table section per name ignoring "
+                            "case (FLT-C019): the two cannot both be declared; write the one "
+                            "section by hand, spelled exactly as its table (which it then "
+                            "configures alone), or rename one of them at the source",
                             twin)
           : dup.empty() ? t.unreadable
                         : fmt::format("its columns {} differ only in case, and "
