@@ -669,8 +669,9 @@ class postgres_warehouse final : public warehouse_base {
 
   /// What was made by hand on the table, each as the statement that makes it again once
   /// the table of that name is another (after a swap or a rebuild): indexes other than
-  /// a constraint's, triggers, CHECK, UNIQUE and EXCLUDE constraints, column DEFAULTs,
-  /// row-level security and its policies, comments. Flotilla itself makes none of them
+  /// a constraint's, triggers, CHECK, UNIQUE and EXCLUDE constraints, column DEFAULTs
+  /// (but a serial column's, whose sequence goes with the old table), row-level security
+  /// and its policies, comments. Flotilla itself makes none of them
   /// (its tables have columns, NOT NULLs and a primary key). The statements name the
   /// table by its qualified name, which the new table has by then.
   std::vector<hand_made_index> hand_made_indexes(const table_ref& table) override {
@@ -692,6 +693,10 @@ class postgres_warehouse final : public warehouse_base {
         "pg_catalog.pg_get_expr(e.adbin, e.adrelid)) "
         "FROM pg_catalog.pg_attrdef e JOIN pg_catalog.pg_attribute a ON a.attrelid = "
         "e.adrelid AND a.attnum = e.adnum, t WHERE e.adrelid = t.oid AND a.attgenerated = '' "
+        // A serial column's sequence belongs to the old table and goes with it.
+        "AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend s WHERE s.refobjid = t.oid AND "
+        "s.refobjsubid = a.attnum AND s.classid = 'pg_catalog.pg_class'::pg_catalog.regclass "
+        "AND s.deptype IN ('a', 'i')) "
         "UNION ALL SELECT 'trigger ' || g.tgname, pg_catalog.pg_get_triggerdef(g.oid) "
         "FROM pg_catalog.pg_trigger g, t WHERE g.tgrelid = t.oid AND NOT g.tgisinternal "
         "UNION ALL SELECT 'row level security', pg_catalog.format("
