@@ -387,7 +387,10 @@ std::string text_array(const std::vector<std::string>& names) {
 /// deptype 'n'); the EXISTS comes last, so a table within the size limit never asks it.
 std::string emptiable_expression(std::string_view has_key, std::string_view limit) {
   return fmt::format(
-      "(c.relkind = 'r' AND NOT c.relhastriggers AND NOT c.relhasrules "
+      // relhastriggers stays true after the last trigger is dropped, until a VACUUM:
+      // asked only then, pg_trigger says whether any is left (a foreign key's own included).
+      "(c.relkind = 'r' AND NOT (c.relhastriggers AND EXISTS (SELECT 1 FROM "
+      "pg_catalog.pg_trigger tg WHERE tg.tgrelid = c.oid)) AND NOT c.relhasrules "
       "AND NOT c.relrowsecurity "
       "AND (c.relreplident = 'f' OR (c.relreplident = 'd' AND {}) OR NOT g.deletes) "
       "AND ((c.reltuples >= 0 AND c.relpages::bigint * g.bs <= {}::bigint) "
@@ -694,9 +697,26 @@ class postgres_warehouse final : public warehouse_base {
         "FROM pg_catalog.pg_attrdef e JOIN pg_catalog.pg_attribute a ON a.attrelid = "
         "e.adrelid AND a.attnum = e.adnum, t WHERE e.adrelid = t.oid AND a.attgenerated = '' "
         // A serial column's sequence belongs to the old table and goes with it.
-        "AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend s WHERE s.refobjid = t.oid AND "
+        "AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend s JOIN pg_catalog.pg_class q "
+        "ON q.oid = s.objid AND q.relkind = 'S' WHERE s.refobjid = t.oid AND "
         "s.refobjsubid = a.attnum AND s.classid = 'pg_catalog.pg_class'::pg_catalog.regclass "
         "AND s.deptype IN ('a', 'i')) "
+        // Grants on columns (the table's own go over with the swap's copy_grants).
+        "UNION ALL SELECT 'grant on ' || a.attname, pg_catalog.format("
+        "'GRANT %s (%I) ON TABLE %s TO %s%s', x.privilege_type, a.attname, {0}, "
+        "CASE WHEN x.grantee = 0 THEN 'PUBLIC' ELSE pg_catalog.quote_ident(r.rolname) END, "
+        "CASE WHEN x.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END) "
+        "FROM pg_catalog.pg_attribute a CROSS JOIN LATERAL pg_catalog.aclexplode(a.attacl) x "
+        "LEFT JOIN pg_catalog.pg_roles r ON r.oid = x.grantee, t WHERE a.attrelid = t.oid AND "
+        "a.attnum > 0 AND NOT a.attisdropped AND a.attacl IS NOT NULL "
+        // Foreign keys from the table: made again NOT VALID, so the rows loaded are not
+        // checked (a source row the key refuses would fail every load) but later ones are;
+        // VALIDATE CONSTRAINT checks the rest.
+        "UNION ALL SELECT 'foreign key ' || c.conname, pg_catalog.format("
+        "'ALTER TABLE %s ADD CONSTRAINT %I %s%s', {0}, c.conname, "
+        "pg_catalog.pg_get_constraintdef(c.oid), CASE WHEN c.convalidated THEN ' NOT VALID' "
+        "ELSE '' END) "
+        "FROM pg_catalog.pg_constraint c, t WHERE c.conrelid = t.oid AND c.contype = 'f' "
         "UNION ALL SELECT 'trigger ' || g.tgname, pg_catalog.pg_get_triggerdef(g.oid) "
         "FROM pg_catalog.pg_trigger g, t WHERE g.tgrelid = t.oid AND NOT g.tgisinternal "
         "UNION ALL SELECT 'row level security', pg_catalog.format("

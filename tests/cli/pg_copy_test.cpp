@@ -930,7 +930,18 @@ TEST_CASE("a PostgreSQL full refresh that swaps the table makes again what was m
                         "COMMENT ON TABLE {0}.acct IS 'accounts';"
                         "COMMENT ON COLUMN {0}.acct.v IS 'it''s v';"
                         // A serial column by hand: its sequence goes with the old table.
-                        "ALTER TABLE {0}.acct ADD COLUMN n serial",
+                        "ALTER TABLE {0}.acct ADD COLUMN n serial;"
+                        // An index on the defaulted column; a grant on a column; a foreign
+                        // key to another table.
+                        "CREATE INDEX ix_v ON {0}.acct (v);"
+                        "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = "
+                        "'flotilla_test_reader') THEN CREATE ROLE flotilla_test_reader; END IF; "
+                        "END$$;"
+                        "GRANT UPDATE (v) ON {0}.acct TO flotilla_test_reader;"
+                        "CREATE TABLE {0}.tenants (tenant text PRIMARY KEY);"
+                        "INSERT INTO {0}.tenants VALUES ('a');"
+                        "ALTER TABLE {0}.acct ADD CONSTRAINT fk_tenant FOREIGN KEY (tenant) "
+                        "REFERENCES {0}.tenants (tenant) NOT VALID",
                         t));
   pg_exec(pg_dsn(), fmt::format("UPDATE {}.acct SET v = 'x2' WHERE id = 1", s));
   // plan --sql prints each statement with its own lines: the swap's DO block as it runs.
@@ -948,7 +959,8 @@ TEST_CASE("a PostgreSQL full refresh that swaps the table makes again what was m
   CHECK(table->value("load", "") == "full_refresh");
   const std::string warnings = (*table)["warnings"].dump();
   for (const char* made : {"index ix_tenant", "trigger tr_audit", "constraint ck_tenant",
-                           "default of v", "row level security", "policy only_a", "comment"})
+                           "default of v", "row level security", "policy only_a", "comment",
+                           "index ix_v", "grant on v", "foreign key fk_tenant"})
     CHECK(warnings.find(made) != std::string::npos);
   const auto one = [&](const std::string& sql) { return pg_query(pg_dsn(), sql)[0][0]; };
   const std::string rel = fmt::format("'{}.acct'::regclass", t);
@@ -964,6 +976,12 @@ TEST_CASE("a PostgreSQL full refresh that swaps the table makes again what was m
   CHECK(one("SELECT col_description(" + rel + ", 3)") == "it's v");
   CHECK(one("SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = " + rel) == "'d'::text");
   CHECK(warnings.find("default of n") == std::string::npos);
+  CHECK(one("SELECT count(*)::text FROM information_schema.column_privileges WHERE table_schema "
+            "= '" + t + "' AND table_name = 'acct' AND column_name = 'v' AND grantee = "
+            "'flotilla_test_reader' AND privilege_type = 'UPDATE'") == "1");
+  // Made again NOT VALID: the loaded rows (tenant 'b' has no row in tenants) stay.
+  CHECK(one("SELECT convalidated::text FROM pg_constraint WHERE conrelid = " + rel +
+            " AND conname = 'fk_tenant'") == "false");
   // Made after the rows: the statement trigger did not fire for the load.
   CHECK(one("SELECT count(*)::text FROM " + t + ".audit") == "0");
   CHECK(pg_query(pg_dsn(), fmt::format("SELECT id::text, v FROM {}.acct ORDER BY id", t)) ==
@@ -1009,5 +1027,40 @@ TEST_CASE("a merge into a table another table's foreign key refers to says to ma
   CHECK(rc == 0);
   CHECK(pg_query(pg_dsn(), fmt::format("SELECT id::text, name FROM {}.cust ORDER BY id", t)) ==
         std::vector<std::vector<std::string>>{{"1", "a"}, {"2", "b2"}});
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE", t, s));
+}
+
+TEST_CASE("a table whose last trigger was dropped (relhastriggers still set) with a view over it "
+          "is refreshed in place") {
+  workdir w;
+  const std::string s = "pgdt_" + unique_suffix();
+  const std::string t = "pgdu_" + unique_suffix();
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE; CREATE SCHEMA {0};"
+                                "CREATE TABLE {0}.k (id int PRIMARY KEY, v text);"
+                                "INSERT INTO {0}.k VALUES (1, 'a')",
+                                s));
+  w.write("flotilla.toml",
+          fmt::format("[targets.wh]\ndialect = \"postgres\"\ndsn = \"{0}\"\nschema = \"{2}\"\n\n"
+                      "[sources.app]\nadapter = \"postgres\"\ndsn = \"{0}\"\n"
+                      "include = [\"{1}.k\"]\n",
+                      pg_dsn(), s, t));
+  int rc = -1;
+  REQUIRE((flotilla_json(w, {"run"}, &rc), rc == 0));
+  pg_exec(pg_dsn(), fmt::format("CREATE VIEW {0}.kv AS SELECT * FROM {0}.k;"
+                                "CREATE FUNCTION {0}.f() RETURNS trigger LANGUAGE plpgsql AS "
+                                "'BEGIN RETURN NEW; END';"
+                                "CREATE TRIGGER tg BEFORE INSERT ON {0}.k FOR EACH ROW EXECUTE "
+                                "FUNCTION {0}.f();"
+                                "DROP TRIGGER tg ON {0}.k; ANALYZE {0}.k",
+                                t));
+  REQUIRE(pg_query(pg_dsn(), fmt::format("SELECT relhastriggers::text FROM pg_class WHERE oid = "
+                                         "'{}.k'::regclass",
+                                         t))[0][0] == "true");
+  pg_exec(pg_dsn(), fmt::format("UPDATE {}.k SET v = 'new'", s));
+  const auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump(2));
+  CHECK(rc == 0);
+  CHECK(pg_query(pg_dsn(), fmt::format("SELECT v FROM {}.kv", t)) ==
+        std::vector<std::vector<std::string>>{{"new"}});
   pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE", t, s));
 }
