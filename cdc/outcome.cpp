@@ -637,6 +637,15 @@ outcome decider::key_change_hold(std::string detail, const std::vector<std::stri
     lines.push_back(fmt::format("-- {}", stmt(alter("DROP CONSTRAINT <primary key name>"))));
   else
     lines.push_back("-- DuckDB cannot drop a key in place: rebuild the table with the new key.");
+  // A keyless PostgreSQL table gaining a key: the statement itself, ready to apply with
+  // the resync (nothing on the target to drop first, nothing to guess).
+  if (gained && target_.kind == target_kind::postgres)
+    return hold("key_change", reason,
+                join_ddl({fmt::format("-- The row key of {} changed on the source ({}).",
+                                      before_.name, detail),
+                          stmt(alter(fmt::format("ADD PRIMARY KEY ({})",
+                                                 key_list(*d_, new_key))))}),
+                consequence, true);
   if (!new_key.empty())
     lines.push_back(fmt::format("-- {}",
                                 stmt(alter(fmt::format("ADD PRIMARY KEY ({})",

@@ -2061,7 +2061,10 @@ class source_stream {
       // Before the snapshot: the table's changes after it must reach the stream.
       ensure_published(t);
       replication_connection temp(src_.dsn, src_.name);
-      const std::string temp_slot = slot_.substr(0, 40) + "_resync";
+      // Named for this operation: a resync interrupted while its slot waited leaves the
+      // server's wait (and its half-made slot) behind until that wait ends.
+      const std::string temp_slot =
+          slot_.substr(0, 40) + "_rs" + operation.substr(operation.size() > 9 ? operation.size() - 9 : 0);
       created_slot snap = temp.create_slot(temp_slot, true, [this] { return cancelled(); });
       pg_connection copy(src_.dsn, src_.name);
       copy.exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");

@@ -413,6 +413,11 @@ int do_review(const global_options& g, const review_args& a) {
                              a.target,
                              near.empty() ? "" : fmt::format("; did you mean '{}'?", near)));
   }
+  // No stream runs (the store opened for writing): a decision or a resync a killed stream
+  // left in progress is resolved before anything is shown or decided, as the stream does
+  // at its start.
+  if (store && !opened->read_only)
+    (void)cdc::recover_interrupted(*store, project_opener(*project), now_us());
   if (a.action == "list")
     return do_list(a, store);
 
@@ -521,9 +526,6 @@ int do_review(const global_options& g, const review_args& a) {
   const std::string target = found->hold.target();
   const std::string table = found->hold.table();
   if (!opened->read_only) {
-    // No stream runs: a decision or a resync a killed stream left in progress is
-    // resolved first, as the stream does at its start.
-    (void)cdc::recover_interrupted(*store, project_opener(*project), now_us());
     auto result = cdc::carry_out(*store, project_opener(*project), target, table, d, now_us());
     return report_result(a, result, store);
   }
