@@ -621,7 +621,19 @@ namespace {
 std::atomic<bool> schema_changes_noted{false};
 
 /// The schema actions of `plan`, as a table's result keeps them.
-void add_actions(storage::pb::TableResult& result, const engine::table_plan& plan);
+void add_actions(storage::pb::TableResult& result, const engine::table_plan& plan) {
+  for (const auto& step : plan.drift.steps) {
+    auto* a = result.add_actions();
+    a->set_action(std::string(schema::to_string(step.action)));
+    a->set_column(step.column);
+    a->set_reason(step.reason);
+    a->set_sql(step.sql);
+    a->set_from(step.from ? schema::to_string(*step.from) : step.from_text);
+    a->set_to(schema::step_to_text(step));
+    for (const auto& x : step.also)
+      a->add_also(x);
+  }
+}
 
 }  // namespace
 
@@ -646,19 +658,6 @@ void describe_copy(storage::pb::TableResult& result, const engine::table_outcome
 
 namespace {
 
-void add_actions(storage::pb::TableResult& result, const engine::table_plan& plan) {
-  for (const auto& step : plan.drift.steps) {
-    auto* a = result.add_actions();
-    a->set_action(std::string(schema::to_string(step.action)));
-    a->set_column(step.column);
-    a->set_reason(step.reason);
-    a->set_sql(step.sql);
-    a->set_from(step.from ? schema::to_string(*step.from) : step.from_text);
-    a->set_to(schema::step_to_text(step));
-    for (const auto& x : step.also)
-      a->add_also(x);
-  }
-}
 
 /// Right after a table's DDL committed on the target, ahead of its rows: a note of the
 /// table with its schema actions (status "altered", key altered_key), so that a run killed
@@ -948,9 +947,11 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         // The section with every catalog name at hand: a section spelled as another of
         // its names is that table's alone.
         const config::table_config* section = config::find_table(*src, names[index], names);
-        selected.push_back({names[index], index, section});
+        selected.push_back({{}, index, section});
         keys.push_back(std::move(key));
       }
+      for (auto& c : selected)  // every section found: the names move now
+        c.name = std::move(names[c.index]);
       std::vector<storage::table_state> states;
       if (store) {
         auto read = store->read_tables(keys, may_gate);
@@ -1635,11 +1636,12 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       c.result.set_status(std::string(engine::to_string(r.outcome.status)));
       c.result.set_rows(r.outcome.rows);
       c.result.set_run_id(run_id);
-      const std::int64_t finished =
-          r.outcome.finished_at_us != 0 ? r.outcome.finished_at_us : now_us();
-      c.result.set_finished_at_us(finished);
-      c.result.set_started_at_us(finished - r.outcome.duration_us);
       describe_copy(c.result, r.outcome);
+      if (c.result.finished_at_us() == 0) {  // not planned, or no end recorded: now
+        const std::int64_t finished = now_us();
+        c.result.set_finished_at_us(finished);
+        c.result.set_started_at_us(finished - r.outcome.duration_us);
+      }
       c.result.set_reused_staged(r.outcome.reused_staged);
       if (!r.outcome.plan && !r.outcome.reused_staged)
         c.result.set_load("none");

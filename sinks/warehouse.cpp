@@ -83,11 +83,10 @@ class loader final : public table_writer {
         // PostgreSQL a small one): readers see its old rows until the commit, and it
         // keeps what depends on it (views, grants, indexes) without any DDL.
         schema::table_schema stage = schema::full_refresh_columns(live, request_.columns, d.names());
-        const bool emptied =
-            live && d.keeps_live_table(*live, stage) && wh_.empties_in_place(target);
+        const bool keeps = live && d.keeps_live_table(*live, stage);
+        const bool emptied = keeps && wh_.empties_in_place(target);
         in_place_ = d.replaces_in_place() || !live || emptied;
-        replaces_live_ =
-            live && !emptied && !(d.replaces_in_place() && d.keeps_live_table(*live, stage));
+        replaces_live_ = live && !emptied && !(d.replaces_in_place() && keeps);
         into_ = in_place_ ? target : staging;
         if (wh_.key_after_load() && !emptied) {
           for (auto& c : stage.columns) {
