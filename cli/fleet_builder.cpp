@@ -1238,7 +1238,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                     state->watermark->merge_key().begin(), state->watermark->merge_key().end());
               if (rewritten_since(*state->watermark, ts.job.table)) {
                 ts.job.generation_changed = true;
-                ts.job.warnings.push_back(fmt::format(
+                ts.job.generation_warning = fmt::format(
                     "the source table was emptied or rewritten (TRUNCATE, VACUUM FULL, "
                     "CLUSTER, an ALTER TABLE that rewrites it, such as a column type change) "
                     "since the watermark {0} = {1} was committed: rows it holds now "
@@ -1246,7 +1246,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                     "again in full by without repeating rows; if it was refilled with such "
                     "rows, declare its unique_key, which makes the next run after such a "
                     "change read every row and merge them",
-                    ts.job.settings.cursor_column, state->watermark->value()));
+                    ts.job.settings.cursor_column, state->watermark->value());
               }
             }
           }
@@ -1280,6 +1280,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
               ts.job.watermark_void = true;
               ts.job.watermark.reset();
               ts.job.generation_changed = false;
+              ts.job.generation_warning.clear();
               ts.job.settings.foreign_rows = true;
               ts.job.warnings.push_back(fmt::format(
                   "{} loaded the target table {} last: its rows, and the watermark committed "

@@ -50,6 +50,12 @@ class dialect : public schema::type_rules {
     (void)table;
     return {};
   }
+  /// When the engine keeps `column` for a column of its own in every table (PostgreSQL's
+  /// system columns, xmin, ctid ...): which, as a phrase for a message; empty when free.
+  [[nodiscard]] virtual std::string_view engine_reserved_column(std::string_view column) const {
+    (void)column;
+    return {};
+  }
 
   // ---- types --------------------------------------------------------------------
   /// Portable -> the engine's own type spelling used in DDL.

@@ -111,6 +111,14 @@ class postgres_dialect final : public dialect {
                ? "PostgreSQL keeps schema names starting pg_, and information_schema"
                : std::string_view();
   }
+  /// Quoted identifiers are case-sensitive: "XMIN" is free, xmin is not.
+  [[nodiscard]] std::string_view engine_reserved_column(std::string_view column) const override {
+    for (const std::string_view system : {"tableoid", "xmin", "cmin", "xmax", "cmax", "ctid"})
+      if (column == system)
+        return "PostgreSQL keeps the names tableoid, xmin, cmin, xmax, cmax and ctid for the "
+               "system columns of every table";
+    return {};
+  }
   [[nodiscard]] bool executable() const override { return true; }
   [[nodiscard]] std::size_t max_identifier_bytes() const override {
     return identifier_limit;

@@ -17,6 +17,7 @@
 #include "engine/coerce.hpp"
 #include "engine/staging.hpp"
 #include "schema/compat.hpp"
+#include "sources/values.hpp"
 
 namespace flotilla::engine {
 
@@ -547,6 +548,16 @@ incremental_start resume_from(sinks::warehouse& wh, const table_job& job) {
   return out;
 }
 
+/// What the run decided about the table before its plan (job.warnings), and that rows
+/// below a kept watermark are not read after a rewrite, unless the watermark is dropped
+/// anyway for the cursor column's new type (which says so).
+std::vector<std::string> run_warnings_of(const table_job& job, const incremental_start& start) {
+  std::vector<std::string> out = job.warnings;
+  if (job.generation_changed && !job.generation_warning.empty() && start.cursor_retyped.empty())
+    out.push_back(job.generation_warning);
+  return out;
+}
+
 table_plan plan_against_target(sinks::warehouse& wh, const table_job& job,
                                sources::source* src) {
   auto d = describe_target(wh, job);
@@ -567,7 +578,8 @@ table_plan plan_against_target(sinks::warehouse& wh, const table_job& job,
     settings.empties_in_place = true;
     p = plan_described(columns, d, wh.dialect(), job.target, settings);
   }
-  p.warnings.insert(p.warnings.begin(), job.warnings.begin(), job.warnings.end());
+  const auto said = run_warnings_of(job, start);
+  p.warnings.insert(p.warnings.begin(), said.begin(), said.end());
   if (!start.cursor_retyped.empty())
     p.warnings.insert(p.warnings.begin(), start.cursor_retyped);
   if (start.recovered)
@@ -698,8 +710,8 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     if (!staged_cols)
       note_unfit_values(src, job, settings, wh.dialect());
     out.plan = plan_described(columns, d, wh.dialect(), job.target, settings);
-    out.plan->warnings.insert(out.plan->warnings.begin(), job.warnings.begin(),
-                              job.warnings.end());
+    const auto said = run_warnings_of(job, start);
+    out.plan->warnings.insert(out.plan->warnings.begin(), said.begin(), said.end());
     if (!cursor_retyped.empty())
       out.plan->warnings.insert(out.plan->warnings.begin(), cursor_retyped);
     if (start.recovered)
@@ -708,7 +720,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     // Stopped by the source-drift gate before anything touched the target: what its load
     // would have done (the plan's own warnings) did not happen and is not said; the run's
     // own warnings stay.
-    const std::size_t run_warnings = job.warnings.size() + (cursor_retyped.empty() ? 0 : 1);
+    const std::size_t run_warnings = said.size() + (cursor_retyped.empty() ? 0 : 1);
     const auto stopped_by_gate = [&](const auto& verdict) {
       out.status = table_status::failed;
       out.error_code = verdict.error_code;
@@ -763,6 +775,35 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       watermark.reset();
     }
 
+    // A cursor value no later value can pass (NaN, +infinity) is never the watermark: it
+    // would hide every row added after it. A merge reads such rows again each run (as it
+    // does the rows at the watermark) and keeps one of each; an append would add them
+    // again each run, so it fails, loading nothing. One kept by an earlier version is
+    // dropped the same way.
+    const auto* cursor_col = incremental ? job.table.columns.resolve(settings.cursor_column) : nullptr;
+    const auto unbounded_rows = [&](std::uint64_t rows, const std::string& value) {
+      if (!plan.unique_key.empty()) {  // merged on it, the first load's rows too
+        out.plan->warnings.push_back(fmt::format(
+            "cursor column '{}' holds {} in {} row(s), a value no later one can pass: the "
+            "watermark stays at the largest other value, so these rows are read and merged "
+            "again each run; give them a finite cursor value at the source to stop it",
+            settings.cursor_column, value, rows));
+        return;
+      }
+      throw sources::source_error(fmt::format(
+          "cursor column '{}' holds {} in {} row(s), a value no later one can pass: as the "
+          "watermark it would hide every row added after it, and read again each run those "
+          "rows would be appended again, so nothing was loaded; declare the table's "
+          "unique_key (a merge reads such rows again each run and keeps one of each), give "
+          "them a finite cursor value at the source, or use another cursor_column",
+          settings.cursor_column, value, rows));
+    };
+    if (watermark && cursor_col && sources::unbounded_cursor(*watermark, cursor_col->type)) {
+      if (plan.unique_key.empty())
+        unbounded_rows(1, *watermark);  // else the read says it, of the rows it finds
+      watermark.reset();
+    }
+
     // What to read: the planned columns, past the watermark on an incremental table.
     const auto read_request_of = [&] {
       sources::read_request rr;
@@ -813,6 +854,8 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       if (job.cancel && job.cancel->load(std::memory_order_relaxed))
         throw std::runtime_error("stopped by the user before commit; the target is unchanged");
       staged.finish();
+      if (incremental && rres.unbounded_cursor_rows > 0)
+        unbounded_rows(rres.unbounded_cursor_rows, *rres.unbounded_cursor);
       staged_watermark = incremental && rres.max_cursor ? rres.max_cursor : watermark;
       load_from = staged.path();
       kept = staged_output{staged.path().string(), staged.rows(), staged_watermark,
@@ -1077,6 +1120,8 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
         loader->write(*first);
     }
 
+    if (incremental && read_result.unbounded_cursor_rows > 0)
+      unbounded_rows(read_result.unbounded_cursor_rows, *read_result.unbounded_cursor);
     std::optional<std::string> max_cursor = watermark;
     if (incremental && read_result.max_cursor)
       max_cursor = read_result.max_cursor;

@@ -70,6 +70,9 @@ struct table_job {
   /// storage generation changed) and it has no key to read it again in full by: the
   /// watermark stays, and is committed again with the new generation.
   bool generation_changed = false;
+  /// With generation_changed: the warning that rows below the watermark are not read,
+  /// said unless the watermark is dropped anyway (the cursor column changed type).
+  std::string generation_warning;
   /// The family of values (cursor_family) the cursor column held when the watermark was
   /// committed; empty when not known (a watermark from before it was kept).
   std::string watermark_family;

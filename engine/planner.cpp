@@ -374,6 +374,14 @@ struct planner {
                        "schema (its template, or the tag it uses)",
                        dialect.qualified(target), keeps));
     for (const auto& c : p.load_columns.columns)
+      if (const auto keeps = dialect.engine_reserved_column(c.name); !keeps.empty())
+        fail("FLT-S013",
+             fmt::format("column '{}' is a name the engine keeps for itself ({}), so {} cannot "
+                         "have it; rename it at the source (for a file, in its header), or "
+                         "leave it out (contract = \"enforced\" with columns that do not name it)",
+                         c.name, keeps, dialect.qualified(target)),
+             c.name);
+    for (const auto& c : p.load_columns.columns)
       if (lower(c.name).starts_with("__flotilla_"))
         fail("FLT-S013",
              fmt::format("column '{}' has a name Flotilla keeps for its own columns (names "

@@ -116,9 +116,10 @@ class sqlite_inserter final : public row_inserter {
       }
       cols += d.quote(c.name);
       marks += '?';
-      text_kind_.push_back(c.type.kind == schema::type_kind::bytes     ? text_kind::bytes
-                           : c.type.kind == schema::type_kind::decimal ? text_kind::decimal
-                                                                       : text_kind::text);
+      text_kind_.push_back(c.type.kind == schema::type_kind::bytes          ? text_kind::bytes
+                           : c.type.kind == schema::type_kind::decimal      ? text_kind::decimal
+                           : c.type.kind == schema::type_kind::timestamp_tz ? text_kind::utc
+                                                                            : text_kind::text);
       names_.push_back(c.name);
     }
     if (with_seq_) {
@@ -179,6 +180,13 @@ class sqlite_inserter final : public row_inserter {
                   dialect_.qualified(table_), first_seq + r + 1, dialect_.quote(names_[c]), v.s,
                   schema::toml_key(names_[c])));
             }
+            // A UTC instant as SQLite's date and time functions read one: with the
+            // offset's minutes (+00:00); with "+00" alone they give NULL.
+            if (text_kind_[c] == text_kind::utc && v.s.ends_with("+00")) {
+              utc_.assign(v.s).append(":00");
+              sqlite3_bind_text64(s, at, utc_.data(), utc_.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
+              break;
+            }
             sqlite3_bind_text64(s, at, v.s.data(), v.s.size(), SQLITE_STATIC, SQLITE_UTF8);
             break;
         }
@@ -205,8 +213,9 @@ class sqlite_inserter final : public row_inserter {
   const dialects::dialect& dialect_;
   table_ref table_;
   bool with_seq_;
-  enum class text_kind : std::uint8_t { text, bytes, decimal };
+  enum class text_kind : std::uint8_t { text, bytes, decimal, utc };
   std::vector<text_kind> text_kind_;
+  std::string utc_;  ///< a timestamp_tz value with its offset's minutes
   std::vector<std::string> names_;
   std::string sql_;
   statement stmt_;

@@ -699,11 +699,13 @@ read_result scan(connection& con, const scan_spec& spec, const batch_consumer& c
         // Rows arrive ordered by the cursor, NULLs last: the last non-null is the largest.
         duckdb_vector vec = duckdb_data_chunk_get_vector(ch.c, cursor_index);
         const std::uint64_t* validity = duckdb_vector_get_validity(vec);
+        // NaN and +infinity sort after every other value: counted, not the watermark.
         for (idx_t r = off + take; r-- > off;) {
           if (!valid(validity, r))
             continue;
+          const schema::value* cell = nullptr;
           if (cursor_index < width) {
-            out.max_cursor = cursor_text(batch.cells[base + (r - off) * width + cursor_index]);
+            cell = &batch.cells[base + (r - off) * width + cursor_index];
           } else {
             try {
               read_slice(readers[cursor_index], vec, r, 1, &cursor_cell, 1);
@@ -711,8 +713,14 @@ read_result scan(connection& con, const scan_spec& spec, const batch_consumer& c
               throw error::bad_value(spec.source, spec.table, readers[cursor_index].name,
                                      bad.raw, readers[cursor_index].type, out.rows + r - off + 1);
             }
-            out.max_cursor = cursor_text(cursor_cell);
+            cell = &cursor_cell;
           }
+          if (unbounded_cursor(*cell, readers[cursor_index].type)) {
+            ++out.unbounded_cursor_rows;
+            out.unbounded_cursor = cursor_text(*cell);
+            continue;
+          }
+          out.max_cursor = cursor_text(*cell);
           break;
         }
       }

@@ -921,10 +921,22 @@ std::optional<std::string> file_level_reason(const std::string& path, const std:
 /// that names every column's type parses them as DuckDB casts text (any ISO form).
 /// A CSV file has no comments either (RFC 4180): left to the sniffer, a '#' could be taken
 /// for one, and a row beginning with it (`#1002,7.50`) left out, a value holding it cut.
-constexpr const char* k_csv_sniff = "dateformat = '%Y-%m-%d', comment = ''";
+/// Its quote is the double quote (RFC 4180): left to the sniffer, a file whose values
+/// hold single quotes ('A1') could be read with those as quotes, and the quotes removed.
+constexpr const char* k_csv_sniff = "dateformat = '%Y-%m-%d', comment = '', quote = '\"'";
 /// A timestamp's UTC offset at the end of its text (Z, +02, +02:00), as a DuckDB regex.
 constexpr const char* k_utc_offset = "([zZ]|[+-][0-9]{2}(:?[0-9]{2})?)$";
 constexpr const char* k_json_iso = "dateformat = 'iso'";
+
+/// The arguments every sniff and read of a CSV file gives DuckDB's reader: k_csv_sniff,
+/// and for a file whose header line holds no delimiter (one column), the comma. Left to
+/// the sniffer, the values of a one-column file that hold a ';' (a URL's query) or a '|'
+/// would be split on it, and the header taken from a later line.
+std::string csv_args(const std::string& path) {
+  if (header_delimiter(path).second == 1)
+    return fmt::format("{}, delim = ','", k_csv_sniff);
+  return k_csv_sniff;
+}
 
 class file_source final : public source {
  public:
@@ -1341,8 +1353,8 @@ class file_source final : public source {
   [[nodiscard]] static std::string text_relation(const std::string& path, const source_table& table) {
     if (auto r = described_relation(path, table, nullptr, true))
       return *r;
-    return fmt::format("read_csv({}, sample_size = -1, all_varchar = true, comment = '')",
-                       quote_literal(path));
+    return fmt::format("read_csv({}, sample_size = -1, all_varchar = true, {})",
+                       quote_literal(path), csv_args(path));
   }
 
   [[nodiscard]] bool wanted_extension(const fs::path& p) const {
@@ -1417,7 +1429,7 @@ class file_source final : public source {
     return json_ ? fmt::format("read_json_auto({}, sample_size = -1, records = 'true'{}, {})",
                                quote_literal(path), json_format(path), k_json_iso)
                  : fmt::format("read_csv({}, sample_size = -1, {})", quote_literal(path),
-                               k_csv_sniff);
+                               csv_args(path));
   }
 
   /// A JSON file read with its columns as inferred, and the values nested in a record
@@ -1470,7 +1482,7 @@ class file_source final : public source {
     if (types.empty())
       return relation(path);
     return fmt::format("read_csv({}, sample_size = -1, {}, types = {{{}}})", quote_literal(path),
-                       k_csv_sniff, types);
+                       csv_args(path), types);
   }
 
   /// A CSV file read with the dialect its catalog found (source_table::reader) and every
@@ -1543,7 +1555,7 @@ class file_source final : public source {
                             "Comment, CAST(SkipRows AS VARCHAR), CAST(HasHeader AS VARCHAR), "
                             "DateFormat, TimestampFormat FROM (SELECT unnest(Columns) AS c, * "
                             "FROM sniff_csv({}, sample_size = -1, header = true, {}))",
-                            quote_literal(path), k_csv_sniff);
+                            quote_literal(path), csv_args(path));
     std::vector<std::vector<std::optional<std::string>>> rows;
     try {
       duck::connection con(db());
@@ -1896,7 +1908,7 @@ class file_source final : public source {
                            ", allow_quoted_nulls = false")
             .value_or(fmt::format(
                 "read_csv({}, sample_size = -1, {}, allow_quoted_nulls = false, types = {{{}}})",
-                quote_literal(path), k_csv_sniff, types));
+                quote_literal(path), csv_args(path), types));
     try {
       if (!typed.empty())
         con.exec(fmt::format("SELECT count(*) FROM {} WHERE hash({}) IS NOT NULL", relation, typed));

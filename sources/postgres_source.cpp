@@ -444,8 +444,14 @@ class postgres_source final : public source {
             if (!convert(text, types[i], cell))
               throw error::bad_value(options_.name, qualified, names[i], text, types[i], at);
           }
-          if (i == cursor_index && !cell.is_null())
-            out.max_cursor = cursor_text(cell);
+          if (i == cursor_index && !cell.is_null()) {
+            if (unbounded_cursor(cell, types[i])) {
+              ++out.unbounded_cursor_rows;
+              out.unbounded_cursor = cursor_text(cell);
+            } else {
+              out.max_cursor = cursor_text(cell);
+            }
+          }
         },
         [&](std::string_view) {
           if (!batch.full())

@@ -113,8 +113,12 @@ struct read_request {
 
 struct read_result {
   std::uint64_t rows = 0;
-  /// Largest cursor value read (text form), for the watermark.
+  /// Largest cursor value read (text form), for the watermark: not one no later value
+  /// can pass (unbounded_cursor), which would hide every row added after it.
   std::optional<std::string> max_cursor;
+  /// Rows whose cursor value is such a one (NaN, +infinity), and one of those values.
+  std::uint64_t unbounded_cursor_rows = 0;
+  std::optional<std::string> unbounded_cursor;
 };
 
 /// Receives each batch, on the thread that called read() (the copy takes a shared target

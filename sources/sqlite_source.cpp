@@ -8,6 +8,7 @@
 #include <sqlite3.h>
 
 #include <cerrno>
+#include <charconv>
 
 #include <algorithm>
 #include <filesystem>
@@ -461,14 +462,19 @@ class sqlite_source final : public source {
     if (!request.cursor_column.empty()) {
       // A TEXT (or untyped) column holding ISO timestamps compares as text just the same:
       // its watermark says so.
-      check_cursor_storage(db.get(), table, request.cursor_column,
-                           cursor_type.kind == type_kind::date ||
-                               cursor_type.kind == type_kind::timestamp_ntz ||
-                               cursor_type.kind == type_kind::timestamp_tz ||
-                               (request.after && looks_like_iso_timestamp(*request.after)),
-                           request.after);
+      const bool dated = cursor_type.kind == type_kind::date ||
+                         cursor_type.kind == type_kind::timestamp_ntz ||
+                         cursor_type.kind == type_kind::timestamp_tz;
+      const bool reals = check_cursor_storage(
+          db.get(), table, request.cursor_column,
+          dated || (request.after && looks_like_iso_timestamp(*request.after)), request.after);
+      // Julian days (REAL) are compared as the numbers they are stored as: a watermark
+      // kept as the date's text (as runs before 2026-12-06 kept it) is turned into one,
+      // since SQLite orders every number before every text and no row would pass it.
       if (request.after)
-        sql += past_watermark(quote_ident(request.cursor_column), "?1", request.inclusive_key);
+        sql += past_watermark(quote_ident(request.cursor_column),
+                              reals && dated && !number_text(*request.after) ? "julianday(?1)" : "?1",
+                              request.inclusive_key);
       sql += " ORDER BY " + quote_ident(request.cursor_column);
     }
 
@@ -546,8 +552,14 @@ class sqlite_source final : public source {
               fmt::format("give the row a key at the source, or delete it (DELETE FROM {} WHERE "
                           "{} IS NULL)",
                           quote_ident(table), quote_ident(request.columns.columns[i].name)));
-        if (static_cast<int>(i) == cursor_index && !cell.is_null())
-          result.max_cursor = stored_cursor(stmt.get(), static_cast<int>(i), types[i], cell);
+        if (static_cast<int>(i) == cursor_index && !cell.is_null()) {
+          if (unbounded_cursor(cell, types[i])) {
+            ++result.unbounded_cursor_rows;
+            result.unbounded_cursor = cursor_text(cell);
+          } else {
+            result.max_cursor = stored_cursor(stmt.get(), static_cast<int>(i), types[i], cell);
+          }
+        }
       }
       if (batch.full() && !consume(batch.take()))
         return result;
@@ -852,7 +864,9 @@ class sqlite_source final : public source {
   /// (INTEGER) and julian days (REAL) compare as numbers (every julian day below every
   /// unix time of this century), and ISO text with `T` and with a space as text (' '
   /// before 'T', so `2024-01-02 23:00` sorts before `2024-01-02T10:00`). Both fail alike.
-  void check_cursor_storage(sqlite3* db, const std::string& table, const std::string& column,
+  ///
+  /// Returns whether the column holds its values as REAL (julian days, for a date).
+  bool check_cursor_storage(sqlite3* db, const std::string& table, const std::string& column,
                             bool dated, const std::optional<std::string>& after) const {
     const std::string c = quote_ident(column), t = quote_ident(table);
     statement stmt(db, fmt::format("SELECT lo, typeof(lo), hi, typeof(hi) FROM "
@@ -873,10 +887,10 @@ class sqlite_source final : public source {
       check_cursor_text_forms(db, table, column, after);
       if (after)
         check_cursor_order(db, table, column, *after);
-      return;
+      return false;
     }
     if (lo == "null" || kind(lo) == kind(hi))
-      return;
+      return lo == "real";
     if (dated && kind(lo) != "text" && kind(hi) != "text")
       throw error::read_failed(
           options_.name, table, options_.path,
@@ -918,7 +932,17 @@ class sqlite_source final : public source {
                        t.kind == type_kind::timestamp_ntz || t.kind == type_kind::timestamp_tz;
     if (storage == SQLITE_TEXT && dated)
       return as_text(s, col);
+    // A julian day as the number it is (the shortest text that reads back as it).
+    if (storage == SQLITE_FLOAT && dated)
+      return fmt::format("{}", sqlite3_column_double(s, col));
     return cursor_text(cell);
+  }
+
+  /// Whether `text` is a number and nothing else (a julian day's watermark).
+  static bool number_text(std::string_view text) {
+    double d = 0;
+    const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), d);
+    return !text.empty() && ec == std::errc{} && p == text.data() + text.size();
   }
 
   static void bind_watermark(sqlite3_stmt* s, const std::string& after, const portable_type& t) {
@@ -933,6 +957,13 @@ class sqlite_source final : public source {
         sqlite3_bind_double(s, 1, *d);
         return;
       }
+    }
+    // A date or timestamp kept as julian days: its watermark is the number (stored_cursor).
+    if ((t.kind == type_kind::date || t.kind == type_kind::timestamp_ntz ||
+         t.kind == type_kind::timestamp_tz) &&
+        number_text(after)) {
+      sqlite3_bind_double(s, 1, *parse_double(after));
+      return;
     }
     sqlite3_bind_text(s, 1, after.data(), static_cast<int>(after.size()), SQLITE_TRANSIENT);
   }

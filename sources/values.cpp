@@ -747,4 +747,27 @@ std::string cursor_text(const schema::value& v) {
   return {};
 }
 
+bool unbounded_cursor(std::string_view text, const schema::portable_type& type) {
+  using k = schema::type_kind;
+  switch (type.kind) {
+    case k::float32:
+    case k::float64:
+    case k::decimal:
+      return iequals(text, "nan") || iequals(text, "infinity") || iequals(text, "+infinity") ||
+             iequals(text, "inf");
+    case k::date:
+    case k::timestamp_ntz:
+    case k::timestamp_tz:
+      return iequals(text, "infinity") || iequals(text, "+infinity");
+    default:
+      return false;
+  }
+}
+
+bool unbounded_cursor(const schema::value& v, const schema::portable_type& type) {
+  if (v.kind == schema::value::tag::real)
+    return std::isnan(v.d) || v.d == std::numeric_limits<double>::infinity();
+  return v.kind == schema::value::tag::text && unbounded_cursor(std::string_view(v.s), type);
+}
+
 }  // namespace flotilla::sources

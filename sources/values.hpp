@@ -11,6 +11,7 @@
 
 #include "schema/calendar.hpp"
 #include "schema/rows.hpp"
+#include "schema/types.hpp"
 
 namespace flotilla::sources {
 
@@ -96,5 +97,11 @@ struct parsed_timestamp {
 /// read_request::after: integers in decimal, reals in shortest round-trip form,
 /// booleans "true"/"false", texts as they are.
 [[nodiscard]] std::string cursor_text(const schema::value& v);
+
+/// Whether a cursor value of `type` is one no later value can pass: NaN or +infinity of
+/// a number, +infinity of a date or timestamp (PostgreSQL and DuckDB sort them after
+/// every other value). As a watermark it would hide every row added after it.
+[[nodiscard]] bool unbounded_cursor(const schema::value& v, const schema::portable_type& type);
+[[nodiscard]] bool unbounded_cursor(std::string_view text, const schema::portable_type& type);
 
 }  // namespace flotilla::sources

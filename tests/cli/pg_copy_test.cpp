@@ -1064,3 +1064,85 @@ TEST_CASE("a table whose last trigger was dropped (relhastriggers still set) wit
         std::vector<std::vector<std::string>>{{"new"}});
   pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE", t, s));
 }
+
+TEST_CASE("a PostgreSQL cursor value of NaN or infinity is never the watermark: later rows still "
+          "arrive, and an append table with one fails, loading nothing") {
+  workdir w;
+  const std::string s = "pgsrc_" + unique_suffix();
+  const std::string t = "pgtgt_" + unique_suffix();
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE; CREATE SCHEMA {0};"
+                                "CREATE TABLE {0}.f (id int PRIMARY KEY, c float8, v text); "
+                                "INSERT INTO {0}.f VALUES (1, 1.5, 'a'), (2, 'NaN', 'nan'); "
+                                "CREATE TABLE {0}.t (id int PRIMARY KEY, c timestamptz, v text); "
+                                "INSERT INTO {0}.t VALUES (1, '2024-01-01', 'a'), (2, 'infinity', 'open'); "
+                                "CREATE TABLE {0}.e (id int, c timestamp); "
+                                "INSERT INTO {0}.e VALUES (1, '2024-01-01'), (2, 'infinity')",
+                                s));
+  w.write("flotilla.toml",
+          fmt::format("[targets.wh]\ndialect = \"postgres\"\ndsn = \"{0}\"\nschema = \"{2}\"\n\n"
+                      "[sources.app]\nadapter = \"postgres\"\ndsn = \"{0}\"\ninclude = [\"{1}.*\"]\n\n"
+                      "[sources.app.tables.\"{1}.f\"]\ncursor_column = \"c\"\n"
+                      "[sources.app.tables.\"{1}.t\"]\ncursor_column = \"c\"\n"
+                      "[sources.app.tables.\"{1}.e\"]\ncursor_column = \"c\"\n",
+                      pg_dsn(), s, t));
+  const auto ids = [&](const std::string& table) {
+    return pg_query(pg_dsn(), fmt::format("SELECT coalesce(string_agg(id::text, ',' ORDER BY "
+                                          "id), '') FROM {}.{}", t, table))[0][0];
+  };
+  int rc = -1;
+  auto first = flotilla_json(w, {"run"}, &rc);
+  INFO(first.dump(2));
+  CHECK(rc == 1);
+  const auto& e = *find_table(first, t + ".e");
+  CHECK(e["status"] == "failed");
+  CHECK_THAT(e["error"].get<std::string>(),
+             Catch::Contains("holds infinity in 1 row(s)") && Catch::Contains("unique_key"));
+  CHECK(pg_query(pg_dsn(), fmt::format("SELECT to_regclass('{}.e') IS NULL", t))[0][0] == "t");
+  pg_exec(pg_dsn(), fmt::format("INSERT INTO {0}.f VALUES (3, 2.5, 'later'); "
+                                "INSERT INTO {0}.t VALUES (3, '2025-01-01', 'later')", s));
+  auto second = flotilla_json(w, {"run"}, &rc);
+  INFO(second.dump(2));
+  for (const char* name : {"f", "t"}) {
+    INFO(name);
+    const auto& r = *find_table(second, t + "." + name);
+    CHECK(r["status"] == "copied");
+    REQUIRE(r.contains("warnings"));
+    CHECK_THAT(r["warnings"][0].get<std::string>(), Catch::Contains("read and merged again each run"));
+    CHECK(ids(name) == "1,2,3");
+  }
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE", s, t));
+}
+
+TEST_CASE("a keyless incremental table whose cursor column changed type says only that it reads "
+          "every row") {
+  workdir w;
+  const std::string s = "pgsrc_" + unique_suffix();
+  const std::string t = "pgtgt_" + unique_suffix();
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE; CREATE SCHEMA {0};"
+                                "CREATE TABLE {0}.a (id int, c int); "
+                                "INSERT INTO {0}.a SELECT g, g FROM generate_series(1, 10) g",
+                                s));
+  w.write("flotilla.toml",
+          fmt::format("[targets.wh]\ndialect = \"postgres\"\ndsn = \"{0}\"\nschema = \"{2}\"\n\n"
+                      "[sources.app]\nadapter = \"postgres\"\ndsn = \"{0}\"\ninclude = [\"{1}.*\"]\n\n"
+                      "[sources.app.tables.\"{1}.a\"]\ncursor_column = \"c\"\n",
+                      pg_dsn(), s, t));
+  REQUIRE(flotilla_json(w, {"run"})["status"] == "success");
+  // The retype rewrites the table (a new relfilenode) and changes the cursor's family.
+  pg_exec(pg_dsn(), fmt::format("ALTER TABLE {0}.a ALTER COLUMN c TYPE text USING c::text; "
+                                "INSERT INTO {0}.a VALUES (11, '11')", s));
+  for (const char* verb : {"plan", "run"}) {
+    INFO(verb);
+    auto out = flotilla_json(w, {verb});
+    INFO(out.dump(2));
+    const auto& r = *find_table(out, t + ".a");
+    REQUIRE(r.contains("warnings"));
+    std::string all;
+    for (const auto& x : r["warnings"])
+      all += x.get<std::string>() + "\n";
+    CHECK_THAT(all, Catch::Contains("changed type since the watermark") &&
+                        !Catch::Contains("are not read"));
+  }
+  CHECK(pg_query(pg_dsn(), fmt::format("SELECT count(*) FROM {}.a", t))[0][0] == "11");
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE", s, t));
+}

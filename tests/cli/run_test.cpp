@@ -3116,3 +3116,53 @@ TEST_CASE("a stream whose two event sinks want two formats is refused as a confi
   CHECK_THAT(r.err, Catch::Contains("error FLT-C005: events.pubsub.format: [events.kafka] has "
                                     "format = \"json\""));
 }
+
+TEST_CASE("a SQLite cursor column of julian days (REAL) keeps its watermark as the number: later "
+          "rows arrive") {
+  // SQLite orders every number before every text: a watermark kept as the date's text
+  // ('2023-02-25 18:00:00') matched no row again, and every later row was skipped.
+  workdir w;
+  sqlite_exec(w.file("src.db"),
+              "CREATE TABLE jd (id INTEGER PRIMARY KEY, c DATETIME, v TEXT);"
+              "INSERT INTO jd VALUES (1, 2460000.5, 'a'), (2, 2460001.25, 'b');"
+              "CREATE TABLE dj (id INTEGER, c DATE);"
+              "INSERT INTO dj VALUES (1, 2460310.5);");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+                           "[sources.q]\nadapter = \"sqlite\"\npath = \"src.db\"\n"
+                           "[sources.q.tables.jd]\ncursor_column = \"c\"\n"
+                           "[sources.q.tables.dj]\ncursor_column = \"c\"\n");
+  REQUIRE(flotilla_json(w, {"run"})["status"] == "success");
+  sqlite_exec(w.file("src.db"), "INSERT INTO jd VALUES (3, 2460002.75, 'later');"
+                                "INSERT INTO dj VALUES (2, 2460311.5);");
+  auto second = flotilla_json(w, {"run"});
+  INFO(second.dump(2));
+  CHECK((*find_table(second, "q__jd"))["rows"] == 2);  // the row at the watermark, merged, and row 3
+  CHECK((*find_table(second, "q__dj"))["rows"] == 1);
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT group_concat(id, ',') FROM (SELECT id FROM "
+                                          "q__jd ORDER BY id)") ==
+        std::vector<std::vector<std::string>>{{"1,2,3"}});
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT group_concat(c, ',') FROM (SELECT c FROM "
+                                          "q__dj ORDER BY id)") ==
+        std::vector<std::vector<std::string>>{{"2024-01-01,2024-01-02"}});
+  // Nothing new: nothing read, nothing repeated.
+  auto third = flotilla_json(w, {"run"});
+  CHECK((*find_table(third, "q__dj"))["rows"] == 0);
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT count(*) FROM q__dj") ==
+        std::vector<std::vector<std::string>>{{"2"}});
+}
+
+TEST_CASE("a SQLite target stores a timestamp with time zone as its date functions read it") {
+  workdir w;
+  duckdb_exec(w.file("src.duckdb"),
+              "CREATE TABLE e (id INT PRIMARY KEY, ts TIMESTAMPTZ);"
+              "INSERT INTO e VALUES (1, TIMESTAMPTZ '2024-03-10 02:30:00-05'), (2, NULL)");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+                           "[sources.d]\nadapter = \"duckdb\"\npath = \"src.duckdb\"\n");
+  auto run = flotilla_json(w, {"run"});
+  INFO(run.dump(2));
+  REQUIRE(run["status"] == "success");
+  CHECK(sqlite_query(w.file("wh.sqlite"),
+                     "SELECT ts, datetime(ts), unixepoch(ts) FROM d__e WHERE id = 1") ==
+        std::vector<std::vector<std::string>>{
+            {"2024-03-10 07:30:00+00:00", "2024-03-10 07:30:00", "1710055800"}});
+}

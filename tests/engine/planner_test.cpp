@@ -914,3 +914,25 @@ TEST_CASE("FLT-S007 for a change a declared type makes says to restore the decla
   CHECK(q.error->code == "FLT-S007");
   CHECK_THAT(q.error->reason, Catch::Contains("restore the column's type at the source"));
 }
+
+TEST_CASE("a column named as a PostgreSQL system column fails the plan, named, on PostgreSQL only") {
+  // PostgreSQL refuses CREATE TABLE with a column xmin, ctid ...: said by plan, with the
+  // fix on the source's side, not by the target's error at the first run.
+  const auto columns = S({{"id", T("int")}, {"xmin", T("int")}, {"XMIN", T("int")}});
+  auto pg = *dialects::make_dialect("postgres");
+  auto p = engine::plan_table(columns, std::nullopt, engine::target_state::absent, *pg, orders, {});
+  REQUIRE(p.error);
+  CHECK(p.error->code == "FLT-S013");
+  CHECK_THAT(p.error->reason, Catch::Contains("column 'xmin'") && Catch::Contains("system columns"));
+  // Quoted, another case is another name; DuckDB and SQLite take xmin as any other.
+  auto upper = engine::plan_table(S({{"id", T("int")}, {"XMIN", T("int")}, {"Ctid", T("int")}}),
+                                  std::nullopt, engine::target_state::absent, *pg, orders, {});
+  CHECK_FALSE(upper.error);
+  for (const char* name : {"duckdb", "sqlite"}) {
+    INFO(name);
+    auto d = *dialects::make_dialect(name);
+    CHECK_FALSE(engine::plan_table(S({{"id", T("int")}, {"xmin", T("int")}}), std::nullopt,
+                                   engine::target_state::absent, *d, orders, {})
+                    .error);
+  }
+}

@@ -102,6 +102,35 @@ TEST_CASE("a csv read parses the file with the dialect and types its catalog fou
   CHECK(days == std::vector<value>{text("2024-03-15"), text("2023-12-31"), null()});
 }
 
+TEST_CASE("a csv value in single quotes keeps them, and a one-column file is not split on ';' or '|'") {
+  // RFC 4180 quotes with '"' only: left to DuckDB's sniffer, 'A1' was read with "'" as
+  // the quote and loaded as A1. A one-column file's header holds no delimiter, so the
+  // comma is its delimiter: a URL's query (x=1;y=2) or a|b in a value is not split.
+  temp_dir dir;
+  write_file(dir.file("codes.csv"), "id,code\n1,'A1'\n2,B2\n");
+  write_file(dir.file("urls.csv"), "url\nhttp://a.com/?x=1;y=2\nhttp://b.com/?x=3;y=4\n");
+  write_file(dir.file("pipes.csv"), "name\na|b\nc|d\n");
+  write_file(dir.file("title.csv"), "My report\na,b\n1,2\n");
+  auto src = open_files("csv", dir.path.string());
+  const catalog cat = src->read_catalog();
+  const auto& codes = find_table(cat, "codes");
+  REQUIRE(codes.unreadable.empty());
+  const auto c = read_all(*src, codes);
+  REQUIRE(c.rows.size() == 2);
+  CHECK(c.rows[0] == std::vector<value>{integer(1), text("'A1'")});
+  for (const char* name : {"urls", "pipes"}) {
+    INFO(name);
+    const auto& t = find_table(cat, name);
+    REQUIRE(t.unreadable.empty());
+    REQUIRE(t.columns.columns.size() == 1);
+    const auto r = read_all(*src, t);
+    REQUIRE(r.rows.size() == 2);
+    CHECK(r.rows[0][0] == (std::string(name) == "urls" ? text("http://a.com/?x=1;y=2") : text("a|b")));
+  }
+  // A title line above the header still fails, saying so.
+  CHECK_THAT(find_table(cat, "title").unreadable, Catch::Contains("if those lines are a title"));
+}
+
 TEST_CASE("csv dates and timestamps written day- or month-first are text, as written") {
   // 01/02/2024 reads as 1 February or 2 January: DuckDB's sniffer guessed the order from
   // the values, so one file read day-first and the next, once it held 12/25/2024,
