@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <stdexcept>
 
@@ -93,6 +96,92 @@ extern "C" void forward_signal(int sig) {
     ::kill(-group, sig);
 }
 
+volatile sig_atomic_t guard_orphaned = 0;
+pid_t guard_parent = 0;
+
+extern "C" void guard_signal(int) {
+  // Only the launcher's end counts (PR_SET_PDEATHSIG): a SIGTERM the program sends its
+  // own group, or a Ctrl-C the launcher passes on, is the program's to act on.
+  if (::getppid() != guard_parent)
+    guard_orphaned = 1;
+}
+
+/// The processes whose parent is this one (the program, and its workers once orphaned).
+std::vector<pid_t> children_of_self() {
+  std::vector<pid_t> out;
+  const pid_t self = ::getpid();
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    std::ifstream in(e.path() / "stat");
+    std::string stat;
+    std::getline(in, stat);
+    // pid (comm) state ppid ...: comm may hold spaces and parentheses, so after the last ')'.
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos)
+      continue;
+    char state = 0;
+    long ppid = 0;
+    if (std::sscanf(stat.c_str() + close + 1, " %c %ld", &state, &ppid) == 2 && ppid == self)
+      out.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return out;
+}
+
+/// Runs `args` as a child of a guard (this process, forked for it): the guard is a
+/// subreaper, so workers the program forks that outlive it become the guard's children,
+/// and when the launcher ends (the harness killed with -9) the guard ends them all, where
+/// they would go on as orphans (pgcopydb's workers did, holding source sessions). It exits
+/// as the program did, once no descendant is left.
+[[noreturn]] void exec_guarded(char* const* args, char* const* envp, bool search) {
+  guard_parent = ::getppid();
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  struct sigaction on_term {};
+  on_term.sa_handler = guard_signal;
+  sigemptyset(&on_term.sa_mask);  // no SA_RESTART: the wait below returns to look
+  for (int sig : {SIGTERM, SIGINT, SIGHUP})
+    ::sigaction(sig, &on_term, nullptr);
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (::getppid() != guard_parent)
+    ::_exit(1);
+  const pid_t prog = ::fork();
+  if (prog < 0)
+    ::_exit(126);
+  if (prog == 0) {
+    for (int sig : {SIGINT, SIGTERM, SIGHUP})
+      ::signal(sig, SIG_DFL);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (search)
+      ::execvpe(args[0], args, envp);
+    else
+      ::execve(args[0], args, envp);
+    ::_exit(127);
+  }
+  int prog_status = 0;
+  bool prog_done = false;
+  for (;;) {
+    if (guard_orphaned || prog_done)
+      for (pid_t c : children_of_self())
+        ::kill(c, SIGKILL);
+    int st = 0;
+    const pid_t w = ::waitpid(-1, &st, 0);
+    if (w == prog) {
+      prog_status = st;
+      prog_done = true;
+    } else if (w < 0 && errno == ECHILD) {
+      break;
+    }
+  }
+  if (WIFSIGNALED(prog_status)) {
+    ::signal(WTERMSIG(prog_status), SIG_DFL);
+    ::prctl(PR_SET_PDEATHSIG, 0);
+    ::raise(WTERMSIG(prog_status));
+  }
+  ::_exit(WIFEXITED(prog_status) ? WEXITSTATUS(prog_status) : 1);
+}
+
 child_result spawn_and_wait(const std::vector<std::string>& argv, std::vector<std::string> env_store,
                             const std::string& cwd, bool own_group = false) {
   std::vector<char*> args;
@@ -124,6 +213,8 @@ child_result spawn_and_wait(const std::vector<std::string>& argv, std::vector<st
     ::dup2(err_pipe[1], 2);
     if (!cwd.empty() && ::chdir(cwd.c_str()) != 0)
       ::_exit(126);
+    if (own_group)  // a program that forks workers of its own (pgcopydb)
+      exec_guarded(args.data(), envp.data(), search);
     if (search)
       ::execvpe(args[0], args.data(), envp.data());
     else

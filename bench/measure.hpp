@@ -39,7 +39,8 @@ struct child_options {
   /// Run in a process group of its own: for a program that signals its whole group when
   /// it fails (pgcopydb sends SIGTERM to "all processes in our process group"), which
   /// would end this harness and whatever started it. The launcher passes a Ctrl-C or
-  /// SIGTERM it gets on to that group.
+  /// SIGTERM it gets on to that group. Such a program runs under a guard that ends the
+  /// workers it forked when the harness is killed (they would go on as orphans).
   bool own_group = false;
 };
 

@@ -58,13 +58,45 @@ checksums checksum_tables(const std::string& dsn, std::uint64_t tables) {
   return out;
 }
 
-void verify(const checksums& expected, const std::string& dsn, std::uint64_t tables,
-            const std::string& tool) {
+/// Every table of schema `peer` and its columns as the catalog defines them (name, type
+/// with its modifiers, NOT NULL), keyed by table name: a copy that turned a decimal or a
+/// boolean into text, or added a column or a table, keeps every value's text and so its
+/// checksum, but not this.
+using shapes = std::map<std::string, std::string>;
+
+shapes shape_of(const std::string& dsn) {
+  pg_connection c(dsn);
+  shapes out;
+  for (const auto& row : c.query(
+           "SELECT c.relname, string_agg(a.attname || ' ' || "
+           "pg_catalog.format_type(a.atttypid, a.atttypmod) || CASE WHEN a.attnotnull THEN "
+           "' not null' ELSE '' END, ', ' ORDER BY a.attnum) FROM pg_catalog.pg_class c JOIN "
+           "pg_catalog.pg_namespace n ON n.oid = c.relnamespace JOIN pg_catalog.pg_attribute "
+           "a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped WHERE n.nspname "
+           "= 'peer' AND c.relkind IN ('r', 'p') GROUP BY c.relname"))
+    out[*row[0]] = *row[1];
+  return out;
+}
+
+void verify(const checksums& expected, const shapes& expected_shape, const std::string& dsn,
+            std::uint64_t tables, const std::string& tool) {
   checksums got;
+  shapes got_shape;
   try {
     got = checksum_tables(dsn, tables);
+    got_shape = shape_of(dsn);
   } catch (const std::exception& e) {
     throw std::runtime_error(tool + " result cannot be checked: " + e.what());
+  }
+  for (const auto& [t, columns] : got_shape) {
+    const auto it = expected_shape.find(t);
+    if (it == expected_shape.end())
+      throw std::runtime_error(
+          fmt::format("{}: table peer.{} is in the result and not in the source", tool, t));
+    if (it->second != columns)
+      throw std::runtime_error(fmt::format("{}: table peer.{} has the columns ({}), where the "
+                                           "source has ({})",
+                                           tool, t, columns, it->second));
   }
   for (const auto& [t, v] : expected) {
     auto it = got.find(t);
@@ -144,6 +176,7 @@ scenario_result run_peer(bench_context& ctx) {
       c.exec("VACUUM ANALYZE");
     }
     const auto expected = checksum_tables(src, tables);
+    const auto expected_shape = shape_of(src);
 
     const fs::path dir = fs::path(ctx.scratch) / "peer" / tag;
     fs::remove_all(dir);
@@ -171,7 +204,7 @@ scenario_result run_peer(bench_context& ctx) {
            "psql -X -q -v ON_ERROR_STOP=1 -d \"$DST\" >/dev/null"},
           {"", env});
       auto m = from_process(p, static_cast<double>(rows), "pg_dump | psql");
-      verify(expected, dst, tables, "pg_dump | psql");
+      verify(expected, expected_shape, dst, tables, "pg_dump | psql");
       dbs.drop(tag + "_pgdump");
       return m;
     });
@@ -188,7 +221,7 @@ scenario_result run_peer(bench_context& ctx) {
                                   "--no-owner", "--no-acl"},
                                  own_group);
         auto m = from_process(p, static_cast<double>(rows), "pgcopydb");
-        verify(expected, dst, tables, "pgcopydb");
+        verify(expected, expected_shape, dst, tables, "pgcopydb");
         dbs.drop(tag + "_pgcopydb");
         return m;
       });
@@ -199,7 +232,7 @@ scenario_result run_peer(bench_context& ctx) {
                                 {{"copied", tables}});
       if (static_cast<std::uint64_t>(m.work) != rows)
         throw std::runtime_error(fmt::format("flotilla copied {} rows, expected {}", m.work, rows));
-      verify(expected, dst, tables, "flotilla");
+      verify(expected, expected_shape, dst, tables, "flotilla");
       dbs.drop(tag + "_flotilla");
       return m;
     });
@@ -226,7 +259,8 @@ scenario_result run_peer(bench_context& ctx) {
       f["flotilla_vs_pgcopydb"] = vs_copydb->median;
       line += fmt::format(", {} the speed of pgcopydb", ratio_text(*vs_copydb, 1.0));
     }
-    r.notes.push_back(line + "; every result checked: row counts and checksums of every table");
+    r.notes.push_back(line + "; every result checked: the tables, their column types, row counts and "
+                                   "checksums of every table");
     r.figures[group] = f;
     if (tables == ctx.opt.peer_tables.back()) {
       r.targets.push_back({fmt::format("peer {}: faster than pg_dump | psql", group),
