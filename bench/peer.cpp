@@ -264,10 +264,12 @@ scenario_result run_peer(bench_context& ctx) {
     r.figures[group] = f;
     if (tables == ctx.opt.peer_tables.back()) {
       r.targets.push_back({fmt::format("peer {}: faster than pg_dump | psql", group),
-                           ratio_text(vs_dump, 1.0), vs_dump.median > 1.0});
+                           ratio_text(vs_dump, 1.0), vs_dump.median > 1.0,
+                           spread_caveat(vs_dump, 1.0)});
       r.targets.push_back({fmt::format("peer {}: faster than pgcopydb", group),
                            vs_copydb ? ratio_text(*vs_copydb, 1.0) : "pgcopydb not installed",
-                           vs_copydb ? std::optional<bool>(vs_copydb->median > 1.0) : std::nullopt});
+                           vs_copydb ? std::optional<bool>(vs_copydb->median > 1.0) : std::nullopt,
+                           vs_copydb ? spread_caveat(*vs_copydb, 1.0) : std::string()});
     }
   }
   r.notes.push_back("all three create each table's primary key after its rows; pg_dump and "

@@ -164,13 +164,21 @@ void print_scenario(const scenario_result& r) {
     fmt::print("   {}: {}\n", r.status, r.message);
   if (!r.all.empty()) {
     // CPU is the runs' median; peak memory the highest of the runs (bench.json has both).
-    fmt::print("   {:<22} {:<26} {:>30} {:>20}  {:<22} {:>8} {:>12}\n", "case", "path",
-               "rate (median [min-max])", "ratio", "of", "CPU s/M", "peak MB (max)");
+    // Each text column as wide as its longest text (at least its usual width), so a long
+    // case or baseline name does not push the row's figures out of their columns.
+    std::size_t w_case = 22, w_path = 26, w_of = 22;
+    for (const auto& s : r.all) {
+      w_case = std::max(w_case, s.group.size());
+      w_path = std::max(w_path, s.variant.size());
+      w_of = std::max(w_of, s.baseline.size());
+    }
+    fmt::print("   {:<{}} {:<{}} {:>30} {:>20}  {:<{}} {:>8} {:>12}\n", "case", w_case, "path",
+               w_path, "rate (median [min-max])", "ratio", "of", w_of, "CPU s/M", "peak MB (max)");
     for (const auto& s : r.all) {
       const auto ratio = spread_of(r.ratios(s));
-      fmt::print("   {:<22} {:<26} {:>30} {:>20}  {:<22} {:>8.2f} {:>12.0f}\n", s.group, s.variant,
-                 rate_text(s), ratio.n ? ratio_text(ratio, s.ratio_target) : "", ratio.n ? s.baseline : "",
-                 cpu_per_million(s).median, peak_mb(s).max);
+      fmt::print("   {:<{}} {:<{}} {:>30} {:>20}  {:<{}} {:>8.2f} {:>12.0f}\n", s.group, w_case,
+                 s.variant, w_path, rate_text(s), ratio.n ? ratio_text(ratio, s.ratio_target) : "",
+                 ratio.n ? s.baseline : "", w_of, cpu_per_million(s).median, peak_mb(s).max);
     }
   }
   for (const auto& n : r.notes)
@@ -178,14 +186,24 @@ void print_scenario(const scenario_result& r) {
   std::fflush(stdout);
 }
 
+std::string spread_caveat(const spread& s, double line) {
+  if (s.n < 2)
+    return {};
+  if (s.median >= line && s.min < line)
+    return fmt::format("the runs spread across the line: the slowest, {:.2f}x, misses it", s.min);
+  if (s.median < line && s.max >= line)
+    return fmt::format("the runs spread across the line: the fastest, {:.2f}x, meets it", s.max);
+  return {};
+}
+
 void print_targets(const std::vector<scenario_result>& all) {
   fmt::print("\n== targets\n");
   for (const auto& r : all)
     for (const auto& t : r.targets)
       // The verdict first, in a column of its own: the texts are too long to align.
-      fmt::print("   {:<14} {:<12} {}: {}\n",
+      fmt::print("   {:<14} {:<12} {}: {}{}\n",
                  !t.met ? "NOT MEASURED" : *t.met ? "met" : "NOT MET", r.name, t.what,
-                 t.figure);
+                 t.figure, t.caveat.empty() ? "" : " (" + t.caveat + ")");
   std::fflush(stdout);
 }
 
@@ -220,7 +238,8 @@ nlohmann::json to_json(const run_info& info, const std::vector<scenario_result>&
     for (const auto& t : r.targets)
       sj["targets"].push_back({{"what", t.what},
                                {"figure", t.figure},
-                               {"met", t.met ? nlohmann::json(*t.met) : nlohmann::json(nullptr)}});
+                               {"met", t.met ? nlohmann::json(*t.met) : nlohmann::json(nullptr)},
+                               {"caveat", t.caveat}});
     out["scenarios"].push_back(sj);
   }
   return out;

@@ -43,7 +43,15 @@ struct target_check {
   std::string what;              ///< "copy-wide sqlite -> duckdb >= 0.8x the raw target path"
   std::string figure;            ///< "0.86x (0.83-0.88)"
   std::optional<bool> met;       ///< nullopt: not measured (the figure says why)
+  /// Where the runs fall on both sides of the line, which side the verdict (the median's)
+  /// does not tell (spread_caveat); empty otherwise.
+  std::string caveat = {};
 };
+
+/// "some runs are under the line" for a met verdict whose slowest run misses it, "some
+/// runs meet it" for a missed one whose fastest run meets it; empty when every run falls
+/// on the median's side. `s` spreads a ratio whose line is `line` (higher is better).
+[[nodiscard]] std::string spread_caveat(const spread& s, double line);
 
 struct scenario_result {
   std::string name;
