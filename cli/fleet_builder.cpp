@@ -195,7 +195,7 @@ std::unique_ptr<storage::state_store> open_state(const config::project& p, bool 
   auto s = storage::state_store::open(dir, opts);
   if (!s) {
     fmt::print(stderr, "{}\n", s.error().message);
-    note_refusal("", s.error().message, dir.string());
+    note_refusal("FLT-R007", s.error().message, dir.string());
     return nullptr;
   }
   return std::make_unique<storage::state_store>(std::move(*s));
@@ -215,7 +215,7 @@ std::unique_ptr<storage::state_store> open_state_to_read(const config::project& 
   }
   if (!s) {
     fmt::print(stderr, "{}\n", s.error().message);
-    note_refusal("", s.error().message, dir.string());
+    note_refusal("FLT-R007", s.error().message, dir.string());
     return nullptr;
   }
   return std::make_unique<storage::state_store>(std::move(*s));

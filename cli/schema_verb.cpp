@@ -16,6 +16,7 @@
 #include "cli/fleet_builder.hpp"
 #include "cli/run_exec.hpp"
 #include "cli/verbs.hpp"
+#include "config/policy.hpp"
 #include "events/schema_accept.hpp"
 #include "storage/state_store.hpp"
 
@@ -107,8 +108,20 @@ int do_accept(const global_options& g, const schema_args& a) {
     for (const auto& t : src.tables)
       if (!t.columns.empty())
         declared.insert(events::dataset_name(src.name, t.name));
+  // The latest run's tables whose gate is "ignore" now: their schema is never observed.
+  std::set<std::string> ignored;
+  if (latest)
+    for (const auto& t : latest->tables()) {
+      if (t.has_observed_schema())
+        continue;
+      for (const auto& src : project->sources)
+        if (src.name == t.source() &&
+            config::effective_policy(*project, src, t.source_table()).on_source_drift ==
+                config::drift_policy::ignore)
+          ignored.insert(events::dataset_name(t.source(), t.source_table()));
+    }
   auto plan = events::plan_accept(latest ? &*latest : nullptr, a.datasets, baselines, now_us(),
-                                  declared);
+                                  declared, ignored);
   if (!plan.errors.empty()) {
     for (const auto& e : plan.errors)
       fmt::print(stderr, "error {}\n", e.text());

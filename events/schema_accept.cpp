@@ -30,7 +30,8 @@ std::size_t accept_plan::change_count() const {
 
 accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const std::string> names,
                         const std::map<std::string, storage::pb::SchemaBaseline>& baselines,
-                        std::int64_t now_us, const std::set<std::string>& declared) {
+                        std::int64_t now_us, const std::set<std::string>& declared,
+                        const std::set<std::string>& ignored) {
   // What the latest run observed, by dataset.
   std::map<std::string, const storage::pb::TableResult*> observed;
   // The same datasets by the run JSON's `table`, the target table they land in (one
@@ -39,10 +40,13 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
   // Every table of the latest run by its target table, observed or not: a declared
   // table named by its target table is said to be one.
   std::map<std::string, std::string> any_by_target;
+  // Every table of the latest run by dataset, observed or not, with its status.
+  std::map<std::string, std::string> any_status;
   if (latest != nullptr)
     for (const auto& t : latest->tables()) {
       if (!t.table().empty())
         any_by_target.emplace(t.table(), dataset_name(t.source(), t.source_table()));
+      any_status.emplace(dataset_name(t.source(), t.source_table()), t.status());
       if (t.has_observed_schema()) {
         const auto dataset = dataset_name(t.source(), t.source_table());
         observed[dataset] = &t;
@@ -62,8 +66,18 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
       return true;
     const auto first = name.find('.');
     const auto last = name.rfind('.');
-    return first != std::string::npos && last != first &&
-           declared.contains(name.substr(0, first) + name.substr(last));
+    if (first == std::string::npos)
+      return false;
+    if (last != first)
+      return declared.contains(name.substr(0, first) + name.substr(last));
+    // "app.orders" for the section "public.orders" of source app: the bare name the
+    // section's table goes by in the source's only schema that has it.
+    std::size_t found = 0;
+    for (const auto& d : declared)
+      if (d.size() > name.size() && d.compare(0, first + 1, name, 0, first + 1) == 0 &&
+          d.compare(d.size() - (name.size() - first), name.size() - first, name, first) == 0)
+        ++found;
+    return found == 1;
   };
   std::vector<std::string> order;
   accept_plan plan;
@@ -122,13 +136,37 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
             candidates.push_back(table);
         nearest = config::nearest(name, candidates);
       }
+      // A table the latest run had, whose schema it did not observe: why, and what to do.
+      std::string dataset = name;
+      if (!any_status.contains(dataset))
+        if (auto t = any_by_target.find(name); t != any_by_target.end())
+          dataset = t->second;
+      if (const auto st = any_status.find(dataset); latest != nullptr && st != any_status.end()) {
+        plan.errors.push_back(error{
+            errc::no_observed_schema,
+            ignored.contains(dataset)
+                ? fmt::format("cannot accept '{}': its on_source_drift is \"ignore\" (its table "
+                              "section's, its source's or the project's setting), so no run "
+                              "observes its schema and there is nothing to accept. To gate it, "
+                              "set on_source_drift = \"warn\" or \"fail\" for it in "
+                              "flotilla.toml, run `flotilla run` (the first run records its "
+                              "baseline)",
+                              name)
+                : fmt::format("cannot accept '{}': the latest run ({}) had it ({}) but observed "
+                              "no schema of it: a pruned table, a retry that reused staged data, "
+                              "or a table that failed before landing records none. Run `flotilla "
+                              "run` for it (--no-prune to copy it unchanged), then accept",
+                              name, latest->run_id(), st->second)});
+        continue;
+      }
       const std::string run =
           latest == nullptr ? std::string("no run has been recorded yet")
           : !nearest.empty()
               ? fmt::format("the latest run ({}) observed no dataset of that name (did you mean "
                             "'{}'?)",
                             latest->run_id(), nearest)
-              : fmt::format("the latest run ({}) recorded no observed schema for it",
+              : fmt::format("the latest run ({}) had no table of that name (a run with "
+                            "--filter has only the tables it selected)",
                             latest->run_id());
       plan.errors.push_back(error{
           errc::no_observed_schema,

@@ -39,10 +39,12 @@ struct accept_plan {
 /// datasets named on the command line, empty for all. `baselines`: every stored baseline
 /// by key. Named datasets are handled in the order given, the others in key order.
 /// `declared`: the datasets whose table section declares columns (`<source>.<section>`),
-/// which the gate skips (seed 004): a name among them is refused as such.
+/// which the gate skips (seed 004): a name among them is refused as such. `ignored`: the
+/// datasets of the latest run whose on_source_drift is "ignore" now, which no run observes:
+/// a name among them is refused saying so.
 [[nodiscard]] accept_plan plan_accept(
     const storage::pb::RunRecord* latest, std::span<const std::string> names,
     const std::map<std::string, storage::pb::SchemaBaseline>& baselines, std::int64_t now_us,
-    const std::set<std::string>& declared = {});
+    const std::set<std::string>& declared = {}, const std::set<std::string>& ignored = {});
 
 }  // namespace flotilla::events

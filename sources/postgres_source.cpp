@@ -299,9 +299,10 @@ class postgres_source final : public source {
                       : fmt::format("permission denied: the role Flotilla connects as may not "
                                     "read its column '{}' (it was granted only some columns)",
                                     column),
-                  fmt::format("grant it SELECT (GRANT SELECT ON {}.{} TO <role>, and USAGE on "
+                  fmt::format("grant it SELECT (GRANT SELECT ON {}.{} TO {}, and USAGE on "
                               "the schema), or exclude the table",
-                              quote_ident(t.schema), quote_ident(t.name)))
+                              quote_ident(t.schema), quote_ident(t.name),
+                              quote_ident(PQuser(conn.get()))))
                   .what();
         }
         out.tables.push_back(std::move(t));

@@ -326,6 +326,32 @@ TEST_CASE("accept plans every drifted dataset, the named ones, and refuses unkno
   CHECK(plan_accept(nullptr, {}, {}, 7).accepted.empty());
 }
 
+TEST_CASE("accept says why a table of the latest run has nothing to accept") {
+  spb::RunRecord latest;
+  latest.set_run_id("run-6");
+  for (const char* name : {"t_a", "t_b", "t_c"}) {
+    auto* t = latest.add_tables();
+    t->set_source("s");
+    t->set_source_table(name);
+    t->set_status(std::string(name) == "t_c" ? "pruned" : "copied");
+    if (std::string(name) == "t_a") {
+      *t->mutable_observed_schema() = to_observed(orders_v1());
+      t->set_has_observed_schema(true);
+    }
+  }
+  // t_b's gate is "ignore"; t_c was pruned; "nope" the run never had; "app.orders" is the
+  // bare name of a section "public.orders" that declares its columns.
+  std::vector<std::string> names{"s.t_b", "s.t_c", "s.nope", "app.orders"};
+  auto plan = plan_accept(&latest, names, {}, 7, {"app.public.orders"}, {"s.t_b"});
+  REQUIRE(plan.errors.size() == 4);
+  CHECK_THAT(plan.errors[0].message, Catch::Contains("its on_source_drift is \"ignore\"") &&
+                                         !Catch::Contains("did you mean"));
+  CHECK_THAT(plan.errors[1].message, Catch::Contains("had it (pruned)") &&
+                                         Catch::Contains("--no-prune"));
+  CHECK_THAT(plan.errors[2].message, Catch::Contains("had no table of that name"));
+  CHECK_THAT(plan.errors[3].message, Catch::Contains("declares columns"));
+}
+
 TEST_CASE("a retry under fail re-checks the staged data's recorded schema against the baseline") {
   auto stored = baseline_of(orders_v1(), "h1", "run-1");
   spb::StagedEntry staged;
