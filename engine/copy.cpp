@@ -345,6 +345,26 @@ void note_unfit_values(sources::source& src, const table_job& job, table_setting
       settings.unfit.push_back({asked[i].name, unfit[i]->value, unfit[i]->where});
 }
 
+/// A csv/json column whose values outgrew its inferred type (FLT-S005): the first value
+/// the live type cannot hold, and where it is (the file, its data row), so the message
+/// points at the line to look at. Read only for that table, once it failed so.
+void name_outgrowing_value(sources::source* src, const table_job& job, table_plan& p) {
+  if (src == nullptr || !p.error || p.error->code != "FLT-S005" || !job.table.inferred ||
+      p.error->column.empty())
+    return;
+  const auto have = schema::parse_type(p.error->expected);
+  if (!have)
+    return;
+  try {
+    const auto unfit = src->unfit_values(job.table, {schema::column{p.error->column, *have}});
+    if (!unfit.empty() && unfit[0])
+      p.error->reason += fmt::format(" (the first value {} cannot hold: '{}', {})",
+                                     p.error->expected, unfit[0]->value, unfit[0]->where);
+  } catch (const std::exception&) {
+    // The message stands without it.
+  }
+}
+
 sinks::load_mode mode_of(load_kind k) {
   switch (k) {
     case load_kind::full_refresh: return sinks::load_mode::replace;
@@ -578,6 +598,7 @@ table_plan plan_against_target(sinks::warehouse& wh, const table_job& job,
     settings.empties_in_place = true;
     p = plan_described(columns, d, wh.dialect(), job.target, settings);
   }
+  name_outgrowing_value(src, job, p);
   const auto said = run_warnings_of(job, start);
   p.warnings.insert(p.warnings.begin(), said.begin(), said.end());
   if (!start.cursor_retyped.empty())
@@ -710,6 +731,8 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     if (!staged_cols)
       note_unfit_values(src, job, settings, wh.dialect());
     out.plan = plan_described(columns, d, wh.dialect(), job.target, settings);
+    if (!staged_cols)
+      name_outgrowing_value(&src, job, *out.plan);
     const auto said = run_warnings_of(job, start);
     out.plan->warnings.insert(out.plan->warnings.begin(), said.begin(), said.end());
     if (!cursor_retyped.empty())

@@ -145,3 +145,29 @@ TEST_CASE("pins the errors name hold the whole column; numbers as JSON strings l
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT max(big)::VARCHAR FROM c.big")[0][0] ==
         "18446744073709551615.0");
 }
+
+TEST_CASE("a csv value that outgrows its column's inferred type is named with its file and row") {
+  workdir w;
+  std::filesystem::create_directories(w.path() / "json");
+  std::filesystem::create_directories(w.path() / "csv");
+  std::string rows = "id,n\n";
+  for (int i = 1; i <= 3000; ++i)
+    rows += std::to_string(i) + "," + std::to_string(i) + "\n";
+  w.write("csv/m.csv", rows);
+  write_config(w, "");
+  REQUIRE(flotilla_json(w, {"run"})["status"] == "success");
+  w.write("csv/m.csv", rows + "3001,oops\n3002,5\n");
+  for (const char* verb : {"plan", "run"}) {
+    INFO(verb);
+    int rc = -1;
+    auto out = flotilla_json(w, {verb}, &rc);
+    INFO(out.dump(2));
+    const auto* t = find_table(out, "c.m");
+    REQUIRE(t != nullptr);
+    const std::string all = t->dump();
+    CHECK_THAT(all, Catch::Contains("FLT-S005") && Catch::Contains("'oops'") &&
+                        Catch::Contains("m.csv, data row 3001"));
+  }
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM c.m") ==
+        std::vector<std::vector<std::string>>{{"3000"}});
+}
