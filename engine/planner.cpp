@@ -600,7 +600,13 @@ struct planner {
         const bool to_double = want.kind == schema::type_kind::float64 &&
                                (schema::is_integer(have.kind) ||
                                 have.kind == schema::type_kind::decimal);
-        if (!schema::can_read_as(have, want) && to_double) {
+        // A text column pinned bytes, the fix FLT-R001 names for a text holding a NUL byte
+        // (which a PostgreSQL text cannot): its values load as their UTF-8 bytes, into a
+        // table copied anew likewise.
+        const bool to_bytes = want.kind == schema::type_kind::bytes &&
+                              (have.kind == schema::type_kind::text ||
+                               have.kind == schema::type_kind::varchar);
+        if (!schema::can_read_as(have, want) && (to_double || to_bytes)) {
           d.unsafe_retypes.push_back({l->name, have, want});
           recreate = true;
           d.steps.push_back({evolution_action::drop_and_recreate, l->name,

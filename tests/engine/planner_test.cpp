@@ -936,3 +936,18 @@ TEST_CASE("a column named as a PostgreSQL system column fails the plan, named, o
                     .error);
   }
 }
+
+TEST_CASE("a text column pinned bytes (the fix for a NUL byte) copies the table anew") {
+  for (const char* name : {"postgres", "duckdb", "sqlite"}) {
+    INFO(name);
+    auto d = *dialects::make_dialect(name);
+    engine::table_settings st;
+    st.declared = {schema::column{"s", T("bytes")}};
+    const auto live = S({{"id", T("int")}, {"s", T("text")}});
+    const auto source = S({{"id", T("int")}, {"s", T("bytes")}});
+    auto p = engine::plan_table(source, live, engine::target_state::present, *d, orders, st);
+    CHECK_FALSE(p.error);
+    REQUIRE(p.drift.steps.size() == 1);
+    CHECK(p.drift.steps[0].action == schema::evolution_action::drop_and_recreate);
+  }
+}
