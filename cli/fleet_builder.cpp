@@ -834,6 +834,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     ps.source.dsn = s.dsn;
     const config::source_config* src = &s;
     const bool no_prune = options.no_prune;
+    const bool full_refresh = options.full_refresh;
     const bool allow_rebuild = options.allow_type_change_rebuild;
     const auto only = options.only;
     const bool reuse_staged = options.reuse_staged;
@@ -856,7 +857,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     if (s.adapter == config::adapter_kind::duckdb && target->dialect == "duckdb" &&
         databases.at(target->name) == "duckdb\n" + location->substr(location->find('\n') + 1))
       own_copies = config::target_table(*target, s, "x.x").schema;
-    ps.select = [project, src, target, target_index, filters, store, no_prune, allow_rebuild,
+    ps.select = [project, src, target, target_index, filters, store, no_prune, full_refresh, allow_rebuild,
                  only, reuse_staged, run_id, shared_run_id, plan_only, may_gate, holds, restricted, grouped,
                  all_databases, database, missing_files, presence, location,
                  own_copies](sources::catalog& cat) {
@@ -1340,6 +1341,23 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                     ? "checked again (and failed while the change stands)"
                     : "copied (and warned about)",
                 key);
+          }
+        }
+        // --full-refresh: every row read again, replacing the target's; an incremental
+        // table's watermark (state's and the target's commit token) starts over from the
+        // rows read, as its first load's does.
+        if (full_refresh) {
+          ts.prune = false;
+          ts.not_pruned = "--full-refresh: every table is copied in full";
+          if (!ts.job.settings.cursor_column.empty()) {
+            ts.job.watermark_void = true;
+            ts.job.watermark.reset();
+            ts.job.generation_changed = false;
+            ts.job.generation_warning.clear();
+            ts.job.settings.foreign_rows = true;
+            ts.job.warnings.push_back(
+                "--full-refresh: every row is read again and replaces the table's rows; the "
+                "watermark starts over from them");
           }
         }
       }

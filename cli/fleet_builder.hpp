@@ -56,6 +56,9 @@ void list_tables_of_failed_sources(const storage::state_store& store,
 struct fleet_options {
   bool plan_only = false;
   bool no_prune = false;
+  /// --full-refresh: every selected table copied in full, an incremental one too: its
+  /// rows replace the target's and its watermark starts over from them (dbt's flag).
+  bool full_refresh = false;
   bool allow_type_change_rebuild = false;  ///< --allow-type-change-rebuild
   std::string run_id;
   /// `retry`: only these tables ("<source>.<table>"; "<source>.*" for every table of a

@@ -26,6 +26,7 @@ struct plan_args {
   std::vector<std::string> filters;
   std::string output = "text";
   bool no_prune = false;
+  bool full_refresh = false;
   bool allow_rebuild = false;
   bool show_sql = false;
   bool explain = false;
@@ -49,6 +50,7 @@ int do_plan(const global_options& g, const plan_args& a) {
   fleet_options fo;
   fo.plan_only = true;
   fo.no_prune = a.no_prune;
+  fo.full_refresh = a.full_refresh;
   fo.allow_type_change_rebuild = a.allow_rebuild;
   auto spec = build_fleet(*project, filters, store.get(), fo);
   auto reports = actors::run_fleet(spec);
@@ -318,6 +320,8 @@ verb plan_verb() {
         s->add_option("--output", args->output, "text or json")
             ->check(CLI::IsMember({"text", "json"}));
         s->add_flag("--no-prune", args->no_prune, "plan every table, even unchanged ones");
+        s->add_flag("--full-refresh", args->full_refresh,
+                    "plan every selected table copied in full, as `run --full-refresh` copies it");
         s->add_flag("--allow-type-change-rebuild", args->allow_rebuild,
                     "plan as if type changes that rebuild a table were confirmed");
         s->add_flag("--sql", args->show_sql, "show the exact SQL of each object (JSON always has it)");

@@ -819,6 +819,7 @@ int execute_run(const global_options& g, const run_request& a) {
   record_start(*store, a, run_id, started, *project, filters);
   fleet_options fo;
   fo.no_prune = a.no_prune;
+  fo.full_refresh = a.full_refresh;
   fo.allow_type_change_rebuild = a.allow_rebuild;
   fo.run_id = run_id;
   fo.only = a.only;
@@ -921,6 +922,9 @@ verb run_verb() {
         s->add_option("--output", args->output, "text or json")
             ->check(CLI::IsMember({"text", "json"}));
         s->add_flag("--no-prune", args->no_prune, "copy every table, even unchanged ones");
+        s->add_flag("--full-refresh", args->full_refresh,
+                    "copy every selected table in full, incremental ones too: their rows "
+                    "replace the target's, and their watermarks start over");
         s->add_flag("--allow-type-change-rebuild", args->allow_rebuild,
                     "confirm type changes that rebuild a table");
         *sub = s;
