@@ -158,7 +158,23 @@ class sqlite_dialect final : public dialect {
       // A double's shortest text that reads back as the same double (what the other
       // engines write; CAST keeps only 15 digits: 1.0000000000000002 became 1.0). SQLite's
       // printf stops at 16 digits but with its '!' flag.
-      if (from.kind == type_kind::float64 || from.kind == type_kind::float32)
+      // A float's value is kept as the double nearest it (0.1f as 0.10000000149011612):
+      // its text is the shortest that reads back as the same float, as the other engines
+      // write it (0.1): one within half the float's spacing at the value (2^(e-24), for
+      // 2^e <= |x|) of it; nine digits always do.
+      if (from.kind == type_kind::float32) {
+        std::string out = fmt::format(
+            "CASE WHEN typeof({0}) <> 'real' THEN CAST({0} AS TEXT) "
+            "WHEN {0} = 9e999 THEN 'Infinity' WHEN {0} = -9e999 THEN '-Infinity' ",
+            expr);
+        for (int digits = 6; digits <= 8; ++digits)
+          out += fmt::format(
+              "WHEN abs(CAST(printf('%.{1}g', {0}) AS REAL) - {0}) < "
+              "pow(2, floor(log2(abs({0}))) - 24) THEN printf('%.{1}g', {0}) ",
+              expr, digits);
+        return out + fmt::format("ELSE printf('%.9g', {}) END", expr);
+      }
+      if (from.kind == type_kind::float64)
         return fmt::format(
             "CASE WHEN typeof({0}) <> 'real' THEN CAST({0} AS TEXT) "
             "WHEN {0} = 9e999 THEN 'Infinity' WHEN {0} = -9e999 THEN '-Infinity' "

@@ -660,6 +660,28 @@ TEST_CASE("a SQLite rebuild to text writes booleans and decimals as a load does"
             {"4", "true", "4.50", "text", "2.5", "7"}});
 }
 
+TEST_CASE("a SQLite rebuild of a float column to text writes the float's shortest text") {
+  // A 4-byte float is kept as the double nearest it: 0.1f as 0.10000000149011612, which
+  // the double's shortest text would spell out.
+  workdir w;
+  duckdb_exec(w.file("src.duckdb"),
+              "CREATE TABLE t (id INTEGER PRIMARY KEY, upd INTEGER NOT NULL, f4 FLOAT);"
+              "INSERT INTO t VALUES (1, 1, 0.1), (2, 2, 3.4e38), (3, 3, 1.5e-7), (4, 4, -0.3)");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+                           "[sources.d]\nadapter = \"duckdb\"\npath = \"src.duckdb\"\n"
+                           "[sources.d.tables.t]\ncursor_column = \"upd\"\n");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  duckdb_exec(w.file("src.duckdb"), "ALTER TABLE t ALTER f4 TYPE VARCHAR; INSERT INTO t VALUES (5, 5, 'z')");
+  auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump());
+  CHECK(rc == 0);
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT group_concat(f4, '|') FROM (SELECT f4 FROM "
+                                          "d__t ORDER BY id)") ==
+        std::vector<std::vector<std::string>>{{"0.1|3.4e+38|1.5e-07|-0.3|z"}});
+}
+
 TEST_CASE("a live text column keeps a file's values as written once they all look like "
           "timestamps") {
   workdir w;
