@@ -8,6 +8,7 @@
 #include <sqlite3.h>
 
 #include <cmath>
+#include <cstdint>
 
 #include <filesystem>
 #include <utility>
@@ -121,6 +122,14 @@ class sqlite_inserter final : public row_inserter {
                            : c.type.kind == schema::type_kind::timestamp_tz ? text_kind::utc
                                                                             : text_kind::text);
       names_.push_back(c.name);
+      // SQLite keeps any 64-bit integer in any integer column; a value the column's type
+      // cannot hold fails, naming the pin, as in the other targets (a SQLite source's
+      // INT column holding 5000000000 loaded silently into an INT it then drifted as).
+      using k = schema::type_kind;
+      narrow_.push_back(c.type.kind == k::smallint ? narrow_int{-32768, 32767, "SMALLINT"}
+                        : c.type.kind == k::int32
+                            ? narrow_int{INT32_MIN, INT32_MAX, "INTEGER"}
+                            : narrow_int{INT64_MIN, INT64_MAX, nullptr});
     }
     if (with_seq_) {
       cols += ", " + d.quote(seq_column);
@@ -148,6 +157,8 @@ class sqlite_inserter final : public row_inserter {
             sqlite3_bind_int64(s, at, v.b ? 1 : 0);
             break;
           case schema::value::tag::integer:
+            if (narrow_[c].type != nullptr && (v.i < narrow_[c].lo || v.i > narrow_[c].hi))
+              throw bad_value(dialect_, table_, names_[c], first_seq + r, v, narrow_[c].type);
             sqlite3_bind_int64(s, at, v.i);
             break;
           case schema::value::tag::real:
@@ -213,6 +224,11 @@ class sqlite_inserter final : public row_inserter {
   const dialects::dialect& dialect_;
   table_ref table_;
   bool with_seq_;
+  struct narrow_int {
+    std::int64_t lo, hi;
+    const char* type;  ///< the engine type named in the error; null: any 64-bit value
+  };
+  std::vector<narrow_int> narrow_;
   enum class text_kind : std::uint8_t { text, bytes, decimal, utc };
   std::vector<text_kind> text_kind_;
   std::string utc_;  ///< a timestamp_tz value with its offset's minutes

@@ -3207,3 +3207,23 @@ TEST_CASE("run --full-refresh reloads incremental tables in full: deleted rows g
   CHECK(rows("SELECT group_concat(id, ',') FROM (SELECT id FROM q__a ORDER BY id)") ==
         std::vector<std::vector<std::string>>{{"2,3,4"}});
 }
+
+TEST_CASE("a SQLite target refuses an integer its column's type cannot hold, as the others do") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE t (id INT PRIMARY KEY, n INT, s SMALLINT);"
+                                "INSERT INTO t VALUES (1, 5000000000, 7), (2, 3, 100000);");
+  const std::string base = "[targets.sl]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+                           "[sources.src]\nadapter = \"sqlite\"\npath = \"src.db\"\ntarget = \"sl\"\n";
+  w.write("flotilla.toml", base);
+  int rc = -1;
+  auto first = flotilla_json(w, {"run"}, &rc);
+  INFO(first.dump(2));
+  CHECK(rc == 1);
+  CHECK_THAT((*find_table(first, "src__t"))["error"].get<std::string>(),
+             Catch::Contains("column 'n': value '5000000000' does not fit type INTEGER") &&
+                 Catch::Contains("n = \"bigint\""));
+  w.write("flotilla.toml", base + "[sources.src.tables.t]\ncolumns = { n = \"bigint\", s = \"int\" }\n");
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT n, s FROM src__t ORDER BY id") ==
+        std::vector<std::vector<std::string>>{{"5000000000", "7"}, {"3", "100000"}});
+}
