@@ -40,7 +40,7 @@
   X(L, PQerrorMessage) X(L, PQexec) X(L, PQexecParams) X(L, PQexecPrepared) X(L, PQfinish) \
   X(L, PQdb) X(L, PQflush) X(L, PQfreemem) X(L, PQgetCopyData) X(L, PQgetResult)         \
   X(L, PQgetisnull) X(L, PQgetlength) X(L, PQgetvalue) X(L, PQhost) X(L, PQnfields)       \
-  X(L, PQntuples) X(L, PQport) X(L, PQprepare)                                            \
+  X(L, PQntuples) X(L, PQport) X(L, PQprepare) X(L, PQuser)                               \
   X(L, PQputCopyData) X(L, PQputCopyEnd) X(L, PQresultErrorField) X(L, PQresultErrorMessage)  \
   X(L, PQresultStatus) X(L, PQsendQuery) X(L, PQisBusy)                                  \
   X(L, PQsetNoticeProcessor) X(L, PQsocket) X(L, PQstatus) X(L, PQtransactionStatus)       \

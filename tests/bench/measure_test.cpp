@@ -74,14 +74,48 @@ TEST_CASE("a child that signals its whole process group ends only itself, in a g
 
 TEST_CASE("a Ctrl-C the launcher gets reaches a child in a group of its own") {
   // The terminal's Ctrl-C goes to the harness's group, which such a child is not in: the
-  // launcher passes it on. The child sends it to the launcher here.
+  // launcher passes it on. The child sends it to the launcher here: its parent is the
+  // guard a child in a group of its own runs under, whose parent is the launcher.
   start_launcher();
   child_options own;
   own.own_group = true;
-  const auto r = run_child({"sh", "-c", "kill -INT $PPID; sleep 5; echo not interrupted"}, own);
+  const auto r = run_child(
+      {"sh", "-c",
+       "kill -INT $(awk '{print $4}' /proc/$PPID/stat); sleep 5; echo not interrupted"},
+      own);
   CHECK(r.signal == 2);
   CHECK(r.out.empty());
   CHECK(run_child({"sh", "-c", "exit 0"}).exit_code == 0);
+}
+
+TEST_CASE("a child in a group of its own leaves no process behind when the launcher ends") {
+  // pgcopydb's workers outlived a harness killed with -9 as orphans. The child here forks
+  // a worker that would sleep on; the launcher is killed while both run.
+  const std::string mark = "flotilla-guard-test-" + std::to_string(::getpid());
+  const pid_t harness = ::fork();
+  REQUIRE(harness >= 0);
+  if (harness == 0) {
+    start_launcher();
+    child_options own;
+    own.own_group = true;
+    (void)run_child({"bash", "-c", "(exec -a " + mark + " sleep 30) & (exec -a " + mark +
+                                     " sleep 30); wait"},
+                    own);
+    ::_exit(0);
+  }
+  // Wait for the two sleepers, then end the harness as kill -9 would.
+  const auto count = [&] {
+    return run_child({"sh", "-c", "pgrep -fc '^" + mark + "' || true"}).out;
+  };
+  for (int i = 0; i < 500 && count() != "2\n"; ++i)
+    ::usleep(10000);
+  REQUIRE(count() == "2\n");
+  ::kill(harness, SIGKILL);
+  int status = 0;
+  ::waitpid(harness, &status, 0);
+  for (int i = 0; i < 500 && count() != "0\n"; ++i)
+    ::usleep(10000);
+  CHECK(count() == "0\n");
 }
 
 TEST_CASE("a failure's report keeps a long log's first error beside its end") {

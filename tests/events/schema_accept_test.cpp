@@ -195,7 +195,7 @@ TEST_CASE("schema accept of a dataset the latest run did not observe is FLT-D002
   CHECK(r.out.empty());
   CHECK_THAT(r.err, Catch::Contains("FLT-D002"));
   CHECK_THAT(r.err, Catch::Contains("'shop.customers'"));
-  CHECK_THAT(r.err, Catch::Contains("the latest run (run-2) recorded no observed schema"));
+  CHECK_THAT(r.err, Catch::Contains("the latest run (run-2) had no table of that name"));
   CHECK_THAT(r.err, Catch::Contains("on_source_drift = \"warn\" or \"fail\""));
   CHECK_THAT(r.err, Catch::Contains("nothing was accepted"));
   // All or nothing: the valid name was not accepted either.
