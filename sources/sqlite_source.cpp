@@ -601,11 +601,16 @@ class sqlite_source final : public source {
         if (named[c] || convert(stmt, static_cast<int>(c), types[c], scratch))
           continue;
         named[c] = 1;
-        others.push_back(fmt::format("column '{}', row {}: value '{}' is not a valid {} "
-                                     "(columns = {{ {} = \"text\" }})",
+        // A bare NUMERIC's fraction past 9 places: the double keeps it as SQLite does.
+        const bool places = sqlite3_column_type(stmt, static_cast<int>(c)) == SQLITE_FLOAT &&
+                            bare_decimal_drops_digits(types[c], sqlite3_column_double(stmt, static_cast<int>(c)));
+        others.push_back(fmt::format("column '{}', row {}: value '{}' {} (columns = {{ {} = \"{}\" }})",
                                      column_name(c), at,
                                      as_text(stmt, static_cast<int>(c)).substr(0, 80),
-                                     schema::to_string(types[c]), schema::toml_key(column_name(c))));
+                                     places ? "has more decimal places than the 9 that "
+                                              "decimal(38,9) keeps"
+                                            : "is not a valid " + schema::to_string(types[c]),
+                                     schema::toml_key(column_name(c)), places ? "double" : "text"));
       }
       first_row = false;
     }
