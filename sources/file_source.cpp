@@ -729,6 +729,26 @@ std::pair<char, std::size_t> header_delimiter(const std::string& path) {
   return {best, most};
 }
 
+/// Whether the file holds a blank line (two line ends in a row, LF, CRLF or CR alike),
+/// one pass over its bytes. A quoted value spanning lines may look like one: the caller
+/// only acts on rows that such a line would read as.
+bool has_blank_line(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::array<char, 1 << 16> buf{};
+  char prev = 0;
+  while (in) {
+    in.read(buf.data(), buf.size());
+    const auto n = static_cast<std::size_t>(in.gcount());
+    for (std::size_t i = 0; i < n; ++i) {
+      const char c = buf[i];
+      if ((prev == '\n' && (c == '\n' || c == '\r')) || (prev == '\r' && c == '\r'))
+        return true;
+      prev = c;
+    }
+  }
+  return false;
+}
+
 /// Whether a value in the CSV file begins with a double quote: at the file's or a line's
 /// start, or right after a delimiter DuckDB may sniff (, ; tab |). One pass over the bytes.
 bool quote_opens_a_value(const std::string& path) {
@@ -1274,6 +1294,12 @@ class file_source final : public source {
                                    schema::toml_key(column)));
         }
       }
+      // DuckDB reads a blank line of a one-column file as a row holding NULL (of a file
+      // of more columns it skips it): a trailing blank line an editor left was a row. Such
+      // lines are not rows here either (a one-column file's NULL is nothing else).
+      if (!json_ && request.table->columns.columns.size() == 1 && has_blank_line(path))
+        spec.relation = fmt::format("(SELECT * FROM {} WHERE {} IS NOT NULL)", spec.relation,
+                                    quote_ident(request.table->columns.columns[0].name));
       auto result = duck::scan(con, spec, consume);
       if (changed())
         fail_changed();

@@ -131,6 +131,19 @@ TEST_CASE("a csv value in single quotes keeps them, and a one-column file is not
   CHECK_THAT(find_table(cat, "title").unreadable, Catch::Contains("if those lines are a title"));
 }
 
+TEST_CASE("a blank line of a one-column csv file is no row, as in a file of more columns") {
+  temp_dir dir;
+  write_file(dir.file("ids.csv"), "id\n1\n\n2\n\n\n");
+  write_file(dir.file("names.csv"), "name\r\nx\r\n\r\n\"\"\r\ny\r\n");
+  auto src = open_files("csv", dir.path.string());
+  const catalog cat = src->read_catalog();
+  const auto ids = read_all(*src, find_table(cat, "ids"));
+  CHECK(ids.rows == std::vector<std::vector<value>>{{integer(1)}, {integer(2)}});
+  // A quoted empty value is a value: an empty string.
+  const auto names = read_all(*src, find_table(cat, "names"));
+  CHECK(names.rows == std::vector<std::vector<value>>{{text("x")}, {text("")}, {text("y")}});
+}
+
 TEST_CASE("csv dates and timestamps written day- or month-first are text, as written") {
   // 01/02/2024 reads as 1 February or 2 January: DuckDB's sniffer guessed the order from
   // the values, so one file read day-first and the next, once it held 12/25/2024,
