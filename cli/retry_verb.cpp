@@ -13,6 +13,7 @@
 #include "cli/fleet_builder.hpp"
 #include "cli/run_exec.hpp"
 #include "cli/verbs.hpp"
+#include "config/selection.hpp"
 #include "events/outbox_relay.hpp"
 #include "events/run_events.hpp"
 #include "storage/state_store.hpp"
@@ -84,6 +85,7 @@ int do_retry(const global_options& g, run_request req) {
   std::string latest_id;
   bool interrupted = false;
   std::vector<std::string> failed_before;  // tables whose last result, from an earlier run, failed
+  std::vector<std::string> deselected;     // failed tables flotilla.toml no longer selects
   {
     if (!std::filesystem::exists(std::filesystem::path(project->state_dir) / "state"))
       return nothing_to_retry(req, "nothing to retry: no run has been recorded yet", "");
@@ -122,8 +124,17 @@ int do_retry(const global_options& g, run_request req) {
         req.only.insert(what);
     };
     for (const auto& t : run.tables())
-      if (t.status() == "failed" || t.status() == "skipped")
+      if (t.status() == "failed" || t.status() == "skipped") {
+        // A table flotilla.toml no longer selects (excluded since, or out of include):
+        // not retried, and said so.
+        if (const auto* src = project->find_source(t.source());
+            src != nullptr && !t.source_table().empty() &&
+            config::select_tables(*src, {t.source_table()}, {}).empty()) {
+          deselected.push_back(t.source() + "." + t.source_table());
+          continue;
+        }
         want(t.source(), t.source() + "." + t.source_table());
+      }
     for (const auto& s : run.failed_sources())
       want(s, s + ".*");
     // A run killed before it recorded its tables: every source it could take tables of.
@@ -155,6 +166,19 @@ int do_retry(const global_options& g, run_request req) {
       return 2;
     }
   }  // the store is closed here: the run opens it again
+  const std::string not_selected =
+      deselected.empty()
+          ? std::string()
+          : fmt::format("{} table(s) that failed in it ({}) are no longer selected by {} "
+                        "(excluded, or out of include) and are not retried",
+                        deselected.size(), fmt::join(deselected, ", "), g.config_path);
+  if (!interrupted && !req.only.empty() && !not_selected.empty())
+    fmt::print(stderr, "note: run {}: {}\n", latest_id, not_selected);
+  if (!interrupted && req.only.empty() && !not_selected.empty()) {
+    const auto undelivered = deliver_backlog(*project);
+    return nothing_to_retry(req, fmt::format("nothing to retry in run {}: {}", latest_id, not_selected),
+                            latest_id, undelivered);
+  }
   if (interrupted)
     fmt::print(stderr, "run {} did not finish (the process was killed, crashed, or stopped at once by a second Ctrl-C); retrying {}\n",
                latest_id,

@@ -3227,3 +3227,23 @@ TEST_CASE("a SQLite target refuses an integer its column's type cannot hold, as 
   CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT n, s FROM src__t ORDER BY id") ==
         std::vector<std::vector<std::string>>{{"5000000000", "7"}, {"3", "100000"}});
 }
+
+TEST_CASE("retry says so when the tables that failed are no longer selected, and records no run") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE ok (id INTEGER PRIMARY KEY);"
+                                "CREATE TABLE bad (id INTEGER PRIMARY KEY, n INT);"
+                                "INSERT INTO bad VALUES (1, 'x');");
+  const std::string base = "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.q]\nadapter = \"sqlite\"\npath = \"src.db\"\n";
+  w.write("flotilla.toml", base);
+  int rc = -1;
+  const auto first = flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 1);
+  w.write("flotilla.toml", base + "exclude = [\"bad\"]\n");
+  auto retry = flotilla_json(w, {"retry"}, &rc);
+  INFO(retry.dump(2));
+  CHECK(rc == 0);
+  CHECK(retry["run_id"].is_null());
+  CHECK_THAT(retry["message"].get<std::string>(),
+             Catch::Contains("(q.bad) are no longer selected") && Catch::Contains(first["run_id"].get<std::string>()));
+}
