@@ -227,6 +227,9 @@ std::string table_key(const std::string& source, const std::string& table) {
   return source + "." + table;
 }
 
+/// A watermark's cursor_family once its cursor column was found gone from the source.
+constexpr std::string_view k_cursor_dropped = "(dropped)";
+
 std::int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -1218,7 +1221,18 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                   "the old table's rows, so this run reads every row, as a first run does",
                   ts.job.settings.cursor_column, state->watermark->value(), was,
                   ts.job.table.identity));
-            else if (rewritten_since(*state->watermark, ts.job.table) &&
+            else if (state->watermark->cursor_family() == k_cursor_dropped &&
+                     (!ts.job.settings.unique_key.empty() ||
+                      !state->watermark->merge_key().empty())) {
+              // The cursor column went from the source (a run failed on it, FLT-S010) and
+              // is there again: its values are new ones, which may sit below the watermark.
+              ts.job.watermark_void = true;
+              ts.job.warnings.push_back(fmt::format(
+                  "the cursor column '{}' was dropped at the source after the watermark {} "
+                  "was committed, and is there again: its values are new, so this run reads "
+                  "every row again, merged on the table's key",
+                  ts.job.settings.cursor_column, state->watermark->value()));
+            } else if (rewritten_since(*state->watermark, ts.job.table) &&
                      (!ts.job.settings.unique_key.empty() ||
                       !state->watermark->merge_key().empty())) {
               // Emptied and refilled (TRUNCATE), rows may now sit below the watermark;
@@ -1234,6 +1248,17 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
             } else {
               ts.job.watermark = state->watermark->value();
               ts.job.watermark_family = state->watermark->cursor_family();
+              if (ts.job.watermark_family == k_cursor_dropped) {
+                // Keyless: reading every row again would repeat the rows kept.
+                ts.job.watermark_family.clear();
+                ts.job.warnings.push_back(fmt::format(
+                    "the cursor column '{0}' was dropped at the source after the watermark "
+                    "{0} = {1} was committed, and is there again: rows whose new values sit "
+                    "at or below {1} are not read. The table has no key to read it again in "
+                    "full by without repeating rows; declare its unique_key, or run `flotilla "
+                    "run --full-refresh` for it",
+                    ts.job.settings.cursor_column, state->watermark->value()));
+              }
               if (state->watermark->merge_key_recorded())
                 ts.job.settings.watermark_key = std::vector<std::string>(
                     state->watermark->merge_key().begin(), state->watermark->merge_key().end());
@@ -1697,6 +1722,22 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     };
     // A table the drift gate failed keeps its staged data for `flotilla retry`.
     spec.on_failed = [store, run_id](const actors::table_spec& t, actors::table_report& r) {
+      // The cursor column gone from the source (FLT-S010 naming it, the catalog without
+      // it): its watermark is marked, so that a column added again under its name, whose
+      // values are new, is not read past the old one's watermark (see the state read).
+      if (const auto& cursor = t.job.settings.cursor_column;
+          !cursor.empty() && r.outcome.plan && r.outcome.plan->error &&
+          r.outcome.plan->error->code == "FLT-S010" && r.outcome.plan->error->column == cursor &&
+          t.job.table.columns.count_folded(cursor) == 0) {
+        storage::pb::Watermark w;
+        const auto key = table_key(t.job.source_name, r.table);
+        if (auto found = store->get_into(key, w);
+            found && *found && w.cursor_column() == cursor && w.cursor_family() != k_cursor_dropped) {
+          w.set_cursor_family(std::string(k_cursor_dropped));
+          if (auto st = store->put(key, w); !st)
+            throw std::runtime_error(st.error().message);
+        }
+      }
       // Seed 004: the first gated run seeds the baseline from what it observed, whether
       // or not the table then loaded; otherwise the next run would seed again, from a
       // schema that may have drifted meanwhile, and let it through unseen.

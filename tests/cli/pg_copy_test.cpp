@@ -1146,3 +1146,36 @@ TEST_CASE("a keyless incremental table whose cursor column changed type says onl
   CHECK(pg_query(pg_dsn(), fmt::format("SELECT count(*) FROM {}.a", t))[0][0] == "11");
   pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE", s, t));
 }
+
+TEST_CASE("a cursor column dropped at the source and added again is not read past its old "
+          "watermark") {
+  workdir w;
+  const std::string s = "pgsrc_" + unique_suffix();
+  const std::string t = "pgtgt_" + unique_suffix();
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {0} CASCADE; CREATE SCHEMA {0};"
+                                "CREATE TABLE {0}.r (id int PRIMARY KEY, c int, v text); "
+                                "INSERT INTO {0}.r SELECT g, 100 + g, 'v' || g FROM "
+                                "generate_series(1, 3) g",
+                                s));
+  w.write("flotilla.toml",
+          fmt::format("[targets.wh]\ndialect = \"postgres\"\ndsn = \"{0}\"\nschema = \"{2}\"\n\n"
+                      "[sources.app]\nadapter = \"postgres\"\ndsn = \"{0}\"\ninclude = [\"{1}.*\"]\n\n"
+                      "[sources.app.tables.\"{1}.r\"]\ncursor_column = \"c\"\n",
+                      pg_dsn(), s, t));
+  REQUIRE(flotilla_json(w, {"run"})["status"] == "success");
+  pg_exec(pg_dsn(), fmt::format("ALTER TABLE {0}.r DROP COLUMN c; INSERT INTO {0}.r VALUES (4, 'v4')", s));
+  int rc = -1;
+  auto failed = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  CHECK((*find_table(failed, t + ".r"))["error_code"] == "FLT-S010");
+  pg_exec(pg_dsn(), fmt::format("ALTER TABLE {0}.r ADD COLUMN c int; UPDATE {0}.r SET c = id; "
+                                "INSERT INTO {0}.r VALUES (5, 'v5', 5)", s));
+  auto again = flotilla_json(w, {"run"}, &rc);
+  INFO(again.dump(2));
+  CHECK(rc == 0);
+  CHECK_THAT((*find_table(again, t + ".r"))["warnings"][0].get<std::string>(),
+             Catch::Contains("was dropped at the source") && Catch::Contains("reads every row again"));
+  CHECK(pg_query(pg_dsn(), fmt::format("SELECT string_agg(id || ':' || c, ',' ORDER BY id) FROM {}.r", t)) ==
+        std::vector<std::vector<std::string>>{{"1:1,2:2,3:3,4:4,5:5"}});
+  pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE", s, t));
+}
