@@ -405,6 +405,28 @@ class postgres_source final : public source {
     const std::string sql = "COPY (" + select + ") TO STDOUT" + (binary ? " (FORMAT binary)" : "");
 
     lease conn = connect();
+    // An unconstrained numeric reads as text, but the server compares it as the number
+    // it is: its 'NaN' and 'Infinity' sort after every other value, as a double's do.
+    bool numeric_cursor = false;
+    if (cursor_index != static_cast<std::size_t>(-1) &&
+        (types[cursor_index].kind == type_kind::text ||
+         types[cursor_index].kind == type_kind::varchar)) {
+      const std::string rel = (table.schema.empty() ? "" : quote_ident(table.schema) + ".") +
+                              quote_ident(table.name);
+      const char* params[] = {rel.c_str(), cursor.c_str()};
+      result_guard res;
+      res.r = PQexecParams(conn.get(),
+                           "SELECT a.atttypid = 'pg_catalog.numeric'::pg_catalog.regtype FROM "
+                           "pg_catalog.pg_attribute a WHERE a.attrelid = "
+                           "pg_catalog.to_regclass($1) AND a.attname = $2",
+                           2, nullptr, params, nullptr, nullptr, 0);
+      numeric_cursor = PQresultStatus(res.r) == PGRES_TUPLES_OK && PQntuples(res.r) == 1 &&
+                       std::string_view(PQgetvalue(res.r, 0, 0)) == "t";
+    }
+    const portable_type unbounded_as =
+        numeric_cursor ? portable_type::decimal(38, 0)
+        : cursor_index != static_cast<std::size_t>(-1) ? types[cursor_index]
+                                                       : portable_type::of(type_kind::text);
     {
       result_guard res;
       res.r = PQexec(conn.get(), sql.c_str());
@@ -446,7 +468,7 @@ class postgres_source final : public source {
               throw error::bad_value(options_.name, qualified, names[i], text, types[i], at);
           }
           if (i == cursor_index && !cell.is_null()) {
-            if (unbounded_cursor(cell, types[i])) {
+            if (unbounded_cursor(cell, unbounded_as)) {
               ++out.unbounded_cursor_rows;
               out.unbounded_cursor = cursor_text(cell);
             } else {

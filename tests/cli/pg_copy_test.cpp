@@ -1076,14 +1076,19 @@ TEST_CASE("a PostgreSQL cursor value of NaN or infinity is never the watermark: 
                                 "CREATE TABLE {0}.t (id int PRIMARY KEY, c timestamptz, v text); "
                                 "INSERT INTO {0}.t VALUES (1, '2024-01-01', 'a'), (2, 'infinity', 'open'); "
                                 "CREATE TABLE {0}.e (id int, c timestamp); "
-                                "INSERT INTO {0}.e VALUES (1, '2024-01-01'), (2, 'infinity')",
+                                "INSERT INTO {0}.e VALUES (1, '2024-01-01'), (2, 'infinity'); "
+                                // An unconstrained numeric reads as text; the server sorts it
+                                // as a number.
+                                "CREATE TABLE {0}.n (id int PRIMARY KEY, c numeric, v text); "
+                                "INSERT INTO {0}.n VALUES (1, 1.5, 'a'), (2, 'Infinity', 'inf')",
                                 s));
   w.write("flotilla.toml",
           fmt::format("[targets.wh]\ndialect = \"postgres\"\ndsn = \"{0}\"\nschema = \"{2}\"\n\n"
                       "[sources.app]\nadapter = \"postgres\"\ndsn = \"{0}\"\ninclude = [\"{1}.*\"]\n\n"
                       "[sources.app.tables.\"{1}.f\"]\ncursor_column = \"c\"\n"
                       "[sources.app.tables.\"{1}.t\"]\ncursor_column = \"c\"\n"
-                      "[sources.app.tables.\"{1}.e\"]\ncursor_column = \"c\"\n",
+                      "[sources.app.tables.\"{1}.e\"]\ncursor_column = \"c\"\n"
+                      "[sources.app.tables.\"{1}.n\"]\ncursor_column = \"c\"\n",
                       pg_dsn(), s, t));
   const auto ids = [&](const std::string& table) {
     return pg_query(pg_dsn(), fmt::format("SELECT coalesce(string_agg(id::text, ',' ORDER BY "
@@ -1099,10 +1104,11 @@ TEST_CASE("a PostgreSQL cursor value of NaN or infinity is never the watermark: 
              Catch::Contains("holds infinity in 1 row(s)") && Catch::Contains("unique_key"));
   CHECK(pg_query(pg_dsn(), fmt::format("SELECT to_regclass('{}.e') IS NULL", t))[0][0] == "t");
   pg_exec(pg_dsn(), fmt::format("INSERT INTO {0}.f VALUES (3, 2.5, 'later'); "
-                                "INSERT INTO {0}.t VALUES (3, '2025-01-01', 'later')", s));
+                                "INSERT INTO {0}.t VALUES (3, '2025-01-01', 'later'); "
+                                "INSERT INTO {0}.n VALUES (3, 2.5, 'later')", s));
   auto second = flotilla_json(w, {"run"}, &rc);
   INFO(second.dump(2));
-  for (const char* name : {"f", "t"}) {
+  for (const char* name : {"f", "t", "n"}) {
     INFO(name);
     const auto& r = *find_table(second, t + "." + name);
     CHECK(r["status"] == "copied");
