@@ -953,9 +953,43 @@ constexpr const char* k_json_iso = "dateformat = 'iso'";
 /// the sniffer, the values of a one-column file that hold a ';' (a URL's query) or a '|'
 /// would be split on it, and the header taken from a later line.
 std::string csv_args(const std::string& path) {
-  if (header_delimiter(path).second == 1)
-    return fmt::format("{}, delim = ','", k_csv_sniff);
-  return k_csv_sniff;
+  if (header_delimiter(path).second != 1)
+    return k_csv_sniff;
+  // A title above a header ("Report", then "id;name") has one field too: its next line
+  // splits on another delimiter into names, and a line after that has a value that is
+  // no name (a number, a date). Left to the sniffer, which fails it naming the title.
+  std::ifstream in(path, std::ios::binary);
+  std::string first, second, third;
+  std::getline(in, first);
+  std::getline(in, second);
+  std::getline(in, third);
+  const auto fields_of = [](const std::string& line, char d) {
+    std::vector<std::string> out(1);
+    bool quoted = false;
+    for (const char c : line) {
+      if (c == '"')
+        quoted = !quoted;
+      else if (!quoted && c == d)
+        out.emplace_back();
+      else if (c != '\r')
+        out.back() += c;
+    }
+    return out;
+  };
+  static const std::regex name(R"(\s*"?[A-Za-z_][A-Za-z0-9_ .\-]*"?\s*)");
+  const auto all_names = [&](const std::vector<std::string>& f) {
+    return std::all_of(f.begin(), f.end(),
+                       [&](const std::string& v) { return std::regex_match(v, name); });
+  };
+  for (const char d : {';', '\t', '|', ','}) {
+    const auto header = fields_of(second, d);
+    if (header.size() < 2 || !all_names(header))
+      continue;
+    const auto row = fields_of(third, d);
+    if (row.size() == header.size() && !all_names(row))
+      return k_csv_sniff;  // a title, then a header and its rows
+  }
+  return fmt::format("{}, delim = ','", k_csv_sniff);
 }
 
 class file_source final : public source {

@@ -111,6 +111,8 @@ TEST_CASE("a csv value in single quotes keeps them, and a one-column file is not
   write_file(dir.file("urls.csv"), "url\nhttp://a.com/?x=1;y=2\nhttp://b.com/?x=3;y=4\n");
   write_file(dir.file("pipes.csv"), "name\na|b\nc|d\n");
   write_file(dir.file("title.csv"), "My report\na,b\n1,2\n");
+  write_file(dir.file("title_semi.csv"), "Report\nid;name\n1;a\n2;b\n");
+  write_file(dir.file("title_tab.csv"), "Exported 2024-01-01\nid\tname\n1\ta\n");
   auto src = open_files("csv", dir.path.string());
   const catalog cat = src->read_catalog();
   const auto& codes = find_table(cat, "codes");
@@ -128,7 +130,10 @@ TEST_CASE("a csv value in single quotes keeps them, and a one-column file is not
     CHECK(r.rows[0][0] == (std::string(name) == "urls" ? text("http://a.com/?x=1;y=2") : text("a|b")));
   }
   // A title line above the header still fails, saying so.
-  CHECK_THAT(find_table(cat, "title").unreadable, Catch::Contains("if those lines are a title"));
+  for (const char* name : {"title", "title_semi", "title_tab"}) {
+    INFO(name);
+    CHECK_THAT(find_table(cat, name).unreadable, Catch::Contains("if those lines are a title"));
+  }
 }
 
 TEST_CASE("a blank line of a one-column csv file is no row, as in a file of more columns") {
