@@ -21,6 +21,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cdc/decide.hpp"
@@ -329,6 +330,13 @@ int report_result(const review_args& a, const cdc::decision_result& decision,
   fmt::print(stderr, "error {}: {}\n", r.code, r.message);
   if (!r.hint.empty())
     fmt::print(stderr, "hint: {}\n", r.hint);
+  // A proposal that needs an edit: the command that takes the edited DDL.
+  if (r.code == cdc::code_needs_edit || r.code == cdc::code_resync_needs_edit)
+    fmt::print(stderr,
+               "next: flotilla review show {0} (its proposal and comments), then flotilla "
+               "review edit {0} --ddl '<the edited DDL>' {1} (a DDL of comments only for "
+               "none)\n",
+               fmt::join(a.which, " "), r.code == cdc::code_needs_edit ? "--apply" : "--resync");
   return code;
 }
 

@@ -357,9 +357,13 @@ void name_outgrowing_value(sources::source* src, const table_job& job, table_pla
     return;
   try {
     const auto unfit = src->unfit_values(job.table, {schema::column{p.error->column, *have}});
-    if (!unfit.empty() && unfit[0])
-      p.error->reason += fmt::format(" (the first value {} cannot hold: '{}', {})",
-                                     p.error->expected, unfit[0]->value, unfit[0]->where);
+    if (!unfit.empty() && unfit[0]) {
+      // Right after the column's own sentence: the table's other errors follow it.
+      const std::string named = fmt::format(" (the first value {} cannot hold: '{}', {})",
+                                            p.error->expected, unfit[0]->value, unfit[0]->where);
+      const auto others = p.error->reason.find("; also [");
+      p.error->reason.insert(others == std::string::npos ? p.error->reason.size() : others, named);
+    }
   } catch (const std::exception&) {
     // The message stands without it.
   }

@@ -141,6 +141,18 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
       if (!any_status.contains(dataset))
         if (auto t = any_by_target.find(name); t != any_by_target.end())
           dataset = t->second;
+      // "pg.ign" for "pg.public.ign": the one table of the source so named.
+      if (const auto dot = name.find('.');
+          !any_status.contains(dataset) && dot != std::string::npos && name.rfind('.') == dot) {
+        const std::string tail = name.substr(dot);
+        std::vector<std::string> alike;
+        for (const auto& [known, _] : any_status)
+          if (known.size() > name.size() && known.compare(0, dot + 1, name, 0, dot + 1) == 0 &&
+              known.compare(known.size() - tail.size(), tail.size(), tail) == 0)
+            alike.push_back(known);
+        if (alike.size() == 1)
+          dataset = alike.front();
+      }
       if (const auto st = any_status.find(dataset); latest != nullptr && st != any_status.end()) {
         plan.errors.push_back(error{
             errc::no_observed_schema,

@@ -341,9 +341,17 @@ TEST_CASE("accept says why a table of the latest run has nothing to accept") {
   }
   // t_b's gate is "ignore"; t_c was pruned; "nope" the run never had; "app.orders" is the
   // bare name of a section "public.orders" that declares its columns.
-  std::vector<std::string> names{"s.t_b", "s.t_c", "s.nope", "app.orders"};
-  auto plan = plan_accept(&latest, names, {}, 7, {"app.public.orders"}, {"s.t_b"});
-  REQUIRE(plan.errors.size() == 4);
+  {
+    auto* t = latest.add_tables();
+    t->set_source("pg");
+    t->set_source_table("public.ign");
+    t->set_status("copied");
+  }
+  std::vector<std::string> names{"s.t_b", "s.t_c", "s.nope", "app.orders", "pg.ign"};
+  auto plan = plan_accept(&latest, names, {}, 7, {"app.public.orders"}, {"s.t_b", "pg.public.ign"});
+  REQUIRE(plan.errors.size() == 5);
+  CHECK_THAT(plan.errors[4].message, Catch::Contains("'pg.ign'") &&
+                                         Catch::Contains("its on_source_drift is \"ignore\""));
   CHECK_THAT(plan.errors[0].message, Catch::Contains("its on_source_drift is \"ignore\"") &&
                                          !Catch::Contains("did you mean"));
   CHECK_THAT(plan.errors[1].message, Catch::Contains("had it (pruned)") &&
