@@ -106,6 +106,8 @@ int do_retry(const global_options& g, run_request req) {
     // A run with --no-prune meant to copy its tables, unchanged ones too (a change no
     // marker sees): its retry does as well.
     req.no_prune = run.no_prune();
+    // A run with --full-refresh meant to replace its tables' rows: its retry does too.
+    req.full_refresh = run.full_refresh();
     if (interrupted) {
       // Killed or crashed before it recorded its tables: run its selection again. What it
       // committed is pruned or carried on from its watermarks; staged data is reused.

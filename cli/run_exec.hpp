@@ -14,7 +14,7 @@ struct run_request {
   std::vector<std::string> filters;  ///< --filter arguments
   std::string output = "text";       ///< text | json
   bool no_prune = false;
-  bool full_refresh = false;  ///< --full-refresh (run only: a retry copies as the run did not)
+  bool full_refresh = false;  ///< --full-refresh (a retry takes the retried run's)
   bool allow_rebuild = false;  ///< --allow-type-change-rebuild
   std::string command = "run";  ///< recorded in the run record and events: run | retry
   std::string retry_of;         ///< retry: the run it retries

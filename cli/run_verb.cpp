@@ -166,6 +166,7 @@ void describe_request(storage::pb::RunRecord& r, const run_request& req, const s
   r.set_command(req.command);
   r.set_retry_of(req.retry_of);
   r.set_no_prune(req.no_prune);
+  r.set_full_refresh(req.full_refresh);
   for (const auto& f : filters_as_given(req.filters))
     r.add_filters(f);
   for (const auto& t : req.only)

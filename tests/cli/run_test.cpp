@@ -3247,3 +3247,28 @@ TEST_CASE("retry says so when the tables that failed are no longer selected, and
   CHECK_THAT(retry["message"].get<std::string>(),
              Catch::Contains("(q.bad) are no longer selected") && Catch::Contains(first["run_id"].get<std::string>()));
 }
+
+TEST_CASE("a retry of a run with --full-refresh copies its failed tables in full too") {
+  workdir w;
+  std::string rows;
+  for (int i = 1; i <= 10; ++i)
+    rows += fmt::format("{}({}, {}, {})", i == 1 ? "" : ", ", i, i, i);
+  sqlite_exec(w.file("src.db"), "CREATE TABLE m (id INTEGER PRIMARY KEY, c INTEGER, n INT);"
+                                "INSERT INTO m VALUES " + rows + ";");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.q]\nadapter = \"sqlite\"\npath = \"src.db\"\n"
+                           "[sources.q.tables.m]\ncursor_column = \"c\"\n");
+  REQUIRE(flotilla_json(w, {"run"})["status"] == "success");
+  // Rows deleted, and a row the full refresh fails on.
+  sqlite_exec(w.file("src.db"), "DELETE FROM m WHERE id < 5; INSERT INTO m VALUES (11, 11, 'x');");
+  int rc = -1;
+  (void)flotilla_json(w, {"run", "--full-refresh"}, &rc);
+  REQUIRE(rc == 1);
+  sqlite_exec(w.file("src.db"), "UPDATE m SET n = 11 WHERE id = 11;");
+  auto retry = flotilla_json(w, {"retry"}, &rc);
+  INFO(retry.dump(2));
+  CHECK(rc == 0);
+  CHECK((*find_table(retry, "q.m"))["load"] == "full_refresh");
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*), min(id) FROM q.m") ==
+        std::vector<std::vector<std::string>>{{"7", "5"}});
+}
