@@ -153,7 +153,9 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
         if (alike.size() == 1)
           dataset = alike.front();
       }
-      if (const auto st = any_status.find(dataset); latest != nullptr && st != any_status.end()) {
+      // (One observed goes on below: "did you mean" names it.)
+      if (const auto st = any_status.find(dataset);
+          latest != nullptr && st != any_status.end() && !observed.contains(dataset)) {
         plan.errors.push_back(error{
             errc::no_observed_schema,
             ignored.contains(dataset)
