@@ -158,7 +158,11 @@ class sqlite_inserter final : public row_inserter {
             break;
           case schema::value::tag::integer:
             if (narrow_[c].type != nullptr && (v.i < narrow_[c].lo || v.i > narrow_[c].hi))
-              throw bad_value(dialect_, table_, names_[c], first_seq + r, v, narrow_[c].type);
+              // SQLite changes no column's type in place: a loaded table is rebuilt.
+              throw sink_error(std::string(
+                  bad_value(dialect_, table_, names_[c], first_seq + r, v, narrow_[c].type).what()) +
+                  " (a table already loaded is then rebuilt: run with "
+                  "--allow-type-change-rebuild)");
             sqlite3_bind_int64(s, at, v.i);
             break;
           case schema::value::tag::real:
