@@ -873,15 +873,61 @@ std::optional<std::string> renamed_column(
   return std::nullopt;
 }
 
+/// On line `number` of a CSV file, a quoted value whose closing quote is followed by more
+/// text before the next delimiter ("a"b): the value as written, up to that delimiter.
+/// DuckDB calls it an unterminated quote as well. nullopt: the line has no such value (its
+/// quote is not closed on the line at all).
+std::optional<std::string> text_after_closing_quote(const std::string& path, std::size_t number) {
+  std::ifstream in(path, std::ios::binary);
+  std::string line;
+  for (std::size_t n = 0; n < number; ++n)
+    if (!std::getline(in, line))
+      return std::nullopt;
+  if (!line.empty() && line.back() == '\r')
+    line.pop_back();
+  const char delim = header_delimiter(path).first;
+  std::size_t i = 0;
+  while (i < line.size()) {
+    const std::size_t start = i;
+    if (line[i] == '"') {
+      ++i;
+      while (i < line.size()) {
+        if (line[i] == '"' && i + 1 < line.size() && line[i + 1] == '"')
+          i += 2;
+        else if (line[i] == '"')
+          break;
+        else
+          ++i;
+      }
+      if (i >= line.size())
+        return std::nullopt;  // not closed on this line
+      if (++i < line.size() && line[i] != delim)
+        return line.substr(start, std::min(line.find(delim, i), line.size()) - start);
+    }
+    i = line.find(delim, i);
+    if (i == std::string::npos)
+      break;
+    ++i;
+  }
+  return std::nullopt;
+}
+
 /// DuckDB's complaint about a CSV read, in Flotilla's terms where it has them: the line
 /// and what is wrong with it, without DuckDB's list of reader options to change.
-std::string csv_reason(std::string reason) {
+std::string csv_reason(std::string reason, const std::string& path) {
   static const std::regex line(R"(CSV Error on Line: (\d+))");
   std::smatch l;
-  if (reason.find("unterminated quote") != std::string::npos && std::regex_search(reason, l, line))
+  if (reason.find("unterminated quote") != std::string::npos && std::regex_search(reason, l, line)) {
+    if (auto value = text_after_closing_quote(path, std::stoul(l[1].str())))
+      return fmt::format("line {}: the value {} closes its double quote before its end, and a "
+                         "quoted value must end at its closing quote; inside a quoted value a "
+                         "double quote is written twice (\"\"), so quote the whole value and "
+                         "double the quotes in it",
+                         l[1].str(), *value);
     return fmt::format("line {}: a value opens a double quote that is never closed, so every "
                        "line after it would be read into that value",
                        l[1].str());
+  }
   if (reason.find("This file is not utf-8 encoded") != std::string::npos &&
       std::regex_search(reason, l, line))
     return fmt::format("line {} (or near it) is not UTF-8 text: the file is in another encoding "
@@ -1724,7 +1770,7 @@ class file_source final : public source {
           reason = strict.what();
         }
       }
-      reason = json_ ? json_reason(path, std::move(reason)) : csv_reason(std::move(reason));
+      reason = json_ ? json_reason(path, std::move(reason)) : csv_reason(std::move(reason), path);
       if (auto plain = file_level_reason(path, reason))
         reason = std::move(*plain);
       if (!json_)
@@ -2043,7 +2089,7 @@ class file_source final : public source {
     try {
       strict_check(con, path, delim.size() == 1 ? delim[0] : ',');
     } catch (const duck::failure& e) {
-      throw duck::failure(csv_reason(e.what()));
+      throw duck::failure(csv_reason(e.what(), path));
     }
   }
 

@@ -1495,6 +1495,24 @@ TEST_CASE("a table flotilla.toml names that the source lacks fails, with the nam
   CHECK(started["run_started"]["filters"] == nlohmann::json::array({"table=customers"}));
 }
 
+TEST_CASE("a quoted value with text after its closing quote is named as such, not as unclosed") {
+  workdir w;
+  std::filesystem::create_directories(w.file("drops"));
+  w.write("drops/semi.csv", "id;name\n1;ok\n2;\"a\"b;\n");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.db\"\n"
+                           "[sources.drops]\nadapter = \"csv\"\npath = \"drops\"\n");
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  const auto* semi = find_table(run, "drops__semi");
+  REQUIRE(semi != nullptr);
+  CHECK((*semi)["status"] == "failed");
+  const std::string why = (*semi)["error"];
+  CHECK(why.find("line 3: the value \"a\"b closes its double quote before its end") !=
+        std::string::npos);
+  CHECK(why.find("never closed") == std::string::npos);
+}
+
 TEST_CASE("a malformed file fails its own table; the source's other files load") {
   workdir w;
   std::filesystem::create_directories(w.file("drops"));
