@@ -2074,7 +2074,7 @@ class source_stream {
         t.layout = layout_of(t.columns);
         follow_relid(t, static_cast<std::uint32_t>(std::stoul(row[0].value_or("0"))));
       }
-      if (!target_) {
+      if (events_) {  // an event target, or [events.kafka|pubsub] beside a warehouse
         batch b;
         logic_->add_decided_change(b, t, held_ddl(r),
                                    parse_lsn(r.hold.position()).value_or(snap.consistent_point));

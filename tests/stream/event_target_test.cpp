@@ -501,3 +501,42 @@ TEST_CASE("an event too large for the brokers stops the stream with FLT-E002, na
   CHECK(p.err().find("larger than the brokers accept") != std::string::npos);
   CHECK(p.err().find("the next start sends them again") == std::string::npos);
 }
+
+TEST_CASE("a primary key changed at the source is published as a schema change before its "
+          "resync's rows",
+          "[stream][event-target]") {
+  mock_cluster kafka("bus", 1);
+  fixture f(false, kafka_target(kafka), "bus");
+  pg_exec(f.source(), "CREATE TABLE orders (id int PRIMARY KEY, note text)");
+  pg_exec(f.source(), "INSERT INTO orders VALUES (1, 'a')");
+  stream_process p(f);
+  REQUIRE(read_topic(kafka.bootstraps(), "bus", 1, 1).size() == 1);
+  pg_exec(f.source(), "ALTER TABLE orders DROP CONSTRAINT orders_pkey, ADD PRIMARY KEY (id, note)");
+  auto hold_state = [&] {
+    auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
+                                                      {.read_only = true});
+    if (!store)
+      return flotilla::storage::pb::HOLD_STATE_UNSPECIFIED;
+    auto h = store->get_hold("bus", "shop.public.orders");
+    return h && *h ? (*h)->state() : flotilla::storage::pb::HOLD_STATE_UNSPECIFIED;
+  };
+  REQUIRE(eventually(
+      [&] { return hold_state() == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW; }));
+  flotilla::cdc::submit_request(std::filesystem::path(f.dir()) / ".flotilla",
+                                {"", "bus", "shop.public.orders",
+                                 {flotilla::cdc::decision_kind::resync, ""}});
+  // The first snapshot's read, then the key change, the resync's truncate and its read.
+  auto all = read_topic(kafka.bootstraps(), "bus", 1, 4);
+  INFO(p.err());
+  CHECK(p.stop() == 0);
+  std::vector<std::string> ops;
+  for (const auto& r : all)
+    ops.push_back(what(nlohmann::json::parse(r.value)));
+  CHECK(ops == std::vector<std::string>{"read", "schema_change", "truncate", "read"});
+  REQUIRE(all.size() == 4);
+  auto change = nlohmann::json::parse(all[1].value);
+  CHECK(change["outcome"] == "applied");
+  CHECK(change["ddl"].get<std::string>().find("ADD PRIMARY KEY (id, note)") != std::string::npos);
+  CHECK(change["columns"] == nlohmann::json::array({"id", "note"}));
+  CHECK(nlohmann::json::parse(all[3].value)["key"] == nlohmann::json{{"id", "1"}, {"note", "a"}});
+}

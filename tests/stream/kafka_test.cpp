@@ -7,6 +7,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cdc/decide.hpp"
+#include "storage/state_store.hpp"
 #include "tests/stream/kafka_support.hpp"
 #include "tests/stream/support.hpp"
 
@@ -41,4 +43,41 @@ TEST_CASE("with [events.kafka] every applied change is published, keyed by row k
   CHECK(by_key["shop.public.orders:{\"id\":\"1\"}"] == std::vector<std::string>{"insert", "update"});
   CHECK(by_key["shop.public.orders:{\"id\":\"2\"}"] == std::vector<std::string>{"insert", "delete"});
   CHECK(by_key["shop.public.orders"] == std::vector<std::string>{"schema_change", "truncate"});
+}
+
+TEST_CASE("with [events.kafka] a primary key change settled by a resync is published as a schema "
+          "change before the resync's rows",
+          "[stream]") {
+  mock_cluster kafka;
+  fixture f(false, "\n[events.kafka]\nbrokers = \"" + kafka.bootstraps() +
+                       "\"\ntopic = \"changes\"\nformat = \"json\"\n");
+  pg_exec(f.source(), "CREATE TABLE orders (id int PRIMARY KEY, note text)");
+  pg_exec(f.source(), "INSERT INTO orders VALUES (1, 'a')");
+  stream_process p(f);
+  REQUIRE(read_topic(kafka.bootstraps(), "changes", 2, 1).size() == 1);
+  pg_exec(f.source(), "ALTER TABLE orders DROP CONSTRAINT orders_pkey, ADD PRIMARY KEY (id, note)");
+  auto hold_state = [&] {
+    auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
+                                                      {.read_only = true});
+    if (!store)
+      return flotilla::storage::pb::HOLD_STATE_UNSPECIFIED;
+    auto h = store->get_hold("wh", "shop.public.orders");
+    return h && *h ? (*h)->state() : flotilla::storage::pb::HOLD_STATE_UNSPECIFIED;
+  };
+  REQUIRE(eventually(
+      [&] { return hold_state() == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW; }));
+  flotilla::cdc::submit_request(std::filesystem::path(f.dir()) / ".flotilla",
+                                {"", "wh", "shop.public.orders",
+                                 {flotilla::cdc::decision_kind::resync_edited,
+                                  "-- the target table is copied again with its new key"}});
+  REQUIRE(eventually([&] { return hold_state() == flotilla::storage::pb::HOLD_STATE_RESUMED; }));
+  auto all = read_topic(kafka.bootstraps(), "changes", 2, 4);
+  INFO(p.err());
+  CHECK(p.stop() == 0);
+  std::vector<std::string> ops;
+  for (const auto& r : all) {
+    auto e = nlohmann::json::parse(r.value);
+    ops.push_back(e.contains("op") ? e["op"].get<std::string>() : e["type"].get<std::string>());
+  }
+  CHECK(ops == std::vector<std::string>{"read", "schema_change", "truncate", "read"});
 }
