@@ -1391,8 +1391,10 @@ class file_source final : public source {
         fail_changed();
       if (auto c = conversion_error(e.what(), options_.name, request.table->name))
         throw error::read_failed(options_.name, request.table->name, path, c->first, c->second);
-      if (json_)
+      if (json_) {
         out_of_range_number(path, request.table->name, e.what());
+        unparsed_json_value(path, request, e.what());
+      }
       throw error::read_failed(options_.name, request.table->name, path,
                                json_ ? json_reason(path, e.what()) : std::string(e.what()),
                                fix_file);
@@ -1401,9 +1403,59 @@ class file_source final : public source {
         fail_changed();
       if (auto c = conversion_error(e.what(), options_.name, request.table->name))
         throw error::read_failed(options_.name, request.table->name, path, c->first, c->second);
-      if (json_)
+      if (json_) {
         out_of_range_number(path, request.table->name, e.what());
+        unparsed_json_value(path, request, e.what());
+      }
       throw;
+    }
+  }
+
+  /// DuckDB's JSON reader's complaint about a value it could not parse as its column's
+  /// type ("JSON transform error ... in line 1: invalid date field format"), which names
+  /// neither the column nor the record (its line is approximate), in Flotilla's terms: the
+  /// first such value of the columns read as a type other than text, its record, and the
+  /// pin that reads it. One scan per such column, only for a read that failed so. Returns
+  /// when no value is found.
+  void unparsed_json_value(const std::string& path, const read_request& request,
+                           const std::string& what) {
+    if (what.find("transform error") == std::string::npos &&
+        what.find("Could not convert") == std::string::npos &&
+        what.find("Conversion Error") == std::string::npos)
+      return;
+    const source_table& table = *request.table;
+    for (const auto& c : request.columns.columns) {
+      const std::string t = duckdb_parse_type(c.type);
+      if (t.empty() || t == "VARCHAR" || c.type.kind == schema::type_kind::json)
+        continue;
+      const std::string fails = fmt::format(
+          "__flotilla_value IS NOT NULL AND TRY_CAST(__flotilla_value AS {}) IS NULL", t);
+      std::optional<std::vector<std::optional<std::string>>> row;
+      try {
+        row = aggregates(
+            table, path,
+            fmt::format("CAST(min(__flotilla_row) FILTER (WHERE {0}) AS VARCHAR), "
+                        "arg_min(__flotilla_value, __flotilla_row) FILTER (WHERE {0})",
+                        fails),
+            fmt::format("row_number() OVER () AS __flotilla_row, trim(regexp_replace(CAST({} "
+                        "AS VARCHAR), '^\"(.*)\"$', '\\1')) AS __flotilla_value",
+                        quote_ident(c.name)));
+      } catch (const source_error&) {
+        return;  // the file cannot be read as inferred either: DuckDB's reason stands
+      }
+      if (!row || row->size() != 2 || !(*row)[0] || !(*row)[1])
+        continue;
+      std::string type = t;
+      for (auto& ch : type)
+        ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      throw error::read_failed(
+          options_.name, table.name, path,
+          fmt::format("record {}: column '{}' holds '{}', which is not a {} (the column's "
+                      "type, as declared in flotilla.toml or else inferred from the file)",
+                      *(*row)[0], c.name, *(*row)[1], type),
+          fmt::format("fix the value, or pin the column's type in flotilla.toml "
+                      "([sources.{}.tables.\"{}\"] columns = {{ {} = \"text\" }})",
+                      options_.name, table.name, schema::toml_key(c.name)));
     }
   }
 

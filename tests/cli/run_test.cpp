@@ -1513,6 +1513,26 @@ TEST_CASE("a quoted value with text after its closing quote is named as such, no
   CHECK(why.find("never closed") == std::string::npos);
 }
 
+TEST_CASE("a JSON value a pinned column cannot parse is named with its record and column") {
+  workdir w;
+  std::filesystem::create_directories(w.file("in"));
+  w.write("in/e.ndjson", "{\"id\":1,\"d\":\"2024-01-01\"}\n{\"id\":2,\"d\":\"2024-01-02\"}\n"
+                         "{\"id\":3,\"d\":\"n/a\"}\n");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.db\"\n"
+                           "[sources.j]\nadapter = \"json\"\npath = \"in\"\n"
+                           "[sources.j.tables.e]\ncolumns = { d = \"date\" }\n");
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  const auto* e = find_table(run, "j__e");
+  REQUIRE(e != nullptr);
+  CHECK((*e)["status"] == "failed");
+  const std::string why = (*e)["error"];
+  CHECK(why.find("record 3: column 'd' holds 'n/a', which is not a date") != std::string::npos);
+  CHECK(why.find("columns = { d = \"text\" }") != std::string::npos);
+  CHECK(why.find("ignore_errors") == std::string::npos);
+}
+
 TEST_CASE("a malformed file fails its own table; the source's other files load") {
   workdir w;
   std::filesystem::create_directories(w.file("drops"));
