@@ -51,7 +51,21 @@ std::string join_ddl(const std::vector<std::string>& lines) {
   for (const auto& l : lines) {
     if (!out.empty())
       out += '\n';
-    out += l;
+    if (!l.starts_with("--")) {
+      out += l;
+      continue;
+    }
+    // A comment runs to the end of its line (PostgreSQL's and DuckDB's lexers end it at
+    // \n or \r): a name in it holding a line break would end the comment, and the rest
+    // of the name would run as SQL when the proposal is applied. Shown escaped instead.
+    for (const char c : l) {
+      if (c == '\n')
+        out += "\\x0a";
+      else if (c == '\r')
+        out += "\\x0d";
+      else
+        out += c;
+    }
   }
   return out;
 }

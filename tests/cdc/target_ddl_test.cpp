@@ -184,3 +184,30 @@ TEST_CASE("held proposals that are not comment-only run on the target") {
     }
   }
 }
+
+TEST_CASE("a name holding a line break cannot end a proposal's comment and run as SQL") {
+  for (const std::string engine : {"postgres", "duckdb"}) {
+    SECTION(engine) {
+      test_target t(engine);
+      auto wh = t.open();
+      const std::string victim = wh->dialect().quote(t.table().schema) + ".victim";
+      const std::string hostile = "k\nDROP TABLE " + victim + "; --";
+      const captured_table c{"shop", "public.orders",
+                             {column(hostile, "int", false, true), column("v", "text")}};
+      wh->execute({wh->dialect().create_table(t.table(), c.to_schema()),
+                   "INSERT INTO " + t.qualified() + " VALUES (1, 'a')",
+                   "CREATE TABLE " + victim + " (i int)"});
+      auto info = t.info();
+      info.actual = wh->describe(t.table());
+      auto o = decide_outcome(c, source_change{drop_column{hostile}, "0/1"}, info);
+      REQUIRE(std::holds_alternative<held>(o));
+      const auto& ddl = std::get<held>(o).hold.proposed_ddl();
+      INFO(ddl);
+      CHECK_THAT(ddl, Catch::Contains("-- \"k\\x0aDROP TABLE"));
+      if (!needs_edit(ddl))
+        t.open()->execute({ddl});
+      CHECK(t.count("SELECT 1 FROM " + victim) == 0);  // still there
+      CHECK(t.count("SELECT 1 FROM " + t.qualified()) == 1);
+    }
+  }
+}
