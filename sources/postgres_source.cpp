@@ -115,8 +115,14 @@ SELECT r.nspname, r.relname, a.attname,
        r.stats,
        -- The database's oid: a database created anew (from a template, a restore) or
        -- another one under the source's DSN starts its tables' counters afresh.
+       -- A standby (hot standby, a read replica) counts none of the changes it replays
+       -- from its primary: there, the position replayed up to stands in for them, so
+       -- every table counts as changed whenever the standby replayed anything (NULL, left
+       -- out, on a primary).
        (SELECT concat_ws(':', d.oid, pg_catalog.pg_stat_get_db_stat_reset_time(d.oid),
-                         pg_catalog.pg_postmaster_start_time())
+                         pg_catalog.pg_postmaster_start_time(),
+                         CASE WHEN pg_catalog.pg_is_in_recovery()
+                              THEN 'replay' || pg_catalog.pg_last_wal_replay_lsn()::text END)
           FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()),
        r.unreadable,
        r.oid,

@@ -5,8 +5,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <limits>
+#include <thread>
 #include <tuple>
+
+#include <fmt/core.h>
+#include <unistd.h>
 
 #include "sources/source.hpp"
 #include "tests/sources/support.hpp"
@@ -610,4 +615,97 @@ TEST_CASE("a PostgreSQL DSN's search_path names the schema unqualified names lan
   CHECK(postgres_default_schema("host=h dbname=wh options='-c search_path=$user,public'") ==
         "public");
   CHECK(postgres_default_schema("host=h options='-c statement_timeout=5'") == "public");
+}
+
+namespace {
+
+/// A PostgreSQL primary and its hot standby of their own (tests/sources/scripts/
+/// standby_pair.sh), stopped and removed at scope exit.
+class standby_pair {
+ public:
+  standby_pair()
+      : dir_("/tmp/flotilla-standby-" + unique_suffix()),
+        primary_port_(56000 + static_cast<int>(::getpid() % 400) * 2),
+        standby_port_(primary_port_ + 1) {
+    const std::string cmd = fmt::format("{}/tests/sources/scripts/standby_pair.sh start {} {} {} "
+                                        ">{}.log 2>&1",
+                                        FLOTILLA_SOURCE_DIR, dir_, primary_port_, standby_port_,
+                                        dir_);
+    INFO(cmd);
+    REQUIRE(std::system(cmd.c_str()) == 0);
+  }
+  standby_pair(const standby_pair&) = delete;
+  standby_pair& operator=(const standby_pair&) = delete;
+  ~standby_pair() {
+    const std::string cmd = fmt::format("{}/tests/sources/scripts/standby_pair.sh stop {} "
+                                        ">/dev/null 2>&1; rm -f {}.log",
+                                        FLOTILLA_SOURCE_DIR, dir_, dir_);
+    (void)std::system(cmd.c_str());
+  }
+  [[nodiscard]] std::string primary() const { return dsn(primary_port_); }
+  [[nodiscard]] std::string standby() const { return dsn(standby_port_); }
+
+ private:
+  static std::string dsn(int port) {
+    return fmt::format("postgresql://postgres@127.0.0.1:{}/postgres", port);
+  }
+  std::string dir_;
+  int primary_port_;
+  int standby_port_;
+};
+
+/// The first value of `sql`'s first row on `dsn`; empty on an error (for polling).
+std::string pg_value(const std::string& dsn, const std::string& sql) {
+  PGconn* c = PQconnectdb(dsn.c_str());
+  std::string out;
+  if (PQstatus(c) == CONNECTION_OK) {
+    PGresult* r = PQexec(c, sql.c_str());
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0)
+      out = PQgetvalue(r, 0, 0);
+    else if (PQresultStatus(r) == PGRES_COMMAND_OK)
+      out = "ok";
+    PQclear(r);
+  }
+  PQfinish(c);
+  return out;
+}
+
+bool standby_has(const std::string& dsn, const std::string& count) {
+  for (int i = 0; i < 300; ++i) {
+    if (pg_value(dsn, "SELECT count(*) FROM t") == count)
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+std::string marker_of_t(const std::string& dsn) {
+  auto src = open_pg(dsn);
+  const auto cat = src->read_catalog();
+  for (const auto& t : cat.tables)
+    if (t.name == "t")
+      return t.marker.value_or("");
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("a hot standby's table counts as changed once the standby replays a change to it") {
+  // A standby's statistics count none of the changes it replays from its primary: a
+  // marker made of them alone would prune a read replica's tables for good.
+  standby_pair pair;
+  REQUIRE(pg_value(pair.primary(), "CREATE TABLE t (id int PRIMARY KEY); "
+                                   "INSERT INTO t VALUES (1)") == "ok");
+  REQUIRE(standby_has(pair.standby(), "1"));
+  const std::string before = marker_of_t(pair.standby());
+  REQUIRE_FALSE(before.empty());
+  REQUIRE(pg_value(pair.primary(), "INSERT INTO t VALUES (2)") == "ok");
+  REQUIRE(standby_has(pair.standby(), "2"));
+  CHECK(pg_value(pair.standby(), "SELECT n_tup_ins FROM pg_stat_user_tables WHERE relname = 't'") ==
+        "0");  // what the marker cannot go by
+  const std::string after = marker_of_t(pair.standby());
+  CHECK(after != before);
+  // On the primary, the marker has no replay position in it.
+  CHECK(marker_of_t(pair.primary()).find("replay") == std::string::npos);
+  CHECK(after.find("replay") != std::string::npos);
 }
