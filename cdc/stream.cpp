@@ -8,6 +8,7 @@
 #include <span>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -27,6 +28,7 @@
 #include "cdc/pg_logical.hpp"
 #include "config/selection.hpp"
 #include "config/toml_edit.hpp"
+#include "dialects/dialect.hpp"
 #include "sinks/warehouse.hpp"
 #include "sources/copy_text.hpp"
 #include "sources/type_mapping.hpp"
@@ -1066,6 +1068,44 @@ class source_stream {
         name, name, code_table_dropped));
   }
 
+  /// Refuses a target table name the warehouse target would cut (PostgreSQL keeps 63
+  /// bytes) or one another of the source's tables lands on, as the target compares names
+  /// (DuckDB and SQLite ignore case): streamed, the two tables' rows would overwrite each
+  /// other's in one target table. `plan` and `run` refuse the same (FLT-S011, FLT-R006).
+  void claim_target(const std::string& name, const dialects::table_ref& where,
+                    std::map<std::string, std::string>& claims) const {
+    const auto dialect = dialects::make_dialect(wh_->dialect);
+    if (!dialect)
+      return;
+    if (const std::size_t limit = (*dialect)->max_identifier_bytes(); limit != 0)
+      for (const auto& [what, part, fix] :
+           {std::tuple{"target schema", where.schema,
+                       "shorten the target's schema template or the tags it uses"},
+            std::tuple{"target table", where.name,
+                       "rename the table at the source, or leave it out of the stream"}})
+        if (part.size() > limit)
+          throw std::runtime_error(fmt::format(
+              "FLT-S011: source '{}': table '{}': {} '{}' is {} bytes long, and {} keeps only "
+              "the first {} of a name (two names alike in those would be one); {}",
+              src_.name, name, what, part, part.size(), (*dialect)->name(), limit, fix));
+    std::string claim = fmt::format("{}\n{}\n{}", where.catalog, where.schema, where.name);
+    if ((*dialect)->names() != schema::name_rule::case_sensitive)
+      for (auto& c : claim)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const auto [it, fresh] = claims.try_emplace(std::move(claim), name);
+    if (!fresh)
+      throw std::runtime_error(fmt::format(
+          "FLT-R006: source '{}': tables '{}' and '{}' both land on target table {} of target "
+          "'{}'{}: streamed, each would overwrite the other's rows. Leave one out of the stream "
+          "(exclude = [\"{}\"] in [sources.{}]), or rename one at the source, then start the "
+          "stream again",
+          src_.name, it->second, name, display(where), wh_->name,
+          (*dialect)->names() == schema::name_rule::case_sensitive
+              ? std::string()
+              : fmt::format(" ({} compares names ignoring case)", (*dialect)->name()),
+          name, src_.name));
+  }
+
   /// The tables the stream captures. A restart (`resuming`) captures the ones it captured
   /// before: a table selected now that it did not capture (created on the source since,
   /// or newly included) is not captured until a reload copies it (seed 002: a new table
@@ -1104,6 +1144,7 @@ class source_stream {
     if (selected.empty())
       throw std::runtime_error(fmt::format(
           "source '{}': no table is selected (check include/exclude and --filter)", src_.name));
+    std::map<std::string, std::string> claims;  // target table (as the target compares) -> source table
     for (const auto& name : selected) {
       table_state t;
       t.name = name;
@@ -1129,6 +1170,7 @@ class source_stream {
       if (wh_) {
         auto where = config::target_table(*wh_, src_, name);
         t.target = dialects::table_ref{where.catalog, where.schema, where.name};
+        claim_target(t.name, t.target, claims);
       } else {
         const auto dot = name.find('.');
         t.target = dialects::table_ref{"", name.substr(0, dot), name.substr(dot + 1)};

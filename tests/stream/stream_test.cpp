@@ -403,6 +403,39 @@ TEST_CASE("a table with a generated column is refused before anything is copied"
   CHECK(p.stop() == 0);
 }
 
+TEST_CASE("two tables landing on one DuckDB target table are refused before anything is copied",
+          "[stream]") {
+  // DuckDB compares names ignoring case: "Orders" and orders would be one target table,
+  // each overwriting the other's rows.
+  fixture f(true);
+  pg_exec(f.source(), "CREATE TABLE \"Orders\" (id int PRIMARY KEY, v text); "
+                      "INSERT INTO \"Orders\" VALUES (1, 'upper')");
+  pg_exec(f.source(), "CREATE TABLE orders (id int PRIMARY KEY, v text); "
+                      "INSERT INTO orders VALUES (1, 'lower')");
+  {
+    stream_process p(f);
+    CHECK(p.wait(30s) == 1);
+    INFO(p.err());
+    CHECK(p.err().find("FLT-R006") != std::string::npos);
+    CHECK(p.err().find("tables 'public.Orders' and 'public.orders' both land on target table") !=
+          std::string::npos);
+    CHECK(p.err().find("exclude = [\"public.orders\"]") != std::string::npos);
+  }
+  // Once one is left out, the other streams.
+  pg_exec(f.source(), "ALTER TABLE \"Orders\" RENAME TO orders_upper");
+  stream_process p(f);
+  REQUIRE(eventually([&] {
+    auto r = pg_try_rows(f.source(), "SELECT 1 FROM pg_replication_slots WHERE slot_name = '" +
+                                         f.slot() + "' AND active");
+    return r && !r->empty();
+  }));
+  pg_exec(f.source(), "INSERT INTO orders VALUES (2, 'live')");
+  CHECK(confirmed(f));
+  CHECK(p.stop() == 0);
+  CHECK(duckdb_query(f.duckdb_file(), "SELECT id, v FROM st_shop.orders ORDER BY id") ==
+        rows{{"1", "lower"}, {"2", "live"}});
+}
+
 TEST_CASE("a keyed table whose replica identity is not its key is refused, naming the fix",
           "[stream]") {
   // USING INDEX of other columns: the old key PostgreSQL sends is those columns, and the
