@@ -67,6 +67,26 @@ void note_refusal(std::string code, std::string message, std::string file, std::
 }
 
 namespace {
+/// What a source's selection says, beside its tables (a table gone from the source, a
+/// source that selects nothing): told once after the run or plan, on stderr and in the
+/// JSON's `source_warnings`. The sources are selected on several threads.
+struct source_warning {
+  std::string source, table, message;
+  bool selects_nothing = false;  ///< said by warn_if_nothing_selected too when no source selects any
+};
+std::mutex& source_warnings_mu() {
+  static std::mutex mu;
+  return mu;
+}
+std::vector<source_warning>& source_warnings() {
+  static std::vector<source_warning> all;
+  return all;
+}
+void add_source_warning(source_warning w) {
+  std::lock_guard lock(source_warnings_mu());
+  source_warnings().push_back(std::move(w));
+}
+
 nlohmann::json& config_warnings() {
   static nlohmann::json warnings = nlohmann::json::array();
   return warnings;
@@ -88,6 +108,35 @@ std::string config_warnings_json() {
   return out;
 }
 
+void print_source_warnings(bool nothing_selected_said) {
+  std::lock_guard lock(source_warnings_mu());
+  for (const auto& w : source_warnings())
+    if (!(w.selects_nothing && nothing_selected_said))
+      fmt::print(stderr, "warning: {}\n", w.message);
+}
+
+std::string source_warnings_json() {
+  std::lock_guard lock(source_warnings_mu());
+  if (source_warnings().empty())
+    return {};
+  nlohmann::json all = nlohmann::json::array();
+  for (const auto& w : source_warnings()) {
+    nlohmann::json e{{"source", w.source}, {"message", w.message}};
+    if (!w.table.empty())
+      e["table"] = w.table;
+    all.push_back(std::move(e));
+  }
+  std::string text = all.dump(2);
+  std::string out;
+  out.reserve(text.size() + text.size() / 8);
+  for (const char c : text) {
+    out += c;
+    if (c == '\n')
+      out += "  ";
+  }
+  return out;
+}
+
 bool print_refusals_json() {
   if (refusals().empty())
     return false;
@@ -98,12 +147,12 @@ bool print_refusals_json() {
   return true;
 }
 
-void warn_if_nothing_selected(const config::project& p, const std::vector<std::string>& filter_args,
+bool warn_if_nothing_selected(const config::project& p, const std::vector<std::string>& filter_args,
                               const std::vector<actors::pipeline_report>& reports,
                               std::string_view nothing) {
   for (const auto& r : reports)
     if (!r.tables.empty() || r.error)
-      return;
+      return false;
   if (!filter_args.empty())
     fmt::print(stderr, "warning: the selection (--filter {}) matched no table of any source; "
                "nothing {}\n",
@@ -117,6 +166,7 @@ void warn_if_nothing_selected(const config::project& p, const std::vector<std::s
                                    "directory's files ending in .csv or .json (.ndjson, "
                                    ".jsonl), lowercase, others left aside)",
                nothing);
+  return true;
 }
 
 std::shared_ptr<const config::project> load_or_report(const global_options& g,
@@ -453,6 +503,74 @@ std::string target_claim(const config::target_config& target, const std::string&
 }
 
 namespace {
+
+/// The tables an unrestricted run of `src` into `target` selected, kept (a SourceCatalog
+/// of names alone, under "<source>#tables#<target>" in the catalogs family) to tell a
+/// table that later disappears from the source, once: a table that earlier runs copied,
+/// dropped or renamed at the source, would otherwise just stop being copied, its target
+/// table standing as last copied with nothing said. Written only when the set changes.
+/// Also says when the source selects no table at all.
+template <class Chosen>
+void note_table_set(storage::state_store& store, const config::source_config& src,
+                    const config::target_config& target, const sources::catalog& cat,
+                    const std::vector<std::string>& names, const std::vector<Chosen>& selected,
+                    bool all_named_found, bool plan_only) {
+  if (selected.empty() && all_named_found) {
+    const bool files = src.adapter == config::adapter_kind::csv || src.adapter == config::adapter_kind::json;
+    add_source_warning(
+        {src.name, "",
+         cat.tables.empty()
+             ? fmt::format("source '{}' lists no tables{}: nothing of it was read", src.name,
+                           files ? " (a csv or json source's tables are its directory's files "
+                                   "ending in .csv or .json (.ndjson, .jsonl), lowercase; others "
+                                   "are left aside)"
+                                 : "")
+             : fmt::format("source '{}' has {} table(s), and its include and exclude patterns "
+                           "select none of them: nothing of it was read; check include and "
+                           "exclude in [sources.{}]",
+                           src.name, cat.tables.size(), src.name),
+         true});
+  }
+  const std::string key = src.name + "#tables#" + target.name;
+  google::protobuf::Arena arena;
+  auto* kept = google::protobuf::Arena::CreateMessage<storage::pb::SourceCatalog>(&arena);
+  auto found = store.get_into(key, *kept);
+  if (!found)
+    return;  // unreadable: nothing to compare with, and nothing worth failing the run for
+  bool same = *found && static_cast<std::size_t>(kept->tables_size()) == selected.size();
+  if (*found) {
+    std::unordered_set<std::string_view> listed(names.begin(), names.end());
+    const config::target_namer target_named(target, src);
+    for (int i = 0; i < kept->tables_size(); ++i) {
+      const auto& t = kept->tables(i);
+      const std::string name = t.schema().empty() ? t.name() : t.schema() + "." + t.name();
+      if (same && names[selected[static_cast<std::size_t>(i)].index] != name)
+        same = false;
+      if (listed.contains(name))
+        continue;  // still there (left out by include/exclude now: flotilla.toml's choice)
+      const auto where = target_named(name);
+      add_source_warning(
+          {src.name, name,
+           fmt::format("source '{}' no longer has table '{}', which earlier runs copied (dropped, "
+                       "renamed or moved at the source?): it was not read, and its target table "
+                       "{} of target '{}' keeps the rows last copied; drop that table on the "
+                       "target if the source table is gone for good",
+                       src.name, name,
+                       display_name(dialects::table_ref{where.catalog, where.schema, where.name}),
+                       target.name)});
+    }
+  }
+  if (same || plan_only)
+    return;
+  storage::pb::SourceCatalog record;
+  for (const auto& c : selected) {
+    const auto& t = cat.tables[c.index];
+    auto* out = record.add_tables();
+    out->set_schema(t.schema);
+    out->set_name(t.name);
+  }
+  (void)store.put(key, record);  // a failed write costs only a missed warning
+}
 
 /// True when the source table's storage generation (PostgreSQL: relfilenode) differs from
 /// the one `w` was committed with: it was emptied or rewritten since. Unknown either side:
@@ -856,17 +974,44 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     // A DuckDB source reading the file its target writes: the schema its tables land in
     // holds Flotilla's copies, which the source would otherwise list and copy onto
     // themselves, shutting the tables they copy out (FLT-R006). Left out of its catalog.
-    std::string own_copies;
-    if (s.adapter == config::adapter_kind::duckdb && target->dialect == "duckdb" &&
-        databases.at(target->name) == "duckdb\n" + location->substr(location->find('\n') + 1))
-      own_copies = config::target_table(*target, s, "x.x").schema;
+    // The same holds for a PostgreSQL source on its target's database and a SQLite
+    // source on its target's file: the schemas (SQLite: the name prefixes) that the
+    // sources writing to the target land in are left out of the source's catalog.
+    std::vector<std::string> own_copies;  // DuckDB, PostgreSQL: schemas
+    std::vector<std::string> own_prefixes;  // SQLite: "<schema>__" table name prefixes
+    const std::string& target_db = databases.at(target->name);
+    const std::string_view source_kind = config::to_string(s.adapter);
+    if ((s.adapter == config::adapter_kind::duckdb || s.adapter == config::adapter_kind::postgres ||
+         s.adapter == config::adapter_kind::sqlite) &&
+        dialects::canonical_dialect_name(target->dialect) == source_kind &&
+        target_db.substr(target_db.find('\n') + 1) == location->substr(location->find('\n') + 1)) {
+      for (const auto& other : p.sources) {
+        const config::target_config* lands = p.target_of(other);
+        if (lands == nullptr || lands->name != target->name)
+          continue;
+        const auto where = config::target_table_named(*target, other, "x");
+        if (s.adapter == config::adapter_kind::sqlite) {
+          if (where.name.size() > 1)  // "<schema>__x"; a bare "x" lands in no prefix of its own
+            own_prefixes.push_back(where.name.substr(0, where.name.size() - 1));
+        } else if (!where.schema.empty()) {
+          own_copies.push_back(where.schema);
+        }
+      }
+    }
     ps.select = [project, src, target, target_index, filters, store, no_prune, full_refresh, allow_rebuild,
                  only, reuse_staged, run_id, shared_run_id, plan_only, may_gate, holds, restricted, grouped,
                  all_databases, database, missing_files, presence, location,
-                 own_copies](sources::catalog& cat) {
-      if (!own_copies.empty())
+                 own_copies, own_prefixes](sources::catalog& cat) {
+      if (!own_copies.empty() || !own_prefixes.empty())
         std::erase_if(cat.tables, [&](const sources::source_table& t) {
-          return config::iequals(t.schema, own_copies);
+          for (const auto& schema : own_copies)  // PostgreSQL keeps the names' case
+            if (src->adapter == config::adapter_kind::postgres ? t.schema == schema
+                                                                : config::iequals(t.schema, schema))
+              return true;
+          for (const auto& prefix : own_prefixes)
+            if (t.name.size() > prefix.size() && config::iequals(t.name.substr(0, prefix.size()), prefix))
+              return true;
+          return false;
         });
       // A retried table the source no longer lists (a file moved away, a table renamed)
       // loads from its staged data, which never reads the source, as when the source
@@ -954,6 +1099,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         selected.push_back({{}, index, section});
         keys.push_back(std::move(key));
       }
+      if (!restricted && store != nullptr)
+        note_table_set(*store, *src, *target, cat, names, selected, unmatched.empty(), plan_only);
       for (auto& c : selected)  // every section found: the names move now
         c.name = std::move(names[c.index]);
       std::vector<storage::table_state> states;

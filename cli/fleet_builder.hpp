@@ -37,7 +37,8 @@ class target_presence;
 /// A warning on stderr when the reports hold no table and no source error: the --filter
 /// arguments matched nothing, or the configuration selects nothing. `nothing` ends it
 /// ("was copied", "is planned").
-void warn_if_nothing_selected(const config::project& p, const std::vector<std::string>& filter_args,
+/// True when it warned.
+bool warn_if_nothing_selected(const config::project& p, const std::vector<std::string>& filter_args,
                               const std::vector<actors::pipeline_report>& reports,
                               std::string_view nothing);
 

@@ -54,7 +54,7 @@ int do_plan(const global_options& g, const plan_args& a) {
   fo.allow_type_change_rebuild = a.allow_rebuild;
   auto spec = build_fleet(*project, filters, store.get(), fo);
   auto reports = actors::run_fleet(spec);
-  warn_if_nothing_selected(*project, a.filters, reports, "is planned");
+  print_source_warnings(warn_if_nothing_selected(*project, a.filters, reports, "is planned"));
   // The tables an unreadable source's earlier runs copied: a run would fail them, and
   // says so; plan counts them alike.
   if (store)
@@ -205,6 +205,8 @@ int do_plan(const global_options& g, const plan_args& a) {
     j["errors"] = std::move(errors);  // always there, empty when nothing failed
     if (const std::string warnings = config_warnings_json(); !warnings.empty())
       j["config_warnings"] = nlohmann::json::parse(warnings);
+    if (const std::string warnings = source_warnings_json(); !warnings.empty())
+      j["source_warnings"] = nlohmann::json::parse(warnings);
     fmt::print("{}\n", j.dump(2));
     return failed == 0 ? 0 : 1;
   }

@@ -284,6 +284,8 @@ std::string run_json_text(const std::string& run_id,
     w.key("tables_drifted").number(summary.source_drifted);
     w.end_object();
   }
+  if (const std::string warnings = source_warnings_json(); !warnings.empty())
+    w.key("source_warnings").raw(warnings);
   w.key("status").string(summary.status);
   w.key("tables").raw(tables);
   w.end_object();

@@ -31,6 +31,13 @@ bool print_refusals_json();
 /// with `code`, `message` and where known `file`, `line`, `column`, `key`. "" when none;
 /// else the JSON array's text, laid out as dump(2) lays out a top-level member.
 [[nodiscard]] std::string config_warnings_json();
+/// What the sources' selections said (a table gone from its source, a source selecting
+/// no table), on stderr, once the run or plan is over; `nothing_selected_said`: the
+/// warning that no source selects anything was given, which covers the latter.
+void print_source_warnings(bool nothing_selected_said);
+/// The same as the JSON's `source_warnings` array (`source`, `message`, `table` when one
+/// is named), laid out as config_warnings_json; "" when none.
+[[nodiscard]] std::string source_warnings_json();
 
 struct verb {
   std::function<void(CLI::App&, global_options&)> add;

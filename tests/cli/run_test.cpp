@@ -3310,3 +3310,53 @@ TEST_CASE("a retry of a run with --full-refresh copies its failed tables in full
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*), min(id) FROM q.m") ==
         std::vector<std::vector<std::string>>{{"7", "5"}});
 }
+
+TEST_CASE("a table that earlier runs copied and the source no longer has is said once, named") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), "CREATE TABLE orders_2024 (id INTEGER); INSERT INTO orders_2024 "
+                                 "VALUES (1); CREATE TABLE keep (id INTEGER);");
+  std::filesystem::create_directories(w.file("drops"));
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.db\"\n"
+                           "[sources.shop]\nadapter = \"sqlite\"\npath = \"shop.db\"\n"
+                           "[sources.drops]\nadapter = \"csv\"\npath = \"drops\"\n");
+  auto first = run_flotilla(w, {"run"});
+  REQUIRE(first.exit_code == 0);
+  // A source that selects nothing is said, with what a file source reads.
+  CHECK(first.err.find("source 'drops' lists no tables (a csv or json source's tables are its "
+                       "directory's files ending in .csv") != std::string::npos);
+  CHECK(first.err.find("no longer has") == std::string::npos);
+  sqlite_exec(w.file("shop.db"), "ALTER TABLE orders_2024 RENAME TO archived_2024;");
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  REQUIRE(run.contains("source_warnings"));
+  bool named = false;
+  for (const auto& warning : run["source_warnings"])
+    if (warning.value("table", "") == "orders_2024") {
+      named = true;
+      CHECK(warning["source"] == "shop");
+      CHECK(warning["message"].get<std::string>().find(
+                "source 'shop' no longer has table 'orders_2024', which earlier runs copied") !=
+            std::string::npos);
+      CHECK(warning["message"].get<std::string>().find("shop__orders_2024") != std::string::npos);
+    }
+  CHECK(named);
+  // Said once: the next run knows the source's tables as they are now.
+  auto again = run_flotilla(w, {"run"});
+  CHECK(again.exit_code == 0);
+  CHECK(again.err.find("no longer has") == std::string::npos);
+}
+
+TEST_CASE("a SQLite source on its target's own file does not read back the copies") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE orders (id INTEGER); INSERT INTO orders VALUES (1);");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"src.db\"\n"
+                           "[sources.a]\nadapter = \"sqlite\"\npath = \"src.db\"\n");
+  for (int i = 0; i < 3; ++i) {
+    int rc = -1;
+    auto run = flotilla_json(w, {"run"}, &rc);
+    CHECK(rc == 0);
+    REQUIRE(run["tables"].size() == 1);
+    CHECK(run["tables"][0]["source_table"] == "orders");
+  }
+}
