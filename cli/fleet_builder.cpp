@@ -1165,6 +1165,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       // would load over the rows the configured one left.
       std::deque<std::string> missing_keys;
       std::unordered_set<std::string> missing_claims;
+      std::unordered_map<std::string_view, std::size_t> spec_of;  // key -> its index in out (and selected)
       for (const auto& m : unmatched)
         if (m.where == "section") {
           const auto where = config::target_table(*target, *src, m.name);
@@ -1179,6 +1180,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         const config::table_config* section = selected[i].section;
         auto policy = config::effective_policy(*project, *src, section);
         // Built in place: a spec is large (a job with its settings and catalog slice).
+        spec_of.emplace(key, out.size());
         actors::table_spec& ts = out.emplace_back();
         ts.target_index = target_index;
         if (!holds->empty())
@@ -1214,6 +1216,19 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
               name, src->name, ts.job.table.schema, ts.job.table.name);
         } else {
           auto [at, fresh] = taken.try_emplace(ts.claim, key);
+          // Of two tables the catalog lists, the one that loaded the target table last keeps
+          // it: a table that appears later at the source (alpha.orders beside zeta.orders)
+          // would otherwise take it over by sorting first, and replace its rows.
+          if (!fresh && at->second != key && store != nullptr && !missing_claims.contains(ts.claim))
+            if (const auto earlier = spec_of.find(at->second);
+                earlier != spec_of.end() && selected[earlier->second].section == nullptr)
+              if (auto h = store->claim_holder(ts.claim); h && *h && **h == key) {
+                auto& taken_over = out[earlier->second];
+                taken_over.conflict =
+                    clash_message(*target, *src, taken_over.job.table.qualified(),
+                                  std::string(at->second), taken_over.job.target, key);
+                at->second = key;
+              }
           if (!fresh && at->second != key)
             ts.conflict =
                 missing_claims.contains(ts.claim)

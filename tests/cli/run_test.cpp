@@ -3360,3 +3360,41 @@ TEST_CASE("a SQLite source on its target's own file does not read back the copie
     CHECK(run["tables"][0]["source_table"] == "orders");
   }
 }
+
+TEST_CASE("a table that appears beside the one loading a target table does not take it over") {
+  // alpha.orders, created later, sorts before zeta.orders: by catalog order alone it would
+  // take the target table over and replace its rows.
+  workdir w;
+  const std::string sfx = unique_suffix();
+  const std::string zeta = "zeta_" + sfx, alpha = "alpha_" + sfx;
+  pg_exec(pg_dsn(), "CREATE SCHEMA " + zeta + "; CREATE TABLE " + zeta +
+                        ".orders (id int PRIMARY KEY, v text); INSERT INTO " + zeta +
+                        ".orders VALUES (1, 'z1'), (2, 'z2'), (3, 'z3')");
+  w.write("flotilla.toml",
+          fmt::format("[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                      "[sources.shop]\nadapter = \"postgres\"\ndsn = \"{}\"\n"
+                      "include = [\"{}.*\", \"{}.*\"]\n",
+                      pg_dsn(), zeta, alpha));
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  pg_exec(pg_dsn(), "CREATE SCHEMA " + alpha + "; CREATE TABLE " + alpha +
+                        ".orders (id int PRIMARY KEY, v text); INSERT INTO " + alpha +
+                        ".orders VALUES (9, 'a9')");
+  auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump(2));
+  CHECK(rc == 1);
+  for (const auto& t : run["tables"]) {
+    if (t["source_table"] == alpha + ".orders") {
+      CHECK(t["status"] == "failed");
+      CHECK(t["error_code"] == "FLT-R006");
+      CHECK(t["error"].get<std::string>().find("exclude = [\"" + alpha + ".orders\"]") !=
+            std::string::npos);
+    } else {
+      CHECK(t["source_table"] == zeta + ".orders");
+      CHECK(t["status"] != "failed");
+    }
+  }
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT string_agg(v, ',' ORDER BY id) FROM shop.orders") ==
+        std::vector<std::vector<std::string>>{{"z1,z2,z3"}});
+  pg_exec(pg_dsn(), "DROP SCHEMA " + zeta + " CASCADE; DROP SCHEMA " + alpha + " CASCADE");
+}
