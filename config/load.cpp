@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <system_error>
 #include <tuple>
@@ -172,6 +173,19 @@ bool contains(const keys& ks, std::string_view k) {
   return std::find(ks.begin(), ks.end(), k) != ks.end();
 }
 
+/// `text` with the passwords a DSN may hold shown as ***: a URI's `user:password@`, and
+/// `password=...` (key=value DSNs and URI query parameters).
+std::string without_passwords(std::string text) {
+  static const std::regex uri(R"((://[^/:@\s'"]*:)[^@\s'"]*@)");
+  static const std::regex keyword(R"(((?:^|[\s?&'"])password\s*=\s*)('[^']*'|[^\s&'"]+))",
+                                  std::regex::icase);
+  if (text.find('@') == std::string::npos && text.find("assword") == std::string::npos &&
+      text.find("ASSWORD") == std::string::npos)
+    return text;
+  text = std::regex_replace(text, uri, "$1***@");
+  return std::regex_replace(text, keyword, "$1***");
+}
+
 // Names of sources, targets and tags: they end up in schema names, state keys and
 // `source.table` arguments, so no dots, spaces or quotes.
 bool valid_name(std::string_view s) {
@@ -243,9 +257,11 @@ class loader {
 
   void report(errc code, const toml::source_region& at, std::string key, std::string value,
               std::string allowed, std::string message) {
+    // A DSN's password is not repeated: diagnostics go to the terminal, to the JSON a
+    // scheduler keeps and to CI logs.
     out_.push_back(diagnostic{code, severity::error, file_, at.begin.line, at.begin.column,
-                              std::move(key), std::move(value), std::move(allowed),
-                              std::move(message)});
+                              std::move(key), without_passwords(std::move(value)),
+                              std::move(allowed), without_passwords(std::move(message))});
   }
 
   void load(const toml::table& root) {

@@ -494,10 +494,24 @@ result<std::unique_ptr<kafka_sink>> kafka_sink::create(const config::kafka_optio
   p->options = options;
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   char errstr[512];
-  auto set = [&](const std::string& key, const std::string& value, bool from_settings) -> status {
-    if (rd_kafka_conf_set(conf, key.c_str(), value.c_str(), errstr, sizeof errstr) ==
+  auto set = [&](const std::string& key, const std::string& value_set, bool from_settings) -> status {
+    if (rd_kafka_conf_set(conf, key.c_str(), value_set.c_str(), errstr, sizeof errstr) ==
         RD_KAFKA_CONF_OK)
       return {};
+    // A secret is not repeated in the error, which the run JSON and its events keep (a
+    // misspelled "sasl.pasword" is rejected with its value).
+    std::string lower = key;
+    for (auto& c : lower)
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const bool secret = lower.find("pass") != std::string::npos ||
+                        lower.find("word") != std::string::npos ||  // "sasl.pasword" too
+                        lower.find("pwd") != std::string::npos ||
+                        lower.find("secret") != std::string::npos ||
+                        lower.find("token") != std::string::npos ||
+                        lower.find("jaas") != std::string::npos ||
+                        lower.find("ssl.key") != std::string::npos ||
+                        lower.find("credential") != std::string::npos;
+    const std::string value = secret ? std::string("***") : value_set;
     return std::unexpected(
         error{errc::sink_config,
               from_settings

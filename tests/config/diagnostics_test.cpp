@@ -945,3 +945,32 @@ TEST_CASE("a Kafka topic name Kafka refuses is FLT-C005 when the file is read") 
   INFO(all_messages(ok));
   CHECK(ok.diagnostics.empty());
 }
+
+TEST_CASE("a DSN's password is not repeated in a diagnostic") {
+  const auto r = load(R"(
+[targets.wh]
+dialect = "duckdb"
+path = "w.duckdb"
+dsn = "postgresql://u:TopSecret1@h/db"
+
+[targets.pg]
+dialect = "postgres"
+dsn = ["postgresql://u:ArrSecret@h/db"]
+
+[sources.a]
+adapter = "sqlite"
+path = "a.db"
+dsn = "host=h password='Top Secret3' dbname=x"
+target = "wh"
+)");
+  const std::string all = all_messages(r);
+  INFO(all);
+  std::string values;
+  for (const auto& d : r.diagnostics)
+    values += d.value + "\n" + format(d) + "\n";
+  INFO(values);
+  CHECK(values.find("Secret") == std::string::npos);
+  CHECK(all.find("Secret") == std::string::npos);
+  CHECK(values.find("postgresql://u:***@h/db") != std::string::npos);
+  CHECK(values.find("password=*** dbname=x") != std::string::npos);
+}

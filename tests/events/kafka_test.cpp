@@ -414,6 +414,12 @@ TEST_CASE("pass-through settings reach librdkafka; brokers and idempotence are n
   CHECK(unknown.error().code == errc::sink_config);
   CHECK_THAT(unknown.error().text(),
              Catch::StartsWith("FLT-E003: events.kafka.settings.\"no.such.setting\" = \"1\""));
+  // A secret's value is not repeated (a misspelled password setting is rejected).
+  o.settings = {{"sasl.pasword", "KSecret1"}};
+  auto secret = kafka_sink::create(o);
+  REQUIRE_FALSE(secret.has_value());
+  CHECK_THAT(secret.error().text(), Catch::Contains("\"sasl.pasword\" = \"***\"") &&
+                                        !Catch::Contains("KSecret1"));
   // Every rejected setting is named at once.
   o.settings = {{"bogus.key", "1"}, {"linger.ms", "-5"}};
   auto two = kafka_sink::create(o);
