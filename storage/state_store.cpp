@@ -1,6 +1,7 @@
 #include "storage/state_store.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <array>
 #include <atomic>
 #include <fstream>
@@ -395,6 +396,9 @@ state_store::state_store(state_store&&) noexcept = default;
 state_store& state_store::operator=(state_store&&) noexcept = default;
 state_store::~state_store() = default;
 
+/// The free space a writable open asks of the state store's file system.
+constexpr std::uintmax_t k_min_free_bytes = 16ull * 1024 * 1024;
+
 result<state_store> state_store::open(const std::filesystem::path& dir,
                                       const store_options& options) {
   const std::string where = dir.string();
@@ -403,6 +407,21 @@ result<state_store> state_store::open(const std::filesystem::path& dir,
     std::filesystem::create_directories(dir, ec);
     if (ec)
       return std::unexpected(error::cannot_open(errc::io_error, where, ec.message()));
+    // A file system too full to take a run's records: RocksDB stops the process at the
+    // first write that does not fit (this build asserts on it), midway through a run.
+    // Refused before anything starts instead.
+    // FLOTILLA_STATE_MIN_FREE_BYTES overrides the figure (the tests ask for more than any
+    // disk has).
+    std::uintmax_t min_free = k_min_free_bytes;
+    if (const char* v = std::getenv("FLOTILLA_STATE_MIN_FREE_BYTES"); v != nullptr && *v != '\0')
+      min_free = std::strtoull(v, nullptr, 10);
+    if (const auto space = std::filesystem::space(dir, ec); !ec && space.available < min_free)
+      return std::unexpected(error::cannot_open(
+          errc::io_error, where,
+          fmt::format("its file system has {} KiB free, less than the {} MiB a run's records "
+                      "may need (the disk is full or nearly so); free space there, or set "
+                      "state_dir in [project] to a file system with room",
+                      space.available / 1024, (min_free + (1024 * 1024) - 1) / (1024 * 1024))));
   }
 
   rocksdb::DBOptions db_options;

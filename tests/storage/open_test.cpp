@@ -30,6 +30,21 @@ TEST_CASE("opening creates the directory and every column family") {
     CHECK_FALSE(to_string(static_cast<family>(f)).empty());
 }
 
+TEST_CASE("a file system too full for a run's records is refused at the open, named") {
+  temp_dir dir;
+  // More than any disk has free: the check looks at the real file system.
+  ::setenv("FLOTILLA_STATE_MIN_FREE_BYTES", "18446744073709551615", 1);
+  auto refused = state_store::open(dir.state());
+  ::unsetenv("FLOTILLA_STATE_MIN_FREE_BYTES");
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().code == errc::io_error);
+  CHECK_THAT(refused.error().message, Catch::Contains(dir.state().string()) &&
+                                          Catch::Contains("KiB free") &&
+                                          Catch::Contains("set state_dir in [project]"));
+  // With room (the 16 MiB asked by default), it opens.
+  CHECK(state_store::open(dir.state()).has_value());
+}
+
 TEST_CASE("a second open of a store already open in this process fails with a clear message") {
   temp_dir dir;
   auto first = open_store(dir);
