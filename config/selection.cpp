@@ -184,6 +184,12 @@ bool table_name_matches(std::string_view pattern, std::string_view catalog_name,
   return glob(table_part(pattern), table_part(catalog_name), true);
 }
 
+bool pattern_covers_name(std::string_view pattern, std::string_view name, bool bare) {
+  if (!bare && qualified(pattern) && !qualified(name))
+    return false;
+  return table_name_matches(pattern, name, bare);
+}
+
 bool source_may_match(const source_config& s, const std::vector<filter>& filters) {
   for (const auto& f : filters) {
     if (f.key == "table")
@@ -356,7 +362,7 @@ std::vector<unmatched_name> unmatched_table_names(
     if (found(name) || !seen.insert(lower(name)).second)
       return;
     for (const auto& e : s.exclude)
-      if (table_name_matches(e, name, bare))
+      if (pattern_covers_name(e, name, bare))
         return;
     for (const auto& f : filters)
       if (f.key == "table" && !table_name_matches(f.value, name, bare))

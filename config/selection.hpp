@@ -53,6 +53,11 @@ struct filter {
 /// `sales.2024.csv`, never `2024.csv`).
 [[nodiscard]] bool table_name_matches(std::string_view pattern, std::string_view catalog_name,
                                       bool bare = false);
+/// Whether the include/exclude `pattern` surely covers `name`, a name flotilla.toml
+/// gives (a table section, an include entry) rather than one of the catalog's: as
+/// table_name_matches, except that a schema-qualified pattern ("audit.*") does not cover a
+/// bare name ("orders", which may be public.orders as well as audit.orders).
+[[nodiscard]] bool pattern_covers_name(std::string_view pattern, std::string_view name, bool bare);
 
 /// A source whose catalog names are bare (SQLite, csv, json): a dot in a table name or a
 /// file stem is part of it, never a schema's end.

@@ -97,7 +97,7 @@ struct checker {
 
   void excluded_sections(const source_config& s, const table_config& t) {
     for (const auto& pattern : s.exclude) {
-      if (!table_name_matches(pattern, t.name, bare_names(s)))
+      if (!pattern_covers_name(pattern, t.name, bare_names(s)))
         continue;
       // At the exclude, the key named; the message says where the section is.
       report(errc::excluded_section, s.exclude_at, key_path({"sources", s.name, "exclude"}),

@@ -388,3 +388,26 @@ TEST_CASE("a section spelled exactly as one of two tables whose names differ onl
   CHECK(find_table(b, "public.Orders", {"public.Orders", "audit.orders"})->description ==
         "bare upper");
 }
+
+TEST_CASE("a schema-qualified exclude does not hide a misspelled bare name from the report") {
+  // "audit.*" excludes audit's tables; a bare "customrs" or section "ordrs" could be any
+  // schema's: still missing, still said (FLT-R005).
+  auto s = make_source("pg", {});
+  s.include = {"customrs", "sales.customers"};
+  s.exclude = {"audit.*"};
+  s.tables.push_back(section("ordrs", "typo"));
+  const auto unmatched = unmatched_table_names(
+      s, {"public.orders", "audit.orders", "sales.customers"}, {});
+  std::vector<std::string> names;
+  for (const auto& u : unmatched)
+    names.push_back(u.name);
+  CHECK(std::find(names.begin(), names.end(), "customrs") != names.end());
+  CHECK(std::find(names.begin(), names.end(), "ordrs") != names.end());
+  // A qualified name the exclude covers is left out on purpose: not said.
+  s.include = {"audit.gone"};
+  s.tables.clear();
+  CHECK(unmatched_table_names(s, {"public.orders", "audit.orders"}, {}).empty());
+  CHECK_FALSE(pattern_covers_name("audit.*", "orders", false));
+  CHECK(pattern_covers_name("audit.*", "audit.orders", false));
+  CHECK(pattern_covers_name("ord*", "orders", false));
+}
