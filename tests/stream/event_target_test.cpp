@@ -540,3 +540,34 @@ TEST_CASE("a primary key changed at the source is published as a schema change b
   CHECK(change["columns"] == nlohmann::json::array({"id", "note"}));
   CHECK(nlohmann::json::parse(all[3].value)["key"] == nlohmann::json{{"id", "1"}, {"note", "a"}});
 }
+
+TEST_CASE("a start after a copy killed midway tells the consumers to drop what it published "
+          "first: a keyless table's rows are not kept twice",
+          "[stream][event-target]") {
+  mock_cluster kafka("bus", 1);
+  fixture f(false, kafka_target(kafka), "bus");
+  pg_exec(f.source(), "CREATE TABLE logs (msg text, n int)");  // no key
+  pg_exec(f.source(), "INSERT INTO logs VALUES ('a', 1), ('b', 2)");
+  {
+    ::setenv("FLOTILLA_CRASH_AT", "after_table_copy", 1);
+    stream_process p(f);
+    ::unsetenv("FLOTILLA_CRASH_AT");
+    CHECK(p.wait(60s) != 0);  // killed once the table's rows were published
+  }
+  REQUIRE(read_topic(kafka.bootstraps(), "bus", 1, 2).size() == 2);
+  stream_process p(f);
+  auto all = read_topic(kafka.bootstraps(), "bus", 1, 5);
+  INFO(p.err());
+  CHECK(p.stop() == 0);
+  std::vector<std::string> ops;
+  for (const auto& r : all)
+    ops.push_back(what(nlohmann::json::parse(r.value)));
+  CHECK(ops == std::vector<std::string>{"read", "read", "truncate", "read", "read"});
+  // A start after one that finished its copy publishes no snapshot again.
+  stream_process again(f);
+  pg_exec(f.source(), "INSERT INTO logs VALUES ('c', 3)");
+  auto later = read_topic(kafka.bootstraps(), "bus", 1, 6);
+  CHECK(again.stop() == 0);
+  REQUIRE(later.size() == 6);
+  CHECK(what(nlohmann::json::parse(later[5].value)) == "insert");
+}
