@@ -811,14 +811,16 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     const auto unbounded_rows = [&](std::uint64_t rows, const std::string& value) {
       if (!plan.unique_key.empty()) {  // merged on it, the first load's rows too
         out.plan->warnings.push_back(fmt::format(
-            "cursor column '{}' holds {} in {} row(s), a value no later one can pass: the "
-            "watermark stays at the largest other value, so these rows are read and merged "
-            "again each run; give them a finite cursor value at the source to stop it",
+            "cursor column '{0}' holds NaN or +infinity, values no later one can pass, in {2} "
+            "row(s) (the first found: {1}): the watermark is never such a value (it stays at "
+            "the largest finite one, if any), so these rows are read and merged again each "
+            "run; give them a finite cursor value at the source to stop it",
             settings.cursor_column, value, rows));
         return;
       }
       throw sources::source_error(fmt::format(
-          "cursor column '{}' holds {} in {} row(s), a value no later one can pass: as the "
+          "cursor column '{0}' holds NaN or +infinity, values no later one can pass, in {2} "
+          "row(s) (the first found: {1}): as the "
           "watermark it would hide every row added after it, and read again each run those "
           "rows would be appended again, so nothing was loaded; declare the table's "
           "unique_key (a merge reads such rows again each run and keeps one of each), give "

@@ -312,9 +312,13 @@ struct planner {
              column);
       } else if (n == 0) {
         fail("FLT-S010",
-             fmt::format("{} '{}' is not among the table's loaded columns ({}); set it to one of "
-                         "them in the table's section of flotilla.toml",
-                         key, column, list),
+             fmt::format("{} '{}' is not among the table's loaded columns ({}): dropped or "
+                         "renamed at the source, left out by the contract, or misspelled; set "
+                         "it to one of them in the table's section of flotilla.toml{}",
+                         key, column, list,
+                         key == "cursor_column"
+                             ? ", or remove cursor_column to copy the table in full each run"
+                             : std::string()),
              column);
       }
     };

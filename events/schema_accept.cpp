@@ -103,14 +103,32 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
                         name)});
         continue;
       }
+      const auto take = [&](const std::string& dataset) {
+        if (std::find(order.begin(), order.end(), dataset) == order.end())
+          order.push_back(dataset);
+      };
       if (observed.contains(name)) {
-        order.push_back(name);
+        take(name);
         continue;
       }
       if (auto t = by_target.find(name); t != by_target.end() && !t->second.empty()) {
-        if (std::find(order.begin(), order.end(), t->second) == order.end())
-          order.push_back(t->second);
+        take(t->second);
         continue;
+      }
+      // "pg.orders" (seed 004's own form) for "pg.public.orders": the one observed table
+      // of the source so named, as a table section may leave out the schema.
+      if (const auto dot = name.find('.'); dot != std::string::npos && name.rfind('.') == dot) {
+        const std::string tail = name.substr(dot);
+        std::vector<std::string> alike;
+        for (const auto& [known, _] : observed)
+          if (known.size() > name.size() && known.compare(0, dot + 1, name, 0, dot + 1) == 0 &&
+              known.compare(known.size() - tail.size(), tail.size(), tail) == 0 &&
+              known.find('.', dot + 1) == known.size() - tail.size())
+            alike.push_back(known);
+        if (alike.size() == 1) {
+          take(alike.front());
+          continue;
+        }
       }
       // "pg.orders" for "pg.public.orders": the name the run reports is suggested.
       std::string nearest;

@@ -130,6 +130,12 @@ class sqlite_inserter final : public row_inserter {
                         : c.type.kind == k::int32
                             ? narrow_int{INT32_MIN, INT32_MAX, "INTEGER"}
                             : narrow_int{INT64_MIN, INT64_MAX, nullptr});
+      // Likewise a decimal(p,s) column takes no value with more than p - s digits before
+      // the point (DuckDB and PostgreSQL refuse it; SQLite would keep 1000 in a
+      // decimal(5,2)). 0: no limit.
+      decimal_.push_back(c.type.kind == k::decimal && c.type.precision > 0
+                             ? decimal_limit{c.type.precision, c.type.scale}
+                             : decimal_limit{});
     }
     if (with_seq_) {
       cols += ", " + d.quote(seq_column);
@@ -157,6 +163,8 @@ class sqlite_inserter final : public row_inserter {
             sqlite3_bind_int64(s, at, v.b ? 1 : 0);
             break;
           case schema::value::tag::integer:
+            if (decimal_[c].precision != 0)
+              check_decimal(c, first_seq + r, v, std::to_string(v.i));
             if (narrow_[c].type != nullptr && (v.i < narrow_[c].lo || v.i > narrow_[c].hi))
               // SQLite changes no column's type in place: a loaded table is rebuilt.
               throw sink_error(std::string(
@@ -182,6 +190,8 @@ class sqlite_inserter final : public row_inserter {
               break;
             }
             if (text_kind_[c] == text_kind::decimal) {
+              if (decimal_[c].precision != 0)
+                check_decimal(c, first_seq + r, v, v.s);
               const std::size_t keep = exact_length(v.s);
               if (keep != 0) {
                 sqlite3_bind_text64(s, at, v.s.data(), keep, SQLITE_STATIC, SQLITE_UTF8);
@@ -233,6 +243,34 @@ class sqlite_inserter final : public row_inserter {
     const char* type;  ///< the engine type named in the error; null: any 64-bit value
   };
   std::vector<narrow_int> narrow_;
+  struct decimal_limit {
+    int precision = 0;  ///< 0: not a decimal(p,s) column
+    int scale = 0;
+  };
+  std::vector<decimal_limit> decimal_;
+
+  /// Refuses a decimal value (`text`, its digits) with more digits before the point than
+  /// column `c`'s decimal(p,s) holds, naming the row, the column and the pin that holds it.
+  void check_decimal(std::size_t c, std::uint64_t row, const schema::value& v,
+                     std::string_view text) const {
+    std::size_t at = text.find_first_not_of("+-");
+    at = at == std::string_view::npos ? text.size() : at;
+    const std::size_t point = std::min(text.find('.', at), text.size());
+    std::size_t lead = at;
+    while (lead < point && text[lead] == '0')
+      ++lead;
+    const int whole = static_cast<int>(point - lead);
+    const auto [precision, scale] = decimal_[c];
+    if (whole <= precision - scale)
+      return;
+    throw sink_error(fmt::format(
+        "{}: row {}, column '{}': value '{}' does not fit type DECIMAL({},{}), which holds {} "
+        "digit(s) before the point; declare a type that holds it in flotilla.toml (the table's "
+        "columns = {{ {} = \"decimal({},{})\" }}) and run again (a table already loaded is then "
+        "rebuilt: run with --allow-type-change-rebuild)",
+        dialect_.qualified(table_), row + 1, names_[c], value_text(v), precision, scale,
+        precision - scale, schema::toml_key(names_[c]), std::min(38, whole + scale), scale));
+  }
   enum class text_kind : std::uint8_t { text, bytes, decimal, utc };
   std::vector<text_kind> text_kind_;
   std::string utc_;  ///< a timestamp_tz value with its offset's minutes

@@ -826,6 +826,20 @@ std::optional<std::string> renamed_column(
   const bool has_header = std::any_of(described.begin(), described.end(), [](const auto& d) {
     return !std::regex_match(d.first, unnamed);
   });
+  // A header line whose every field is empty (",,", "\"\",\"\""): DuckDB takes it for the
+  // header and names every column column<N>, which would be the target table's columns.
+  if (!json && !has_header && !described.empty()) {
+    std::string first = file_head(path);
+    if (first.starts_with("\xEF\xBB\xBF"))
+      first.erase(0, 3);
+    first = first.substr(0, first.find_first_of("\r\n"));
+    if (first.find_first_of(",;|\t\"") != std::string::npos &&
+        first.find_first_not_of(",;|\t\" ") == std::string::npos)
+      return fmt::format("the file's header (line 1) has no column names, only empty fields "
+                         "(DuckDB would call the columns '{}', ...); name the columns in the "
+                         "file's first line",
+                         described.front().first);
+  }
   for (std::size_t i = 0; i < described.size(); ++i) {
     const std::string& name = described[i].first;
     // A JSON key that is empty: DuckDB names the column C<N>, and a read naming the

@@ -1533,6 +1533,24 @@ TEST_CASE("a JSON value a pinned column cannot parse is named with its record an
   CHECK(why.find("ignore_errors") == std::string::npos);
 }
 
+TEST_CASE("a CSV header of empty fields only is refused, not loaded under made-up names") {
+  workdir w;
+  std::filesystem::create_directories(w.file("in"));
+  w.write("in/noname.csv", ",,\n1,2,3\n4,5,6\n");
+  w.write("in/headless.csv", "a,b\n1,2\n");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.db\"\n"
+                           "[sources.f]\nadapter = \"csv\"\npath = \"in\"\n");
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  const auto* t = find_table(run, "f__noname");
+  REQUIRE(t != nullptr);
+  CHECK((*t)["status"] == "failed");
+  CHECK((*t)["error"].get<std::string>().find("header (line 1) has no column names") !=
+        std::string::npos);
+  CHECK((*find_table(run, "f__headless"))["status"] == "copied");
+}
+
 TEST_CASE("a malformed file fails its own table; the source's other files load") {
   workdir w;
   std::filesystem::create_directories(w.file("drops"));
@@ -3264,6 +3282,26 @@ TEST_CASE("a SQLite target refuses an integer its column's type cannot hold, as 
   REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
   CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT n, s FROM src__t ORDER BY id") ==
         std::vector<std::vector<std::string>>{{"5000000000", "7"}, {"3", "100000"}});
+}
+
+TEST_CASE("a SQLite target refuses a decimal with more digits before the point than its type holds") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE t (id INTEGER PRIMARY KEY, d DECIMAL(5,2));"
+                                "INSERT INTO t VALUES (1, 12.5), (2, 999.995);");
+  const std::string base = "[targets.sl]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+                           "[sources.src]\nadapter = \"sqlite\"\npath = \"src.db\"\ntarget = \"sl\"\n";
+  w.write("flotilla.toml", base);
+  int rc = -1;
+  auto first = flotilla_json(w, {"run"}, &rc);
+  INFO(first.dump(2));
+  CHECK(rc == 1);
+  CHECK_THAT((*find_table(first, "src__t"))["error"].get<std::string>(),
+             Catch::Contains("row 2, column 'd': value '1000.00' does not fit type DECIMAL(5,2)") &&
+                 Catch::Contains("d = \"decimal(6,2)\""));
+  w.write("flotilla.toml", base + "[sources.src.tables.t]\ncolumns = { d = \"decimal(6,2)\" }\n");
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT CAST(d AS TEXT) FROM src__t ORDER BY id") ==
+        std::vector<std::vector<std::string>>{{"12.5"}, {"1000"}});
 }
 
 TEST_CASE("retry says so when the tables that failed are no longer selected, and records no run") {

@@ -253,12 +253,35 @@ void pg_orders_drifted(const temp_dir& dir, const std::string& target) {
 
 }  // namespace
 
-TEST_CASE("schema accept of a name without its schema suggests the dataset the run reports") {
+TEST_CASE("schema accept of a name without its schema takes the one dataset of the source so "
+          "named (seed 004's `pg.orders`), and counts it once when named twice") {
   temp_dir dir;
   pg_orders_drifted(dir, "staging.public.orders");
+  auto r = run_flotilla(dir, {"schema", "accept", "staging.public.orders", "pg.orders",
+                              "pg.public.orders"});
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "pg.public.orders: column 'note' added TEXT\naccepted 1 schema change(s)\n");
+  CHECK(baseline(dir, "pg.public.orders").columns_size() == 2);
+}
+
+TEST_CASE("schema accept of a name without its schema that two schemas have suggests both's "
+          "first") {
+  temp_dir dir;
+  std::ofstream(dir.path() / "flotilla.toml") << unreachable_config;
+  {
+    auto s = flotilla::events::test::open_store(dir.path() / ".flotilla" / "state");
+    spb::RunRecord run;
+    run.set_run_id("run-3");
+    run.set_status("partial");
+    run.set_started_at_us(3);
+    observed_table(run, "pg", "audit.orders", cols({{"id", "bigint"}}))->set_table("s.audit_orders");
+    observed_table(run, "pg", "public.orders", cols({{"id", "bigint"}}))->set_table("s.orders");
+    REQUIRE(s.put_run(run));
+  }
   auto r = run_flotilla(dir, {"schema", "accept", "pg.orders"});
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.err, Catch::Contains("did you mean 'pg.public.orders'?"));
+  CHECK_THAT(r.err, Catch::Contains("did you mean 'pg."));
   CHECK_THAT(r.err, Catch::Contains("the run JSON's `table`"));
 }
 
