@@ -537,15 +537,18 @@ void note_table_set(storage::state_store& store, const config::source_config& sr
   auto found = store.get_into(key, *kept);
   if (!found)
     return;  // unreadable: nothing to compare with, and nothing worth failing the run for
+  // The usual run: the same tables as the last one, compared without a copy.
   bool same = *found && static_cast<std::size_t>(kept->tables_size()) == selected.size();
-  if (*found) {
+  for (int i = 0; same && i < kept->tables_size(); ++i) {
+    const auto& now = cat.tables[selected[static_cast<std::size_t>(i)].index];
+    same = kept->tables(i).schema() == now.schema && kept->tables(i).name() == now.name;
+  }
+  if (*found && !same) {
     std::unordered_set<std::string_view> listed(names.begin(), names.end());
     const config::target_namer target_named(target, src);
     for (int i = 0; i < kept->tables_size(); ++i) {
       const auto& t = kept->tables(i);
       const std::string name = t.schema().empty() ? t.name() : t.schema() + "." + t.name();
-      if (same && names[selected[static_cast<std::size_t>(i)].index] != name)
-        same = false;
       if (listed.contains(name))
         continue;  // still there (left out by include/exclude now: flotilla.toml's choice)
       const auto where = target_named(name);
