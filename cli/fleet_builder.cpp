@@ -1682,6 +1682,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         enum class holder_kind { loads, missing, unread };
         std::unordered_map<std::string, std::pair<std::string, holder_kind>> taken;  // claim ->
         std::unordered_map<const config::target_config*, claim_rule> rules;  // one per target
+        std::unordered_map<std::string, actors::table_spec*> spec_by_key;  // holders so far
         const auto rule_of = [&](const config::target_config* target) -> const claim_rule& {
           auto rule = rules.find(target);
           if (rule == rules.end())
@@ -1727,8 +1728,26 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
             auto [at, fresh] = taken.try_emplace(
                 claim_key(rule_of(target), databases.at(target->name), t.job.target), key,
                 t.job.table.absent ? holder_kind::missing : holder_kind::loads);
+            if (fresh)
+              spec_by_key[key] = &t;
             if (!fresh && t.job.table.absent)
               continue;  // fails FLT-R005 alone: it loads nothing
+            // The table that loaded the target table last keeps it: a source listed before
+            // its own (added to flotilla.toml since) would otherwise take it over.
+            if (!fresh && at->second.second == holder_kind::loads && store != nullptr)
+              if (auto earlier = spec_by_key.find(at->second.first); earlier != spec_by_key.end())
+                if (auto h = store->claim_holder(t.claim); h && *h && **h == key) {
+                  actors::table_spec& taken_over = *earlier->second;
+                  const auto* other = p.find_source(taken_over.job.source_name);
+                  if (other != nullptr) {
+                    taken_over.conflict = clash_message(
+                        *target, *other, taken_over.job.table.qualified(), at->second.first,
+                        taken_over.job.target, key);
+                    at->second = {key, holder_kind::loads};
+                    spec_by_key[key] = &t;
+                    continue;
+                  }
+                }
             if (!fresh) {
               const auto& [holder, kind] = at->second;
               t.conflict =

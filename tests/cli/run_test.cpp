@@ -3436,3 +3436,33 @@ TEST_CASE("a table that appears beside the one loading a target table does not t
         std::vector<std::vector<std::string>>{{"z1,z2,z3"}});
   pg_exec(pg_dsn(), "DROP SCHEMA " + zeta + " CASCADE; DROP SCHEMA " + alpha + " CASCADE");
 }
+
+TEST_CASE("a source added before another in flotilla.toml does not take over the target table "
+          "the other loads") {
+  workdir w;
+  sqlite_exec(w.file("old.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY, v TEXT);"
+                                "INSERT INTO orders VALUES (1, 'old1'), (2, 'old2');");
+  sqlite_exec(w.file("new.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY, v TEXT);"
+                                "INSERT INTO orders VALUES (9, 'new9');");
+  const std::string target = "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                             "schema = \"raw\"\n";
+  const std::string old_source = "[sources.old]\nadapter = \"sqlite\"\npath = \"old.db\"\n";
+  w.write("flotilla.toml", target + old_source);
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  w.write("flotilla.toml",
+          target + "[sources.new]\nadapter = \"sqlite\"\npath = \"new.db\"\n" + old_source);
+  auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump(2));
+  CHECK(rc == 1);
+  for (const auto& t : run["tables"]) {
+    if (t["source"] == "new") {
+      CHECK(t["status"] == "failed");
+      CHECK(t["error_code"] == "FLT-R006");
+    } else {
+      CHECK(t["status"] != "failed");
+    }
+  }
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT string_agg(v, ',' ORDER BY id) FROM raw.orders") ==
+        std::vector<std::vector<std::string>>{{"old1,old2"}});
+}
