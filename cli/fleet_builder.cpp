@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -86,6 +87,11 @@ void add_source_warning(source_warning w) {
   std::lock_guard lock(source_warnings_mu());
   source_warnings().push_back(std::move(w));
 }
+/// The sources' table sets that changed in this run, to keep once it is over.
+std::vector<std::pair<std::string, storage::pb::SourceCatalog>>& table_sets() {
+  static std::vector<std::pair<std::string, storage::pb::SourceCatalog>> all;
+  return all;
+}
 
 nlohmann::json& config_warnings() {
   static nlohmann::json warnings = nlohmann::json::array();
@@ -113,6 +119,13 @@ void print_source_warnings(bool nothing_selected_said) {
   for (const auto& w : source_warnings())
     if (!(w.selects_nothing && nothing_selected_said))
       fmt::print(stderr, "warning: {}\n", w.message);
+}
+
+void save_table_sets(storage::state_store& store) {
+  std::lock_guard lock(source_warnings_mu());
+  for (const auto& [key, record] : table_sets())
+    (void)store.put(key, record);  // a failed write costs only a warning said again
+  table_sets().clear();
 }
 
 std::string source_warnings_json() {
@@ -234,10 +247,49 @@ std::string new_run_id() {
                      static_cast<unsigned>(ms) * 64 + (rd() & 63));
 }
 
+namespace {
+
+/// The project a state directory belongs to, by its [project] name, kept in the file
+/// `project` beside the store: two flotilla.toml files in one directory (prod.toml and
+/// stage.toml) would otherwise share `.flotilla`, and mix their watermarks, runs and
+/// retries. A store opened by a project that has no name, or made before the file, takes
+/// the name of the first named project that writes to it. An error message, or "".
+std::string claim_state_dir(const config::project& p) {
+  if (p.name.empty())
+    return {};
+  const std::filesystem::path file = std::filesystem::path(p.state_dir) / "project";
+  std::string owner;
+  if (std::ifstream in(file); in)
+    std::getline(in, owner);
+  if (owner.empty()) {
+    std::ofstream(file, std::ios::trunc) << p.name << "\n";  // unwritable: the store says so
+    return {};
+  }
+  if (owner == p.name)
+    return {};
+  return fmt::format(
+      "the state directory '{}' belongs to project '{}' ([project] name in its flotilla.toml), "
+      "not to '{}': two projects sharing one would mix their watermarks, runs and retries. "
+      "Give this project a state directory of its own ([project] state_dir = \".flotilla-{}\" "
+      "in its flotilla.toml); if it is the same project renamed, write its new name in {}",
+      p.state_dir, owner, p.name, p.name, file.string());
+}
+
+}  // namespace
+
 std::unique_ptr<storage::state_store> open_state(const config::project& p, bool create) {
   std::filesystem::path dir = std::filesystem::path(p.state_dir) / "state";
   if (!create && !std::filesystem::exists(dir))
     return nullptr;
+  if (std::filesystem::exists(dir) || create) {
+    std::error_code ec;
+    std::filesystem::create_directories(p.state_dir, ec);
+    if (const std::string refused = claim_state_dir(p); !refused.empty()) {
+      fmt::print(stderr, "{}\n", refused);
+      note_refusal("FLT-R007", refused, p.state_dir);
+      return nullptr;
+    }
+  }
   storage::store_options opts;
   // Each table's commit is one WAL write; a process crash never loses a returned
   // write. fsync per table would cost more than the copy of a small table.
@@ -545,13 +597,12 @@ void note_table_set(storage::state_store& store, const config::source_config& sr
   }
   if (*found && !same) {
     std::unordered_set<std::string_view> listed(names.begin(), names.end());
-    const config::target_namer target_named(target, src);
     for (int i = 0; i < kept->tables_size(); ++i) {
       const auto& t = kept->tables(i);
       const std::string name = t.schema().empty() ? t.name() : t.schema() + "." + t.name();
       if (listed.contains(name))
         continue;  // still there (left out by include/exclude now: flotilla.toml's choice)
-      const auto where = target_named(name);
+      const auto where = config::target_table(target, src, name);
       add_source_warning(
           {src.name, name,
            fmt::format("source '{}' no longer has table '{}', which earlier runs copied (dropped, "
@@ -565,6 +616,8 @@ void note_table_set(storage::state_store& store, const config::source_config& sr
   }
   if (same || plan_only)
     return;
+  // Written once the run is over (save_table_sets): a run killed before it has said
+  // nothing, and the next one says it.
   storage::pb::SourceCatalog record;
   for (const auto& c : selected) {
     const auto& t = cat.tables[c.index];
@@ -572,7 +625,8 @@ void note_table_set(storage::state_store& store, const config::source_config& sr
     out->set_schema(t.schema);
     out->set_name(t.name);
   }
-  (void)store.put(key, record);  // a failed write costs only a missed warning
+  std::lock_guard lock(source_warnings_mu());
+  table_sets().emplace_back(key, std::move(record));
 }
 
 /// True when the source table's storage generation (PostgreSQL: relfilenode) differs from

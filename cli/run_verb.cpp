@@ -843,6 +843,7 @@ int execute_run(const global_options& g, const run_request& a) {
   // since the run is still recorded as the latest one. A retry retries what it names.
   print_source_warnings(a.only.empty() &&
                         warn_if_nothing_selected(*project, a.filters, reports, "was copied"));
+  save_table_sets(*store);
   // The run record and the run JSON's table rows do not depend on the events: a second
   // thread writes them while the events are published (for a large fleet these are most
   // of a run whose tables are all unchanged).

@@ -10,6 +10,9 @@
 namespace CLI {
 class App;
 }
+namespace flotilla::storage {
+class state_store;
+}
 
 namespace flotilla::cli {
 
@@ -38,6 +41,9 @@ void print_source_warnings(bool nothing_selected_said);
 /// The same as the JSON's `source_warnings` array (`source`, `message`, `table` when one
 /// is named), laid out as config_warnings_json; "" when none.
 [[nodiscard]] std::string source_warnings_json();
+/// Keeps the sources' table sets this run selected (what the warnings compare against),
+/// once the run is over.
+void save_table_sets(storage::state_store& store);
 
 struct verb {
   std::function<void(CLI::App&, global_options&)> add;

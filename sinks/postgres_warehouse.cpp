@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <regex>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -458,6 +459,12 @@ class postgres_warehouse final : public warehouse_base {
       std::string msg = trimmed(PQerrorMessage(conn_));
       for (std::size_t nl; (nl = msg.find('\n')) != std::string::npos;)
         msg.replace(nl, msg.find_first_not_of(" \t", nl + 1) - nl, "; ");
+      // A DSN libpq cannot parse is quoted whole in its message: its password is not.
+      static const std::regex uri_password(R"((://[^/:@\s"']*:)[^@\s"']*@)");
+      static const std::regex keyword_password(R"(((?:^|[\s?&"'])password\s*=\s*)('[^']*'|[^\s&"']+))",
+                                               std::regex::icase);
+      msg = std::regex_replace(std::regex_replace(msg, uri_password, "$1***@"), keyword_password,
+                               "$1***");
       auto part = [](const char* p) { return p && *p ? std::string_view{p} : "?"; };
       const std::string where = fmt::format("host {}, port {}, database {}", part(PQhost(conn_)),
                                             part(PQport(conn_)), part(PQdb(conn_)));

@@ -77,8 +77,15 @@ source_error cannot_open(std::string_view source, std::string_view what, std::st
 
 source_error cannot_connect(std::string_view source, std::string_view dsn,
                             std::string_view reason) {
+  // A DSN libpq cannot parse is quoted whole in its reason: its password is not.
+  std::string said(reason);
+  const std::string shown = redact_dsn(dsn);
+  if (!dsn.empty())
+    for (std::size_t at = said.find(dsn); at != std::string::npos;
+         at = said.find(dsn, at + shown.size()))
+      said.replace(at, dsn.size(), shown);
   return source_error(fmt::format("cannot connect to source '{}' ({}): {}; check dsn", source,
-                                  redact_dsn(dsn), tidy(reason)));
+                                  shown, tidy(said)));
 }
 
 source_error catalog_failed(std::string_view source, std::string_view where,

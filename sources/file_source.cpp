@@ -1462,13 +1462,17 @@ class file_source final : public source {
       std::string type = t;
       for (auto& ch : type)
         ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      const auto* inferred = table.columns.find(c.name, schema::name_rule::case_sensitive);
+      const bool pinned = inferred == nullptr || inferred->type != c.type;
       throw error::read_failed(
           options_.name, table.name, path,
-          fmt::format("record {}: column '{}' holds '{}', which is not a {} (the column's "
-                      "type, as declared in flotilla.toml or else inferred from the file)",
-                      *(*row)[0], c.name, *(*row)[1], type),
-          fmt::format("fix the value, or pin the column's type in flotilla.toml "
-                      "([sources.{}.tables.\"{}\"] columns = {{ {} = \"text\" }})",
+          fmt::format("record {}: column '{}' holds '{}', which is not a {} ({})", *(*row)[0],
+                      c.name, *(*row)[1], type,
+                      pinned ? "the type flotilla.toml declares for it"
+                             : "the type inferred from the file"),
+          fmt::format("fix the value, or {} in flotilla.toml ([sources.{}.tables.\"{}\"] "
+                      "columns = {{ {} = \"text\" }})",
+                      pinned ? "declare the column as text" : "pin the column's type",
                       options_.name, table.name, schema::toml_key(c.name)));
     }
   }

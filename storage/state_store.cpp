@@ -404,24 +404,30 @@ result<state_store> state_store::open(const std::filesystem::path& dir,
   const std::string where = dir.string();
   if (options.create_if_missing && !options.read_only) {
     std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec)
-      return std::unexpected(error::cannot_open(errc::io_error, where, ec.message()));
     // A file system too full to take a run's records: RocksDB stops the process at the
     // first write that does not fit (this build asserts on it), midway through a run.
-    // Refused before anything starts instead.
+    // Refused before anything starts (or is created) instead.
     // FLOTILLA_STATE_MIN_FREE_BYTES overrides the figure (the tests ask for more than any
     // disk has).
     std::uintmax_t min_free = k_min_free_bytes;
     if (const char* v = std::getenv("FLOTILLA_STATE_MIN_FREE_BYTES"); v != nullptr && *v != '\0')
       min_free = std::strtoull(v, nullptr, 10);
-    if (const auto space = std::filesystem::space(dir, ec); !ec && space.available < min_free)
-      return std::unexpected(error::cannot_open(
-          errc::io_error, where,
-          fmt::format("its file system has {} KiB free, less than the {} MiB a run's records "
-                      "may need (the disk is full or nearly so); free space there, or set "
-                      "state_dir in [project] to a file system with room",
-                      space.available / 1024, (min_free + (1024 * 1024) - 1) / (1024 * 1024))));
+    std::filesystem::path existing = dir;
+    while (!existing.empty() && !std::filesystem::exists(existing, ec) && existing.has_parent_path() &&
+           existing.parent_path() != existing)
+      existing = existing.parent_path();
+    if (const auto space = std::filesystem::space(existing.empty() ? "." : existing, ec);
+        !ec && space.available < min_free)
+      return std::unexpected(error{
+          errc::io_error,
+          fmt::format("cannot open the state store at '{}': its file system has {} KiB free, "
+                      "less than the {} MiB a run's records may need (the disk is full or "
+                      "nearly so); free space there, or set state_dir in [project] to a file "
+                      "system with room",
+                      where, space.available / 1024, (min_free + (1024 * 1024) - 1) / (1024 * 1024))});
+    std::filesystem::create_directories(dir, ec);
+    if (ec)
+      return std::unexpected(error::cannot_open(errc::io_error, where, ec.message()));
   }
 
   rocksdb::DBOptions db_options;

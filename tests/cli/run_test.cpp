@@ -3466,3 +3466,26 @@ TEST_CASE("a source added before another in flotilla.toml does not take over the
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT string_agg(v, ',' ORDER BY id) FROM raw.orders") ==
         std::vector<std::vector<std::string>>{{"old1,old2"}});
 }
+
+TEST_CASE("a schema-qualified source table gone from its source is said with its own target table") {
+  workdir w;
+  const std::string sfx = unique_suffix();
+  const std::string schema = "gone_" + sfx;
+  pg_exec(pg_dsn(), "CREATE SCHEMA " + schema + "; CREATE TABLE " + schema +
+                        ".items (id int PRIMARY KEY); CREATE TABLE " + schema +
+                        ".keep (id int PRIMARY KEY)");
+  w.write("flotilla.toml",
+          fmt::format("[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\nschema = \"stage\"\n"
+                      "[sources.src]\nadapter = \"postgres\"\ndsn = \"{}\"\ninclude = [\"{}.*\"]\n",
+                      pg_dsn(), schema));
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  pg_exec(pg_dsn(), "DROP TABLE " + schema + ".items");
+  auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump(2));
+  REQUIRE(run.contains("source_warnings"));
+  const std::string said = run["source_warnings"][0]["message"];
+  CHECK(said.find("no longer has table '" + schema + ".items'") != std::string::npos);
+  CHECK(said.find("its target table stage.items of target 'wh'") != std::string::npos);
+  pg_exec(pg_dsn(), "DROP SCHEMA " + schema + " CASCADE");
+}

@@ -479,6 +479,19 @@ TEST_CASE("an unreachable postgres server is reported without the password") {
   }
 }
 
+TEST_CASE("a DSN libpq cannot parse is not repeated with its password") {
+  // libpq quotes a malformed URI whole in its message.
+  auto src = open_pg("postgresql://u:S3cretC@[::1:1/db");
+  try {
+    (void)src->read_catalog();
+    FAIL("expected an error");
+  } catch (const source_error& e) {
+    const std::string what = e.what();
+    CHECK_THAT(what, Catch::Contains("IPv6") && !Catch::Contains("S3cret"));
+    CHECK_THAT(what, Catch::Contains("postgresql://u:***@[::1:1/db"));
+  }
+}
+
 TEST_CASE("postgres read errors name the source and table") {
   pg_schema s;
   s.exec("CREATE TABLE t (x integer)");

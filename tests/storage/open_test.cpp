@@ -41,6 +41,7 @@ TEST_CASE("a file system too full for a run's records is refused at the open, na
   CHECK_THAT(refused.error().message, Catch::Contains(dir.state().string()) &&
                                           Catch::Contains("KiB free") &&
                                           Catch::Contains("set state_dir in [project]"));
+  CHECK_FALSE(std::filesystem::exists(dir.state()));  // nothing made that a reader would trip on
   // With room (the 16 MiB asked by default), it opens.
   CHECK(state_store::open(dir.state()).has_value());
 }
