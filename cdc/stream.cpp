@@ -973,7 +973,13 @@ class source_stream {
             src_.name, tgt_name_, wh_->dialect));
       sinks::warehouse_options wo{wh_->name, wh_->dialect, wh_->path, wh_->dsn, wh_->block_size};
       target_ = sinks::open_warehouse(wo);
-      target_->execute(positions_table_ddl(target_->dialect()));
+      {
+        // Pairs start side by side: two creating the bookkeeping schema of one DuckDB file
+        // at once conflict ("Catalog write-write conflict"), failing the stream's start.
+        static std::mutex bookkeeping;
+        std::lock_guard lock(bookkeeping);
+        target_->execute(positions_table_ddl(target_->dialect()));
+      }
       if (side_events_)
         events_ = side_publisher(*o_.project);
     } else {
@@ -1094,18 +1100,47 @@ class source_stream {
     if ((*dialect)->names() != schema::name_rule::case_sensitive)
       for (auto& c : claim)
         c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    // Another source's table of this stream command landing there: one process-wide
+    // record per target table (the pairs start side by side).
+    {
+      static std::mutex mu;
+      static std::map<std::string, std::string> streamed;  // target NUL claim -> source.table
+      std::lock_guard lock(mu);
+      const std::string mine = src_.name + "." + name;
+      const auto [other, fresh] = streamed.try_emplace(wh_->name + '\0' + claim, mine);
+      if (!fresh && other->second != mine && !other->second.starts_with(src_.name + "."))
+        throw std::runtime_error(fmt::format(
+            "FLT-R006: source '{}': table '{}' lands on target table {} of target '{}', which "
+            "{} also streams into: streamed, each would overwrite the other's rows. Give the "
+            "two sources distinct target schemas (a schema template with {{source}}), or leave "
+            "the table out of one of them (exclude), then start the stream again",
+            src_.name, name, display(where), wh_->name, other->second));
+    }
     const auto [it, fresh] = claims.try_emplace(std::move(claim), name);
-    if (!fresh)
+    if (!fresh) {
+      const auto folded = [](std::string v) {
+        for (auto& c : v)
+          c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        return v;
+      };
+      // Names that differ only by case: patterns ignore case, so an exclude would leave
+      // out both.
+      const bool case_only = folded(it->second) == folded(name);
       throw std::runtime_error(fmt::format(
           "FLT-R006: source '{}': tables '{}' and '{}' both land on target table {} of target "
-          "'{}'{}: streamed, each would overwrite the other's rows. Leave one out of the stream "
-          "(exclude = [\"{}\"] in [sources.{}]), or rename one at the source, then start the "
-          "stream again",
+          "'{}'{}: streamed, each would overwrite the other's rows. {}, then start the stream "
+          "again",
           src_.name, it->second, name, display(where), wh_->name,
-          (*dialect)->names() == schema::name_rule::case_sensitive
-              ? std::string()
-              : fmt::format(" ({} compares names ignoring case)", (*dialect)->name()),
-          name, src_.name));
+          case_only ? fmt::format(" ({} compares names ignoring case)", (*dialect)->name())
+                    : std::string(),
+          case_only ? std::string("Rename one of them at the source: the two names differ only "
+                                  "by case, which include and exclude patterns ignore, so "
+                                  "excluding one would leave out both")
+                    : fmt::format("Leave one out of the stream (exclude = [\"{}\"] in "
+                                  "[sources.{}]), give the source a schema template that parts "
+                                  "them, or rename one at the source",
+                                  name, src_.name)));
+    }
   }
 
   /// The tables the stream captures. A restart (`resuming`) captures the ones it captured

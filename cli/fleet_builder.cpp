@@ -249,30 +249,38 @@ std::string new_run_id() {
 
 namespace {
 
-/// The project a state directory belongs to, by its [project] name, kept in the file
-/// `project` beside the store: two flotilla.toml files in one directory (prod.toml and
-/// stage.toml) would otherwise share `.flotilla`, and mix their watermarks, runs and
-/// retries. A store opened by a project that has no name, or made before the file, takes
-/// the name of the first named project that writes to it. An error message, or "".
-std::string claim_state_dir(const config::project& p) {
+/// The project a state directory belongs to, kept in the file `project` beside the store:
+/// its [project] name and its config file. Two flotilla.toml files in one directory
+/// (prod.toml and stage.toml, two names) would otherwise share `.flotilla`, and mix their
+/// watermarks, runs and retries. The same config file under a new name is the project
+/// renamed: the file follows it. A store opened by a project that has no name, or made
+/// before the file, takes the first named project that writes to it. An error message,
+/// or "".
+std::string claim_state_dir(const config::project& p, bool write = true) {
   if (p.name.empty())
     return {};
   const std::filesystem::path file = std::filesystem::path(p.state_dir) / "project";
-  std::string owner;
-  if (std::ifstream in(file); in)
+  std::error_code ec;
+  const auto canonical = std::filesystem::weakly_canonical(p.config_path, ec);
+  const std::string config = ec ? p.config_path : canonical.string();
+  std::string owner, owner_config;
+  if (std::ifstream in(file); in) {
     std::getline(in, owner);
-  if (owner.empty()) {
-    std::ofstream(file, std::ios::trunc) << p.name << "\n";  // unwritable: the store says so
-    return {};
+    std::getline(in, owner_config);
   }
   if (owner == p.name)
     return {};
+  if (owner.empty() || owner_config.empty() || owner_config == config) {
+    if (write)  // unwritable: the store says so
+      std::ofstream(file, std::ios::trunc) << p.name << "\n" << config << "\n";
+    return {};
+  }
   return fmt::format(
-      "the state directory '{}' belongs to project '{}' ([project] name in its flotilla.toml), "
-      "not to '{}': two projects sharing one would mix their watermarks, runs and retries. "
-      "Give this project a state directory of its own ([project] state_dir = \".flotilla-{}\" "
-      "in its flotilla.toml); if it is the same project renamed, write its new name in {}",
-      p.state_dir, owner, p.name, p.name, file.string());
+      "the state directory '{}' belongs to project '{}' ({}), not to '{}' ({}): two projects "
+      "sharing one would mix their watermarks, runs and retries. Give this project a state "
+      "directory of its own ([project] state_dir = \".flotilla-{}\" in its flotilla.toml); "
+      "if it is that project, moved to this file and renamed, remove {}",
+      p.state_dir, owner, owner_config, p.name, config, p.name, file.string());
 }
 
 }  // namespace
@@ -307,6 +315,10 @@ std::unique_ptr<storage::state_store> open_state_to_read(const config::project& 
   std::filesystem::path dir = std::filesystem::path(p.state_dir) / "state";
   if (!std::filesystem::exists(dir))
     return nullptr;
+  if (const std::string refused = claim_state_dir(p, false); !refused.empty()) {
+    fmt::print(stderr, "warning: {}; its state is not read\n", refused);
+    return nullptr;
+  }
   storage::store_options opts;
   opts.create_if_missing = false;
   opts.sync_writes = false;
@@ -1042,6 +1054,9 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
          s.adapter == config::adapter_kind::sqlite) &&
         dialects::canonical_dialect_name(target->dialect) == source_kind &&
         target_db.substr(target_db.find('\n') + 1) == location->substr(location->find('\n') + 1)) {
+      // Every table Flotilla loaded there, under whatever template loaded it (one changed
+      // since leaves its old copies behind): its commit-token table lists them.
+      ps.source.skip_own_copies = s.adapter != config::adapter_kind::duckdb;
       for (const auto& other : p.sources) {
         const config::target_config* lands = p.target_of(other);
         if (lands == nullptr || lands->name != target->name)

@@ -999,6 +999,20 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
           req.hand_made_names.push_back(std::move(o.name));
           req.hand_made_sql.push_back(std::move(o.create_sql));
         }
+      // DuckDB's swap makes the table anew without them (as dbt's table materialization
+      // does): said, naming them, rather than dropped silently.
+      else if (d.live && plan.load == load_kind::full_refresh && !plan.swap_sql.empty())
+        if (const auto gone = wh.hand_made_indexes(job.target); !gone.empty()) {
+          std::string names;
+          for (const auto& o : gone)
+            names += (names.empty() ? "" : ", ") + o.name;
+          out.plan->warnings.push_back(fmt::format(
+              "the full refresh makes {} anew from a staging table, without the indexes made "
+              "by hand on it ({}): create them again after the run (DuckDB's full refresh "
+              "does not keep them), or give the table a cursor_column, whose loads keep the "
+              "table",
+              wh.dialect().qualified(job.target), names));
+        }
       writer = wh.begin_load(req);
       loader.emplace(*writer, job, plan, coerced);
     };

@@ -3397,6 +3397,18 @@ TEST_CASE("a SQLite source on its target's own file does not read back the copie
     REQUIRE(run["tables"].size() == 1);
     CHECK(run["tables"][0]["source_table"] == "orders");
   }
+  // The schema template changed: the copies the old one made are not source tables either.
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"src.db\"\nschema = \"s2\"\n"
+                           "[sources.a]\nadapter = \"sqlite\"\npath = \"src.db\"\n");
+  for (int i = 0; i < 2; ++i) {
+    int rc = -1;
+    auto run = flotilla_json(w, {"run"}, &rc);
+    INFO(run.dump(2));
+    CHECK(rc == 0);
+    REQUIRE(run["tables"].size() == 1);
+    CHECK(run["tables"][0]["source_table"] == "orders");
+    CHECK(run["tables"][0]["table"] == "s2__orders");
+  }
 }
 
 TEST_CASE("a table that appears beside the one loading a target table does not take it over") {
@@ -3488,4 +3500,45 @@ TEST_CASE("a schema-qualified source table gone from its source is said with its
   CHECK(said.find("no longer has table '" + schema + ".items'") != std::string::npos);
   CHECK(said.find("its target table stage.items of target 'wh'") != std::string::npos);
   pg_exec(pg_dsn(), "DROP SCHEMA " + schema + " CASCADE");
+}
+
+TEST_CASE("two projects in one directory do not share a state directory: the second is refused") {
+  workdir w;
+  sqlite_exec(w.file("prod.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY);");
+  sqlite_exec(w.file("stage.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY);");
+  for (const std::string n : {"prod", "stage"})
+    w.write(n + ".toml", fmt::format("[project]\nname = \"{0}\"\n[targets.wh]\ndialect = \"duckdb\"\n"
+                                     "path = \"{0}.duckdb\"\n[sources.shop]\nadapter = \"sqlite\"\n"
+                                     "path = \"{0}.db\"\n",
+                                     n));
+  REQUIRE(run_flotilla(w, {"-c", "prod.toml", "run"}).exit_code == 0);
+  auto stage = run_flotilla(w, {"-c", "stage.toml", "run"});
+  CHECK(stage.exit_code == 2);
+  CHECK(stage.err.find("belongs to project 'prod'") != std::string::npos);
+  CHECK(stage.err.find("state_dir = \".flotilla-stage\"") != std::string::npos);
+  // With a state directory of its own, it runs; prod's state is untouched.
+  w.write("stage.toml", "[project]\nname = \"stage\"\nstate_dir = \".flotilla-stage\"\n"
+                        "[targets.wh]\ndialect = \"duckdb\"\npath = \"stage.duckdb\"\n"
+                        "[sources.shop]\nadapter = \"sqlite\"\npath = \"stage.db\"\n");
+  CHECK(run_flotilla(w, {"-c", "stage.toml", "run"}).exit_code == 0);
+  CHECK(run_flotilla(w, {"-c", "prod.toml", "run"}).exit_code == 0);
+}
+
+TEST_CASE("a DuckDB full refresh names the indexes made by hand that it does not keep") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE t (id INTEGER PRIMARY KEY, x INTEGER);"
+                                "INSERT INTO t VALUES (1, 1), (2, 2);");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n");
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  duckdb_query(w.file("wh.duckdb"), "CREATE INDEX ix_x ON s.t (x)");
+  sqlite_exec(w.file("src.db"), "INSERT INTO t VALUES (3, 3);");
+  auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump(2));
+  CHECK(rc == 0);
+  const auto& t = *find_table(run, "s.t");
+  REQUIRE(t.contains("warnings"));
+  CHECK(t["warnings"][0].get<std::string>().find("without the indexes made by hand on it (ix_x)") !=
+        std::string::npos);
 }
