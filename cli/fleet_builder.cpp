@@ -1074,7 +1074,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                  only, reuse_staged, run_id, shared_run_id, plan_only, may_gate, holds, restricted, grouped,
                  all_databases, database, missing_files, presence, location,
                  own_copies, own_prefixes](sources::catalog& cat) {
-      if (!own_copies.empty() || !own_prefixes.empty())
+      if (!own_copies.empty() || !own_prefixes.empty()) {
+        const claim_rule own_rule = claim_rule_of(*target);
         std::erase_if(cat.tables, [&](const sources::source_table& t) {
           for (const auto& schema : own_copies)  // PostgreSQL keeps the names' case
             if (src->adapter == config::adapter_kind::postgres ? t.schema == schema
@@ -1083,8 +1084,17 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           for (const auto& prefix : own_prefixes)
             if (t.name.size() > prefix.size() && config::iequals(t.name.substr(0, prefix.size()), prefix))
               return true;
+          // A table some copy loaded (its claim is recorded): one a template since changed
+          // made, which no current template's schema names.
+          if (store != nullptr) {
+            const auto h = store->claim_holder(
+                claim_key(own_rule, database, dialects::table_ref{"", t.schema, t.name}));
+            if (h && *h)
+              return true;
+          }
           return false;
         });
+      }
       // A retried table the source no longer lists (a file moved away, a table renamed)
       // loads from its staged data, which never reads the source, as when the source
       // cannot be opened at all; without staged data it fails, named, instead of leaving
