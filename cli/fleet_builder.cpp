@@ -99,11 +99,11 @@ nlohmann::json& config_warnings() {
 }
 }  // namespace
 
-std::string config_warnings_json() {
-  if (config_warnings().empty())
-    return {};
-  // As dump(2) lays out a member of the top-level object: one level in.
-  std::string text = config_warnings().dump(2);
+namespace {
+
+/// `array` as dump(2) lays out a member of the top-level object: one level in.
+std::string member_json(const nlohmann::json& array) {
+  const std::string text = array.dump(2);
   std::string out;
   out.reserve(text.size() + text.size() / 8);
   for (const char c : text) {
@@ -112,6 +112,14 @@ std::string config_warnings_json() {
       out += "  ";
   }
   return out;
+}
+
+}  // namespace
+
+std::string config_warnings_json() {
+  if (config_warnings().empty())
+    return {};
+  return member_json(config_warnings());
 }
 
 void print_source_warnings(bool nothing_selected_said) {
@@ -139,15 +147,7 @@ std::string source_warnings_json() {
       e["table"] = w.table;
     all.push_back(std::move(e));
   }
-  std::string text = all.dump(2);
-  std::string out;
-  out.reserve(text.size() + text.size() / 8);
-  for (const char c : text) {
-    out += c;
-    if (c == '\n')
-      out += "  ";
-  }
-  return out;
+  return member_json(all);
 }
 
 bool print_refusals_json() {
