@@ -997,6 +997,11 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
   // A run that leaves tables out (--filter, retry): a table whose target table another
   // table loaded last, which this run does not read, is refused (standing_holder).
   const bool restricted = !filters.empty() || !options.only.empty();
+  // Every table of each source it runs: filters on tags and sources only (a run per
+  // client, --filter client=acme), no retry.
+  const bool whole_sources =
+      options.only.empty() &&
+      std::none_of(filters.begin(), filters.end(), [](const config::filter& f) { return f.key == "table"; });
   auto grouped = std::make_shared<std::unordered_set<std::string>>();  // sources in a claim group
   auto all_databases = std::make_shared<const std::map<std::string, std::string>>(databases);
   for (const auto& t : p.targets) {
@@ -1071,7 +1076,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       }
     }
     ps.select = [project, src, target, target_index, filters, store, no_prune, full_refresh, allow_rebuild,
-                 only, reuse_staged, run_id, shared_run_id, plan_only, may_gate, holds, restricted, grouped,
+                 only, reuse_staged, run_id, shared_run_id, plan_only, may_gate, holds, restricted, whole_sources, grouped,
                  all_databases, database, missing_files, presence, location,
                  own_copies, own_prefixes](sources::catalog& cat) {
       if (!own_copies.empty() || !own_prefixes.empty()) {
@@ -1181,7 +1186,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         selected.push_back({{}, index, section});
         keys.push_back(std::move(key));
       }
-      if (!restricted && store != nullptr)
+      if (whole_sources && store != nullptr)
         note_table_set(*store, *src, *target, cat, names, selected, unmatched.empty(), plan_only);
       for (auto& c : selected)  // every section found: the names move now
         c.name = std::move(names[c.index]);
