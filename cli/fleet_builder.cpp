@@ -1053,6 +1053,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     // sources writing to the target land in are left out of the source's catalog.
     std::vector<std::string> own_copies;  // DuckDB, PostgreSQL: schemas
     std::vector<std::string> own_prefixes;  // SQLite: "<schema>__" table name prefixes
+    bool same_database = false;  // the source reads the database its target writes
     const std::string& target_db = databases.at(target->name);
     const std::string_view source_kind = config::to_string(s.adapter);
     if ((s.adapter == config::adapter_kind::duckdb || s.adapter == config::adapter_kind::postgres ||
@@ -1062,6 +1063,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       // Every table Flotilla loaded there, under whatever template loaded it (one changed
       // since leaves its old copies behind): its commit-token table lists them.
       ps.source.skip_own_copies = s.adapter != config::adapter_kind::duckdb;
+      same_database = true;
       for (const auto& other : p.sources) {
         const config::target_config* lands = p.target_of(other);
         if (lands == nullptr || lands->name != target->name)
@@ -1078,10 +1080,15 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     ps.select = [project, src, target, target_index, filters, store, no_prune, full_refresh, allow_rebuild,
                  only, reuse_staged, run_id, shared_run_id, plan_only, may_gate, holds, restricted, whole_sources, grouped,
                  all_databases, database, missing_files, presence, location,
-                 own_copies, own_prefixes](sources::catalog& cat) {
-      if (!own_copies.empty() || !own_prefixes.empty()) {
+                 own_copies, own_prefixes, same_database](sources::catalog& cat) {
+      if (same_database) {
         const claim_rule own_rule = claim_rule_of(*target);
         std::erase_if(cat.tables, [&](const sources::source_table& t) {
+          // A table that would land on itself stays, to be refused as such below.
+          const auto self = config::target_table(*target, *src, t.qualified());
+          if (claim_key(own_rule, database, dialects::table_ref{self.catalog, self.schema, self.name}) ==
+              claim_key(own_rule, database, dialects::table_ref{"", t.schema, t.name}))
+            return false;
           for (const auto& schema : own_copies)  // PostgreSQL keeps the names' case
             if (src->adapter == config::adapter_kind::postgres ? t.schema == schema
                                                                 : config::iequals(t.schema, schema))
@@ -1294,7 +1301,19 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         ts.job.target = dialects::table_ref{std::move(where.catalog), std::move(where.schema),
                                             std::move(where.name)};
         ts.claim = claim_key(rule, database, ts.job.target);
-        if (!seen_keys.insert(key).second) {
+        // The source reads the target's own database, and the table would land on itself
+        // (an empty schema template): copied, it would be dropped and made again from
+        // itself.
+        if (same_database &&
+            ts.claim == claim_key(rule, database,
+                                  dialects::table_ref{"", ts.job.table.schema, ts.job.table.name}))
+          ts.conflict = fmt::format(
+              "{} would land on itself: source '{}' reads the database target '{}' writes, and "
+              "the target's schema template puts the table where it already is, so it is not "
+              "copied. Give [targets.{}] a schema template that lands elsewhere (schema = "
+              "\"copy_{{source}}\"), or point the source or the target at another database",
+              name, src->name, target->name, target->name);
+        else if (!seen_keys.insert(key).second) {
           // Its state (watermark, marker, baseline) would be the other table's.
           ts.conflict = fmt::format(
               "{} names two tables of source '{}' (a schema or table name holds a dot: "

@@ -3409,6 +3409,22 @@ TEST_CASE("a SQLite source on its target's own file does not read back the copie
     CHECK(run["tables"][0]["source_table"] == "orders");
     CHECK(run["tables"][0]["table"] == "s2__orders");
   }
+  // An empty template would land the source's table on itself: refused, the table kept.
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"src.db\"\nschema = \"\"\n"
+                           "[sources.a]\nadapter = \"sqlite\"\npath = \"src.db\"\n");
+  int rc = -1;
+  auto self = flotilla_json(w, {"run"}, &rc);
+  INFO(self.dump(2));
+  CHECK(rc == 1);
+  const nlohmann::json* orders = nullptr;
+  for (const auto& t : self["tables"])
+    if (t["source_table"] == "orders")
+      orders = &t;
+  REQUIRE(orders != nullptr);
+  CHECK((*orders)["status"] == "failed");
+  CHECK((*orders)["error"].get<std::string>().find("would land on itself") != std::string::npos);
+  CHECK(sqlite_query(w.file("src.db"), "SELECT sql FROM sqlite_master WHERE name = 'orders'") ==
+        std::vector<std::vector<std::string>>{{"CREATE TABLE orders (id INTEGER)"}});
 }
 
 TEST_CASE("a table that appears beside the one loading a target table does not take it over") {
