@@ -615,15 +615,37 @@ void note_table_set(storage::state_store& store, const config::source_config& sr
       if (listed.contains(name))
         continue;  // still there (left out by include/exclude now: flotilla.toml's choice)
       const auto where = config::target_table(target, src, name);
+      const std::string shown =
+          display_name(dialects::table_ref{where.catalog, where.schema, where.name});
+      // Another of the source's tables lands there now (a table renamed by case, moved to
+      // another schema): it loads the target table, which is not stale then.
+      const auto folded = [](std::string v) {
+        for (auto& c : v)
+          c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        return v;
+      };
+      std::string heir;
+      for (const auto& c : selected) {
+        const auto lands = config::target_table(target, src, names[c.index]);
+        if (folded(display_name(dialects::table_ref{lands.catalog, lands.schema, lands.name})) ==
+            folded(shown)) {
+          heir = names[c.index];
+          break;
+        }
+      }
       add_source_warning(
           {src.name, name,
-           fmt::format("source '{}' no longer has table '{}', which earlier runs copied (dropped, "
-                       "renamed or moved at the source?): it was not read, and its target table "
-                       "{} of target '{}' keeps the rows last copied; drop that table on the "
-                       "target if the source table is gone for good",
-                       src.name, name,
-                       display_name(dialects::table_ref{where.catalog, where.schema, where.name}),
-                       target.name)});
+           heir.empty()
+               ? fmt::format("source '{}' no longer has table '{}', which earlier runs copied "
+                             "(dropped, renamed or moved at the source?): it was not read, and "
+                             "its target table {} of target '{}' keeps the rows last copied; "
+                             "drop that table on the target if the source table is gone for "
+                             "good",
+                             src.name, name, shown, target.name)
+               : fmt::format("source '{}' no longer has table '{}', which earlier runs copied "
+                             "(dropped, renamed or moved at the source?): its target table {} of "
+                             "target '{}' is loaded by '{}' from now on",
+                             src.name, name, shown, target.name, heir)});
     }
   }
   if (same || plan_only)
@@ -683,10 +705,13 @@ std::string clash_message(const config::target_config& target, const config::sou
                         "{{source}} in [targets.{}], or rename or exclude one of them",
                         target.name);
   return fmt::format(
-      "{} lands on target table {} of target '{}', which {} also loads in this run{}: the two "
+      "{} lands on target table {} of target '{}', which {} holds in this run{}: the two "
       "would overwrite each other's rows, so this one is not copied. {}",
       key, display_name(where), target.name, holder,
-      same_source ? "" : " (of two sources, the one listed first in flotilla.toml loads)", fix);
+      same_source ? ""
+                  : " (of two sources, the one whose table loaded the target table last keeps "
+                    "it; when neither did yet, the one listed first in flotilla.toml)",
+      fix);
 }
 
 /// The table the claim record names as the last to load the target table `claim`, when

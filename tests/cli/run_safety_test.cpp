@@ -182,8 +182,8 @@ target = "clients"
         CHECK(t["status"] == "failed");
         CHECK(t["error_code"] == "FLT-R006");
         CHECK_THAT(t["error"].get<std::string>(),
-                   Catch::Contains("globex.orders also loads") &&
-                       Catch::Contains("the one listed first in flotilla.toml loads"));
+                   Catch::Contains("globex.orders holds in this run") &&
+                       Catch::Contains("when neither did yet, the one listed first in flotilla.toml"));
       } else {
         CHECK(t["status"] == (i == 0 ? "copied" : "pruned"));
       }
