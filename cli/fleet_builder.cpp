@@ -280,7 +280,15 @@ std::string claim_state_dir(const config::project& p, bool write = true) {
       "sharing one would mix their watermarks, runs and retries. Give this project a state "
       "directory of its own ([project] state_dir = \".flotilla-{}\" in its flotilla.toml); "
       "if it is that project, moved to this file and renamed, remove {}",
-      p.state_dir, owner, owner_config, p.name, config, p.name, file.string());
+      p.state_dir, owner, owner_config, p.name, config,
+      [&] {  // a directory name, and a TOML string, whatever the project's name holds
+        std::string safe = p.name;
+        for (auto& c : safe)
+          if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-')
+            c = '_';
+        return safe;
+      }(),
+      file.string());
 }
 
 }  // namespace
