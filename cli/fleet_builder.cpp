@@ -1117,11 +1117,6 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       if (same_database) {
         const claim_rule own_rule = claim_rule_of(*target);
         std::erase_if(cat.tables, [&](const sources::source_table& t) {
-          // A table that would land on itself stays, to be refused as such below.
-          const auto self = config::target_table(*target, *src, t.qualified());
-          if (claim_key(own_rule, database, dialects::table_ref{self.catalog, self.schema, self.name}) ==
-              claim_key(own_rule, database, dialects::table_ref{"", t.schema, t.name}))
-            return false;
           for (const auto& schema : own_copies)  // PostgreSQL keeps the names' case
             if (src->adapter == config::adapter_kind::postgres ? t.schema == schema
                                                                 : config::iequals(t.schema, schema))
@@ -1129,6 +1124,11 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           for (const auto& prefix : own_prefixes)
             if (t.name.size() > prefix.size() && config::iequals(t.name.substr(0, prefix.size()), prefix))
               return true;
+          // Any other table that would land on itself stays, to be refused as such below.
+          const auto self = config::target_table(*target, *src, t.qualified());
+          if (claim_key(own_rule, database, dialects::table_ref{self.catalog, self.schema, self.name}) ==
+              claim_key(own_rule, database, dialects::table_ref{"", t.schema, t.name}))
+            return false;
           // A table some copy loaded (its claim is recorded): one a template since changed
           // made, which no current template's schema names.
           if (store != nullptr) {
