@@ -775,7 +775,7 @@ TEST_CASE("a resync that cannot copy the table leaves the target table as it was
   pg_exec(f.source(), "ALTER TABLE orders ADD COLUMN \"NOTE\" int");
   REQUIRE(eventually([&] {
     return hold_state(f) == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW;
-  }, 60s));  // a loaded machine (tests run two at a time) took longer than 30 s once
+  }, 120s));  // a loaded machine (tests run two at a time) took longer than 60 s once
   submit(f, flotilla::cdc::decision_kind::resync_edited,
          "ALTER TABLE st_shop.orders ADD COLUMN \"NOTE_2\" INTEGER;");
   REQUIRE(eventually([&] { return !hold_of(f).error().empty(); }));
