@@ -1093,9 +1093,6 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
          s.adapter == config::adapter_kind::sqlite) &&
         dialects::canonical_dialect_name(target->dialect) == source_kind &&
         target_db.substr(target_db.find('\n') + 1) == location->substr(location->find('\n') + 1)) {
-      // Every table Flotilla loaded there, under whatever template loaded it (one changed
-      // since leaves its old copies behind): its commit-token table lists them.
-      ps.source.skip_own_copies = s.adapter != config::adapter_kind::duckdb;
       same_database = true;
       for (const auto& other : p.sources) {
         const config::target_config* lands = p.target_of(other);

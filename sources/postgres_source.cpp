@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
-#include <set>
 #include <memory>
 #include <mutex>
 #include <regex>
@@ -334,34 +333,10 @@ class postgres_source final : public source {
       out.tables.back().columns.columns.push_back(std::move(c));
     }
     finish();
-    if (options_.skip_own_copies)
-      leave_out_own_copies(conn.get(), out);
     std::ranges::sort(out.tables, [](const source_table& a, const source_table& b) {
       return std::tie(a.schema, a.name) < std::tie(b.schema, b.name);
     });
     return out;
-  }
-
-  /// source_options::skip_own_copies: the tables `_flotilla._flotilla_commits` lists (as
-  /// the target quotes them, "schema"."table") leave the catalog.
-  static void leave_out_own_copies(PGconn* conn, catalog& out) {
-    {
-      result_guard exists;
-      exists.r = PQexec(conn, "SELECT pg_catalog.to_regclass('_flotilla._flotilla_commits') IS NOT NULL");
-      if (PQresultStatus(exists.r) != PGRES_TUPLES_OK || PQntuples(exists.r) != 1 ||
-          std::strcmp(PQgetvalue(exists.r, 0, 0), "t") != 0)
-        return;  // nothing loaded here yet
-    }
-    result_guard listed;
-    listed.r = PQexec(conn, "SELECT table_name FROM _flotilla._flotilla_commits");
-    if (PQresultStatus(listed.r) != PGRES_TUPLES_OK || PQntuples(listed.r) == 0)
-      return;  // none loaded yet (or unreadable: the templates' schemas still apply)
-    std::set<std::string, std::less<>> copies;
-    for (int r = 0; r < PQntuples(listed.r); ++r)
-      copies.emplace(PQgetvalue(listed.r, r, 0));
-    std::erase_if(out.tables, [&](const source_table& t) {
-      return copies.contains(quote_ident(t.schema) + "." + quote_ident(t.name));
-    });
   }
 
   read_result read(const read_request& request, const batch_consumer& consume) override {

@@ -201,11 +201,6 @@ struct source_options {
   std::string path;     ///< file or directory (sqlite, duckdb, csv, json)
   std::string dsn;      ///< postgres connection string
   /// csv/json: the files that form tables (a directory is scanned for *.csv / *.json).
-  /// postgres, sqlite: the database is one a target of the project writes. The tables
-  /// Flotilla loaded there (those its commit-token table, `_flotilla_commits`, lists)
-  /// are its copies, not source tables, and are left out of the catalog, whatever
-  /// schema template loaded them. Default: false
-  bool skip_own_copies = false;
 };
 
 /// Opens an adapter. Throws source_error naming the source and what to fix.

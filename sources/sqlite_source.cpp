@@ -17,7 +17,6 @@
 #include <cmath>
 #include <limits>
 #include <mutex>
-#include <set>
 #include <string>
 #include <utility>
 
@@ -421,29 +420,7 @@ class sqlite_source final : public source {
           options_.name, where(), sqlite3_errmsg(db.get()),
           fix_for(db.get(), "check that the file is a readable SQLite database"));
     finish();
-    if (options_.skip_own_copies)
-      leave_out_own_copies(db.get(), out);
     return out;
-  }
-
-  /// source_options::skip_own_copies: the tables `_flotilla_commits` lists (as the target
-  /// quotes them, "table") leave the catalog.
-  static void leave_out_own_copies(sqlite3* db, catalog& out) {
-    sqlite3_stmt* raw = nullptr;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT table_name FROM _flotilla_commits WHERE EXISTS (SELECT 1 FROM "
-                           "sqlite_master WHERE type = 'table' AND name = '_flotilla_commits')",
-                           -1, &raw, nullptr) != SQLITE_OK) {
-      sqlite3_finalize(raw);
-      return;  // nothing loaded here yet
-    }
-    std::set<std::string, std::less<>> copies;
-    while (sqlite3_step(raw) == SQLITE_ROW)
-      if (const auto* t = sqlite3_column_text(raw, 0))
-        copies.emplace(reinterpret_cast<const char*>(t));
-    sqlite3_finalize(raw);
-    std::erase_if(out.tables,
-                  [&](const source_table& t) { return copies.contains(quote_ident(t.name)); });
   }
 
   read_result read(const read_request& request, const batch_consumer& consume) override {
