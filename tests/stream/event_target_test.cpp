@@ -381,14 +381,7 @@ TEST_CASE("a key column renamed at the source is published as a schema change on
   REQUIRE(read_topic(kafka.bootstraps(), "bus", 1, 1).size() == 1);
   pg_exec(f.source(), "ALTER TABLE orders RENAME COLUMN id TO order_id");
   pg_exec(f.source(), "INSERT INTO orders VALUES (2, 'kept')");
-  auto hold_state = [&] {
-    auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
-                                                      {.read_only = true});
-    if (!store)
-      return flotilla::storage::pb::HOLD_STATE_UNSPECIFIED;
-    auto h = store->get_hold("bus", "shop.public.orders");
-    return h && *h ? (*h)->state() : flotilla::storage::pb::HOLD_STATE_UNSPECIFIED;
-  };
+  auto hold_state = [&] { return hold_state_in(f, "bus", "shop.public.orders"); };
   REQUIRE(eventually(
       [&] { return hold_state() == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW; }));
   flotilla::cdc::submit_request(std::filesystem::path(f.dir()) / ".flotilla",
@@ -424,14 +417,7 @@ TEST_CASE("changes a transaction made before a held key rename are published bef
   pg_exec(f.source(), "BEGIN; UPDATE orders SET note = 'b2' WHERE id = 2; "
                       "ALTER TABLE orders RENAME COLUMN id TO oid; "
                       "INSERT INTO orders VALUES (4, 'd'); COMMIT");
-  auto hold_state = [&] {
-    auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
-                                                      {.read_only = true});
-    if (!store)
-      return flotilla::storage::pb::HOLD_STATE_UNSPECIFIED;
-    auto h = store->get_hold("bus", "shop.public.orders");
-    return h && *h ? (*h)->state() : flotilla::storage::pb::HOLD_STATE_UNSPECIFIED;
-  };
+  auto hold_state = [&] { return hold_state_in(f, "bus", "shop.public.orders"); };
   REQUIRE(eventually(
       [&] { return hold_state() == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW; }));
   flotilla::cdc::submit_request(std::filesystem::path(f.dir()) / ".flotilla",
@@ -512,14 +498,7 @@ TEST_CASE("a primary key changed at the source is published as a schema change b
   stream_process p(f);
   REQUIRE(read_topic(kafka.bootstraps(), "bus", 1, 1).size() == 1);
   pg_exec(f.source(), "ALTER TABLE orders DROP CONSTRAINT orders_pkey, ADD PRIMARY KEY (id, note)");
-  auto hold_state = [&] {
-    auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
-                                                      {.read_only = true});
-    if (!store)
-      return flotilla::storage::pb::HOLD_STATE_UNSPECIFIED;
-    auto h = store->get_hold("bus", "shop.public.orders");
-    return h && *h ? (*h)->state() : flotilla::storage::pb::HOLD_STATE_UNSPECIFIED;
-  };
+  auto hold_state = [&] { return hold_state_in(f, "bus", "shop.public.orders"); };
   REQUIRE(eventually(
       [&] { return hold_state() == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW; }));
   flotilla::cdc::submit_request(std::filesystem::path(f.dir()) / ".flotilla",

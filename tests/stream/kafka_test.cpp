@@ -56,14 +56,7 @@ TEST_CASE("with [events.kafka] a primary key change settled by a resync is publi
   stream_process p(f);
   REQUIRE(read_topic(kafka.bootstraps(), "changes", 2, 1).size() == 1);
   pg_exec(f.source(), "ALTER TABLE orders DROP CONSTRAINT orders_pkey, ADD PRIMARY KEY (id, note)");
-  auto hold_state = [&] {
-    auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
-                                                      {.read_only = true});
-    if (!store)
-      return flotilla::storage::pb::HOLD_STATE_UNSPECIFIED;
-    auto h = store->get_hold("wh", "shop.public.orders");
-    return h && *h ? (*h)->state() : flotilla::storage::pb::HOLD_STATE_UNSPECIFIED;
-  };
+  auto hold_state = [&] { return hold_state_in(f, "wh", "shop.public.orders"); };
   REQUIRE(eventually(
       [&] { return hold_state() == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW; }));
   flotilla::cdc::submit_request(std::filesystem::path(f.dir()) / ".flotilla",

@@ -667,14 +667,7 @@ std::uint64_t kept_count(const fixture& f) {
 
 /// The hold's state, or UNSPECIFIED while there is none (no assertions: for polling).
 flotilla::storage::pb::HoldState hold_state(const fixture& f) {
-  auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
-                                                    {.read_only = true});
-  if (!store)
-    return flotilla::storage::pb::HOLD_STATE_UNSPECIFIED;
-  auto hold = store->get_hold("wh", "shop.public.orders");
-  if (!hold || !*hold)
-    return flotilla::storage::pb::HOLD_STATE_UNSPECIFIED;
-  return (*hold)->state();
+  return hold_state_in(f, "wh", "shop.public.orders");
 }
 
 /// Renames orders' key column at the source (a change the stream holds for review) and

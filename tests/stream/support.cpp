@@ -274,4 +274,14 @@ bool eventually(const std::function<bool()>& done, std::chrono::seconds timeout)
   }
 }
 
+flotilla::storage::pb::HoldState hold_state_in(const fixture& f, const std::string& target,
+                                               const std::string& table) {
+  auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
+                                                    {.read_only = true});
+  if (!store)
+    return flotilla::storage::pb::HOLD_STATE_UNSPECIFIED;
+  auto h = store->get_hold(target, table);
+  return h && *h ? (*h)->state() : flotilla::storage::pb::HOLD_STATE_UNSPECIFIED;
+}
+
 }  // namespace flotilla::stream_test

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "storage/state_store.hpp"
+
 #include <sys/types.h>
 
 namespace flotilla::stream_test {
@@ -65,6 +67,12 @@ class stream_process {
   std::string dir_;
   int status_ = -1;
 };
+
+/// The state of the hold of `table` ("shop.public.orders") on `target`, read from the
+/// fixture's state store; UNSPECIFIED while there is none or the store cannot be read
+/// (no assertions: for polling).
+flotilla::storage::pb::HoldState hold_state_in(const fixture& f, const std::string& target,
+                                               const std::string& table);
 
 /// Polls `done` every 100 ms until it is true or `timeout` passed; returns its last value.
 bool eventually(const std::function<bool()>& done,
