@@ -1,6 +1,7 @@
 #include "cli/fleet_builder.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <any>
 #include <atomic>
 #include <cctype>
@@ -562,11 +563,16 @@ std::string claim_key(const claim_rule& rule, const std::string& database,
                       const dialects::table_ref& where) {
   const std::string_view schema =
       where.schema.empty() && where.catalog.empty() ? rule.default_schema : std::string_view(where.schema);
-  std::string table = fmt::format("{}\n{}\n{}", where.catalog, schema, where.name);
+  // Built in place: a run makes one per table.
+  std::string key;
+  key.reserve(database.size() + where.catalog.size() + schema.size() + where.name.size() + 3);
+  key.append(database).append(1, '\n');
+  const std::size_t table_at = key.size();
+  key.append(where.catalog).append(1, '\n').append(schema).append(1, '\n').append(where.name);
   if (!rule.keeps_case)
-    for (auto& c : table)
-      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return database + "\n" + table;
+    for (std::size_t i = table_at; i < key.size(); ++i)
+      key[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(key[i])));
+  return key;
 }
 
 std::string target_claim(const config::target_config& target, const std::string& database,
@@ -928,9 +934,24 @@ std::string settings_hash(sources::shape_hash h, const engine::table_job& job) {
   h.add(st.cursor_column);
   for (const auto& k : st.unique_key)
     h.add(k);
-  h.add(fmt::format("{}{}{}{}{}{}", st.enforced, static_cast<int>(st.on_schema_change),
-                    static_cast<int>(st.type_change_rebuild), st.auto_widen,
-                    st.governance_gate, st.additive_granted));
+  // The flags as the digits fmt would print them ("true"/"false" for the bools), without
+  // a format per table.
+  char flags[64];
+  std::size_t used = 0;
+  const auto put = [&](std::string_view part) {
+    part.copy(flags + used, part.size());
+    used += part.size();
+  };
+  const auto put_int = [&](int v) {
+    used = static_cast<std::size_t>(std::to_chars(flags + used, flags + sizeof flags, v).ptr - flags);
+  };
+  put(st.enforced ? "true" : "false");
+  put_int(static_cast<int>(st.on_schema_change));
+  put_int(static_cast<int>(st.type_change_rebuild));
+  put(st.auto_widen ? "true" : "false");
+  put(st.governance_gate ? "true" : "false");
+  put(st.additive_granted ? "true" : "false");
+  h.add(std::string_view(flags, used));
   return h.hex();
 }
 

@@ -101,6 +101,14 @@ void shape_hash::add(std::string_view part) {
   h_ *= 1099511628211ull;
 }
 
-std::string shape_hash::hex() const { return fmt::format("{:016x}", h_); }
+std::string shape_hash::hex() const {
+  // As "{:016x}" prints it, without a format per table.
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out(16, '0');
+  std::uint64_t v = h_;
+  for (int i = 15; i >= 0; --i, v >>= 4)
+    out[static_cast<std::size_t>(i)] = digits[v & 0xf];
+  return out;
+}
 
 }  // namespace flotilla::sources
