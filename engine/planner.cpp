@@ -73,6 +73,36 @@ struct planner {
   const schema::table_schema* live_now = nullptr;
 
   schema::name_rule names() const { return dialect.names(); }
+
+  /// The source column a declaration means: the one spelled exactly so; else, on a target
+  /// whose names ignore case, the one column equal to it but for case. nullptr when none,
+  /// or when several are and none is spelled so (`*twins` then lists them).
+  const column* source_for(const std::string& declared, std::string* twins = nullptr) const {
+    if (names() == schema::name_rule::case_sensitive)
+      return source.find(declared, schema::name_rule::case_sensitive);
+    if (const column* c = source.resolve(declared))
+      return c;
+    if (twins != nullptr && source.count_folded(declared) > 1)
+      for (const auto& c : source.columns)
+        if (schema::same_name(c.name, declared, schema::name_rule::case_insensitive))
+          *twins += (twins->empty() ? "'" : ", '") + c.name + "'";
+    return nullptr;
+  }
+
+  /// The declaration meant for the source column `name`: the one spelled exactly so; else,
+  /// on a target whose names ignore case, one equal to it but for case, unless that
+  /// declaration means another source column spelled exactly as it ("id" beside "Id").
+  const column* declared_for(const std::string& name) const {
+    if (const column* d = find_declared(settings, name, schema::name_rule::case_sensitive))
+      return d;
+    if (names() == schema::name_rule::case_sensitive)
+      return nullptr;
+    for (const auto& d : settings.declared)
+      if (schema::same_name(d.name, name, schema::name_rule::case_insensitive) &&
+          source_for(d.name) == source.find(name, schema::name_rule::case_sensitive))
+        return &d;
+    return nullptr;
+  }
   std::string T(const portable_type& t) const { return schema::to_string(t); }
 
   std::string missing_declared(const std::string& name) const {
@@ -412,7 +442,17 @@ struct planner {
         return;
       }
       for (const auto& d : settings.declared) {
-        const column* s = source.find(d.name, rule);
+        std::string twins;
+        const column* s = source_for(d.name, &twins);
+        if (s == nullptr && !twins.empty()) {
+          fail("FLT-S001",
+               fmt::format("{} is declared, and the source has no column spelled so but {}, "
+                           "which differ only by case (one column on {}); declare the one to "
+                           "load spelled exactly as the source spells it",
+                           d.name, twins, dialect.name()),
+               d.name, T(d.type));
+          continue;
+        }
         if (s == nullptr) {
           fail("FLT-S001", missing_declared(d.name), d.name, T(d.type));
           continue;
@@ -438,7 +478,7 @@ struct planner {
         p.load_columns.columns.push_back(out);
       }
       for (const auto& s : source.columns)
-        if (find_declared(settings, s.name, rule) == nullptr)
+        if (declared_for(s.name) == nullptr)
           p.warnings.push_back(fmt::format(
               "column '{}' ({}) is in the source but not declared; contract = enforced leaves it "
               "out",
@@ -447,7 +487,7 @@ struct planner {
     }
     for (const auto& s : source.columns) {
       column out = s;
-      if (const column* d = find_declared(settings, s.name, rule)) {
+      if (const column* d = declared_for(s.name)) {
         if (settings.inferred || reads_as_declared(s, d->type)) {  // parsed as declared, as above
           if (const auto* v = unfit_value(s.name)) {
             fail_unfit(s, d->type, *v);
@@ -474,6 +514,13 @@ struct planner {
     for (const auto& d : settings.declared)
       if (source.find(d.name, rule) == nullptr)
         fail("FLT-S001", missing_declared(d.name), d.name, T(d.type));
+      else if (std::string twins; source_for(d.name, &twins) == nullptr)
+        fail("FLT-S001",
+             fmt::format("{} is declared, and the source has no column spelled so but {}, "
+                         "which differ only by case (one column on {}); declare it spelled "
+                         "exactly as the source spells the one meant",
+                         d.name, twins, dialect.name()),
+             d.name, T(d.type));
   }
 
   void drop_load_column(const std::string& name) {
@@ -542,7 +589,7 @@ struct planner {
       }
     for (const auto& col : std::vector<column>(p.load_columns.columns)) {
       const column* l = live.find(col.name, rule);
-      const bool pinned = find_declared(settings, col.name, rule) != nullptr;
+      const bool pinned = declared_for(col.name) != nullptr;
       if (l == nullptr) {
         // A declared column is asked for by name: it loads whatever on_schema_change says
         // of columns new in the source (docs/schema-changes.md, "Which columns load").

@@ -722,6 +722,57 @@ TEST_CASE("names a target would take for one column, and key settings naming no 
   CHECK_THAT(p.error->reason, Catch::StartsWith("cursor_column 'updated_at' is not among"));
 }
 
+TEST_CASE("a declaration means the source column spelled as it, not its twin by case") {
+  // The source has "Id" and "id" (PostgreSQL keeps both); an enforced contract declares
+  // "id" and "upd" to load one of each pair, as FLT-S009 advises.
+  const auto source =
+      S({{"Id", T("int")}, {"id", T("int")}, {"Upd", T("int")}, {"upd", T("int")}});
+  for (const char* name : {"duckdb", "sqlite", "postgres"}) {
+    INFO(name);
+    auto d = *dialects::make_dialect(name);
+    engine::table_settings s;
+    s.enforced = true;
+    s.declared = {schema::column{"id", T("int")}, schema::column{"upd", T("int")}};
+    s.cursor_column = "upd";
+    s.unique_key = {"id"};
+    auto p = engine::plan_table(source, std::nullopt, engine::target_state::absent, *d, orders, s);
+    REQUIRE_FALSE(p.error);
+    REQUIRE(p.load_columns.columns.size() == 2);
+    CHECK(p.load_columns.columns[0].name == "id");
+    CHECK(p.load_columns.columns[1].name == "upd");
+    REQUIRE(p.read_columns.columns.size() == 2);
+    CHECK(p.read_columns.columns[0].name == "id");
+    CHECK(p.read_columns.columns[1].name == "upd");
+    // The twins left out are said to be.
+    std::string warnings;
+    for (const auto& w : p.warnings)
+      warnings += w + "\n";
+    CHECK_THAT(warnings, Catch::Contains("column 'Id' (int) is in the source but not declared") &&
+                             Catch::Contains("column 'Upd' (int) is in the source but not declared"));
+    // Spelled as neither twin: which one is meant is a guess, refused where case is ignored.
+    s.declared = {schema::column{"ID", T("int")}, schema::column{"upd", T("int")}};
+    s.unique_key = {};
+    p = engine::plan_table(source, std::nullopt, engine::target_state::absent, *d, orders, s);
+    REQUIRE(p.error);
+    CHECK(p.error->code == "FLT-S001");
+    CHECK(p.error->column == "ID");
+    if (std::string(name) != "postgres")
+      CHECK_THAT(p.error->reason, Catch::Contains("'Id', 'id'") &&
+                                      Catch::Contains("differ only by case"));
+  }
+  // Without a contract, a pin spelled as one twin types that one, not the other.
+  auto d = *dialects::make_dialect("sqlite");
+  engine::table_settings s;
+  s.declared = {schema::column{"Id", T("bigint")}};
+  auto p = engine::plan_table(S({{"Id", T("int")}, {"ID", T("text")}}), std::nullopt,
+                              engine::target_state::absent, *d, orders, s);
+  REQUIRE(p.error);
+  // The two are still one column on SQLite; not refused as "ID has type text, which
+  // cannot be read as bigint" (FLT-S002), a pin meant for the other.
+  CHECK(p.error->code == "FLT-S009");
+  CHECK_THAT(p.error->reason, !Catch::Contains("also"));
+}
+
 TEST_CASE("a declared column new in the source is added whatever on_schema_change says") {
   auto d = *dialects::make_dialect("duckdb");
   const auto live = S({{"id", T("int")}, {"v", T("text")}});
