@@ -1,6 +1,7 @@
 // fleet-scale and prune: fleets of SQLite sources replicated into DuckDB through
 // `flotilla run`, the command users run, against a raw single-threaded copy of the same
 // tables (fleet-scale) and raw catalog reads of the same files (prune).
+#include <map>
 #include <cmath>
 #include <filesystem>
 #include <sqlite3.h>
@@ -289,14 +290,18 @@ scenario_result run_fleet_scale(bench_context& ctx) {
   const double one_raw_wall = median_of(*one->raw, wall_of);
   const double one_raw_rss = median_of(*one->raw, rss_of) * 1024;
   const point* largest = nullptr;
+  std::map<std::string, spread> kept_of;  // label -> throughput kept, run by run
   for (const auto& p : points) {
     const double n = static_cast<double>(p.clients * p.tables);
     const auto kept = spread_of(paired(*p.flotilla, *one->flotilla));
     const auto raw_kept = spread_of(paired(*p.raw, *one->raw));
     const double wall = median_of(*p.flotilla, wall_of);
     const double raw_wall = median_of(*p.raw, wall_of);
+    kept_of[p.label] = kept;
     nlohmann::json f{{"tables", n},
                      {"throughput_retained", kept.median},
+                     {"throughput_retained_min", kept.min},
+                     {"throughput_retained_max", kept.max},
                      {"raw_throughput_retained", raw_kept.median},
                      {"us_per_table", wall / n * 1e6},
                      {"raw_us_per_table", raw_wall / n * 1e6}};
@@ -330,7 +335,8 @@ scenario_result run_fleet_scale(bench_context& ctx) {
     r.targets.push_back({fmt::format("fleet-scale {} keeps >= 0.8x of 1-table throughput",
                                      largest->label),
                          figure_near(f["throughput_retained"].get<double>(), 0.8, 2) + "x",
-                         f["throughput_retained"].get<double>() >= 0.8});
+                         f["throughput_retained"].get<double>() >= 0.8,
+                         spread_caveat(kept_of[largest->label], 0.8)});
     const double bytes = f["bytes_per_table"].get<double>();
     r.targets.push_back({fmt::format("fleet-scale {} <= 20 KB of memory per table", largest->label),
                          bytes >= 1024 * 1024 ? kb(bytes) : figure_near(bytes / 1024, 20, 1) + " KB",
@@ -419,9 +425,17 @@ scenario_result run_prune(bench_context& ctx) {
 
   auto us = [&](const series& s) { return 1e6 / spread_of(s.rates()).median; };
   const double floor_us = us(none_selected), pruned_us = us(pruned);
+  // The all-pruned runs one by one: the fastest and the slowest, in us per table.
+  const auto pruned_rates = spread_of(pruned.rates());
+  const double fastest_us = pruned_rates.max > 0 ? 1e6 / pruned_rates.max : 0;
+  const double slowest_us = pruned_rates.min > 0 ? 1e6 / pruned_rates.min : 0;
   r.figures = {{"tables", total},
                {"us_per_table_all_pruned", pruned_us},
+               {"us_per_table_all_pruned_min", fastest_us},
+               {"us_per_table_all_pruned_max", slowest_us},
                {"us_per_table_no_table_selected", floor_us},
+               // Negative when the no-table run took longer (start-up noise at tiny sizes):
+               // the notes say so.
                {"us_per_table_per_table_work", pruned_us - floor_us},
                {"us_per_table_one_client_changed", us(changed)},
                {"us_per_table_raw_catalog", us(raw)}};
@@ -441,8 +455,16 @@ scenario_result run_prune(bench_context& ctx) {
                                 changed_label, counted(per_client, "table"), 100.0 * per_client / total, us(changed)));
   r.notes.push_back("SQLite change markers are per file: one changed table re-copies every table "
                     "of its client's file");
+  // As spread_caveat says it of ratios, for a line a figure meets by being under it.
+  std::string caveat;
+  if (pruned_rates.n >= 2 && pruned_us <= 10 && slowest_us > 10)
+    caveat = fmt::format("the runs spread across the line: the slowest, {:.1f} us, misses it",
+                         slowest_us);
+  else if (pruned_rates.n >= 2 && pruned_us > 10 && fastest_us <= 10)
+    caveat = fmt::format("the runs spread across the line: the fastest, {:.1f} us, meets it",
+                         fastest_us);
   r.targets.push_back({"prune <= 10 us per unchanged table", figure_near(pruned_us, 10, 1) + " us",
-                       pruned_us <= 10});
+                       pruned_us <= 10, caveat});
   return r;
 }
 

@@ -130,6 +130,10 @@ CLI::Validator size_up_to(std::uint64_t most) {
   return CLI::Validator(
       [most](std::string& text) -> std::string {
         const auto n = whole_number(text);
+        // Digits alone, too many for any count: past the ceiling, not malformed.
+        if (!n && !text.empty() &&
+            std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))
+          return fmt::format("must be at most {}, got '{}'", most, text);
         if (!n || *n == 0)
           return "must be a whole number of at least 1, got '" + text + "'";
         if (*n > most)
@@ -185,6 +189,11 @@ CLI::Validator grid(bool empty_ok) {
           return {};
         try {
           const auto [clients, tables] = parse_grid(text);
+          // --fleet-grid: one client is the --fleet-tables point of that many tables.
+          if (empty_ok && clients == 1)
+            return fmt::format("{} is one client: that is --fleet-tables {}'s point; a grid "
+                               "has 2 clients or more",
+                               text, tables);
           // Checked as a product so that no huge factor overflows it.
           if (tables > max_tables || clients > max_tables / tables)
             return fmt::format("{} is more than {} tables in all", text, max_tables);
@@ -655,15 +664,22 @@ int main(int argc, char** argv) {
       r.name = std::string(s->name);
       r.status = "failed";
       r.message = e.what();
+      // Ctrl-C on a terminal reaches the step running too, which dies of it (or, as
+      // pgcopydb, fails with its own message): the harness's interrupt is the cause.
+      if (interrupted() && !r.message.starts_with("interrupted"))
+        r.message = fmt::format("interrupted ({}); the path running then stopped: {}",
+                                interrupt_name(), e.what());
       // Its targets are listed all the same, as not measured, so none goes missing; the
       // failure's first line names it (the whole of it is printed once, above).
       std::string first_line = e.what();
       if (const auto nl = first_line.find('\n'); nl != std::string::npos)
         first_line = first_line.substr(0, nl) + " ...";
       for (auto& what : documented_targets(s->name))
-        r.targets.push_back({std::move(what),
-                             fmt::format("not measured: the scenario failed ({})", first_line),
-                             std::nullopt});
+        r.targets.push_back(
+            {std::move(what),
+             interrupted() ? fmt::format("not measured: interrupted ({})", interrupt_name())
+                           : fmt::format("not measured: the scenario failed ({})", first_line),
+             std::nullopt});
       exit_code = 1;
     }
     if (r.status == "skipped" && r.targets.empty())  // listed, so none goes missing unsaid
@@ -676,6 +692,27 @@ int main(int argc, char** argv) {
     print_scenario(r);
     results.push_back(std::move(r));
     // Keep what is done so far, should a later scenario be interrupted.
+    json_error = write_results(out / "bench.json", to_json(info, results));
+  }
+  // The scenarios an interrupt left out: listed, with their targets, so none goes
+  // missing unsaid.
+  if (interrupted()) {
+    for (const auto* s : to_run) {
+      if (std::any_of(results.begin(), results.end(),
+                      [&](const scenario_result& r) { return r.name == s->name; }))
+        continue;
+      scenario_result r;
+      r.name = std::string(s->name);
+      r.status = "not_run";
+      r.message = fmt::format("interrupted ({}) before it started", interrupt_name());
+      for (auto& what : documented_targets(s->name))
+        r.targets.push_back({std::move(what),
+                             fmt::format("not measured: interrupted ({}) before the scenario "
+                                         "started",
+                                         interrupt_name()),
+                             std::nullopt});
+      results.push_back(std::move(r));
+    }
     json_error = write_results(out / "bench.json", to_json(info, results));
   }
   print_targets(results);
@@ -702,7 +739,9 @@ int main(int argc, char** argv) {
   if (!o.keep)
     fs::remove_all(ctx.scratch);
   if (interrupted()) {
-    fmt::print(stderr, "interrupted ({}): the scenarios not run are left out of bench.json\n",
+    fmt::print(stderr,
+               "interrupted ({}): the scenarios not run are in bench.json as \"not_run\", "
+               "their targets not measured\n",
                interrupt_name());
     return 130;
   }
