@@ -1209,13 +1209,34 @@ table_plan plan_table(const schema::table_schema& source,
         p.error->proposed_ddl = s.sql;
         break;
       }
-    // "Apply it by hand" says what to apply: the statements the change would run.
+    // "Apply it by hand" says what to apply: the statements the change would run. A change
+    // that copies the table anew (drop and recreate, rebuild) is no statement to apply by
+    // hand: its DDL alone leaves the table empty, and an incremental table would then load
+    // only the rows past its watermark. A run does it, the gate lifted for it.
+    bool reloads = false;
     std::string statements;
-    for (const auto& s : ungated.drift.steps)
-      if (!s.sql.empty() && (s.action != evolution_action::add_columns || !settings.additive_granted))
-        statements += (statements.empty() ? "" : "; ") + s.sql;
-    if (!statements.empty())
-      p.error->reason += fmt::format(" (the statements Flotilla would run: {})", statements);
+    for (const auto& s : ungated.drift.steps) {
+      reloads = reloads || s.action == evolution_action::drop_and_recreate ||
+                s.action == evolution_action::rebuild;
+      if (s.sql.empty() || (s.action == evolution_action::add_columns && settings.additive_granted))
+        continue;
+      std::string_view sql = s.sql;  // one separator between statements, not ";;"
+      while (!sql.empty() && (sql.back() == ';' || sql.back() == '\n' || sql.back() == ' '))
+        sql.remove_suffix(1);
+      statements += (statements.empty() ? "" : "; ") + std::string(sql);
+    }
+    auto& reason = p.error->reason;
+    if (reloads) {
+      const auto tail = reason.rfind("; review and apply");
+      if (tail != std::string::npos)
+        reason.erase(tail);
+      reason += "; the change copies the table anew, which only a run does (its statements "
+                "alone would leave the table empty, and an incremental table would load only "
+                "the rows past its watermark): let one run through with [resilience] "
+                "auto_apply_additive_drift = false, or restore the source's column";
+    } else if (!statements.empty()) {
+      reason += fmt::format(" (the statements Flotilla would run: {})", statements);
+    }
   }
   if (p.error && incremental) {
     // Refused, but the run JSON still says how the table loads.

@@ -598,6 +598,31 @@ TEST_CASE("a change the governance gate holds carries the statements it would ru
                  Catch::Contains(d->add_column(orders, {"note", T("text")})));
 }
 
+TEST_CASE("a held change that copies the table anew offers no statements to apply by hand") {
+  // A text column retyped to int: a drop and recreate on every target. Its DDL
+  // alone would leave the table empty; an incremental table would then load only the
+  // rows past its watermark.
+  for (const char* name : {"duckdb", "postgres", "sqlite"}) {
+    INFO(name);
+    auto d = *dialects::make_dialect(name);
+    const auto live = S({{"id", T("int")}, {"v", T("text")}, {"ts", T("timestamp_ntz")}});
+    const auto source = S({{"id", T("int")}, {"v", T("int")}, {"ts", T("timestamp_ntz")}});
+    engine::table_settings st;
+    st.governance_gate = true;
+    st.additive_granted = true;
+    st.cursor_column = "ts";
+    st.has_watermark = true;
+    auto p = engine::plan_table(source, live, engine::target_state::present, *d, orders, st);
+    REQUIRE(p.error);
+    CHECK(p.error->code == "FLT-S008");
+    CHECK_THAT(p.error->reason,
+               Catch::Contains("copies the table anew, which only a run does") &&
+                   Catch::Contains("auto_apply_additive_drift = false") &&
+                   !Catch::Contains("statements Flotilla would run") &&
+                   !Catch::Contains("apply it by hand") && !Catch::Contains(";;"));
+  }
+}
+
 TEST_CASE("a refused table's reason says what to do") {
   auto d = *dialects::make_dialect("duckdb");
   const auto live = S({{"id", T("int")}, {"total", T("decimal(12,2)")}});
