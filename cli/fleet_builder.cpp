@@ -1546,7 +1546,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
               // The cursor column went from the source (a run failed on it, FLT-S010) and
               // is there again: its values are new ones, which may sit below the watermark.
               ts.job.watermark_void = true;
-              ts.job.warnings.push_back(fmt::format(
+              ts.job.cursor_back_warning = (fmt::format(
                   "the cursor column '{}' was dropped at the source after the watermark {} "
                   "was committed, and is there again: its values are new, so this run reads "
                   "every row again, merged on the table's key",
@@ -1570,7 +1570,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
               if (ts.job.watermark_family == k_cursor_dropped) {
                 // Keyless: reading every row again would repeat the rows kept.
                 ts.job.watermark_family.clear();
-                ts.job.warnings.push_back(fmt::format(
+                ts.job.cursor_back_warning = (fmt::format(
                     "the cursor column '{0}' was dropped at the source after the watermark "
                     "{0} = {1} was committed, and is there again: rows whose new values sit "
                     "at or below {1} are not read. The table has no key to read it again in "

@@ -575,9 +575,16 @@ incremental_start resume_from(sinks::warehouse& wh, const table_job& job) {
 /// What the run decided about the table before its plan (job.warnings), and that rows
 /// below a kept watermark are not read after a rewrite, unless the watermark is dropped
 /// anyway for the cursor column's new type (which says so).
-std::vector<std::string> run_warnings_of(const table_job& job, const incremental_start& start) {
+/// A table the plan copies anew is read in full: no rows are left unread.
+std::vector<std::string> run_warnings_of(const table_job& job, const incremental_start& start,
+                                         const table_plan& plan) {
   std::vector<std::string> out = job.warnings;
-  if (job.generation_changed && !job.generation_warning.empty() && start.cursor_retyped.empty())
+  // The cursor column back at the source: said once it is (while it is not, the table
+  // fails FLT-S010, which says so).
+  if (!job.cursor_back_warning.empty() && job.table.columns.resolve(job.settings.cursor_column))
+    out.push_back(job.cursor_back_warning);
+  if (job.generation_changed && !job.generation_warning.empty() && start.cursor_retyped.empty() &&
+      plan.load != load_kind::full_refresh)
     out.push_back(job.generation_warning);
   return out;
 }
@@ -603,7 +610,7 @@ table_plan plan_against_target(sinks::warehouse& wh, const table_job& job,
     p = plan_described(columns, d, wh.dialect(), job.target, settings);
   }
   name_outgrowing_value(src, job, p);
-  const auto said = run_warnings_of(job, start);
+  const auto said = run_warnings_of(job, start, p);
   p.warnings.insert(p.warnings.begin(), said.begin(), said.end());
   if (!start.cursor_retyped.empty())
     p.warnings.insert(p.warnings.begin(), start.cursor_retyped);
@@ -737,7 +744,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     out.plan = plan_described(columns, d, wh.dialect(), job.target, settings);
     if (!staged_cols)
       name_outgrowing_value(&src, job, *out.plan);
-    const auto said = run_warnings_of(job, start);
+    const auto said = run_warnings_of(job, start, *out.plan);
     out.plan->warnings.insert(out.plan->warnings.begin(), said.begin(), said.end());
     if (!cursor_retyped.empty())
       out.plan->warnings.insert(out.plan->warnings.begin(), cursor_retyped);

@@ -73,6 +73,9 @@ struct table_job {
   /// With generation_changed: the warning that rows below the watermark are not read,
   /// said unless the watermark is dropped anyway (the cursor column changed type).
   std::string generation_warning;
+  /// The cursor column was dropped at the source after the watermark was committed (a run
+  /// failed on it, FLT-S010): what its return means, said only when it is back.
+  std::string cursor_back_warning;
   /// The family of values (cursor_family) the cursor column held when the watermark was
   /// committed; empty when not known (a watermark from before it was kept).
   std::string watermark_family;

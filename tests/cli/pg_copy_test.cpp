@@ -366,6 +366,18 @@ TEST_CASE("an incremental PostgreSQL table emptied and refilled is read in full 
   CHECK_FALSE(loose3.contains("warnings"));
   CHECK(ids("loose") == "1,2,4");
   CHECK(ids("keyed") == "1,2,3,4");
+  // Rewritten by a type change the target takes by copying the table anew: every row is
+  // read, and nothing says rows are left unread.
+  pg_exec(pg_dsn(), fmt::format("ALTER TABLE {0}.loose ALTER COLUMN id TYPE varchar(10)", s));
+  auto fourth = flotilla_json(w, {"run", "--allow-type-change-rebuild"});
+  INFO(fourth.dump(2));
+  const auto& loose4 = *find_table(fourth, t + ".loose");
+  CHECK(loose4["status"] == "copied");
+  CHECK(loose4["load"] == "full_refresh");
+  CHECK(loose4["rows"] == 2);
+  CHECK_THAT(loose4.value("warnings", nlohmann::json::array()).dump(),
+             !Catch::Contains("are not read"));
+  CHECK(ids("loose") == "3,4");
   pg_exec(pg_dsn(), fmt::format("DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE", s, t));
 }
 
@@ -1174,6 +1186,12 @@ TEST_CASE("a cursor column dropped at the source and added again is not read pas
   auto failed = flotilla_json(w, {"run"}, &rc);
   CHECK(rc == 1);
   CHECK((*find_table(failed, t + ".r"))["error_code"] == "FLT-S010");
+  // Failed again while the column is still gone: nothing says it is back.
+  auto still = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  CHECK((*find_table(still, t + ".r"))["error_code"] == "FLT-S010");
+  CHECK_THAT((*find_table(still, t + ".r")).value("warnings", nlohmann::json::array()).dump(),
+             !Catch::Contains("is there again"));
   pg_exec(pg_dsn(), fmt::format("ALTER TABLE {0}.r ADD COLUMN c int; UPDATE {0}.r SET c = id; "
                                 "INSERT INTO {0}.r VALUES (5, 'v5', 5)", s));
   auto again = flotilla_json(w, {"run"}, &rc);
