@@ -151,11 +151,28 @@ std::string source_warnings_json() {
   return member_json(all);
 }
 
+namespace {
+std::function<nlohmann::json(const nlohmann::json&)>& refusal_document() {
+  static std::function<nlohmann::json(const nlohmann::json&)> shape;
+  return shape;
+}
+}  // namespace
+
+void set_refusal_document(std::function<nlohmann::json(const nlohmann::json& errors)> shape) {
+  refusal_document() = std::move(shape);
+}
+
 bool print_refusals_json() {
   if (refusals().empty())
     return false;
-  nlohmann::json doc{{"run_id", nullptr},       {"status", "failed"}, {"exit_code", 2},
-                     {"tables", nlohmann::json::array()}, {"errors", refusals()}};
+  const nlohmann::json errors = refusals();
+  nlohmann::json doc = refusal_document()
+                           ? refusal_document()(errors)
+                           : nlohmann::json{{"run_id", nullptr},
+                                            {"status", "failed"},
+                                            {"exit_code", 2},
+                                            {"tables", nlohmann::json::array()},
+                                            {"errors", errors}};
   fmt::print("{}\n", doc.dump(2));
   std::fflush(stdout);
   return true;
@@ -302,7 +319,7 @@ std::unique_ptr<storage::state_store> open_state(const config::project& p, bool 
     std::error_code ec;
     std::filesystem::create_directories(p.state_dir, ec);
     if (const std::string refused = claim_state_dir(p); !refused.empty()) {
-      fmt::print(stderr, "{}\n", refused);
+      fmt::print(stderr, "error FLT-R007: {}\n", refused);
       note_refusal("FLT-R007", refused, p.state_dir);
       return nullptr;
     }
@@ -313,7 +330,7 @@ std::unique_ptr<storage::state_store> open_state(const config::project& p, bool 
   opts.sync_writes = false;
   auto s = storage::state_store::open(dir, opts);
   if (!s) {
-    fmt::print(stderr, "{}\n", s.error().message);
+    fmt::print(stderr, "error FLT-R007: {}\n", s.error().message);
     note_refusal("FLT-R007", s.error().message, dir.string());
     return nullptr;
   }

@@ -60,6 +60,15 @@ std::int64_t now_us() {
 }
 
 int do_accept(const global_options& g, const schema_args& a) {
+  // Refused before anything is planned (flotilla.toml, the state store): the document
+  // `--output json` prints all the same, its errors the refusal's.
+  set_refusal_document([](const nlohmann::json& errors) {
+    return nlohmann::json{{"status", "failed"},
+                          {"exit_code", 2},
+                          {"accepted", nlohmann::json::array()},
+                          {"changes", 0},
+                          {"errors", errors}};
+  });
   std::vector<config::filter> filters;
   auto project = load_or_report(g, {}, filters);
   if (!project)

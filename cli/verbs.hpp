@@ -3,6 +3,7 @@
 /// function; exit codes: 0 success, 1 a table failed or differs, 2 usage/configuration.
 
 #include <functional>
+#include <nlohmann/json_fwd.hpp>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -29,6 +30,10 @@ void note_refusal(std::string code, std::string message, std::string file = "",
                   std::string value = "");
 /// Prints the document of the refusals noted, if any; true when it did.
 bool print_refusals_json();
+/// The JSON document a refusal prints (print_refusals_json) for a verb whose `--output
+/// json` has its own shape (`schema accept`): given the errors, the whole document. Unset:
+/// the run JSON's shape.
+void set_refusal_document(std::function<nlohmann::json(const nlohmann::json& errors)> shape);
 /// Configuration warnings (FLT-C0xx that do not stop the command), as load_or_report
 /// printed them on stderr: the run and plan JSON carry them as `config_warnings`, each
 /// with `code`, `message` and where known `file`, `line`, `column`, `key`. "" when none;

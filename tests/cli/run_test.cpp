@@ -3532,6 +3532,18 @@ TEST_CASE("two projects in one directory do not share a state directory: the sec
   CHECK(stage.exit_code == 2);
   CHECK(stage.err.find("belongs to project 'prod'") != std::string::npos);
   CHECK(stage.err.find("state_dir = \".flotilla-stage\"") != std::string::npos);
+  CHECK(stage.err.find("error FLT-R007: ") == 0);
+  // `schema accept --output json` refused so prints its own document, not a run's.
+  auto accept = run_flotilla(w, {"-c", "stage.toml", "schema", "accept", "--output", "json"});
+  CHECK(accept.exit_code == 2);
+  const auto doc = nlohmann::json::parse(accept.out);
+  INFO(doc.dump(2));
+  CHECK(doc["status"] == "failed");
+  CHECK(doc["accepted"] == nlohmann::json::array());
+  CHECK(doc["changes"] == 0);
+  CHECK(doc["errors"][0]["code"] == "FLT-R007");
+  CHECK_FALSE(doc.contains("tables"));
+  CHECK_FALSE(doc.contains("run_id"));
   // With a state directory of its own, it runs; prod's state is untouched.
   w.write("stage.toml", "[project]\nname = \"stage\"\nstate_dir = \".flotilla-stage\"\n"
                         "[targets.wh]\ndialect = \"duckdb\"\npath = \"stage.duckdb\"\n"
