@@ -73,6 +73,7 @@ int do_plan(const global_options& g, const plan_args& a) {
   nlohmann::json tables = nlohmann::json::array();
   nlohmann::json errors = nlohmann::json::array();
   std::size_t selected = 0, to_alter = 0, to_load = 0, failed = 0, pruned = 0, held = 0;
+  std::size_t skipped = 0;  // of `held`: skipped, not held by a review
   std::size_t tables_failed = 0;  // of `selected`: the tables a run would fail
   std::size_t sources_failed = 0;  // sources whose catalog could not be read, as run counts
   for (const auto& p : reports) {
@@ -110,6 +111,8 @@ int do_plan(const global_options& g, const plan_args& a) {
       } else if (o.status == engine::table_status::held ||
                  o.status == engine::table_status::skipped) {
         ++held;
+        if (o.status == engine::table_status::skipped)
+          ++skipped;
         // Held by an open review (a stream's, seed 003): a run leaves it alone, and says so.
         row["status"] = std::string(engine::to_string(o.status));
         if (!o.error_code.empty())
@@ -200,6 +203,8 @@ int do_plan(const global_options& g, const plan_args& a) {
                      {"to_alter", to_alter},
                      {"to_load", to_load},
                      {"pruned", pruned},
+                     {"held", held - skipped},
+                     {"skipped", skipped},
                      {"failed", tables_failed}};
     j["tables"] = std::move(tables);
     j["errors"] = std::move(errors);  // always there, empty when nothing failed

@@ -368,6 +368,8 @@ TEST_CASE("flotilla run leaves a table an open review holds alone and reports it
   CHECK(plan_text.out.find("held") != std::string::npos);
   CHECK(plan_text.out.find("FLT-V014") != std::string::npos);
   const auto plan_json = parse(run_cli(dir, {"plan", "--output", "json"}));
+  CHECK(plan_json["held"] == 1);  // counted, as the text headline counts it
+  CHECK(plan_json["skipped"] == 0);
   for (const auto& t : plan_json["tables"])
     if (t["source_table"] == "orders") {
       CHECK(t["status"] == "held");
