@@ -37,6 +37,7 @@
 #include "dialects/dialect.hpp"
 #include "engine/staging.hpp"
 #include "events/source_drift.hpp"
+#include "schema/toml_text.hpp"
 #include "sources/errors.hpp"
 #include "sources/source.hpp"
 #include "sources/marker.hpp"
@@ -724,8 +725,9 @@ std::string clash_message(const config::target_config& target, const config::sou
                               "one would leave out both")
       : same_source
           ? fmt::format("Rename one of them at the source, or leave one out (exclude = "
-                        "[\"{}\"] in [sources.{}])",
-                        name, src.name)
+                        "[{}] in [sources.{}]; patterns ignore case, so a table named like it "
+                        "but for case would be left out too)",
+                        schema::toml_string(name), schema::toml_key(src.name))
       : target.schema.find("{source}") != std::string::npos
           ? fmt::format("The schema template of [targets.{}] has {{source}} already: the two "
                         "sources' names still make one target table there (names that differ "

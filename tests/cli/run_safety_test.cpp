@@ -569,6 +569,38 @@ path = "csv"
                                          "CREATE TABLE \"ANALYTICS\".\"raw\".\"orders\" "});
 }
 
+TEST_CASE("the exclude FLT-R006 suggests for two schemas' tables is TOML as it is printed") {
+  workdir w;
+  duckdb_query(w.file("src.duckdb"),
+               "CREATE SCHEMA \"we\"\"ird\"; CREATE TABLE \"we\"\"ird\".orders (k INTEGER); "
+               "INSERT INTO \"we\"\"ird\".orders VALUES (1); CREATE TABLE main.orders (k INTEGER); "
+               "INSERT INTO main.orders VALUES (2)");
+  const std::string config = "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                             "schema = \"{source}\"\n[sources.d]\nadapter = \"duckdb\"\n"
+                             "path = \"src.duckdb\"\n";
+  w.write("flotilla.toml", config);
+  int rc = -1;
+  auto j = flotilla_json(w, {"run"}, &rc);
+  INFO(j.dump(2));
+  CHECK(rc == 1);
+  std::string error;
+  for (const auto& t : j["tables"])
+    if (t["status"] == "failed")
+      error = t["error"].get<std::string>();
+  REQUIRE(!error.empty());
+  // The suggestion, pasted into the source's section as printed, parses and leaves the
+  // refused table out.
+  const auto from = error.find("exclude = [");
+  REQUIRE(from != std::string::npos);
+  const auto to = error.find("] in [sources.", from);
+  REQUIRE(to != std::string::npos);
+  w.write("flotilla.toml", config + error.substr(from, to + 1 - from) + "\n");
+  auto again = flotilla_json(w, {"run"}, &rc);
+  INFO(again.dump(2));
+  CHECK(rc == 0);
+  CHECK(again["tables"].size() == 1);
+}
+
 TEST_CASE("tables whose names differ only in case are one table on SQLite: one is refused") {
   workdir w;
   std::filesystem::create_directories(w.path() / "csv");
