@@ -1338,6 +1338,32 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           if (taken.try_emplace(claim, missing_keys.emplace_back(table_key(src->name, m.name))).second)
             missing_claims.insert(std::move(claim));
         }
+      // Two tables whose names join to one key (a dot in a schema or table name): the one
+      // that loaded its target table last keeps the key, and the state under it, which is
+      // that table's; the other is refused. A table that appears later at the source
+      // (sales."eu.orders" beside "sales.eu".orders) would otherwise take it over by
+      // catalog order. True when `ts` takes it from the table listed before it.
+      const auto takes_name_over = [&](actors::table_spec& ts, const std::string& key) {
+        if (store == nullptr)
+          return false;
+        auto& other = out[spec_of.at(key)];
+        const auto mine = store->claim_holder(ts.claim);
+        if (!mine || !*mine || **mine != key)
+          return false;
+        const auto theirs = store->claim_holder(other.claim);
+        if (theirs && *theirs && **theirs == key)
+          return false;  // both recorded (a target table renamed): catalog order decides
+        other.conflict = fmt::format(
+            "{} names two tables of source '{}' (a schema or table name holds a dot: "
+            "\"{}\".\"{}\" and \"{}\".\"{}\"), which share one name in flotilla.toml and in "
+            "Flotilla's state, so this one is not copied: the other loaded its target table "
+            "before it. Rename one of them at the source",
+            other.job.table.qualified(), src->name, other.job.table.schema, other.job.table.name,
+            ts.job.table.schema, ts.job.table.name);
+        if (const auto it = taken.find(other.claim); it != taken.end() && it->second == key)
+          taken.erase(it);
+        return true;
+      };
       for (std::size_t i = 0; i < selected.size(); ++i) {
         const std::string& name = selected[i].name;
         const std::string& key = keys[i];
@@ -1383,13 +1409,21 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
               "copied. Give [targets.{}] a schema template that lands elsewhere (schema = "
               "\"copy_{{source}}\"), or point the source or the target at another database",
               name, src->name, target->name, target->name);
-        else if (!seen_keys.insert(key).second) {
+        else if (!seen_keys.insert(key).second && !takes_name_over(ts, key)) {
           // Its state (watermark, marker, baseline) would be the other table's.
+          const auto& other_spec = out[spec_of.at(key)];
+          const auto& other = other_spec.job.table;
+          bool other_holds = false;
+          if (store != nullptr)
+            if (const auto h = store->claim_holder(other_spec.claim); h && *h && **h == key)
+              other_holds = true;
           ts.conflict = fmt::format(
               "{} names two tables of source '{}' (a schema or table name holds a dot: "
-              "\"{}\".\"{}\" and another), which share one name in flotilla.toml and in "
-              "Flotilla's state, so this one is not copied. Rename one of them at the source",
-              name, src->name, ts.job.table.schema, ts.job.table.name);
+              "\"{}\".\"{}\" and \"{}\".\"{}\"), which share one name in flotilla.toml and "
+              "in Flotilla's state, so this one is not copied{}. Rename one of them at the "
+              "source",
+              name, src->name, ts.job.table.schema, ts.job.table.name, other.schema, other.name,
+              other_holds ? ": the other loaded its target table before it" : "");
         } else {
           auto [at, fresh] = taken.try_emplace(ts.claim, key);
           // Of two tables the catalog lists, the one that loaded the target table last keeps

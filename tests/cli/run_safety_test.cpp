@@ -601,6 +601,43 @@ TEST_CASE("the exclude FLT-R006 suggests for two schemas' tables is TOML as it i
   CHECK(again["tables"].size() == 1);
 }
 
+TEST_CASE("a table appearing later whose dotted name joins to an established one's does not "
+          "take its name over") {
+  workdir w;
+  duckdb_query(w.file("src.duckdb"),
+               "CREATE SCHEMA \"sales.eu\"; CREATE TABLE \"sales.eu\".orders (k INTEGER); "
+               "INSERT INTO \"sales.eu\".orders VALUES (1), (2)");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "schema = \"raw\"\n[sources.d]\nadapter = \"duckdb\"\n"
+                           "path = \"src.duckdb\"\n");
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  // sales."eu.orders" sorts before "sales.eu".orders, and both are sales.eu.orders.
+  duckdb_query(w.file("src.duckdb"),
+               "CREATE SCHEMA sales; CREATE TABLE sales.\"eu.orders\" (k INTEGER); "
+               "INSERT INTO sales.\"eu.orders\" VALUES (9)");
+  duckdb_query(w.file("src.duckdb"), "INSERT INTO \"sales.eu\".orders VALUES (3)");
+  auto j = flotilla_json(w, {"run"}, &rc);
+  INFO(j.dump(2));
+  CHECK(rc == 1);
+  REQUIRE(j["tables"].size() == 2);
+  for (const auto& t : j["tables"]) {
+    if (t["table"] == "raw.orders") {
+      CHECK(t["status"] == "copied");
+    } else {
+      CHECK(t["table"] == "raw.eu.orders");
+      CHECK(t["status"] == "failed");
+      CHECK_THAT(t["error"].get<std::string>(),
+                 Catch::Contains("\"sales\".\"eu.orders\" and \"sales.eu\".\"orders\"") &&
+                     Catch::Contains("the other loaded its target table before it"));
+    }
+  }
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT string_agg(k::VARCHAR, ',' ORDER BY k) FROM raw.orders")[0][0] ==
+        "1,2,3");
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM information_schema.tables "
+                                          "WHERE table_name = 'eu.orders'")[0][0] == "0");
+}
+
 TEST_CASE("tables whose names differ only in case are one table on SQLite: one is refused") {
   workdir w;
   std::filesystem::create_directories(w.path() / "csv");
