@@ -28,6 +28,34 @@ std::size_t accept_plan::change_count() const {
   return n;
 }
 
+namespace {
+
+/// `pg."sales.eu"."Order Lines"` as `pg.sales.eu.Order Lines`: the parts a name's double
+/// quotes enclose (a doubled quote inside is one), joined by dots as dataset names are.
+/// A name without quotes is returned as it is.
+std::string unquoted_dataset(const std::string& given) {
+  if (given.find('"') == std::string::npos)
+    return given;
+  std::string out;
+  bool quoted = false;
+  for (std::size_t i = 0; i < given.size(); ++i) {
+    const char c = given[i];
+    if (c == '"') {
+      if (quoted && i + 1 < given.size() && given[i + 1] == '"') {
+        out += '"';
+        ++i;
+      } else {
+        quoted = !quoted;
+      }
+      continue;
+    }
+    out += c;
+  }
+  return quoted ? given : out;  // a quote never closed: taken as it is
+}
+
+}  // namespace
+
 accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const std::string> names,
                         const std::map<std::string, storage::pb::SchemaBaseline>& baselines,
                         std::int64_t now_us, const std::set<std::string>& declared,
@@ -88,7 +116,10 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
         order.push_back(name);
   } else {
     std::set<std::string> named;
-    for (const auto& name : names) {
+    for (const auto& given : names) {
+      // Quoted parts (pg."sales.eu"."Order Lines", as SQL quotes a name holding a dot or a
+      // space) name the dataset their unquoted parts join to.
+      const std::string name = unquoted_dataset(given);
       if (!named.insert(name).second)
         continue;  // named twice: accepted, or refused, once
       const auto target = any_by_target.find(name);
@@ -119,14 +150,16 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
       // of the source so named, as a table section may leave out the schema.
       if (const auto dot = name.find('.'); dot != std::string::npos && name.rfind('.') == dot) {
         const std::string tail = name.substr(dot);
-        std::vector<std::string> alike;
+        // A schema holding a dot ("sales.eu") joins to more dots: such a schema is taken
+        // when no schema without one has the table.
+        std::vector<std::string> alike, dotted;
         for (const auto& [known, _] : observed)
-          if (known.size() > name.size() && known.compare(0, dot + 1, name, 0, dot + 1) == 0 &&
-              known.compare(known.size() - tail.size(), tail.size(), tail) == 0 &&
-              known.find('.', dot + 1) == known.size() - tail.size())
-            alike.push_back(known);
-        if (alike.size() == 1) {
-          take(alike.front());
+          if (known.size() > name.size() + 1 && known.compare(0, dot + 1, name, 0, dot + 1) == 0 &&
+              known.compare(known.size() - tail.size(), tail.size(), tail) == 0)
+            (known.find('.', dot + 1) == known.size() - tail.size() ? alike : dotted)
+                .push_back(known);
+        if (alike.size() == 1 || (alike.empty() && dotted.size() == 1)) {
+          take(alike.empty() ? dotted.front() : alike.front());
           continue;
         }
       }

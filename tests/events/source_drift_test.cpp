@@ -326,6 +326,38 @@ TEST_CASE("accept plans every drifted dataset, the named ones, and refuses unkno
   CHECK(plan_accept(nullptr, {}, {}, 7).accepted.empty());
 }
 
+TEST_CASE("accept takes a schema holding a dot in the short form, and quoted parts") {
+  spb::RunRecord latest;
+  latest.set_run_id("run-5");
+  for (const std::string table : {"sales.eu.orders", "plain.items", "we.ird.Sel ect"}) {
+    auto* t = latest.add_tables();
+    t->set_source("pg");
+    t->set_source_table(table);
+    t->set_run_id("run-5");
+    t->set_hints_hash("h1");
+    *t->mutable_observed_schema() = to_observed(orders_v2());
+    t->set_has_observed_schema(true);
+  }
+  std::map<std::string, spb::SchemaBaseline> baselines{
+      {"pg.sales.eu.orders", baseline_of(orders_v1(), "h1", "run-1")},
+      {"pg.plain.items", baseline_of(orders_v1(), "h1", "run-1")},
+      {"pg.we.ird.Sel ect", baseline_of(orders_v1(), "h1", "run-1")}};
+  // Seed 004's short form: the one table of that name, its schema "sales.eu".
+  std::vector<std::string> short_form{"pg.orders", "pg.items"};
+  auto plan = plan_accept(&latest, short_form, baselines, 7);
+  CHECK(plan.errors.empty());
+  REQUIRE(plan.accepted.size() == 2);
+  CHECK(plan.accepted[0].dataset == "pg.sales.eu.orders");
+  CHECK(plan.accepted[1].dataset == "pg.plain.items");
+  // Quoted as SQL quotes names: the parts joined.
+  std::vector<std::string> quoted{"pg.\"we.ird\".\"Sel ect\"", "\"pg\".\"sales.eu\".orders"};
+  plan = plan_accept(&latest, quoted, baselines, 7);
+  CHECK(plan.errors.empty());
+  REQUIRE(plan.accepted.size() == 2);
+  CHECK(plan.accepted[0].dataset == "pg.we.ird.Sel ect");
+  CHECK(plan.accepted[1].dataset == "pg.sales.eu.orders");
+}
+
 TEST_CASE("accept says why a table of the latest run has nothing to accept") {
   spb::RunRecord latest;
   latest.set_run_id("run-6");
