@@ -19,6 +19,30 @@ std::string shell_word(std::string_view text) {
   });
   if (plain)
     return std::string(text);
+  // A control character (a line break in a name) as bash's $'...' writes it: the word
+  // stays on one line, and a terminal that flattens breaks does not change it.
+  if (std::any_of(text.begin(), text.end(), [](char c) {
+        const auto u = static_cast<unsigned char>(c);
+        return u < 0x20 || u == 0x7f;
+      })) {
+    std::string out = "$'";
+    for (char c : text) {
+      const auto u = static_cast<unsigned char>(c);
+      if (c == '\\' || c == '\'')
+        out += std::string("\\") + c;
+      else if (c == '\n')
+        out += "\\n";
+      else if (c == '\t')
+        out += "\\t";
+      else if (c == '\r')
+        out += "\\r";
+      else if (u < 0x20 || u == 0x7f)
+        out += fmt::format("\\x{:02x}", u);
+      else
+        out += c;
+    }
+    return out + "'";
+  }
   std::string out = "'";
   for (char c : text)
     out += c == '\'' ? std::string("'\\''") : std::string(1, c);

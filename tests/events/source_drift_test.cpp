@@ -425,4 +425,9 @@ TEST_CASE("the schema accept command a drift message suggests is one shell word"
   }
   auto v = evaluate_source_drift(input(drift_policy::warn, observed, &stored));
   CHECK_THAT(v.warning, Catch::EndsWith("flotilla schema accept shop.orders"));
+  // A line break in the name: bash's $'...', so the command stays on one line.
+  auto in = input(drift_policy::warn, observed, &stored);
+  in.table = "new\nline's";
+  v = evaluate_source_drift(in);
+  CHECK_THAT(v.warning, Catch::EndsWith(R"(flotilla schema accept $'shop.new\nline\'s')"));
 }
