@@ -131,6 +131,19 @@ void print_source_warnings(bool nothing_selected_said) {
       fmt::print(stderr, "warning: {}\n", w.message);
 }
 
+std::optional<std::set<std::string>> kept_table_names(const storage::state_store& store,
+                                                      const std::string& source,
+                                                      const std::string& target) {
+  storage::pb::SourceCatalog kept;
+  const auto found = store.get_into(source + "#tables#" + target, kept);
+  if (!found || !*found)
+    return std::nullopt;
+  std::set<std::string> names;
+  for (const auto& t : kept.tables())
+    names.insert(t.schema().empty() ? t.name() : t.schema() + "." + t.name());
+  return names;
+}
+
 void save_table_sets(storage::state_store& store) {
   std::lock_guard lock(source_warnings_mu());
   for (const auto& [key, record] : table_sets())
@@ -1210,9 +1223,12 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       if (cat.tables.empty() && (gone.empty() || lists_none) && store != nullptr) {
         if (auto known = store->list<storage::pb::TableResult>(src->name + ".");
             known && !known->empty()) {
+          // Not those gone before (said then, by the run that saw them go).
+          const auto current = kept_table_names(*store, src->name, target->name);
           std::size_t copied = 0;
           for (const auto& k : *known)
-            copied += k.record.source() == src->name && !k.record.source_table().empty();
+            copied += k.record.source() == src->name && !k.record.source_table().empty() &&
+                      (!current || current->contains(k.record.source_table()));
           if (copied > 0)
             throw std::runtime_error(fmt::format(
                 "source '{}' lists no tables, where earlier runs copied {} of it: nothing was "

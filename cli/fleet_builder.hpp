@@ -45,7 +45,16 @@ bool warn_if_nothing_selected(const config::project& p, const std::vector<std::s
 /// A source that could not be read at all has no catalog to list its tables: those an
 /// earlier run copied are reported failed with the source's reason (run and plan alike).
 /// Not where the selection names tables (`--filter table=`, a retry's `only`).
-void list_tables_of_failed_sources(const storage::state_store& store,
+/// The tables the last unrestricted run of `source` into `target` selected (kept to tell
+/// tables gone from the source, "<source>#tables#<target>"), by their qualified names;
+/// nullopt when none is kept (or it cannot be read).
+[[nodiscard]] std::optional<std::set<std::string>> kept_table_names(
+    const storage::state_store& store, const std::string& source, const std::string& target);
+
+/// Tables gone from the source by an earlier run's account (kept_table_names) are not
+/// listed: said once when they went, they are not the unreadable source's tables.
+void list_tables_of_failed_sources(const config::project& project,
+                                   const storage::state_store& store,
                                    const std::vector<config::filter>& filters,
                                    const std::set<std::string>& only,
                                    std::vector<actors::pipeline_report>& reports);

@@ -58,7 +58,7 @@ int do_plan(const global_options& g, const plan_args& a) {
   // The tables an unreadable source's earlier runs copied: a run would fail them, and
   // says so; plan counts them alike.
   if (store)
-    list_tables_of_failed_sources(*store, filters, {}, reports);
+    list_tables_of_failed_sources(*project, *store, filters, {}, reports);
 
   // One dialect per target dialect named, for every table's actions.
   std::map<std::string, std::unique_ptr<dialects::dialect>, std::less<>> dialects_by_name;

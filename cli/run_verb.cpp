@@ -730,7 +730,8 @@ run_events_section publish_events(storage::state_store& store, const config::pro
 /// the run record and the events count them (a monitor counting failed tables sees
 /// them). Not where the selection names tables (`--filter table=`, a retry's tables):
 /// without the catalog it cannot be told which of them it would select.
-void list_tables_of_failed_sources(const storage::state_store& store,
+void list_tables_of_failed_sources(const config::project& project,
+                                   const storage::state_store& store,
                                    const std::vector<config::filter>& filters,
                                    const std::set<std::string>& only,
                                    std::vector<actors::pipeline_report>& reports) {
@@ -745,9 +746,15 @@ void list_tables_of_failed_sources(const storage::state_store& store,
     auto known = store.list<storage::pb::TableResult>(p.source + ".");
     if (!known)
       continue;
+    std::optional<std::set<std::string>> current;
+    if (const auto* src = project.find_source(p.source))
+      if (const auto* target = project.target_of(*src))
+        current = kept_table_names(store, src->name, target->name);
     for (const auto& k : *known) {
       if (k.record.source() != p.source || k.record.source_table().empty())
         continue;
+      if (current && !current->contains(k.record.source_table()))
+        continue;  // gone from the source before: said then, by the run that saw it go
       auto& t = p.tables.emplace_back();
       t.source = p.source;
       t.table = k.record.source_table();
@@ -837,7 +844,7 @@ int execute_run(const global_options& g, const run_request& a) {
     reports = actors::run_fleet(spec);
   }
   fo.presence->record_target_files(*project, !filters.empty() || !a.only.empty());
-  list_tables_of_failed_sources(*store, filters, a.only, reports);
+  list_tables_of_failed_sources(*project, *store, filters, a.only, reports);
   const run_summary summary = summarize(reports);
   // A selection that matched nothing (a mistyped table= filter) copies nothing: said,
   // since the run is still recorded as the latest one. A retry retries what it names.

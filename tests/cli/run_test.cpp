@@ -2847,6 +2847,38 @@ TEST_CASE("a source that lists no tables where an earlier run copied some fails 
   CHECK(empty["tables"].empty());
 }
 
+TEST_CASE("a table said gone from its source is not listed failed when the source later "
+          "cannot be read") {
+  workdir w;
+  std::filesystem::create_directories(w.path() / "d");
+  w.write("d/a.csv", "id\n1\n");
+  w.write("d/b.csv", "id\n2\n");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.files]\nadapter = \"csv\"\npath = \"d\"\n");
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["tables"].size() == 2);
+  std::filesystem::remove(w.path() / "d" / "b.csv");
+  auto gone = flotilla_json(w, {"run"}, &rc);
+  INFO(gone.dump(2));
+  REQUIRE(gone.contains("source_warnings"));
+  // The directory emptied: its one table of the last run fails, not the one gone before.
+  std::filesystem::remove(w.path() / "d" / "a.csv");
+  auto empty = flotilla_json(w, {"run"}, &rc);
+  INFO(empty.dump(2));
+  CHECK(rc == 1);
+  REQUIRE(empty["tables"].size() == 1);
+  CHECK(empty["tables"][0]["source_table"] == "a");
+  CHECK_THAT(empty["tables"][0]["error"].get<std::string>(),
+             Catch::Contains("where earlier runs copied 1 of it"));
+  // Unreadable (the directory gone): the same one table.
+  std::filesystem::remove_all(w.path() / "d");
+  auto unreadable = flotilla_json(w, {"run"}, &rc);
+  INFO(unreadable.dump(2));
+  CHECK(rc == 1);
+  REQUIRE(unreadable["tables"].size() == 1);
+  CHECK(unreadable["tables"][0]["source_table"] == "a");
+}
+
 TEST_CASE("retry copies a PostgreSQL table flotilla.toml names without its schema, once the "
           "source has it again") {
   workdir w;
