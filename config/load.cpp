@@ -174,10 +174,10 @@ bool contains(const keys& ks, std::string_view k) {
 }
 
 /// `text` with the passwords a DSN may hold shown as ***: a URI's `user:password@`, and
-/// `password=...` (key=value DSNs and URI query parameters).
+/// `password=...` and `sslpassword=...` (key=value DSNs and URI query parameters).
 std::string without_passwords(std::string text) {
   static const std::regex uri(R"((://[^/:@\s'"]*:)[^@\s'"]*@)");
-  static const std::regex keyword(R"(((?:^|[\s?&'"])password\s*=\s*)('[^']*'|[^\s&'"]+))",
+  static const std::regex keyword(R"(((?:^|[\s?&'"])(?:ssl)?password\s*=\s*)('[^']*'|[^\s&'"]+))",
                                   std::regex::icase);
   if (text.find('@') == std::string::npos && text.find("assword") == std::string::npos &&
       text.find("ASSWORD") == std::string::npos)

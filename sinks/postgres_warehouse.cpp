@@ -461,7 +461,7 @@ class postgres_warehouse final : public warehouse_base {
         msg.replace(nl, msg.find_first_not_of(" \t", nl + 1) - nl, "; ");
       // A DSN libpq cannot parse is quoted whole in its message: its password is not.
       static const std::regex uri_password(R"((://[^/:@\s"']*:)[^@\s"']*@)");
-      static const std::regex keyword_password(R"(((?:^|[\s?&"'])password\s*=\s*)('[^']*'|[^\s&"']+))",
+      static const std::regex keyword_password(R"(((?:^|[\s?&"'])(?:ssl)?password\s*=\s*)('[^']*'|[^\s&"']+))",
                                                std::regex::icase);
       msg = std::regex_replace(std::regex_replace(msg, uri_password, "$1***@"), keyword_password,
                                "$1***");

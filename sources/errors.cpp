@@ -133,13 +133,17 @@ std::string redact_dsn(std::string_view dsn) {
         s.replace(colon + 1, at - colon - 1, "***");
     }
   }
-  // password=... as a keyword (key/value form) or a URI query parameter.
+  // password=... (and sslpassword=..., the client key's passphrase) as a keyword
+  // (key/value form) or a URI query parameter.
   for (std::size_t pos = 0; pos < s.size(); ++pos) {
-    if (!iequal_prefix(s, pos, "password"))
+    const std::size_t key = iequal_prefix(s, pos, "sslpassword") ? 11
+                            : iequal_prefix(s, pos, "password")  ? 8
+                                                                 : 0;
+    if (key == 0)
       continue;
     if (pos > 0 && (std::isalnum(static_cast<unsigned char>(s[pos - 1])) || s[pos - 1] == '_'))
       continue;
-    std::size_t p = pos + 8;
+    std::size_t p = pos + key;
     while (p < s.size() && s[p] == ' ')
       ++p;
     if (p >= s.size() || s[p] != '=')

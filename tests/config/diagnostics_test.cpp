@@ -951,7 +951,7 @@ TEST_CASE("a DSN's password is not repeated in a diagnostic") {
 [targets.wh]
 dialect = "duckdb"
 path = "w.duckdb"
-dsn = "postgresql://u:TopSecret1@h/db"
+dsn = "postgresql://u:TopSecret1@h/db?sslpassword=KeySecret4&sslmode=require"
 
 [targets.pg]
 dialect = "postgres"
@@ -973,4 +973,5 @@ target = "wh"
   CHECK(all.find("Secret") == std::string::npos);
   CHECK(values.find("postgresql://u:***@h/db") != std::string::npos);
   CHECK(values.find("password=*** dbname=x") != std::string::npos);
+  CHECK(values.find("sslpassword=***&sslmode=require") != std::string::npos);
 }

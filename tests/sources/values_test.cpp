@@ -217,6 +217,11 @@ TEST_CASE("passwords never appear in a redacted dsn") {
         "host=db user=shop password=*** dbname=shop");
   CHECK(error::redact_dsn("host=db password = s3cret") == "host=db password = ***");
   CHECK(error::redact_dsn("postgresql://db/shop") == "postgresql://db/shop");
+  // The client key's passphrase is a secret too.
+  CHECK(error::redact_dsn("postgresql://u:pw@h/db?sslkey=/k&sslpassword=Key9&sslmode=require") ==
+        "postgresql://u:***@h/db?sslkey=/k&sslpassword=***&sslmode=require");
+  CHECK(error::redact_dsn("host=h password=x sslpassword='a b' dbname=d") ==
+        "host=h password=*** sslpassword=*** dbname=d");
 }
 
 namespace {
