@@ -581,7 +581,8 @@ std::vector<std::string> run_warnings_of(const table_job& job, const incremental
   std::vector<std::string> out = job.warnings;
   // The cursor column back at the source: said once it is (while it is not, the table
   // fails FLT-S010, which says so).
-  if (!job.cursor_back_warning.empty() && job.table.columns.resolve(job.settings.cursor_column))
+  if (!job.cursor_back_warning.empty() && job.table.columns.resolve(job.settings.cursor_column) &&
+      plan.load != load_kind::full_refresh)
     out.push_back(job.cursor_back_warning);
   if (job.generation_changed && !job.generation_warning.empty() && start.cursor_retyped.empty() &&
       plan.load != load_kind::full_refresh)

@@ -108,11 +108,23 @@ struct planner {
   std::string missing_declared(const std::string& name) const {
     // The target's names are case-sensitive (PostgreSQL): a spelling that differs only in
     // case is another column there, but most likely the one meant.
+    if (source.count_folded(name) > 1) {
+      std::string alike;
+      for (const auto& c : source.columns)
+        if (schema::same_name(c.name, name, schema::name_rule::case_insensitive))
+          alike += (alike.empty() ? "'" : ", '") + c.name + "'";
+      return fmt::format("{} is declared but the source has no column spelled so: its columns "
+                         "{} differ from it only in case, and {} keeps the case of names, so "
+                         "each is another column; declare the one meant spelled exactly as the "
+                         "source spells it",
+                         name, alike, dialect.name());
+    }
     if (const schema::column* other = source.find(name, schema::name_rule::case_insensitive))
       return fmt::format("{} is declared but the source has no such column: its column '{}' "
-                         "differs only in case, which names another column on this target; "
-                         "declare it as {} in the table's columns in flotilla.toml",
-                         name, other->name, other->name);
+                         "differs only in case, and {} keeps the case of names, so it is "
+                         "another column; declare it as {} in the table's columns in "
+                         "flotilla.toml",
+                         name, other->name, dialect.name(), other->name);
     return fmt::format("{} is declared but the source has no such column; add it at the "
                        "source, or remove it from the table's columns in flotilla.toml",
                        name);
@@ -637,6 +649,22 @@ struct planner {
                  col.name, "", T(col.type));
             break;
         }
+        continue;
+      }
+      // The live column was loaded from the source column spelled as it ("Id"), and the
+      // column loaded now is its twin by case ("id": a declaration respelled), whose values
+      // are others. The table is copied anew, not the two mixed in one column.
+      if (l->name != col.name && rule == schema::name_rule::case_insensitive &&
+          source.find(l->name, schema::name_rule::case_sensitive) != nullptr &&
+          p.load_columns.find(l->name, schema::name_rule::case_sensitive) == nullptr) {
+        recreate = true;
+        d.steps.push_back(
+            {evolution_action::drop_and_recreate, col.name,
+             fmt::format("column '{}' now loads the source's column '{}', where the live column "
+                         "'{}' holds the values of the source's column '{}', another column that "
+                         "differs only by case",
+                         l->name, col.name, l->name, l->name),
+             "the source column loaded changed: copied anew", l->type, col.type});
         continue;
       }
       const portable_type have = dialect.canonical(l->type);
@@ -1204,8 +1232,10 @@ table_plan plan_table(const schema::table_schema& source,
     auto open = settings;
     open.governance_gate = false;
     const table_plan ungated = plan_table(source, live, state, dialect, target, open);
+    // (Not one that copies the table anew: its DDL alone would leave the table empty.)
     for (const auto& s : ungated.drift.steps)
-      if (s.column == p.error->column && !s.sql.empty()) {
+      if (s.column == p.error->column && !s.sql.empty() &&
+          s.action != evolution_action::drop_and_recreate && s.action != evolution_action::rebuild) {
         p.error->proposed_ddl = s.sql;
         break;
       }
