@@ -621,9 +621,9 @@ namespace {
 /// Also says when the source selects no table at all.
 template <class Chosen>
 void note_table_set(storage::state_store& store, const config::source_config& src,
-                    const config::target_config& target, const sources::catalog& cat,
-                    const std::vector<std::string>& names, const std::vector<Chosen>& selected,
-                    bool all_named_found, bool plan_only) {
+                    const config::target_config& target, const std::string& database,
+                    const sources::catalog& cat, const std::vector<std::string>& names,
+                    const std::vector<Chosen>& selected, bool all_named_found, bool plan_only) {
   if (selected.empty() && all_named_found) {
     const bool files = src.adapter == config::adapter_kind::csv || src.adapter == config::adapter_kind::json;
     add_source_warning(
@@ -660,8 +660,13 @@ void note_table_set(storage::state_store& store, const config::source_config& sr
       if (listed.contains(name))
         continue;  // still there (left out by include/exclude now: flotilla.toml's choice)
       const auto where = config::target_table(target, src, name);
-      const std::string shown =
-          display_name(dialects::table_ref{where.catalog, where.schema, where.name});
+      const dialects::table_ref landed{where.catalog, where.schema, where.name};
+      // Only a table that loaded its target table: one that failed every run it was in
+      // (a malformed file moved away, as its error advised) left nothing to speak of.
+      if (const auto h = store.claim_holder(claim_key(claim_rule_of(target), database, landed));
+          h && (!*h || **h != table_key(src.name, name)))
+        continue;
+      const std::string shown = display_name(landed);
       // Another of the source's tables lands there now (a table renamed by case, moved to
       // another schema): it loads the target table, which is not stale then.
       const auto folded = [](std::string v) {
@@ -1280,7 +1285,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         keys.push_back(std::move(key));
       }
       if (whole_sources && store != nullptr)
-        note_table_set(*store, *src, *target, cat, names, selected, unmatched.empty(), plan_only);
+        note_table_set(*store, *src, *target, database, cat, names, selected, unmatched.empty(),
+                       plan_only);
       for (auto& c : selected)  // every section found: the names move now
         c.name = std::move(names[c.index]);
       std::vector<storage::table_state> states;

@@ -3527,6 +3527,29 @@ TEST_CASE("a source added before another in flotilla.toml does not take over the
         std::vector<std::vector<std::string>>{{"old1,old2"}});
 }
 
+TEST_CASE("a file that never loaded, moved away as its error advised, is not said gone") {
+  workdir w;
+  std::filesystem::create_directories(w.path() / "csv");
+  w.write("csv/good.csv", "id,v\n1,a\n");
+  w.write("csv/bad.csv", "id,v\n1,a,extra\n");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.files]\nadapter = \"csv\"\npath = \"csv\"\n");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);  // bad.csv fails, named
+  std::filesystem::remove(w.path() / "csv" / "bad.csv");
+  auto run = run_flotilla(w, {"run"});
+  INFO(run.err);
+  CHECK(run.exit_code == 0);
+  CHECK(run.err.find("no longer has") == std::string::npos);
+  // One that loaded, then goes, is said.
+  std::filesystem::remove(w.path() / "csv" / "good.csv");
+  w.write("csv/other.csv", "id\n1\n");
+  auto gone = run_flotilla(w, {"run"});
+  INFO(gone.err);
+  CHECK(gone.err.find("no longer has table 'good'") != std::string::npos);
+}
+
 TEST_CASE("a schema-qualified source table gone from its source is said with its own target table") {
   workdir w;
   const std::string sfx = unique_suffix();
