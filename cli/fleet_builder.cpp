@@ -737,10 +737,16 @@ std::string clash_message(const config::target_config& target, const config::sou
     return v;
   };
   const bool case_only = same_source && folded(holder) == folded(key);
+  // A name holding a pattern's wildcard cannot be excluded alone: patterns have no escape.
+  const bool wild = name.find_first_of("*?[") != std::string::npos;
   const std::string fix =
       case_only ? std::string("Rename one of them at the source: the two names differ only by "
                               "case, which include and exclude patterns ignore, so excluding "
                               "one would leave out both")
+      : same_source && wild
+          ? std::string("Rename one of them at the source: the name holds a wildcard of "
+                        "include and exclude patterns (*, ? or [), which have no escape, so "
+                        "excluding it would leave out other tables too")
       : same_source
           ? fmt::format("Rename one of them at the source, or leave one out (exclude = "
                         "[{}] in [sources.{}]; patterns ignore case, so a table named like it "

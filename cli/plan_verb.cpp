@@ -237,9 +237,10 @@ int do_plan(const global_options& g, const plan_args& a) {
                           row["source_table"].get<std::string>());
     return name;
   };
-  fmt::print("Plan ready  {} selected, {} to alter, {} to load{}{}{}{}\n\n", selected, to_alter,
+  fmt::print("Plan ready  {} selected, {} to alter, {} to load{}{}{}{}{}\n\n", selected, to_alter,
              to_load, pruned == 0 ? std::string() : fmt::format(", {} pruned", pruned),
-             held == 0 ? std::string() : fmt::format(", {} held or skipped", held),
+             held == skipped ? std::string() : fmt::format(", {} held", held - skipped),
+             skipped == 0 ? std::string() : fmt::format(", {} skipped", skipped),
              tables_failed == 0 ? std::string() : fmt::format(", {} failed", tables_failed),
              sources_failed == 0 ? std::string()
                                  : fmt::format(", {} source(s) failed", sources_failed));

@@ -599,6 +599,25 @@ TEST_CASE("the exclude FLT-R006 suggests for two schemas' tables is TOML as it i
   INFO(again.dump(2));
   CHECK(rc == 0);
   CHECK(again["tables"].size() == 1);
+  // A name holding a wildcard: no exclude can name it alone, and none is suggested.
+  duckdb_query(w.file("src2.duckdb"),
+               "CREATE SCHEMA \"a*\"; CREATE TABLE \"a*\".g (k INTEGER); CREATE SCHEMA ab; "
+               "CREATE TABLE ab.g (k INTEGER)");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh2.duckdb\"\n"
+                           "schema = \"{source}\"\n[sources.d]\nadapter = \"duckdb\"\n"
+                           "path = \"src2.duckdb\"\n[sources.d.tables.\"ab.g\"]\n");
+  auto wild = flotilla_json(w, {"run"}, &rc);
+  INFO(wild.dump(2));
+  CHECK(rc == 1);
+  std::size_t refused = 0;
+  for (const auto& t : wild["tables"])
+    if (t["status"] == "failed") {
+      ++refused;
+      CHECK(t["source_table"] == "a*.g");  // ab.g's section claims the target table first
+      CHECK_THAT(t["error"].get<std::string>(),
+                 !Catch::Contains("exclude = [") && Catch::Contains("holds a wildcard"));
+    }
+  CHECK(refused == 1);
 }
 
 TEST_CASE("a table appearing later whose dotted name joins to an established one's does not "
