@@ -295,18 +295,49 @@ std::string claim_state_dir(const config::project& p, bool write = true) {
   std::error_code ec;
   const auto canonical = std::filesystem::weakly_canonical(p.config_path, ec);
   const std::string config = ec ? p.config_path : canonical.string();
-  std::string owner, owner_config;
+  // The config file as seen from the state directory: the same after the project's
+  // directory is moved whole.
+  std::error_code rec;
+  const std::string relative =
+      std::filesystem::relative(canonical, std::filesystem::weakly_canonical(p.state_dir, rec), rec)
+          .string();
+  const std::string kind = p.name_given ? "named" : "unnamed";
+  // name, config file, named|unnamed (a record before it: named), config file relative
+  std::string owner, owner_config, owner_kind, owner_relative;
   if (std::ifstream in(file); in) {
     std::getline(in, owner);
     std::getline(in, owner_config);
+    std::getline(in, owner_kind);
+    std::getline(in, owner_relative);
+  }
+  const bool same_file =
+      owner_config == config || (!owner_relative.empty() && owner_relative == relative);
+  const auto record = [&] {
+    if (write)  // unwritable: the store says so
+      std::ofstream(file, std::ios::trunc) << p.name << "\n" << config << "\n" << kind << "\n"
+                                           << relative << "\n";
+  };
+  // Of one name: one project, unless a name is only the directory's (no [project] name),
+  // which two config files in one directory share without being one project.
+  if (owner == p.name && (same_file || (p.name_given && owner_kind != "unnamed"))) {
+    if (owner_kind.empty() || owner_relative != relative || (same_file && owner_config != config))
+      record();  // an older record, or the project moved: kept up to date
+    return {};
+  }
+  if (owner.empty() || owner_config.empty() || same_file) {
+    record();
+    return {};
   }
   if (owner == p.name)
-    return {};
-  if (owner.empty() || owner_config.empty() || owner_config == config) {
-    if (write)  // unwritable: the store says so
-      std::ofstream(file, std::ios::trunc) << p.name << "\n" << config << "\n";
-    return {};
-  }
+    return fmt::format(
+        "the state directory '{}' belongs to the project of {}, not to {}: neither names "
+        "itself ([project] name), so both go by the directory's name '{}', and sharing the "
+        "state directory would mix their watermarks, runs and retries. Give each config "
+        "file a [project] name and this one a state directory of its own ([project] "
+        "state_dir = \".flotilla-{}\"); if it is that project, its config file moved here, "
+        "remove {}",
+        p.state_dir, owner_config, config, p.name,
+        std::filesystem::path(config).stem().string(), file.string());
   return fmt::format(
       "the state directory '{}' belongs to project '{}' ({}), not to '{}' ({}): two projects "
       "sharing one would mix their watermarks, runs and retries. Give this project a state "

@@ -605,8 +605,10 @@ class loader {
 
   void load_project(const toml::table& t) {
     check_keys(t, "project", project_keys);
-    if (auto n = string(t, "name", "project"))
+    if (auto n = string(t, "name", "project")) {
       p_.name = *n;
+      p_.name_given = true;
+    }
     if (auto d = string(t, "state_dir", "project"))
       p_.state_dir = resolve_path(*d);
     if (auto k = integer(t, "keep_runs", "project", 0, 1'000'000))
@@ -912,6 +914,13 @@ class loader {
     }
     if (auto u = strings(*t, "unique_key", path, true)) {
       tc.unique_key_at = pos_of(t->get("unique_key")->source());
+      // An empty key reads as "no key", which it is not: a table without unique_key merges
+      // on the source's primary key, where it has one.
+      if (u->empty())
+        report(errc::out_of_range, t->get("unique_key")->source(),
+               key_path_append(path, "unique_key"), "[]", "one column or more",
+               "'unique_key' must name at least one column; leave the key out to merge on the "
+               "source's primary key (or, without one, to append)");
       tc.unique_key = std::move(*u);
       check_duplicates(tc.unique_key, *t->get("unique_key"), key_path_append(path, "unique_key"));
     }

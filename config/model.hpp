@@ -218,6 +218,7 @@ struct project {
   std::string config_path;  ///< the file as given (-c)
   std::string config_dir;   ///< absolute directory of the file; relative paths resolve here
   std::string name;         ///< Default: the name of config_dir
+  bool name_given = false;  ///< [project] name is set (not the directory's name)
   std::string state_dir;    ///< absolute. Default: "<config_dir>/.flotilla"
   /// Runs whose records and directories are kept: after each run, older ones are removed
   /// (never the latest). 0 keeps every run. Default: 1000

@@ -3607,6 +3607,31 @@ TEST_CASE("two projects in one directory do not share a state directory: the sec
   CHECK(run_flotilla(w, {"-c", "prod.toml", "run"}).exit_code == 0);
 }
 
+TEST_CASE("two config files without a project name in one directory do not share its state") {
+  workdir w;
+  sqlite_exec(w.file("acme.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY); INSERT INTO orders VALUES (1);");
+  sqlite_exec(w.file("globex.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY); INSERT INTO orders VALUES (1000);");
+  for (const std::string n : {"acme", "globex"})
+    w.write(n + ".toml", fmt::format("[targets.wh]\ndialect = \"duckdb\"\npath = \"{0}.duckdb\"\n"
+                                     "[sources.s]\nadapter = \"sqlite\"\npath = \"{0}.db\"\n",
+                                     n));
+  REQUIRE(run_flotilla(w, {"-c", "acme.toml", "run"}).exit_code == 0);
+  CHECK(run_flotilla(w, {"-c", "acme.toml", "run"}).exit_code == 0);  // its own, again
+  // Both go by the directory's name: not one project for that.
+  auto globex = run_flotilla(w, {"-c", "globex.toml", "run"});
+  CHECK(globex.exit_code == 2);
+  CHECK(globex.err.find("error FLT-R007: ") == 0);
+  CHECK(globex.err.find("neither names itself ([project] name)") != std::string::npos);
+  CHECK(run_flotilla(w, {"-c", "globex.toml", "retry"}).exit_code == 2);
+  CHECK_FALSE(std::filesystem::exists(w.file("globex.duckdb")));
+  // Named, and given a state directory of its own as the message says: it runs.
+  w.write("globex.toml", "[project]\nname = \"globex\"\nstate_dir = \".flotilla-globex\"\n"
+                         "[targets.wh]\ndialect = \"duckdb\"\npath = \"globex.duckdb\"\n"
+                         "[sources.s]\nadapter = \"sqlite\"\npath = \"globex.db\"\n");
+  CHECK(run_flotilla(w, {"-c", "globex.toml", "run"}).exit_code == 0);
+  CHECK(duckdb_query(w.file("globex.duckdb"), "SELECT id FROM s.orders")[0][0] == "1000");
+}
+
 TEST_CASE("a DuckDB full refresh names the indexes made by hand that it does not keep") {
   workdir w;
   sqlite_exec(w.file("src.db"), "CREATE TABLE t (id INTEGER PRIMARY KEY, x INTEGER);"
