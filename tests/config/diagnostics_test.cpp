@@ -975,3 +975,18 @@ target = "wh"
   CHECK(values.find("password=*** dbname=x") != std::string::npos);
   CHECK(values.find("sslpassword=***&sslmode=require") != std::string::npos);
 }
+
+TEST_CASE("an empty unique_key is refused, not read as no key") {
+  auto r = load(std::string{one_target} + R"toml(
+[sources.a]
+adapter = "sqlite"
+path = "a.db"
+[sources.a.tables.t1]
+cursor_column = "id"
+unique_key = []
+)toml");
+  INFO(all_messages(r));
+  CHECK(count_code(r, errc::out_of_range) == 1);
+  CHECK(all_messages(r).find("sources.a.tables.t1.unique_key: 'unique_key' must name at least "
+                             "one column") != std::string::npos);
+}
