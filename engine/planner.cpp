@@ -306,6 +306,15 @@ struct planner {
   /// column that is not loaded.
   void check_loaded_columns() {
     const auto& loaded = p.load_columns.columns;
+    // A column without a name (SQLite allows "" as one): no target can name it.
+    for (std::size_t i = 0; i < source.columns.size(); ++i)
+      if (source.columns[i].name.empty() &&
+          std::any_of(loaded.begin(), loaded.end(), [](const column& c) { return c.name.empty(); }))
+        fail("FLT-S011",
+             fmt::format("column {} (counted from 1) of the source table has an empty name, "
+                         "which no {} column can have; rename it at the source, or declare the "
+                         "columns to load (contract = \"enforced\") without it",
+                         i + 1, dialect.name()));
     // An enforced contract that leaves out a column of the source's primary key: the
     // table would be created keyed on the rest, which rows differing only in the left-out
     // column break (or, merged, overwrite each other). An omission: declare it.

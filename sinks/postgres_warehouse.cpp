@@ -452,7 +452,11 @@ class postgres_warehouse final : public warehouse_base {
         emptiable_prefix_(options.dsn + '\0' + in_place_limit_ + '\0') {
     if (options.dsn.empty())
       throw error("a postgres target needs a dsn (postgresql://user@host:port/database)");
-    conn_ = PQconnectdb(options.dsn.c_str());
+    // Defaults first, as a source connects: a server that takes the connection and never
+    // answers is given up after 10 s (the DSN's own connect_timeout overrides it).
+    const char* keywords[] = {"connect_timeout", "application_name", "dbname", nullptr};
+    const char* values[] = {"10", "flotilla", options.dsn.c_str(), nullptr};
+    conn_ = PQconnectdbParams(keywords, values, 1);
     if (PQstatus(conn_) != CONNECTION_OK) {
       // libpq's message spans lines ("...refused\n\tIs the server running...?"): one
       // line, and where it tried (never the password), and what to check.
@@ -477,7 +481,13 @@ class postgres_warehouse final : public warehouse_base {
     // Timestamps with time zone read back as UTC instants (+00), like Flotilla writes them.
     // Notices are dropped unread, so the server need not send them: every load's
     // `DROP TABLE IF EXISTS` of a staging table that is not there makes one.
-    run("SET client_encoding = 'UTF8'; SET TimeZone = 'UTC'; SET client_min_messages = warning");
+    // A statement waits at most a minute for a lock another session holds on its table
+    // (a reporting session's long transaction on a table the load swaps): the table fails,
+    // naming the wait, rather than the run waiting for ever. A lock_timeout the role, the
+    // database or the DSN (options=-c lock_timeout=...) sets is kept.
+    run("SELECT pg_catalog.set_config('lock_timeout', '60s', false) WHERE "
+        "pg_catalog.current_setting('lock_timeout') IN ('0', '0ms'); "
+        "SET client_encoding = 'UTF8'; SET TimeZone = 'UTC'; SET client_min_messages = warning");
   }
 
   ~postgres_warehouse() override {

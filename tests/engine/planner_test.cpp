@@ -833,6 +833,22 @@ TEST_CASE("a declaration respelled to load the other twin by case copies the tab
   }
 }
 
+TEST_CASE("a source column without a name fails the plan, named by its position") {
+  auto d = *dialects::make_dialect("duckdb");
+  const auto source = S({{"id", T("int")}, {"", T("text")}});
+  auto p = engine::plan_table(source, std::nullopt, engine::target_state::absent, *d, orders, {});
+  REQUIRE(p.error);
+  CHECK(p.error->code == "FLT-S011");
+  CHECK_THAT(p.error->reason, Catch::Contains("column 2 (counted from 1)") &&
+                                  Catch::Contains("rename it at the source"));
+  // Left out by an enforced contract: nothing to refuse.
+  engine::table_settings s;
+  s.enforced = true;
+  s.declared = {schema::column{"id", T("int")}};
+  p = engine::plan_table(source, std::nullopt, engine::target_state::absent, *d, orders, s);
+  CHECK_FALSE(p.error);
+}
+
 TEST_CASE("a declared column new in the source is added whatever on_schema_change says") {
   auto d = *dialects::make_dialect("duckdb");
   const auto live = S({{"id", T("int")}, {"v", T("text")}});

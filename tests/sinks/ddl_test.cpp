@@ -3,6 +3,12 @@
 
 #include <fstream>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <chrono>
+
 #include "tests/sinks/sink_fixture.hpp"
 
 using namespace flotilla;
@@ -206,6 +212,30 @@ TEST_CASE("an unreachable postgres target is refused with the server's reason") 
                                       "port 1, database none): ") &&
                         Catch::EndsWith("; check dsn in [targets.wh]") &&
                         !Catch::Contains("\n") && !Catch::Contains("s3cret"));
+}
+
+TEST_CASE("a postgres target that takes the connection and never answers is given up after 10 s") {
+  // A socket that listens and never accepts: the kernel completes the handshake, and
+  // nothing ever answers the startup message.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(fd, 8) == 0);
+  socklen_t len = sizeof addr;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  warehouse_options o;
+  o.name = "wh";
+  o.dialect = "postgres";
+  o.dsn = "postgresql://postgres@127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/x";
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(open_warehouse(o), Catch::Contains("timeout expired") &&
+                                           Catch::EndsWith("; check dsn in [targets.wh]"));
+  const auto took = std::chrono::steady_clock::now() - start;
+  CHECK(took < std::chrono::seconds(20));
+  ::close(fd);
 }
 
 TEST_CASE("a file target that is not its engine's database is refused naming the file") {
