@@ -2185,6 +2185,12 @@ class source_stream {
       copy_table(copy, t, snap.consistent_point, true);
       copy.exec("COMMIT");
       check(o_.store->clear_held_changes(tgt_name_, t.key));
+      // A decision taken while the copy ran (a removal the inbox carried out as the copy
+      // started) stands: the review is not reopened as resumed over it; acting on the
+      // reviews next takes the table out.
+      if (auto latest = load_review(*o_.store, tgt_name_, t.key);
+          latest && *latest && !is_open((**latest).hold.state()))
+        return;
       check(finish_resync(*o_.store, **current, true, "", now_us()));
       t.state = table_state::mode::streaming;
     } catch (const std::exception& e) {
