@@ -330,7 +330,11 @@ int do_generate(const global_options& g, const contract_args& a) {
     fmt::print("{} already declares these {} table(s) as proposed; nothing written\n",
                g.config_path, decls.size());
   } else if (written) {
-    fmt::print("Wrote {} declaration(s) to {}\n", decls.size(), g.config_path);
+    // Those already declared as proposed are listed, not counted as written.
+    const auto changed = static_cast<std::size_t>(std::count_if(
+        edits.begin(), edits.end(),
+        [](config::declaration_edit e) { return e != config::declaration_edit::unchanged; }));
+    fmt::print("Wrote {} declaration(s) to {}\n", changed, g.config_path);
     for (std::size_t i = 0; i < decls.size(); ++i)
       fmt::print("  {:<18}{}\n", edit_label(edits[i]), section_of(decls[i]));
   } else if (decls.empty()) {
