@@ -212,7 +212,7 @@ class pubsub_out final : public change_publisher {
       return;
     if (!topic_ready_) {
       if (auto st = client_->ensure_topic(); !st)
-        throw std::runtime_error(fmt::format("{}: {} [{}]", destination(), st.error().message,
+        throw std::runtime_error(fmt::format("{} [{}]", named(st.error().message),
                                              events::code_name(st.error().code)));
       topic_ready_ = true;
     }
@@ -233,6 +233,13 @@ class pubsub_out final : public change_publisher {
   }
 
  private:
+  /// The client's message, which names the destination itself ("Pub/Sub (emulator ...)
+  /// did not answer ..."), without naming it twice.
+  [[nodiscard]] std::string named(const std::string& message) const {
+    const std::string where = destination();
+    return message.starts_with(where) ? message : where + ": " + message;
+  }
+
   std::unique_ptr<events::pubsub_client> client_;
   config::event_format format_;
   bool topic_ready_ = false;
