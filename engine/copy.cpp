@@ -308,8 +308,8 @@ schema::table_schema with_decimal_fit(sources::source& src, const table_job& job
   for (std::size_t i = 0; i < fits.size() && i < asked.size(); ++i) {
     if (!fits[i])
       continue;
-    // Whole numbers written with a point ("7.") that the live integer column holds.
-    if (fits[i]->scale == 0 && schema::is_integer(have[i].kind) &&
+    // Whole numbers written with a point ("7.", "7.0") that the live integer column holds.
+    if ((fits[i]->scale == 0 || fits[i]->whole) && schema::is_integer(have[i].kind) &&
         fits[i]->integer < integer_digits(have[i])) {
       patched[i]->type = have[i];
       continue;

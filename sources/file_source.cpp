@@ -1152,18 +1152,21 @@ class file_source final : public source {
           "CAST(coalesce(max(length({}) - strpos({}, '.')) FILTER (WHERE strpos({}, '.') > 0), "
           "0) AS VARCHAR), "
           "CAST(coalesce(max(length(ltrim(regexp_replace({}, '[-+.]', '', 'g'), '0'))), 0) "
-          "AS VARCHAR)",
-          i ? ", " : "", v, v, v, v, v, v, v);
+          "AS VARCHAR), "
+          "CAST(bool_and({} IS NULL OR strpos({}, '.') = 0 OR "
+          "regexp_full_match(split_part({}, '.', 2), '0*')) AS VARCHAR)",
+          i ? ", " : "", v, v, v, v, v, v, v, v, v, v);
     }
     const auto row = aggregates(table, path, select);
     if (!row)
       return out;
     for (std::size_t i = 0; i < columns.size(); ++i) {
-      if ((*row)[4 * i].value_or("false") != "true")
+      if ((*row)[5 * i].value_or("false") != "true")
         continue;
-      const int significant = std::stoi((*row)[4 * i + 3].value_or("0"));
-      const decimal_digits d{std::stoi((*row)[4 * i + 1].value_or("0")),
-                             std::stoi((*row)[4 * i + 2].value_or("0")), significant};
+      const int significant = std::stoi((*row)[5 * i + 3].value_or("0"));
+      const decimal_digits d{std::stoi((*row)[5 * i + 1].value_or("0")),
+                             std::stoi((*row)[5 * i + 2].value_or("0")), significant,
+                             (*row)[5 * i + 4].value_or("false") == "true"};
       // JSON numbers arrive as doubles, exact to 15 significant digits: a longer one may
       // have lost digits already, so no decimal is claimed for it.
       if (!json_ || (significant <= 15 && d.integer + d.scale <= 38))

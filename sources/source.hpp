@@ -131,6 +131,8 @@ struct decimal_digits {
   /// The most significant digits one value has (leading zeros left out): past 15 a
   /// double may not hold the value as written.
   int significant = 0;
+  /// Every value is a whole number, written with a point or not ("7", "7.", "7.00").
+  bool whole = false;
 };
 
 using batch_consumer = std::function<bool(schema::row_batch&&)>;

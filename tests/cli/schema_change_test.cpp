@@ -306,6 +306,14 @@ TEST_CASE("seed 000: auto_widen takes an inferred int column to the decimal its 
     CHECK(rc == 0);
     CHECK(whole["drift"]["tables_drifted"] == 0);
     CHECK(sqlite_query(v.file("wh.db"), "SELECT amount FROM files__n")[0][0] == "7");
+    // As an exporter writes every number: "7.0", "8.00" are whole numbers too.
+    v.write("n.csv", "id,amount\n3,7.0\n4,-8.00\n");
+    auto zeros = flotilla_json(v, {"run"}, &rc);
+    INFO(zeros.dump(2));
+    CHECK(rc == 0);
+    CHECK(zeros["drift"]["tables_drifted"] == 0);
+    CHECK(sqlite_query(v.file("wh.db"), "SELECT group_concat(amount, ',') FROM files__n") ==
+          std::vector<std::vector<std::string>>{{"7,-8"}});
   }
 
   // The widened column holds the next file's values as they are: no drift, no change.
