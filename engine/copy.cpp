@@ -634,6 +634,11 @@ std::string target_failure(const table_job& job, std::string reason) {
     reason.pop_back();
   if (reason.starts_with("ERROR:"))
     reason.erase(0, std::min(reason.find_first_not_of(' ', 6), reason.size()));
+  // The table the load writes is the user's, whatever name its staging copy goes by
+  // ("d"."h__flotilla_staging" is "d"."h" to the user), where the reason names it first.
+  if (const auto staged = reason.find("__flotilla_staging\":");
+      staged != std::string::npos && staged < 300)
+    reason.erase(staged, std::string_view("__flotilla_staging").size());
   std::string lower = reason;
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });

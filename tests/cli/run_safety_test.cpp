@@ -1390,3 +1390,19 @@ TEST_CASE("an incremental table taking over a target table another table loaded 
   flotilla_json(w, {"run"}, &rc);
   CHECK(rows() == "a1,a2,a3,a4");
 }
+
+TEST_CASE("a value the target refuses names the user's table, not its staging copy") {
+  workdir w;
+  duckdb_query(w.file("h.duckdb"), "CREATE TABLE h (id INTEGER PRIMARY KEY, hi HUGEINT); "
+                                   "INSERT INTO h VALUES (1, -170141183460469231731687303715884105728)");
+  w.write("flotilla.toml", "[targets.ddb]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.d]\nadapter = \"duckdb\"\npath = \"h.duckdb\"\n");
+  int rc = -1;
+  auto j = flotilla_json(w, {"run"}, &rc);
+  INFO(j.dump(2));
+  CHECK(rc == 1);
+  const auto error = j["tables"][0]["error"].get<std::string>();
+  CHECK_THAT(error, Catch::StartsWith("target 'ddb': \"d\".\"h\": column \"hi\"") &&
+                        !Catch::Contains("__flotilla_staging") &&
+                        Catch::Contains("columns = { hi = \"text\" }"));
+}
