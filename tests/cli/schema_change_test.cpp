@@ -355,7 +355,8 @@ TEST_CASE("seed 001: the governance gate lets granted additive changes through a
   CHECK(f.column_type("orders", "status") == "VARCHAR");  // refused before touching the target
   CHECK((*find_table(run, "raw.customers"))["status"] == "copied");
   CHECK(f.query("SELECT count(*) FROM information_schema.columns WHERE column_name = 'email'")[0][0] == "1");
-  // The held change's review_required event proposes the statements it would run.
+  // The held change's review_required event: a change that copies the table anew proposes
+  // no statements (its DDL alone would leave the table empty); it says what it is.
   std::ifstream in(run["events"]["log"].get<std::string>());
   std::vector<nlohmann::json> reviews;
   for (std::string line; std::getline(in, line);)
@@ -365,9 +366,7 @@ TEST_CASE("seed 001: the governance gate lets granted additive changes through a
   CHECK(reviews[0]["table"] == "orders");
   const auto& r = reviews[0]["review_required"];
   CHECK(r["target"] == "raw.orders");
-  const std::string ddl = r["proposed_ddl"];
-  CHECK(ddl.find("CREATE TABLE") != std::string::npos);
-  CHECK(ddl.find("\"status\" INTEGER") != std::string::npos);
+  CHECK(r["proposed_ddl"] == "");
   // What kind of change it is, and what applying it does to the rows.
   CHECK(r["kind"] == "drop_and_recreate");
   CHECK(r["requires_resync"] == true);
