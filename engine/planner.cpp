@@ -1184,6 +1184,10 @@ table_plan plan_table(const schema::table_schema& source,
     return p;
   pl.choose_columns();
   pl.check_loaded_columns();
+  // A loaded column without a name: no statement can name it (FLT-S011, said above).
+  if (p.error && std::any_of(p.load_columns.columns.begin(), p.load_columns.columns.end(),
+                             [](const schema::column& c) { return c.name.empty(); }))
+    return p;
   p.unique_key = settings.unique_key;
   // A key column named in another case than the source's (as cursor_column may be): the
   // loaded column's own spelling, where exactly one matches ignoring case.
