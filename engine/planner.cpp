@@ -105,6 +105,15 @@ struct planner {
   }
   std::string T(const portable_type& t) const { return schema::to_string(t); }
 
+  /// A declaration spelled as none of the source's columns that differ from it only by
+  /// case (`twins`, quoted and listed), on a target where they are one column.
+  std::string twins_declared(const std::string& name, const std::string& twins) const {
+    return fmt::format("{} is declared, and the source has no column spelled so but {}, "
+                       "which differ only by case (one column on {}); declare the one meant "
+                       "spelled exactly as the source spells it",
+                       name, twins, dialect.name());
+  }
+
   std::string missing_declared(const std::string& name) const {
     // The target's names are case-sensitive (PostgreSQL): a spelling that differs only in
     // case is another column there, but most likely the one meant.
@@ -466,12 +475,7 @@ struct planner {
         std::string twins;
         const column* s = source_for(d.name, &twins);
         if (s == nullptr && !twins.empty()) {
-          fail("FLT-S001",
-               fmt::format("{} is declared, and the source has no column spelled so but {}, "
-                           "which differ only by case (one column on {}); declare the one to "
-                           "load spelled exactly as the source spells it",
-                           d.name, twins, dialect.name()),
-               d.name, T(d.type));
+          fail("FLT-S001", twins_declared(d.name, twins), d.name, T(d.type));
           continue;
         }
         if (s == nullptr) {
@@ -536,12 +540,7 @@ struct planner {
       if (source.find(d.name, rule) == nullptr)
         fail("FLT-S001", missing_declared(d.name), d.name, T(d.type));
       else if (std::string twins; source_for(d.name, &twins) == nullptr)
-        fail("FLT-S001",
-             fmt::format("{} is declared, and the source has no column spelled so but {}, "
-                         "which differ only by case (one column on {}); declare it spelled "
-                         "exactly as the source spells the one meant",
-                         d.name, twins, dialect.name()),
-             d.name, T(d.type));
+        fail("FLT-S001", twins_declared(d.name, twins), d.name, T(d.type));
   }
 
   void drop_load_column(const std::string& name) {
