@@ -162,12 +162,9 @@ TEST_CASE("a Kafka target in protobuf format sends ChangeEvent messages",
   fixture f(false, kafka_target(kafka, "protobuf"), "bus");
   pg_exec(f.source(), "CREATE TABLE orders (id int PRIMARY KEY, note text)");
   stream_process p(f);
-  // Wait for the stream to be set up (the slot exists), then change.
-  REQUIRE(eventually([&] {
-    auto r = pg_try_rows(f.source(), "SELECT 1 FROM pg_replication_slots WHERE slot_name = '" +
-                                         f.slot() + "'");
-    return r && !r->empty();
-  }));
+  // Wait for the stream to be set up (past the slot's consistent point), then change: a
+  // row written before it would go out as the snapshot's "read".
+  REQUIRE(confirmed(f, 120s));
   pg_exec(f.source(), "INSERT INTO orders VALUES (7, NULL)");
   auto all = read_topic(kafka.bootstraps(), "bus", 1, 1);
   CHECK(p.stop() == 0);

@@ -58,17 +58,6 @@ std::string count(const std::string& dsn, const std::string& table) {
   return r && !r->empty() ? (*r)[0][0] : "missing";
 }
 
-/// Whether the slot confirmed everything written on the source so far, within `timeout`.
-bool confirmed(const fixture& f, std::chrono::seconds timeout = 30s) {
-  auto lsn = pg_query(f.source(), "SELECT pg_current_wal_insert_lsn()::text")[0][0];
-  return eventually([&] {
-    auto r = pg_try_rows(f.source(), "SELECT confirmed_flush_lsn >= '" + lsn +
-                                         "'::pg_lsn FROM pg_replication_slots WHERE slot_name = '" +
-                                         f.slot() + "'");
-    return r && !r->empty() && (*r)[0][0] == "t";
-  }, timeout);
-}
-
 void wait_confirmed(const fixture& f) { REQUIRE(confirmed(f)); }
 
 }  // namespace

@@ -284,4 +284,14 @@ flotilla::storage::pb::HoldState hold_state_in(const fixture& f, const std::stri
   return h && *h ? (*h)->state() : flotilla::storage::pb::HOLD_STATE_UNSPECIFIED;
 }
 
+bool confirmed(const fixture& f, std::chrono::seconds timeout) {
+  auto lsn = pg_query(f.source(), "SELECT pg_current_wal_insert_lsn()::text")[0][0];
+  return eventually([&] {
+    auto r = pg_try_rows(f.source(), "SELECT confirmed_flush_lsn >= '" + lsn +
+                                         "'::pg_lsn FROM pg_replication_slots WHERE slot_name = '" +
+                                         f.slot() + "'");
+    return r && !r->empty() && (*r)[0][0] == "t";
+  }, timeout);
+}
+
 }  // namespace flotilla::stream_test

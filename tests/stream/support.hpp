@@ -78,4 +78,9 @@ flotilla::storage::pb::HoldState hold_state_in(const fixture& f, const std::stri
 bool eventually(const std::function<bool()>& done,
                 std::chrono::seconds timeout = std::chrono::seconds(30));
 
+/// Whether the fixture's slot confirmed everything written on the source so far, within
+/// `timeout`. True also means the slot passed its consistent point: a change made after
+/// it reaches the stream, not the snapshot copy.
+bool confirmed(const fixture& f, std::chrono::seconds timeout = std::chrono::seconds(30));
+
 }  // namespace flotilla::stream_test
