@@ -1561,7 +1561,9 @@ class file_source final : public source {
                                "no such file or directory", "check path");
     for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
       const fs::path p = it->path();
-      if (!it->is_regular_file(ec) || !wanted_extension(p))
+      // Hidden files are no tables: `._orders.csv` (the metadata a Mac copies beside
+      // each file), an editor's or a sync tool's `.orders.csv` while it writes.
+      if (!it->is_regular_file(ec) || !wanted_extension(p) || p.filename().string().starts_with('.'))
         continue;
       auto [pos, fresh] = out.emplace(p.stem().string(), p.string());
       if (!fresh)

@@ -383,6 +383,28 @@ TEST_CASE("a single csv file is one table named after its stem") {
   CHECK(row == std::vector<value>{text("1.50"), text("ünïcødé ✓")});
 }
 
+TEST_CASE("hidden files in a csv or json directory are no tables; one named as path is") {
+  temp_dir dir;
+  write_file(dir.file("orders.csv"), "id\n1\n");
+  // A Mac's metadata beside a copied file (not text at all), and a file a sync tool is
+  // still writing.
+  write_file(dir.file("._orders.csv"), std::string("\0\5\26\7\0\2\0\0", 8));
+  write_file(dir.file(".orders.csv"), "id\n1\n2\n");
+  write_file(dir.file(".events.ndjson"), "{\"id\": 1}\n");
+  write_file(dir.file("events.ndjson"), "{\"id\": 2}\n");
+  const catalog csv = open_files("csv", dir.path.string())->read_catalog();
+  REQUIRE(csv.tables.size() == 1);
+  CHECK(csv.tables[0].name == "orders");
+  const catalog json = open_files("json", dir.path.string())->read_catalog();
+  REQUIRE(json.tables.size() == 1);
+  CHECK(json.tables[0].name == "events");
+  auto one = open_files("csv", dir.file(".orders.csv"));
+  const catalog named = one->read_catalog();
+  REQUIRE(named.tables.size() == 1);
+  CHECK(named.tables[0].name == ".orders");
+  CHECK(read_all(*one, named.tables[0]).rows.size() == 2);
+}
+
 TEST_CASE("json and ndjson files are inferred, nested values read as json") {
   temp_dir dir;
   write_file(dir.file("events.ndjson"),
