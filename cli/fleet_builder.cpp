@@ -32,6 +32,7 @@
 #include "cli/catalog_cache.hpp"
 #include "cli/target_presence.hpp"
 #include "config/errc.hpp"
+#include "config/toml_edit.hpp"
 #include "config/load.hpp"
 #include "config/policy.hpp"
 #include "dialects/dialect.hpp"
@@ -1545,6 +1546,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         st.on_schema_change_from = std::string(config::to_string(policy.from.on_schema_change));
         st.type_change_rebuild_from = std::string(config::to_string(policy.from.type_change_rebuild));
         st.auto_widen_from = std::string(config::to_string(policy.from.auto_widen));
+        st.section = config::table_header(src->name, section != nullptr ? section->name : name);
         ts.job.batch_rows = src->batch_rows;
         ts.prune = policy.prune_unchanged && !no_prune;
         if (!ts.prune && !ts.conflict.empty())

@@ -131,12 +131,16 @@ struct planner {
     if (const schema::column* other = source.find(name, schema::name_rule::case_insensitive))
       return fmt::format("{} is declared but the source has no such column: its column '{}' "
                          "differs only in case, and {} keeps the case of names, so it is "
-                         "another column; declare it as {} in the table's columns in "
-                         "flotilla.toml",
-                         name, other->name, dialect.name(), other->name);
+                         "another column; declare it as {} in the table's columns{}",
+                         name, other->name, dialect.name(), other->name,
+                         settings.section.empty() ? " in flotilla.toml" : in_section());
     return fmt::format("{} is declared but the source has no such column; add it at the "
-                       "source, or remove it from the table's columns in flotilla.toml",
-                       name);
+                       "source, or remove it from the table's columns{}",
+                       name, settings.section.empty() ? " in flotilla.toml" : in_section());
+  }
+  /// " in [sources.s.tables."t"]", where a message tells what to write in flotilla.toml.
+  [[nodiscard]] std::string in_section() const {
+    return settings.section.empty() ? std::string() : " in " + settings.section;
   }
   std::string unreadable_declared(const std::string& column, const portable_type& source,
                                   const portable_type& declared) const {
@@ -157,7 +161,7 @@ struct planner {
           suggest = have;
       }
     return fmt::format("{} has type {}, which cannot be read as {}; {}declare a type it can be "
-                       "read as (columns = {{ {} = \"{}\" }}{}), or change it at the source",
+                       "read as (columns = {{ {} = \"{}\" }}{}{}), or change it at the source",
                        column, T(source), T(declared),
                        numeric_text ? "text is never read as a number (where the column is "
                                       "a PostgreSQL numeric without a scale, or a domain over "
@@ -166,7 +170,8 @@ struct planner {
                                       "it); or "
                                     : "",
                        schema::toml_key(column), T(suggest),
-                       suggest == source ? "" : ", the live column's type: it is never narrowed");
+                       suggest == source ? "" : ", the live column's type: it is never narrowed",
+                       in_section());
   }
 
   /// How a declared column is read from the source: in its source type, except a decimal
@@ -250,10 +255,11 @@ struct planner {
     fail("FLT-S002",
          fmt::format("{}{} holds the value '{}', which {} cannot hold exactly{} (the file is "
                      "parsed as declared); declare a type that holds every value of the "
-                     "column (columns = {{ {} = \"{}\" }}), or fix the file",
+                     "column (columns = {{ {} = \"{}\" }}{}), or fix the file",
                      unfit.where.empty() ? std::string() : unfit.where + ": ", s.name, value,
                      T(declared),
-                     offset ? ": it would drop the value's UTC offset" : "", schema::toml_key(s.name), holds),
+                     offset ? ": it would drop the value's UTC offset" : "", schema::toml_key(s.name), holds,
+                     in_section()),
          s.name, T(declared), holds);
   }
 
@@ -464,11 +470,12 @@ struct planner {
       if (settings.declared.empty()) {
         fail("FLT-S014",
              fmt::format("contract = enforced ({}) and the table declares no columns, so it "
-                         "would load none: declare them in its section of flotilla.toml "
+                         "would load none: declare them in its section of flotilla.toml{} "
                          "(columns = {{ ... }}; once the table is loaded, `flotilla contract "
                          "generate --write` proposes them), set contract = \"none\" there, or "
                          "leave the table out (exclude)",
-                         settings.contract_from.empty() ? "the source's" : settings.contract_from));
+                         settings.contract_from.empty() ? "the source's" : settings.contract_from,
+                         settings.section.empty() ? "" : " (" + settings.section + ")"));
         return;
       }
       for (const auto& d : settings.declared) {
@@ -714,9 +721,10 @@ struct planner {
             }
           fail("FLT-S004",
                fmt::format("{} has type {}, which cannot be read as {}; a live column is never "
-                           "narrowed: declare columns = {{ {} = \"{}\" }} or wider (\"text\" "
+                           "narrowed: declare columns = {{ {} = \"{}\" }}{} or wider (\"text\" "
                            "takes every value as written){}",
                            l->name, T(have), T(want), schema::toml_key(l->name), T(suggest),
+                           in_section(),
                            suggest == have ? std::string()
                                            : fmt::format("; the file's values need {}", T(suggest))),
                l->name, T(want), T(have));
@@ -772,9 +780,10 @@ struct planner {
                                 "written; {} would narrow the live {} column, which is never "
                                 "done)",
                                 schema::toml_key(col.name), T(want), T(have));
-          const std::string fix = schema::auto_widen_step(have, want)
-                                      ? fmt::format("set auto_widen = true, or {}", pin)
-                                      : pin;
+          const std::string fix = (schema::auto_widen_step(have, want)
+                                       ? fmt::format("set auto_widen = true, or {}", pin)
+                                       : pin) +
+                                  in_section();
           fail("FLT-S005",
                fmt::format("column '{}' outgrew its inferred type: the table has {}, the data now "
                            "needs {}; {}",
@@ -1093,8 +1102,8 @@ struct planner {
                                            "primary key, or unique_key in flotilla.toml)"
                                      : pinned
                                          ? fmt::format("restore the type flotilla.toml declares "
-                                                       "for column '{}' (its columns = {{ ... }})",
-                                                       first->column)
+                                                       "for column '{}' (its columns = {{ ... }}{})",
+                                                       first->column, in_section())
                                          : std::string("restore the column's type at the source")));
         break;
       }

@@ -74,6 +74,10 @@ struct table_settings {
   /// columns (sinks::warehouse::empties_in_place): no staging table, no swap.
   bool empties_in_place = false;
 
+  /// The table's section in flotilla.toml (`[sources.s.tables."t"]`), named where a
+  /// message says what to declare there. Default: "" (messages say "its section")
+  std::string section;
+
   std::string contract_from = "default";
   std::string on_schema_change_from = "default";
   std::string type_change_rebuild_from = "default";

@@ -1019,7 +1019,7 @@ TEST_CASE("CSV: the double pin FLT-S005 names for a number column that outgrew i
   auto outgrew = flotilla_json(w, {"run"}, &rc);
   CHECK(rc == 1);
   CHECK_THAT((*find_table(outgrew, "raw.m"))["error"].get<std::string>(),
-             Catch::Contains("columns = { n = \"double\" }"));
+             Catch::Contains("columns = { n = \"double\" } in [sources.crm.tables.\"m\"]"));
   // The pin as advised: a rebuild, which type_change_rebuild's default confirms by flag.
   const std::string pin = "[sources.crm.tables.m]\ncolumns = { n = \"double\" }\n";
   csv_project(w, "duckdb", "wh.duckdb", "", pin);

@@ -489,6 +489,15 @@ TEST_CASE("an inferred column that outgrew its type fails FLT-S005, counted as d
   CHECK(p.error->expected == "bigint");
   CHECK(p.error->actual == "text");
   CHECK(p.drift.drifted());  // run JSON: tables_drifted counts it
+  // Where to write it, when the run knows the table's section.
+  s.section = "[sources.drops.tables.\"orders\"]";
+  auto placed = engine::plan_table(S({{"id", T("bigint")}, {"amount", T("text")}}), live,
+                                   engine::target_state::present, *d, orders, s);
+  REQUIRE(placed.error.has_value());
+  CHECK_THAT(placed.error->reason,
+             Catch::Contains("pin it with columns = { amount = \"text\" } in "
+                             "[sources.drops.tables.\"orders\"]"));
+  s.section.clear();
   // Values that now need json: the fix named is text, which a bigint column becomes (json
   // is no widening of it).
   auto to_json = engine::plan_table(S({{"id", T("bigint")}, {"amount", T("json")}}), live,
