@@ -1169,7 +1169,7 @@ class source_stream {
       if (!said.insert(src_.name + "." + m.name).second)
         continue;
       const std::string where =
-          m.where == "section" ? fmt::format("in [sources.{}.tables.\"{}\"]", src_.name, m.name)
+          m.where == "section" ? "in " + config::table_header(src_.name, m.name)
                                : fmt::format("in include of [sources.{}]", src_.name);
       std::fprintf(stderr,
                    "warning FLT-R005: source '%s' has no table '%s', which flotilla.toml names "

@@ -1845,7 +1845,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         ts.job.table.unreadable = fmt::format(
             "source '{}' has no table '{}', which flotilla.toml names {}{}; fix the name, or {}",
             src->name, m.name,
-            m.where == "section" ? fmt::format("in [sources.{}.tables.\"{}\"]", src->name, m.name)
+            m.where == "section" ? "in " + config::table_header(src->name, m.name)
                                  : fmt::format("in include of [sources.{}]", src->name),
             m.nearest.empty() ? "" : fmt::format(" (did you mean '{}'?)", m.nearest),
             m.where == "section" ? "remove the section" : "remove it from include");

@@ -28,11 +28,6 @@ error fail(std::string message) {
   return error(edit_error{std::move(message)});
 }
 
-bool is_bare_key_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-         c == '-';
-}
-
 bool is_blank(char c) {
   return c == ' ' || c == '\t';
 }
@@ -496,7 +491,7 @@ std::string columns_inline_table(const std::vector<column_declaration>& columns)
 }
 
 std::string table_header(std::string_view source, std::string_view table) {
-  return fmt::format("[sources.{}.tables.{}]", toml_key(source), toml_string(table));
+  return schema::table_header(source, table);
 }
 
 std::string declaration_section(const table_declaration& d) {

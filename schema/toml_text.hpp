@@ -44,4 +44,9 @@ namespace flotilla::schema {
   return toml_string(name);
 }
 
+/// A table's section header, `[sources.s.tables."t"]`, as messages suggest it.
+[[nodiscard]] inline std::string table_header(std::string_view source, std::string_view table) {
+  return "[sources." + toml_key(source) + ".tables." + toml_string(table) + "]";
+}
+
 }  // namespace flotilla::schema

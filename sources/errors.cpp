@@ -109,9 +109,9 @@ source_error bad_value(std::string_view source, std::string_view table, std::str
   return source_error(fmt::format(
       "source '{}', table '{}', column '{}', row {}: value '{}' is not a valid {}; fix the "
       "value at the source, or declare the column's type in flotilla.toml "
-      "([sources.{}.tables.\"{}\"] columns = {{ {} = \"text\" }})",
-      source, table, column, row, preview(value), schema::to_string(type), source, table,
-      schema::toml_key(column)));
+      "({} columns = {{ {} = \"text\" }})",
+      source, table, column, row, preview(value), schema::to_string(type),
+      schema::table_header(source, table), schema::toml_key(column)));
 }
 
 source_error bad_request(std::string_view source, std::string_view what) {

@@ -549,9 +549,9 @@ std::optional<std::pair<std::string, std::string>> conversion_error(std::string_
       fmt::format("line {}: column '{}' holds '{}', which is not a {} (the column's type, as "
                   "declared in flotilla.toml or else inferred from the file)",
                   l[1].str(), c[1].str(), v[1].str(), type),
-      fmt::format("pin the column's type in flotilla.toml ([sources.{}.tables.\"{}\"] columns = "
+      fmt::format("pin the column's type in flotilla.toml ({} columns = "
                   "{{ {} = \"text\" }}), or fix the value",
-                  source, table, c[1].str())};
+                  schema::table_header(source, table), schema::toml_key(c[1].str()))};
 }
 
 // Fields in the first record of a CSV file, splitting on `delim` outside double quotes.
@@ -1473,10 +1473,10 @@ class file_source final : public source {
                       c.name, *(*row)[1], type,
                       pinned ? "the type flotilla.toml declares for it"
                              : "the type inferred from the file"),
-          fmt::format("fix the value, or {} in flotilla.toml ([sources.{}.tables.\"{}\"] "
+          fmt::format("fix the value, or {} in flotilla.toml ({} "
                       "columns = {{ {} = \"text\" }})",
                       pinned ? "declare the column as text" : "pin the column's type",
-                      options_.name, table.name, schema::toml_key(c.name)));
+                      schema::table_header(options_.name, table.name), schema::toml_key(c.name)));
     }
   }
 
@@ -1494,9 +1494,9 @@ class file_source final : public source {
               fmt::format("column '{}' holds the number {}, past the range of the type the "
                           "reader inferred from the file",
                           column, m[1].str()),
-              fmt::format("pin the column's type in flotilla.toml ([sources.{}.tables.\"{}\"] "
+              fmt::format("pin the column's type in flotilla.toml ({} "
                           "columns = {{ {} = \"text\" }}, or a decimal wide enough)",
-                          options_.name, table, schema::toml_key(column)));
+                          schema::table_header(options_.name, table), schema::toml_key(column)));
       }
   }
 
@@ -2028,9 +2028,10 @@ class file_source final : public source {
                           "as {}",
                           doubles[i], text, overflow ? "past the largest" : "below the smallest",
                           overflow ? (d > 0 ? "inf" : "-inf") : "0"),
-              fmt::format("pin the column's type in flotilla.toml ([sources.{}.tables.\"{}\"] "
+              fmt::format("pin the column's type in flotilla.toml ({} "
                           "columns = {{ {} = \"text\" }})",
-                          options_.name, request.table->name, schema::toml_key(doubles[i])));
+                          schema::table_header(options_.name, request.table->name),
+                          schema::toml_key(doubles[i])));
         const std::string as_double = shortest_double(d);
         if (decimal_of(text) == decimal_of(as_double))
           continue;
@@ -2056,9 +2057,10 @@ class file_source final : public source {
             fmt::format("column '{}' holds the number {}, which has more digits than the double "
                         "the column is read as keeps: it would load as {}",
                         doubles[i], text, as_double),
-            fmt::format("pin the column's type in flotilla.toml ([sources.{}.tables.\"{}\"] "
+            fmt::format("pin the column's type in flotilla.toml ({} "
                         "columns = {{ {} = {} }})",
-                        options_.name, request.table->name, schema::toml_key(doubles[i]), pin));
+                        schema::table_header(options_.name, request.table->name),
+                        schema::toml_key(doubles[i]), pin));
       }
   }
 

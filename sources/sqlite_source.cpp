@@ -522,9 +522,9 @@ class sqlite_source final : public source {
                             "would drop",
                             name, result.rows, as_text(stmt.get(), static_cast<int>(i))),
                 fmt::format("declare the column as a timestamp in flotilla.toml "
-                            "([sources.{}.tables.\"{}\"] columns = {{ {} = \"timestamp_ntz\" }}), "
+                            "({} columns = {{ {} = \"timestamp_ntz\" }}), "
                             "or text",
-                            options_.name, table, schema::toml_key(name))));
+                            schema::table_header(options_.name, table), schema::toml_key(name))));
           if (sqlite3_column_type(stmt.get(), static_cast<int>(i)) == SQLITE_FLOAT &&
               bare_decimal_drops_digits(types[i], sqlite3_column_double(stmt.get(), static_cast<int>(i))))
             throw refuse(error::read_failed(
@@ -534,10 +534,10 @@ class sqlite_source final : public source {
                             "without precision reads as decimal(38,9)): it would be rounded",
                             name, result.rows, as_text(stmt.get(), static_cast<int>(i))),
                 fmt::format("declare the column's type in flotilla.toml "
-                            "([sources.{}.tables.\"{}\"] columns = {{ {} = \"double\" }} keeps "
+                            "({} columns = {{ {} = \"double\" }} keeps "
                             "the values as SQLite stores them; or a decimal(p,s) with enough "
                             "places)",
-                            options_.name, table, schema::toml_key(name))));
+                            schema::table_header(options_.name, table), schema::toml_key(name))));
           throw refuse(error::bad_value(options_.name, table, name,
                                         as_text(stmt.get(), static_cast<int>(i)), types[i],
                                         result.rows));

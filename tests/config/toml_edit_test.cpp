@@ -55,6 +55,27 @@ TEST_CASE("keys are bare when TOML allows it and quoted with escapes otherwise")
   CHECK(toml_string("decimal(12,2)") == "\"decimal(12,2)\"");
 }
 
+TEST_CASE("a table's section header as messages suggest it parses back to that table") {
+  // Names with quotes, dots and spaces: the header pasted as printed finds the table.
+  const std::string source = "eu-shop";
+  const std::string table = "Sch.ema \"q\".T \u00e4.b\"le";
+  const std::string header = table_header(source, table);
+  CHECK(header == "[sources.eu-shop.tables.\"Sch.ema \\\"q\\\".T \u00e4.b\\\"le\"]");
+  const std::string text = "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.eu-shop]\nadapter = \"sqlite\"\npath = \"s.db\"\n" +
+                           header + "\ncolumns = { v = \"text\" }\n";
+  auto loaded = load_project_text(text, "/tmp/flotilla.toml");
+  std::string said;
+  for (const auto& d : loaded.diagnostics)
+    said += d.message + "\n";
+  INFO(said);
+  REQUIRE(loaded.ok());
+  const auto& src = loaded.model->sources.at(0);
+  const table_config* t = find_table(src, table);
+  REQUIRE(t != nullptr);
+  CHECK(t->columns.size() == 1);
+}
+
 TEST_CASE("a proposed section names the table quoted and lists columns inline in order") {
   auto d = decl("shop", "", "public.orders", {{"id", "int"}, {"unit price", "decimal(12,2)"}});
   CHECK(declaration_section(d) ==
