@@ -1061,7 +1061,7 @@ class file_source final : public source {
   /// A kept catalog holds what DuckDB's reader inferred: another DuckDB infers again.
   [[nodiscard]] std::string_view catalog_version() const override {
     static const std::string version =
-        fmt::format("file-catalog/1;duckdb {}", duckdb_library_version());
+        fmt::format("file-catalog/2;duckdb {}", duckdb_library_version());
     return version;
   }
   [[nodiscard]] bool reuses_known_tables() const override { return true; }
@@ -1762,16 +1762,23 @@ class file_source final : public source {
           return v == "(empty)" ? std::string() : v;
         };
         const std::string delim = option(2), quote = option(3);
+        // The escape of a double quote is the quote doubled (RFC 4180): the sniffer's
+        // guess, the backslash when a file has one `\"`, would have every quoted value
+        // of the file lose its backslashes ("C:\Users" loaded as "C:Users"). Read so,
+        // such a value closes its quote early and the read fails naming its line.
         *dialect = fmt::format("auto_detect = false, delim = {}, quote = {}, escape = {}, "
                                "comment = {}, skip = {}, header = {}",
                                quote_literal(delim), quote_literal(quote),
-                               quote_literal(option(4)), quote_literal(option(6)),
+                               quote_literal(quote == "\"" ? quote : option(4)),
+                               quote_literal(option(6)),
                                std::stoul(option(7).empty() ? "0" : option(7)),
                                option(8) == "true" ? "true" : "false");
         if (const std::string n = option(5); !n.empty())
           *dialect += fmt::format(", new_line = {}", quote_literal(n));
-        if (rows[0][9])
-          *dialect += fmt::format(", dateformat = {}", quote_literal(*rows[0][9]));
+        // No dateformat: a read names every column's type, and a DATE column then holds
+        // ISO dates only (the sniff's dateformat), which DuckDB's own cast reads, with
+        // `infinity`, `-infinity` and `epoch`; read with a dateformat, DuckDB 1.4 turns
+        // those into 1900-01-01.
         // A timestamp format the sniffer guessed that does not begin with the year
         // (03-20-2024 10:00:00 PM) may read day and month either way: its columns are
         // text, as written, like dates that are not ISO (k_csv_sniff).

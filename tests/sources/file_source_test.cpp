@@ -480,6 +480,48 @@ TEST_CASE("a csv line ending in a surplus delimiter fails the table naming the l
   CHECK(good.columns.columns.size() == 2);
 }
 
+TEST_CASE("csv dates infinity, -infinity and epoch load as themselves, not as 1900-01-01") {
+  temp_dir dir;
+  write_file(dir.file("d.csv"), "id,d\n1,2024-01-01\n2,infinity\n3,-infinity\n4,epoch\n5,2024-1-5\n");
+  auto src = open_files("csv", dir.path.string());
+  const catalog cat = src->read_catalog();
+  const auto& t = find_table(cat, "d");
+  CHECK(find_column(t, "d").type == of(type_kind::date));
+  const auto r = read_all(*src, t);
+  REQUIRE(r.rows.size() == 5);
+  CHECK(r.rows[0][1] == text("2024-01-01"));
+  CHECK(r.rows[1][1] == text("infinity"));
+  CHECK(r.rows[2][1] == text("-infinity"));
+  CHECK(r.rows[3][1] == text("1970-01-01"));
+  CHECK(r.rows[4][1] == text("2024-01-05"));
+}
+
+TEST_CASE("a csv quote is escaped by doubling it only: backslashes in quoted values are kept") {
+  temp_dir dir;
+  write_file(dir.file("paths.csv"), "id,path\n1,\"C:\\Users\\bob\"\n2,\"a \"\"q\"\" b\\\"\n");
+  // One backslash-escaped quote: the value closes its quote early, so the file fails
+  // naming the line, rather than every quoted value losing its backslashes.
+  write_file(dir.file("mixed.csv"), "id,path\n1,\"C:\\Users\\bob\"\n2,\"he said \\\"hi\\\"\"\n");
+  auto src = open_files("csv", dir.path.string());
+  const catalog cat = src->read_catalog();
+  const auto r = read_all(*src, find_table(cat, "paths"));
+  REQUIRE(r.rows.size() == 2);
+  CHECK(r.rows[0][1] == text("C:\\Users\\bob"));
+  CHECK(r.rows[1][1] == text("a \"q\" b\\"));
+  const auto& mixed = find_table(cat, "mixed");
+  std::string failure = mixed.unreadable;
+  if (failure.empty()) {
+    try {
+      (void)read_all(*src, mixed);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
+  CHECK_THAT(failure, Catch::Contains("mixed.csv") &&
+                         Catch::Contains("line: 3;", Catch::CaseSensitive::No) &&
+                         Catch::Contains("unterminated quote"));
+}
+
 TEST_CASE("a UTF-16 csv file, or one with a line over 2 MiB, fails its table saying so") {
   temp_dir dir;
   // "id,v\n1,a\n" in UTF-16LE with its byte order mark.
