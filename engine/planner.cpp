@@ -1298,9 +1298,31 @@ table_plan plan_table(const schema::table_schema& source,
   }
   if (p.error || p.shape_action == "recreate")
     return p;
-  if (incremental && settings.has_watermark)
+  if (incremental && settings.has_watermark) {
     p.load = p.unique_key.empty() ? load_kind::incremental : load_kind::merge;
-  else if (incremental && !p.unique_key.empty() && !settings.foreign_rows)
+    // A column the live table gains: the rows loaded before it hold NULL there, while the
+    // source's hold their values (a column added with a default has it in every row,
+    // seed 002). Merged on a key, every row is read again and gets them.
+    std::string added;
+    for (const auto& s : p.drift.steps)
+      if (s.action == evolution_action::add_columns)
+        added += fmt::format("{}'{}'", added.empty() ? "" : ", ", s.column);
+    if (!added.empty() && p.load == load_kind::merge) {
+      p.reset_watermark = true;
+      p.warnings.push_back(fmt::format(
+          "column(s) {} added: the rows loaded before had no value for them, so this run "
+          "reads every row again, merged on the table's key, and each gets the value the "
+          "source holds (a default the column was added with, for one)",
+          added));
+    } else if (!added.empty()) {
+      p.warnings.push_back(fmt::format(
+          "column(s) {} added: the rows loaded before keep NULL there, whatever the source "
+          "holds for them (a default the column was added with, for one); the table has no "
+          "key to read every row again by without repeating rows. To fill them, declare "
+          "the table's unique_key, or run `flotilla run --full-refresh` for it",
+          added));
+    }
+  } else if (incremental && !p.unique_key.empty() && !settings.foreign_rows)
     p.load = load_kind::merge;  // first run of an incremental table into an existing table
   else {
     pl.full_refresh();

@@ -156,6 +156,22 @@ TEST_CASE("a new column is added before an incremental load continues from the w
   CHECK(p.load == engine::load_kind::incremental);
   CHECK(p.ddl.back() ==
         "ALTER TABLE \"staging__us_west__shop\".\"orders\" ADD COLUMN \"coupon\" VARCHAR");
+  // Appended without a key: the rows loaded before keep NULL there, said with the fix.
+  CHECK_FALSE(p.reset_watermark);
+  REQUIRE(p.warnings.size() == 1);
+  CHECK_THAT(p.warnings[0], Catch::Contains("column(s) 'coupon' added") &&
+                                Catch::Contains("keep NULL") && Catch::Contains("unique_key"));
+  // Merged on a key: every row is read again, so the rows loaded before get the source's
+  // values for the new column (a default it was added with, seed 002).
+  s.unique_key = {"id"};
+  auto keyed = engine::plan_table(src, live, engine::target_state::present, *d, orders, s);
+  CHECK(keyed.load == engine::load_kind::merge);
+  CHECK(keyed.reset_watermark);
+  REQUIRE(keyed.warnings.size() == 1);
+  CHECK_THAT(keyed.warnings[0], Catch::Contains("reads every row again"));
+  // No column added: the load continues from the watermark.
+  auto same = engine::plan_table(live, live, engine::target_state::present, *d, orders, s);
+  CHECK_FALSE(same.reset_watermark);
 }
 
 TEST_CASE("an incremental table without a primary key whose merge key changed since its "
