@@ -43,10 +43,16 @@ namespace {
 
 /// The change the governance gate held (its error names the step's column).
 const schema::evolution_step* held_step(const engine::table_plan& plan) {
+  // The column the refusal names may have several steps (a key column renamed: its key
+  // change and its addition): the one that copies the table anew is the review's.
+  const schema::evolution_step* out = nullptr;
   for (const auto& s : plan.drift.steps)
-    if (plan.error && s.column == plan.error->column)
-      return &s;
-  return nullptr;
+    if (plan.error && s.column == plan.error->column &&
+        (!out || s.action == schema::evolution_action::drop_and_recreate ||
+         (s.action == schema::evolution_action::rebuild &&
+          out->action != schema::evolution_action::drop_and_recreate)))
+      out = &s;
+  return out;
 }
 
 std::string held_change(const engine::table_plan& plan) {

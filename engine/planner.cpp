@@ -810,9 +810,16 @@ struct planner {
       // A table whose contract is set, `contract = "none"` written out included (seed 000's
       // own mode, which "follows the live table, including changes made by hand"); only
       // the built-in default is Rocky's.
+      // A decimal the live table widened by hand in scale too (numeric(14,2) ->
+      // numeric(16,4)) holds every source value exactly: seed 001's allowlist, which
+      // keeps the scale, is for changing the live table, not for following it.
+      const bool holds_decimal = want.kind == schema::type_kind::decimal &&
+                                 have.kind == schema::type_kind::decimal &&
+                                 schema::can_read_as(want, have);
       if ((settings.enforced || !settings.declared.empty() ||
            settings.contract_from != "default") &&
-          dialect.is_safe_widening(want, have) && !dialects::is_text_representation(want, have)) {
+          ((dialect.is_safe_widening(want, have) && !dialects::is_text_representation(want, have)) ||
+           holds_decimal)) {
         retype(p.load_columns, col.name, l->type);
         continue;
       }
@@ -1131,6 +1138,15 @@ struct planner {
       held += fmt::format("{}{} ({})", held.empty() ? "" : "; also ", s.reason,
                           schema::to_string(s.action));
     }
+    // The review is of the change that decides the table's fate: one that copies it anew
+    // (a key change, an unsafe retype) over an added column or an ALTER in place.
+    const auto weight = [](evolution_action a) {
+      return a == evolution_action::drop_and_recreate ? 2 : a == evolution_action::rebuild ? 1 : 0;
+    };
+    for (const auto& s : p.drift.steps)
+      if (first && weight(s.action) > weight(first->action) &&
+          !(s.action == evolution_action::add_columns && settings.additive_granted))
+        first = &s;
     if (first)
       fail("FLT-S008",
            fmt::format("require-review: {}; auto_apply_additive_drift applies only additive "

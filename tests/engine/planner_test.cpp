@@ -650,6 +650,23 @@ TEST_CASE("a held change that copies the table anew offers no statements to appl
   }
 }
 
+TEST_CASE("the governance gate's review is of the change that copies the table anew") {
+  // A widening in place first, an unsafe retype after: the review names the retype, whose
+  // copy decides what happens to the rows.
+  auto d = *dialects::make_dialect("postgres");
+  const auto live = S({{"id", T("int")}, {"a", T("int")}, {"v", T("text")}});
+  const auto source = S({{"id", T("int")}, {"a", T("bigint")}, {"v", T("int")}});
+  engine::table_settings st;
+  st.governance_gate = true;
+  st.additive_granted = true;
+  auto p = engine::plan_table(source, live, engine::target_state::present, *d, orders, st);
+  REQUIRE(p.error);
+  CHECK(p.error->code == "FLT-S008");
+  CHECK(p.error->column == "v");
+  CHECK(p.error->proposed_ddl.empty());
+  CHECK_THAT(p.error->reason, Catch::Contains("'a'") && Catch::Contains("'v'"));
+}
+
 TEST_CASE("a refused table's reason says what to do") {
   auto d = *dialects::make_dialect("duckdb");
   const auto live = S({{"id", T("int")}, {"total", T("decimal(12,2)")}});
@@ -691,6 +708,29 @@ TEST_CASE("a refused table lists every problem, the first one's code and column 
   CHECK_THAT(p.error->reason, Catch::StartsWith("total has type decimal(12,2)") &&
                                   Catch::Contains("; also [FLT-S001]: coupon is declared but "
                                                   "the source has no such column"));
+}
+
+TEST_CASE("contract none follows a decimal the live table widened by hand in scale too") {
+  // Seed 000: later runs follow the live table, changes made by hand included. The live
+  // numeric(16,4) holds every numeric(14,2) value; seed 001 (no contract) recreates it.
+  auto d = *dialects::make_dialect("postgres");
+  const auto src = S({{"id", T("int")}, {"total", T("decimal(14,2)")}});
+  const auto live = S({{"id", T("int")}, {"total", T("decimal(16,4)")}});
+  engine::table_settings s;
+  s.contract_from = "source";
+  auto p = engine::plan_table(src, live, engine::target_state::present, *d, orders, s);
+  CHECK_FALSE(p.error);
+  CHECK(p.shape_action == "none");
+  CHECK(p.drift.steps.empty());
+  // A live decimal that cannot hold the source's values (fewer integer digits) is no
+  // change made to follow.
+  const auto narrower = S({{"id", T("int")}, {"total", T("decimal(14,4)")}});
+  auto n = engine::plan_table(src, narrower, engine::target_state::present, *d, orders, s);
+  REQUIRE_FALSE(n.drift.steps.empty());
+  // Without a contract: seed 001's allowlist keeps the scale, so the table is recreated.
+  auto rocky = engine::plan_table(src, live, engine::target_state::present, *d, orders, {});
+  REQUIRE_FALSE(rocky.drift.steps.empty());
+  CHECK(rocky.drift.steps[0].action == schema::evolution_action::drop_and_recreate);
 }
 
 TEST_CASE("an enforced contract over a table that declares no columns fails the plan") {
