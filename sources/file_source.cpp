@@ -19,7 +19,12 @@
 #include <optional>
 #include <regex>
 #include <set>
+#include <type_traits>
 #include <utility>
+
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -1052,10 +1057,76 @@ std::string csv_args(const std::string& path) {
   return fmt::format("{}, delim = ','", k_csv_sniff);
 }
 
+/// Whether `path` names a compressed file: `orders.csv.gz`, `events.ndjson.zst`.
+bool compressed(const fs::path& path) {
+  const std::string ext = path.extension().string();
+  return ext == ".gz" || ext == ".zst";
+}
+
+/// Writes the bytes of the compressed file `from` to `to`, unpacked (gzip, several members
+/// included, or zstd). Throws source_error naming `from` when it is not what its name says.
+void unpack(const std::string& source, const std::string& from, const std::string& to) {
+  std::ofstream out(to, std::ios::binary | std::ios::trunc);
+  if (!out)
+    throw error::cannot_open(source, fmt::format("a directory for the unpacked copy of {}", from),
+                             std::strerror(errno), "check the space and permissions of TMPDIR");
+  const auto failed = [&](const std::string& why) {
+    return error::cannot_open(source, from, why,
+                              "check the file: its name says it is compressed (.gz: gzip, "
+                              ".zst: zstd); rename it if it is not");
+  };
+  std::vector<char> buf(1 << 17);
+  if (fs::path(from).extension() == ".gz") {
+    gzFile in = gzopen(from.c_str(), "rb");
+    if (in == nullptr)
+      throw failed(std::strerror(errno));
+    gzbuffer(in, 1 << 17);
+    int n = 0;
+    while ((n = gzread(in, buf.data(), static_cast<unsigned>(buf.size()))) > 0)
+      out.write(buf.data(), n);
+    int code = Z_OK;
+    const char* why = gzerror(in, &code);
+    gzclose(in);
+    if (n < 0 || (code != Z_OK && code != Z_STREAM_END))
+      throw failed(fmt::format("not a whole gzip file ({})", why ? why : "read error"));
+  } else {
+    std::ifstream in(from, std::ios::binary);
+    if (!in)
+      throw failed(std::strerror(errno));
+    std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> z(ZSTD_createDCtx(), ZSTD_freeDCtx);
+    std::vector<char> unpacked(ZSTD_DStreamOutSize());
+    std::size_t last = 0;
+    while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
+      ZSTD_inBuffer input{buf.data(), static_cast<std::size_t>(in.gcount()), 0};
+      while (input.pos < input.size) {
+        ZSTD_outBuffer output{unpacked.data(), unpacked.size(), 0};
+        last = ZSTD_decompressStream(z.get(), &output, &input);
+        if (ZSTD_isError(last))
+          throw failed(fmt::format("not a zstd file ({})", ZSTD_getErrorName(last)));
+        out.write(unpacked.data(), static_cast<std::streamsize>(output.pos));
+      }
+    }
+    if (last != 0)
+      throw failed("the zstd file is cut short");
+  }
+  out.flush();
+  if (!out)
+    throw error::cannot_open(source, fmt::format("the unpacked copy of {} ({})", from, to),
+                             "write failed", "check the space of TMPDIR");
+}
+
 class file_source final : public source {
  public:
   explicit file_source(source_options options)
       : options_(std::move(options)), json_(options_.adapter == "json") {}
+  ~file_source() override {
+    if (!unpack_dir_.empty()) {
+      std::error_code ec;
+      fs::remove_all(unpack_dir_, ec);
+    }
+  }
+  file_source(const file_source&) = delete;
+  file_source& operator=(const file_source&) = delete;
 
   [[nodiscard]] std::string_view adapter() const override { return json_ ? "json" : "csv"; }
   /// A kept catalog holds what DuckDB's reader inferred: another DuckDB infers again.
@@ -1073,10 +1144,18 @@ class file_source final : public source {
   }
 
   [[nodiscard]] catalog read_catalog() override {
+    auto out = naming_originals([&] { return read_catalog_files(); });
+    if (!original_of_.empty())
+      for (auto& t : out.tables)
+        t.unreadable = with_originals(std::move(t.unreadable));
+    return out;
+  }
+
+  [[nodiscard]] catalog read_catalog_files() {
     catalog out;
     for (const auto& [name, path] : files()) {
       // The marker first: a write that lands after this point changes the next marker.
-      const std::optional<std::string> file = data_file_marker(path);
+      const std::optional<std::string> file = data_file_marker(original_of(path));
       // An unchanged file: its table as an earlier run inferred it from every row.
       if (auto k = known_.find(name); file && k != known_.end() &&
                                       k->second.marker->starts_with(*file + ";s:")) {
@@ -1135,6 +1214,11 @@ class file_source final : public source {
 
   std::vector<std::optional<decimal_digits>> decimal_fit(
       const source_table& table, const std::vector<std::string>& columns) override {
+    return naming_originals([&] { return file_decimal_fit(table, columns); });
+  }
+
+  std::vector<std::optional<decimal_digits>> file_decimal_fit(
+      const source_table& table, const std::vector<std::string>& columns) {
     std::vector<std::optional<decimal_digits>> out(columns.size());
     if (columns.empty())
       return out;
@@ -1177,6 +1261,11 @@ class file_source final : public source {
 
   std::vector<bool> valueless(const source_table& table,
                               const std::vector<std::string>& columns) override {
+    return naming_originals([&] { return file_valueless(table, columns); });
+  }
+
+  std::vector<bool> file_valueless(const source_table& table,
+                                   const std::vector<std::string>& columns) {
     std::vector<bool> out(columns.size(), false);
     std::string select;
     for (const auto& c : columns)
@@ -1224,6 +1313,15 @@ class file_source final : public source {
 
   std::vector<std::optional<unfit_value>> unfit_values(
       const source_table& table, const std::vector<schema::column>& declared) override {
+    auto out = naming_originals([&] { return file_unfit_values(table, declared); });
+    for (auto& v : out)
+      if (v)
+        v->where = with_originals(std::move(v->where));
+    return out;
+  }
+
+  std::vector<std::optional<unfit_value>> file_unfit_values(
+      const source_table& table, const std::vector<schema::column>& declared) {
     std::vector<std::optional<unfit_value>> out(declared.size());
     std::string select;
     std::vector<std::size_t> asked;
@@ -1306,6 +1404,10 @@ class file_source final : public source {
   }
 
   read_result read(const read_request& request, const batch_consumer& consume) override {
+    return naming_originals([&] { return read_file(request, consume); });
+  }
+
+  read_result read_file(const read_request& request, const batch_consumer& consume) {
     if (request.table == nullptr)
       throw error::bad_request(options_.name, "read request names no table");
     const std::string path = file_of(request.table->name);
@@ -1315,7 +1417,7 @@ class file_source final : public source {
     const auto changed = [&] {
       if (!request.table->marker)
         return false;
-      const auto now = data_file_marker(path);
+      const auto now = data_file_marker(original_of(path));
       return !now || !request.table->marker->starts_with(*now + ";s:");
     };
     const auto fail_changed = [&] {
@@ -1549,11 +1651,11 @@ class file_source final : public source {
     std::error_code ec;
     const fs::path root(options_.path);
     if (fs::is_regular_file(root, ec)) {
-      // orders.csv.gz is the table orders, as orders.csv is (DuckDB reads it unpacked).
+      // orders.csv.gz is the table orders, as orders.csv is, read from an unpacked copy.
       fs::path stem = root.stem();
-      if (root.extension() == ".gz" || root.extension() == ".zst")
+      if (compressed(root))
         stem = stem.stem();
-      out.emplace(stem.string(), root.string());
+      out.emplace(stem.string(), readable(root.string()));
       return out;
     }
     if (!fs::is_directory(root, ec))
@@ -1579,11 +1681,71 @@ class file_source final : public source {
     return out;
   }
 
+  /// The file to read for `path`: itself, or for a compressed one (`orders.csv.gz`) an
+  /// unpacked copy, made once per process and file version. Every check and read of a
+  /// file works on its bytes (the header, quotes, a JSON file's lines): on the compressed
+  /// bytes they saw nothing, and DuckDB's reader alone loaded what it guessed.
+  [[nodiscard]] std::string readable(const std::string& path) const {
+    if (!compressed(path))
+      return path;
+    std::lock_guard lock(unpack_mutex_);
+    const auto version = data_file_marker(path).value_or("");
+    if (auto it = unpacked_of_.find(path); it != unpacked_of_.end() && it->second.first == version)
+      return it->second.second;
+    if (unpack_dir_.empty()) {
+      std::error_code ec;
+      fs::path dir = fs::temp_directory_path(ec);
+      if (ec)
+        dir = "/tmp";
+      std::string tmpl = (dir / "flotilla-unpacked-XXXXXX").string();
+      if (mkdtemp(tmpl.data()) == nullptr)
+        throw error::cannot_open(options_.name, "a directory for unpacked files under " + dir.string(),
+                                 std::strerror(errno), "check the space and permissions of TMPDIR");
+      unpack_dir_ = tmpl;
+    }
+    // The name keeps the inner extension (.csv, .ndjson): reads go by it.
+    const std::string to =
+        (fs::path(unpack_dir_) / fmt::format("{}-{}", ++unpacked_count_, fs::path(path).stem().string()))
+            .string();
+    unpack(options_.name, path, to);
+    unpacked_of_[path] = {version, to};
+    original_of_[to] = path;
+    return to;
+  }
+
+  /// The file the user named for `path`, an unpacked copy's compressed file.
+  [[nodiscard]] std::string original_of(const std::string& path) const {
+    std::lock_guard lock(unpack_mutex_);
+    const auto it = original_of_.find(path);
+    return it == original_of_.end() ? path : it->second;
+  }
+
+  /// `text` naming the user's files: an unpacked copy's path replaced by its file's.
+  [[nodiscard]] std::string with_originals(std::string text) const {
+    std::lock_guard lock(unpack_mutex_);
+    for (const auto& [copy, original] : original_of_)
+      for (auto at = text.find(copy); at != std::string::npos; at = text.find(copy, at + original.size()))
+        text.replace(at, copy.size(), original);
+    return text;
+  }
+
+  /// `body()`, its errors naming the user's files.
+  template <class F>
+  std::invoke_result_t<F> naming_originals(F&& body) const {
+    try {
+      return body();
+    } catch (const source_error& e) {
+      if (original_of_.empty())
+        throw;
+      throw source_error(with_originals(e.what()));
+    }
+  }
+
   [[nodiscard]] std::string file_of(const std::string& table) const {
     std::error_code ec;
     const fs::path root(options_.path);
     if (fs::is_regular_file(root, ec))
-      return root.string();
+      return readable(root.string());
     static constexpr std::array<std::string_view, 3> json_exts{".json", ".ndjson", ".jsonl"};
     static constexpr std::array<std::string_view, 1> csv_exts{".csv"};
     const std::span<const std::string_view> exts =
@@ -2187,6 +2349,13 @@ class file_source final : public source {
   source_options options_;
   bool json_;
   std::mutex mutex_;
+  /// Unpacked copies of compressed files (readable()): by file, its version and copy;
+  /// by copy, its file. In one temporary directory, removed with the source.
+  mutable std::mutex unpack_mutex_;
+  mutable std::string unpack_dir_;
+  mutable std::size_t unpacked_count_ = 0;
+  mutable std::map<std::string, std::pair<std::string, std::string>> unpacked_of_;
+  mutable std::map<std::string, std::string> original_of_;
   std::optional<duck::database> db_;
   /// known_tables(): an earlier run's tables by name, taken by read_catalog().
   std::map<std::string, source_table> known_;

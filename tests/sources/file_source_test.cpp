@@ -3,6 +3,10 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <fstream>
+
+#include <zlib.h>
+#include <zstd.h>
 
 #include <fmt/format.h>
 
@@ -403,6 +407,69 @@ TEST_CASE("hidden files in a csv or json directory are no tables; one named as p
   REQUIRE(named.tables.size() == 1);
   CHECK(named.tables[0].name == ".orders");
   CHECK(read_all(*one, named.tables[0]).rows.size() == 2);
+}
+
+namespace {
+
+void write_gzip(const std::string& path, const std::string& content) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  REQUIRE(f != nullptr);
+  REQUIRE(gzwrite(f, content.data(), static_cast<unsigned>(content.size())) ==
+          static_cast<int>(content.size()));
+  gzclose(f);
+}
+
+void write_zstd(const std::string& path, const std::string& content) {
+  std::string packed(ZSTD_compressBound(content.size()), '\0');
+  const auto n = ZSTD_compress(packed.data(), packed.size(), content.data(), content.size(), 3);
+  REQUIRE_FALSE(ZSTD_isError(n));
+  packed.resize(n);
+  write_file(path, packed);
+}
+
+}  // namespace
+
+TEST_CASE("a compressed csv or json file gets every check an unpacked one gets, named as it is") {
+  temp_dir dir;
+  // Two keys differing by case: unpacked, the file fails; read compressed by DuckDB alone,
+  // the second one's values were lost.
+  write_gzip(dir.file("cc.ndjson.gz"), "{\"id\":1,\"Name\":\"a\"}\n{\"id\":2,\"name\":\"b\"}\n");
+  auto cc = open_files("json", dir.file("cc.ndjson.gz"));
+  const catalog cat = cc->read_catalog();
+  REQUIRE(cat.tables.size() == 1);
+  CHECK(cat.tables[0].name == "cc");
+  CHECK_THAT(cat.tables[0].unreadable,
+             Catch::Contains("differ only in case") && Catch::Contains(dir.file("cc.ndjson.gz")) &&
+                 !Catch::Contains("flotilla-unpacked"));
+  // A JSON array cut short.
+  write_gzip(dir.file("cut.json.gz"), "[{\"id\":1},\n{\"id\":2},\n");
+  auto cut_src = open_files("json", dir.file("cut.json.gz"));
+  const catalog cut = cut_src->read_catalog();
+  std::string cut_error = cut.tables[0].unreadable;
+  if (cut_error.empty())
+    try {
+      (void)read_all(*cut_src, cut.tables[0]);
+    } catch (const std::exception& e) {
+      cut_error = e.what();
+    }
+  CHECK_THAT(cut_error, Catch::Contains("cut short") && Catch::Contains("cut.json.gz"));
+  // A blank line of a one-column file is no row, compressed or not.
+  write_zstd(dir.file("v.csv.zst"), "v\na\n\nb\n");
+  auto v = open_files("csv", dir.file("v.csv.zst"));
+  const catalog vc = v->read_catalog();
+  REQUIRE(vc.tables.size() == 1);
+  CHECK(vc.tables[0].name == "v");
+  CHECK(vc.tables[0].unreadable.empty());
+  const auto rows = read_all(*v, vc.tables[0]);
+  CHECK(rows.rows == std::vector<std::vector<value>>{{text("a")}, {text("b")}});
+  // An unchanged compressed file keeps its marker from run to run (prune_unchanged).
+  const catalog again = open_files("csv", dir.file("v.csv.zst"))->read_catalog();
+  REQUIRE(again.tables[0].marker.has_value());
+  CHECK(again.tables[0].marker == vc.tables[0].marker);
+  // A file whose name says zstd and is not: named, with what to do.
+  write_file(dir.file("bad.csv.zst"), "id\n1\n");
+  CHECK_THROWS_WITH(open_files("csv", dir.file("bad.csv.zst"))->read_catalog(),
+                    Catch::Contains("bad.csv.zst") && Catch::Contains("not a zstd file"));
 }
 
 TEST_CASE("json and ndjson files are inferred, nested values read as json") {
