@@ -1082,8 +1082,13 @@ void unpack(const std::string& source, const std::string& from, const std::strin
       throw failed(std::strerror(errno));
     gzbuffer(in, 1 << 17);
     int n = 0;
-    while ((n = gzread(in, buf.data(), static_cast<unsigned>(buf.size()))) > 0)
+    while ((n = gzread(in, buf.data(), static_cast<unsigned>(buf.size()))) > 0) {
+      if (gzdirect(in) != 0) {  // zlib passes bytes that are no gzip through as they are
+        gzclose(in);
+        throw failed("not a gzip file");
+      }
       out.write(buf.data(), n);
+    }
     int code = Z_OK;
     const char* why = gzerror(in, &code);
     gzclose(in);

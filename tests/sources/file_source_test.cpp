@@ -470,6 +470,9 @@ TEST_CASE("a compressed csv or json file gets every check an unpacked one gets, 
   write_file(dir.file("bad.csv.zst"), "id\n1\n");
   CHECK_THROWS_WITH(open_files("csv", dir.file("bad.csv.zst"))->read_catalog(),
                     Catch::Contains("bad.csv.zst") && Catch::Contains("not a zstd file"));
+  write_file(dir.file("bad.csv.gz"), "id\n1\n");
+  CHECK_THROWS_WITH(open_files("csv", dir.file("bad.csv.gz"))->read_catalog(),
+                    Catch::Contains("bad.csv.gz") && Catch::Contains("not a gzip file"));
 }
 
 TEST_CASE("json and ndjson files are inferred, nested values read as json") {
