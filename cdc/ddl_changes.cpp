@@ -1,5 +1,6 @@
 #include "cdc/ddl_changes.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <optional>
 #include <regex>
@@ -120,7 +121,11 @@ std::vector<source_change> to_source_changes(const std::string& table,
         for (const auto& c : event.columns)
           if (c.key)
             k.new_key.push_back(c.name);
-        k.detail = k.new_key.empty() ? "primary key dropped" : "primary key redefined";
+        const bool had_key = std::any_of(before.begin(), before.end(),
+                                         [](const source_column& c) { return c.key; });
+        k.detail = k.new_key.empty() ? "primary key dropped"
+                   : had_key         ? "primary key redefined"
+                                     : "primary key added";
         add(std::move(k));
         break;
       }

@@ -222,6 +222,8 @@ inline constexpr std::string_view code_truncate_keyed_event = "FLT-H007";
 inline constexpr std::string_view code_target_shape = "FLT-H008";
 inline constexpr std::string_view code_key_decimal = "FLT-H009";
 inline constexpr std::string_view code_unknown_column = "FLT-H010";
+/// Not a change's stop: the slot a saved position belongs to is gone from the source.
+inline constexpr std::string_view code_slot_lost = "FLT-H011";
 
 /// The stop message's shape: "PostgreSQL logical schema history gap for '<table>':
 /// <reason>. No successor plan, row output, or checkpoint was published."

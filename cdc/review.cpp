@@ -513,6 +513,10 @@ std::string_view decisions_accepted(const review& r) {
   const auto state = r.hold.state();
   if (r.note.resync == resync_state::failed)
     return "remove (or a `flotilla stream --reload`)";
+  // A copy asked for and not started: the stream carries it out; only removing the
+  // table calls it off (check_decision).
+  if (resync_requested(r))
+    return "";
   if (state == pb::HOLD_STATE_AWAITING_RESYNC ||
       (state == pb::HOLD_STATE_LAST_DECISION_FAILED && r.note.phase == "stopped"))
     return "resync or remove";

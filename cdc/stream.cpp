@@ -1001,9 +1001,10 @@ class source_stream {
           pg_literal(slot_)));
       if (rows.empty())
         throw std::runtime_error(fmt::format(
-            "source '{}': replication slot '{}' no longer exists on the source, so changes "
-            "since {} are lost; run `flotilla stream --reload` to copy every table again",
-            src_.name, slot_, (*saved)->position()));
+            "source '{}': replication slot '{}' no longer exists on the source (dropped, or "
+            "invalidated by max_slot_wal_keep_size), so changes since {} are lost [{}]; run "
+            "`flotilla stream --reload` to copy every table again",
+            src_.name, slot_, (*saved)->position(), code_slot_lost));
       note_gone_tables();
     }
     lsn_t start_at = 0;

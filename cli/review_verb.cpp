@@ -74,7 +74,7 @@ int usage(const review_args& a, std::string_view code, const std::string& messag
     fmt::print("{}\n", j.dump(2));
   } else {
     fmt::print(stderr, "error {}: {}\n", code, message);
-    if (!hint.empty())
+    if (!hint.empty() && hint != message)
       fmt::print(stderr, "hint: {}\n", hint);
   }
   return 2;
@@ -328,7 +328,7 @@ int report_result(const review_args& a, const cdc::decision_result& decision,
     return code;
   }
   fmt::print(stderr, "error {}: {}\n", r.code, r.message);
-  if (!r.hint.empty())
+  if (!r.hint.empty() && r.hint != r.message)  // a hint that only repeats adds nothing
     fmt::print(stderr, "hint: {}\n", r.hint);
   // A proposal that needs an edit: the command that takes the edited DDL.
   if (r.code == cdc::code_needs_edit || r.code == cdc::code_resync_needs_edit)

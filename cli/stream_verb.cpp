@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <set>
+#include <string>
 #include <thread>
 
 #include <unistd.h>
@@ -161,6 +163,12 @@ int do_stream(const global_options& g, const stream_args& a) {
       }
     return 2;
   }
+  // A stop's reason once, though several of the source's targets report it.
+  std::set<std::string> said;
+  const auto say = [&](const std::string& error) {
+    if (said.insert(error).second)
+      fmt::print(stderr, "{}\n", printable_message(error));
+  };
   if (a.output == "json") {
     nlohmann::json j{{"run_id", o.run_id},
                      {"status", summary.exit_code == 0 ? "stopped" : "failed"},
@@ -172,7 +180,7 @@ int do_stream(const global_options& g, const stream_args& a) {
     for (const auto& s : summary.sources) {
       // On stderr too, as in text: a stop's reason reaches a terminal or a log either way.
       if (s.error)
-        fmt::print(stderr, "{}\n", printable_message(*s.error));
+        say(*s.error);
       nlohmann::json tables = nlohmann::json::array();
       for (const auto& t : s.tables)
         tables.push_back({{"table", t.target},
@@ -193,7 +201,7 @@ int do_stream(const global_options& g, const stream_args& a) {
   } else {
     for (const auto& s : summary.sources) {
       if (s.error)
-        fmt::print(stderr, "{}\n", printable_message(*s.error));
+        say(*s.error);
       if (!s.source.empty())
         fmt::print("source {}  target {}  slot {}  position {}  {}\n", s.source, s.target, s.slot,
                    s.position, s.status);

@@ -1150,9 +1150,12 @@ struct planner {
     if (first)
       fail("FLT-S008",
            fmt::format("require-review: {}; auto_apply_additive_drift applies only additive "
-                       "changes granted by [policy] grants = [\"schema_change.additive\"]; review "
-                       "and apply {} by hand",
-                       held, held.find("; also ") == std::string::npos ? "it" : "them"),
+                       "changes, and only when [policy] grants holds \"schema_change.additive\""
+                       "{}; review and apply {} by hand",
+                       held,
+                       settings.additive_granted ? "" : " (it does not here: add it to apply added "
+                                                        "columns)",
+                       held.find("; also ") == std::string::npos ? "it" : "them"),
            first->column);
   }
 

@@ -36,22 +36,38 @@ namespace {
 std::string unquoted_dataset(const std::string& given) {
   if (given.find('"') == std::string::npos)
     return given;
+  // As SQL quotes a name: a part that begins with a double quote is quoted up to the
+  // quote that closes it ("" inside stands for one), which a dot or the end follows; a
+  // quote elsewhere in a part (`Weird "T"`) is a character of the name.
   std::string out;
-  bool quoted = false;
-  for (std::size_t i = 0; i < given.size(); ++i) {
-    const char c = given[i];
-    if (c == '"') {
-      if (quoted && i + 1 < given.size() && given[i + 1] == '"') {
-        out += '"';
-        ++i;
-      } else {
-        quoted = !quoted;
+  std::size_t i = 0;
+  while (true) {
+    if (i < given.size() && given[i] == '"') {
+      ++i;
+      while (true) {
+        if (i >= given.size())
+          return given;  // a quote never closed: taken as it is
+        if (given[i] == '"') {
+          if (i + 1 < given.size() && given[i + 1] == '"') {
+            out += '"';
+            i += 2;
+            continue;
+          }
+          ++i;
+          break;
+        }
+        out += given[i++];
       }
-      continue;
+      if (i < given.size() && given[i] != '.')
+        return given;  // text after the closing quote: not a quoted part
+    } else {
+      while (i < given.size() && given[i] != '.')
+        out += given[i++];
     }
-    out += c;
+    if (i >= given.size())
+      return out;
+    out += given[i++];  // the dot between parts
   }
-  return quoted ? given : out;  // a quote never closed: taken as it is
 }
 
 }  // namespace
@@ -119,7 +135,15 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
     for (const auto& given : names) {
       // Quoted parts (pg."sales.eu"."Order Lines", as SQL quotes a name holding a dot or a
       // space) name the dataset their unquoted parts join to.
-      const std::string name = unquoted_dataset(given);
+      // A name as the run printed it is taken as it is, quotes and all (a table named
+      // `Weird "T".x`); else as SQL would read its quoted parts.
+      const bool as_given = [&] {
+        if (observed.contains(given) || any_status.contains(given))
+          return true;
+        const auto t = any_by_target.find(given);
+        return t != any_by_target.end();
+      }();
+      const std::string name = as_given ? given : unquoted_dataset(given);
       if (!named.insert(name).second)
         continue;  // named twice: accepted, or refused, once
       const auto target = any_by_target.find(name);
@@ -177,16 +201,38 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
           break;
         }
       }
-      // A typo: the nearest name by edit distance, of the datasets and their target tables.
+      // A typo: the nearest name by edit distance, of the datasets and their target tables,
+      // and of the short forms (`pg.orders` for `pg.public.orders`), each suggested in full.
       if (nearest.empty()) {
+        std::vector<std::string> short_forms;
+        std::map<std::string, std::string> full_of;
+        for (const auto& [known, _] : observed) {
+          const auto first = known.find('.');
+          const auto last = known.rfind('.');
+          if (first != std::string::npos && last != first) {
+            std::string brief = known.substr(0, first) + known.substr(last);
+            if (full_of.emplace(brief, known).second)
+              short_forms.push_back(std::move(brief));
+            else
+              full_of[brief].clear();  // two schemas have it: no short form
+          }
+        }
         std::vector<std::string_view> candidates;
         for (const auto& [known, _] : observed)
           candidates.push_back(known);
         for (const auto& [table, dataset] : by_target)
           if (!dataset.empty())
             candidates.push_back(table);
+        for (const auto& brief : short_forms)
+          if (!full_of[brief].empty())
+            candidates.push_back(brief);
         nearest = config::nearest(name, candidates);
+        if (auto f = full_of.find(nearest); f != full_of.end() && !f->second.empty())
+          nearest = f->second;
       }
+      // The latest run selected some tables only (--filter): a name it did not have may be
+      // a table it left out, not a typo of one it had.
+      const bool filtered = latest != nullptr && latest->filters_size() > 0;
       // A table the latest run had, whose schema it did not observe: why, and what to do.
       std::string dataset = name;
       if (!any_status.contains(dataset))
@@ -226,12 +272,24 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
       }
       const std::string run =
           latest == nullptr ? std::string("no run has been recorded yet")
+          : filtered
+              ? fmt::format("the latest run ({}) ran with --filter {}, and had no table of that "
+                            "name{}: for a table that filter left out, run `flotilla run` (or "
+                            "a --filter that selects it), then accept",
+                            latest->run_id(),
+                            [&] {
+                              std::string f;
+                              for (const auto& x : latest->filters())
+                                f += (f.empty() ? "" : " --filter ") + x;
+                              return f;
+                            }(),
+                            nearest.empty() ? std::string()
+                                            : fmt::format(" (did you mean '{}'?)", nearest))
           : !nearest.empty()
               ? fmt::format("the latest run ({}) observed no dataset of that name (did you mean "
                             "'{}'?)",
                             latest->run_id(), nearest)
-              : fmt::format("the latest run ({}) had no table of that name (a run with "
-                            "--filter has only the tables it selected)",
+              : fmt::format("the latest run ({}) had no table of that name",
                             latest->run_id());
       plan.errors.push_back(error{
           errc::no_observed_schema,

@@ -981,11 +981,23 @@ std::optional<std::string> file_level_reason(const std::string& path, const std:
   constexpr std::size_t limit = 2 * 1024 * 1024;
   std::ifstream in(path, std::ios::binary);
   std::size_t line = 1, length = 0;
+  // The record around it: a quoted value may hold line breaks, and DuckDB's limit is
+  // on a record's bytes (its message then names another line and quotes the value).
+  std::size_t record_line = 1, record_length = 0, long_record = 0;
+  bool quoted = false;
   char c = 0;
   while (in.get(c)) {
+    if (c == '"')
+      quoted = !quoted;
+    if (++record_length > limit && long_record == 0)
+      long_record = record_line;
     if (c == '\n') {
       ++line;
       length = 0;
+      if (!quoted) {
+        record_line = line;
+        record_length = 0;
+      }
     } else if (++length > limit) {
       return fmt::format("line {} is longer than the 2 MiB DuckDB's reader takes for a line, "
                          "so the file cannot be loaded as it is; shorten the values on it (a "
@@ -993,6 +1005,12 @@ std::optional<std::string> file_level_reason(const std::string& path, const std:
                          line);
     }
   }
+  if (long_record != 0)
+    return fmt::format("the record that begins on line {} is longer than the 2 MiB DuckDB's "
+                       "reader takes for a record (a quoted value in it spans lines), so the "
+                       "file cannot be loaded as it is; shorten that value (a value that long "
+                       "belongs in a file of its own) or split the file",
+                       long_record);
   return std::nullopt;
 }
 
@@ -1917,7 +1935,12 @@ class file_source final : public source {
         static const std::regex number(R"([-+]?[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?)");
         if (std::all_of(rows.begin(), rows.end(), [](const auto& r) {
               return std::regex_match(r[0].value_or(""), number);
-            }))
+            }) &&
+            // A line with a surplus field near the end makes the sniffer take its names
+            // from a later line: a first line that is names is read strictly, which
+            // names the line at fault.
+            (first_line_numbers_only(path) ||
+             (strict_check(con, path, header_delimiter(path).first), false)))
           throw error::read_failed(
               options_.name, table, path,
               "its first line holds numbers only, no column names: the first line of a CSV "
@@ -2298,6 +2321,28 @@ class file_source final : public source {
       }
     }
     return q1 == '"' && q2 == '"' && edge(before);  // "" closing the file
+  }
+
+  /// Whether every field of the file's first line is a number.
+  static bool first_line_numbers_only(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::string line;
+    std::getline(in, line);
+    if (!line.empty() && line.back() == '\r')
+      line.pop_back();
+    if (line.starts_with("\xEF\xBB\xBF"))
+      line.erase(0, 3);
+    const char delim = header_delimiter(path).first;
+    static const std::regex number(R"(\s*"?[-+]?[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?"?\s*)");
+    std::size_t start = 0;
+    while (true) {
+      const auto end = line.find(delim, start);
+      if (!std::regex_match(line.substr(start, end - start), number))
+        return false;
+      if (end == std::string::npos)
+        return true;
+      start = end + 1;
+    }
   }
 
   void strict_check(duck::connection& con, const std::string& path, char delim = ',') {

@@ -692,3 +692,24 @@ TEST_CASE("a schema change event publishes the DDL of the query string, not its 
   CHECK(ddl_statements("DO $$ BEGIN INSERT INTO secrets VALUES ('alice', 'pw'); ALTER TABLE "
                        "items ADD COLUMN z int; END $$;") == ddl_not_shown);
 }
+
+TEST_CASE("a primary key given to a keyless table is said added, not redefined") {
+  ddl_event e;
+  e.command_tag = "ALTER TABLE";
+  e.object_type = "table";
+  e.schema = "public";
+  e.table = "logs";
+  e.ddl = "ALTER TABLE logs ADD PRIMARY KEY (msg)";
+  e.columns = {src("msg", 1, "text", true), src("n", 2, "integer")};
+  const std::vector<source_column> keyless{src("msg", 1, "text"), src("n", 2, "integer")};
+  const auto added = to_source_changes("public.logs", keyless, e, lsn);
+  REQUIRE(added.size() == 1);
+  REQUIRE(std::holds_alternative<key_change>(added[0].change));
+  CHECK(std::get<key_change>(added[0].change).detail == "primary key added");
+  // Over a key the table had: redefined.
+  const std::vector<source_column> keyed{src("msg", 1, "text"), src("n", 2, "integer", true)};
+  const auto moved = to_source_changes("public.logs", keyed, e, lsn);
+  REQUIRE(moved.size() == 1);
+  REQUIRE(std::holds_alternative<key_change>(moved[0].change));
+  CHECK(std::get<key_change>(moved[0].change).detail == "primary key redefined");
+}

@@ -279,6 +279,8 @@ TEST_CASE("a change that requires a resync: apply moves to awaiting resync, then
     auto e = refuse(asked, {decision_kind::resync, ""});
     CHECK(e.code == code_resync_bound);
     CHECK(e.message == "This review already has a bound resync operation; wait for its result.");
+    // Decided: a run's FLT-V014 says to start the stream, not to decide it again.
+    CHECK(decisions_accepted(asked).empty());
     // Asked for, not started (no stream runs): removing the table calls the copy off.
     auto removed = begin_decision(asked, accept(asked, {decision_kind::remove, ""}), 350);
     CHECK(removed.hold.state() == pb::HOLD_STATE_REMOVED);

@@ -358,6 +358,45 @@ TEST_CASE("accept takes a schema holding a dot in the short form, and quoted par
   CHECK(plan.accepted[1].dataset == "pg.sales.eu.orders");
 }
 
+TEST_CASE("accept takes a name holding quotes as the run printed it, and suggests the "
+          "nearest in short form or says the run was filtered") {
+  spb::RunRecord latest;
+  latest.set_run_id("run-7");
+  for (const std::string table : {"Weird \"T\".x", "public.orders", "public.ev2"}) {
+    auto* t = latest.add_tables();
+    t->set_source(table.starts_with("Weird") ? "s" : "pg");
+    t->set_source_table(table);
+    t->set_run_id("run-7");
+    t->set_hints_hash("h1");
+    *t->mutable_observed_schema() = to_observed(orders_v2());
+    t->set_has_observed_schema(true);
+  }
+  std::map<std::string, spb::SchemaBaseline> baselines{
+      {"s.Weird \"T\".x", baseline_of(orders_v1(), "h1", "run-1")},
+      {"pg.public.orders", baseline_of(orders_v1(), "h1", "run-1")}};
+  // As FLT-D001 prints it; and quoted as SQL quotes it.
+  for (const std::string given : {"s.Weird \"T\".x", "s.\"Weird \"\"T\"\".x\""}) {
+    INFO(given);
+    std::vector<std::string> names{given};
+    auto plan = plan_accept(&latest, names, baselines, 7);
+    CHECK(plan.errors.empty());
+    REQUIRE(plan.accepted.size() == 1);
+    CHECK(plan.accepted[0].dataset == "s.Weird \"T\".x");
+  }
+  // A typo of seed 004's short form: the nearest suggested, in full.
+  std::vector<std::string> typo{"pg.ordrs"};
+  auto plan = plan_accept(&latest, typo, baselines, 7);
+  REQUIRE(plan.errors.size() == 1);
+  CHECK_THAT(plan.errors[0].message, Catch::Contains("did you mean 'pg.public.orders'?"));
+  // The latest run was filtered: a table it did not have may be one the filter left out.
+  latest.add_filters("table=orders");
+  std::vector<std::string> left_out{"pg.ev3"};
+  plan = plan_accept(&latest, left_out, baselines, 7);
+  REQUIRE(plan.errors.size() == 1);
+  CHECK_THAT(plan.errors[0].message, Catch::Contains("ran with --filter table=orders") &&
+                                         Catch::Contains("a table that filter left out"));
+}
+
 TEST_CASE("accept says why a table of the latest run has nothing to accept") {
   spb::RunRecord latest;
   latest.set_run_id("run-6");

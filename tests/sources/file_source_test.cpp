@@ -550,6 +550,18 @@ TEST_CASE("a csv line ending in a surplus delimiter fails the table naming the l
   CHECK(good.columns.columns.size() == 2);
 }
 
+TEST_CASE("a surplus field on the last line of a file of numbers names that line, not the header") {
+  temp_dir dir;
+  write_file(dir.file("lastextra.csv"), "id,a\n1,2\n2,3\n3,4,5\n");
+  write_file(dir.file("noheader.csv"), "1,2\n2,3\n");
+  auto src = open_files("csv", dir.path.string());
+  const catalog cat = src->read_catalog();
+  CHECK_THAT(find_table(cat, "lastextra").unreadable,
+             !Catch::Contains("numbers only") &&
+                 (Catch::Contains("line 4") || Catch::Contains("Line: 4")));
+  CHECK_THAT(find_table(cat, "noheader").unreadable, Catch::Contains("numbers only"));
+}
+
 TEST_CASE("csv dates infinity, -infinity and epoch load as themselves, not as 1900-01-01") {
   temp_dir dir;
   write_file(dir.file("d.csv"), "id,d\n1,2024-01-01\n2,infinity\n3,-infinity\n4,epoch\n5,2024-1-5\n");
@@ -614,6 +626,25 @@ TEST_CASE("a UTF-16 csv file, or one with a line over 2 MiB, fails its table say
                  Catch::Contains("iconv -f utf-16le -t utf-8"));
   CHECK_THAT(find_table(cat, "long").unreadable,
              Catch::Contains("line 3 is longer than the 2 MiB") && !Catch::Contains("max_line_size"));
+}
+
+TEST_CASE("a csv record over 2 MiB in short lines (a quoted value spanning them) names its line") {
+  temp_dir dir;
+  std::string value;
+  for (int i = 0; i < 3000; ++i)
+    value += std::string(999, 'y') + "\n";
+  write_file(dir.file("ml.csv"), "id,big\n1,\"" + value + "\"\n2,z\n");
+  auto src = open_files("csv", dir.path.string());
+  const catalog cat = src->read_catalog();
+  std::string failure = find_table(cat, "ml").unreadable;
+  if (failure.empty())
+    try {
+      (void)read_all(*src, find_table(cat, "ml"));
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  CHECK_THAT(failure, Catch::Contains("the record that begins on line 2 is longer than the 2 MiB") &&
+                          !Catch::Contains("max_line_size") && !Catch::Contains("yyyyyyyy"));
 }
 
 TEST_CASE("a '#' in a csv file is a value, never a comment") {

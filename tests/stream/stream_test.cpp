@@ -1657,3 +1657,23 @@ TEST_CASE("a stop while the slot waits for open transactions ends the start at o
   PQclear(PQexec(open_tx, "COMMIT"));
   PQfinish(open_tx);
 }
+
+TEST_CASE("a slot dropped while the stream was stopped stops the next start, FLT-H011",
+          "[stream]") {
+  fixture f;
+  make_orders(f, "orders", 2);
+  {
+    stream_process p(f);
+    REQUIRE(confirmed(f, 120s));
+    CHECK(p.stop() == 0);
+  }
+  REQUIRE(eventually([&] {
+    return pg_try(f.source(), "SELECT pg_drop_replication_slot('" + f.slot() + "')").empty();
+  }, 30s));
+  stream_process again(f);
+  CHECK(again.wait(60s) == 1);
+  INFO(again.err());
+  CHECK_THAT(again.err(), Catch::Contains("replication slot '" + f.slot() + "' no longer exists") &&
+                              Catch::Contains("[FLT-H011]") &&
+                              Catch::Contains("flotilla stream --reload"));
+}
