@@ -709,7 +709,9 @@ TEST_CASE("a primary key given to a keyless table is said added, not redefined")
   // Over a key the table had: redefined.
   const std::vector<source_column> keyed{src("msg", 1, "text"), src("n", 2, "integer", true)};
   const auto moved = to_source_changes("public.logs", keyed, e, lsn);
-  REQUIRE(moved.size() == 1);
-  REQUIRE(std::holds_alternative<key_change>(moved[0].change));
-  CHECK(std::get<key_change>(moved[0].change).detail == "primary key redefined");
+  const auto key = std::find_if(moved.begin(), moved.end(), [](const source_change& c) {
+    return std::holds_alternative<key_change>(c.change);
+  });
+  REQUIRE(key != moved.end());
+  CHECK(std::get<key_change>(key->change).detail == "primary key redefined");
 }
