@@ -1695,6 +1695,10 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
               if (state->watermark->merge_key_recorded())
                 ts.job.settings.watermark_key = std::vector<std::string>(
                     state->watermark->merge_key().begin(), state->watermark->merge_key().end());
+              if (state->watermark->loaded_columns_recorded())
+                ts.job.settings.watermark_columns = std::vector<std::string>(
+                    state->watermark->loaded_columns().begin(),
+                    state->watermark->loaded_columns().end());
               if (rewritten_since(*state->watermark, ts.job.table)) {
                 ts.job.generation_changed = true;
                 ts.job.generation_warning = fmt::format(
@@ -2113,6 +2117,11 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           for (const auto& k : r.outcome.plan->unique_key)
             w.add_merge_key(k);
           w.set_merge_key_recorded(true);
+          if (!r.outcome.loaded_columns.empty()) {
+            for (const auto& c : r.outcome.loaded_columns)
+              w.add_loaded_columns(c);
+            w.set_loaded_columns_recorded(true);
+          }
         }
         w.set_updated_run_id(run_id);
         w.set_updated_at_us(now_us());

@@ -1,5 +1,7 @@
 #include "config/load.hpp"
 
+#include "config/secret_key.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -1172,7 +1174,14 @@ class loader {
       const std::string sp = key_path_append(path, "settings");
       for (auto&& [sk, sv] : *s) {
         if (sv.is_table() || sv.is_array()) {
-          wrong_type(sv, key_path_append(sp, sk.str()), "a string, number or boolean");
+          if (names_secret(sk.str()))  // the value is not repeated (sasl.password = ["..."])
+            report(errc::wrong_type, sv.source(), key_path_append(sp, sk.str()), "***",
+                   "a string, number or boolean",
+                   fmt::format("expected a string, number or boolean, found {} (its value not "
+                               "repeated: the key names a secret)",
+                               type_name(sv)));
+          else
+            wrong_type(sv, key_path_append(sp, sk.str()), "a string, number or boolean");
           continue;
         }
         // A string setting names environment variables as any string value does (a

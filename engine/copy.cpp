@@ -1227,6 +1227,11 @@ table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table
                            .count();
   if (out.plan) {
     table_plan& p = *out.plan;
+    if (!job.settings.cursor_column.empty() && out.status == table_status::copied) {
+      out.loaded_columns.reserve(p.load_columns.columns.size());
+      for (const auto& c : p.load_columns.columns)
+        out.loaded_columns.push_back(c.name);
+    }
     p.ddl = {};
     p.staging_sql = {};
     p.swap_sql = {};

@@ -181,6 +181,9 @@ struct table_outcome {
   boxed<table_plan> plan;  ///< set once the table was planned
   std::optional<std::string> new_watermark;  ///< to record after the target commit
   std::string cursor_family;  ///< the cursor column's cursor_family(), with new_watermark
+  /// An incremental table's loaded columns (the plan's, which is trimmed), recorded with
+  /// new_watermark: a column loaded later and not now is an added one.
+  std::vector<std::string> loaded_columns;
   std::any gate_detail;                  ///< what the drift gate returned, when it ran
   std::optional<staged_output> staged;   ///< the gate failed the table: its data is kept here
   bool reused_staged = false;            ///< the rows came from an earlier run's staged data

@@ -2,6 +2,7 @@
 #include "schema/toml_text.hpp"
 
 #include <algorithm>
+#include <set>
 #include <cctype>
 #include <regex>
 
@@ -1323,9 +1324,23 @@ table_plan plan_table(const schema::table_schema& source,
     // source's hold their values (a column added with a default has it in every row,
     // seed 002). Merged on a key, every row is read again and gets them.
     std::string added;
+    std::set<std::string> named;
+    const auto add = [&](const std::string& column) {
+      if (named.insert(column).second)
+        added += fmt::format("{}'{}'", added.empty() ? "" : ", ", column);
+    };
     for (const auto& s : p.drift.steps)
       if (s.action == evolution_action::add_columns)
-        added += fmt::format("{}'{}'", added.empty() ? "" : ", ", s.column);
+        add(s.column);
+    // Added by an earlier run whose load then failed, or was killed, after its ALTER: the
+    // rows loaded before still have no value there.
+    if (settings.watermark_columns)
+      for (const auto& c : p.load_columns.columns)
+        if (std::none_of(settings.watermark_columns->begin(), settings.watermark_columns->end(),
+                         [&](const std::string& w) {
+                           return schema::same_name(w, c.name, dialect.names());
+                         }))
+          add(c.name);
     if (!added.empty() && p.load == load_kind::merge) {
       p.reset_watermark = true;
       p.warnings.push_back(fmt::format(

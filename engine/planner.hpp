@@ -48,6 +48,10 @@ struct table_settings {
   /// The key the watermark's rows were merged on (empty: appended), as recorded with it;
   /// nullopt: not recorded. Another key now copies the table anew.
   std::optional<std::vector<std::string>> watermark_key;
+  /// The columns the load that committed the watermark wrote, as recorded with it;
+  /// nullopt: not recorded. A column loaded now and not then is an added one (its ALTER
+  /// may have run in a load that then failed).
+  std::optional<std::vector<std::string>> watermark_columns;
 
   bool enforced = false;                ///< contract = "enforced". Default: false
   std::vector<schema::column> declared; ///< declared columns (name, type), in order

@@ -1,5 +1,7 @@
 #include "events/kafka_sink.hpp"
 
+#include "config/secret_key.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -500,18 +502,7 @@ result<std::unique_ptr<kafka_sink>> kafka_sink::create(const config::kafka_optio
       return {};
     // A secret is not repeated in the error, which the run JSON and its events keep (a
     // misspelled "sasl.pasword" is rejected with its value).
-    std::string lower = key;
-    for (auto& c : lower)
-      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    const bool secret = lower.find("pass") != std::string::npos ||
-                        lower.find("word") != std::string::npos ||  // "sasl.pasword" too
-                        lower.find("pwd") != std::string::npos ||
-                        lower.find("secret") != std::string::npos ||
-                        lower.find("token") != std::string::npos ||
-                        lower.find("jaas") != std::string::npos ||
-                        lower.find("ssl.key") != std::string::npos ||
-                        lower.find("credential") != std::string::npos;
-    const std::string value = secret ? std::string("***") : value_set;
+    const std::string value = config::names_secret(key) ? std::string("***") : value_set;
     return std::unexpected(
         error{errc::sink_config,
               from_settings
