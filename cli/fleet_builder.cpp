@@ -391,14 +391,13 @@ std::unique_ptr<storage::state_store> open_state_to_read(const config::project& 
     fmt::print(stderr, "warning: {}; its state is not read\n", refused);
     return nullptr;
   }
+  // Read-only, so it never holds the store's lock: a run started meanwhile (a schedule's)
+  // is not refused for a plan, which reads what runs have committed so far.
   storage::store_options opts;
   opts.create_if_missing = false;
   opts.sync_writes = false;
+  opts.read_only = true;
   auto s = storage::state_store::open(dir, opts);
-  if (!s && s.error().code == storage::errc::locked) {
-    opts.read_only = true;  // a run holds it: read what it has committed so far
-    s = storage::state_store::open(dir, opts);
-  }
   if (!s) {
     fmt::print(stderr, "{}\n", s.error().message);
     note_refusal("FLT-R007", s.error().message, dir.string());

@@ -596,6 +596,32 @@ class loader {
     return o;
   }
 
+  /// A `path` (or `state_dir`) that is no file path: a leading `~`, which nothing
+  /// expands (a directory named `~` would be made), or a URI (a DSN put in `path`).
+  /// Reported; true when the value can be used.
+  bool usable_path(const toml::table& t, std::string_view key, const std::string& path,
+                   const std::string& value) {
+    const toml::node* n = t.get(key);
+    const auto at = n != nullptr ? n->source() : t.source();
+    if (value == "~" || value.starts_with("~/")) {
+      report(errc::invalid_value, at, key_path_append(path, key), value, "a file path",
+             fmt::format("a leading '~' is not expanded in {}: it would name a directory "
+                         "called '~'; write ${{HOME}}{} (environment variables are expanded)",
+                         key, value.substr(1)));
+      return false;
+    }
+    if (const auto scheme = value.find("://"); scheme != std::string::npos && scheme > 0 &&
+                                               value.find('/') > scheme) {
+      report(errc::invalid_value, at, key_path_append(path, key), value, "a file path",
+             fmt::format("{} holds a URI, not a file path: {} names a local file (or "
+                         "directory); a PostgreSQL server is reached with adapter = "
+                         "\"postgres\" (dialect, for a target) and dsn = \"...\"",
+                         key, key));
+      return false;
+    }
+    return true;
+  }
+
   std::string resolve_path(const std::string& p) const {
     fs::path path{p};
     if (path.is_relative())
@@ -611,7 +637,7 @@ class loader {
       p_.name = *n;
       p_.name_given = true;
     }
-    if (auto d = string(t, "state_dir", "project"))
+    if (auto d = string(t, "state_dir", "project"); d && usable_path(t, "state_dir", "project", *d))
       p_.state_dir = resolve_path(*d);
     if (auto k = integer(t, "keep_runs", "project", 0, 1'000'000))
       p_.keep_runs = static_cast<std::uint32_t>(*k);
@@ -654,7 +680,7 @@ class loader {
     tc.executed = is_executed_dialect(tc.dialect);
     auto file = string(t, "path", path);
     auto dsn = string(t, "dsn", path);
-    if (file)
+    if (file && usable_path(t, "path", path, *file))
       tc.path = resolve_path(*file);
     if (dsn) {
       tc.dsn = *dsn;
@@ -770,7 +796,7 @@ class loader {
       report(errc::missing_key, t.source(), key_path_append(path, "adapter"), "",
              join_names(adapter_names), fmt::format("source '{}' has no adapter", name));
     }
-    if (auto f = string(t, "path", path))
+    if (auto f = string(t, "path", path); f && usable_path(t, "path", path, *f))
       sc.path = resolve_path(*f);
     if (auto d = string(t, "dsn", path)) {
       sc.dsn = *d;

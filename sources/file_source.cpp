@@ -1077,7 +1077,9 @@ std::string csv_args(const std::string& path) {
 
 /// Whether `path` names a compressed file: `orders.csv.gz`, `events.ndjson.zst`.
 bool compressed(const fs::path& path) {
-  const std::string ext = path.extension().string();
+  std::string ext = path.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return ext == ".gz" || ext == ".zst";
 }
 
@@ -1094,7 +1096,10 @@ void unpack(const std::string& source, const std::string& from, const std::strin
                               ".zst: zstd); rename it if it is not");
   };
   std::vector<char> buf(1 << 17);
-  if (fs::path(from).extension() == ".gz") {
+  std::string ext = fs::path(from).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (ext == ".gz") {
     gzFile in = gzopen(from.c_str(), "rb");
     if (in == nullptr)
       throw failed(std::strerror(errno));
@@ -1108,10 +1113,11 @@ void unpack(const std::string& source, const std::string& from, const std::strin
       out.write(buf.data(), n);
     }
     int code = Z_OK;
-    const char* why = gzerror(in, &code);
-    gzclose(in);
+    const char* message = gzerror(in, &code);
+    const std::string why = message != nullptr && *message != '\0' ? message : "read error";
+    gzclose(in);  // frees gzerror's text: copied above
     if (n < 0 || (code != Z_OK && code != Z_STREAM_END))
-      throw failed(fmt::format("not a whole gzip file ({})", why ? why : "read error"));
+      throw failed(fmt::format("not a whole gzip file, or a damaged one ({})", why));
   } else {
     std::ifstream in(from, std::ios::binary);
     if (!in)
@@ -1178,7 +1184,9 @@ class file_source final : public source {
     catalog out;
     for (const auto& [name, path] : files()) {
       // The marker first: a write that lands after this point changes the next marker.
-      const std::optional<std::string> file = data_file_marker(original_of(path));
+      // An unpacked copy's: its file's version as it was when unpacked, not now (a file
+      // replaced since would pair these columns with the new file's version).
+      const std::optional<std::string> file = marker_of(path);
       // An unchanged file: its table as an earlier run inferred it from every row.
       if (auto k = known_.find(name); file && k != known_.end() &&
                                       k->second.marker->starts_with(*file + ";s:")) {
@@ -1734,6 +1742,18 @@ class file_source final : public source {
     unpacked_of_[path] = {version, to};
     original_of_[to] = path;
     return to;
+  }
+
+  /// The change marker of the file `path` reads: an unpacked copy's is its compressed
+  /// file's, as it was when unpacked.
+  [[nodiscard]] std::optional<std::string> marker_of(const std::string& path) const {
+    {
+      std::lock_guard lock(unpack_mutex_);
+      if (auto o = original_of_.find(path); o != original_of_.end())
+        if (auto u = unpacked_of_.find(o->second); u != unpacked_of_.end() && u->second.second == path)
+          return u->second.first.empty() ? std::nullopt : std::optional<std::string>(u->second.first);
+    }
+    return data_file_marker(path);
   }
 
   /// The file the user named for `path`, an unpacked copy's compressed file.

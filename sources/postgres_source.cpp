@@ -243,6 +243,16 @@ std::string read_fix(std::string_view reason) {
            "BYPASSRLS (ALTER ROLE ... BYPASSRLS), or connect as the table's owner (when the "
            "table has FORCE ROW LEVEL SECURITY, the owner too needs BYPASSRLS, or ALTER TABLE "
            "... NO FORCE ROW LEVEL SECURITY)";
+  // The connection went away mid-read (a server restart, an administrator's
+  // pg_terminate_backend, a network cut): nothing about the table is wrong.
+  if (reason.find("server closed the connection") != std::string_view::npos ||
+      reason.find("terminating connection") != std::string_view::npos ||
+      reason.find("connection to server") != std::string_view::npos ||
+      reason.find("no connection to the server") != std::string_view::npos ||
+      reason.find("could not receive data from server") != std::string_view::npos)
+    return "the connection to the source server was lost during the read (the server "
+           "restarted or ended the session, or the network dropped it); nothing of the table "
+           "was loaded: once the server is reachable, run `flotilla retry`";
   return std::string(fix);
 }
 

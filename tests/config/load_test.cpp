@@ -202,6 +202,28 @@ path = "/data/shop"
   CHECK(p.targets[0].schema == "{source}");
 }
 
+TEST_CASE("a path with a leading ~ or holding a URI is refused, the URI's password not repeated") {
+  auto r = load_project_text(R"toml(
+[project]
+state_dir = "~/state"
+[targets.wh]
+dialect = "duckdb"
+path = "~/wh.duckdb"
+[sources.a]
+adapter = "duckdb"
+path = "postgresql://u:Hunter11@127.0.0.1:5432/db"
+)toml",
+                             "/srv/x/flotilla.toml");
+  const std::string all = all_messages(r);
+  INFO(all);
+  CHECK_FALSE(r.ok());
+  CHECK_THAT(all, Catch::Contains("project.state_dir") && Catch::Contains("targets.wh.path") &&
+                      Catch::Contains("${HOME}/wh.duckdb") && Catch::Contains("sources.a.path") &&
+                      Catch::Contains("holds a URI") && !Catch::Contains("Hunter11"));
+  for (const auto& d : r.diagnostics)
+    CHECK(d.value.find("Hunter11") == std::string::npos);
+}
+
 TEST_CASE("per-table sections accept quoted dotted names and bare names") {
   auto r = load_project_text(std::string{one_target} + R"toml(
 [sources.app]
