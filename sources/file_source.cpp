@@ -1076,10 +1076,16 @@ std::string csv_args(const std::string& path) {
 }
 
 /// Whether `path` names a compressed file: `orders.csv.gz`, `events.ndjson.zst`.
-bool compressed(const fs::path& path) {
+/// A path's extension in lower case (".GZ" is ".gz").
+std::string lower_extension(const fs::path& path) {
   std::string ext = path.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return ext;
+}
+
+bool compressed(const fs::path& path) {
+  const std::string ext = lower_extension(path);
   return ext == ".gz" || ext == ".zst";
 }
 
@@ -1096,10 +1102,7 @@ void unpack(const std::string& source, const std::string& from, const std::strin
                               ".zst: zstd); rename it if it is not");
   };
   std::vector<char> buf(1 << 17);
-  std::string ext = fs::path(from).extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (ext == ".gz") {
+  if (lower_extension(from) == ".gz") {
     gzFile in = gzopen(from.c_str(), "rb");
     if (in == nullptr)
       throw failed(std::strerror(errno));

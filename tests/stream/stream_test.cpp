@@ -1664,16 +1664,7 @@ TEST_CASE("a slot dropped while the stream was stopped stops the next start, FLT
   make_orders(f, "orders", 2);
   {
     stream_process p(f);
-    // Set up: the initial copy done and its position saved (a stop during the copy
-    // leaves none, and the next start sets up anew).
-    REQUIRE(eventually([&] {
-      auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
-                                                        {.read_only = true});
-      if (!store)
-        return false;
-      auto at = store->get<flotilla::storage::pb::CdcPosition>("shop");
-      return at && *at;
-    }, 120s));
+    REQUIRE(set_up(f, 120s));
     CHECK(p.stop() == 0);
   }
   REQUIRE(eventually([&] {

@@ -294,4 +294,15 @@ bool confirmed(const fixture& f, std::chrono::seconds timeout) {
   }, timeout);
 }
 
+bool set_up(const fixture& f, std::chrono::seconds timeout) {
+  return eventually([&] {
+    auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
+                                                      {.read_only = true});
+    if (!store)
+      return false;
+    auto at = store->get<flotilla::storage::pb::CdcPosition>("shop");
+    return at && *at;
+  }, timeout);
+}
+
 }  // namespace flotilla::stream_test

@@ -83,4 +83,8 @@ bool eventually(const std::function<bool()>& done,
 /// it reaches the stream, not the snapshot copy.
 bool confirmed(const fixture& f, std::chrono::seconds timeout = std::chrono::seconds(30));
 
+/// Whether the stream set the fixture's source up within `timeout`: its initial copy done
+/// and its position saved (a stop before leaves none, and the next start sets up anew).
+bool set_up(const fixture& f, std::chrono::seconds timeout = std::chrono::seconds(30));
+
 }  // namespace flotilla::stream_test
