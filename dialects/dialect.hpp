@@ -149,6 +149,13 @@ class dialect : public schema::type_rules {
   [[nodiscard]] virtual std::vector<std::string> swap_in(const table_ref& staging,
                                                          const table_ref& target) const;
   [[nodiscard]] virtual std::string drop_table(const table_ref& t) const;  // IF EXISTS
+  /// Statements run before a table that does not exist yet is created under `t`'s name,
+  /// which free that name where the engine may have given it to something else. On
+  /// PostgreSQL, tables and indexes share one namespace, and the key index of a table
+  /// "orders" is "orders_pkey": a source table of that name would find it taken.
+  [[nodiscard]] virtual std::vector<std::string> free_table_name(const table_ref&) const {
+    return {};
+  }
   /// Deletes the rows of `live` whose key (`key`, column names) is also in `incoming`'s
   /// rows. A key holding a NULL matches nothing, as in a unique key.
   [[nodiscard]] virtual std::string delete_matching(const table_ref& live,

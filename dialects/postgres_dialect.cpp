@@ -266,6 +266,47 @@ class postgres_dialect final : public dialect {
         literal(qualified(t)), literal(primary_key_name(t.name))));
   }
 
+  /// A name ending in "_pkey" (and digits) may be taken by the index PostgreSQL made for
+  /// another table's key ("orders_pkey" for "orders"). That index moves to the next free
+  /// name, as PostgreSQL would have named it had the table come first ("orders_pkey1"),
+  /// and the table gets its name. Only an index that backs a constraint moves: an index
+  /// made by hand keeps its name, and the load fails naming it.
+  [[nodiscard]] std::vector<std::string> free_table_name(const table_ref& t) const override {
+    std::string_view rest = t.name;
+    while (!rest.empty() && rest.back() >= '0' && rest.back() <= '9')
+      rest.remove_suffix(1);
+    if (!rest.ends_with("_pkey"))
+      return {};
+    return {do_block(fmt::format(
+        "DECLARE\n"
+        "  k record;\n"
+        "  n integer := 0;\n"
+        "  base text;\n"
+        "  free text;\n"
+        "BEGIN\n"
+        "  SELECT i.oid::pg_catalog.regclass AS idx, i.relname::text AS relname,\n"
+        "         i.relnamespace INTO k\n"
+        "  FROM pg_catalog.pg_class i\n"
+        "  JOIN pg_catalog.pg_constraint c ON c.conindid = i.oid\n"
+        "  WHERE i.oid = pg_catalog.to_regclass({0}) AND i.relkind IN ('i', 'I');\n"
+        "  IF NOT FOUND THEN\n"
+        "    RETURN;\n"
+        "  END IF;\n"
+        "  LOOP\n"
+        "    n := n + 1;\n"
+        "    base := k.relname;\n"
+        "    WHILE pg_catalog.octet_length(base || n) > {1} LOOP\n"
+        "      base := pg_catalog.left(base, -1);\n"
+        "    END LOOP;\n"
+        "    free := base || n;\n"
+        "    EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class\n"
+        "                          WHERE relnamespace = k.relnamespace AND relname = free);\n"
+        "  END LOOP;\n"
+        "  EXECUTE pg_catalog.format('ALTER INDEX %s RENAME TO %I', k.idx, free);\n"
+        "END;",
+        literal(qualified(t)), identifier_limit))};
+  }
+
   /// PostgreSQL's default name for a primary key: "<table>_pkey", the table part cut
   /// (at a character boundary) so the whole fits in 63 bytes.
   [[nodiscard]] static std::string primary_key_name(const std::string& table) {

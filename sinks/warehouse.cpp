@@ -71,6 +71,8 @@ class loader final : public table_writer {
     const table_ref& target = request_.target;
     // The statements that open the load, sent with BEGIN where the engine allows.
     std::vector<std::string> first;
+    if (!live)
+      first = d.free_table_name(target);
     switch (request_.mode) {
       case load_mode::replace: {
         const table_ref staging = sibling(target, staging_suffix, wh_.max_identifier_bytes());

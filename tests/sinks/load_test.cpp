@@ -113,6 +113,38 @@ TEST_CASE("a first full refresh creates the table in its own transaction, with n
   }
 }
 
+TEST_CASE("a PostgreSQL table named like another table's key index takes its name; the index "
+          "moves to the next free one") {
+  test_target target("postgres");
+  auto wh = target.open();
+  const auto& d = wh->dialect();
+  const auto orders = target.table("orders");
+  const auto orders_pkey = target.table("orders_pkey");
+  load(*wh, orders, people(), load_mode::replace, people_rows(1, 2, "o"));
+  // "orders_pkey" is the index PostgreSQL made for orders' key, and "orders_pkey1" a
+  // table already: each mode creating a table of that name finds it taken.
+  load(*wh, target.table("orders_pkey1"), people(), load_mode::replace, people_rows(1, 1, "x"));
+  const load_mode mode =
+      GENERATE(load_mode::replace, load_mode::append, load_mode::merge);
+  CAPTURE(static_cast<int>(mode));
+  load_request r{orders_pkey, people(), mode, {}, std::nullopt};
+  if (mode == load_mode::merge)
+    r.unique_key = {"id"};
+  {
+    auto w = wh->begin_load(r);
+    w->write(batch(people_rows(5, 6, "k")));
+    w->commit();
+  }
+  CHECK(names(*wh, orders_pkey) == std::vector<std::string>{"k5", "k6"});
+  CHECK(names(*wh, orders) == std::vector<std::string>{"o1", "o2"});
+  CHECK(column_of(wh->query("SELECT indexname FROM pg_indexes WHERE schemaname = " +
+                            d.literal(orders.schema) + " AND tablename = 'orders'")) ==
+        std::vector<std::string>{"orders_pkey2"});
+  // orders refreshed and swapped again keeps working beside the table of that name.
+  load(*wh, orders, people(), load_mode::replace, people_rows(3, 3, "p"));
+  CHECK(names(*wh, orders) == std::vector<std::string>{"p3"});
+}
+
 TEST_CASE("a connection creates a new schema once for its first loads; a schema dropped under it "
           "is created again after one failed load") {
   const std::string engine = GENERATE(std::string("duckdb"), std::string("postgres"));
