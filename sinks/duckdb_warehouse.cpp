@@ -13,6 +13,8 @@
 #include <atomic>
 #include <map>
 #include <optional>
+#include <set>
+#include <chrono>
 #include <mutex>
 #include <shared_mutex>
 #include <thread>
@@ -42,6 +44,31 @@ using text_rows = std::vector<std::vector<std::optional<std::string>>>;
 duckdb_instance_cache instance_cache() {
   static duckdb_instance_cache cache = duckdb_create_instance_cache();
   return cache;
+}
+
+/// How long opening a file another process has open waits for it:
+/// FLOTILLA_DUCKDB_LOCK_WAIT seconds (default 30; 0 fails at once).
+std::chrono::milliseconds lock_wait() {
+  static const std::chrono::milliseconds wait = [] {
+    const char* env = std::getenv("FLOTILLA_DUCKDB_LOCK_WAIT");
+    if (env == nullptr || *env == '\0')
+      return std::chrono::milliseconds(30'000);
+    char* end = nullptr;
+    const double s = std::strtod(env, &end);
+    return *end == '\0' && s >= 0 && s < 1e6
+               ? std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000))
+               : std::chrono::milliseconds(30'000);
+  }();
+  return wait;
+}
+
+/// "/usr/bin/flotilla (PID 42)" out of DuckDB's "... Conflicting lock is held in
+/// /usr/bin/flotilla (PID 42) by user ...", `at` being where that phrase begins.
+std::string lock_holder(const std::string& msg, std::size_t at) {
+  std::string holder = msg.substr(at + 28);
+  if (const auto end = holder.find(')'); end != std::string::npos)
+    holder.resize(end + 1);
+  return holder;
 }
 
 struct result_holder {
@@ -812,29 +839,61 @@ class duckdb_warehouse final : public warehouse_base {
                               "one DuckDB accepts; use 16384, 32768, 65536, 131072 or 262144",
                               options.path, options.name, block_size));
     }
-    const duckdb_state opened = duckdb_get_or_create_from_cache(
-        instance_cache(), options.path.c_str(), &db_, config, &err);
+    // Another process has the file open: DuckDB lets one process at a time use it, so
+    // the path is right and waiting is the fix. A `plan` or a client reading the file
+    // for a moment lets go of it soon: the open is tried again every 100 ms for up to
+    // lock_wait() (once per file and process: after a wait that timed out, the next
+    // opens of the file fail at once, with the same answer).
+    // After such a failure, DuckDB's instance cache may refuse the next opens of the file
+    // in this process with a "Unique file handle conflict": they get the same answer.
+    static std::mutex locked_mu;
+    static std::map<std::string, std::string> locked;  // path -> why it cannot be opened
+    static std::set<std::string> waiting;  // paths whose wait was announced
+    const auto started = std::chrono::steady_clock::now();
+    const auto deadline = started + lock_wait();
+    duckdb_state opened = DuckDBError;
+    std::string msg;
+    for (;;) {
+      opened = duckdb_get_or_create_from_cache(instance_cache(), options.path.c_str(), &db_,
+                                               config, &err);
+      if (opened != DuckDBError)
+        break;
+      msg = err ? err : "unknown error";
+      duckdb_free(err);
+      err = nullptr;
+      const auto held = msg.find("Conflicting lock is held in ");
+      const auto* stop = stop_request();
+      {
+        std::lock_guard lock(locked_mu);
+        if ((held == std::string::npos &&
+             msg.find("Unique file handle conflict") == std::string::npos) ||
+            locked.contains(options.path) || std::chrono::steady_clock::now() >= deadline ||
+            (stop != nullptr && stop->load(std::memory_order_relaxed)))
+          break;
+        if (held != std::string::npos && waiting.insert(options.path).second)
+          fmt::print(stderr,
+                     "flotilla: target '{}': DuckDB database '{}' is open in another process "
+                     "({}); waiting up to {} s for it to let go of the file\n",
+                     options.name, options.path, lock_holder(msg, held),
+                     std::chrono::duration_cast<std::chrono::seconds>(lock_wait()).count());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
     duckdb_destroy_config(&config);
     if (opened == DuckDBError) {
-      std::string msg = err ? err : "unknown error";
-      duckdb_free(err);
-      // Another process has the file open: DuckDB lets one process at a time use it, so
-      // the path is right and waiting is the fix.
-      // After such a failure, DuckDB's instance cache refuses the next opens of the file
-      // in this process with a "Unique file handle conflict": they get the same answer.
-      static std::mutex locked_mu;
-      static std::map<std::string, std::string> locked;  // path -> why it cannot be opened
       std::lock_guard lock(locked_mu);
       if (const auto held = msg.find("Conflicting lock is held in "); held != std::string::npos) {
-        std::string holder = msg.substr(held + 28);
-        if (const auto end = holder.find(')'); end != std::string::npos)
-          holder.resize(end + 1);
+        const std::string holder = lock_holder(msg, held);
         locked[options.path] =
             fmt::format("cannot open DuckDB database '{}': another process has it open ({}), "
-                        "and DuckDB lets one process at a time use a file. Wait for that "
-                        "process (a flotilla run or stream on target '{}', or a client with "
-                        "the file open) to finish, then try again",
-                        options.path, holder, options.name);
+                        "and DuckDB lets one process at a time use a file (waited {} s). Wait "
+                        "for that process (a flotilla run, plan or stream on target '{}', or a "
+                        "client with the file open) to finish, then try again",
+                        options.path, holder,
+                        std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::steady_clock::now() - started)
+                            .count(),
+                        options.name);
         throw error(locked[options.path]);
       }
       if (auto known = locked.find(options.path);

@@ -42,9 +42,6 @@ constexpr std::size_t max_identifier = 63;
 /// Flush COPY data to the server in pieces of about this size.
 constexpr std::size_t copy_chunk = 1 << 20;
 
-/// set_stop_request's flag.
-std::atomic<const std::atomic<bool>*> stop_request{nullptr};
-
 struct result_holder {
   PGresult* r = nullptr;
   explicit result_holder(PGresult* p) : r(p) {}
@@ -866,7 +863,7 @@ class postgres_warehouse final : public warehouse_base {
   /// skipped and the transaction rolls back. True when the cancel was sent; a batch that
   /// finished first stands as it is (its results say so).
   bool wait_or_cancel() {
-    const std::atomic<bool>* stop = stop_request.load(std::memory_order_acquire);
+    const std::atomic<bool>* stop = stop_request();
     if (!stop)
       return false;
     bool sent = false;
@@ -989,10 +986,6 @@ class postgres_warehouse final : public warehouse_base {
 };
 
 }  // namespace
-
-void set_postgres_stop_request(const std::atomic<bool>* stop) noexcept {
-  stop_request.store(stop, std::memory_order_release);
-}
 
 std::unique_ptr<warehouse> open_postgres(const warehouse_options& options,
                                          std::unique_ptr<dialects::dialect> d) {

@@ -49,8 +49,16 @@ std::unique_ptr<warehouse> open_warehouse(const warehouse_options& options) {
                                name));
 }
 
+namespace {
+std::atomic<const std::atomic<bool>*> stop_flag{nullptr};
+}  // namespace
+
 void set_stop_request(const std::atomic<bool>* stop) noexcept {
-  detail::set_postgres_stop_request(stop);
+  stop_flag.store(stop, std::memory_order_release);
+}
+
+const std::atomic<bool>* detail::stop_request() noexcept {
+  return stop_flag.load(std::memory_order_acquire);
 }
 
 namespace detail {

@@ -185,7 +185,8 @@ namespace flotilla::sinks::detail {
 // ---- engine factories (one per *_warehouse.cpp) -----------------------------------------
 [[nodiscard]] std::unique_ptr<warehouse> open_duckdb(const warehouse_options& options,
                                                      std::unique_ptr<dialects::dialect> d);
-void set_postgres_stop_request(const std::atomic<bool>* stop) noexcept;
+/// set_stop_request's flag, or null: nothing asks the run to stop.
+[[nodiscard]] const std::atomic<bool>* stop_request() noexcept;
 [[nodiscard]] std::unique_ptr<warehouse> open_postgres(const warehouse_options& options,
                                                        std::unique_ptr<dialects::dialect> d);
 [[nodiscard]] std::unique_ptr<warehouse> open_sqlite(const warehouse_options& options,

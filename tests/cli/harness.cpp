@@ -1,6 +1,7 @@
 #include "tests/cli/harness.hpp"
 
 #include <array>
+#include <csignal>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -230,6 +231,54 @@ const nlohmann::json* find_table(const nlohmann::json& run, const std::string& t
     if (t["table"] == table)
       return &t;
   return nullptr;
+}
+
+background_flotilla::background_flotilla(const workdir& w, const std::vector<std::string>& args)
+    : w_(w) {
+  const char* bin = std::getenv("FLOTILLA_BIN");
+  REQUIRE(bin != nullptr);
+  pid_ = ::fork();
+  REQUIRE(pid_ >= 0);
+  if (pid_ == 0) {
+    if (::chdir(w.path().c_str()) != 0)
+      ::_exit(127);
+    std::FILE* out = std::freopen(w.file(".bg.stdout").c_str(), "w", stdout);
+    std::FILE* err = std::freopen(w.file(".bg.stderr").c_str(), "w", stderr);
+    if (!out || !err)
+      ::_exit(127);
+    std::vector<char*> argv{const_cast<char*>(bin)};
+    for (const auto& a : args)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(bin, argv.data());
+    ::_exit(127);
+  }
+}
+
+background_flotilla::~background_flotilla() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+}
+
+void background_flotilla::signal(int sig) const { ::kill(pid_, sig); }
+
+int background_flotilla::wait(int seconds) {
+  for (int i = 0; i < seconds * 20; ++i) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    ::usleep(50'000);
+  }
+  return -1;
+}
+
+std::string background_flotilla::read(const std::string& name) const {
+  std::ifstream in(w_.file(name));
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 }  // namespace flotilla::test

@@ -53,6 +53,26 @@ command_result run_flotilla(const workdir& dir, const std::vector<std::string>& 
 nlohmann::json flotilla_json(const workdir& dir, std::vector<std::string> args,
                              int* exit_code = nullptr);
 
+/// flotilla (FLOTILLA_BIN) started in the background in `dir` (run_flotilla waits for it):
+/// stdout and stderr to files in the work directory. Killed at the end of its scope.
+class background_flotilla {
+ public:
+  background_flotilla(const workdir& w, const std::vector<std::string>& args);
+  ~background_flotilla();
+  background_flotilla(const background_flotilla&) = delete;
+  background_flotilla& operator=(const background_flotilla&) = delete;
+  void signal(int sig) const;
+  /// Its exit code, or -1 when it is still running after `seconds` (then killed).
+  int wait(int seconds);
+  [[nodiscard]] std::string out() const { return read(".bg.stdout"); }
+  [[nodiscard]] std::string err() const { return read(".bg.stderr"); }
+
+ private:
+  [[nodiscard]] std::string read(const std::string& name) const;
+  const workdir& w_;
+  int pid_ = -1;
+};
+
 /// `readelf -d` of build/flotilla (FLOTILLA_BIN): its dynamic section, with the shared
 /// libraries it needs at start-up (written to a file in `dir` and read back).
 std::string flotilla_dynamic_section(const workdir& dir);

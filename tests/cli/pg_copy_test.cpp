@@ -476,64 +476,6 @@ include = ["t"]
   pg_exec(pg_dsn(), fmt::format("DROP SCHEMA IF EXISTS {} CASCADE", t));
 }
 
-namespace {
-
-/// flotilla started in the background (run_flotilla waits for it): stdout and stderr to
-/// files in the work directory.
-class background_flotilla {
- public:
-  background_flotilla(const workdir& w, const std::vector<std::string>& args) : w_(w) {
-    const char* bin = std::getenv("FLOTILLA_BIN");
-    REQUIRE(bin != nullptr);
-    pid_ = ::fork();
-    REQUIRE(pid_ >= 0);
-    if (pid_ == 0) {
-      if (::chdir(w.path().c_str()) != 0)
-        ::_exit(127);
-      std::FILE* out = std::freopen(w.file(".bg.stdout").c_str(), "w", stdout);
-      std::FILE* err = std::freopen(w.file(".bg.stderr").c_str(), "w", stderr);
-      if (!out || !err)
-        ::_exit(127);
-      std::vector<char*> argv{const_cast<char*>(bin)};
-      for (const auto& a : args)
-        argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execv(bin, argv.data());
-      ::_exit(127);
-    }
-  }
-  ~background_flotilla() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  void signal(int sig) const { ::kill(pid_, sig); }
-  /// Its exit code, or -1 when it is still running after `seconds` (then killed).
-  int wait(int seconds) {
-    for (int i = 0; i < seconds * 20; ++i) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      ::usleep(50'000);
-    }
-    return -1;
-  }
-  [[nodiscard]] std::string out() const { return read(".bg.stdout"); }
-  [[nodiscard]] std::string err() const { return read(".bg.stderr"); }
-
- private:
-  [[nodiscard]] std::string read(const std::string& name) const {
-    std::ifstream in(w_.file(name));
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  }
-  const workdir& w_;
-  pid_t pid_ = -1;
-};
-
-}  // namespace
 
 TEST_CASE("Ctrl-C while a PostgreSQL commit batch waits on a lock cancels it: the target is "
           "unchanged, then and after the lock is released") {

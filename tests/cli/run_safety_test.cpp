@@ -4,6 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <memory>
+#include <thread>
 #include <filesystem>
 
 #include <unistd.h>
@@ -1035,6 +1038,8 @@ path = "shop.db"
   int rc = -1;
   REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
   duckdb_file_holder held(w.file("wh.duckdb"));
+  // Opening it waits for the other process for a while (a second here), then gives up.
+  scoped_env wait("FLOTILLA_DUCKDB_LOCK_WAIT", "1");
   auto plan = flotilla_json(w, {"plan"}, &rc);
   CHECK(rc == 1);
   REQUIRE(plan["tables"].size() == 2);
@@ -1047,6 +1052,41 @@ path = "shop.db"
                    Catch::Contains(fmt::format("PID {}", ::getpid())) &&
                    !Catch::Contains("check path"));
   }
+}
+
+TEST_CASE("a run whose DuckDB target another process has open for a moment (a plan) waits for "
+          "it, then loads every table") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), "CREATE TABLE a (id INTEGER); CREATE TABLE b (id INTEGER);"
+                                 "INSERT INTO a VALUES (1); INSERT INTO b VALUES (2);");
+  w.write("flotilla.toml", R"toml([targets.wh]
+dialect = "duckdb"
+path = "wh.duckdb"
+[sources.shop]
+adapter = "sqlite"
+path = "shop.db"
+)toml");
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  sqlite_exec(w.file("shop.db"), "INSERT INTO a VALUES (3)");
+  auto held = std::make_unique<duckdb_file_holder>(w.file("wh.duckdb"));
+  background_flotilla run(w, {"run", "--output", "json"});
+  // It says it waits, naming the process that has the file; then the file is let go.
+  bool waiting = false;
+  for (int i = 0; i < 600 && !waiting; ++i) {
+    waiting = run.err().find("waiting up to 30 s") != std::string::npos;
+    if (!waiting)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(waiting);
+  CHECK_THAT(run.err(), Catch::Contains(fmt::format("PID {}", ::getpid())));
+  held.reset();
+  REQUIRE(run.wait(120) == 0);
+  const auto out = nlohmann::json::parse(run.out());
+  CHECK(out["status"] == "success");
+  CHECK(out["tables"].size() == 2);
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM shop.a") ==
+        std::vector<std::vector<std::string>>{{"2"}});
 }
 
 TEST_CASE("with the state directory lost, plan shows the incremental load the run then does "
