@@ -350,6 +350,14 @@ void print_run_text(const std::string& run_id, const std::vector<actors::pipelin
       if (t.outcome.plan && t.outcome.status != engine::table_status::failed)
         for (const auto& x : t.outcome.plan->warnings)
           fmt::print("warning  {}  {}\n", printable(display_name(t.target)), printable_message(x));
+  // A retry's table loaded from what the failed run staged: a value fixed at the source
+  // since is not in it.
+  for (const auto& p : reports)
+    for (const auto& t : p.tables)
+      if (t.outcome.reused_staged && t.outcome.status == engine::table_status::copied)
+        fmt::print("staged  {}  loaded the rows the failed run read and staged, not read from "
+                   "the source again; `flotilla run` reads what changed there since\n",
+                   printable(display_name(t.target)));
   for (const auto& p : reports)
     for (const auto& t : p.tables)
       if (t.outcome.status == engine::table_status::failed ||
@@ -364,6 +372,13 @@ void print_run_text(const std::string& run_id, const std::vector<actors::pipelin
       fmt::print("failed  source {}  {}\n", printable(p.source), printable_message(*p.error));
   for (const auto& e : events.errors)
     fmt::print("events  {}\n", e);
+  // Events an earlier run could not deliver wait in the outbox for a sink that is no
+  // longer configured.
+  if (events.opened && events.errors.empty() && events.pending > 0 && !events.sinks)
+    fmt::print("warning  events  {} event(s) wait in the outbox for delivery, and flotilla.toml "
+               "configures no event sink ([events.kafka], [events.pubsub]) now: they are kept "
+               "until one is configured again, and the next run then delivers them first\n",
+               events.pending);
   std::size_t failed_sources = 0;
   for (const auto& p : reports)
     failed_sources += p.error ? 1 : 0;

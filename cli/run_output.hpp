@@ -37,6 +37,7 @@ struct run_events_section {
   std::uint64_t emitted = 0;
   std::uint64_t delivered = 0;
   std::uint64_t pending = 0;
+  bool sinks = true;  ///< an event sink is configured ([events.kafka], [events.pubsub])
   std::vector<std::string> errors;
 };
 

@@ -724,6 +724,7 @@ run_events_section publish_events(storage::state_store& store, const config::pro
   section.emitted = report.emitted;
   section.delivered = report.delivered;
   section.pending = report.pending;
+  section.sinks = project.events.kafka.has_value() || project.events.pubsub.has_value();
   for (const auto& e : report.errors)
     section.errors.push_back(e.text());
   return section;

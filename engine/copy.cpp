@@ -648,8 +648,13 @@ std::string target_failure(const table_job& job, std::string reason) {
                                ? "then run `flotilla retry --allow-type-change-rebuild`"
                                : "then run `flotilla retry`";
   std::string fix;
-  if (has("columns = {") || has("declare the column"))
-    ;  // the engine's message already says what to change in flotilla.toml
+  if (has("columns = {") || has("declare the column")) {
+    // The engine's message already says what to change in flotilla.toml, or that the
+    // value may be fixed at the source: a retry would load the value as staged.
+    if (job.gate)
+      fix = "a value fixed at the source is read again by `flotilla run`; `flotilla retry` "
+            "loads the rows this run read and staged, as they were";
+  }
   else if (has("permission denied") || has("must be owner") || has("insufficient privilege"))
     fix = fmt::format("grant the role Flotilla connects as what the load needs on {} (INSERT, "
                       "UPDATE, DELETE and SELECT on the table; CREATE on its schema), {}",
@@ -706,9 +711,9 @@ std::string target_failure(const table_job& job, std::string reason) {
   else if (has("connect") || has("connection") || has("server closed") || has("timeout"))
     fix = fmt::format("check that the target's server is reachable, {}", then);
   else
-    fix = fmt::format("correct the cause on the target (or the value at the source), {}; the "
-                      "run's other tables are not affected",
-                      then);
+    fix = fmt::format("correct the cause on the target (or the value at the source, then run "
+                      "`flotilla run`), {}; the run's other tables are not affected{}",
+                      then, job.gate ? " (a retry loads the rows this run read and staged)" : "");
   const std::string prefix = fmt::format("target '{}': ", job.target_name);
   return fmt::format("{}{}{}{}", job.target_name.empty() || reason.starts_with(prefix) ? "" : prefix,
                      reason, fix.empty() ? "" : "; ", fix);

@@ -1291,6 +1291,12 @@ TEST_CASE("events kept for an unreachable broker still count as pending once the
   auto second = flotilla_json(w, {"run"}, &rc);
   INFO(second.dump());
   CHECK(second["events"]["pending"] == kept);
+  // The text summary says they wait, and for what.
+  const auto text = run_flotilla(w, {"run"});
+  CHECK(text.exit_code == 0);
+  CHECK_THAT(text.out, Catch::Contains(fmt::format("warning  events  {} event(s) wait in the "
+                                                   "outbox", kept)) &&
+                           Catch::Contains("configures no event sink"));
 }
 
 TEST_CASE("a value its PostgreSQL column cannot hold fails the table naming the column and the "
