@@ -1341,6 +1341,35 @@ table_plan plan_table(const schema::table_schema& source,
                            return schema::same_name(w, c.name, dialect.names());
                          }))
           add(c.name);
+    // A column now text whose rows the target converted in place (a boolean, a decimal,
+    // a float): the target's text for a value need not be the source's ('true' where
+    // a SQLite source, which re-created the table to retype it, holds '1'; '1.500' for
+    // '1.5'). Merged on a key, every row is read again and holds the source's text.
+    // Integers have one text everywhere.
+    std::string retyped;
+    for (const auto& s : p.drift.steps)
+      if (s.from && !schema::is_string(s.from->kind) && schema::is_string(s.to.kind) &&
+          s.from->kind != schema::type_kind::smallint &&
+          s.from->kind != schema::type_kind::int32 && s.from->kind != schema::type_kind::bigint &&
+          (s.action == evolution_action::widen || s.action == evolution_action::alter_column_types ||
+           s.action == evolution_action::rebuild))
+        retyped += fmt::format("{}'{}'", retyped.empty() ? "" : ", ", s.column);
+    if (!retyped.empty() && p.load == load_kind::merge) {
+      p.reset_watermark = true;
+      p.warnings.push_back(fmt::format(
+          "column(s) {} now text: the target converted the rows loaded before with its own "
+          "cast, whose text for a value may differ from the source's ('true' for 1, '1.500' "
+          "for 1.5), so this run reads every row again, merged on the table's key, and each "
+          "holds the text the source gives it",
+          retyped));
+    } else if (!retyped.empty()) {
+      p.warnings.push_back(fmt::format(
+          "column(s) {} now text: the rows loaded before hold the target's text for their "
+          "values ('true' for 1, '1.500' for 1.5), which may differ from the source's; the "
+          "table has no key to read every row again by without repeating rows. To match "
+          "them, declare the table's unique_key, or run `flotilla run --full-refresh` for it",
+          retyped));
+    }
     if (!added.empty() && p.load == load_kind::merge) {
       p.reset_watermark = true;
       p.warnings.push_back(fmt::format(

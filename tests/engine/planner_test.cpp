@@ -185,6 +185,40 @@ TEST_CASE("a new column is added before an incremental load continues from the w
   CHECK_FALSE(engine::plan_table(src, src, engine::target_state::present, *d, orders, s).reset_watermark);
 }
 
+TEST_CASE("an incremental table whose boolean, decimal or float column became text reads "
+          "every row again when it merges; integers keep the watermark") {
+  // The target converts the rows it holds with its own cast ('true', '1.500'), where the
+  // source may give them another text ('1', '1.5'): merged on a key, every row is read again.
+  auto d = *dialects::make_dialect("duckdb");
+  engine::table_settings s;
+  s.cursor_column = "updated_at";
+  s.has_watermark = true;
+  s.unique_key = {"id"};
+  const std::string from = GENERATE(std::string("boolean"), std::string("decimal(10,3)"),
+                                    std::string("double"));
+  CAPTURE(from);
+  auto live = S({{"id", T("int")}, {"v", T(from.c_str())}, {"updated_at", T("timestamp_ntz")}});
+  auto src = S({{"id", T("int")}, {"v", T("text")}, {"updated_at", T("timestamp_ntz")}});
+  auto keyed = engine::plan_table(src, live, engine::target_state::present, *d, orders, s);
+  CHECK(keyed.load == engine::load_kind::merge);
+  CHECK(keyed.reset_watermark);
+  REQUIRE(keyed.warnings.size() == 1);
+  CHECK_THAT(keyed.warnings[0], Catch::Contains("column(s) 'v' now text") &&
+                                    Catch::Contains("reads every row again"));
+  // Appended without a key: said, with the fix.
+  s.unique_key.clear();
+  auto keyless = engine::plan_table(src, live, engine::target_state::present, *d, orders, s);
+  CHECK_FALSE(keyless.reset_watermark);
+  REQUIRE(keyless.warnings.size() == 1);
+  CHECK_THAT(keyless.warnings[0], Catch::Contains("'v' now text") && Catch::Contains("unique_key"));
+  // An integer has one text everywhere: the load goes on from the watermark.
+  s.unique_key = {"id"};
+  auto ints = S({{"id", T("int")}, {"v", T("bigint")}, {"updated_at", T("timestamp_ntz")}});
+  auto from_int = engine::plan_table(src, ints, engine::target_state::present, *d, orders, s);
+  CHECK_FALSE(from_int.reset_watermark);
+  CHECK(from_int.warnings.empty());
+}
+
 TEST_CASE("an incremental table without a primary key whose merge key changed since its "
           "watermark is recreated") {
   // A unique_key's table has no primary key on the target: the key its rows were merged
