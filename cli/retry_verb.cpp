@@ -137,8 +137,20 @@ int do_retry(const global_options& g, run_request req) {
         }
         want(t.source(), t.source() + "." + t.source_table());
       }
-    for (const auto& s : run.failed_sources())
-      want(s, s + ".*");
+    // A source that could not be read: its tables of the run's selection. A retry's run
+    // named them (its `only`); a filtered run's are those of its filters, applied again.
+    for (const auto& s : run.failed_sources()) {
+      bool named = false;
+      for (const auto& o : run.only())
+        if (o.starts_with(s + ".")) {
+          want(s, o);
+          named = true;
+        }
+      if (!named)
+        want(s, s + ".*");
+    }
+    if (!interrupted && run.failed_sources_size() > 0)
+      req.filters.assign(run.filters().begin(), run.filters().end());
     // A run killed before it recorded its tables: every source it could take tables of.
     if (interrupted)
       for (const auto& s : run.sources())

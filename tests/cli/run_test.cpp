@@ -2447,6 +2447,27 @@ TEST_CASE("retry after a filtered run names the tables an earlier run left faile
   CHECK_THAT(none.err, Catch::Contains("the selection (--filter table=ordrs) matched no table"));
 }
 
+TEST_CASE("retry of a filtered run whose source could not be read retries the filter's tables "
+          "only") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), k_orders_sql);
+  write_config(w, "duckdb", "");
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  std::filesystem::rename(w.file("shop.db"), w.file("shop.db.away"));
+  auto failed = flotilla_json(w, {"run", "--filter", "table=customers"}, &rc);
+  REQUIRE(rc == 1);
+  REQUIRE(failed["errors"].size() == 1);
+  std::filesystem::rename(w.file("shop.db.away"), w.file("shop.db"));
+  sqlite_exec(w.file("shop.db"), "CREATE TABLE fresh (id INTEGER); INSERT INTO fresh VALUES (1);");
+  auto retry = flotilla_json(w, {"retry"}, &rc);
+  CHECK(rc == 0);
+  INFO(retry.dump());
+  REQUIRE(retry["tables"].size() == 1);
+  CHECK(retry["tables"][0]["source_table"] == "customers");
+  CHECK(retry["tables"][0]["status"] == "copied");
+}
+
 TEST_CASE("a run killed between a table's schema change and its rows reports the change") {
   workdir w;
   sqlite_exec(w.file("shop.db"), "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT);"
