@@ -74,6 +74,14 @@ std::expected<filter, diagnostic> parse_filter(std::string_view text) {
   filter f{std::string{trim(text.substr(0, eq))}, std::string{trim(text.substr(eq + 1))}};
   if (f.key.empty())
     return std::unexpected(filter_error(text, fmt::format("filter '{}' has an empty key", text)));
+  // An unset shell variable (--filter table=$T) would select nothing and record an empty
+  // run, which retry and schema accept then read as the latest.
+  if (f.value.empty())
+    return std::unexpected(filter_error(
+        text, fmt::format("filter '{}' has an empty value; give the {} to select (a * glob "
+                          "matches any)",
+                          text, f.key == "table" ? "table name" : f.key == "source" ? "source name"
+                                                                                    : "tag value")));
   return f;
 }
 

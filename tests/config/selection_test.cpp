@@ -46,7 +46,17 @@ TEST_CASE("a filter parses into key and value, trimming spaces and keeping later
   CHECK(parse_filter("client=acme") == filter{"client", "acme"});
   CHECK(parse_filter(" region = us_* ") == filter{"region", "us_*"});
   CHECK(parse_filter("table=a=b") == filter{"table", "a=b"});
-  CHECK(parse_filter("client=") == filter{"client", ""});
+}
+
+TEST_CASE("a filter with an empty value (an unset shell variable) is FLT-C020, saying what to "
+          "give") {
+  for (const char* text : {"client=", "table= ", "source="}) {
+    auto f = parse_filter(text);
+    REQUIRE_FALSE(f.has_value());
+    CHECK(f.error().code == errc::invalid_filter);
+    CHECK_THAT(f.error().message, Catch::Contains("has an empty value"));
+  }
+  CHECK_THAT(parse_filter("table=").error().message, Catch::Contains("the table name to select"));
 }
 
 TEST_CASE("a filter without '=' or with an empty key is FLT-C020") {
