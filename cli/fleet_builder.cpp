@@ -1618,12 +1618,25 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           if (state->watermark && !ts.job.settings.cursor_column.empty() &&
               state->watermark->cursor_column() == ts.job.settings.cursor_column &&
               target_missing) {
-            // The rows the watermark stands for went with the file.
+            // The rows the watermark stands for went with the file; or they went to another
+            // target (the table's settings, its target among them, changed since its last
+            // copy), and this one has none of them yet.
             ts.job.watermark_void = true;
-            ts.job.warnings.push_back(fmt::format(
-                "the target's database file {} is missing, and with it the rows loaded up to "
-                "the watermark {} = {}: this run reads every row, as a first run does",
-                target->path, ts.job.settings.cursor_column, state->watermark->value()));
+            const bool same_target = state->marker && !ts.settings_hash.empty() &&
+                                     state->marker->settings() == ts.settings_hash;
+            ts.job.warnings.push_back(
+                same_target
+                    ? fmt::format("the target's database file {} is missing, and with it the "
+                                  "rows loaded up to the watermark {} = {}: this run reads "
+                                  "every row, as a first run does",
+                                  target->path, ts.job.settings.cursor_column,
+                                  state->watermark->value())
+                    : fmt::format("the target's database file {} does not exist (removed "
+                                  "since the table's last copy, or a target it has not loaded "
+                                  "into yet): this run reads every row into it, as a first run "
+                                  "does, and the watermark {} = {} is not applied",
+                                  target->path, ts.job.settings.cursor_column,
+                                  state->watermark->value()));
           } else if (state->watermark && !ts.job.settings.cursor_column.empty() &&
                      state->watermark->cursor_column() == ts.job.settings.cursor_column &&
                      !state->watermark->source_location().empty() &&

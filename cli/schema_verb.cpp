@@ -144,6 +144,25 @@ int do_accept(const global_options& g, const schema_args& a) {
   if (plan.accepted.empty()) {
     if (json)
       print_json(plan, "nothing_to_accept", 0);
+    else if (a.datasets.empty() && latest &&
+             (latest->filters_size() > 0 || latest->only_size() > 0 ||
+              latest->failed_sources_size() > 0))
+      // Accept reads the latest run only (seed 004): a table it did not observe is not
+      // compared, whatever an earlier run saw.
+      fmt::print("nothing to accept in the latest run ({}), which observed only some tables "
+                 "({}): a drift an earlier run warned of on another table is accepted once a "
+                 "run observes that table again: run `flotilla run` (without the filter), "
+                 "then accept\n",
+                 latest->run_id(),
+                 latest->filters_size() > 0
+                     ? "it ran with --filter " + [&] {
+                         std::string f;
+                         for (const auto& x : latest->filters())
+                           f += (f.empty() ? "" : " --filter ") + x;
+                         return f;
+                       }()
+                 : latest->only_size() > 0 ? std::string("a retry of some tables")
+                                           : std::string("a source could not be read"));
     else
       fmt::print("nothing to accept\n");
     return 0;

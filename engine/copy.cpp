@@ -393,7 +393,12 @@ void ensure_schema_once(sinks::warehouse& wh, const table_job& job) {
   std::lock_guard lock(mu);
   if (done.contains(key))
     return;
-  wh.execute({sql});
+  // The warehouse's own way where it has one: PostgreSQL asks its catalog first, since
+  // CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even for a schema that is there.
+  if (job.target.catalog.empty())
+    wh.ensure_schema(job.target.schema);
+  else
+    wh.execute({sql});
   done.insert(key);
 }
 
@@ -655,6 +660,19 @@ std::string target_failure(const table_job& job, std::string reason) {
       fix = "a value fixed at the source is read again by `flotilla run`; `flotilla retry` "
             "loads the rows this run read and staged, as they were";
   }
+  else if ((has("permission denied") || has("insufficient privilege")) && has("_flotilla"))
+    // The bookkeeping table where each load's commit token goes with its rows.
+    fix = fmt::format("grant the role Flotilla connects as USAGE on schema _flotilla and "
+                      "SELECT, INSERT, UPDATE and DELETE on _flotilla._flotilla_commits (where "
+                      "each load records what it committed, beside the rows), {}",
+                      then);
+  else if (has("permission denied for database"))
+    fix = fmt::format("grant the role Flotilla connects as CREATE on the target's database, "
+                      "so it can create the schema {}, or create that schema and grant the "
+                      "role USAGE and CREATE on it (with SELECT, INSERT, UPDATE and DELETE on "
+                      "its tables), {}",
+                      job.target.schema.empty() ? std::string("it loads into") : job.target.schema,
+                      then);
   else if (has("permission denied") || has("must be owner") || has("insufficient privilege"))
     fix = fmt::format("grant the role Flotilla connects as what the load needs on {} (INSERT, "
                       "UPDATE, DELETE and SELECT on the table; CREATE on its schema), {}",

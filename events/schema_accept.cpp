@@ -250,6 +250,22 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
         if (alike.size() == 1)
           dataset = alike.front();
       }
+      // Its source could not be read in the latest run: none of its tables was observed.
+      std::string unread;
+      if (latest != nullptr)
+        for (const auto& src : latest->failed_sources())
+          if (dataset.size() > src.size() && dataset.compare(0, src.size(), src) == 0 &&
+              dataset[src.size()] == '.')
+            unread = src;
+      if (!unread.empty()) {
+        plan.errors.push_back(error{
+            errc::no_observed_schema,
+            fmt::format("cannot accept '{}': the latest run ({}) could not read source '{}' "
+                        "(its error is in that run's report), so it observed none of its "
+                        "tables: run `flotilla run` once the source is reachable, then accept",
+                        name, latest->run_id(), unread)});
+        continue;
+      }
       // (One observed goes on below: "did you mean" names it.)
       if (const auto st = any_status.find(dataset);
           latest != nullptr && st != any_status.end() && !observed.contains(dataset)) {

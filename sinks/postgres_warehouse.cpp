@@ -662,12 +662,26 @@ class postgres_warehouse final : public warehouse_base {
     return std::make_unique<pg_inserter>(conn_, dialect(), table, columns, with_seq);
   }
 
+  /// CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the schema is
+  /// there: a role granted only what its loads need on an existing schema would be
+  /// refused. So the catalog is asked first (no privilege needed), and the statement runs
+  /// only for a schema that is missing.
   void ensure_schema(const std::string& schema) override {
+    if (!query("SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = " +
+               dialect().literal(schema))
+             .empty())
+      return;
     locked_ddl({dialect().create_schema(schema)});
   }
 
+  /// Likewise CREATE TABLE IF NOT EXISTS needs CREATE on its schema.
   void ensure_bookkeeping() override {
     const auto& d = dialect();
+    if (!query(fmt::format("SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+                           "ON n.oid = c.relnamespace WHERE n.nspname = {} AND c.relname = {}",
+                           d.literal(bookkeeping_schema), d.literal(commits_table)))
+             .empty())
+      return;
     locked_ddl({d.create_schema(bookkeeping_schema),
                 fmt::format("CREATE TABLE IF NOT EXISTS {} ({} text PRIMARY KEY, {} text, {} "
                             "timestamptz)",

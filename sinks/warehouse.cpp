@@ -49,6 +49,11 @@ std::unique_ptr<warehouse> open_warehouse(const warehouse_options& options) {
                                name));
 }
 
+void warehouse::ensure_schema(const std::string& schema) {
+  if (auto sql = dialect().create_schema(schema); !sql.empty())
+    execute({sql});
+}
+
 namespace {
 std::atomic<const std::atomic<bool>*> stop_flag{nullptr};
 }  // namespace

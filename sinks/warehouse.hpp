@@ -85,6 +85,10 @@ class warehouse {
  public:
   virtual ~warehouse() = default;
   [[nodiscard]] virtual const dialects::dialect& dialect() const = 0;
+  /// Creates `schema` when missing, in its own transaction and safe against another
+  /// connection creating it at the same time. Default: the dialect's CREATE SCHEMA IF
+  /// NOT EXISTS.
+  virtual void ensure_schema(const std::string& schema);
   /// The live table's schema (types parsed back through the dialect), or nullopt
   /// when the table does not exist. Throws sink_error when it cannot be read.
   [[nodiscard]] virtual std::optional<schema::table_schema> describe(

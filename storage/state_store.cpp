@@ -1,5 +1,7 @@
 #include "storage/state_store.hpp"
 
+#include <chrono>
+#include <thread>
 #include <algorithm>
 #include <cstdlib>
 #include <array>
@@ -512,7 +514,18 @@ result<state_store> state_store::open(const std::filesystem::path& dir,
       return std::unexpected(error::cannot_open(
           errc::not_found, where, listed.ok() ? "no column families" : listed.ToString()));
     describe(existing);
-    s = rocksdb::DB::OpenForReadOnly(db_options, where, descriptors, &state->handles, &state->db);
+    // A writer holding the store (a run) may switch its log file or compact while this
+    // reads the MANIFEST: a file it names is then gone ("No such file or directory").
+    // The open reads the state anew, a few times, before it gives up.
+    for (int attempt = 0;; ++attempt) {
+      s = rocksdb::DB::OpenForReadOnly(db_options, where, descriptors, &state->handles,
+                                       &state->db);
+      if (s.ok() || attempt == 4 || !(s.IsIOError() || s.IsPathNotFound() || s.IsNotFound()) ||
+          s.ToString().find("No such file or directory") == std::string::npos)
+        break;
+      state->handles.clear();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20 * (attempt + 1)));
+    }
   } else {
     // The families this build knows, without listing them first (listing reads the
     // MANIFEST that the open reads again). Only a store with a family a newer build

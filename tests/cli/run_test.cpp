@@ -327,6 +327,36 @@ TEST_CASE("a target table dropped since its last copy is copied again, not prune
     pg_exec(pg_dsn(), "DROP SCHEMA IF EXISTS \"st_" + suffix + "_shop\" CASCADE");
 }
 
+TEST_CASE("an incremental table moved to a target whose file does not exist yet reads every "
+          "row, saying so, not that its rows were lost; a target file removed says it is "
+          "missing") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE ev (id INTEGER PRIMARY KEY, ts TIMESTAMP);"
+                                "INSERT INTO ev VALUES (1, '2025-01-01'), (2, '2025-01-02');");
+  const auto config = [&](const std::string& to) {
+    w.write("flotilla.toml", "[targets.a]\ndialect = \"duckdb\"\npath = \"a.duckdb\"\n"
+                             "[targets.b]\ndialect = \"sqlite\"\npath = \"b.sqlite\"\n"
+                             "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n"
+                             "prune_unchanged = true\ntarget = \"" +
+                                 to + "\"\n[sources.s.tables.ev]\ncursor_column = \"ts\"\n");
+  };
+  config("a");
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  config("b");
+  auto moved = run_flotilla(w, {"run"});
+  CHECK(moved.exit_code == 0);
+  CHECK_THAT(moved.out, Catch::Contains("b.sqlite does not exist (removed since the table's "
+                                        "last copy, or a target it has not loaded into yet)") &&
+                            !Catch::Contains("is missing"));
+  CHECK(sqlite_query(w.file("b.sqlite"), "SELECT count(*) FROM s__ev")[0][0] == "2");
+  std::filesystem::remove(w.file("b.sqlite"));
+  auto removed = run_flotilla(w, {"run"});
+  CHECK(removed.exit_code == 0);
+  CHECK_THAT(removed.out, Catch::Contains("b.sqlite is missing, and with it the rows loaded"));
+  CHECK(sqlite_query(w.file("b.sqlite"), "SELECT count(*) FROM s__ev")[0][0] == "2");
+}
+
 TEST_CASE("a SQLite source rewritten in place with its size and mtime kept is not pruned") {
   workdir w;
   sqlite_exec(w.file("a.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY, note TEXT); "
@@ -2828,6 +2858,72 @@ TEST_CASE("a fleet of PostgreSQL sources keeps a bounded number of source connec
   CHECK(copied == 12);
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM p12.t")[0][0] == "1");
   pg_exec(dsn, fmt::format("DROP SCHEMA {0} CASCADE; DROP OWNED BY {1}; DROP ROLE {1}", schema, role));
+}
+
+TEST_CASE("a PostgreSQL target role missing a grant is told which: CREATE on the database, or "
+          "the _flotilla bookkeeping table") {
+  workdir w;
+  const std::string dsn = pg_dsn();
+  const std::string database = "flt_grants_" + unique_suffix(), role = database + "_r";
+  pg_exec(dsn, "CREATE DATABASE " + database);
+  pg_exec(dsn, fmt::format("CREATE ROLE {} LOGIN", role));
+  std::string as_postgres, as_role;
+  {
+    PQconninfoOption* options = PQconninfoParse(dsn.c_str(), nullptr);
+    REQUIRE(options != nullptr);
+    for (auto* o = options; o->keyword; ++o)
+      if (o->val && std::string(o->keyword) != "user" && std::string(o->keyword) != "dbname")
+        as_postgres += fmt::format("{}='{}' ", o->keyword, o->val);
+    PQconninfoFree(options);
+  }
+  as_postgres += "dbname=" + database + " ";
+  as_role = as_postgres + "user=" + role;
+  const std::string with_user = as_postgres + "user=postgres";
+  sqlite_exec(w.file("src.db"), "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT);"
+                                "INSERT INTO t VALUES (1, 'a');");
+  const auto config = [&](const std::string& target_dsn) {
+    w.write("flotilla.toml",
+            fmt::format("[targets.wh]\ndialect = \"postgres\"\ndsn = \"{}\"\nschema = \"stage\"\n"
+                        "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n"
+                        "[sources.s.tables.t]\ncursor_column = \"id\"\n",
+                        target_dsn));
+  };
+  int rc = -1;
+  // No CREATE on the database: the schema cannot be made.
+  config(as_role);
+  auto no_schema = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  REQUIRE(no_schema["tables"].size() == 1);
+  CHECK_THAT(no_schema["tables"][0]["error"].get<std::string>(),
+             Catch::Contains("permission denied for database") &&
+                 Catch::Contains("CREATE on the target's database, so it can create the schema "
+                                 "stage"));
+  // Loaded once by its owner, then every grant on the table and its schema, but none on
+  // the bookkeeping table.
+  config(with_user);
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  pg_exec(with_user, fmt::format("GRANT USAGE, CREATE ON SCHEMA stage TO {0};"
+                                 "GRANT SELECT, INSERT, UPDATE, DELETE ON stage.t TO {0}",
+                                 role));
+  sqlite_exec(w.file("src.db"), "INSERT INTO t VALUES (2, 'b')");
+  config(as_role);
+  auto no_tokens = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  REQUIRE(no_tokens["tables"].size() == 1);
+  const std::string error = no_tokens["tables"][0]["error"];
+  CHECK_THAT(error, Catch::Contains("USAGE on schema _flotilla and SELECT, INSERT, UPDATE and "
+                                    "DELETE on _flotilla._flotilla_commits"));
+  // Those grants are what it needs.
+  pg_exec(with_user, fmt::format("GRANT USAGE ON SCHEMA _flotilla TO {0};"
+                                 "GRANT SELECT, INSERT, UPDATE, DELETE ON _flotilla._flotilla_commits "
+                                 "TO {0}",
+                                 role));
+  auto granted = flotilla_json(w, {"run"}, &rc);
+  INFO(granted.dump());
+  CHECK(rc == 0);
+  CHECK(pg_query(with_user, "SELECT count(*) FROM stage.t")[0][0] == "2");
+  pg_exec(dsn, fmt::format("DROP DATABASE {} WITH (FORCE)", database));
+  pg_exec(dsn, fmt::format("DROP ROLE {}", role));
 }
 
 TEST_CASE("a source that lists no tables where an earlier run copied some fails them, as an "

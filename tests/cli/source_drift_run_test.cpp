@@ -254,6 +254,36 @@ TEST_CASE("fail -> schema accept -> retry loads the staged data without extracti
   CHECK(s.target("SELECT count(*) FROM raw.orders")[0][0] == "4");
 }
 
+TEST_CASE("schema accept after a filtered run says which tables that run observed; a source "
+          "the latest run could not read is named") {
+  shop s("warn");
+  int code = 0;
+  REQUIRE(flotilla_json(s.w, {"run"}, &code)["status"] == "success");
+  s.source("ALTER TABLE orders ADD COLUMN note TEXT");
+  REQUIRE(flotilla_json(s.w, {"run"}, &code)["status"] == "success");  // warned
+  REQUIRE(flotilla_json(s.w, {"run", "--filter", "table=customers"}, &code)["status"] ==
+          "success");
+  // Nothing of the latest run to accept, and why the warned table is not among it.
+  auto none = run_flotilla(s.w, {"schema", "accept"});
+  CHECK(none.exit_code == 0);
+  CHECK_THAT(none.out, Catch::Contains("nothing to accept in the latest run") &&
+                           Catch::Contains("--filter table=customers") &&
+                           Catch::Contains("run `flotilla run` (without the filter)"));
+  // The source unreadable in the latest run: accepting one of its tables says so.
+  std::filesystem::rename(s.w.file("shop.db"), s.w.file("shop.db.away"));
+  flotilla_json(s.w, {"run"}, &code);
+  REQUIRE(code == 1);
+  auto named = run_flotilla(s.w, {"schema", "accept", "shop.orders"});
+  CHECK(named.exit_code == 2);
+  CHECK_THAT(named.err, Catch::Contains("could not read source 'shop'") &&
+                            !Catch::Contains("on_source_drift = \"warn\" or"));
+  // Once it is back, a run observes the drift again and accept takes it.
+  std::filesystem::rename(s.w.file("shop.db.away"), s.w.file("shop.db"));
+  REQUIRE(flotilla_json(s.w, {"run"}, &code)["status"] == "success");
+  auto taken = run_flotilla(s.w, {"schema", "accept", "shop.orders"});
+  CHECK(taken.exit_code == 0);
+}
+
 TEST_CASE("retry loads staged data while the source is unavailable; other failures need it") {
   shop s("fail");
   REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
