@@ -572,11 +572,14 @@ int do_review(const global_options& g, const review_args& a) {
               r->after = **now;
             seen = std::move(again);
           }
-          // A stream that stopped meanwhile replays them when it starts again.
+          // A stream that stopped meanwhile replays them when it starts again. A resync
+          // is carried out after the result too (the copy, then the table resumes): its
+          // outcome is the copy's.
           const bool replaying =
               stream_runs && r->status == cdc::decision_result::outcome::done && r->after &&
-              r->after->hold.state() == cdc::pb::HOLD_STATE_APPLYING &&
-              r->after->note.phase == "replay";
+              ((r->after->hold.state() == cdc::pb::HOLD_STATE_APPLYING &&
+                r->after->note.phase == "replay") ||
+               r->after->hold.state() == cdc::pb::HOLD_STATE_AWAITING_RESYNC);
           if (!replaying || std::chrono::steady_clock::now() >= replay_deadline)
             break;
           std::this_thread::sleep_for(std::chrono::milliseconds(50));

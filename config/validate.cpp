@@ -95,6 +95,24 @@ struct checker {
                            k));
   }
 
+  /// The source-drift gate (seed 004) skips a table whose columns are declared: its
+  /// contract checks them. Set on the section itself, the setting would be dropped
+  /// without a word.
+  void gate_on_declared(const source_config& s, const table_config& t) {
+    if (t.columns.empty() || !t.policy.on_source_drift ||
+        *t.policy.on_source_drift == drift_policy::ignore)
+      return;
+    report(errc::gate_on_declared_table, t.at,
+           key_path({"sources", s.name, "tables", t.name, "on_source_drift"}),
+           std::string(to_string(*t.policy.on_source_drift)), "",
+           fmt::format("on_source_drift = \"{}\" has no effect on table '{}': it declares its "
+                       "columns (columns = {{ ... }}), which its contract checks instead of the "
+                       "source-drift gate; remove the setting, or the declared columns to gate "
+                       "the table",
+                       to_string(*t.policy.on_source_drift), t.name),
+           severity::warning);
+  }
+
   void excluded_sections(const source_config& s, const table_config& t) {
     for (const auto& pattern : s.exclude) {
       if (!pattern_covers_name(pattern, t.name, bare_names(s)))
@@ -120,6 +138,7 @@ std::vector<diagnostic> validate(const project& p) {
     for (const auto& t : s.tables) {
       c.contracts(s, t);
       c.excluded_sections(s, t);
+      c.gate_on_declared(s, t);
     }
   std::stable_sort(c.out.begin(), c.out.end(), [](const diagnostic& a, const diagnostic& b) {
     return std::tie(a.line, a.column) < std::tie(b.line, b.column);

@@ -431,11 +431,21 @@ class duckdb_inserter final : public row_inserter {
           which = "; from " + first->second.substr(0, first->second.find(':')) +
                   " on, the column's values went to DuckDB's own cast, and one of them is "
                   "the value refused";
+        // DuckDB's own words ("expected DECIMAL(38,0), got VARCHAR for column 1") speak of
+        // the text the value went in as and of a column number: the column is named, with
+        // its type.
+        std::string type;
+        if (const auto e = msg.find("expected "); e != std::string::npos) {
+          type = msg.substr(e + 9);
+          type.resize(std::min(type.find(", got"), type.size()));
+          type += ": ";
+        }
         throw sink_error(fmt::format(
-            "{}: column {} holds a value its type cannot hold (out of the type's range or "
+            "{}: column {} holds a value its type cannot hold ({}out of the type's range or "
             "precision){}; declare the column as text to load it as it is (columns = {{ {} = "
-            "\"text\" }}), or fix the value at the source (DuckDB: {})",
-            dialect_.qualified(table_), dialect_.quote(names_[c]), which, schema::toml_key(names_[c]), msg));
+            "\"text\" }}), or fix the value at the source",
+            dialect_.qualified(table_), dialect_.quote(names_[c]), type, which,
+            schema::toml_key(names_[c])));
       }
     }
     throw sink_error(fmt::format("{}: {}: {}", dialect_.qualified(table_), what, msg));

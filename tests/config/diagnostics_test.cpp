@@ -29,7 +29,8 @@ const diagnostic& expect(const load_result& r, errc code, const std::string& key
   REQUIRE(d != nullptr);
   CHECK(d->key == key);
   CHECK(d->file == file);
-  CHECK(d->is_error() == (code != errc::excluded_section));
+  CHECK(d->is_error() ==
+        (code != errc::excluded_section && code != errc::gate_on_declared_table));
   CHECK(format(*d).find(code_name(code)) != std::string::npos);
   return *d;
 }
@@ -789,6 +790,37 @@ exclude = ["tmp_*"]
   CHECK(d.line == line_of("exclude = "));
   CHECK(d.message.find("(line " + std::to_string(line_of("[sources.shop.tables")) + ")") !=
         std::string::npos);
+}
+
+TEST_CASE("on_source_drift on a table section that declares columns is a FLT-C026 warning; "
+          "on one without, or ignore, nothing") {
+  const std::string text = std::string{one_target} + R"toml(
+[sources.shop]
+adapter = "sqlite"
+path = "s.db"
+
+[sources.shop.tables.orders]
+on_source_drift = "warn"
+columns = { amt = "decimal(12,2)" }
+
+[sources.shop.tables.items]
+on_source_drift = "fail"
+
+[sources.shop.tables.lines]
+on_source_drift = "ignore"
+columns = { id = "int" }
+)toml";
+  auto r = load(text);
+  const auto& d =
+      expect(r, errc::gate_on_declared_table, "sources.shop.tables.orders.on_source_drift");
+  CHECK(d.level == severity::warning);
+  CHECK(r.ok());
+  CHECK_THAT(d.message, Catch::Contains("has no effect on table 'orders'") &&
+                            Catch::Contains("declares its columns"));
+  std::size_t warned = 0;
+  for (const auto& x : r.diagnostics)
+    warned += x.code == errc::gate_on_declared_table ? 1 : 0;
+  CHECK(warned == 1);
 }
 
 TEST_CASE("several errors in one file are all reported, in file order") {

@@ -52,12 +52,13 @@ description = "Orders, one row per order."
 cursor_column = "updated_at"
 unique_key = ["id"]
 columns = { total = "decimal(18,2)", id = "bigint", updated_at = "timestamp_tz" }
-on_source_drift = "fail"
+on_source_drift = "ignore"
 contract = "enforced"
 
 [sources.shop_acme.tables.customers]
 unique_key = "id"
 auto_widen = true
+on_source_drift = "fail"
 
 [sources.crm]
 adapter = "postgres"
@@ -147,11 +148,12 @@ TEST_CASE("a valid full configuration loads every key into the model") {
   CHECK(orders.columns[0].name == "total");
   CHECK(orders.columns[0].type == flotilla::schema::portable_type::decimal(18, 2));
   CHECK(orders.columns[0].type_text == "decimal(18,2)");
-  CHECK(orders.policy.on_source_drift == drift_policy::fail);
+  CHECK(orders.policy.on_source_drift == drift_policy::ignore);
   CHECK(orders.policy.contract == contract_mode::enforced);
   CHECK(s.tables[1].name == "customers");
   CHECK(s.tables[1].unique_key == std::vector<std::string>{"id"});
   CHECK(s.tables[1].policy.auto_widen == true);
+  CHECK(s.tables[1].policy.on_source_drift == drift_policy::fail);
 
   const source_config& crm = p.sources[1];
   CHECK(crm.adapter == adapter_kind::postgres);

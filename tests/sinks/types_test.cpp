@@ -317,9 +317,11 @@ TEST_CASE("a DuckDB load refused by DuckDB's cast names the value refused, not t
             {I(2), T("-infinity")},
             {I(3), T("0001-01-01 00:00:00")},
             {I(4), T("294276-12-31 23:59:59")}}),
-      Catch::Contains("column \"ts\" holds a value its type cannot hold") &&
+      Catch::Contains("column \"ts\" holds a value its type cannot hold (TIMESTAMP: out of") &&
           Catch::Contains("row 4: value '294276-12-31 23:59:59'") &&
-          !Catch::Contains("-infinity") && Catch::Contains("columns = { ts = \"text\" }"));
+          !Catch::Contains("-infinity") && Catch::Contains("columns = { ts = \"text\" }") &&
+          // DuckDB's words for it (the text it went in as, a column number) are left out.
+          !Catch::Contains("got VARCHAR") && !Catch::Contains("for column 1"));
   // Without a value out of range, the same texts load.
   load(*wh, t, s, load_mode::replace,
        {{I(1), T("2024-01-01 00:00:00")}, {I(2), T("-infinity")}, {I(3), T("0001-01-01")}});

@@ -1078,13 +1078,33 @@ TEST_CASE("a key change is held until a resync copies the table again", "[stream
   pg_exec(f.source(), "INSERT INTO items VALUES (2, 'after the key change', 1)");
   REQUIRE(eventually([&] { return count(f.target(), "st_shop.items") == "2"; }));
   CHECK(count(f.target(), "st_shop.orders") == "3");
-  // The proposal of a key change is a comment asking for the target key by hand.
-  const std::string id = submit(f, flotilla::cdc::decision_kind::resync_edited,
-                                "-- the target table is copied again with its new key");
-  const auto result = decided(f, id);
-  INFO(result.message);
-  CHECK(result.exit_code() == 0);
-  CHECK(eventually([&] { return count(f.target(), "st_shop.orders") == "4"; }));
+  // The proposal of a key change is a comment asking for the target key by hand. Decided
+  // from the command line, which waits for the copy, not only for the decision.
+  const auto cli = [&](const std::string& args) {
+    const std::string cmd = "cd '" + f.dir() + "' && '" + std::getenv("FLOTILLA_BIN") + "' " +
+                            args + " 2>/dev/null";
+    std::string out;
+    FILE* pipe = ::popen(cmd.c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    char buf[4096];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;)
+      out.append(buf, n);
+    ::pclose(pipe);
+    return out;
+  };
+  std::string id;
+  for (const auto& r : nlohmann::json::parse(cli("review list --output json"))["reviews"])
+    if (r["open"].get<bool>())
+      id = r["id"].get<std::string>();
+  REQUIRE_FALSE(id.empty());
+  const std::string out =
+      cli("review edit " + id + " --resync --ddl '-- the target table is copied again with its "
+          "new key' --wait 60 --output json");
+  INFO(out);
+  const auto decided_json = nlohmann::json::parse(out);
+  CHECK(decided_json["status"] == "done");
+  CHECK(decided_json["review"]["state"] == "resumed");
+  CHECK(count(f.target(), "st_shop.orders") == "4");
   pg_exec(f.source(), "INSERT INTO orders VALUES (5, 'live', 1)");
   CHECK(eventually([&] { return same_orders(f); }));
   CHECK(p.stop() == 0);
