@@ -149,8 +149,17 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // A word that is no command: name it, the nearest command and the commands there
-    // are, rather than CLI11's "A subcommand is required".
-    if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
+    // are, rather than CLI11's "A subcommand is required" (or, with --help after it, the
+    // help of the command above it, exit 0).
+    const bool help_of_unknown = [&] {
+      if (dynamic_cast<const CLI::CallForHelp*>(&e) == nullptr)
+        return false;
+      const CLI::App* at = selected_command(app);
+      const auto extra = app.remaining(true);
+      return !extra.empty() && !extra.front().starts_with("-") &&
+             !at->get_subcommands({}).empty();
+    }();
+    if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr || help_of_unknown) {
       CLI::App* at = selected_command(app);
       const auto extra = app.remaining(true);  // with fallthrough the top level holds them
       if (!extra.empty() && !extra.front().starts_with("-")) {

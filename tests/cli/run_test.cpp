@@ -1737,6 +1737,18 @@ TEST_CASE("an unknown command is named, with the commands there are, and exits 2
   r = run_flotilla(w, {"contract"});
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::StartsWith("flotilla contract needs a command: diff, generate"));
+  // With --help after it: the same error, not the help of the command above it (exit 0).
+  r = run_flotilla(w, {"status", "--help"});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::StartsWith("unknown command 'status'; use one of: plan, run,"));
+  r = run_flotilla(w, {"schema", "acept", "--help"});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::StartsWith("unknown command 'acept' for 'schema'; did you mean "
+                                      "'accept'?"));
+  // A command's own help is still its help.
+  r = run_flotilla(w, {"schema", "--help"});
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("accept"));
 }
 
 TEST_CASE("a usage error with --output json prints the JSON document too; a stray word is "
