@@ -1227,6 +1227,10 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     out.error_code = "FLT-R001";
     out.error = target_failure(job, e.what());
   }
+  // Stopped by Ctrl-C or SIGTERM while it ran, and rolled back: no error of the target's
+  // or the source's, which a script tells apart by the code.
+  if (out.status == table_status::failed && job.cancel && job.cancel->load(std::memory_order_relaxed))
+    out.error_code = "FLT-R008";
   return out;
 }
 

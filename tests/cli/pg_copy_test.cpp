@@ -525,6 +525,8 @@ TEST_CASE("Ctrl-C while a PostgreSQL commit batch waits on a lock cancels it: th
   CHECK((*t)["status"] == "failed");
   CHECK_THAT((*t)["error"].get<std::string>(),
              Catch::Contains("stopped by the user before commit; the target is unchanged"));
+  // Its own code: no error of the target's (FLT-R001) for a script to act on.
+  CHECK((*t)["error_code"] == "FLT-R008");
   exec("COMMIT");
   PQfinish(lock);
   // Nothing of the run's is left on the server to commit later (its sessions end as the
