@@ -234,10 +234,10 @@ bool convert(sqlite3_stmt* s, int col, const portable_type& type, value& out) {
       // Unix seconds or a julian day are a date only at midnight: a time of day would be
       // dropped (then the value needs a timestamp or text pin).
       if (storage == SQLITE_INTEGER) {
-        const std::int64_t us = micros_from_unix_seconds(sqlite3_column_int64(s, col));
-        if (us % micros_per_day != 0)
+        const auto us = micros_from_unix_seconds(sqlite3_column_int64(s, col));
+        if (!us || *us % micros_per_day != 0)
           return false;
-        return set_text(format_timestamp(us, false).substr(0, 10));
+        return set_text(format_timestamp(*us, false).substr(0, 10));
       }
       if (storage == SQLITE_FLOAT) {
         auto us = micros_from_julian_day(sqlite3_column_double(s, col));
@@ -257,9 +257,12 @@ bool convert(sqlite3_stmt* s, int col, const portable_type& type, value& out) {
     case type_kind::timestamp_ntz:
     case type_kind::timestamp_tz: {
       const bool tz = type.kind == type_kind::timestamp_tz;
-      if (storage == SQLITE_INTEGER)
-        return set_text(
-            format_timestamp(micros_from_unix_seconds(sqlite3_column_int64(s, col)), tz));
+      if (storage == SQLITE_INTEGER) {
+        const auto us = micros_from_unix_seconds(sqlite3_column_int64(s, col));
+        if (!us)
+          return false;
+        return set_text(format_timestamp(*us, tz));
+      }
       if (storage == SQLITE_FLOAT) {
         auto us = micros_from_julian_day(sqlite3_column_double(s, col));
         if (!us)

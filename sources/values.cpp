@@ -550,9 +550,16 @@ std::optional<parsed_timestamp> parse_timestamp(std::string_view text) {
     if (pos != s.size())
       return std::nullopt;
   }
-  out.micros = days_from_civil(year, static_cast<unsigned>(month), static_cast<unsigned>(day)) *
-                   micros_per_day +
-               clock - offset_seconds * micros_per_second;
+  // Past microseconds since the epoch in 64 bits (years beyond 294,247, or before
+  // -290,308): no timestamp any engine holds. Computed without wrapping, which would
+  // turn year 294,248 into a date 290,309 BC.
+  const std::int64_t days =
+      days_from_civil(year, static_cast<unsigned>(month), static_cast<unsigned>(day));
+  std::int64_t at = 0;
+  if (__builtin_mul_overflow(days, micros_per_day, &at) || __builtin_add_overflow(at, clock, &at) ||
+      __builtin_sub_overflow(at, offset_seconds * micros_per_second, &at))
+    return std::nullopt;
+  out.micros = at;
   return out;
 }
 
@@ -619,8 +626,11 @@ std::optional<std::string> normalize_timestamp(std::string_view text, bool tz) {
   return format_timestamp(ts->micros, tz);
 }
 
-std::int64_t micros_from_unix_seconds(std::int64_t seconds) {
-  return seconds * micros_per_second;
+std::optional<std::int64_t> micros_from_unix_seconds(std::int64_t seconds) {
+  std::int64_t us = 0;
+  if (__builtin_mul_overflow(seconds, micros_per_second, &us))
+    return std::nullopt;
+  return us;
 }
 
 std::optional<std::int64_t> micros_from_julian_day(double jd) {

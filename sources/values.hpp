@@ -77,7 +77,8 @@ struct parsed_timestamp {
 [[nodiscard]] bool is_canonical_timestamp(std::string_view text);
 
 /// SQLite's numeric date conventions: unix seconds, and julian day numbers.
-[[nodiscard]] std::int64_t micros_from_unix_seconds(std::int64_t seconds);
+/// Unix seconds in microseconds; nullopt past 64 bits of them.
+[[nodiscard]] std::optional<std::int64_t> micros_from_unix_seconds(std::int64_t seconds);
 [[nodiscard]] std::optional<std::int64_t> micros_from_julian_day(double jd);
 
 // ---- other kinds -----------------------------------------------------------------

@@ -100,6 +100,17 @@ TEST_CASE("scaled integers format as plain decimals") {
   CHECK(format_scaled(-big, 4) == "-126765060022822940149670320.5376");
 }
 
+TEST_CASE("a timestamp past 64 bits of microseconds is no timestamp, never one wrapped to BC") {
+  // 294247-01-10 04:00:54.775807 is the last microsecond 64 bits hold.
+  CHECK(normalize_timestamp("294247-01-10 04:00:54", false) == "294247-01-10 04:00:54");
+  CHECK_FALSE(normalize_timestamp("294247-01-11 00:00:00", false).has_value());
+  CHECK_FALSE(normalize_timestamp("300000-01-01 00:00:00+00", true).has_value());
+  CHECK_FALSE(normalize_timestamp("-290309-01-01 00:00:00", false).has_value());
+  CHECK_FALSE(normalize_date("999999-12-31").has_value());
+  CHECK(micros_from_unix_seconds(1) == 1'000'000);
+  CHECK_FALSE(micros_from_unix_seconds(std::int64_t{1} << 60).has_value());
+}
+
 TEST_CASE("timestamps in the common text forms normalise to one form") {
   CHECK(normalize_timestamp("2024-01-02 03:04:05", false) == "2024-01-02 03:04:05");
   CHECK(normalize_timestamp("2024-01-02T03:04:05.120", false) == "2024-01-02 03:04:05.12");
