@@ -660,22 +660,27 @@ std::string target_failure(const table_job& job, std::string reason) {
       fix = "a value fixed at the source is read again by `flotilla run`; `flotilla retry` "
             "loads the rows this run read and staged, as they were";
   }
-  else if ((has("permission denied") || has("insufficient privilege")) && has("_flotilla"))
+  else if (has("permission denied for database"))
+    // CREATE SCHEMA of a schema that is missing: the target's, or the bookkeeping one.
+    fix = fmt::format("grant the role Flotilla connects as CREATE on the target's database, "
+                      "so it can create the schema {0}, or create that schema and grant the "
+                      "role USAGE and CREATE on it, {1}",
+                      has("\"_flotilla\"") ? std::string("_flotilla (where each load records "
+                                                          "what it committed)")
+                      : job.target.schema.empty() ? std::string("it loads into")
+                                                  : job.target.schema,
+                      then);
+  else if ((has("permission denied") || has("insufficient privilege")) &&
+           (has("for schema _flotilla") || has("for table _flotilla_commits")))
     // The bookkeeping table where each load's commit token goes with its rows.
     fix = fmt::format("grant the role Flotilla connects as USAGE on schema _flotilla and "
                       "SELECT, INSERT, UPDATE and DELETE on _flotilla._flotilla_commits (where "
                       "each load records what it committed, beside the rows), {}",
                       then);
-  else if (has("permission denied for database"))
-    fix = fmt::format("grant the role Flotilla connects as CREATE on the target's database, "
-                      "so it can create the schema {}, or create that schema and grant the "
-                      "role USAGE and CREATE on it (with SELECT, INSERT, UPDATE and DELETE on "
-                      "its tables), {}",
-                      job.target.schema.empty() ? std::string("it loads into") : job.target.schema,
-                      then);
   else if (has("permission denied") || has("must be owner") || has("insufficient privilege"))
     fix = fmt::format("grant the role Flotilla connects as what the load needs on {} (INSERT, "
-                      "UPDATE, DELETE and SELECT on the table; CREATE on its schema), {}",
+                      "UPDATE, DELETE and SELECT on the table; USAGE and CREATE on its "
+                      "schema), {}",
                       job.target.schema.empty() ? job.target.name
                                                 : job.target.schema + "." + job.target.name,
                       then);
@@ -1239,6 +1244,16 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
 table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table_job& job) {
   const auto started = std::chrono::steady_clock::now();
   table_outcome out = copy_rows(src, wh, job);
+  // Two loads of one run creating names at the same moment on PostgreSQL (a table
+  // "orders_pkey" beside "orders", whose key index PostgreSQL names "orders_pkey"): the
+  // one that commits second finds the name taken by a catalog entry it could not see
+  // when it chose it, and rolled back. Once the other has committed, the load sees the
+  // name taken and gives way (see dialect::free_table_name); so it runs once more.
+  if (out.status == table_status::failed && out.error &&
+      (out.error->find("pg_class_relname_nsp_index") != std::string::npos ||
+       out.error->find("pg_type_typname_nsp_index") != std::string::npos) &&
+      !(job.cancel && job.cancel->load(std::memory_order_relaxed)))
+    out = copy_rows(src, wh, job);
   // Reported once, by the run that records the table after them: a table that fails
   // here leaves state as it was, and the next run finds the same commit.
   if (out.recovered && out.status == table_status::copied && out.plan)

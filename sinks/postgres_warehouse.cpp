@@ -674,19 +674,27 @@ class postgres_warehouse final : public warehouse_base {
     locked_ddl({dialect().create_schema(schema)});
   }
 
-  /// Likewise CREATE TABLE IF NOT EXISTS needs CREATE on its schema.
+  /// Likewise CREATE TABLE IF NOT EXISTS needs CREATE on its schema: each is made only
+  /// when missing (the schema may be there, made by hand, without the table).
   void ensure_bookkeeping() override {
     const auto& d = dialect();
-    if (!query(fmt::format("SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
-                           "ON n.oid = c.relnamespace WHERE n.nspname = {} AND c.relname = {}",
-                           d.literal(bookkeeping_schema), d.literal(commits_table)))
-             .empty())
+    const auto rows = query(fmt::format(
+        "SELECT n.oid IS NOT NULL, c.oid IS NOT NULL FROM (SELECT 1) one "
+        "LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = {0} "
+        "LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = {1}",
+        d.literal(bookkeeping_schema), d.literal(commits_table)));
+    const bool has_schema = !rows.empty() && rows[0][0] == "t";
+    const bool has_table = !rows.empty() && rows[0][1] == "t";
+    if (has_table)
       return;
-    locked_ddl({d.create_schema(bookkeeping_schema),
-                fmt::format("CREATE TABLE IF NOT EXISTS {} ({} text PRIMARY KEY, {} text, {} "
-                            "timestamptz)",
-                            d.qualified(bookkeeping_table()), d.quote("table_name"),
-                            d.quote("token"), d.quote("committed_at"))});
+    std::vector<std::string> statements;
+    if (!has_schema)
+      statements.push_back(d.create_schema(bookkeeping_schema));
+    statements.push_back(fmt::format("CREATE TABLE IF NOT EXISTS {} ({} text PRIMARY KEY, {} text, {} "
+                                     "timestamptz)",
+                                     d.qualified(bookkeeping_table()), d.quote("table_name"),
+                                     d.quote("token"), d.quote("committed_at")));
+    locked_ddl(statements);
   }
 
   table_ref bookkeeping_table() const override {
