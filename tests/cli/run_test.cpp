@@ -2934,6 +2934,17 @@ TEST_CASE("a PostgreSQL target role missing a grant is told which: CREATE on the
   INFO(granted.dump());
   CHECK(rc == 0);
   CHECK(pg_query(with_user, "SELECT count(*) FROM stage.t")[0][0] == "2");
+  // The merge's own table refused in the target schema: that schema's grants are named,
+  // not the bookkeeping table's.
+  pg_exec(with_user, fmt::format("REVOKE CREATE ON SCHEMA stage FROM {}", role));
+  sqlite_exec(w.file("src.db"), "INSERT INTO t VALUES (3, 'c')");
+  auto no_create = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  REQUIRE(no_create["tables"].size() == 1);
+  CHECK_THAT(no_create["tables"][0]["error"].get<std::string>(),
+             Catch::Contains("permission denied for schema stage") &&
+                 Catch::Contains("USAGE and CREATE on its schema") &&
+                 !Catch::Contains("_flotilla._flotilla_commits"));
   pg_exec(dsn, fmt::format("DROP DATABASE {} WITH (FORCE)", database));
   pg_exec(dsn, fmt::format("DROP ROLE {}", role));
 }
