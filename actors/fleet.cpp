@@ -421,7 +421,10 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
           st.warehouse.reset();
           st.close_source(t.job.source_name);
           report->outcome.status = engine::table_status::failed;
-          report->outcome.error_code = "FLT-R003";
+          // Stopped (Ctrl-C, SIGTERM) while it waited for its connection (a DuckDB file
+          // another process holds): the stop's code, as for a load rolled back.
+          report->outcome.error_code =
+              spec->cancel && spec->cancel->load() ? "FLT-R008" : "FLT-R003";
           report->outcome.error = e.what();
         }
         // A table that failed before its source gave a change marker (a file it could not

@@ -151,8 +151,7 @@ int do_accept(const global_options& g, const schema_args& a) {
       // compared, whatever an earlier run saw.
       fmt::print("nothing to accept in the latest run ({}), which observed only some tables "
                  "({}): a drift an earlier run warned of on another table is accepted once a "
-                 "run observes that table again: run `flotilla run` (without the filter), "
-                 "then accept\n",
+                 "run observes that table again: run `flotilla run`{}, then accept\n",
                  latest->run_id(),
                  latest->filters_size() > 0
                      ? "it ran with --filter " + [&] {
@@ -162,7 +161,10 @@ int do_accept(const global_options& g, const schema_args& a) {
                          return f;
                        }()
                  : latest->only_size() > 0 ? std::string("a retry of some tables")
-                                           : std::string("a source could not be read"));
+                                           : std::string("a source could not be read"),
+                 latest->filters_size() > 0 ? " (without the filter)"
+                 : latest->only_size() > 0  ? ""
+                                            : " once the source is reachable");
     else
       fmt::print("nothing to accept\n");
     return 0;

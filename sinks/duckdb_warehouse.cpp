@@ -47,17 +47,19 @@ duckdb_instance_cache instance_cache() {
 }
 
 /// How long opening a file another process has open waits for it:
-/// FLOTILLA_DUCKDB_LOCK_WAIT seconds (default 30; 0 fails at once).
-std::chrono::milliseconds lock_wait() {
-  static const std::chrono::milliseconds wait = [] {
+/// FLOTILLA_DUCKDB_LOCK_WAIT seconds (default 30; 0 fails at once); nullopt when the
+/// variable holds no such number.
+std::optional<std::chrono::milliseconds> lock_wait() {
+  static const std::optional<std::chrono::milliseconds> wait =
+      []() -> std::optional<std::chrono::milliseconds> {
     const char* env = std::getenv("FLOTILLA_DUCKDB_LOCK_WAIT");
     if (env == nullptr || *env == '\0')
       return std::chrono::milliseconds(30'000);
     char* end = nullptr;
     const double s = std::strtod(env, &end);
-    return *end == '\0' && s >= 0 && s < 1e6
-               ? std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000))
-               : std::chrono::milliseconds(30'000);
+    if (*end != '\0' || !(s >= 0 && s < 1e6))
+      return std::nullopt;
+    return std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000));
   }();
   return wait;
 }
@@ -859,8 +861,13 @@ class duckdb_warehouse final : public warehouse_base {
     static std::mutex locked_mu;
     static std::map<std::string, std::string> locked;  // path -> why it cannot be opened
     static std::set<std::string> waiting;  // paths whose wait was announced
+    if (!lock_wait())
+      throw error(fmt::format("cannot open DuckDB database '{}': FLOTILLA_DUCKDB_LOCK_WAIT='{}' "
+                              "is not a number of seconds; set one from 0 (do not wait for "
+                              "another process to let go of the file) up, or unset it for 30",
+                              options.path, std::getenv("FLOTILLA_DUCKDB_LOCK_WAIT")));
     const auto started = std::chrono::steady_clock::now();
-    const auto deadline = started + lock_wait();
+    const auto deadline = started + *lock_wait();
     duckdb_state opened = DuckDBError;
     std::string msg;
     for (;;) {
@@ -885,7 +892,7 @@ class duckdb_warehouse final : public warehouse_base {
                      "flotilla: target '{}': DuckDB database '{}' is open in another process "
                      "({}); waiting up to {} s for it to let go of the file\n",
                      options.name, options.path, lock_holder(msg, held),
-                     std::chrono::duration_cast<std::chrono::seconds>(lock_wait()).count());
+                     std::chrono::duration_cast<std::chrono::seconds>(*lock_wait()).count());
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
