@@ -1707,10 +1707,16 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
               if (state->watermark->merge_key_recorded())
                 ts.job.settings.watermark_key = std::vector<std::string>(
                     state->watermark->merge_key().begin(), state->watermark->merge_key().end());
-              if (state->watermark->loaded_columns_recorded())
+              if (state->watermark->loaded_columns_recorded()) {
                 ts.job.settings.watermark_columns = std::vector<std::string>(
                     state->watermark->loaded_columns().begin(),
                     state->watermark->loaded_columns().end());
+                if (state->watermark->loaded_column_types_size() ==
+                    state->watermark->loaded_columns_size())
+                  ts.job.settings.watermark_column_types = std::vector<std::string>(
+                      state->watermark->loaded_column_types().begin(),
+                      state->watermark->loaded_column_types().end());
+              }
               if (rewritten_since(*state->watermark, ts.job.table)) {
                 ts.job.generation_changed = true;
                 ts.job.generation_warning = fmt::format(
@@ -2132,6 +2138,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           if (!r.outcome.loaded_columns.empty()) {
             for (const auto& c : r.outcome.loaded_columns)
               w.add_loaded_columns(c);
+            for (const auto& t : r.outcome.loaded_column_types)
+              w.add_loaded_column_types(t);
             w.set_loaded_columns_recorded(true);
           }
         }

@@ -1271,8 +1271,11 @@ table_outcome copy_table(sources::source& src, sinks::warehouse& wh, const table
     table_plan& p = *out.plan;
     if (!job.settings.cursor_column.empty() && out.status == table_status::copied) {
       out.loaded_columns.reserve(p.load_columns.columns.size());
-      for (const auto& c : p.load_columns.columns)
+      out.loaded_column_types.reserve(p.load_columns.columns.size());
+      for (const auto& c : p.load_columns.columns) {
         out.loaded_columns.push_back(c.name);
+        out.loaded_column_types.push_back(schema::to_string(c.type));
+      }
     }
     p.ddl = {};
     p.staging_sql = {};

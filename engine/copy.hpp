@@ -184,6 +184,7 @@ struct table_outcome {
   /// An incremental table's loaded columns (the plan's, which is trimmed), recorded with
   /// new_watermark: a column loaded later and not now is an added one.
   std::vector<std::string> loaded_columns;
+  std::vector<std::string> loaded_column_types;  ///< each one's portable type, in order
   std::any gate_detail;                  ///< what the drift gate returned, when it ran
   std::optional<staged_output> staged;   ///< the gate failed the table: its data is kept here
   bool reused_staged = false;            ///< the rows came from an earlier run's staged data

@@ -1347,13 +1347,32 @@ table_plan plan_table(const schema::table_schema& source,
     // '1.5'). Merged on a key, every row is read again and holds the source's text.
     // Integers have one text everywhere.
     std::string retyped;
+    std::set<std::string> named_retyped;
+    const auto to_text = [](const schema::portable_type& from, const schema::portable_type& to) {
+      return !schema::is_string(from.kind) && schema::is_string(to.kind) &&
+             from.kind != schema::type_kind::smallint && from.kind != schema::type_kind::int32 &&
+             from.kind != schema::type_kind::bigint;
+    };
+    const auto retype = [&](const std::string& column) {
+      if (named_retyped.insert(column).second)
+        retyped += fmt::format("{}'{}'", retyped.empty() ? "" : ", ", column);
+    };
     for (const auto& s : p.drift.steps)
-      if (s.from && !schema::is_string(s.from->kind) && schema::is_string(s.to.kind) &&
-          s.from->kind != schema::type_kind::smallint &&
-          s.from->kind != schema::type_kind::int32 && s.from->kind != schema::type_kind::bigint &&
+      if (s.from && to_text(*s.from, s.to) &&
           (s.action == evolution_action::widen || s.action == evolution_action::alter_column_types ||
            s.action == evolution_action::rebuild))
-        retyped += fmt::format("{}'{}'", retyped.empty() ? "" : ", ", s.column);
+        retype(s.column);
+    // Widened by an earlier run whose load then failed, or was killed, after its ALTER:
+    // the rows loaded before hold the target's text all the same.
+    if (settings.watermark_columns && settings.watermark_column_types)
+      for (const auto& c : p.load_columns.columns)
+        for (std::size_t i = 0; i < settings.watermark_columns->size(); ++i)
+          if (schema::same_name((*settings.watermark_columns)[i], c.name, dialect.names())) {
+            if (auto then = schema::parse_type((*settings.watermark_column_types)[i]);
+                then && to_text(*then, c.type))
+              retype(c.name);
+            break;
+          }
     if (!retyped.empty() && p.load == load_kind::merge) {
       p.reset_watermark = true;
       p.warnings.push_back(fmt::format(

@@ -52,6 +52,8 @@ struct table_settings {
   /// nullopt: not recorded. A column loaded now and not then is an added one (its ALTER
   /// may have run in a load that then failed).
   std::optional<std::vector<std::string>> watermark_columns;
+  /// The portable types of watermark_columns, in the same order; nullopt: not recorded.
+  std::optional<std::vector<std::string>> watermark_column_types;
 
   bool enforced = false;                ///< contract = "enforced". Default: false
   std::vector<schema::column> declared; ///< declared columns (name, type), in order

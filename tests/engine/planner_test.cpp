@@ -211,8 +211,22 @@ TEST_CASE("an incremental table whose boolean, decimal or float column became te
   CHECK_FALSE(keyless.reset_watermark);
   REQUIRE(keyless.warnings.size() == 1);
   CHECK_THAT(keyless.warnings[0], Catch::Contains("'v' now text") && Catch::Contains("unique_key"));
-  // An integer has one text everywhere: the load goes on from the watermark.
+  // Widened by a run whose load then failed after its ALTER (the live column is text
+  // already): the watermark's recorded type says so, and every row is read again.
   s.unique_key = {"id"};
+  s.watermark_columns = std::vector<std::string>{"id", "v", "updated_at"};
+  s.watermark_column_types = std::vector<std::string>{"int", from, "timestamp_ntz"};
+  auto after_failure = engine::plan_table(src, src, engine::target_state::present, *d, orders, s);
+  CHECK(after_failure.drift.steps.empty());
+  CHECK(after_failure.reset_watermark);
+  REQUIRE(after_failure.warnings.size() == 1);
+  CHECK_THAT(after_failure.warnings[0], Catch::Contains("'v' now text"));
+  // Once a load wrote it as text, it is text.
+  s.watermark_column_types = std::vector<std::string>{"int", "text", "timestamp_ntz"};
+  CHECK_FALSE(engine::plan_table(src, src, engine::target_state::present, *d, orders, s).reset_watermark);
+  s.watermark_columns.reset();
+  s.watermark_column_types.reset();
+  // An integer has one text everywhere: the load goes on from the watermark.
   auto ints = S({{"id", T("int")}, {"v", T("bigint")}, {"updated_at", T("timestamp_ntz")}});
   auto from_int = engine::plan_table(src, ints, engine::target_state::present, *d, orders, s);
   CHECK_FALSE(from_int.reset_watermark);
