@@ -1320,59 +1320,58 @@ table_plan plan_table(const schema::table_schema& source,
     return p;
   if (incremental && settings.has_watermark) {
     p.load = p.unique_key.empty() ? load_kind::incremental : load_kind::merge;
+    // Columns named once each, in order, as the warnings list them ("'a', 'b'").
+    struct name_list {
+      std::string text;
+      std::set<std::string> named;
+      void add(const std::string& column) {
+        if (named.insert(column).second)
+          text += fmt::format("{}'{}'", text.empty() ? "" : ", ", column);
+      }
+    };
     // A column the live table gains: the rows loaded before it hold NULL there, while the
     // source's hold their values (a column added with a default has it in every row,
     // seed 002). Merged on a key, every row is read again and gets them.
-    std::string added;
-    std::set<std::string> named;
-    const auto add = [&](const std::string& column) {
-      if (named.insert(column).second)
-        added += fmt::format("{}'{}'", added.empty() ? "" : ", ", column);
-    };
-    for (const auto& s : p.drift.steps)
-      if (s.action == evolution_action::add_columns)
-        add(s.column);
-    // Added by an earlier run whose load then failed, or was killed, after its ALTER: the
-    // rows loaded before still have no value there.
-    if (settings.watermark_columns)
-      for (const auto& c : p.load_columns.columns)
-        if (std::none_of(settings.watermark_columns->begin(), settings.watermark_columns->end(),
-                         [&](const std::string& w) {
-                           return schema::same_name(w, c.name, dialect.names());
-                         }))
-          add(c.name);
+    name_list added_columns;
     // A column now text whose rows the target converted in place (a boolean, a decimal,
     // a float): the target's text for a value need not be the source's ('true' where
     // a SQLite source, which re-created the table to retype it, holds '1'; '1.500' for
     // '1.5'). Merged on a key, every row is read again and holds the source's text.
     // Integers have one text everywhere.
-    std::string retyped;
-    std::set<std::string> named_retyped;
+    name_list retyped_columns;
     const auto to_text = [](const schema::portable_type& from, const schema::portable_type& to) {
       return !schema::is_string(from.kind) && schema::is_string(to.kind) &&
              from.kind != schema::type_kind::smallint && from.kind != schema::type_kind::int32 &&
              from.kind != schema::type_kind::bigint;
     };
-    const auto retype = [&](const std::string& column) {
-      if (named_retyped.insert(column).second)
-        retyped += fmt::format("{}'{}'", retyped.empty() ? "" : ", ", column);
-    };
-    for (const auto& s : p.drift.steps)
-      if (s.from && to_text(*s.from, s.to) &&
-          (s.action == evolution_action::widen || s.action == evolution_action::alter_column_types ||
-           s.action == evolution_action::rebuild))
-        retype(s.column);
-    // Widened by an earlier run whose load then failed, or was killed, after its ALTER:
-    // the rows loaded before hold the target's text all the same.
-    if (settings.watermark_columns && settings.watermark_column_types)
-      for (const auto& c : p.load_columns.columns)
-        for (std::size_t i = 0; i < settings.watermark_columns->size(); ++i)
-          if (schema::same_name((*settings.watermark_columns)[i], c.name, dialect.names())) {
-            if (auto then = schema::parse_type((*settings.watermark_column_types)[i]);
-                then && to_text(*then, c.type))
-              retype(c.name);
-            break;
-          }
+    for (const auto& s : p.drift.steps) {
+      if (s.action == evolution_action::add_columns)
+        added_columns.add(s.column);
+      else if (s.from && to_text(*s.from, s.to) &&
+               (s.action == evolution_action::widen ||
+                s.action == evolution_action::alter_column_types ||
+                s.action == evolution_action::rebuild))
+        retyped_columns.add(s.column);
+    }
+    // Added, or widened, by an earlier run whose load then failed, or was killed, after
+    // its ALTER: the columns (and types) the watermark's load wrote say so all the same.
+    if (settings.watermark_columns)
+      for (const auto& c : p.load_columns.columns) {
+        const auto& then = *settings.watermark_columns;
+        const auto at = std::find_if(then.begin(), then.end(), [&](const std::string& w) {
+          return schema::same_name(w, c.name, dialect.names());
+        });
+        if (at == then.end()) {
+          added_columns.add(c.name);
+        } else if (settings.watermark_column_types) {
+          const auto type = schema::parse_type(
+              (*settings.watermark_column_types)[static_cast<std::size_t>(at - then.begin())]);
+          if (type && to_text(*type, c.type))
+            retyped_columns.add(c.name);
+        }
+      }
+    const std::string& added = added_columns.text;
+    const std::string& retyped = retyped_columns.text;
     if (!retyped.empty() && p.load == load_kind::merge) {
       p.reset_watermark = true;
       p.warnings.push_back(fmt::format(

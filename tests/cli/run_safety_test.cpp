@@ -1023,9 +1023,10 @@ TEST_CASE("a dot in a DuckDB source's schema name: each table lands under its ow
   CHECK(refused == 1);
 }
 
-TEST_CASE("a DuckDB target another process has open fails each table with a message naming "
-          "that process, not the path") {
-  workdir w;
+namespace {
+
+/// Two SQLite tables copied once into a DuckDB target, wh.duckdb.
+void loaded_duckdb_shop(const workdir& w) {
   sqlite_exec(w.file("shop.db"), "CREATE TABLE a (id INTEGER); CREATE TABLE b (id INTEGER);"
                                  "INSERT INTO a VALUES (1); INSERT INTO b VALUES (2);");
   w.write("flotilla.toml", R"toml([targets.wh]
@@ -1037,6 +1038,15 @@ path = "shop.db"
 )toml");
   int rc = -1;
   REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+}
+
+}  // namespace
+
+TEST_CASE("a DuckDB target another process has open fails each table with a message naming "
+          "that process, not the path") {
+  workdir w;
+  loaded_duckdb_shop(w);
+  int rc = -1;
   duckdb_file_holder held(w.file("wh.duckdb"));
   // Opening it waits for the other process for a while (a second here), then gives up.
   scoped_env wait("FLOTILLA_DUCKDB_LOCK_WAIT", "1");
@@ -1057,17 +1067,7 @@ path = "shop.db"
 TEST_CASE("a run whose DuckDB target another process has open for a moment (a plan) waits for "
           "it, then loads every table") {
   workdir w;
-  sqlite_exec(w.file("shop.db"), "CREATE TABLE a (id INTEGER); CREATE TABLE b (id INTEGER);"
-                                 "INSERT INTO a VALUES (1); INSERT INTO b VALUES (2);");
-  w.write("flotilla.toml", R"toml([targets.wh]
-dialect = "duckdb"
-path = "wh.duckdb"
-[sources.shop]
-adapter = "sqlite"
-path = "shop.db"
-)toml");
-  int rc = -1;
-  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  loaded_duckdb_shop(w);
   sqlite_exec(w.file("shop.db"), "INSERT INTO a VALUES (3)");
   auto held = std::make_unique<duckdb_file_holder>(w.file("wh.duckdb"));
   background_flotilla run(w, {"run", "--output", "json"});

@@ -637,6 +637,20 @@ std::string submit(const fixture& f, flotilla::cdc::decision_kind kind, std::str
                                        {"", "wh", "shop.public.orders", {kind, std::move(ddl)}});
 }
 
+/// What `flotilla ARGS` prints on stdout, run in the fixture's directory.
+std::string flotilla_out(const fixture& f, const std::string& args) {
+  const std::string cmd = "cd '" + f.dir() + "' && '" + std::getenv("FLOTILLA_BIN") + "' " +
+                          args + " 2>/dev/null";
+  std::string out;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;)
+    out.append(buf, n);
+  ::pclose(pipe);
+  return out;
+}
+
 /// The result of decision `id`, once the stream carried it out.
 flotilla::cdc::decision_result decided(const fixture& f, const std::string& id) {
   const auto dir = std::filesystem::path(f.dir()) / ".flotilla";
@@ -956,18 +970,7 @@ TEST_CASE("a review's replay held again by a DDL in a transaction with rows arou
   REQUIRE(eventually([&] { return kept_count(f) >= 4; }));
   // Decided from the command line: its result names the review it decided, resumed, and
   // the new one the replay stopped at.
-  const auto cli = [&](const std::string& args) {
-    const std::string cmd = "cd '" + f.dir() + "' && '" + std::getenv("FLOTILLA_BIN") + "' " +
-                            args + " 2>/dev/null";
-    std::string out;
-    FILE* pipe = ::popen(cmd.c_str(), "r");
-    REQUIRE(pipe != nullptr);
-    char buf[4096];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;)
-      out.append(buf, n);
-    ::pclose(pipe);
-    return out;
-  };
+  const auto cli = [&](const std::string& args) { return flotilla_out(f, args); };
   const auto listed = nlohmann::json::parse(cli("review list --output json"));
   std::string first;
   for (const auto& r : listed["reviews"])
@@ -1080,18 +1083,7 @@ TEST_CASE("a key change is held until a resync copies the table again", "[stream
   CHECK(count(f.target(), "st_shop.orders") == "3");
   // The proposal of a key change is a comment asking for the target key by hand. Decided
   // from the command line, which waits for the copy, not only for the decision.
-  const auto cli = [&](const std::string& args) {
-    const std::string cmd = "cd '" + f.dir() + "' && '" + std::getenv("FLOTILLA_BIN") + "' " +
-                            args + " 2>/dev/null";
-    std::string out;
-    FILE* pipe = ::popen(cmd.c_str(), "r");
-    REQUIRE(pipe != nullptr);
-    char buf[4096];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;)
-      out.append(buf, n);
-    ::pclose(pipe);
-    return out;
-  };
+  const auto cli = [&](const std::string& args) { return flotilla_out(f, args); };
   // The review, as `review list` shows it once the hold is recorded.
   std::string id;
   REQUIRE(eventually([&] {
