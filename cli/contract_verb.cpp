@@ -14,6 +14,7 @@
 #include "cli/fleet_builder.hpp"
 #include "cli/verbs.hpp"
 #include "config/load.hpp"
+#include "config/policy.hpp"
 #include "config/toml_edit.hpp"
 
 namespace flotilla::cli {
@@ -205,6 +206,8 @@ int do_generate(const global_options& g, const contract_args& a) {
   std::vector<config::table_declaration> decls;
   std::vector<std::string> catalog_names;  // of each declaration
   std::vector<std::size_t> rows;           // index in `tables` of each declaration
+  // Declarations of tables the source-drift gate checks today, and its policy for each.
+  std::vector<std::pair<std::size_t, std::string_view>> gated;
   bool failed = false;
   // A section applies to every table whose name matches it ignoring case: a source with
   // `Orders` and `orders` cannot have either declared, since the section of one would
@@ -286,6 +289,14 @@ int do_generate(const global_options& g, const contract_args& a) {
       row["section"] = section_of(d);
       row["columns"] = std::move(cols);
       rows.push_back(tables.size());
+      // Seed 004's gate checks tables without declared columns only: a table it checked
+      // until now leaves it once the declaration is written, which `--write` says.
+      if (const auto* src = project->find_source(t.source);
+          src != nullptr && (t.section == nullptr || t.section->columns.empty())) {
+        const auto pol = config::effective_policy(*project, *src, t.section);
+        if (pol.on_source_drift != config::drift_policy::ignore)
+          gated.push_back({decls.size(), config::to_string(pol.on_source_drift)});
+      }
       decls.push_back(std::move(d));
       catalog_names.push_back(t.source_table);
     }
@@ -315,6 +326,9 @@ int do_generate(const global_options& g, const contract_args& a) {
       written = true;
       for (std::size_t i = 0; i < edits.size(); ++i)
         tables[rows[i]]["edit"] = config::to_string(edits[i]);
+      for (const auto& [i, policy] : gated)
+        if (edits[i] != config::declaration_edit::unchanged)
+          tables[rows[i]]["left_drift_gate"] = policy;
     }
   }
 
@@ -337,6 +351,13 @@ int do_generate(const global_options& g, const contract_args& a) {
     fmt::print("Wrote {} declaration(s) to {}\n", changed, g.config_path);
     for (std::size_t i = 0; i < decls.size(); ++i)
       fmt::print("  {:<18}{}\n", edit_label(edits[i]), section_of(decls[i]));
+    for (const auto& [i, policy] : gated)
+      if (edits[i] != config::declaration_edit::unchanged)
+        fmt::print(stderr,
+                   "note: {} now declares columns: on_source_drift = \"{}\" no longer checks "
+                   "this table (the gate checks tables without declared columns; a contract "
+                   "diff or plan checks declared ones)\n",
+                   section_of(decls[i]), policy);
   } else if (decls.empty()) {
     fmt::print("Nothing to write: {}\n",
                failed ? "no selected table could be declared (see above)"

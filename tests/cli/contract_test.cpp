@@ -503,3 +503,51 @@ TEST_CASE("contract generate --write leaves the file alone when nothing can be p
   CHECK(r.out == "Nothing to write: no selected table has a live table\n");
   CHECK(read_file(w.path() / "flotilla.toml") == text);
 }
+
+TEST_CASE("contract generate --write says which tables leave the source-drift gate") {
+  contract_fleet f("duckdb");
+  f.load();
+  // The source sets on_source_drift; orders already has a section (without columns),
+  // customers none: both leave the gate once declared. A second --write changes nothing
+  // and says nothing.
+  f.w.write("flotilla.toml",
+            f.target_section() +
+                "\n[sources.shop]\nadapter = \"sqlite\"\npath = \"shop.db\"\n"
+                "tags = { region = \"us_west\" }\non_source_drift = \"warn\"\n"
+                "[sources.shop.tables.orders]\nunique_key = [\"id\"]\n");
+  auto r = run_flotilla(f.w, {"contract", "generate", "--write", "--output", "json"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  for (const auto* name : {"orders", "customers"}) {
+    const auto* t = table_entry(j, f.table(name));
+    REQUIRE(t != nullptr);
+    CHECK(t->value("left_drift_gate", "") == "warn");
+  }
+  auto again = run_flotilla(f.w, {"contract", "generate", "--write"});
+  INFO(again.out << again.err);
+  CHECK(again.exit_code == 0);
+  CHECK(again.err.find("on_source_drift") == std::string::npos);
+
+  // Without the gate there is nothing to say.
+  contract_fleet plain("duckdb");
+  plain.load();
+  auto quiet = run_flotilla(plain.w, {"contract", "generate", "--write"});
+  INFO(quiet.out << quiet.err);
+  CHECK(quiet.exit_code == 0);
+  CHECK(quiet.err.find("on_source_drift") == std::string::npos);
+}
+
+TEST_CASE("contract generate --write names a table leaving the gate on stderr") {
+  contract_fleet f("duckdb");
+  f.load();
+  f.w.write("flotilla.toml", "[project]\non_source_drift = \"fail\"\n\n" + f.target_section() +
+                                 "\n[sources.shop]\nadapter = \"sqlite\"\npath = \"shop.db\"\n"
+                                 "tags = { region = \"us_west\" }\ninclude = [\"orders\"]\n");
+  auto r = run_flotilla(f.w, {"contract", "generate", "--write"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.find("note: [sources.shop.tables.\"orders\"] now declares columns: "
+                   "on_source_drift = \"fail\" no longer checks this table") !=
+        std::string::npos);
+}
