@@ -123,6 +123,14 @@ described describe_target(sinks::warehouse& wh, const table_job& job) {
 table_plan plan_described(const schema::table_schema& columns, const described& d,
                           const dialects::dialect& dialect, const dialects::table_ref& target,
                           const table_settings& settings) {
+  // The name is another kind of object's (a view, an index): nothing is dropped or loaded.
+  if (d.state == target_state::unreadable && sinks::is_not_a_table(d.unreadable)) {
+    table_plan p;
+    p.target = target;
+    p.shape_action = "none";
+    p.error = plan_error{"FLT-S015", d.unreadable};
+    return p;
+  }
   if (d.state == target_state::unreadable && sinks::is_unmappable_column(d.unreadable)) {
     std::string by;
     if (settings.enforced)

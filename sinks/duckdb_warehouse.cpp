@@ -998,8 +998,11 @@ class duckdb_warehouse final : public warehouse_base {
               : duckdb_table_description_create_ext(con_, table.catalog.c_str(), schema.c_str(),
                                                     table.name.c_str(), &desc);
       duckdb_table_description_destroy(&desc);
-      if (found == DuckDBError)
+      if (found == DuckDBError) {
+        if (is_view(table))
+          throw not_a_table(table, "a view");
         return std::nullopt;
+      }
     }
     text_rows rows;
     try {
@@ -1025,6 +1028,22 @@ class duckdb_warehouse final : public warehouse_base {
       out.columns.push_back(schema::column{r[0].value_or(""), *t, r[2] == "true", r[3] == "true"});
     }
     return out;
+  }
+
+  /// Whether a view holds `table`'s name (DuckDB matches names ignoring case). Asked only
+  /// for a name no table holds, before a load would create the table.
+  bool is_view(const table_ref& table) {
+    const auto& d = dialect();
+    const std::string sql = fmt::format(
+        "SELECT count(*) FROM duckdb_views() WHERE database_name = {} AND schema_name = {} "
+        "AND lower(view_name) = lower({})",
+        table.catalog.empty() ? "current_database()" : d.literal(table.catalog),
+        d.literal(table.schema.empty() ? std::string("main") : table.schema),
+        d.literal(table.name));
+    result_holder h;
+    if (duckdb_query(con_, sql.c_str(), &h.r) == DuckDBError)
+      return false;  // the load's own statements say what is wrong
+    return duckdb_value_int64(&h.r, 0, 0) > 0;
   }
 
   /// A fleet's plan or run describes thousands of tables of a schema. DESCRIBE costs
@@ -1118,6 +1137,19 @@ class duckdb_warehouse final : public warehouse_base {
           schema::column{cell(1, i), *t, cell(3, i) == "true", cell(4, i) == "true"});
     }
     finish();
+    // A name a view holds is no table to load into (describe() says the same).
+    const auto views = query(fmt::format(
+        "SELECT view_name FROM duckdb_views() WHERE NOT internal AND database_name = {} AND "
+        "schema_name = {}",
+        database, in_schema));
+    for (const auto& v : views) {
+      if (v.empty() || !v[0])
+        continue;
+      if (const auto it = asked.find(schema::fold_name(*v[0], d.names())); it != asked.end())
+        for (const std::string* n : it->second)
+          out.insert_or_assign(*n, std::unexpected(not_a_table({catalog, schema, *n}, "a view")
+                                                       .what()));
+    }
     return out;
   }
 

@@ -440,6 +440,17 @@ void ignore_notice(void*, const char*) {
   // nop: NOTICEs such as "table does not exist, skipping" are expected here
 }
 
+/// What holds a described name, for the describe queries (`c` the relation): '' for a
+/// table, else what the name is ("a view", "an index on s.t"), a '~' in front for an
+/// index that backs a constraint (free_table_name may move it aside).
+constexpr std::string_view relation_kind =
+    "CASE WHEN c.relkind IN ('r', 'p', 'f') THEN '' WHEN c.relkind = 'v' THEN 'a view' "
+    "WHEN c.relkind = 'm' THEN 'a materialized view' WHEN c.relkind = 'S' THEN 'a sequence' "
+    "WHEN c.relkind = 'c' THEN 'a composite type' ELSE coalesce((SELECT CASE WHEN EXISTS "
+    "(SELECT 1 FROM pg_catalog.pg_constraint o WHERE o.conindid = c.oid) THEN '~' ELSE '' "
+    "END || 'an index on ' || x.indrelid::pg_catalog.regclass::text FROM pg_catalog.pg_index x "
+    "WHERE x.indexrelid = c.oid), 'a relation of kind ' || c.relkind::text) END";
+
 class postgres_warehouse final : public warehouse_base {
  public:
   postgres_warehouse(const warehouse_options& options, std::unique_ptr<dialects::dialect> d)
@@ -500,16 +511,16 @@ class postgres_warehouse final : public warehouse_base {
         "SELECT a.attname, format_type(a.atttypid, a.atttypmod), "
         "CASE WHEN a.attnotnull THEN 'false' ELSE 'true' END, "
         "CASE WHEN EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND "
-        "i.indisprimary AND a.attnum = ANY(i.indkey)) THEN 'true' ELSE 'false' END, {} "
+        "i.indisprimary AND a.attnum = ANY(i.indkey)) THEN 'true' ELSE 'false' END, {}, {} "
         "FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid CROSS JOIN {} "
         "WHERE c.relnamespace = (SELECT n.oid FROM pg_namespace n "
         "WHERE n.nspname = coalesce($1::name, current_schema())) AND c.relname = $2::name "
-        "AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND a.attnum > 0 AND NOT a.attisdropped "
+        "AND a.attnum > 0 AND NOT a.attisdropped "
         "ORDER BY a.attnum",
         emptiable_expression("EXISTS (SELECT 1 FROM pg_catalog.pg_index k "
                              "WHERE k.indrelid = c.oid AND k.indisprimary)",
                              "$3"),
-        emptiable_globals);
+        relation_kind, emptiable_globals);
     // Prepared once per connection: parsing and planning this catalog join cost ~3x its
     // execution (measured: ~340 us per unprepared call, ~90 us prepared), and a drift
     // check describes every table of a fleet.
@@ -535,6 +546,11 @@ class postgres_warehouse final : public warehouse_base {
     const text_rows rows = collect(h.r);
     if (rows.empty())
       return std::nullopt;
+    if (const std::string what = rows.front()[5].value_or(""); !what.empty()) {
+      if (held_aside(table, what))
+        return std::nullopt;  // the load moves the index aside (free_table_name)
+      throw not_a_table(table, what);
+    }
     if (in_place_max_bytes_ != 0)
       emptiable_.put(emptiable_key(table), rows.front()[4] == "t");
     schema::table_schema out;
@@ -558,13 +574,13 @@ class postgres_warehouse final : public warehouse_base {
         "SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), "
         "CASE WHEN a.attnotnull THEN 'false' ELSE 'true' END, "
         "CASE WHEN a.attnum = ANY(coalesce(i.indkey::int2[], '{{}}')) THEN 'true' ELSE 'false' "
-        "END, {}, a.attnum "
+        "END, {}, a.attnum, {} "
         "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
         "JOIN pg_attribute a ON a.attrelid = c.oid "
         "LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary CROSS JOIN {} "
         "WHERE n.nspname = coalesce($1::name, current_schema()) AND c.relname = ANY($2::name[]) "
-        "AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND a.attnum > 0 AND NOT a.attisdropped",
-        emptiable_expression("i.indrelid IS NOT NULL", "$3"), emptiable_globals);
+        "AND a.attnum > 0 AND NOT a.attisdropped",
+        emptiable_expression("i.indrelid IS NOT NULL", "$3"), relation_kind, emptiable_globals);
     const std::string array = text_array(names);
     const char* params[3] = {schema.empty() ? nullptr : schema.c_str(), array.c_str(),
                              in_place_limit_.c_str()};
@@ -928,17 +944,26 @@ class postgres_warehouse final : public warehouse_base {
     table_reader(const postgres_warehouse& wh, const std::string& schema)
         : wh_(wh), schema_(schema), parsed_(wh.dialect()) {}
 
-    /// Row `i` of `r`: relname, attname, format_type, nullable, key, emptiable, attnum.
+    /// Row `i` of `r`: relname, attname, format_type, nullable, key, emptiable, attnum,
+    /// what holds the name ('' for a table).
     void add(const PGresult* r, int i) {
       const char* name = PQgetvalue(r, i, 0);
       if (last_ == nullptr || last_name_ != name) {  // a table's rows come together
+        last_name_ = name;
+        if (const char* what = PQgetvalue(r, i, 7); *what != '\0') {
+          last_ = nullptr;
+          if (!wh_.held_aside({"", schema_, name}, what))
+            not_tables_.insert_or_assign(name, wh_.not_a_table({"", schema_, name}, what).what());
+          return;
+        }
         auto [it, fresh] = tables_.try_emplace(name);
         if (fresh && wh_.in_place_max_bytes_ != 0)
           wh_.emptiable_.put(wh_.emptiable_key({"", schema_, name}),
                              std::string_view(PQgetvalue(r, i, 5)) == "t");
         last_ = &it->second;
-        last_name_ = name;
       }
+      if (last_ == nullptr)
+        return;  // a name another kind of object holds
       table& t = *last_;
       const int number = std::atoi(PQgetvalue(r, i, 6));
       if (!t.columns && number > t.error_at)
@@ -962,6 +987,8 @@ class postgres_warehouse final : public warehouse_base {
 
     described_tables finish() && {
       described_tables out;
+      for (auto& [name, why] : not_tables_)
+        out.insert_or_assign(name, std::unexpected(std::move(why)));
       for (auto& [name, t] : tables_) {
         if (!t.columns) {
           out.emplace_hint(out.end(), name, std::unexpected(std::move(t.columns.error())));
@@ -990,7 +1017,20 @@ class postgres_warehouse final : public warehouse_base {
     std::map<std::string, table, std::less<>> tables_;
     table* last_ = nullptr;
     std::string last_name_;
+    std::map<std::string, std::string, std::less<>> not_tables_;  ///< name -> the error
   };
+
+  /// Whether the object `what` (relation_kind's text) holding `table`'s name is an index
+  /// the load moves aside to the next free name (free_table_name): the table is absent.
+  [[nodiscard]] bool held_aside(const table_ref& table, std::string_view what) const {
+    return what.starts_with('~') && !dialect().free_table_name(table).empty();
+  }
+  /// The error for `table`'s name held by `what` (relation_kind's text).
+  [[nodiscard]] sink_error not_a_table(const table_ref& table, std::string_view what) const {
+    if (what.starts_with('~'))
+      what.remove_prefix(1);
+    return warehouse_base::not_a_table(table, what);
+  }
 
   PGconn* conn_ = nullptr;
   std::uint64_t in_place_max_bytes_;

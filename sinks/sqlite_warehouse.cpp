@@ -340,6 +340,8 @@ class sqlite_warehouse final : public warehouse_base {
       throw error(fmt::format("cannot read the columns of {}: {}", dialect().qualified(table),
                               e.what()));
     }
+    if (auto held = held_by(table.schema, {table.name}); !held.empty())
+      throw not_a_table(table, held.begin()->second);
     if (rows.empty())
       return std::nullopt;
     schema::table_schema out;
@@ -351,6 +353,46 @@ class sqlite_warehouse final : public warehouse_base {
       out.columns.push_back(
           schema::column{r[0].value_or(""), *t, r[2] == "0", r[3].value_or("0") != "0"});
     }
+    return out;
+  }
+
+  /// The names of `names` (in `schema`, an attached database, or main) that a view or an
+  /// index holds, each with what holds it ("a view", "an index on \"t\""). SQLite's
+  /// tables, views and indexes share one namespace, names matched ignoring ASCII case.
+  /// One pass over the schema's catalog, whatever the number of names.
+  std::map<std::string, std::string> held_by(const std::string& schema,
+                                             const std::vector<std::string>& names) {
+    std::map<std::string, std::string> out;
+    const auto fold = [](std::string n) {
+      for (char& c : n)
+        if (c >= 'A' && c <= 'Z')
+          c = static_cast<char>(c - 'A' + 'a');
+      return n;
+    };
+    const auto& d = dialect();
+    const std::string sql = fmt::format(
+        "SELECT name, type, tbl_name FROM {}sqlite_master WHERE type IN ('view', 'index') AND "
+        "substr(name, 1, 7) <> 'sqlite_'",
+        schema.empty() ? std::string() : d.quote(schema) + ".");
+    statement st;
+    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &st.s, nullptr) != SQLITE_OK)
+      return out;  // the load's own statements say what is wrong
+    const auto text = [&](int c) {
+      const auto* v = reinterpret_cast<const char*>(sqlite3_column_text(st.s, c));
+      return std::string(v ? v : "", static_cast<std::size_t>(sqlite3_column_bytes(st.s, c)));
+    };
+    std::map<std::string, std::string> held;  // folded name -> what holds it
+    while (sqlite3_step(st.s) == SQLITE_ROW) {
+      table_ref on{"", schema, text(2)};
+      held.emplace(fold(text(0)), text(1) == "view"
+                                      ? std::string("a view")
+                                      : fmt::format("an index on {}", d.qualified(on)));
+    }
+    if (held.empty())
+      return out;
+    for (const auto& n : names)
+      if (const auto it = held.find(fold(n)); it != held.end())
+        out.emplace(n, it->second);
     return out;
   }
 
@@ -420,6 +462,9 @@ class sqlite_warehouse final : public warehouse_base {
       (*table)->columns.push_back(schema::column{column, *t, sqlite3_column_int64(st.s, 3) == 0,
                                                  sqlite3_column_int64(st.s, 4) != 0});
     }
+    for (auto& [name, what] : held_by(schema, names))
+      out.insert_or_assign(name,
+                           std::unexpected(not_a_table({"", schema, name}, what).what()));
     return out;
   }
 

@@ -402,6 +402,7 @@ sink_error warehouse_base::error(std::string_view what) const {
 }
 
 constexpr std::string_view unmappable_words = "that Flotilla cannot map";
+constexpr std::string_view not_a_table_words = "not a table Flotilla can load into";
 
 
 std::vector<warehouse::hand_made_index> warehouse_base::indexes_from(
@@ -423,6 +424,16 @@ sink_error warehouse_base::unmappable(const table_ref& table, std::string_view c
                                       const schema::type_error& why) const {
   return error(fmt::format("{}: column '{}' has type {} {}: {}", dialect().qualified(table),
                            column, type, unmappable_words, why.message));
+}
+
+sink_error warehouse_base::not_a_table(const table_ref& table, std::string_view what) const {
+  // "a view" -> "view", "an index on ..." -> "index", for the advice.
+  std::string_view kind = what.substr(what.find(' ') + 1);
+  kind = kind.substr(0, kind.find(" on "));
+  return error(fmt::format("{} is {}, {}: Flotilla never drops or replaces another kind of "
+                           "object; drop or rename the {} on the target, or load the table "
+                           "elsewhere (another target schema)",
+                           dialect().qualified(table), what, not_a_table_words, kind));
 }
 
 void warehouse_base::begin_with(const std::vector<std::string>& statements) {
@@ -552,6 +563,10 @@ std::string value_text(const schema::value& v) {
 
 bool is_unmappable_column(std::string_view message) {
   return message.find(detail::unmappable_words) != std::string_view::npos;
+}
+
+bool is_not_a_table(std::string_view message) {
+  return message.find(detail::not_a_table_words) != std::string_view::npos;
 }
 
 }  // namespace flotilla::sinks

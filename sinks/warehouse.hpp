@@ -27,6 +27,10 @@ struct sink_error : std::runtime_error {
 /// cannot map: the table exists and was read, unlike a target that cannot be read.
 [[nodiscard]] bool is_unmappable_column(std::string_view message);
 
+/// Whether a describe() error says that the target table's name is held by another kind
+/// of object (a view, an index, a sequence): nothing may be loaded there, nor dropped.
+[[nodiscard]] bool is_not_a_table(std::string_view message);
+
 enum class load_mode {
   replace,  ///< full refresh: load a staging table, swap it in atomically at commit
   append,   ///< insert the rows into the live table

@@ -134,6 +134,10 @@ class warehouse_base : public warehouse {
       const std::vector<std::vector<std::optional<std::string>>>& rows) const;
   [[nodiscard]] sink_error unmappable(const dialects::table_ref& table, std::string_view column,
                                       std::string_view type, const schema::type_error& why) const;
+  /// The error describe() throws when `table`'s name is held by another kind of object,
+  /// `what` saying which ("a view", "an index on \"s\".\"t\"").
+  [[nodiscard]] sink_error not_a_table(const dialects::table_ref& table,
+                                       std::string_view what) const;
 
  private:
   std::string target_name_;

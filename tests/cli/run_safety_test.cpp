@@ -1446,3 +1446,88 @@ TEST_CASE("a value the target refuses names the user's table, not its staging co
                         !Catch::Contains("__flotilla_staging") &&
                         Catch::Contains("columns = { hi = \"text\" }"));
 }
+
+TEST_CASE("a target table name another kind of object holds fails FLT-S015 in plan and run, "
+          "and that object is left as it was") {
+  // A view (and on PostgreSQL and SQLite an index, on PostgreSQL a sequence) named like
+  // a table the run would create or refresh: nothing is dropped, nothing loaded there.
+  for (const std::string kind : {"duckdb", "sqlite", "postgres"}) {
+    DYNAMIC_SECTION(kind) {
+      workdir w;
+      sqlite_exec(w.file("shop.db"),
+                  "CREATE TABLE orders (id INTEGER PRIMARY KEY, v TEXT);"
+                  "INSERT INTO orders VALUES (1, 'a');"
+                  "CREATE TABLE customers (id INTEGER PRIMARY KEY);"
+                  "INSERT INTO customers VALUES (7);"
+                  "CREATE TABLE items (id INTEGER);"
+                  "INSERT INTO items VALUES (3);");
+      std::string target, schema = "s_" + unique_suffix();
+      std::vector<std::string> held;  // the table names another object holds
+      if (kind == "duckdb") {
+        duckdb_exec(w.file("wh.duckdb"),
+                    "CREATE SCHEMA " + schema + "; CREATE VIEW " + schema +
+                        ".Customers AS SELECT 1 AS x;");
+        target = "dialect = \"duckdb\"\npath = \"wh.duckdb\"\nschema = \"" + schema + "\"\n";
+        held = {"customers"};
+      } else if (kind == "sqlite") {
+        sqlite_exec(w.file("wh.sqlite"),
+                    "CREATE TABLE other (a INT); CREATE INDEX shop__orders ON other (a);"
+                    "CREATE VIEW SHOP__customers AS SELECT 1 AS x;");
+        target = "dialect = \"sqlite\"\npath = \"wh.sqlite\"\n";
+        held = {"shop__customers", "shop__orders"};
+      } else {
+        pg_exec(pg_dsn(), fmt::format("CREATE SCHEMA {0}; CREATE TABLE {0}.other (a INT);"
+                                      "CREATE INDEX orders ON {0}.other (a);"
+                                      "CREATE VIEW {0}.customers AS SELECT 1 AS x;"
+                                      "CREATE SEQUENCE {0}.items;",
+                                      schema));
+        target = fmt::format("dialect = \"postgres\"\ndsn = \"{}\"\nschema = \"{}\"\n", pg_dsn(),
+                             schema);
+        held = {"customers", "orders", "items"};
+      }
+      w.write("flotilla.toml", "[targets.wh]\n" + target +
+                                   "\n[sources.shop]\nadapter = \"sqlite\"\npath = \"shop.db\"\n");
+      const auto name = [&](const std::string& t) {
+        return kind == "sqlite" ? "shop__" + t : schema + "." + t;
+      };
+      int code = 0;
+      auto plan = flotilla_json(w, {"plan"}, &code);
+      INFO(plan.dump(2));
+      CHECK(code == 1);
+      auto run = flotilla_json(w, {"run"}, &code);
+      INFO(run.dump(2));
+      CHECK(code == 1);
+      for (const std::string t : {"orders", "customers", "items"}) {
+        const bool is_held = std::ranges::find(held, kind == "sqlite" ? "shop__" + t : t) !=
+                             held.end();
+        const auto* r = find_table(run, name(t));
+        REQUIRE(r != nullptr);
+        if (!is_held) {
+          CHECK((*r)["status"] == "copied");
+          continue;
+        }
+        CHECK((*r)["status"] == "failed");
+        const std::string error = (*r)["error"].get<std::string>();
+        CHECK((*r)["error_code"] == "FLT-S015");
+        CHECK(error.find("not a table Flotilla can load into") != std::string::npos);
+      }
+      // The objects are still there, as they were.
+      if (kind == "duckdb") {
+        CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT x FROM " + schema + ".customers") ==
+              std::vector<std::vector<std::string>>{{"1"}});
+      } else if (kind == "sqlite") {
+        CHECK(sqlite_query(w.file("wh.sqlite"),
+                           "SELECT type FROM sqlite_master WHERE name IN ('shop__orders', "
+                           "'SHOP__customers') ORDER BY type") ==
+              std::vector<std::vector<std::string>>{{"index"}, {"view"}});
+      } else {
+        CHECK(pg_query(pg_dsn(), fmt::format("SELECT string_agg(relkind::text, '' ORDER BY "
+                                             "relname) FROM pg_class WHERE relnamespace = "
+                                             "'{}'::regnamespace AND relname IN ('customers', "
+                                             "'orders', 'items')",
+                                             schema))[0][0] == "vSi");
+        pg_exec(pg_dsn(), "DROP SCHEMA " + schema + " CASCADE");
+      }
+    }
+  }
+}

@@ -52,6 +52,16 @@ TEST_CASE("describe_tables reads each table of a schema as describe does") {
   REQUIRE(all.has_value());
   for (const auto& n : names) {
     CAPTURE(n);
+    if (n == names[3] && target.engine() != "sqlite") {
+      // A view holds the name: both say so alike (FLT-S015), neither reads it as a table.
+      const std::string error = describe_error(*wh, target.table(n));
+      CHECK(error.find("is a view, not a table Flotilla can load into") != std::string::npos);
+      CHECK(is_not_a_table(error));
+      REQUIRE(all->contains(n));
+      REQUIRE_FALSE(all->at(n).has_value());
+      CHECK(all->at(n).error() == error);
+      continue;
+    }
     const auto one = wh->describe(target.table(n));
     const auto it = all->find(n);
     CHECK(one.has_value() == (it != all->end()));
