@@ -1789,6 +1789,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
               in.path = ts.staged_path;
               if (!state->staged->watermark_value().empty())
                 in.watermark = state->staged->watermark_value();
+              in.increment = state->staged->increment();
               ts.job.reuse = in;
               ts.prune = false;
               if (gated && state->staged->observed_schema_size() > 0)
@@ -2236,6 +2237,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       e.set_rows(staged.rows);
       if (staged.watermark)
         e.set_watermark_value(*staged.watermark);
+      e.set_increment(staged.increment);
       *e.mutable_observed_schema() = events::to_observed(
           staged.observed.columns.empty() ? staged.columns : staged.observed);
       if (v != nullptr)

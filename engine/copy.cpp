@@ -841,6 +841,13 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
             "its staged rows hold other columns than flotilla.toml's settings now read (a "
             "contract or declared columns changed since)");
     }
+    // Staged rows read past a watermark this run does not start from (it reads every row:
+    // the source points elsewhere now, the target file went, the table was created anew):
+    // loaded, they would be all the table keeps.
+    if (job.reuse && job.reuse->increment && incremental && !watermark)
+      return read_source_again(
+          "its staged rows are only those the failed run read past the watermark, and this "
+          "run reads every row, as a first run does");
     if (plan.reset_watermark || plan.load == load_kind::full_refresh) {
       // Staged rows read past the watermark are an increment: loaded as every row of a
       // table created anew (its key changed), they would be all it keeps.
@@ -918,7 +925,8 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
         out.gate_detail = std::move(verdict.detail);
         if (!verdict.proceed) {
           stopped_by_gate(verdict);
-          out.staged = staged_output{job.reuse->path, 0, job.reuse->watermark, *staged_cols, {}};
+          out.staged = staged_output{job.reuse->path, 0, job.reuse->watermark, *staged_cols, {},
+                                     job.reuse->increment};
           return out;
         }
       }
@@ -937,13 +945,13 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       staged_watermark = incremental && rres.max_cursor ? rres.max_cursor : watermark;
       load_from = staged.path();
       kept = staged_output{staged.path().string(), staged.rows(), staged_watermark,
-                           plan.read_columns, plan.observed_columns()};
+                           plan.read_columns, plan.observed_columns(),
+                           incremental && watermark.has_value()};
       auto verdict = job.gate(plan.observed_columns(), false, {});
       out.gate_detail = std::move(verdict.detail);
       if (!verdict.proceed) {
         stopped_by_gate(verdict);
-        out.staged = staged_output{staged.path().string(), staged.rows(), staged_watermark,
-                                   plan.read_columns, plan.observed_columns()};
+        out.staged = kept;
         return out;
       }
     }

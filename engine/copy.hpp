@@ -38,6 +38,7 @@ using drift_gate = std::function<drift_gate_result(const schema::table_schema& s
 struct staged_input {
   std::string path;                      ///< engine/staging.hpp file
   std::optional<std::string> watermark;  ///< the cursor value the staged rows reach
+  bool increment = false;  ///< the rows past a watermark only (StagedEntry.increment)
 };
 
 /// Staged data kept because the gate failed the table.
@@ -49,6 +50,7 @@ struct staged_output {
   /// What the drift gate observed (the staged columns and any on_schema_change = ignore
   /// left out); recorded with the staged data, so a retry checks what the run checked.
   schema::table_schema observed;
+  bool increment = false;  ///< read past a watermark: not every row of the table
 };
 
 struct table_job {

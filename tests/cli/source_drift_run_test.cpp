@@ -1165,3 +1165,38 @@ TEST_CASE("the gate sees a new source column that on_schema_change = ignore leav
     }
   }
 }
+
+TEST_CASE("retry of a keyless incremental table whose source moved since reads every row again "
+          "rather than keep only the staged increment") {
+  // The failed run staged the rows past the watermark only; the source now points at
+  // another file (a replica), so this run reads every row, as a first run does: the
+  // staged increment loaded as the whole table would lose the rows below the watermark.
+  shop s("fail", "[sources.shop.tables.log]\ncursor_column = \"seq\"\n");
+  s.source("CREATE TABLE log (seq INTEGER, msg TEXT);"
+           "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 50) "
+           "INSERT INTO log SELECT i, 'm' || i FROM r");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
+  s.source("ALTER TABLE log ADD COLUMN lvl INTEGER; INSERT INTO log VALUES (51, 'm51', 1)");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "partial");
+  REQUIRE(run_flotilla(s.w, {"schema", "accept"}).exit_code == 0);
+  std::filesystem::copy_file(s.w.file("shop.db"), s.w.file("replica.db"));
+  std::ifstream in(s.w.path() / "flotilla.toml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  text.replace(text.find("shop.db"), 7, "replica.db");
+  s.w.write("flotilla.toml", text);
+  auto retry = flotilla_json(s.w, {"retry"});
+  INFO(retry.dump(2));
+  const auto* log = find_table(retry, "raw.log");
+  REQUIRE(log != nullptr);
+  CHECK((*log)["status"] == "copied");
+  CHECK_FALSE(log->contains("reused_staged"));
+  CHECK_THAT((*log)["warnings"].dump(), Catch::Contains("read from the source again"));
+  CHECK(s.target("SELECT count(*), count(DISTINCT seq), min(seq), max(seq) FROM raw.log")[0] ==
+        std::vector<std::string>{"51", "51", "1", "51"});
+  // The watermark is the replica's now: its next row is read, and only it.
+  sqlite_exec(s.w.file("replica.db"), "INSERT INTO log VALUES (52, 'm52', 2)");
+  auto next = flotilla_json(s.w, {"run"});
+  CHECK((*find_table(next, "raw.log"))["rows"] == 1);
+  CHECK(s.target("SELECT count(*), count(DISTINCT seq) FROM raw.log")[0] ==
+        std::vector<std::string>{"52", "52"});
+}
