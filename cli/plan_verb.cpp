@@ -174,8 +174,10 @@ int do_plan(const global_options& g, const plan_args& a) {
           sql.push_back(s);
         row["sql"] = std::move(sql);
         ++to_load;
+        // A live table dropped for a column Flotilla cannot map is altered too (a drop and
+        // recreate), though planned as a table created anew.
         if (pl.shape_action == "evolve" || pl.shape_action == "recreate" ||
-            pl.shape_action == "rebuild")
+            pl.shape_action == "rebuild" || (pl.live_unmappable && !pl.ddl.empty()))
           ++to_alter;
       }
       // What the source-drift gate (seed 004) would decide, as the run reports it.

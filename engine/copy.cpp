@@ -170,7 +170,8 @@ table_plan plan_described(const schema::table_schema& columns, const described& 
   if (d.state == target_state::unreadable) {
     p.warnings.push_back(fmt::format(
         "the live table could not be read ({}): it is treated as absent, dropped and copied "
-        "anew with a full refresh; columns and rows only it has are lost",
+        "anew with a full refresh; columns and rows only it has are lost, and so are its "
+        "grants, comments and the indexes made by hand on it (make them again after the run)",
         d.unreadable));
     // A live table dropped for a column Flotilla cannot map is a schema action like any
     // other: the run's drift actions and the event stream say so, with the column.
@@ -205,7 +206,8 @@ table_plan plan_described(const schema::table_schema& columns, const described& 
                             d.unreadable)
               : fmt::format("live column '{}' has type {}, which Flotilla cannot map: the table "
                             "is dropped and copied anew from the source; that column, any "
-                            "other the source does not have, and their values are lost",
+                            "other the source does not have, their values, and the table's "
+                            "grants, comments and indexes made by hand are lost",
                             step.column, step.from_text);
       step.sql = p.ddl.front();
       p.drift.steps.push_back(std::move(step));
