@@ -2714,6 +2714,11 @@ TEST_CASE("an unreadable target table is treated as absent and rebuilt with a fu
   duckdb_exec(w.file("wh.duckdb"), "CREATE SCHEMA staging__us_west__shop;"
                                    "CREATE TABLE staging__us_west__shop.orders (id INTEGER, odd INTERVAL[]);");
   int rc = -1;
+  // plan counts the drop and recreate among the tables to alter, and says what goes.
+  auto plan = flotilla_json(w, {"plan"}, &rc);
+  INFO(plan.dump(2));
+  CHECK(plan["to_alter"] == 1);
+  CHECK_THAT(plan.dump(), Catch::Contains("grants, comments and indexes made by hand are lost"));
   auto run = flotilla_json(w, {"run"}, &rc);
   CHECK(rc == 0);
   CHECK((*find_table(run, "staging__us_west__shop.orders"))["status"] == "copied");
