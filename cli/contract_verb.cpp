@@ -280,7 +280,16 @@ int do_generate(const global_options& g, const contract_args& a) {
           left_out.push_back(c.name);
           continue;
         }
-        d.columns.push_back(config::column_declaration{c.name, schema::to_string(c.type)});
+        // A declaration the target stores as this live type stays as written (varchar(20)
+        // on DuckDB, whose VARCHAR has no length): contract diff finds it OK, and
+        // rewriting it would drop what the user declared.
+        std::string type = schema::to_string(c.type);
+        if (t.section != nullptr)
+          for (const auto& declared : t.section->columns)
+            if (schema::same_name(declared.name, c.name, t.dialect->names()) &&
+                t.dialect->canonical(declared.type) == t.dialect->canonical(c.type))
+              type = schema::to_string(declared.type);
+        d.columns.push_back(config::column_declaration{c.name, type});
         cols.push_back({{"name", c.name}, {"type", d.columns.back().type}});
       }
       if (!left_out.empty())

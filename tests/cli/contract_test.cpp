@@ -551,3 +551,26 @@ TEST_CASE("contract generate --write names a table leaving the gate on stderr") 
                    "on_source_drift = \"fail\" no longer checks this table") !=
         std::string::npos);
 }
+
+TEST_CASE("contract generate --write keeps a declared type the target stores as the live one") {
+  // DuckDB's VARCHAR has no length: varchar(20) is stored as text, which contract diff
+  // finds OK; generate proposes it as declared, and --write leaves the file alone.
+  contract_fleet f("duckdb");
+  f.load();
+  f.config("[sources.shop.tables.customers]\ncolumns = { id = \"bigint\", name = \"varchar(20)\" }\n");
+  const std::string before = read_file(f.w.path() / "flotilla.toml");
+  auto diff = run_flotilla(f.w, {"contract", "diff", "--filter", "table=customers"});
+  INFO(diff.out << diff.err);
+  REQUIRE(diff.exit_code == 0);
+  auto r = run_flotilla(f.w, {"contract", "generate", "--write", "--filter", "table=customers",
+                              "--output", "json"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["written"] == false);
+  const auto* t = table_entry(j, f.table("customers"));
+  REQUIRE(t != nullptr);
+  CHECK((*t)["edit"] == "unchanged");
+  CHECK((*t)["columns"][1]["type"] == "varchar(20)");
+  CHECK(read_file(f.w.path() / "flotilla.toml") == before);
+}
