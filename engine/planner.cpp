@@ -162,7 +162,7 @@ struct planner {
           suggest = have;
       }
     return fmt::format("{} has type {}, which cannot be read as {}; {}declare a type it can be "
-                       "read as (columns = {{ {} = \"{}\" }}{}{}), or change it at the source",
+                       "read as{} (columns = {{ {} = \"{}\" }}{}), or change it at the source",
                        column, T(source), T(declared),
                        numeric_text ? "text is never read as a number (where the column is "
                                       "a PostgreSQL numeric without a scale, or a domain over "
@@ -170,9 +170,8 @@ struct planner {
                                       "source, numeric(18,2), or select from a view that casts "
                                       "it); or "
                                     : "",
-                       schema::toml_key(column), T(suggest),
-                       suggest == source ? "" : ", the live column's type: it is never narrowed",
-                       in_section());
+                       suggest == source ? "" : ", the live column's type, which is never narrowed",
+                       schema::toml_key(column), T(suggest), in_section());
   }
 
   /// How a declared column is read from the source: in its source type, except a decimal
