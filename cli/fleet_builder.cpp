@@ -1789,7 +1789,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
               in.path = ts.staged_path;
               if (!state->staged->watermark_value().empty())
                 in.watermark = state->staged->watermark_value();
-              in.increment = state->staged->increment();
+              if (state->staged->has_increment())
+                in.increment = state->staged->increment();
               ts.job.reuse = in;
               ts.prune = false;
               if (gated && state->staged->observed_schema_size() > 0)

@@ -846,14 +846,17 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     // Staged rows read past a watermark this run does not start from (it reads every row:
     // the source points elsewhere now, the target file went, the table was created anew):
     // loaded, they would be all the table keeps.
-    if (job.reuse && job.reuse->increment && incremental && !watermark)
+    const bool staged_increment = job.reuse && job.reuse->increment.value_or(true);
+    if (staged_increment && incremental && !watermark)
       return read_source_again(
           "its staged rows are only those the failed run read past the watermark, and this "
           "run reads every row, as a first run does");
     if (plan.reset_watermark || plan.load == load_kind::full_refresh) {
       // Staged rows read past the watermark are an increment: loaded as every row of a
       // table created anew (its key changed), they would be all it keeps.
-      if (job.reuse && incremental && watermark)
+      // (Staged rows the failed run read in full, its plan copying the table anew too,
+      // are every row: they load as they are.)
+      if (staged_increment && incremental && watermark)
         return read_source_again(
             "its staged rows are only those past the watermark, and the table is now copied "
             "in full (created anew or refreshed)");
@@ -928,7 +931,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
         if (!verdict.proceed) {
           stopped_by_gate(verdict);
           out.staged = staged_output{job.reuse->path, 0, job.reuse->watermark, *staged_cols, {},
-                                     job.reuse->increment};
+                                     job.reuse->increment.value_or(true)};
           return out;
         }
       }

@@ -38,7 +38,9 @@ using drift_gate = std::function<drift_gate_result(const schema::table_schema& s
 struct staged_input {
   std::string path;                      ///< engine/staging.hpp file
   std::optional<std::string> watermark;  ///< the cursor value the staged rows reach
-  bool increment = false;  ///< the rows past a watermark only (StagedEntry.increment)
+  /// The rows past a watermark only (StagedEntry.increment); nullopt: not recorded, taken
+  /// as an increment wherever that matters.
+  std::optional<bool> increment;
 };
 
 /// Staged data kept because the gate failed the table.

@@ -487,11 +487,13 @@ TEST_CASE("fail on an incremental table: retry commits the staged rows and their
 }
 
 TEST_CASE("retry reads the source again when the staged read's settings changed since") {
-  // Staged as an increment: only the rows past the watermark.
+  // Staged as an increment: only the rows past the watermark (a column dropped at the
+  // source reads no row again; an added one would have read them all).
   shop s("fail", "[sources.shop.tables.orders]\ncursor_column = \"id\"\n");
-  s.source("ALTER TABLE orders ADD COLUMN seq INTEGER; UPDATE orders SET seq = id + 100");
+  s.source("ALTER TABLE orders ADD COLUMN seq INTEGER; ALTER TABLE orders ADD COLUMN note TEXT;"
+           "UPDATE orders SET seq = id + 100");
   REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
-  s.source("ALTER TABLE orders ADD COLUMN note TEXT; INSERT INTO orders VALUES (3, 30, 103, 'x')");
+  s.source("ALTER TABLE orders DROP COLUMN note; INSERT INTO orders VALUES (3, 30, 103)");
   REQUIRE(flotilla_json(s.w, {"run"})["status"] == "partial");
   REQUIRE(run_flotilla(s.w, {"schema", "accept"}).exit_code == 0);
   SECTION("no cursor now: a full refresh of the staged increment would lose rows 1 and 2") {
@@ -516,7 +518,7 @@ TEST_CASE("retry reads the source again when the staged read's settings changed 
   CHECK(s.target("SELECT count(*), count(DISTINCT id) FROM raw.orders")[0] ==
         std::vector<std::string>{"3", "3"});
   // The next row arrives: the watermark is the current cursor's own.
-  s.source("INSERT INTO orders VALUES (4, 40, 104, 'y')");
+  s.source("INSERT INTO orders VALUES (4, 40, 104)");
   CHECK(flotilla_json(s.w, {"run"})["status"] == "success");
   CHECK(s.target("SELECT count(*), count(DISTINCT id) FROM raw.orders")[0] ==
         std::vector<std::string>{"4", "4"});
@@ -1199,4 +1201,25 @@ TEST_CASE("retry of a keyless incremental table whose source moved since reads e
   CHECK((*find_table(next, "raw.log"))["rows"] == 1);
   CHECK(s.target("SELECT count(*), count(DISTINCT seq) FROM raw.log")[0] ==
         std::vector<std::string>{"52", "52"});
+}
+
+TEST_CASE("retry loads the staged rows of a keyed incremental table whose drift added a column "
+          "without the source: the failed run staged every row") {
+  // An added column makes the run read every row again, merged on the key: the rows it
+  // staged are the whole table, so the retry needs no source (seed 004, step 3).
+  shop s("fail", "[sources.shop.tables.orders]\ncursor_column = \"id\"\n");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
+  s.source("ALTER TABLE orders ADD COLUMN note TEXT; UPDATE orders SET note = 'old';"
+           "INSERT INTO orders VALUES (3, 30, 'new')");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "partial");
+  REQUIRE(run_flotilla(s.w, {"schema", "accept"}).exit_code == 0);
+  std::filesystem::rename(s.w.file("shop.db"), s.w.file("away.db"));
+  auto retry = flotilla_json(s.w, {"retry"});
+  INFO(retry.dump(2));
+  const auto* orders = find_table(retry, "raw.orders");
+  REQUIRE(orders != nullptr);
+  CHECK((*orders)["status"] == "copied");
+  CHECK((*orders)["reused_staged"] == true);
+  CHECK(s.target("SELECT count(*), count(note), min(note), max(note) FROM raw.orders")[0] ==
+        std::vector<std::string>{"3", "3", "new", "old"});
 }
