@@ -1925,12 +1925,15 @@ class source_stream {
     auto current = load_review(*o_.store, tgt_name_, key);
     if (!current || !*current)
       return;
-    check(finish_resync(
-        *o_.store, **current, false,
-        fmt::format("source '{}' has no table '{}' now (dropped or renamed since the change "
-                    "was held), so there is nothing to copy",
-                    src_.name, key.substr(prefix.size())),
-        now_us()));
+    check(finish_resync(*o_.store, **current, false, nothing_to_copy(key.substr(prefix.size())),
+                        now_us()));
+  }
+
+  /// Why a resync of `table` (the source's name) fails when the source has no such table.
+  [[nodiscard]] std::string nothing_to_copy(std::string_view table) const {
+    return fmt::format("source '{}' has no table '{}' now (dropped or renamed since the change "
+                       "was held), so there is nothing to copy",
+                       src_.name, table);
   }
 
   /// The source DDL a review held and its place in its transaction, from its record.
@@ -2160,6 +2163,17 @@ class source_stream {
       throw std::runtime_error(fmt::format("source '{}': the review of '{}' vanished during its "
                                            "resync", src_.name, t.name));
     try {
+      // Dropped or renamed at the source while the stream ran: nothing to copy, said so
+      // (as at a start, fail_resync_of_absent), not as the publication's refusal.
+      if (source_->query(fmt::format(
+                             "SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+                             "ON n.oid = c.relnamespace WHERE c.relkind IN ('r', 'p') AND "
+                             "n.nspname || '.' || c.relname = {}",
+                             pg_literal(t.name)))
+              .empty()) {
+        on_source_.erase(t.name);
+        throw std::runtime_error(nothing_to_copy(t.name));
+      }
       // Before the snapshot: the table's changes after it must reach the stream.
       ensure_published(t);
       replication_connection temp(src_.dsn, src_.name);

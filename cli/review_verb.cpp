@@ -579,10 +579,13 @@ int do_review(const global_options& g, const review_args& a) {
               stream_runs && r->status == cdc::decision_result::outcome::done && r->after &&
               ((r->after->hold.state() == cdc::pb::HOLD_STATE_APPLYING &&
                 r->after->note.phase == "replay") ||
-               r->after->hold.state() == cdc::pb::HOLD_STATE_AWAITING_RESYNC);
+               (r->after->hold.state() == cdc::pb::HOLD_STATE_AWAITING_RESYNC &&
+                (r->after->note.resync == cdc::resync_state::requested ||
+                 r->after->note.resync == cdc::resync_state::running)));
           if (!replaying || std::chrono::steady_clock::now() >= replay_deadline)
             break;
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          // Each look opens the state store: a few a second, not a busy loop.
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
         }
         // The DDL ran, but the stream could not replay the kept changes after it.
         if (r->status == cdc::decision_result::outcome::done && r->after &&

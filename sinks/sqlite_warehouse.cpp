@@ -5,6 +5,8 @@
 // SQLite has no schemas: Flotilla folds the target schema into the table name for it
 // (config::target_table). A table_ref schema here names an attached database ("main").
 
+#include <chrono>
+#include <thread>
 #include <sqlite3.h>
 
 #include <cmath>
@@ -298,7 +300,8 @@ class sqlite_warehouse final : public warehouse_base {
       throw error(fmt::format("cannot open SQLite database '{}': {}; check path in [targets.{}]",
                               options.path, msg, options.name));
     }
-    sqlite3_busy_timeout(db_, busy_timeout_ms);
+    name_ = options.name;
+    sqlite3_busy_handler(db_, &sqlite_warehouse::on_busy, this);
     try {
       // WAL: readers see the last committed state while a load writes, and a crash
       // leaves the last committed state intact.
@@ -512,6 +515,12 @@ class sqlite_warehouse final : public warehouse_base {
     if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &msg) != SQLITE_OK) {
       std::string m = msg ? msg : sqlite3_errmsg(db_);
       sqlite3_free(msg);
+      const auto* stop = stop_request();
+      if ((sqlite3_extended_errcode(db_) & 0xff) == SQLITE_BUSY && stop != nullptr &&
+          stop->load(std::memory_order_relaxed))
+        throw error(fmt::format("stopped while waiting for the write lock another process "
+                                "holds on '{}' (in: {})",
+                                path_, statement_excerpt(sql)));
       if ((sqlite3_extended_errcode(db_) & 0xff) == SQLITE_BUSY)
         throw error(fmt::format("{} (in: {}): another process holds a write lock on '{}' (waited "
                                 "{} s for it); let it finish or stop it, then run again",
@@ -563,6 +572,34 @@ class sqlite_warehouse final : public warehouse_base {
 
  private:
   std::string path_;
+  std::string name_;  ///< the target's name in flotilla.toml
+  std::chrono::steady_clock::time_point busy_since_;
+  bool busy_said_ = false;
+
+  /// Another connection holds the file's write lock: wait for it, up to busy_timeout_ms
+  /// for each statement, saying so on stderr once a second has gone (a run would
+  /// otherwise sit silent for a minute a statement), and give up at once when the run
+  /// is asked to stop (Ctrl-C, SIGTERM).
+  static int on_busy(void* self, int count) {
+    auto& wh = *static_cast<sqlite_warehouse*>(self);
+    const auto now = std::chrono::steady_clock::now();
+    if (count == 0)
+      wh.busy_since_ = now;
+    if (const auto* stop = stop_request(); stop != nullptr && stop->load(std::memory_order_relaxed))
+      return 0;
+    const auto waited = now - wh.busy_since_;
+    if (waited >= std::chrono::milliseconds(busy_timeout_ms))
+      return 0;
+    if (waited >= std::chrono::seconds(1) && !wh.busy_said_) {
+      wh.busy_said_ = true;
+      fmt::print(stderr,
+                 "flotilla: target '{}': another process holds a write lock on SQLite database "
+                 "'{}'; waiting up to {} s for it (each statement)\n",
+                 wh.name_, wh.path_, busy_timeout_ms / 1000);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(count < 10 ? 5 : 50));
+    return 1;
+  }
   sqlite3* db_ = nullptr;
 };
 

@@ -9,6 +9,8 @@
 #include <thread>
 #include <filesystem>
 
+#include <csignal>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <fmt/core.h>
@@ -1530,4 +1532,43 @@ TEST_CASE("a target table name another kind of object holds fails FLT-S015 in pl
       }
     }
   }
+}
+
+TEST_CASE("a run whose SQLite target another process holds a write lock on says it waits, and "
+          "Ctrl-C stops it there; the lock released, the run loads") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"), "CREATE TABLE a (id INTEGER); INSERT INTO a VALUES (1);");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+                           "[sources.shop]\nadapter = \"sqlite\"\npath = \"shop.db\"\n");
+  REQUIRE(run_flotilla(w, {"run"}).exit_code == 0);
+  sqlite_exec(w.file("shop.db"), "INSERT INTO a VALUES (2)");
+  sqlite3* holder = nullptr;
+  REQUIRE(sqlite3_open(w.file("wh.sqlite").c_str(), &holder) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(holder, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+  {
+    background_flotilla run(w, {"run", "--output", "json"});
+    bool waiting = false;
+    for (int i = 0; i < 600 && !waiting; ++i) {
+      waiting = run.err().find("another process holds a write lock on SQLite database") !=
+                std::string::npos;
+      if (!waiting)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    INFO(run.err());
+    REQUIRE(waiting);
+    run.signal(SIGINT);
+    CHECK(run.wait(30) == 1);  // at once, not after the lock's minute
+    const auto out = nlohmann::json::parse(run.out());
+    const auto* a = find_table(out, "shop__a");
+    REQUIRE(a != nullptr);
+    CHECK((*a)["status"] == "failed");
+    CHECK((*a)["error_code"] == "FLT-R008");
+    CHECK_THAT((*a)["error"].get<std::string>(), Catch::Contains("stopped while waiting"));
+  }
+  sqlite3_exec(holder, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(holder);
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT count(*) FROM shop__a") ==
+        std::vector<std::vector<std::string>>{{"2"}});
 }

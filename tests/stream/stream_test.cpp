@@ -1095,9 +1095,18 @@ TEST_CASE("a key change is held until a resync copies the table again", "[stream
         id = r["id"].get<std::string>();
     return !id.empty();
   }));
+  // Applied first (a comment: nothing runs), the review awaits the resync the key change
+  // needs: the command says so at once rather than waiting for a copy nobody asked for.
+  const auto asked = std::chrono::steady_clock::now();
+  const std::string applied =
+      cli("review edit " + id + " --apply --ddl '-- the key is changed by hand' --wait 60 "
+          "--output json");
+  INFO(applied);
+  CHECK(std::chrono::steady_clock::now() - asked < 60s);
+  const auto applied_json = nlohmann::json::parse(applied);
+  CHECK(applied_json["review"]["state"] == "awaiting_resync");
   const std::string out =
-      cli("review edit " + id + " --resync --ddl '-- the target table is copied again with its "
-          "new key' --wait 60 --output json");
+      cli("review resync " + id + " --wait 60 --output json");
   INFO(out);
   const auto decided_json = nlohmann::json::parse(out);
   CHECK(decided_json["status"] == "done");
@@ -1190,6 +1199,27 @@ TEST_CASE("a resync of a held table the source no longer has fails and says so",
   CHECK_THAT(hold_of(f).error(),
              Catch::Contains("source 'shop' has no table 'public.orders' now"));
   CHECK(count(f.target(), "st_shop.orders") == "3");  // the target table as it was
+  CHECK(p.stop() == 0);
+}
+
+TEST_CASE("a resync of a held table dropped at the source while the stream runs fails and "
+          "says so", "[stream]") {
+  fixture f;
+  make_orders(f, "orders", 3);
+  make_orders(f, "items", 1);
+  stream_process p(f);
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "3"; }));
+  hold_by_rename(f);
+  pg_exec(f.source(), "DROP TABLE orders");
+  pg_exec(f.source(), "INSERT INTO items VALUES (2, 'after the drop', 1)");
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.items") == "2"; }));
+  (void)submit(f, flotilla::cdc::decision_kind::resync);
+  REQUIRE(eventually([&] { return !hold_of(f).error().empty(); }));
+  CHECK_THAT(hold_of(f).error(),
+             Catch::Contains("source 'shop' has no table 'public.orders' now"));
+  CHECK(count(f.target(), "st_shop.orders") == "3");  // the target table as it was
+  pg_exec(f.source(), "INSERT INTO items VALUES (3, 'streaming on', 1)");
+  CHECK(eventually([&] { return count(f.target(), "st_shop.items") == "3"; }));
   CHECK(p.stop() == 0);
 }
 
