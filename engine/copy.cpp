@@ -542,6 +542,9 @@ struct incremental_start {
   std::string cursor_family;   ///< the cursor column's cursor_family()
   std::string cursor_retyped;  ///< a warning: the watermark was dropped for the cursor's type
   std::optional<recovered_commit> recovered;  ///< the target was ahead of state
+  /// The target's commit token as read (the outer optional: read at all; the inner: a
+  /// token was committed), which the load's commit expects to find unchanged.
+  std::optional<std::optional<std::string>> token_read;
 };
 
 /// The watermark an incremental load of `job` starts from, as `run` and `plan` both see
@@ -558,7 +561,7 @@ incremental_start resume_from(sinks::warehouse& wh, const table_job& job) {
     return out;
   out.watermark = job.watermark;
   if (!job.watermark_void)
-    if (auto token = wh.committed_token(job.target); token) {
+    if (auto token = wh.committed_token(job.target); out.token_read.emplace(token), token) {
       if (token->empty()) {
         out.watermark.reset();
       } else if (auto committed = parse_token(*token, cursor_column)) {
@@ -1045,8 +1048,15 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       // in the key match none arriving, and would be there twice after the merge.
       req.replaces_null_keys = req.mode == sinks::load_mode::merge && !req.replace_rows &&
                                incremental && !watermark && d.live.has_value();
-      if (incremental)
+      if (incremental) {
         req.commit_token = watermark ? token_of(settings.cursor_column, *watermark, job, 0) : "";
+        // The token this run read, which its commit expects to find: a killed run's server
+        // session may still commit after this run began (docs/state.md).
+        if (start.token_read) {
+          req.guard_token = true;
+          req.expected_token = *start.token_read;
+        }
+      }
       else if (job.clear_token)
         req.commit_token = "";
       // A live table the load replaces (a swap, the table made again): what was made by

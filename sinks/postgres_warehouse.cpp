@@ -59,10 +59,19 @@ std::string trimmed(const char* msg) {
 
 /// Why a statement failed: the result's message, else the connection's (a connection the
 /// server ended leaves the result without one).
+/// The words a load's commit fails with when another commit of its table came first.
+constexpr std::string_view changed_token_words = "the table's commit token changed";
+
 std::string result_error(const PGresult* r, const PGconn* conn) {
   std::string s = r ? trimmed(PQresultErrorMessage(r)) : std::string();
   if (s.empty())
     s = trimmed(PQerrorMessage(conn));
+  // The guarded commit token (token_statement): its own words, not the cast's.
+  if (const auto at = s.find(changed_token_words); at != std::string::npos) {
+    const auto eol = s.find('\n', at);
+    const auto end = s.rfind('"', eol == std::string::npos ? std::string::npos : eol);
+    return s.substr(at, end == std::string::npos || end < at ? std::string::npos : end - at);
+  }
   if (s.empty())
     s = "the server gave no reason (the connection may have been closed)";
   // A column type change a view over the table blocks (feature_not_supported, "cannot
@@ -711,6 +720,33 @@ class postgres_warehouse final : public warehouse_base {
                                      d.qualified(bookkeeping_table()), d.quote("table_name"),
                                      d.quote("token"), d.quote("committed_at")));
     locked_ddl(statements);
+  }
+
+  /// A killed run's server session can still commit its load (the COMMIT goes with the
+  /// last statements) after a rerun read the table's token: both loads' rows would be
+  /// there. The token is written only over the one this load read; any other, and the
+  /// transaction fails, committing nothing (the next run resumes from that commit).
+  std::string token_statement(const load_request& request) const override {
+    if (!request.guard_token)
+      return warehouse_base::token_statement(request);
+    const auto& d = dialect();
+    const std::string bk = d.qualified(bookkeeping_table());
+    const std::string table = d.qualified(request.target);
+    const std::string why = fmt::format(
+        "{}: {}", changed_token_words,
+        fmt::format("another process committed rows of {} while this load ran (a run "
+                    "stopped earlier whose server session finished its commit); nothing of "
+                    "this load was committed: run again, which resumes from that commit",
+                    table));
+    return fmt::format(
+        "WITH w AS (INSERT INTO {0} (table_name, token, committed_at) VALUES ({1}, {2}, "
+        "CURRENT_TIMESTAMP) ON CONFLICT (table_name) DO UPDATE SET token = excluded.token, "
+        "committed_at = excluded.committed_at WHERE {0}.token IS NOT DISTINCT FROM {3} "
+        "RETURNING 1) SELECT CAST(CASE WHEN count(*) = 1 THEN '1' ELSE {4} END AS integer) "
+        "FROM w",
+        bk, d.literal(table), d.literal(*request.commit_token),
+        request.expected_token ? d.literal(*request.expected_token) : std::string("NULL"),
+        d.literal(why));
   }
 
   table_ref bookkeeping_table() const override {

@@ -249,7 +249,7 @@ class loader final : public table_writer {
         made_again_ = request_.hand_made_names;
       }
       if (request_.commit_token)
-        last.push_back(token_statement());
+        last.push_back(wh_.token_statement(request_));
       wh_.run_and_commit(last);
       open_ = false;
       wh_.writer_closed();
@@ -364,17 +364,6 @@ class loader final : public table_writer {
     return out;
   }
 
-  [[nodiscard]] std::string token_statement() const {
-    const auto& d = wh_.dialect();
-    const std::string tn = d.quote("table_name");
-    const std::string tok = d.quote("token");
-    const std::string at = d.quote("committed_at");
-    return fmt::format(
-        "INSERT INTO {0} ({1}, {2}, {3}) VALUES ({4}, {5}, CURRENT_TIMESTAMP) ON CONFLICT ({1}) "
-        "DO UPDATE SET {2} = excluded.{2}, {3} = excluded.{3}",
-        d.qualified(wh_.bookkeeping_table()), tn, tok, at,
-        d.literal(d.qualified(request_.target)), d.literal(*request_.commit_token));
-  }
 
   warehouse_base& wh_;
   load_request request_;
@@ -424,6 +413,18 @@ sink_error warehouse_base::unmappable(const table_ref& table, std::string_view c
                                       const schema::type_error& why) const {
   return error(fmt::format("{}: column '{}' has type {} {}: {}", dialect().qualified(table),
                            column, type, unmappable_words, why.message));
+}
+
+std::string warehouse_base::token_statement(const load_request& request) const {
+  const auto& d = dialect();
+  const std::string tn = d.quote("table_name");
+  const std::string tok = d.quote("token");
+  const std::string at = d.quote("committed_at");
+  return fmt::format(
+      "INSERT INTO {0} ({1}, {2}, {3}) VALUES ({4}, {5}, CURRENT_TIMESTAMP) ON CONFLICT ({1}) "
+      "DO UPDATE SET {2} = excluded.{2}, {3} = excluded.{3}",
+      d.qualified(bookkeeping_table()), tn, tok, at, d.literal(d.qualified(request.target)),
+      d.literal(*request.commit_token));
 }
 
 sink_error warehouse_base::not_a_table(const table_ref& table, std::string_view what) const {

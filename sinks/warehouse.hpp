@@ -45,6 +45,12 @@ struct load_request {
   /// State written in the same target transaction as the rows (the table's
   /// watermark, so a crash between target and RocksDB commits is repaired on rerun).
   std::optional<std::string> commit_token;
+  /// With commit_token: the token the run read before this load (nullopt: none was
+  /// committed). A target another process's session may still commit to (PostgreSQL: a
+  /// killed run's server session finishing its COMMIT) fails the load instead of
+  /// committing when the token is no longer that one: the rows of both would be there.
+  bool guard_token = false;
+  std::optional<std::string> expected_token;
   /// Merge only: the live table has columns the load does not carry (dropped at the
   /// source, added by hand). A row arriving again then updates only the loaded columns,
   /// so those columns keep their values, rather than being deleted and inserted anew.

@@ -115,6 +115,10 @@ class warehouse_base : public warehouse {
   [[nodiscard]] virtual bool key_after_load() const { return false; }
 
   // ---- used by the writer --------------------------------------------------------
+  /// The statement a load's transaction ends with: `request`'s commit token written for
+  /// its table. Engines whose commits another process's session may still make (a killed
+  /// run's, on a server) check request.expected_token too.
+  [[nodiscard]] virtual std::string token_statement(const load_request& request) const;
   [[nodiscard]] const std::string& target_name() const { return target_name_; }
   void writer_closed() { writer_open_ = false; }
   /// A load rolled back: the schemas it took for granted are checked again by the next.

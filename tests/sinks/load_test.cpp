@@ -689,3 +689,53 @@ TEST_CASE("a DuckDB text column refuses a value that is not UTF-8, naming its ro
                       Catch::Contains("not UTF-8"));
   }
 }
+
+TEST_CASE("a PostgreSQL append whose commit token another session changed while it loaded "
+          "commits nothing") {
+  // A killed run's server session finishing its COMMIT after a rerun read the token: the
+  // rerun's rows would be there beside the killed run's (a keyless append twice).
+  test_target target("postgres");
+  auto wh = target.open();
+  auto other = target.open();
+  const auto t = target.table("events");
+  load_request first{t, people(), load_mode::append, {}, std::string("seq=2")};
+  {
+    auto w = wh->begin_load(first);
+    w->write(batch(people_rows(1, 2, "a")));
+    w->commit();
+  }
+  REQUIRE(wh->committed_token(t) == "seq=2");
+  load_request next{t, people(), load_mode::append, {}, std::string("seq=4")};
+  next.guard_token = true;
+  next.expected_token = "seq=2";
+  auto w = wh->begin_load(next);
+  w->write(batch(people_rows(3, 4, "b")));
+  // Meanwhile the other session commits the same rows and its token.
+  {
+    load_request racing = next;
+    racing.guard_token = false;
+    auto o = other->begin_load(racing);
+    o->write(batch(people_rows(6, 7, "r")));
+    o->commit();
+  }
+  try {
+    w->commit();
+    FAIL("the commit went through");
+  } catch (const sink_error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("the table's commit token changed") &&
+                             Catch::Contains("nothing of this load was committed") &&
+                             !Catch::Contains("invalid input syntax"));
+  }
+  CHECK(names(*other, t) == std::vector<std::string>{"a1", "a2", "r6", "r7"});
+  // The token as expected: the guarded commit goes through.
+  load_request last{t, people(), load_mode::append, {}, std::string("seq=5")};
+  last.guard_token = true;
+  last.expected_token = "seq=4";
+  {
+    auto w2 = wh->begin_load(last);
+    w2->write(batch(people_rows(5, 5, "c")));
+    w2->commit();
+  }
+  CHECK(names(*other, t) == std::vector<std::string>{"a1", "a2", "c5", "r6", "r7"});
+  CHECK(wh->committed_token(t) == "seq=5");
+}
