@@ -66,6 +66,7 @@ std::vector<std::string> install_ddl_capture_sql() {
     columns jsonb))sql");
   out.push_back(fmt::format(R"sql(CREATE OR REPLACE FUNCTION _flotilla.capture_ddl()
 RETURNS event_trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  SET datestyle = 'ISO, YMD' SET intervalstyle = 'postgres' SET extra_float_digits = 3
 AS $fn$
 DECLARE
   r record;

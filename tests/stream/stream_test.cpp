@@ -276,6 +276,27 @@ TEST_CASE("an added nullable column reaches the target in order with the rows", 
   CHECK(p.stop() == 0);
 }
 
+TEST_CASE("a column added with a date default gives the rows before it that date, whatever "
+          "the DateStyle of the session that added it", "[stream]") {
+  fixture f;
+  make_orders(f, "orders", 2);
+  stream_process p(f);
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "2"; }));
+  // Day first in that session: its text of the default would read as 2 March elsewhere.
+  pg_exec(f.source(), "SET datestyle = 'SQL, DMY'; SET intervalstyle = 'sql_standard';"
+                      "ALTER TABLE orders ADD COLUMN due date NOT NULL DEFAULT '2020-02-03',"
+                      "ADD COLUMN span interval DEFAULT '1 day 2 hours'");
+  pg_exec(f.source(), "INSERT INTO orders VALUES (3, 'after', 1, '2021-12-31', '3 hours')");
+  CHECK(eventually([&] {
+    auto r = pg_try_rows(f.target(), "SELECT id, due::text, span::text FROM st_shop.orders "
+                                     "ORDER BY id");
+    return r && *r == rows{{"1", "2020-02-03", "1 day 02:00:00"},
+                           {"2", "2020-02-03", "1 day 02:00:00"},
+                           {"3", "2021-12-31", "03:00:00"}};
+  }));
+  CHECK(p.stop() == 0);
+}
+
 TEST_CASE("a held change pauses only its table, and the hold survives a kill -9", "[stream]") {
   fixture f;
   make_orders(f, "orders", 3);
