@@ -13,6 +13,29 @@
 namespace flotilla::cdc {
 namespace {
 
+/// The value of a default that is a plain literal, as PostgreSQL deparses one: `5`,
+/// `-1.5`, `true`, `'a b'::text`, `'2020-02-03'::date`, `'x'::character varying`. Every
+/// row takes that value, even where PostgreSQL wrote it into each row (a statement that
+/// also rewrites the table, a domain with a check) rather than as metadata.
+std::optional<std::string> literal_default(const std::string& expr) {
+  static const std::regex number(R"(^-?[0-9]+(\.[0-9]+)?$)");
+  static const std::regex quoted(
+      R"(^'((?:[^'\\]|'')*)'::[a-z][a-z0-9_ ]*(\([0-9, ]+\))?$)");
+  std::smatch m;
+  if (std::regex_match(expr, number) || expr == "true" || expr == "false")
+    return expr;
+  if (!std::regex_match(expr, m, quoted))
+    return std::nullopt;
+  std::string out;
+  const std::string inner = m[1].str();
+  for (std::size_t i = 0; i < inner.size(); ++i) {
+    out += inner[i];
+    if (inner[i] == '\'' && i + 1 < inner.size() && inner[i + 1] == '\'')
+      ++i;
+  }
+  return out;
+}
+
 captured_column to_column(const source_column& c) {
   captured_column out;
   out.name = c.name;
@@ -28,6 +51,11 @@ captured_column to_column(const source_column& c) {
     // default rewrites the table instead, and its per-row values are not in the stream.
     out.default_constant = c.has_missing;
     out.default_value = c.missing_value;
+    if (!c.has_missing)
+      if (auto literal = literal_default(*c.default_expr)) {
+        out.default_constant = true;
+        out.default_value = std::move(literal);
+      }
   }
   return out;
 }

@@ -715,3 +715,41 @@ TEST_CASE("a primary key given to a keyless table is said added, not redefined")
   REQUIRE(key != moved.end());
   CHECK(std::get<key_change>(key->change).detail == "primary key redefined");
 }
+
+TEST_CASE("a literal default is constant even when PostgreSQL wrote it into every row") {
+  // ADD COLUMN ... DEFAULT 5 in a statement that also retypes another column (or a
+  // domain with a check) rewrites the table: atthasmissing is false, yet every row holds
+  // the literal. A call (now(), gen_random_uuid()) stays per-row.
+  const auto column_with = [](std::string expr, bool has_missing) {
+    source_column c;
+    c.name = "k";
+    c.attnum = 2;
+    c.type = "text";
+    c.default_expr = std::move(expr);
+    c.has_missing = has_missing;
+    return c;
+  };
+  struct row {
+    std::string expr;
+    std::optional<std::string> value;
+  };
+  for (const auto& [expr, value] : std::vector<row>{
+           {"5", "5"},
+           {"-1.5", "-1.5"},
+           {"true", "true"},
+           {"'it''s'::text", "it's"},
+           {"'2020-02-03'::date", "2020-02-03"},
+           {"'x'::character varying", "x"},
+           {"now()", std::nullopt},
+           {"gen_random_uuid()", std::nullopt},
+           {"('a'::text || 'b'::text)", std::nullopt},
+           {"'a\\b'::text", std::nullopt},
+       }) {
+    CAPTURE(expr);
+    const auto t = to_captured("shop", "public.t", {column_with(expr, false)});
+    const auto* c = &t.columns.front();
+    CHECK(c->default_constant == value.has_value());
+    if (value)
+      CHECK(c->default_value == value);
+  }
+}
