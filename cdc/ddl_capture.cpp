@@ -19,7 +19,11 @@ constexpr const char* columns_expr = R"sql(
             'type', pg_catalog.format_type(a.atttypid, a.atttypmod),
             'not_null', a.attnotnull,
             'key', coalesce(a.attnum = ANY (i.indkey), false),
-            'default', pg_catalog.pg_get_expr(d.adbin, d.adrelid),
+            -- A column without a default of its own takes its domain's.
+            'default', coalesce(pg_catalog.pg_get_expr(d.adbin, d.adrelid),
+                                (SELECT pg_catalog.pg_get_expr(ty.typdefaultbin, 0)
+                                   FROM pg_catalog.pg_type ty
+                                  WHERE ty.oid = a.atttypid AND ty.typtype = 'd')),
             -- A partitioned table has no storage: a constant default added to it is
             -- kept by each leaf partition (none: no row takes it).
             'has_missing', a.atthasmissing OR (c.relkind = 'p' AND NOT EXISTS (

@@ -291,13 +291,17 @@ TEST_CASE("a column added with a date default gives the rows before it that date
   // yet it is one literal, which every row holds.
   pg_exec(f.source(), "CREATE DOMAIN posint AS int CHECK (VALUE > 0);"
                       "ALTER TABLE orders ADD COLUMN p posint DEFAULT 5");
-  pg_exec(f.source(), "INSERT INTO orders VALUES (3, 'after', 1, '2021-12-31', '3 hours', 8)");
+  // A domain's own default: the rows before the column hold it.
+  pg_exec(f.source(), "CREATE DOMAIN labelled AS text DEFAULT 'domdef';"
+                      "ALTER TABLE orders ADD COLUMN l labelled");
+  pg_exec(f.source(),
+          "INSERT INTO orders VALUES (3, 'after', 1, '2021-12-31', '3 hours', 8, 'mine')");
   CHECK(eventually([&] {
-    auto r = pg_try_rows(f.target(), "SELECT id, due::text, span::text, p::text FROM "
+    auto r = pg_try_rows(f.target(), "SELECT id, due::text, span::text, p::text, l FROM "
                                      "st_shop.orders ORDER BY id");
-    return r && *r == rows{{"1", "2020-02-03", "1 day 02:00:00", "5"},
-                           {"2", "2020-02-03", "1 day 02:00:00", "5"},
-                           {"3", "2021-12-31", "03:00:00", "8"}};
+    return r && *r == rows{{"1", "2020-02-03", "1 day 02:00:00", "5", "domdef"},
+                           {"2", "2020-02-03", "1 day 02:00:00", "5", "domdef"},
+                           {"3", "2021-12-31", "03:00:00", "8", "mine"}};
   }));
   CHECK(p.stop() == 0);
 }
