@@ -398,8 +398,20 @@ outcome decider::on(const add_column& a) const {
   const std::string ty = d_->physical_type(c.type);
   std::vector<std::string> out;
   const bool with_value = has_default && c.default_value.has_value();
+  std::string value_sql = with_value ? d_->literal(*c.default_value) : std::string();
+  // PostgreSQL's bytea text ("\\xdead"): DuckDB reads a blob's text a byte per "\\xHH".
+  if (with_value && c.type.kind == schema::type_kind::bytes &&
+      target_.kind == target_kind::duckdb && c.default_value->starts_with("\\x") &&
+      c.default_value->size() % 2 == 0 &&
+      std::all_of(c.default_value->begin() + 2, c.default_value->end(),
+                  [](unsigned char ch) { return std::isxdigit(ch) != 0; })) {
+    std::string bytes;
+    for (std::size_t i = 2; i + 1 < c.default_value->size(); i += 2)
+      bytes += "\\x" + c.default_value->substr(i, 2);
+    value_sql = d_->literal(bytes);
+  }
   const std::string def =
-      with_value ? fmt::format(" DEFAULT CAST({} AS {})", d_->literal(*c.default_value), ty) : "";
+      with_value ? fmt::format(" DEFAULT CAST({} AS {})", value_sql, ty) : "";
   if (with_value && !c.nullable && target_.kind == target_kind::postgres) {
     out.push_back(alter(fmt::format("ADD COLUMN {} {}{} NOT NULL{}", d_->quote(c.name), ty,
                                     collate, def)));

@@ -753,3 +753,18 @@ TEST_CASE("a literal default is constant even when PostgreSQL wrote it into ever
       CHECK(c->default_value == value);
   }
 }
+
+TEST_CASE("a bytea column added with a constant default gives DuckDB's rows the same bytes") {
+  // PostgreSQL's text of the value is "\xdead"; DuckDB reads "\xde" as one byte and "ad"
+  // as two more, so each byte is written "\xHH".
+  auto c = column("raw", "bytes");
+  c.default_expr = "'\\xdead'::bytea";
+  c.default_constant = true;
+  c.default_value = "\\xdead";
+  const auto duck_sql = as_applied(decide(add_column{c}, duck)).statements;
+  REQUIRE_FALSE(duck_sql.empty());
+  CHECK_THAT(duck_sql.front(), Catch::Contains(R"(DEFAULT CAST('\xde\xad' AS BLOB))"));
+  const auto pg_sql = as_applied(decide(add_column{c}, pg)).statements;
+  REQUIRE_FALSE(pg_sql.empty());
+  CHECK_THAT(pg_sql.front(), Catch::Contains(R"(DEFAULT CAST(E'\\xdead' AS BYTEA))"));
+}
