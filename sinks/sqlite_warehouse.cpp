@@ -343,8 +343,18 @@ class sqlite_warehouse final : public warehouse_base {
       throw error(fmt::format("cannot read the columns of {}: {}", dialect().qualified(table),
                               e.what()));
     }
-    if (auto held = held_by(table.schema, {table.name}); !held.empty())
+    // A view answers pragma_table_info too, and an index holds a name no table may take.
+    // A name with columns is checked by one lookup in SQLite's schema hash (it refuses a
+    // view); only a name without any scans the catalog for an index (a load creates the
+    // table next, which costs far more).
+    if (!rows.empty()) {
+      if (sqlite3_table_column_metadata(db_, table.schema.empty() ? nullptr : table.schema.c_str(),
+                                        table.name.c_str(), nullptr, nullptr, nullptr, nullptr,
+                                        nullptr, nullptr) != SQLITE_OK)
+        throw not_a_table(table, "a view");
+    } else if (auto held = held_by(table.schema, {table.name}); !held.empty()) {
       throw not_a_table(table, held.begin()->second);
+    }
     if (rows.empty())
       return std::nullopt;
     schema::table_schema out;
