@@ -636,16 +636,25 @@ namespace {
 /// standby_pair.sh), stopped and removed at scope exit.
 class standby_pair {
  public:
-  standby_pair()
-      : dir_("/tmp/flotilla-standby-" + unique_suffix()),
-        primary_port_(56000 + static_cast<int>(::getpid() % 400) * 2),
-        standby_port_(primary_port_ + 1) {
-    const std::string cmd = fmt::format("{}/tests/sources/scripts/standby_pair.sh start {} {} {} "
-                                        ">{}.log 2>&1",
-                                        FLOTILLA_SOURCE_DIR, dir_, primary_port_, standby_port_,
-                                        dir_);
+  // Ports below Linux's ephemeral range (32768 on): a client connection's local port
+  // there once took the primary's (bind: "Address already in use"). Another pair of
+  // ports is tried should one still be taken.
+  standby_pair() : dir_("/tmp/flotilla-standby-" + unique_suffix()) {
+    std::string cmd;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      primary_port_ = 30000 + static_cast<int>((::getpid() + attempt * 97) % 400) * 2;
+      standby_port_ = primary_port_ + 1;
+      cmd = fmt::format("{}/tests/sources/scripts/standby_pair.sh start {} {} {} >{}.log 2>&1",
+                        FLOTILLA_SOURCE_DIR, dir_, primary_port_, standby_port_, dir_);
+      if (std::system(cmd.c_str()) == 0)
+        return;
+      (void)std::system(fmt::format("{}/tests/sources/scripts/standby_pair.sh stop {} "
+                                    ">/dev/null 2>&1",
+                                    FLOTILLA_SOURCE_DIR, dir_)
+                            .c_str());
+    }
     INFO(cmd);
-    REQUIRE(std::system(cmd.c_str()) == 0);
+    FAIL("the standby pair did not start: see " + dir_ + ".log");
   }
   standby_pair(const standby_pair&) = delete;
   standby_pair& operator=(const standby_pair&) = delete;
@@ -663,8 +672,8 @@ class standby_pair {
     return fmt::format("postgresql://postgres@127.0.0.1:{}/postgres", port);
   }
   std::string dir_;
-  int primary_port_;
-  int standby_port_;
+  int primary_port_ = 0;
+  int standby_port_ = 0;
 };
 
 /// The first value of `sql`'s first row on `dsn`; empty on an error (for polling).
