@@ -560,8 +560,10 @@ incremental_start resume_from(sinks::warehouse& wh, const table_job& job) {
   if (cursor_column.empty())
     return out;
   out.watermark = job.watermark;
-  if (!job.watermark_void)
-    if (auto token = wh.committed_token(job.target); out.token_read.emplace(token), token) {
+  if (!job.watermark_void) {
+    auto token = wh.committed_token(job.target);
+    out.token_read.emplace(token);  // engaged even when no token was committed
+    if (token) {
       if (token->empty()) {
         out.watermark.reset();
       } else if (auto committed = parse_token(*token, cursor_column)) {
@@ -576,6 +578,7 @@ incremental_start resume_from(sinks::warehouse& wh, const table_job& job) {
       // Another cursor column's token (the setting changed since) says nothing here: state
       // keeps no watermark of that column to tell a lost state commit from a recorded one.
     }
+  }
   const auto* cursor = job.table.columns.resolve(cursor_column);
   if (cursor)
     out.cursor_family = cursor_family(cursor->type);

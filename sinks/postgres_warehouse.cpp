@@ -738,13 +738,11 @@ class postgres_warehouse final : public warehouse_base {
                     "stopped earlier whose server session finished its commit); nothing of "
                     "this load was committed: run again, which resumes from that commit",
                     table));
+    // The upsert, its update only over the expected token; no row written fails the cast.
     return fmt::format(
-        "WITH w AS (INSERT INTO {0} (table_name, token, committed_at) VALUES ({1}, {2}, "
-        "CURRENT_TIMESTAMP) ON CONFLICT (table_name) DO UPDATE SET token = excluded.token, "
-        "committed_at = excluded.committed_at WHERE {0}.token IS NOT DISTINCT FROM {3} "
-        "RETURNING 1) SELECT CAST(CASE WHEN count(*) = 1 THEN '1' ELSE {4} END AS integer) "
-        "FROM w",
-        bk, d.literal(table), d.literal(*request.commit_token),
+        "WITH w AS ({} WHERE {}.token IS NOT DISTINCT FROM {} RETURNING 1) "
+        "SELECT CAST(CASE WHEN count(*) = 1 THEN '1' ELSE {} END AS integer) FROM w",
+        warehouse_base::token_statement(request), bk,
         request.expected_token ? d.literal(*request.expected_token) : std::string("NULL"),
         d.literal(why));
   }
@@ -984,6 +982,8 @@ class postgres_warehouse final : public warehouse_base {
     /// what holds the name ('' for a table).
     void add(const PGresult* r, int i) {
       const char* name = PQgetvalue(r, i, 0);
+      if (last_name_ == name && last_ == nullptr && !last_name_.empty())
+        return;  // another row of a name another kind of object holds
       if (last_ == nullptr || last_name_ != name) {  // a table's rows come together
         last_name_ = name;
         if (const char* what = PQgetvalue(r, i, 7); *what != '\0') {
@@ -998,8 +998,6 @@ class postgres_warehouse final : public warehouse_base {
                              std::string_view(PQgetvalue(r, i, 5)) == "t");
         last_ = &it->second;
       }
-      if (last_ == nullptr)
-        return;  // a name another kind of object holds
       table& t = *last_;
       const int number = std::atoi(PQgetvalue(r, i, 6));
       if (!t.columns && number > t.error_at)

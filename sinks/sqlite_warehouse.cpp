@@ -376,13 +376,8 @@ class sqlite_warehouse final : public warehouse_base {
   std::map<std::string, std::string> held_by(const std::string& schema,
                                              const std::vector<std::string>& names) {
     std::map<std::string, std::string> out;
-    const auto fold = [](std::string n) {
-      for (char& c : n)
-        if (c >= 'A' && c <= 'Z')
-          c = static_cast<char>(c - 'A' + 'a');
-      return n;
-    };
     const auto& d = dialect();
+    const auto fold = [&](const std::string& n) { return schema::fold_name(n, d.names()); };
     const std::string sql = fmt::format(
         "SELECT name, type, tbl_name FROM {}sqlite_master WHERE type IN ('view', 'index') AND "
         "substr(name, 1, 7) <> 'sqlite_'",
