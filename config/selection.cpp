@@ -377,16 +377,23 @@ std::vector<unmatched_name> unmatched_table_names(
         return;
     const std::vector<std::string_view> candidates(catalog_table_names.begin(),
                                                    catalog_table_names.end());
+    const std::string want = lower(table_part(name));
+    const auto holds_name = [&](std::string_view n) {
+      return want.size() >= 3 && lower(table_part(n)).find(want) != std::string::npos;
+    };
     std::string guess = nearest(name, candidates);
-    // A shared schema ("public.") is no likeness: the table parts must be alike too.
+    // A shared schema ("public.") is no likeness: the table parts must be alike too. A
+    // name holding the whole name (v_orders for orders) is weighed as a rename below.
     if (!guess.empty() &&
-        nearest(table_part(name), std::vector<std::string_view>{table_part(guess)}).empty())
+        (nearest(table_part(name), std::vector<std::string_view>{table_part(guess)}).empty() ||
+         holds_name(guess)))
       guess.clear();
     // The table parts compared ("public.ordrs" against bare names), then a table renamed
-    // with a prefix or suffix (orders -> orders_v2, legacy_orders: the shortest name whose
-    // table part holds the whole name's); first among the names of the same schema (or
-    // none), so that "crm.orders" renamed "crm.orders_v2" is not taken for "main.orders",
-    // another table; then among all.
+    // with a suffix or prefix (orders -> orders_v2, legacy_orders: the shortest name whose
+    // table part holds the whole name's, a suffix added before a prefix, since v_orders is
+    // rather a view's name); first among the names of the same schema (or none), so that
+    // "crm.orders" renamed "crm.orders_v2" is not taken for "main.orders", another table;
+    // then among all.
     const auto schema_of = [](std::string_view n) {
       return qualified(n) ? lower(n.substr(0, n.size() - table_part(n).size() - 1))
                           : std::string();
@@ -403,18 +410,26 @@ std::vector<unmatched_name> unmatched_table_names(
       for (const auto& n : names)
         parts.push_back(table_part(n));
       const std::string part = nearest(table_part(name), parts);
-      for (const auto& n : names)
-        if (!part.empty() && iequals(table_part(n), part)) {
-          guess = n;
-          break;
-        }
-      const std::string want = lower(table_part(name));
+      if (!part.empty() && !holds_name(part))
+        for (const auto& n : names)
+          if (iequals(table_part(n), part)) {
+            guess = n;
+            break;
+          }
       if (guess.empty()) {
         std::string_view best;
-        for (const auto& n : names)
-          if (want.size() >= 3 && lower(table_part(n)).find(want) != std::string::npos &&
-              (best.empty() || n.size() < best.size()))
+        int best_rank = 3;
+        for (const auto& n : names) {
+          if (!holds_name(n))
+            continue;
+          const std::string p = lower(table_part(n));
+          const auto at = p.find(want);
+          const int rank = at == 0 ? 0 : at + want.size() == p.size() ? 1 : 2;
+          if (rank < best_rank || (rank == best_rank && n.size() < best.size())) {
             best = n;
+            best_rank = rank;
+          }
+        }
         guess = std::string(best);
       }
     }

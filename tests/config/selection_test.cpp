@@ -374,6 +374,19 @@ TEST_CASE("a table renamed in its schema is offered its new name there, not a ta
   CHECK(!unmatched[2].nearest.empty());
 }
 
+TEST_CASE("a table renamed with a suffix is offered before a shorter name that ends with it") {
+  // orders renamed orders_v2 beside a view v_orders: the view is shorter, but a rename
+  // keeps the name's start more often than a view's prefix does.
+  auto s = make_source("sq", {});
+  s.include = {"orders", "items"};
+  const auto unmatched =
+      unmatched_table_names(s, {"v_orders", "orders_v2", "customers", "old_items"}, {});
+  REQUIRE(unmatched.size() == 2);
+  CHECK(unmatched[0].nearest == "orders_v2");
+  // With no name starting so, one ending so is still offered.
+  CHECK(unmatched[1].nearest == "old_items");
+}
+
 TEST_CASE("a section spelled exactly as one of two tables whose names differ only in case is "
           "that table's alone") {
   source_config s = make_source("pg", {});
