@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <span>
 #include <filesystem>
 #include <fstream>
@@ -422,6 +423,46 @@ std::string json_column_of_number(const std::string& path, const std::string& li
     nlohmann::json::sax_parse(line, &f, nlohmann::json::input_format_t::json, false);
   }
   return f.hit;
+}
+
+/// The top-level keys (columns) of a JSON file that hold an integer past a bigint's range
+/// within an unsigned 64-bit one (up to 18446744073709551615): DuckDB's reader infers such
+/// a column BIGINT and then fails to read it. Per line for a file of one record per line,
+/// only lines with 19 digits in a row parsed.
+std::set<std::string> json_unsigned_columns(const std::string& path) {
+  struct finder : json_digit_checker {
+    std::set<std::string> hits;
+    bool null() override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_float(number_float_t, const string_t&) override { return true; }
+    bool number_unsigned(number_unsigned_t v) override {
+      if (v > static_cast<number_unsigned_t>(std::numeric_limits<std::int64_t>::max()) &&
+          depth == record_depth)
+        hits.insert(column);
+      return true;
+    }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+      return false;
+    }
+  } f;
+  f.float_column = [](const std::string&) { return false; };
+  std::ifstream in(path, std::ios::binary);
+  if (json_array_file(path)) {
+    nlohmann::json::sax_parse(in, &f, nlohmann::json::input_format_t::json, false);
+    return std::move(f.hits);
+  }
+  for (std::string line; std::getline(in, line);) {
+    std::size_t run = 0, longest = 0;
+    for (const char c : line) {
+      run = (c >= '0' && c <= '9') ? run + 1 : 0;
+      longest = std::max(longest, run);
+    }
+    if (longest < 19)
+      continue;
+    f.depth = f.record_depth = 0;
+    nlohmann::json::sax_parse(line, &f, nlohmann::json::input_format_t::json, false);
+  }
+  return std::move(f.hits);
 }
 
 /// What a JSON value is, for a message: "an array", "a number", ...
@@ -1949,8 +1990,19 @@ class file_source final : public source {
     try {
       duck::connection con(db());
       rows = con.strings(sql);
-      if (json_)
+      if (json_) {
         year_first_timestamps(con, path, rows);
+        // An integer past a bigint's range in a column DuckDB infers BIGINT would fail
+        // every read: such a column is typed decimal(20,0), as the CSV reader types it.
+        if (std::any_of(rows.begin(), rows.end(),
+                        [](const auto& r) { return r.size() > 1 && r[1] == "BIGINT"; }) &&
+            may_hold_long_numbers(path)) {
+          const auto wide = json_unsigned_columns(path);
+          for (auto& r : rows)
+            if (r.size() > 1 && r[1] == "BIGINT" && r[0] && wide.contains(*r[0]))
+              r[1] = "DECIMAL(20,0)";
+        }
+      }
       if (!json_ && !rows.empty()) {
         // The first line is the header (header = true above: DuckDB's own guess takes a
         // header of numbers, 'region,2023,2024', for a row). A first line of numbers only
