@@ -1557,7 +1557,11 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         const bool target_missing = missing_files->contains(target->name);
         if (policy.prune_unchanged)  // --no-prune too: the marker it records keeps it
           ts.settings_hash = settings_hash(target_hash, ts.job);
-        const bool declared = section != nullptr && !section->columns.empty();
+        // Seed 004 skips a dataset whose contract types and prunes its read: declared
+        // columns under an enforced contract. Under contract = "none" they only pin types,
+        // and every other column the source adds still loads: such a table is gated.
+        const bool declared = section != nullptr && !section->columns.empty() &&
+                              policy.contract == config::contract_mode::enforced;
         const bool gate_applies =
             store != nullptr && events::drift_gate_applies(policy.on_source_drift, declared);
         const bool gated = gate_applies && !plan_only;
@@ -1597,6 +1601,12 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           if (ts.job.settings.auto_widen &&
               (src->adapter == config::adapter_kind::csv || src->adapter == config::adapter_kind::json))
             filters_shape.push_back("auto_widen");
+          // Declared types read their columns as declared: a pin added, changed or taken
+          // out changes the read, not the source.
+          if (section != nullptr)
+            for (const auto& c : section->columns)
+              filters_shape.push_back(
+                  fmt::format("column {} as {}", c.name, schema::to_string(c.type)));
           return events::hints_hash({}, filters_shape);
         };
         if (gate_applies && plan_only)  // plan says what the gate would decide

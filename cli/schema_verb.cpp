@@ -112,10 +112,13 @@ int do_accept(const global_options& g, const schema_args& a) {
   }
 
   const bool json = a.output == "json";
-  std::set<std::string> declared;  // tables the gate skips: their sections declare columns
+  // Tables the gate skips: their sections declare columns under an enforced contract,
+  // which prunes the read to them.
+  std::set<std::string> declared;
   for (const auto& src : project->sources)
     for (const auto& t : src.tables)
-      if (!t.columns.empty())
+      if (!t.columns.empty() &&
+          config::effective_policy(*project, src, &t).contract == config::contract_mode::enforced)
         declared.insert(events::dataset_name(src.name, t.name));
   // The latest run's tables whose gate is "ignore" now: their schema is never observed.
   std::set<std::string> ignored;

@@ -100,15 +100,17 @@ struct checker {
   /// without a word.
   void gate_on_declared(const source_config& s, const table_config& t) {
     if (t.columns.empty() || !t.policy.on_source_drift ||
-        *t.policy.on_source_drift == drift_policy::ignore)
+        *t.policy.on_source_drift == drift_policy::ignore ||
+        effective_policy(p, s, &t).contract != contract_mode::enforced)
       return;
     report(errc::gate_on_declared_table, t.at,
            key_path({"sources", s.name, "tables", t.name, "on_source_drift"}),
            std::string(to_string(*t.policy.on_source_drift)), "",
            fmt::format("on_source_drift = \"{}\" has no effect on table '{}': it declares its "
-                       "columns (columns = {{ ... }}), which its contract checks instead of the "
-                       "source-drift gate; remove the setting, or the declared columns to gate "
-                       "the table",
+                       "columns (columns = {{ ... }}) under contract = \"enforced\", which "
+                       "checks them instead of the source-drift gate; remove the setting, or "
+                       "set contract = \"none\" (or remove the declared columns) to gate the "
+                       "table",
                        to_string(*t.policy.on_source_drift), t.name),
            severity::warning);
   }

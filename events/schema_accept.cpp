@@ -102,7 +102,8 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
       }
     }
 
-  // A table whose section declares columns: the gate never looks at it. Sections are
+  // A table whose section declares columns under an enforced contract: the gate never
+  // looks at it. Sections are
   // named "<source>.<section>", and a section may leave out the schema ("orders" for
   // "public.orders").
   const auto is_declared = [&](const std::string& name) {
@@ -150,9 +151,10 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
       if (is_declared(name) || (target != any_by_target.end() && is_declared(target->second))) {
         plan.errors.push_back(error{
             errc::no_observed_schema,
-            fmt::format("cannot accept '{}': its table section declares columns, and "
-                        "on_source_drift skips such tables entirely (the declared columns "
-                        "already type the read; a declared column the source lacks fails the "
+            fmt::format("cannot accept '{}': its table section declares columns under "
+                        "contract = \"enforced\", and on_source_drift skips such tables "
+                        "entirely (the declared columns already type and prune the read; a "
+                        "declared column the source lacks fails the "
                         "table, FLT-S001). There is no baseline of it to accept; `flotilla "
                         "plan` shows how the source differs from its declaration",
                         name)});

@@ -682,14 +682,49 @@ TEST_CASE("CSV datasets: a value past DuckDB's default sample counts in the infe
   CHECK(sqlite_query(w.file("wh.db"), "SELECT count(*) FROM raw__orders")[0][0] == "25001");
 }
 
-TEST_CASE("a dataset with declared columns is skipped by the gate") {
-  shop s("fail", "[sources.shop.tables.orders]\ncolumns = { id = \"bigint\", amount = \"bigint\" }\n");
+TEST_CASE("a dataset whose enforced contract declares its columns is skipped by the gate") {
+  shop s("fail", "[sources.shop.tables.orders]\ncontract = \"enforced\"\n"
+                 "columns = { id = \"bigint\", amount = \"bigint\" }\n");
   REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
   s.source("ALTER TABLE orders ADD COLUMN note TEXT");
   auto j = flotilla_json(s.w, {"run"});
   CHECK(j["status"] == "success");
   CHECK_FALSE(find_table(j, "raw.orders")->contains("source_drift"));
   CHECK(find_table(j, "raw.customers")->contains("source_drift"));
+  // The read is pruned to the declared columns: the new one is not loaded.
+  CHECK(s.target("SELECT count(*) FROM information_schema.columns WHERE table_name = 'orders' "
+                 "AND column_name = 'note'")[0][0] == "0");
+}
+
+TEST_CASE("declared columns under contract none only pin types: the gate checks the table, and "
+          "a pin added or removed reseeds its baseline") {
+  const std::string pinned =
+      "[sources.shop.tables.orders]\ncolumns = { id = \"bigint\", amount = \"bigint\" }\n";
+  shop s("fail", pinned);
+  auto first = flotilla_json(s.w, {"run"});
+  REQUIRE(first["status"] == "success");
+  CHECK((*find_table(first, "raw.orders"))["source_drift"]["decision"] == "seed");
+  // A new source column would load (no contract prunes the read): the gate stops it.
+  s.source("ALTER TABLE orders ADD COLUMN note TEXT");
+  int rc = -1;
+  auto stopped = flotilla_json(s.w, {"run"}, &rc);
+  CHECK(rc == 1);
+  const auto* orders = find_table(stopped, "raw.orders");
+  REQUIRE(orders != nullptr);
+  CHECK((*orders)["status"] == "failed");
+  CHECK((*orders)["error_code"] == "FLT-D001");
+  CHECK(s.target("SELECT count(*) FROM information_schema.columns WHERE table_name = 'orders' "
+                 "AND column_name = 'note'")[0][0] == "0");
+  REQUIRE(run_flotilla(s.w, {"schema", "accept", "shop.orders"}).exit_code == 0);
+  REQUIRE(flotilla_json(s.w, {"retry"})["status"] == "success");
+  CHECK(s.target("SELECT count(*) FROM information_schema.columns WHERE table_name = 'orders' "
+                 "AND column_name = 'note'")[0][0] == "1");
+  // The pins taken out: the read changed, not the source. Reseeded, not a drift.
+  s.config("fail");
+  auto unpinned = flotilla_json(s.w, {"run"}, &rc);
+  INFO(unpinned.dump(2));
+  CHECK(rc == 0);
+  CHECK((*find_table(unpinned, "raw.orders"))["source_drift"]["decision"] == "reseed");
 }
 
 TEST_CASE("table events carry the DDL that ran, the table's duration, and a violation's column "

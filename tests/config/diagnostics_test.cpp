@@ -792,8 +792,8 @@ exclude = ["tmp_*"]
         std::string::npos);
 }
 
-TEST_CASE("on_source_drift on a table section that declares columns is a FLT-C026 warning; "
-          "on one without, or ignore, nothing") {
+TEST_CASE("on_source_drift on a table section that declares columns under an enforced contract "
+          "is a FLT-C026 warning; on one without, under contract none, or ignore, nothing") {
   const std::string text = std::string{one_target} + R"toml(
 [sources.shop]
 adapter = "sqlite"
@@ -801,10 +801,15 @@ path = "s.db"
 
 [sources.shop.tables.orders]
 on_source_drift = "warn"
+contract = "enforced"
 columns = { amt = "decimal(12,2)" }
 
 [sources.shop.tables.items]
 on_source_drift = "fail"
+
+[sources.shop.tables.pinned]
+on_source_drift = "fail"
+columns = { amt = "decimal(12,2)" }
 
 [sources.shop.tables.lines]
 on_source_drift = "ignore"

@@ -348,8 +348,10 @@ TEST_CASE("schema accept of a table that declares columns says the gate skips it
   temp_dir dir;
   std::ofstream(dir.path() / "flotilla.toml")
       << unreachable_config
-      << "\n[sources.shop.tables.customers]\ncolumns = { id = \"int\", name = \"text\" }\n"
-      << "\n[sources.shop.tables.orders]\ncolumns = { id = \"bigint\", amount = \"text\" }\n";
+      << "\n[sources.shop.tables.customers]\ncontract = \"enforced\"\n"
+      << "columns = { id = \"int\", name = \"text\" }\n"
+      << "\n[sources.shop.tables.orders]\ncontract = \"enforced\"\n"
+      << "columns = { id = \"bigint\", amount = \"text\" }\n";
   drifted_state(dir);
   // Declared since the latest run observed it: not the gate's any more, named or not.
   auto all = run_flotilla(dir, {"schema", "accept"});
@@ -373,7 +375,8 @@ TEST_CASE("schema accept of a declared table named by its target table says the 
   temp_dir dir;
   std::ofstream(dir.path() / "flotilla.toml")
       << unreachable_config
-      << "\n[sources.shop.tables.customers]\ncolumns = { id = \"int\", name = \"text\" }\n";
+      << "\n[sources.shop.tables.customers]\ncontract = \"enforced\"\n"
+      << "columns = { id = \"int\", name = \"text\" }\n";
   {
     auto s = flotilla::events::test::open_store(dir.path() / ".flotilla" / "state");
     spb::RunRecord run;
