@@ -1116,7 +1116,10 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     if (load_from) {
       // Reused staged rows whose watermark the target already holds were committed by a
       // run that died before its state commit: loading them again would append them twice.
-      if (job.reuse && incremental && staged_watermark && watermark == staged_watermark) {
+      // (Its DDL ran before those rows, so none is left; DDL still to run means the staged
+      // read found no new rows, and the change it was stopped for is made now.)
+      if (job.reuse && incremental && staged_watermark && watermark == staged_watermark &&
+          plan.ddl.empty()) {
         out.status = table_status::copied;
         out.new_watermark = staged_watermark;
         return out;

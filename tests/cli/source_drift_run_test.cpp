@@ -486,6 +486,30 @@ TEST_CASE("fail on an incremental table: retry commits the staged rows and their
         std::vector<std::string>{"4", "4"});
 }
 
+TEST_CASE("fail on a keyless incremental table with no new rows: retry makes the accepted "
+          "change it reports") {
+  // The staged read found nothing past the watermark, whose value the target already
+  // holds: the retry took that for rows a killed run had committed, and skipped the DDL
+  // it reported as made.
+  shop s("fail", "[sources.shop.tables.logs]\ncursor_column = \"at\"\n");
+  s.source("CREATE TABLE logs (msg TEXT, at INTEGER); INSERT INTO logs VALUES ('a', 1), ('b', 2)");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
+  s.source("ALTER TABLE logs ADD COLUMN extra INTEGER");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "partial");
+  REQUIRE(run_flotilla(s.w, {"schema", "accept"}).exit_code == 0);
+  auto retry = flotilla_json(s.w, {"retry"});
+  INFO(retry.dump(2));
+  CHECK(retry["status"] == "success");
+  CHECK(retry["drift"]["actions_taken"].dump().find("add_columns") != std::string::npos);
+  CHECK(s.target("SELECT count(*) FROM information_schema.columns WHERE table_name = 'logs' "
+                 "AND column_name = 'extra'")[0][0] == "1");
+  CHECK(s.target("SELECT count(*) FROM raw.logs")[0][0] == "2");
+  s.source("INSERT INTO logs VALUES ('c', 3, 9)");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
+  CHECK(s.target("SELECT count(*), sum(extra) FROM raw.logs")[0] ==
+        std::vector<std::string>{"3", "9"});
+}
+
 TEST_CASE("retry reads the source again when the staged read's settings changed since") {
   // Staged as an increment: only the rows past the watermark (a column dropped at the
   // source reads no row again; an added one would have read them all).
