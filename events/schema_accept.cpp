@@ -232,6 +232,18 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
         if (auto f = full_of.find(nearest); f != full_of.end() && !f->second.empty())
           nearest = f->second;
       }
+      // The table's own name without its source ("leads"), or under another source
+      // ("crm.leads"): the one observed dataset whose table is so named.
+      if (nearest.empty()) {
+        const std::string part = name.substr(name.rfind('.') + 1);
+        std::vector<std::string> alike;
+        for (const auto& [known, _] : observed)
+          if (schema::same_name(known.substr(known.rfind('.') + 1), part,
+                                schema::name_rule::case_insensitive))
+            alike.push_back(known);
+        if (alike.size() == 1)
+          nearest = alike.front();
+      }
       // The latest run selected some tables only (--filter): a name it did not have may be
       // a table it left out, not a typo of one it had.
       const bool filtered = latest != nullptr && latest->filters_size() > 0;
@@ -303,6 +315,13 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
                             }(),
                             nearest.empty() ? std::string()
                                             : fmt::format(" (did you mean '{}'?)", nearest))
+          : latest->command() == "retry"
+              ? fmt::format("the latest run ({}) was a `flotilla retry`, which had only the "
+                            "tables it retried, and not this one{}: for a table it left out, "
+                            "run `flotilla run` (or a --filter that selects it), then accept",
+                            latest->run_id(),
+                            nearest.empty() ? std::string()
+                                            : fmt::format(" (or did you mean '{}'?)", nearest))
           : !nearest.empty()
               ? fmt::format("the latest run ({}) observed no dataset of that name (did you mean "
                             "'{}'?)",

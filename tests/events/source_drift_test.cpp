@@ -431,6 +431,31 @@ TEST_CASE("accept says why a table of the latest run has nothing to accept") {
   CHECK_THAT(plan.errors[3].message, Catch::Contains("declares columns"));
 }
 
+TEST_CASE("accept names the dataset a bare or wrongly sourced table name means, and a retry's "
+          "missing tables as left out by the retry") {
+  spb::RunRecord latest;
+  latest.set_run_id("run-8");
+  latest.set_command("run");
+  auto* t = latest.add_tables();
+  t->set_source("pg");
+  t->set_source_table("public.leads");
+  t->set_status("copied");
+  *t->mutable_observed_schema() = to_observed(orders_v1());
+  t->set_has_observed_schema(true);
+  std::vector<std::string> names{"leads", "nosuch.leads"};
+  auto plan = plan_accept(&latest, names, {}, 7, {}, {});
+  REQUIRE(plan.errors.size() == 2);
+  for (const auto& e : plan.errors)
+    CHECK_THAT(e.message, Catch::Contains("did you mean 'pg.public.leads'?"));
+  latest.set_command("retry");
+  std::vector<std::string> other{"s.b"};
+  plan = plan_accept(&latest, other, {}, 7, {}, {});
+  REQUIRE(plan.errors.size() == 1);
+  CHECK_THAT(plan.errors[0].message,
+             Catch::Contains("was a `flotilla retry`, which had only the tables it retried") &&
+                 !Catch::Contains("did you mean"));
+}
+
 TEST_CASE("a retry under fail re-checks the staged data's recorded schema against the baseline") {
   auto stored = baseline_of(orders_v1(), "h1", "run-1");
   spb::StagedEntry staged;
