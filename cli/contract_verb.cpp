@@ -281,14 +281,15 @@ int do_generate(const global_options& g, const contract_args& a) {
           continue;
         }
         // A declaration the target stores as this live type stays as written (varchar(20)
-        // on DuckDB, whose VARCHAR has no length): contract diff finds it OK, and
-        // rewriting it would drop what the user declared.
+        // on DuckDB, whose VARCHAR has no length; an alias, "integer" or "string"):
+        // contract diff finds it OK, and rewriting it would drop what the user declared.
         std::string type = schema::to_string(c.type);
         if (t.section != nullptr)
           for (const auto& declared : t.section->columns)
             if (schema::same_name(declared.name, c.name, t.dialect->names()) &&
                 t.dialect->canonical(declared.type) == t.dialect->canonical(c.type))
-              type = schema::to_string(declared.type);
+              type = declared.type_text.empty() ? schema::to_string(declared.type)
+                                                : declared.type_text;
         d.columns.push_back(config::column_declaration{c.name, type});
         cols.push_back({{"name", c.name}, {"type", d.columns.back().type}});
       }
@@ -298,12 +299,14 @@ int do_generate(const global_options& g, const contract_args& a) {
       row["section"] = section_of(d);
       row["columns"] = std::move(cols);
       rows.push_back(tables.size());
-      // Seed 004's gate checks tables without declared columns only: a table it checked
-      // until now leaves it once the declaration is written, which `--write` says.
+      // Seed 004's gate skips tables whose enforced contract declares their columns: a
+      // table it checked until now leaves it once the declaration is written, which
+      // `--write` says.
       if (const auto* src = project->find_source(t.source);
           src != nullptr && (t.section == nullptr || t.section->columns.empty())) {
         const auto pol = config::effective_policy(*project, *src, t.section);
-        if (pol.on_source_drift != config::drift_policy::ignore)
+        if (pol.on_source_drift != config::drift_policy::ignore &&
+            pol.contract == config::contract_mode::enforced)
           gated.push_back({decls.size(), config::to_string(pol.on_source_drift)});
       }
       decls.push_back(std::move(d));
@@ -364,8 +367,8 @@ int do_generate(const global_options& g, const contract_args& a) {
       if (edits[i] != config::declaration_edit::unchanged)
         fmt::print(stderr,
                    "note: {} now declares columns: on_source_drift = \"{}\" no longer checks "
-                   "this table (the gate checks tables without declared columns; a contract "
-                   "diff or plan checks declared ones)\n",
+                   "this table (the gate skips a table whose enforced contract declares its "
+                   "columns; a contract diff or plan checks it)\n",
                    section_of(decls[i]), policy);
   } else if (decls.empty()) {
     fmt::print("Nothing to write: {}\n",

@@ -507,48 +507,60 @@ TEST_CASE("contract generate --write leaves the file alone when nothing can be p
 TEST_CASE("contract generate --write says which tables leave the source-drift gate") {
   contract_fleet f("duckdb");
   f.load();
-  // The source sets on_source_drift; orders already has a section (without columns),
-  // customers none: both leave the gate once declared. A second --write changes nothing
-  // and says nothing.
+  // Under contract = "none" declared columns only pin types: the gate keeps checking the
+  // tables, and --write has nothing to say about it.
   f.w.write("flotilla.toml",
             f.target_section() +
                 "\n[sources.shop]\nadapter = \"sqlite\"\npath = \"shop.db\"\n"
                 "tags = { region = \"us_west\" }\non_source_drift = \"warn\"\n"
                 "[sources.shop.tables.orders]\nunique_key = [\"id\"]\n");
-  auto r = run_flotilla(f.w, {"contract", "generate", "--write", "--output", "json"});
+  auto none = run_flotilla(f.w, {"contract", "generate", "--write", "--output", "json"});
+  INFO(none.out << none.err);
+  REQUIRE(none.exit_code == 0);
+  const auto jn = nlohmann::json::parse(none.out);
+  for (const auto* name : {"orders", "customers"}) {
+    const auto* t = table_entry(jn, f.table(name));
+    REQUIRE(t != nullptr);
+    CHECK_FALSE(t->contains("left_drift_gate"));
+  }
+  CHECK(none.err.find("on_source_drift") == std::string::npos);
+
+  // An enforced contract prunes the read to the declared columns, which the gate then
+  // skips: both tables, loaded before the contract was set, leave it once declared. A
+  // second --write changes nothing and says nothing.
+  contract_fleet e("duckdb");
+  e.load();
+  e.w.write("flotilla.toml",
+            e.target_section() +
+                "\n[sources.shop]\nadapter = \"sqlite\"\npath = \"shop.db\"\n"
+                "tags = { region = \"us_west\" }\non_source_drift = \"warn\"\n"
+                "contract = \"enforced\"\n");
+  auto r = run_flotilla(e.w, {"contract", "generate", "--write", "--output", "json"});
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   auto j = nlohmann::json::parse(r.out);
   for (const auto* name : {"orders", "customers"}) {
-    const auto* t = table_entry(j, f.table(name));
+    const auto* t = table_entry(j, e.table(name));
     REQUIRE(t != nullptr);
     CHECK(t->value("left_drift_gate", "") == "warn");
   }
-  auto again = run_flotilla(f.w, {"contract", "generate", "--write"});
+  auto again = run_flotilla(e.w, {"contract", "generate", "--write"});
   INFO(again.out << again.err);
   CHECK(again.exit_code == 0);
   CHECK(again.err.find("on_source_drift") == std::string::npos);
 
-  // Without the gate there is nothing to say.
-  contract_fleet plain("duckdb");
-  plain.load();
-  auto quiet = run_flotilla(plain.w, {"contract", "generate", "--write"});
-  INFO(quiet.out << quiet.err);
-  CHECK(quiet.exit_code == 0);
-  CHECK(quiet.err.find("on_source_drift") == std::string::npos);
-}
-
-TEST_CASE("contract generate --write names a table leaving the gate on stderr") {
-  contract_fleet f("duckdb");
-  f.load();
-  f.w.write("flotilla.toml", "[project]\non_source_drift = \"fail\"\n\n" + f.target_section() +
+  // In text, a note on stderr per table.
+  contract_fleet t("duckdb");
+  t.load();
+  t.w.write("flotilla.toml", "[project]\non_source_drift = \"fail\"\ncontract = \"enforced\"\n\n" +
+                                 t.target_section() +
                                  "\n[sources.shop]\nadapter = \"sqlite\"\npath = \"shop.db\"\n"
                                  "tags = { region = \"us_west\" }\ninclude = [\"orders\"]\n");
-  auto r = run_flotilla(f.w, {"contract", "generate", "--write"});
-  INFO(r.out << r.err);
-  REQUIRE(r.exit_code == 0);
-  CHECK(r.err.find("note: [sources.shop.tables.\"orders\"] now declares columns: "
-                   "on_source_drift = \"fail\" no longer checks this table") !=
+  auto text = run_flotilla(t.w, {"contract", "generate", "--write"});
+  INFO(text.out << text.err);
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.err.find("note: [sources.shop.tables.\"orders\"] now declares columns: "
+                      "on_source_drift = \"fail\" no longer checks this table") !=
         std::string::npos);
 }
 
@@ -573,4 +585,18 @@ TEST_CASE("contract generate --write keeps a declared type the target stores as 
   CHECK((*t)["edit"] == "unchanged");
   CHECK((*t)["columns"][1]["type"] == "varchar(20)");
   CHECK(read_file(f.w.path() / "flotilla.toml") == before);
+
+  // The documented aliases name the same types: kept as written too.
+  f.config("[sources.shop.tables.customers]\ncolumns = { id = \"bigint\", name = \"string\" }\n");
+  const std::string aliases = read_file(f.w.path() / "flotilla.toml");
+  REQUIRE(run_flotilla(f.w, {"contract", "diff", "--filter", "table=customers"}).exit_code == 0);
+  auto a = run_flotilla(f.w, {"contract", "generate", "--write", "--filter", "table=customers",
+                              "--output", "json"});
+  INFO(a.out << a.err);
+  REQUIRE(a.exit_code == 0);
+  const auto ja = nlohmann::json::parse(a.out);
+  const auto* ta = table_entry(ja, f.table("customers"));
+  REQUIRE(ta != nullptr);
+  CHECK((*ta)["edit"] == "unchanged");
+  CHECK(read_file(f.w.path() / "flotilla.toml") == aliases);
 }
