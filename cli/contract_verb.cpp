@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/contract_check.hpp"
@@ -37,6 +38,17 @@ void report_failures(const contract_survey& s, nlohmann::json& errors) {
   }
 }
 
+/// A --filter that matched no table of any source: said on stderr, as `plan` and `run`
+/// say it, so a misspelt name does not pass a contract check in CI unnoticed.
+void warn_if_nothing_surveyed(const contract_args& a, const contract_survey& s,
+                              std::string_view nothing) {
+  if (!s.tables.empty() || !s.failures.empty() || a.filters.empty())
+    return;
+  fmt::print(stderr, "warning: the selection (--filter {}) matched no table of any source; "
+                     "nothing {}\n",
+             fmt::join(a.filters, " --filter "), nothing);
+}
+
 // ---- contract diff -------------------------------------------------------------------
 
 int do_diff(const global_options& g, const contract_args& a) {
@@ -45,6 +57,7 @@ int do_diff(const global_options& g, const contract_args& a) {
   if (!project)
     return 2;
   const auto survey = survey_contracts(*project, filters);
+  warn_if_nothing_surveyed(a, survey, "is compared");
 
   nlohmann::json tables = nlohmann::json::array();
   nlohmann::json errors = nlohmann::json::array();
@@ -200,6 +213,7 @@ int do_generate(const global_options& g, const contract_args& a) {
   if (!project)
     return 2;
   const auto survey = survey_contracts(*project, filters);
+  warn_if_nothing_surveyed(a, survey, "is proposed");
 
   nlohmann::json tables = nlohmann::json::array();
   nlohmann::json errors = nlohmann::json::array();

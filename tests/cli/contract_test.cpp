@@ -564,6 +564,20 @@ TEST_CASE("contract generate --write says which tables leave the source-drift ga
         std::string::npos);
 }
 
+TEST_CASE("contract diff and generate say when their --filter matched no table") {
+  contract_fleet f("duckdb");
+  f.load();
+  for (const char* verb : {"diff", "generate"}) {
+    INFO(verb);
+    auto r = run_flotilla(f.w, {"contract", verb, "--filter", "table=nosuch"});
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.err, Catch::Contains("warning: the selection (--filter table=nosuch) matched "
+                                      "no table of any source"));
+    auto ok = run_flotilla(f.w, {"contract", verb, "--filter", "table=orders"});
+    CHECK(ok.err.find("matched no table") == std::string::npos);
+  }
+}
+
 TEST_CASE("contract generate --write keeps a declared type the target stores as the live one") {
   // DuckDB's VARCHAR has no length: varchar(20) is stored as text, which contract diff
   // finds OK; generate proposes it as declared, and --write leaves the file alone.
