@@ -127,6 +127,22 @@ std::string nearest(std::string_view word, const std::vector<std::string_view>& 
           return {};
         only = c;
       }
+  if (!only.empty() || word.size() < 4)
+    return std::string{only};
+  // A shortened value with a typo ("apend" for "append_new_columns"): the one candidate
+  // whose beginning is one edit away from it.
+  for (auto c : candidates) {
+    if (c.size() <= word.size() + 1)
+      continue;
+    bool close = false;
+    for (std::size_t n : {word.size() - 1, word.size(), word.size() + 1})
+      close = close || edit_distance(word, c.substr(0, n)) <= 1;
+    if (close) {
+      if (!only.empty())
+        return {};
+      only = c;
+    }
+  }
   return std::string{only};
 }
 

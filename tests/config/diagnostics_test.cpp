@@ -894,6 +894,10 @@ batch_rows = -5
   auto shortened = load(std::string{one_target} + "[project]\non_schema_change = \"append\"\n");
   INFO(all_messages(shortened));
   CHECK(all_messages(shortened).find("did you mean 'append_new_columns'?") != std::string::npos);
+  // ... with a typo in it too.
+  auto misspelt = load(std::string{one_target} + "[project]\non_schema_change = \"apend\"\n");
+  INFO(all_messages(misspelt));
+  CHECK(all_messages(misspelt).find("did you mean 'append_new_columns'?") != std::string::npos);
   // A near miss is named, as other values' are.
   auto near = load(std::string{one_target} + "[project]\non_source_drift = \"Warn\"\n");
   INFO(all_messages(near));
