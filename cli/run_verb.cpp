@@ -33,6 +33,7 @@
 #include "engine/heap.hpp"
 #include "events/event.hpp"
 #include "events/run_events.hpp"
+#include "events/sink.hpp"
 #include "events/source_drift.hpp"
 #include "schema/evolution.hpp"
 #include "sinks/warehouse.hpp"
@@ -719,6 +720,15 @@ run_events_section publish_events(storage::state_store& store, const config::pro
     if (p.error)
       totals.source_errors.emplace_back(p.source, *p.error);
   (void)log.emit(events::run_finished(totals));
+  // The tables have committed: a stop from now on leaves only events undelivered, which
+  // the outbox keeps for the next run.
+  set_stop_messages(
+      "flotilla: stopped at once by a second signal while delivering the run's events: "
+      "every table had finished; the events not yet acknowledged stay in the outbox, and "
+      "the next run delivers them first\n",
+      "flotilla: stopping the delivery of the run's events: every table has finished; the "
+      "events not yet acknowledged stay in the outbox, and the next run delivers them "
+      "first\n");
   auto report = log.finish();
   section.log = report.log_path.string();
   section.emitted = report.emitted;
@@ -818,6 +828,7 @@ int execute_run(const global_options& g, const run_request& a) {
                   "commit (their targets are unchanged); `flotilla retry` finishes the run\n",
                   stopping.c_str());
   sinks::set_stop_request(&g_cancel);
+  events::set_stop_request(&g_cancel);
   std::vector<config::filter> filters;
   auto project = load_or_report(g, a.filters, filters);
   if (!project)

@@ -10,8 +10,8 @@ namespace flotilla::cli {
 namespace {
 
 std::atomic<bool>* g_stop = nullptr;
-const char* g_second_message = "";
-const char* g_first_message = "";
+std::atomic<const char*> g_second_message{""};
+std::atomic<const char*> g_first_message{""};
 /// When the first signal came, CLOCK_MONOTONIC nanoseconds; 0: none yet.
 std::atomic<long long> g_first_ns{0};
 
@@ -26,12 +26,14 @@ extern "C" void on_signal(int sig) {
   long long first = 0;
   if (g_first_ns.compare_exchange_strong(first, now)) {
     g_stop->store(true);
-    (void)!::write(STDERR_FILENO, g_first_message, std::strlen(g_first_message));
+    const char* said = g_first_message.load();
+    (void)!::write(STDERR_FILENO, said, std::strlen(said));
     return;
   }
   if (now - first < 1'000'000'000LL)
     return;  // the same stop, delivered twice
-  (void)!::write(STDERR_FILENO, g_second_message, std::strlen(g_second_message));
+  const char* said = g_second_message.load();
+  (void)!::write(STDERR_FILENO, said, std::strlen(said));
   std::signal(sig, SIG_DFL);
   std::raise(sig);
 }
@@ -45,6 +47,11 @@ void on_stop_signals(std::atomic<bool>& stop, const char* second_message,
   g_first_message = first_message;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+}
+
+void set_stop_messages(const char* second_message, const char* first_message) {
+  g_second_message = second_message;
+  g_first_message = first_message;
 }
 
 }  // namespace flotilla::cli

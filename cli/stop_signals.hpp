@@ -15,4 +15,8 @@ namespace flotilla::cli {
 void on_stop_signals(std::atomic<bool>& stop, const char* second_message,
                      const char* first_message = "");
 
+/// What the next signals say from now on, as the work moves to another stage (a run
+/// that has committed its tables and delivers its events). Static strings, as above.
+void set_stop_messages(const char* second_message, const char* first_message);
+
 }  // namespace flotilla::cli

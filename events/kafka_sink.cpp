@@ -541,8 +541,10 @@ result<std::unique_ptr<kafka_sink>> kafka_sink::create(const config::kafka_optio
         !st)
       return fail(std::move(st.error()));
   std::size_t size = sizeof errstr;
+  // 0 is librdkafka's "no limit": a run then waits its default, and gives up after it.
   if (rd_kafka_conf_get(conf, "message.timeout.ms", errstr, &size) == RD_KAFKA_CONF_OK)
-    p->timeout = milliseconds(std::max(1L, std::strtol(errstr, nullptr, 10)));
+    if (const long ms = std::strtol(errstr, nullptr, 10); ms > 0)
+      p->timeout = milliseconds(ms);
   rd_kafka_conf_set_opaque(conf, p.get());
   rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
   rd_kafka_conf_set_error_cb(conf, on_error);
@@ -604,7 +606,7 @@ delivery kafka_sink::deliver(std::span<const storage::pb::OutboxEntry> batch,
           RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(tag)), RD_KAFKA_V_END);
       if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
         break;
-      if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL && left() > 0) {
+      if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL && left() > 0 && !stop_requested()) {
         rd_kafka_poll(p.rk, 50);  // let deliveries make room
         continue;
       }
@@ -635,7 +637,17 @@ delivery kafka_sink::deliver(std::span<const storage::pb::OutboxEntry> batch,
     rd_kafka_poll(p.rk, 0);
   }
 
-  if (rd_kafka_flush(p.rk, static_cast<int>(left())) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+  // Waited for in slices, so a stop asked for meanwhile ends the wait after the first.
+  const auto flushed = [&] {
+    for (;;) {
+      const long slice = std::min<long>(left(), 100);
+      if (rd_kafka_flush(p.rk, static_cast<int>(slice)) == RD_KAFKA_RESP_ERR_NO_ERROR)
+        return true;
+      if (left() == 0 || stop_requested())
+        return false;
+    }
+  };
+  if (!flushed()) {
     // Not everything was acknowledged in time: abandon the rest (it stays in the outbox).
     rd_kafka_purge(p.rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
     rd_kafka_flush(p.rk, 200);

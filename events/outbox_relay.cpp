@@ -14,6 +14,8 @@ using std::chrono::milliseconds;
 /// reachable broker the time of one round trip.
 constexpr milliseconds min_round{100};
 
+std::atomic<const std::atomic<bool>*> g_stop{nullptr};
+
 /// The key of a sink's progress: its kind and destination, so a sink configured anew
 /// (another topic, other brokers) is sent the kept entries.
 std::string sink_identity(const event_sink& s) {
@@ -21,6 +23,13 @@ std::string sink_identity(const event_sink& s) {
 }
 
 }  // namespace
+
+void set_stop_request(const std::atomic<bool>* stop) noexcept { g_stop = stop; }
+
+bool stop_requested() noexcept {
+  const auto* stop = g_stop.load();
+  return stop != nullptr && stop->load(std::memory_order_relaxed);
+}
 
 outbox_relay::outbox_relay(storage::state_store& store,
                            std::vector<std::unique_ptr<event_sink>> sinks, relay_options options)
@@ -144,8 +153,16 @@ drain_report outbox_relay::drain_locked(milliseconds timeout) {
         if (sinks_.size() > 1)
           (void)store_.set_outbox_sent_through(sink_identity(*sinks_[i]), sent_through_[i]);
       }
-      if (d.failure)
+      if (d.failure) {
         failure_ = std::move(d.failure);
+        // Given up because the run was asked to stop: said so, not as a broker fault.
+        if (stop_requested())
+          failure_->message = fmt::format(
+              "the run was stopped (Ctrl-C or SIGTERM) while {} ({}) had not acknowledged "
+              "every event; the rest stay in the outbox and the next run or retry delivers "
+              "them first (the sink said: {})",
+              sinks_[i]->kind(), sinks_[i]->destination(), failure_->message);
+      }
     }
     if (!sent && !failure_)
       break;  // every sink that is sent entries has them all: the rest waits for one that holds

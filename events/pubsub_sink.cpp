@@ -44,6 +44,16 @@ std::string base64(std::string_view in) {
   return out;
 }
 
+/// libcurl's progress callback: a request ends once the run is asked to stop, after a
+/// first ~100 ms in which a healthy server still answers. `start` points at its start.
+int stop_when_asked(void* start, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  const auto began = *static_cast<const std::chrono::steady_clock::time_point*>(start);
+  return stop_requested() &&
+                 std::chrono::steady_clock::now() - began >= std::chrono::milliseconds(100)
+             ? 1
+             : 0;
+}
+
 std::size_t collect(char* data, std::size_t size, std::size_t n, void* out) {
   static_cast<std::string*>(out)->append(data, size * n);
   return size * n;
@@ -180,6 +190,10 @@ pubsub_client::http_result pubsub_client::request(const std::string& method,
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, ms);
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, std::min<long>(ms, 10000));
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  const auto began = std::chrono::steady_clock::now();
+  curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, stop_when_asked);
+  curl_easy_setopt(c, CURLOPT_XFERINFODATA, &began);
+  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
   if (emulator())
     curl_easy_setopt(c, CURLOPT_NOPROXY, "*");  // the emulator is spoken to directly
   r.transport = curl_easy_perform(c);
@@ -311,12 +325,39 @@ pubsub_client::outcome pubsub_client::publish(std::span<const pubsub_message> me
       if (!transient || attempt == 2)
         break;
       const auto pause = milliseconds(attempt == 0 ? 200 : 1000);
-      if (clock::now() + pause >= deadline)
+      if (clock::now() + pause >= deadline || stop_requested())
         break;
       std::this_thread::sleep_for(pause);
     }
     if (r.transport != CURLE_OK || r.status / 100 != 2) {
       out.failure = failure(r, "sending the events", "the events");
+      return out;
+    }
+    // Pub/Sub answers a publish with one message ID per message: an answer without them
+    // did not come from Pub/Sub (a proxy, another service at emulator_host), and nothing
+    // says the events arrived.
+    std::size_t ids = 0;
+    try {
+      const auto answer = nlohmann::json::parse(r.body);
+      if (answer.is_object() && answer.contains("messageIds") && answer["messageIds"].is_array())
+        ids = answer["messageIds"].size();
+    } catch (const nlohmann::json::exception&) {
+    }
+    if (ids != n) {
+      std::string said = r.body.substr(0, 200);
+      for (char& ch : said)
+        if (ch == '\n' || ch == '\r')
+          ch = ' ';
+      out.failure = error{
+          errc::broker_refused,
+          fmt::format("Pub/Sub ({}) answered HTTP {} to a publish of {} event(s) with {} "
+                      "message ID(s) ({}{}): not Pub/Sub's answer, so nothing confirms the "
+                      "events arrived; they stay in the outbox. Check that {} points at "
+                      "Pub/Sub and that no proxy answers in its place",
+                      destination(), r.status, n, ids, said.empty() ? "an empty body" : said,
+                      r.body.size() > said.size() ? "..." : "",
+                      emulator() ? "emulator_host (or PUBSUB_EMULATOR_HOST)"
+                                 : std::string("the service address"))};
       return out;
     }
     next += n;

@@ -4,6 +4,7 @@
 /// outbox relay (outbox_relay.hpp) hands each sink the outbox's entries in sequence
 /// order and removes an entry once every sink has acknowledged it.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -27,6 +28,14 @@ namespace flotilla::events {
 /// sends it and the headers as they are. Null when the sink must read the entry back.
 [[nodiscard]] const std::string* ready_payload(const storage::pb::OutboxEntry& entry,
                                                bool want_json);
+
+/// The run's stop flag (Ctrl-C, SIGTERM), which a sink waiting for acknowledgements heeds:
+/// once it is set, a wait gives up after a short first round (~100 ms), so a healthy
+/// broker still takes the events and an unreachable one does not hold the stop. Null
+/// (the default): nothing asks.
+void set_stop_request(const std::atomic<bool>* stop) noexcept;
+/// Whether the flag set_stop_request gave is set.
+[[nodiscard]] bool stop_requested() noexcept;
 
 /// What one deliver() call achieved.
 struct delivery {

@@ -987,6 +987,25 @@ TEST_CASE("a Kafka topic name Kafka refuses is FLT-C005 when the file is read") 
   CHECK(ok.diagnostics.empty());
 }
 
+TEST_CASE("a Kafka broker address librdkafka cannot parse is FLT-C005 when the file is read") {
+  for (const std::string& brokers :
+       std::vector<std::string>{"kafka://127.0.0.1:9092", "h:99999", "a,,b", "h:", "h:x"}) {
+    INFO(brokers);
+    auto r = load(std::string{one_target} + "[events.kafka]\nbrokers = \"" + brokers +
+                  "\"\ntopic = \"t\"\n");
+    INFO(all_messages(r));
+    CHECK(all_messages(r).find("FLT-C005: events.kafka.brokers") != std::string::npos);
+  }
+  for (const std::string& brokers : std::vector<std::string>{
+           "127.0.0.1:9092", "PLAINTEXT://h1:9092,h2", "[::1]:9092", "sasl_ssl://k.example:9093"}) {
+    INFO(brokers);
+    auto ok = load(std::string{one_target} + "[events.kafka]\nbrokers = \"" + brokers +
+                   "\"\ntopic = \"t\"\n");
+    INFO(all_messages(ok));
+    CHECK(ok.diagnostics.empty());
+  }
+}
+
 TEST_CASE("a DSN's password is not repeated in a diagnostic") {
   const auto r = load(R"(
 [targets.wh]

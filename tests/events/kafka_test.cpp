@@ -284,6 +284,32 @@ TEST_CASE(
                                        "run-2:schema_action", "run-2:table_finished"});
 }
 
+TEST_CASE("a stop asked for ends the wait for a broker that is down; the events stay kept") {
+  temp_dir dir;
+  auto store = open_store(dir.path() / "state");
+  const std::string down = "127.0.0.1:" + std::to_string(closed_port());
+  auto ev = run_events::open(&store,
+                             project_for(dir, down, "flotilla.events", config::event_format::json,
+                                         {{"message.timeout.ms", "20000"}}),
+                             "run-1");
+  REQUIRE(ev.has_value());
+  emit_run(**ev, 2);
+  std::atomic<bool> stop{true};
+  set_stop_request(&stop);
+  const auto start = std::chrono::steady_clock::now();
+  auto report = (*ev)->finish();
+  const auto took = std::chrono::steady_clock::now() - start;
+  set_stop_request(nullptr);
+  CHECK(took < 5s);  // not message.timeout.ms
+  REQUIRE(report.errors.size() == 1);
+  INFO(report.errors[0].text());
+  CHECK_THAT(report.errors[0].message,
+             Catch::Contains("the run was stopped (Ctrl-C or SIGTERM) while kafka"));
+  CHECK(report.delivered == 0);
+  CHECK(report.pending == report.emitted);
+  CHECK(store.outbox_size().value() == report.emitted);
+}
+
 TEST_CASE("a broker taken down mid-life keeps the events until it is back") {
   mock_kafka kafka("flotilla.events", 2);
   temp_dir dir;

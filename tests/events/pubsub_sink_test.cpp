@@ -683,6 +683,41 @@ TEST_CASE("a service that never answers is FLT-E001 within the delivery timeout"
   CHECK_THAT(out.failure->message, Catch::Contains("Check that this machine reaches the service"));
 }
 
+TEST_CASE("a 200 answer without a message ID per event is no delivery: FLT-E002, events kept",
+          "[pubsub]") {
+  std::vector<pubsub_message> msgs(2);
+  msgs[0].data = "one";
+  msgs[1].data = "two";
+  for (const char* body : {"{}", "<html>proxy</html>", R"({"messageIds":["1"]})"}) {
+    INFO(body);
+    canned_server server({{200, body}});
+    auto client = client_for(service_target(server.host()));
+    auto out = client->publish(msgs);
+    CHECK(out.acknowledged == 0);
+    REQUIRE(out.failure.has_value());
+    CHECK(out.failure->code == errc::broker_refused);
+    CHECK_THAT(out.failure->message,
+               Catch::Contains("answered HTTP 200 to a publish of 2 event(s) with") &&
+                   Catch::Contains("nothing confirms the events arrived"));
+  }
+}
+
+TEST_CASE("a stop asked for ends the wait for a server that does not answer", "[pubsub]") {
+  canned_server server({{200, "", true}});
+  auto client = client_for(service_target(server.host()));
+  std::vector<pubsub_message> msgs(1);
+  msgs[0].data = "x";
+  std::atomic<bool> stop{true};
+  flotilla::events::set_stop_request(&stop);
+  const auto start = std::chrono::steady_clock::now();
+  auto out = client->publish(msgs, 20s);
+  const auto took = std::chrono::steady_clock::now() - start;
+  flotilla::events::set_stop_request(nullptr);
+  CHECK(took < 5s);
+  CHECK(out.acknowledged == 0);
+  CHECK(out.failure.has_value());
+}
+
 TEST_CASE("Pub/Sub settings: project and topic required, a token for the real service",
           "[pubsub]") {
   pubsub_target t;
