@@ -550,10 +550,27 @@ result<std::unique_ptr<kafka_sink>> kafka_sink::create(const config::kafka_optio
   rd_kafka_conf_set_error_cb(conf, on_error);
   rd_kafka_conf_set_log_cb(conf, on_log);
   p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
-  if (p->rk == nullptr)
-    return fail(
-        error{errc::sink_config,
-              fmt::format("events.kafka: the Kafka producer could not be created: {}", errstr)});
+  if (p->rk == nullptr) {
+    // librdkafka names the settings at odds (`acks` must be set to `all` when
+    // `enable.idempotence` is true): the ones flotilla.toml sets, with their values.
+    std::string named;
+    for (const auto& [key, value] : s)
+      if (std::string_view(errstr).find("`" + key + "`") != std::string_view::npos)
+        named += fmt::format("{}events.kafka.settings.\"{}\" = \"{}\"", named.empty() ? "" : ", ",
+                             key, config::names_secret(key) ? std::string("***") : value);
+    return fail(error{
+        errc::sink_config,
+        named.empty()
+            ? fmt::format("events.kafka: the Kafka producer could not be created: {}; correct "
+                          "[events.kafka.settings] in flotilla.toml (the events wait in the "
+                          "outbox and go with the next run)",
+                          errstr)
+            : fmt::format("{}: the Kafka producer could not be created: {} (the sink always "
+                          "uses an idempotent producer); correct or remove the setting in "
+                          "flotilla.toml (the events wait in the outbox and go with the next "
+                          "run)",
+                          named, errstr)});
+  }
   return std::unique_ptr<kafka_sink>(new kafka_sink(std::move(p)));
 }
 

@@ -433,6 +433,18 @@ TEST_CASE("pass-through settings reach librdkafka; brokers and idempotence are n
 
   o.settings = {{"message.timeout.ms", "1234"}};
   CHECK(kafka_sink::create(o).value()->delivery_timeout() == 1234ms);
+  // librdkafka's "no limit": the run waits its default.
+  o.settings = {{"message.timeout.ms", "0"}};
+  CHECK(kafka_sink::create(o).value()->delivery_timeout() == 30000ms);
+  // A setting the idempotent producer cannot take is named with its value.
+  o.settings = {{"acks", "0"}};
+  auto acks = kafka_sink::create(o);
+  REQUIRE_FALSE(acks.has_value());
+  CHECK(acks.error().code == errc::sink_config);
+  CHECK_THAT(acks.error().text(),
+             Catch::StartsWith("FLT-E003: events.kafka.settings.\"acks\" = \"0\": the Kafka "
+                               "producer could not be created") &&
+                 Catch::Contains("correct or remove the setting"));
 
   o.settings = {{"no.such.setting", "1"}};
   auto unknown = kafka_sink::create(o);
