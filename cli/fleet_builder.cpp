@@ -1,4 +1,5 @@
 #include "cli/fleet_builder.hpp"
+#include "cli/run_output.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -441,10 +442,12 @@ std::string staged_file_name(const std::string& key) {
 /// Seed 004's console warning. On a terminal it is the drifted table's child node in
 /// yellow, on a line of its own under the live progress line; piped, the plain line.
 void print_drift_warning(const std::string& dataset, const std::string& warning) {
+  // A name's control characters escaped, as the run's other text shows names.
   if (isatty(STDERR_FILENO))
-    fmt::print(stderr, "\r\x1b[K{}\n\u2514\u2500\u2500 \x1b[33m{}\x1b[0m\n", dataset, warning);
+    fmt::print(stderr, "\r\x1b[K{}\n\u2514\u2500\u2500 \x1b[33m{}\x1b[0m\n", printable(dataset),
+               printable(warning));
   else
-    fmt::print(stderr, "{}\n", warning);
+    fmt::print(stderr, "{}\n", printable(warning));
 }
 
 /// The source-drift gate of one table (seed 004): reads the baseline, evaluates the

@@ -307,9 +307,19 @@ std::string printable(std::string_view text) {
 
 std::string printable_message(std::string_view text) {
   // Line by line through printable(), the breaks (and the blanks around them) as "; ".
+  // A break inside a quoted name ('new\ncol') is the name's own: escaped, as printable()
+  // escapes it, so the name shown is the name.
   std::string out;
+  const auto quoted_break = [&](std::size_t nl) {
+    std::size_t quotes = 0;
+    for (std::size_t i = 0; i < nl; ++i)
+      quotes += text[i] == '\'' ? 1 : 0;
+    return quotes % 2 == 1 && text.find('\'', nl) != std::string_view::npos;
+  };
   while (!text.empty()) {
-    const auto nl = text.find('\n');
+    auto nl = text.find('\n');
+    while (nl != std::string_view::npos && quoted_break(nl))
+      nl = text.find('\n', nl + 1);
     std::string_view line = text.substr(0, nl);
     text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
     while (!line.empty() && (line.back() == '\r' || line.back() == ' '))

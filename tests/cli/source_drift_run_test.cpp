@@ -751,6 +751,21 @@ TEST_CASE("declared columns under contract none only pin types: the gate checks 
   CHECK((*find_table(unpinned, "raw.orders"))["source_drift"]["decision"] == "reseed");
 }
 
+TEST_CASE("a column name holding a line break is shown escaped in the text output, never "
+          "split or changed") {
+  shop s("warn");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
+  s.source("ALTER TABLE orders ADD COLUMN \"new\ncol\" INTEGER");
+  const auto r = run_flotilla(s.w, {"run"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  // The drift warning (stderr) and the action line (stdout) name it as it is.
+  CHECK_THAT(r.err, Catch::Contains("column 'new\\x0acol' added"));
+  CHECK_THAT(r.out, Catch::Contains("column 'new\\x0acol' added as"));
+  CHECK(r.out.find("new; col") == std::string::npos);
+  CHECK(r.err.find("new\ncol") == std::string::npos);
+}
+
 TEST_CASE("table events carry the DDL that ran, the table's duration, and a violation's column "
           "and types") {
   shop s("ignore", "[sources.shop.tables.customers]\ncolumns = { name = \"int\" }\n");
