@@ -265,6 +265,16 @@ class sqlite_inserter final : public row_inserter {
     const auto [precision, scale] = decimal_[c];
     if (whole <= precision - scale)
       return;
+    // Past what any decimal holds (38 digits): only text keeps it as written.
+    if (whole + scale > 38)
+      throw sink_error(fmt::format(
+          "{}: row {}, column '{}': value '{}' does not fit type DECIMAL({},{}), which holds {} "
+          "digit(s) before the point, nor any decimal (38 digits at most); declare the column "
+          "as text in flotilla.toml (the table's columns = {{ {} = \"text\" }}) and run again "
+          "(a table already loaded is then rebuilt: run with --allow-type-change-rebuild), or "
+          "fix the value at the source",
+          dialect_.qualified(table_), row + 1, names_[c], value_text(v), precision, scale,
+          precision - scale, schema::toml_key(names_[c])));
     throw sink_error(fmt::format(
         "{}: row {}, column '{}': value '{}' does not fit type DECIMAL({},{}), which holds {} "
         "digit(s) before the point; declare a type that holds it in flotilla.toml (the table's "

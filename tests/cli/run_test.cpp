@@ -3485,6 +3485,17 @@ TEST_CASE("a SQLite target refuses a decimal with more digits before the point t
   REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
   CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT CAST(d AS TEXT) FROM src__t ORDER BY id") ==
         std::vector<std::vector<std::string>>{{"12.5"}, {"1000"}});
+
+  // A value no decimal holds (past 38 digits): text is what is proposed, not the type
+  // already declared.
+  sqlite_exec(w.file("src.db"), "INSERT INTO t VALUES (3, 1e40)");
+  w.write("flotilla.toml", base + "[sources.src.tables.t]\ncolumns = { d = \"decimal(38,2)\" }\n");
+  auto wide = flotilla_json(w, {"run", "--allow-type-change-rebuild"}, &rc);
+  INFO(wide.dump(2));
+  CHECK(rc == 1);
+  CHECK_THAT((*find_table(wide, "src__t"))["error"].get<std::string>(),
+             Catch::Contains("nor any decimal (38 digits at most)") &&
+                 Catch::Contains("d = \"text\"") && !Catch::Contains("\"decimal(38,2)\" })"));
 }
 
 TEST_CASE("retry says so when the tables that failed are no longer selected, and records no run") {
