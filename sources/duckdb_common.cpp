@@ -486,6 +486,15 @@ database database::open_read_only(const std::string& path) {
       std::string_view(head, sizeof head) == std::string_view("SQLite format 3\0", 16))
     throw failure("the file is a SQLite database, not a DuckDB one: read it with "
                   "adapter = \"sqlite\"");
+  // Any other file that is not a DuckDB database (a CSV file, say): DuckDB's read-only
+  // open of it says only "Cannot launch in-memory database in read-only mode!". A DuckDB
+  // file has "DUCK" at byte 8; an empty or missing one is left to DuckDB's own error.
+  if (std::ifstream in(path, std::ios::binary); in.read(head, sizeof head) || in.gcount() > 0)
+    if (in.gcount() < 12 || std::string_view(head + 8, 4) != "DUCK")
+      throw failure("the file is not a DuckDB database (a DuckDB file has \"DUCK\" at byte 8): "
+                    "point path at a DuckDB database file, or read a CSV or JSON file with "
+                    "adapter = \"csv\" or \"json\", a SQLite database with adapter = "
+                    "\"sqlite\"");
   config cfg;
   cfg.set("access_mode", "READ_ONLY");
   cfg.set("autoinstall_known_extensions", "false");

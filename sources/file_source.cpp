@@ -999,12 +999,34 @@ std::string csv_reason(std::string reason, const std::string& path) {
   return reason;
 }
 
+/// A database or binary file under a csv or json source (by its first bytes): what it
+/// is, and the adapter that reads it. nullopt: no such file.
+std::optional<std::string> not_text(const std::string& head) {
+  if (head.starts_with(std::string_view("SQLite format 3\0", 16)))
+    return std::string("the file is a SQLite database, not text: read it with a source of "
+                       "adapter = \"sqlite\" (path = the file), or move it out of this "
+                       "source's path");
+  if (head.size() >= 12 && head.compare(8, 4, "DUCK") == 0)
+    return std::string("the file is a DuckDB database, not text: read it with a source of "
+                       "adapter = \"duckdb\" (path = the file), or move it out of this "
+                       "source's path");
+  if (head.starts_with("PAR1"))
+    return std::string("the file is a Parquet file, not text, which Flotilla does not read; "
+                       "export it as CSV or JSON, or move it out of this source's path");
+  if (head.starts_with("PK\x03\x04"))
+    return std::string("the file is a ZIP archive (or an .xlsx workbook), not text; extract "
+                       "or export it as CSV, or move it out of this source's path");
+  return std::nullopt;
+}
+
 /// What is wrong with a whole file, when DuckDB's complaint about it misleads: a UTF-16
 /// file (DuckDB sees invalid UTF-8, and latin-1 advice would garble it), or a line longer
 /// than DuckDB's reader takes (its error names another line, and a reader option no
 /// flotilla.toml key sets). nullopt: DuckDB's reason stands.
 std::optional<std::string> file_level_reason(const std::string& path, const std::string& reason) {
   const std::string head = file_head(path);
+  if (auto kind = not_text(head))
+    return kind;
   if (head.starts_with("\xff\xfe") || head.starts_with("\xfe\xff"))
     return std::string("the file is UTF-16 text (it begins with a UTF-16 byte order mark), "
                        "which Flotilla does not read; convert it to UTF-8 (iconv -f utf-16 -t "
@@ -1253,6 +1275,13 @@ class file_source final : public source {
                            "copied",
                            "write the file again with its header, or move it out of the source's "
                            "path")
+                           .what();
+        out.tables.push_back(std::move(t));
+        continue;
+      }
+      if (auto kind = not_text(file_head(path))) {
+        t.unreadable = error::read_failed(options_.name, name, path, *kind,
+                                          "move it out of the source's path")
                            .what();
         out.tables.push_back(std::move(t));
         continue;

@@ -350,7 +350,14 @@ TEST_CASE("duckdb read errors name the source, table and file") {
   write_file(dir.file("junk.duckdb"), std::string(8192, 'x'));
   auto junk = open_duckdb(dir.file("junk.duckdb"));
   CHECK_THROWS_WITH(junk->read_catalog(),
-                    Catch::Contains("source 'lake'") && Catch::Contains("junk.duckdb"));
+                    Catch::Contains("source 'lake'") && Catch::Contains("junk.duckdb") &&
+                        Catch::Contains("the file is not a DuckDB database"));
+  // A CSV file given to the duckdb adapter: said so, with the adapter that reads it.
+  write_file(dir.file("rows.csv"), "id,v\n1,a\n");
+  auto csv = open_duckdb(dir.file("rows.csv"));
+  CHECK_THROWS_WITH(csv->read_catalog(), Catch::Contains("the file is not a DuckDB database") &&
+                                             Catch::Contains("adapter = \"csv\"") &&
+                                             !Catch::Contains("in-memory"));
   // A damaged file: its reason and what to do, without DuckDB's stack trace or the advice
   // meant for a file another process holds.
   {

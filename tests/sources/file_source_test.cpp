@@ -624,6 +624,21 @@ TEST_CASE("a UTF-16 csv file, or one with a line over 2 MiB, fails its table say
              Catch::Contains("line 3 is longer than the 2 MiB") && !Catch::Contains("max_line_size"));
 }
 
+TEST_CASE("a database or binary file under a csv source fails its table naming what it is") {
+  temp_dir dir;
+  write_file(dir.file("db.csv"), std::string("SQLite format 3\0", 16) + std::string(200, '\0'));
+  write_file(dir.file("duck.csv"), std::string(8, '\x01') + "DUCK" + std::string(200, '\0'));
+  write_file(dir.file("pq.csv"), "PAR1" + std::string(200, '\0'));
+  auto src = open_files("csv", dir.path.string());
+  const catalog cat = src->read_catalog();
+  CHECK_THAT(find_table(cat, "db").unreadable,
+             Catch::Contains("the file is a SQLite database, not text") &&
+                 Catch::Contains("adapter = \"sqlite\"") && !Catch::Contains("UTF-16"));
+  CHECK_THAT(find_table(cat, "duck").unreadable,
+             Catch::Contains("the file is a DuckDB database, not text"));
+  CHECK_THAT(find_table(cat, "pq").unreadable, Catch::Contains("Parquet"));
+}
+
 TEST_CASE("a csv record over 2 MiB in short lines (a quoted value spanning them) names its line") {
   temp_dir dir;
   std::string value;
