@@ -211,7 +211,7 @@ bool warn_if_nothing_selected(const config::project& p, const std::vector<std::s
                                    "source has none, or its include and exclude patterns "
                                    "match none of them; a csv or json source's tables are its "
                                    "directory's files ending in .csv or .json (.ndjson, "
-                                   ".jsonl), lowercase, others left aside)",
+                                   ".jsonl), in any case, others left aside)",
                nothing);
   return true;
 }
@@ -665,7 +665,7 @@ void note_table_set(storage::state_store& store, const config::source_config& sr
          cat.tables.empty()
              ? fmt::format("source '{}' lists no tables{}: nothing of it was read", src.name,
                            files ? " (a csv or json source's tables are its directory's files "
-                                   "ending in .csv or .json (.ndjson, .jsonl), lowercase; others "
+                                   "ending in .csv or .json (.ndjson, .jsonl), in any case; others "
                                    "are left aside)"
                                  : "")
              : fmt::format("source '{}' has {} table(s), and its include and exclude patterns "

@@ -1742,8 +1742,9 @@ class file_source final : public source {
                        quote_literal(path), csv_args(path));
   }
 
+  /// In any case: `ORDERS.CSV`, as Windows tools write it, is a table as orders.csv is.
   [[nodiscard]] bool wanted_extension(const fs::path& p) const {
-    const std::string ext = p.extension().string();
+    const std::string ext = lower_extension(p);
     if (json_)
       return ext == ".json" || ext == ".ndjson" || ext == ".jsonl";
     return ext == ".csv";
@@ -1871,6 +1872,10 @@ class file_source final : public source {
       if (fs::is_regular_file(p, ec))
         return p.string();
     }
+    // An extension in another case (ORDERS.CSV): the directory's listing has it.
+    const auto all = files();
+    if (const auto it = all.find(table); it != all.end())
+      return it->second;
     throw error::read_failed(options_.name, table, options_.path,
                              fmt::format("no {} file for table '{}'", adapter(), table),
                              "check that the file still exists");

@@ -624,6 +624,19 @@ TEST_CASE("a UTF-16 csv file, or one with a line over 2 MiB, fails its table say
              Catch::Contains("line 3 is longer than the 2 MiB") && !Catch::Contains("max_line_size"));
 }
 
+TEST_CASE("a csv file whose extension is upper case is a table, read as any other") {
+  temp_dir dir;
+  write_file(dir.file("a.csv"), "id,v\n1,x\n");
+  write_file(dir.file("UPPER.CSV"), "id,w\n1,y\n2,z\n");
+  write_file(dir.file("notes.txt"), "id\n1\n");
+  auto src = open_files("csv", dir.path.string());
+  const catalog cat = src->read_catalog();
+  REQUIRE(cat.tables.size() == 2);
+  const source_table& upper = find_table(cat, "UPPER");
+  CHECK(upper.unreadable.empty());
+  CHECK(read_all(*src, upper).rows.size() == 2);
+}
+
 TEST_CASE("a database or binary file under a csv source fails its table naming what it is") {
   temp_dir dir;
   write_file(dir.file("db.csv"), std::string("SQLite format 3\0", 16) + std::string(200, '\0'));
