@@ -669,7 +669,13 @@ std::string target_failure(const table_job& job, std::string reason) {
                                ? "then run `flotilla retry --allow-type-change-rebuild`"
                                : "then run `flotilla retry`";
   std::string fix;
-  if (has("columns = {") || has("declare the column")) {
+  if (has("the table's commit token changed")) {
+    // Says what happened and what the next run does; the statement it failed in (the
+    // guarded token's) tells the user nothing.
+    if (const auto in = reason.find(" (in: "); in != std::string::npos)
+      reason.erase(in);
+  }
+  else if (has("columns = {") || has("declare the column")) {
     // The engine's message already says what to change in flotilla.toml, or that the
     // value may be fixed at the source: a retry would load the value as staged.
     if (job.gate)

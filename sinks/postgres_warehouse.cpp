@@ -732,12 +732,7 @@ class postgres_warehouse final : public warehouse_base {
     const auto& d = dialect();
     const std::string bk = d.qualified(bookkeeping_table());
     const std::string table = d.qualified(request.target);
-    const std::string why = fmt::format(
-        "{}: {}", changed_token_words,
-        fmt::format("another process committed rows of {} while this load ran (a run "
-                    "stopped earlier whose server session finished its commit); nothing of "
-                    "this load was committed: run again, which resumes from that commit",
-                    table));
+    const std::string why = changed_token_message(d, request.target);
     // The upsert, its update only over the expected token; no row written fails the cast.
     return fmt::format(
         "WITH w AS ({} WHERE {}.token IS NOT DISTINCT FROM {} RETURNING 1) "

@@ -547,6 +547,9 @@ class sqlite_warehouse final : public warehouse_base {
   // IMMEDIATE takes the write lock up front: a deferred transaction that later needs it
   // can fail with SQLITE_BUSY without waiting for the busy timeout.
   void begin() override { run("BEGIN IMMEDIATE"); }
+  /// The load holds the write lock from its BEGIN IMMEDIATE: the token read before its
+  /// commit is the one the commit overwrites (two runs of one table at the same time).
+  bool checks_token_in_transaction() const override { return true; }
   void commit_transaction() override { run("COMMIT"); }
   void rollback() noexcept override {
     if (!sqlite3_get_autocommit(db_))

@@ -248,8 +248,12 @@ class loader final : public table_writer {
           last.push_back(sql);
         made_again_ = request_.hand_made_names;
       }
-      if (request_.commit_token)
+      if (request_.commit_token) {
+        if (request_.guard_token && wh_.checks_token_in_transaction() &&
+            wh_.committed_token(request_.target) != request_.expected_token)
+          throw wh_.changed_token(request_.target);
         last.push_back(wh_.token_statement(request_));
+      }
       wh_.run_and_commit(last);
       open_ = false;
       wh_.writer_closed();
@@ -391,6 +395,7 @@ sink_error warehouse_base::error(std::string_view what) const {
 }
 
 constexpr std::string_view unmappable_words = "that Flotilla cannot map";
+constexpr std::string_view changed_token_words = "the table's commit token changed";
 constexpr std::string_view not_a_table_words = "not a table Flotilla can load into";
 
 
@@ -413,6 +418,20 @@ sink_error warehouse_base::unmappable(const table_ref& table, std::string_view c
                                       const schema::type_error& why) const {
   return error(fmt::format("{}: column '{}' has type {} {}: {}", dialect().qualified(table),
                            column, type, unmappable_words, why.message));
+}
+
+std::string changed_token_message(const dialects::dialect& d, const table_ref& table) {
+  return fmt::format(
+      "{}: another process committed rows of {} while this load ran (another run loading "
+      "the table at the same time, from a second project or state directory on the same "
+      "target; or a run stopped earlier whose server session finished its commit); nothing "
+      "of this load was committed, and the next run resumes from that commit. Give each "
+      "target table one project that loads it",
+      changed_token_words, d.qualified(table));
+}
+
+sink_error warehouse_base::changed_token(const table_ref& table) const {
+  return error(changed_token_message(dialect(), table));
 }
 
 std::string warehouse_base::token_statement(const load_request& request) const {

@@ -72,6 +72,11 @@ class type_cache {
   std::map<std::string, parsed_type, std::less<>> parsed_;
 };
 
+/// Why a load whose table's commit token changed since its run read it committed nothing
+/// (begins "the table's commit token changed").
+[[nodiscard]] std::string changed_token_message(const dialects::dialect& d,
+                                                const dialects::table_ref& table);
+
 class warehouse_base : public warehouse {
  public:
   warehouse_base(std::string target_name, std::unique_ptr<dialects::dialect> d);
@@ -119,6 +124,14 @@ class warehouse_base : public warehouse {
   /// its table. Engines whose commits another process's session may still make (a killed
   /// run's, on a server) check request.expected_token too.
   [[nodiscard]] virtual std::string token_statement(const load_request& request) const;
+  /// An engine whose load holds the table's write lock from its start (SQLite's BEGIN
+  /// IMMEDIATE) checks a guarded token by reading it in the load's transaction before the
+  /// commit: another than the one the run read means another process (a second run of
+  /// the table at the same time) committed rows of it meanwhile. Default: false (the
+  /// token statement checks it, or the engine admits one writer per file).
+  [[nodiscard]] virtual bool checks_token_in_transaction() const { return false; }
+  /// The error of a load whose table's commit token is no longer the one its run read.
+  [[nodiscard]] sink_error changed_token(const dialects::table_ref& table) const;
   [[nodiscard]] const std::string& target_name() const { return target_name_; }
   void writer_closed() { writer_open_ = false; }
   /// A load rolled back: the schemas it took for granted are checked again by the next.

@@ -690,6 +690,53 @@ TEST_CASE("a DuckDB text column refuses a value that is not UTF-8, naming its ro
   }
 }
 
+TEST_CASE("a SQLite append whose commit token another run changed since its run read it "
+          "commits nothing") {
+  // Two runs of one table at once (two projects on one target): both read the token, one
+  // commits, the other waits for the write lock and would append the same rows again.
+  test_target target("sqlite");
+  auto wh = target.open();
+  auto other = target.open();
+  const auto t = target.table("events");
+  load_request first{t, people(), load_mode::append, {}, std::string("seq=2")};
+  {
+    auto w = wh->begin_load(first);
+    w->write(batch(people_rows(1, 2, "a")));
+    w->commit();
+  }
+  REQUIRE(wh->committed_token(t) == "seq=2");
+  load_request next{t, people(), load_mode::append, {}, std::string("seq=4")};
+  next.guard_token = true;
+  next.expected_token = "seq=2";
+  // The other run, which read the same token, commits first.
+  {
+    auto o = other->begin_load(next);
+    o->write(batch(people_rows(3, 4, "r")));
+    o->commit();
+  }
+  auto w = wh->begin_load(next);
+  w->write(batch(people_rows(8, 9, "b")));
+  try {
+    w->commit();
+    FAIL("the commit went through");
+  } catch (const sink_error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("the table's commit token changed") &&
+                             Catch::Contains("nothing of this load was committed"));
+  }
+  CHECK(names(*other, t) == std::vector<std::string>{"a1", "a2", "r3", "r4"});
+  CHECK(wh->committed_token(t) == "seq=4");
+  // The token as expected: the guarded commit goes through.
+  load_request last{t, people(), load_mode::append, {}, std::string("seq=5")};
+  last.guard_token = true;
+  last.expected_token = "seq=4";
+  {
+    auto w2 = wh->begin_load(last);
+    w2->write(batch(people_rows(5, 5, "c")));
+    w2->commit();
+  }
+  CHECK(names(*other, t) == std::vector<std::string>{"a1", "a2", "r3", "r4", "c5"});
+}
+
 TEST_CASE("a PostgreSQL append whose commit token another session changed while it loaded "
           "commits nothing") {
   // A killed run's server session finishing its COMMIT after a rerun read the token: the
