@@ -5,6 +5,9 @@
 // SQLite has no schemas: Flotilla folds the target schema into the table name for it
 // (config::target_table). A table_ref schema here names an attached database ("main").
 
+#include <cerrno>
+#include <cstring>
+#include <unistd.h>
 #include <chrono>
 #include <thread>
 #include <sqlite3.h>
@@ -307,8 +310,8 @@ class sqlite_warehouse final : public warehouse_base {
       const std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
       sqlite3_close(db_);
       db_ = nullptr;
-      throw error(fmt::format("cannot open SQLite database '{}': {}; check path in [targets.{}]",
-                              options.path, msg, options.name));
+      throw error(fmt::format("cannot open SQLite database '{}': {}; {}", options.path, msg,
+                              open_advice(options)));
     }
     name_ = options.name;
     sqlite3_busy_handler(db_, &sqlite_warehouse::on_busy, this);
@@ -326,12 +329,34 @@ class sqlite_warehouse final : public warehouse_base {
       // The first statement is where a file that is not SQLite's shows: name the file.
       const std::string msg = sqlite3_errmsg(db_);
       sqlite3_close(db_);
-      throw error(fmt::format("cannot open SQLite database '{}': {}; check path in [targets.{}]",
-                              options.path, msg, options.name));
+      throw error(fmt::format("cannot open SQLite database '{}': {}; {}", options.path, msg,
+                              open_advice(options)));
     }
   }
 
   ~sqlite_warehouse() override { sqlite3_close(db_); }
+
+  /// What to do about a database file that did not open: its directory or the file not
+  /// writable (SQLite writes its -wal and -shm files beside the database), else the path.
+  static std::string open_advice(const warehouse_options& options) {
+    namespace fs = std::filesystem;
+    const fs::path file(options.path);
+    const fs::path dir = file.parent_path().empty() ? fs::path(".") : file.parent_path();
+    std::error_code ec;
+    if (fs::is_directory(file, ec))
+      return fmt::format("it is a directory: point path in [targets.{}] at a database file",
+                         options.name);
+    if (fs::exists(file, ec) && ::access(file.c_str(), W_OK) != 0)
+      return fmt::format("the file is not writable for the user Flotilla runs as ({}): make it "
+                         "writable",
+                         std::strerror(errno));
+    if (fs::is_directory(dir, ec) && ::access(dir.c_str(), W_OK) != 0)
+      return fmt::format("its directory {} is not writable for the user Flotilla runs as ({}), "
+                         "and SQLite writes its -wal and -shm files beside the database: make "
+                         "the directory writable",
+                         dir.string(), std::strerror(errno));
+    return fmt::format("check path in [targets.{}]", options.name);
+  }
 
   std::optional<schema::table_schema> describe(const table_ref& table) override {
     const std::string sql = table.schema.empty()

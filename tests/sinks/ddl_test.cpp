@@ -201,6 +201,33 @@ TEST_CASE("an unknown dialect is refused naming the target") {
   CHECK_THROWS_WITH(open_warehouse(o), Catch::Contains("target 'wh'") && Catch::Contains("oracle"));
 }
 
+TEST_CASE("a SQLite target whose directory cannot take its -wal file says so") {
+  const auto dir = std::filesystem::temp_directory_path() / ("flotilla_ro_" + unique_suffix());
+  std::filesystem::create_directories(dir);
+  warehouse_options o;
+  o.name = "wh";
+  o.dialect = "sqlite";
+  o.path = (dir / "wh.db").string();
+  (void)open_warehouse(o);  // the file made
+  // An immutable directory refuses even root its new files; a file system without the
+  // attribute (or a user who may not set it) leaves nothing to check here.
+  const std::string chattr = "chattr +i '" + dir.string() + "' 2>/dev/null";
+  if (std::system(chattr.c_str()) != 0) {
+    WARN("chattr +i is not available here; nothing checked");
+    std::filesystem::remove_all(dir);
+    return;
+  }
+  try {
+    (void)open_warehouse(o);
+    FAIL("the database opened");
+  } catch (const std::exception& e) {
+    CHECK_THAT(e.what(), Catch::Contains("its directory " + dir.string() + " is not writable") &&
+                             Catch::Contains("-wal") && !Catch::Contains("check path"));
+  }
+  (void)std::system(("chattr -i '" + dir.string() + "'").c_str());
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("an unreachable postgres target is refused with the server's reason") {
   warehouse_options o;
   o.name = "wh";
