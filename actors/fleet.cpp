@@ -317,13 +317,23 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
             if (spec->plan_only && plan_dialect && (!(*plan_dialect)->executable() || no_file)) {
               // Plan-only warehouses: no connection; the plan shows the SQL a first load
               // would run there.
-              // A file's declared columns are parsed as declared (as the run plans them).
-              auto settings = t.job.settings;
-              settings.inferred = t.job.table.inferred;
-              settings.no_rows = t.job.table.no_rows;
-              report->outcome.plan = engine::plan_table(
-                  t.job.table.columns, std::nullopt, engine::target_state::absent,
-                  **plan_dialect, t.job.target, settings);
+              // A file's declared columns are parsed as declared (as the run plans them),
+              // its values checked against them.
+              sources::source* file = nullptr;
+              if (t.job.table.inferred && !t.job.settings.declared.empty())
+                for (const auto& p : spec->pipelines)
+                  if (p.source.name == t.job.source_name) {
+                    auto& slot = st.source_slot(t.job.source_name);
+                    try {
+                      if (!slot)
+                        slot = sources::open_source(p.source);
+                      file = slot.get();
+                    } catch (const std::exception&) {
+                      // Planned without the check; the run names what fails.
+                    }
+                  }
+              report->outcome.plan =
+                  engine::plan_first_load(t.job, **plan_dialect, file);
               if (!no_file)
                 report->outcome.plan->warnings.push_back(fmt::format(
                     "dialect {} is plan-only: its live table was not read, so this is the SQL "

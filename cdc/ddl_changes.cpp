@@ -188,8 +188,9 @@ outcome decide_ddl(const std::string& source, const std::string& table,
                       "the table; the change stream does not carry those values, so the "
                       "target would keep the old ones",
                       column),
-          "change the type without USING and rewrite the values with an UPDATE, which the "
-          "stream carries");
+          "make a type change the stream follows (a wider type, a longer varchar, a decimal "
+          "precision) without USING, or one it cannot follow (int -> text, a USING "
+          "expression) followed at once by `flotilla stream --reload`");
   // Run inside a DO block or a function (a migration's dynamic SQL): the statement text is
   // not there to show whether a retype had USING, so it stops as USING does.
   if (!event.dropped && ddl_statements(event.ddl) == ddl_not_shown)

@@ -224,6 +224,9 @@ inline constexpr std::string_view code_key_decimal = "FLT-H009";
 inline constexpr std::string_view code_unknown_column = "FLT-H010";
 /// Not a change's stop: the slot a saved position belongs to is gone from the source.
 inline constexpr std::string_view code_slot_lost = "FLT-H011";
+/// A schema change the stream applied that the target refused (a value that no longer
+/// fits a narrower type or scale): nothing from there was applied.
+inline constexpr std::string_view code_target_refused = "FLT-H012";
 
 /// The stop message's shape: "PostgreSQL logical schema history gap for '<table>':
 /// <reason>. No successor plan, row output, or checkpoint was published."

@@ -2664,8 +2664,8 @@ class source_stream {
           const bool last_column = why.find("only has one column remaining") != std::string::npos;
           throw std::runtime_error(fmt::format(
               "source '{}': target '{}' refused the schema change of {} at source position "
-              "{}: {}; nothing of the changes from there was applied. {}",
-              src_.name, tgt_name_, table, format_lsn(b.end_lsn), why,
+              "{} [{}]: {}; nothing of the changes from there was applied. {}",
+              src_.name, tgt_name_, table, format_lsn(b.end_lsn), code_target_refused, why,
               last_column
                   ? "The target cannot drop a table's only column: run `flotilla stream "
                     "--reload` to copy the tables again in their new shape"

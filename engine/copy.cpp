@@ -611,6 +611,17 @@ std::vector<std::string> run_warnings_of(const table_job& job, const incremental
   return out;
 }
 
+table_plan plan_first_load(const table_job& job, const dialects::dialect& d,
+                           sources::source* src) {
+  auto settings = job.settings;
+  settings.inferred = job.table.inferred;
+  settings.no_rows = job.table.no_rows;
+  if (src)
+    note_unfit_values(*src, job, settings, d);
+  return plan_table(job.table.columns, std::nullopt, target_state::absent, d, job.target,
+                    settings);
+}
+
 table_plan plan_against_target(sinks::warehouse& wh, const table_job& job,
                                sources::source* src) {
   auto d = describe_target(wh, job);

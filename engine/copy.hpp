@@ -208,6 +208,13 @@ struct table_outcome {
 [[nodiscard]] table_plan plan_against_target(sinks::warehouse& wh, const table_job& job,
                                              sources::source* src = nullptr);
 
+/// The plan of a first load where no live table can be read (a target file that does not
+/// exist yet, a plan-only dialect): the SQL a first load runs. `src`, when given, checks
+/// an inferred file's values against its declared types, as plan_against_target does, so
+/// a value a pin cannot hold fails the plan (FLT-S002) as it fails the run.
+[[nodiscard]] table_plan plan_first_load(const table_job& job, const dialects::dialect& d,
+                                         sources::source* src = nullptr);
+
 /// Copies one table. Never throws: failures come back in the outcome. The outcome's plan
 /// keeps what a run reports (shape action, drift, load kind, warnings, error); its
 /// statements and column lists are released once the copy is done, since a run keeps

@@ -289,7 +289,14 @@ pb::Event review_required(std::string_view source, std::string_view table,
 std::string event_key(const pb::Event& e) {
   if (e.source().empty() && e.table().empty())
     return e.run_id();
-  return e.source() + "." + e.table();
+  std::string key = e.source() + "." + e.table();
+  // As the payload writes them: a name that is not UTF-8 (a SQLite table's bytes) with
+  // U+FFFD for its bad bytes, so the key is still <source>.<table> of the payload.
+  if (!schema::valid_utf8(key))
+    key = nlohmann::json::parse(
+              nlohmann::json(key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+              .get<std::string>();
+  return key;
 }
 
 std::string_view payload_name(const pb::Event& e) {

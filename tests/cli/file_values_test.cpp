@@ -197,3 +197,22 @@ TEST_CASE("a csv value that outgrows its column's inferred type is named with it
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM c.m") ==
         std::vector<std::vector<std::string>>{{"3000"}});
 }
+
+TEST_CASE("plan before the first load checks a file's values against its pins, as run does") {
+  // No target file yet: plan reads no live table, yet a value a pin cannot hold fails it.
+  workdir w;
+  std::filesystem::create_directories(w.path() / "json");
+  std::filesystem::create_directories(w.path() / "csv");
+  w.write("csv/p.csv", "id,amt\n1,5\n2,abc\n");
+  write_config(w, "[sources.c.tables.p]\ncolumns = { amt = \"int\" }\n");
+  const auto plan = run_flotilla(w, {"plan"});
+  INFO(plan.out << plan.err);
+  CHECK(plan.exit_code == 1);
+  CHECK_THAT(plan.out, Catch::Contains("amt holds the value 'abc', which int cannot hold"));
+  CHECK_FALSE(std::filesystem::exists(w.path() / "wh.duckdb"));
+  // The run fails the same way.
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  CHECK_THAT(error_of(run, "c.p"), Catch::Contains("amt holds the value 'abc'"));
+}

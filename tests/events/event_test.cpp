@@ -80,6 +80,12 @@ TEST_CASE("table events are keyed by source and table, run events by the run id"
   auto r = run_started({});
   r.set_run_id("20260101T000000Z-abcd");
   CHECK(event_key(r) == "20260101T000000Z-abcd");
+  // A name that is not UTF-8: the key is <source>.<table> as the payload writes them.
+  auto bad = table_started("shop", "bad\xff\xfename", "s.bad", "full");
+  CHECK(event_key(bad) == "shop.bad\xef\xbf\xbd\xef\xbf\xbdname");
+  const auto line = nlohmann::json::parse(to_json(bad));
+  CHECK(line["source"].get<std::string>() + "." + line["table"].get<std::string>() ==
+        event_key(bad));
 }
 
 TEST_CASE("the JSON form has every envelope field and the payload under its field name") {

@@ -1096,6 +1096,7 @@ TEST_CASE("a schema change the target refuses stops the stream naming the table"
   pg_exec(f.source(), "ALTER TABLE t ALTER COLUMN d TYPE numeric(10,2)");
   CHECK(p.wait(30s) == 1);
   CHECK(p.err().find("refused the schema change of public.t") != std::string::npos);
+  CHECK(p.err().find("[FLT-H012]") != std::string::npos);
   CHECK(p.err().find("flotilla stream --reload") != std::string::npos);
   CHECK(pg_query(f.target(), "SELECT d::text FROM st_shop.t WHERE id = 1") == rows{{"1.125"}});
 }
