@@ -209,9 +209,13 @@ struct planner {
                           declared.kind == k::timestamp_ntz || declared.kind == k::timestamp_tz;
     // SQLite keeps a NUMERIC column's fractions as doubles: a double or another decimal
     // reads each value as stored (a value the declared decimal cannot hold fails its row).
+    // A decimal the column declares with its own precision (DECIMAL(24,2)) is the schema
+    // the user wrote: a narrower decimal pin fails the plan, as a PostgreSQL numeric's
+    // does (seed 000). A bare NUMERIC or DECIMAL (decimal(38,9)) bounds nothing.
+    const bool bare_decimal = s.type.precision == 38 && s.type.scale == 9;
     const bool numeric = s.type.kind == k::decimal &&
-                         (declared.kind == k::decimal || declared.kind == k::float64 ||
-                          declared.kind == k::float32);
+                         ((declared.kind == k::decimal && bare_decimal) ||
+                          declared.kind == k::float64 || declared.kind == k::float32);
     return textual(declared.kind) || declared.kind == k::bytes ||
            (textual(s.type.kind) && temporal) || numeric;
   }

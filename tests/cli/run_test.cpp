@@ -3467,6 +3467,29 @@ TEST_CASE("a SQLite target refuses an integer its column's type cannot hold, as 
         std::vector<std::vector<std::string>>{{"5000000000", "7"}, {"3", "100000"}});
 }
 
+TEST_CASE("a SQLite source decimal with its own precision refuses a narrower pin at plan; a "
+          "bare NUMERIC takes any") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE c (id INTEGER PRIMARY KEY, x DECIMAL(24,2), "
+                                "y NUMERIC); INSERT INTO c VALUES (1, 1.5, 2.25);");
+  const std::string base = "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n";
+  w.write("flotilla.toml",
+          base + "[sources.s.tables.c]\ncolumns = { x = \"decimal(20,4)\", y = \"decimal(18,2)\" }\n");
+  const auto plan = run_flotilla(w, {"plan"});
+  INFO(plan.out << plan.err);
+  CHECK(plan.exit_code == 1);
+  CHECK_THAT(plan.out, Catch::Contains("x has type decimal(24,2), which cannot be read as "
+                                       "decimal(20,4)") &&
+                           !Catch::Contains("y has type"));
+  w.write("flotilla.toml",
+          base + "[sources.s.tables.c]\ncolumns = { x = \"decimal(26,2)\", y = \"decimal(18,2)\" }\n");
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT x::VARCHAR, y::VARCHAR FROM s.c") ==
+        std::vector<std::vector<std::string>>{{"1.50", "2.25"}});
+}
+
 TEST_CASE("a SQLite target refuses a decimal with more digits before the point than its type holds") {
   workdir w;
   sqlite_exec(w.file("src.db"), "CREATE TABLE t (id INTEGER PRIMARY KEY, d DECIMAL(5,2));"
