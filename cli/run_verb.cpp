@@ -539,6 +539,33 @@ void close_interrupted(storage::state_store& store, const run_request& req,
   if (!latest || !*latest || (*latest)->status() != "running")
     return;
   auto& r = **latest;
+  // Its run.json says how it ended: the run finished, and the state store lost the
+  // record of its end (a damaged log it dropped on opening, a full disk then).
+  std::string ended;
+  {
+    std::error_code ec;
+    const auto json = std::filesystem::path(project.state_dir) / "runs" / r.run_id() / "run.json";
+    if (std::filesystem::exists(json, ec))
+      try {
+        std::ifstream in(json);
+        const auto j = nlohmann::json::parse(in);
+        if (j.contains("status") && j["status"].is_string() && j["status"] != "interrupted")
+          ended = j["status"].get<std::string>();
+      } catch (const std::exception&) {
+      }
+  }
+  if (!ended.empty()) {
+    fmt::print(stderr,
+               "note: run {} finished ({}, as its run.json says), but the state store has no "
+               "record of its end (its log was damaged, or the disk was full when it was "
+               "written); what it committed is kept, and this run goes on from there.\n",
+               r.run_id(), ended);
+    r.set_status(ended);
+    if (auto st = store.put_run(r); !st)
+      fmt::print(stderr, "warning: the run {} could not be recorded as {}: {}\n", r.run_id(),
+                 ended, st.error().message);
+    return;
+  }
   r.set_status("interrupted");
   if (auto st = store.put_run(r); !st)
     fmt::print(stderr, "warning: the run {} could not be marked interrupted: {}\n", r.run_id(),

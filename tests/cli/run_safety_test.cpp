@@ -910,6 +910,33 @@ TEST_CASE("plan reads the state while a run holds it, and shows what would be pr
   CHECK(run.err.find("LOCK") != std::string::npos);
 }
 
+TEST_CASE("a finished run whose end the state store lost is not called killed") {
+  // The record of its end gone (a damaged log RocksDB dropped on opening): its run.json
+  // still says how it ended, and the next run says that, not "did not finish".
+  workdir w;
+  sqlite_exec(w.file("src.db"), k_source);
+  write_pruned_config(w, "s", "");
+  int rc = -1;
+  const auto first = flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  {
+    auto store = flotilla::storage::state_store::open(w.path() / ".flotilla" / "state");
+    REQUIRE(store);
+    auto latest = store->latest_run();
+    REQUIRE(latest);
+    REQUIRE(latest->has_value());
+    auto r = **latest;
+    REQUIRE(r.run_id() == first["run_id"].get<std::string>());
+    r.set_status("running");
+    REQUIRE(store->put_run(r));
+  }
+  const auto next = run_flotilla(w, {"run"});
+  INFO(next.err);
+  CHECK(next.exit_code == 0);
+  CHECK_THAT(next.err, Catch::Contains("finished (success, as its run.json says)") &&
+                           !Catch::Contains("did not finish"));
+}
+
 TEST_CASE("retry while a run holds the state is refused with exit 2, claiming nothing") {
   workdir w;
   sqlite_exec(w.file("src.db"), k_source);
