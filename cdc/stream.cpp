@@ -300,8 +300,88 @@ class table_logic {
   /// transaction, so the rows written before it in that transaction are kept too (under
   /// the new column names, followed across renames by attnum) and the review's replay
   /// carries the whole transaction once.
+  /// DDL of one transaction that the transaction itself undoes before its commit: a
+  /// captured table renamed and renamed back, a primary key dropped and made again over
+  /// the same columns by separate statements. Decided statement by statement, the first
+  /// would stop or hold the table for a change gone at commit; the statements in between
+  /// are given the name and key the table keeps. Nothing else of them changes (a column
+  /// changed meanwhile leaves them as they are).
+  static std::optional<std::vector<ordered_change>> settle_passing_ddl(
+      const table_state& t, const std::vector<ordered_change>& changes) {
+    std::vector<std::size_t> ddl;
+    for (std::size_t i = 0; i < changes.size(); ++i)
+      if (std::holds_alternative<ddl_change>(changes[i].change))
+        ddl.push_back(i);
+    if (ddl.size() < 2)
+      return std::nullopt;
+    const auto event_at = [&](std::vector<ordered_change>& v, std::size_t k) -> ddl_event& {
+      return std::get<ddl_change>(v[ddl[k]].change).event;
+    };
+    const auto name_of = [](const ddl_event& e) { return e.schema + "." + e.table; };
+    const auto key_of = [](const std::vector<source_column>& cols) {
+      std::vector<std::string> key;
+      for (const auto& c : cols)
+        if (c.key)
+          key.push_back(c.name);
+      return key;
+    };
+    const auto without_key = [](std::vector<source_column> cols) {
+      for (auto& c : cols)
+        c.key = false;
+      return cols;
+    };
+    std::optional<std::vector<ordered_change>> out;
+    std::vector<ordered_change> work = changes;
+    std::string name = t.name;
+    std::vector<source_column> cols = t.columns;
+    for (std::size_t k = 0; k < ddl.size(); ++k) {
+      ddl_event& e = event_at(work, k);
+      if (e.dropped)
+        break;
+      if (name_of(e) != name && e.columns == cols) {
+        // Renamed: back to `name` by a later statement, only renames in between?
+        for (std::size_t m = k + 1; m < ddl.size(); ++m) {
+          const ddl_event& later = event_at(work, m);
+          if (later.dropped || later.columns != cols)
+            break;
+          if (name_of(later) == name) {
+            const auto dot = name.find('.');
+            for (std::size_t j = k; j < m; ++j) {
+              event_at(work, j).schema = name.substr(0, dot);
+              event_at(work, j).table = name.substr(dot + 1);
+            }
+            out = work;
+            break;
+          }
+        }
+      } else if (name_of(e) == name && !key_of(cols).empty() && key_of(e.columns) != key_of(cols) &&
+                 without_key(e.columns) == without_key(cols)) {
+        // The key dropped or changed: the same key again by a later statement, nothing
+        // else of the table changed in between?
+        for (std::size_t m = k + 1; m < ddl.size(); ++m) {
+          const ddl_event& later = event_at(work, m);
+          if (later.dropped || name_of(later) != name ||
+              without_key(later.columns) != without_key(cols))
+            break;
+          if (key_of(later.columns) == key_of(cols)) {
+            for (std::size_t j = k; j < m; ++j)
+              event_at(work, j).columns = cols;
+            out = work;
+            break;
+          }
+        }
+      }
+      const ddl_event& now = event_at(work, k);
+      name = name_of(now);
+      cols = now.columns;
+    }
+    return out;
+  }
+
   void handle_transaction(table_state& t, batch& b, lsn_t at,
-                          const std::vector<ordered_change>& changes) const {
+                          const std::vector<ordered_change>& given) const {
+    const auto settled = settle_passing_ddl(t, given);
+    const std::vector<ordered_change>& changes = settled ? *settled : given;
     const bool has_ddl = std::any_of(changes.begin(), changes.end(), [](const auto& c) {
       return std::holds_alternative<ddl_change>(c.change);
     });
