@@ -772,16 +772,16 @@ run_events_section publish_events(storage::state_store& store, const config::pro
 /// A source that could not be read at all has no catalog to list its tables: those an
 /// earlier run copied are reported failed with the source's reason, so that the run JSON,
 /// the run record and the events count them (a monitor counting failed tables sees
-/// them). Not where the selection names tables (`--filter table=`, a retry's tables):
-/// without the catalog it cannot be told which of them it would select.
+/// them). A `--filter table=` selects among those names as it selects among a catalog's
+/// (since 2026-12-07; they were left out of such a run before). Not a retry of named
+/// tables: its own list says which.
 void list_tables_of_failed_sources(const config::project& project,
                                    const storage::state_store& store,
                                    const std::vector<config::filter>& filters,
                                    const std::set<std::string>& only,
                                    std::vector<actors::pipeline_report>& reports) {
-  for (const auto& f : filters)
-    if (f.key == "table")
-      return;
+  const bool table_filter = std::any_of(filters.begin(), filters.end(),
+                                        [](const config::filter& f) { return f.key == "table"; });
   for (auto& p : reports) {
     if (!p.error || !p.tables.empty())
       continue;
@@ -791,14 +791,29 @@ void list_tables_of_failed_sources(const config::project& project,
     if (!known)
       continue;
     std::optional<std::set<std::string>> current;
-    if (const auto* src = project.find_source(p.source))
+    const auto* src = project.find_source(p.source);
+    if (src != nullptr)
       if (const auto* target = project.target_of(*src))
         current = kept_table_names(store, src->name, target->name);
+    // The names the table filters select, as they would select them in the catalog.
+    std::optional<std::set<std::string>> selected;
+    if (table_filter) {
+      if (src == nullptr)
+        continue;
+      std::vector<std::string> names;
+      for (const auto& k : *known)
+        if (k.record.source() == p.source && !k.record.source_table().empty())
+          names.push_back(k.record.source_table());
+      const auto chosen = config::select_tables(*src, names, filters);
+      selected.emplace(chosen.begin(), chosen.end());
+    }
     for (const auto& k : *known) {
       if (k.record.source() != p.source || k.record.source_table().empty())
         continue;
       if (current && !current->contains(k.record.source_table()))
         continue;  // gone from the source before: said then, by the run that saw it go
+      if (selected && !selected->contains(k.record.source_table()))
+        continue;
       auto& t = p.tables.emplace_back();
       t.source = p.source;
       t.table = k.record.source_table();

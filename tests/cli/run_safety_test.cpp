@@ -977,10 +977,23 @@ TEST_CASE("a source that cannot be read lists the tables an earlier run copied a
   CHECK(failed == std::vector<std::string>{"t1", "t2"});
   REQUIRE(run["errors"].size() == 1);
   CHECK(run["errors"][0]["source"] == "a");
-  // A selection naming tables lists none of them: it cannot tell which it would select.
+  // A selection naming tables selects among them as among a catalog's names.
   auto filtered = flotilla_json(w, {"run", "--filter", "table=u"}, &rc);
   for (const auto& t : filtered["tables"])
     CHECK(t["source"] != "a");
+  auto t1 = flotilla_json(w, {"run", "--filter", "table=t1"}, &rc);
+  INFO(t1.dump(2));
+  CHECK(rc == 1);
+  REQUIRE(t1["tables"].size() == 1);
+  CHECK(t1["tables"][0]["source_table"] == "t1");
+  CHECK(t1["tables"][0]["status"] == "failed");
+  CHECK(t1["tables"][0]["error_code"] == "FLT-R002");
+  auto plan = flotilla_json(w, {"plan", "--filter", "table=t*"}, &rc);
+  std::vector<std::string> planned;
+  for (const auto& t : plan["tables"])
+    planned.push_back(t["source_table"].get<std::string>());
+  std::sort(planned.begin(), planned.end());
+  CHECK(planned == std::vector<std::string>{"t1", "t2"});
 }
 
 TEST_CASE("a pinned CSV column with a word past the inferred rows is told to be text") {
