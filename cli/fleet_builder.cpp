@@ -202,7 +202,9 @@ bool warn_if_nothing_selected(const config::project& p, const std::vector<std::s
       return false;
   if (!filter_args.empty())
     fmt::print(stderr, "warning: the selection (--filter {}) matched no table of any source; "
-               "nothing {}\n",
+               "nothing {} (a filter selects among the tables each source's include and "
+               "exclude select: a table an exclude pattern leaves out is not selected by "
+               "naming it)\n",
                fmt::join(filter_args, " --filter "), nothing);
   else
     fmt::print(stderr, "warning: {}; nothing {}\n",
