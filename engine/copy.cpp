@@ -834,9 +834,16 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       // source's columns first (seed 004): its warning, or under fail its refusal, is
       // about the same change, and `schema accept` needs what it observed.
       if (job.gate) {
-        auto verdict =
-            job.gate(staged_cols ? *staged_cols : job.table.columns, job.reuse.has_value(),
-                     fmt::format("{}: {}", plan.error->code, plan.error->reason));
+        // The source's columns as the read takes them, as the baseline has them: a pinned
+        // column in the type the plan worked out for it before refusing (SQLite and files
+        // read it as declared), not the source's own.
+        schema::table_schema observed = staged_cols ? *staged_cols : job.table.columns;
+        if (!staged_cols)
+          for (auto& c : observed.columns)
+            if (const auto* r = plan.read_columns.find(c.name, schema::name_rule::case_sensitive))
+              c.type = r->type;
+        auto verdict = job.gate(observed, job.reuse.has_value(),
+                                fmt::format("{}: {}", plan.error->code, plan.error->reason));
         out.gate_detail = std::move(verdict.detail);
         if (!verdict.proceed) {
           stopped_by_gate(verdict);

@@ -751,6 +751,33 @@ TEST_CASE("declared columns under contract none only pin types: the gate checks 
   CHECK((*find_table(unpinned, "raw.orders"))["source_drift"]["decision"] == "reseed");
 }
 
+TEST_CASE("a pinned column keeps its declared type in what the gate observes where the plan "
+          "refuses the change too") {
+  // SQLite reads a pinned column as declared: the baseline has it so. The gate's look at
+  // a table the plan refuses (a new column under on_schema_change = fail) must too, or it
+  // reports a retype that never happened, and accepting that breaks the next run.
+  const std::string pinned =
+      "[sources.shop.tables.orders]\ncolumns = { amount = \"text\" }\n";
+  shop s("fail", "on_schema_change = \"fail\"\n" + pinned);
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
+  s.source("ALTER TABLE orders ADD COLUMN note TEXT");
+  int rc = -1;
+  auto stopped = flotilla_json(s.w, {"run"}, &rc);
+  CHECK(rc == 1);
+  const auto* orders = find_table(stopped, "raw.orders");
+  REQUIRE(orders != nullptr);
+  CHECK((*orders)["error_code"] == "FLT-D001");
+  CHECK_THAT((*orders)["error"].get<std::string>(),
+             Catch::Contains("column 'note' added") && !Catch::Contains("retyped"));
+  REQUIRE(run_flotilla(s.w, {"schema", "accept"}).exit_code == 0);
+  s.config("fail", pinned);
+  auto next = flotilla_json(s.w, {"run"}, &rc);
+  INFO(next.dump(2));
+  CHECK(rc == 0);
+  CHECK(s.target("SELECT count(*) FROM information_schema.columns WHERE table_name = 'orders' "
+                 "AND column_name = 'note'")[0][0] == "1");
+}
+
 TEST_CASE("a column name holding a line break is shown escaped in the text output, never "
           "split or changed") {
   shop s("warn");
