@@ -1794,8 +1794,9 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                                    state->staged->hints_hash() == read_hints();
             if (reuse_staged && !same_read)
               ts.job.warnings.push_back(
-                  "its staged data was read under other settings (cursor_column, auto_widen) "
-                  "than flotilla.toml's now: it is read from the source again");
+                  "its staged data was read under other settings than flotilla.toml's now (its "
+                  "cursor_column, auto_widen or declared columns): it is read from the source "
+                  "again");
             // Nor for a table taking over another's target table: it reads every row.
             if (reuse_staged && same_read && !ts.job.settings.foreign_rows &&
                 state->staged->target() == target->name &&

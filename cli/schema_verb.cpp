@@ -152,19 +152,21 @@ int do_accept(const global_options& g, const schema_args& a) {
               latest->failed_sources_size() > 0))
       // Accept reads the latest run only (seed 004): a table it did not observe is not
       // compared, whatever an earlier run saw.
-      fmt::print("nothing to accept in the latest run ({}), which observed only some tables "
-                 "({}): a drift an earlier run warned of on another table is accepted once a "
+      fmt::print("nothing to accept: no table the latest run ({}) observed differs from its "
+                 "baseline. That run was {}: a drift an earlier run warned of on a table it "
+                 "did not observe (left out, or loaded from staged data) is accepted once a "
                  "run observes that table again: run `flotilla run`{}, then accept\n",
                  latest->run_id(),
                  latest->filters_size() > 0
-                     ? "it ran with --filter " + [&] {
+                     ? "a run with --filter " + [&] {
                          std::string f;
                          for (const auto& x : latest->filters())
                            f += (f.empty() ? "" : " --filter ") + x;
                          return f;
                        }()
-                 : latest->only_size() > 0 ? std::string("a retry of some tables")
-                                           : std::string("a source could not be read"),
+                 : latest->only_size() > 0 ? std::string("a retry, which had only the tables it "
+                                                         "retried")
+                                           : std::string("a run that could not read a source"),
                  latest->filters_size() > 0 ? " (without the filter)"
                  : latest->only_size() > 0  ? ""
                                             : " once the source is reachable");

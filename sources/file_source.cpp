@@ -1772,7 +1772,7 @@ class file_source final : public source {
       // each file), an editor's or a sync tool's `.orders.csv` while it writes.
       if (!it->is_regular_file(ec) || !wanted_extension(p) || p.filename().string().starts_with('.'))
         continue;
-      auto [pos, fresh] = out.emplace(p.stem().string(), p.string());
+      auto [pos, fresh] = out.emplace(p.stem().string(), globless(p.string()));
       if (!fresh)
         throw error::catalog_failed(
             options_.name, options_.path,
@@ -1792,11 +1792,58 @@ class file_source final : public source {
   /// bytes they saw nothing, and DuckDB's reader alone loaded what it guessed.
   [[nodiscard]] std::string readable(const std::string& path) const {
     if (!compressed(path))
-      return path;
+      return globless(path);
     std::lock_guard lock(unpack_mutex_);
     const auto version = data_file_marker(path).value_or("");
     if (auto it = unpacked_of_.find(path); it != unpacked_of_.end() && it->second.first == version)
       return it->second.second;
+    make_unpack_dir();
+    // The name keeps the inner extension (.csv, .ndjson): reads go by it.
+    const std::string to =
+        (fs::path(unpack_dir_) /
+         fmt::format("{}-{}", ++unpacked_count_, without_glob(fs::path(path).stem().string())))
+            .string();
+    unpack(options_.name, path, to);
+    unpacked_of_[path] = {version, to};
+    original_of_[to] = path;
+    return to;
+  }
+
+  /// DuckDB's readers take a path holding `*`, `?`, `[` or `{` for a pattern: the file
+  /// `orders[1].csv` would be read as `orders1.csv`, another file, and `ev*.ndjson` as
+  /// every file it matches. Such a file is read through a link of a plain name in the
+  /// temporary directory (reads follow it to the file, as it is then); messages name the
+  /// file. Other paths are returned as they are.
+  [[nodiscard]] std::string globless(const std::string& path) const {
+    if (path.find_first_of("*?[]{}") == std::string::npos)
+      return path;
+    std::lock_guard lock(unpack_mutex_);
+    if (auto it = linked_of_.find(path); it != linked_of_.end())
+      return it->second;
+    make_unpack_dir();
+    const std::string to =
+        (fs::path(unpack_dir_) /
+         fmt::format("{}-{}", ++unpacked_count_, without_glob(fs::path(path).filename().string())))
+            .string();
+    std::error_code ec;
+    fs::create_symlink(fs::absolute(path, ec), to, ec);
+    if (ec)
+      throw error::cannot_open(options_.name, fmt::format("a link to {} under {}", path, unpack_dir_),
+                               ec.message(), "check the space and permissions of TMPDIR");
+    linked_of_[path] = to;
+    original_of_[to] = path;
+    return to;
+  }
+
+  static std::string without_glob(std::string name) {
+    for (char& c : name)
+      if (std::string_view("*?[]{}").find(c) != std::string_view::npos)
+        c = '_';
+    return name;
+  }
+
+  /// The temporary directory of unpacked copies and links, made once. Called locked.
+  void make_unpack_dir() const {
     if (unpack_dir_.empty()) {
       std::error_code ec;
       fs::path dir = fs::temp_directory_path(ec);
@@ -1808,14 +1855,6 @@ class file_source final : public source {
                                  std::strerror(errno), "check the space and permissions of TMPDIR");
       unpack_dir_ = tmpl;
     }
-    // The name keeps the inner extension (.csv, .ndjson): reads go by it.
-    const std::string to =
-        (fs::path(unpack_dir_) / fmt::format("{}-{}", ++unpacked_count_, fs::path(path).stem().string()))
-            .string();
-    unpack(options_.name, path, to);
-    unpacked_of_[path] = {version, to};
-    original_of_[to] = path;
-    return to;
   }
 
   /// The change marker of the file `path` reads: an unpacked copy's is its compressed
@@ -1870,7 +1909,7 @@ class file_source final : public source {
     for (std::string_view ext : exts) {
       fs::path p = root / (table + std::string(ext));
       if (fs::is_regular_file(p, ec))
-        return p.string();
+        return globless(p.string());
     }
     // An extension in another case (ORDERS.CSV): the directory's listing has it.
     const auto all = files();
@@ -2515,6 +2554,7 @@ class file_source final : public source {
   mutable std::size_t unpacked_count_ = 0;
   mutable std::map<std::string, std::pair<std::string, std::string>> unpacked_of_;
   mutable std::map<std::string, std::string> original_of_;
+  mutable std::map<std::string, std::string> linked_of_;  ///< a file -> its globless link
   std::optional<duck::database> db_;
   /// known_tables(): an earlier run's tables by name, taken by read_catalog().
   std::map<std::string, source_table> known_;

@@ -266,7 +266,7 @@ TEST_CASE("schema accept after a filtered run says which tables that run observe
   // Nothing of the latest run to accept, and why the warned table is not among it.
   auto none = run_flotilla(s.w, {"schema", "accept"});
   CHECK(none.exit_code == 0);
-  CHECK_THAT(none.out, Catch::Contains("nothing to accept in the latest run") &&
+  CHECK_THAT(none.out, Catch::Contains("nothing to accept: no table the latest run") &&
                            Catch::Contains("--filter table=customers") &&
                            Catch::Contains("run `flotilla run` (without the filter)"));
   // The source unreadable in the latest run: accepting one of its tables says so.

@@ -624,6 +624,31 @@ TEST_CASE("a UTF-16 csv file, or one with a line over 2 MiB, fails its table say
              Catch::Contains("line 3 is longer than the 2 MiB") && !Catch::Contains("max_line_size"));
 }
 
+TEST_CASE("a file whose name holds pattern characters is read as itself, never as a pattern") {
+  // DuckDB's readers take `[1]` and `*` for a pattern: orders[1].csv read orders1.csv.
+  temp_dir dir;
+  std::filesystem::create_directories(dir.path / "in");
+  write_file((dir.path / "in" / "orders[1].csv").string(), "id,v\n1,own\n2,own\n");
+  write_file((dir.path / "in" / "orders1.csv").string(), "id,v\n9,other\n");
+  write_file((dir.path / "in" / "ev*.csv").string(), "id,v\n5,star\n");
+  write_file((dir.path / "in" / "ev1.csv").string(), "id,v\n6,one\n");
+  auto src = open_files("csv", (dir.path / "in").string());
+  const catalog cat = src->read_catalog();
+  REQUIRE(cat.tables.size() == 4);
+  const auto bracket = read_all(*src, find_table(cat, "orders[1]"));
+  REQUIRE(bracket.rows.size() == 2);
+  CHECK(bracket.rows[0][1] == text("own"));
+  const auto star = read_all(*src, find_table(cat, "ev*"));
+  REQUIRE(star.rows.size() == 1);
+  CHECK(star.rows[0][1] == text("star"));
+  // An error names the file, not the link it is read through.
+  write_file((dir.path / "in" / "bad[2].csv").string(), "id,v\n1,\"open\n");
+  auto again = open_files("csv", (dir.path / "in").string());
+  const catalog cat2 = again->read_catalog();
+  CHECK_THAT(failure_of(*again, find_table(cat2, "bad[2]")),
+             Catch::Contains("bad[2].csv") && !Catch::Contains("flotilla-unpacked"));
+}
+
 TEST_CASE("a csv file whose extension is upper case is a table, read as any other") {
   temp_dir dir;
   write_file(dir.file("a.csv"), "id,v\n1,x\n");
