@@ -345,10 +345,12 @@ class table_logic {
           if (later.dropped || later.columns != cols)
             break;
           if (name_of(later) == name) {
-            const auto dot = name.find('.');
+            // The name's schema and table as the statement back to it gives them (a
+            // schema may hold a dot).
+            const std::string schema = later.schema, table = later.table;
             for (std::size_t j = k; j < m; ++j) {
-              event_at(work, j).schema = name.substr(0, dot);
-              event_at(work, j).table = name.substr(dot + 1);
+              event_at(work, j).schema = schema;
+              event_at(work, j).table = table;
             }
             out = work;
             break;
@@ -1021,12 +1023,12 @@ class source_stream {
             continue;
           const std::string name = key.substr(prefix.size());
           dialects::table_ref target;
+          const auto [schema, table] = split(name);
           if (wh_) {
-            auto where = config::target_table(*wh_, src_, name);
+            auto where = config::target_table_named(*wh_, src_, table);
             target = dialects::table_ref{where.catalog, where.schema, where.name};
           } else {
-            const auto dot = name.find('.');
-            target = dialects::table_ref{"", name.substr(0, dot), name.substr(dot + 1)};
+            target = dialects::table_ref{"", schema, table};
           }
           summary_.tables.push_back({src_.name, name, display(target), "held", 0, 0});
         }
@@ -1230,13 +1232,15 @@ class source_stream {
   /// is not captured until it is added to the pipeline), and a notice says so.
   void select_tables(bool resuming) {
     auto names_rows = source_->query(
-        "SELECT n.nspname || '.' || c.relname FROM pg_catalog.pg_class c JOIN "
-        "pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind IN ('r', 'p') "
+        "SELECT n.nspname || '.' || c.relname, n.nspname, c.relname FROM pg_catalog.pg_class c "
+        "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind IN ('r', 'p') "
         "AND NOT c.relispartition AND n.nspname NOT IN ('information_schema', '_flotilla') "
         "AND n.nspname NOT LIKE 'pg\\_%' ORDER BY 1");
     std::vector<std::string> names;
-    for (auto& r : names_rows)
+    for (auto& r : names_rows) {
       names.push_back(*r[0]);
+      parts_[*r[0]] = {*r[1], *r[2]};
+    }
     on_source_.clear();
     on_source_.insert(names.begin(), names.end());
     auto selected = config::select_tables(src_, names, o_.filters);
@@ -1285,13 +1289,13 @@ class source_stream {
           continue;
         }
       }
+      const auto [schema, table] = split(name);
       if (wh_) {
-        auto where = config::target_table(*wh_, src_, name);
+        auto where = config::target_table_named(*wh_, src_, table);
         t.target = dialects::table_ref{where.catalog, where.schema, where.name};
         claim_target(t.name, t.target, claims);
       } else {
-        const auto dot = name.find('.');
-        t.target = dialects::table_ref{"", name.substr(0, dot), name.substr(dot + 1)};
+        t.target = dialects::table_ref{"", schema, table};
       }
       by_name_[t.name] = tables_.size();
       by_key_[t.key] = tables_.size();
@@ -1436,9 +1440,7 @@ class source_stream {
   /// table no longer there under that name (a DDL read after it was renamed or dropped)
   /// is left alone: its new name is another table's business.
   void identify_rows(const std::string& name) {
-    auto dot = name.find('.');
-    const std::string qualified =
-        pg_ident(name.substr(0, dot)) + "." + pg_ident(name.substr(dot + 1));
+    const std::string qualified = quoted(name);
     auto r = source_->query(fmt::format(
         "SELECT relreplident FROM pg_catalog.pg_class WHERE oid = to_regclass({})",
         pg_literal(qualified)));
@@ -1537,11 +1539,8 @@ class source_stream {
     ensure_ddl_capture();
     identify_keyless_rows();
     std::string captured;  // the captured tables, qualified and quoted
-    for (const auto& t : tables_) {
-      auto dot = t.name.find('.');
-      captured += (captured.empty() ? "" : ", ") + pg_ident(t.name.substr(0, dot)) + "." +
-                  pg_ident(t.name.substr(dot + 1));
-    }
+    for (const auto& t : tables_)
+      captured += (captured.empty() ? "" : ", ") + quoted(t.name);
     const std::string list = captured.empty() ? "_flotilla.ddl_log" : captured + ", _flotilla.ddl_log";
     auto pub = source_->query(fmt::format(
         "SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = {}", pg_literal(publication_)));
@@ -1693,9 +1692,7 @@ class source_stream {
     std::string select;
     for (const auto& c : t.columns)
       select += (select.empty() ? "" : ", ") + pg_ident(c.name);
-    auto dot = t.name.find('.');
-    const std::string qualified =
-        pg_ident(t.name.substr(0, dot)) + "." + pg_ident(t.name.substr(dot + 1));
+    const std::string qualified = quoted(t.name);
     batch b;
     if (replaces)
       logic_->add_snapshot_truncate(b, t, at);
@@ -1800,9 +1797,7 @@ class source_stream {
     std::string select;
     for (const auto& c : t.columns)
       select += (select.empty() ? "" : ", ") + pg_ident(c.name);
-    auto dot = t.name.find('.');
-    const std::string qualified =
-        pg_ident(t.name.substr(0, dot)) + "." + pg_ident(t.name.substr(dot + 1));
+    const std::string qualified = quoted(t.name);
     schema::row_batch rows;
     rows.width = t.columns.size();
     std::string scratch;
@@ -2200,8 +2195,7 @@ class source_stream {
   /// queue) would be copied by its resync and then never streamed. Committed before the
   /// resync's snapshot, so every change after that snapshot is published.
   void ensure_published(const table_state& t) {
-    const auto dot = t.name.find('.');
-    const std::string schema = t.name.substr(0, dot), table = t.name.substr(dot + 1);
+    const auto [schema, table] = split(t.name);
     if (!source_
              ->query(fmt::format("SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname "
                                  "= {} AND schemaname = {} AND tablename = {}",
@@ -2837,6 +2831,22 @@ class source_stream {
   std::set<std::size_t> removed_;  ///< tables whose review removed them from the stream
   std::unordered_map<std::uint32_t, std::size_t> by_relid_;
   std::unordered_map<std::string, std::size_t> by_name_;
+  /// Each source table's schema and name by its qualified name (a schema may hold a
+  /// dot: "crm.eu.contacts" is "crm.eu" and "contacts").
+  std::map<std::string, std::pair<std::string, std::string>> parts_;
+
+  /// The schema and name of the source table `name` ("schema.table").
+  [[nodiscard]] std::pair<std::string, std::string> split(const std::string& name) const {
+    if (auto it = parts_.find(name); it != parts_.end())
+      return it->second;
+    const auto dot = name.find('.');
+    return {name.substr(0, dot), dot == std::string::npos ? std::string() : name.substr(dot + 1)};
+  }
+  /// `name` quoted for PostgreSQL: "schema"."table".
+  [[nodiscard]] std::string quoted(const std::string& name) const {
+    const auto [schema, table] = split(name);
+    return pg_ident(schema) + "." + pg_ident(table);
+  }
   std::unordered_set<std::string> on_source_;  ///< every table the source has, by name
   std::unordered_set<std::string> gone_;       ///< captured by this slot, gone from the source
   std::unordered_map<std::uint32_t, std::string> gone_relids_;  ///< their oids, where recorded

@@ -1128,6 +1128,23 @@ TEST_CASE("a rename undone, or a key dropped and made again, within one transact
   CHECK(p.err().find("FLT-H005") == std::string::npos);
 }
 
+TEST_CASE("a table of a schema whose name holds a dot streams as any other", "[stream]") {
+  fixture f;
+  make_orders(f, "orders", 2);
+  pg_exec(f.source(), "CREATE SCHEMA \"crm.eu\"; CREATE TABLE \"crm.eu\".contacts "
+                      "(id int PRIMARY KEY, v text); INSERT INTO \"crm.eu\".contacts VALUES (1, 'a')");
+  stream_process p(f);
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.contacts") == "1"; }));
+  pg_exec(f.source(), "INSERT INTO \"crm.eu\".contacts VALUES (2, 'b');"
+                      "ALTER TABLE \"crm.eu\".contacts ADD COLUMN w int;"
+                      "INSERT INTO \"crm.eu\".contacts VALUES (3, 'c', 7)");
+  pg_exec(f.source(), "INSERT INTO orders VALUES (3, 'x', 1)");
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.contacts") == "3"; }));
+  CHECK(pg_query(f.target(), "SELECT sum(w) FROM st_shop.contacts") == rows{{"7"}});
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "3"; }));
+  CHECK(p.stop() == 0);
+}
+
 TEST_CASE("a key change is held until a resync copies the table again", "[stream]") {
   fixture f;
   make_orders(f, "orders", 3);
