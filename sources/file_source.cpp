@@ -2137,6 +2137,7 @@ class file_source final : public source {
         // naming the line instead.
         if (quote.empty() && quote_opens_a_value(path))
           strict_check(con, path, delim.size() == 1 ? delim[0] : ',');
+        radix_text(con, path, *dialect, rows);
       }
       // A malformed row in the sample makes DuckDB's sniffer settle on a dialect in
       // which every row agrees: one column holding whole lines, or the rows from the
@@ -2296,6 +2297,59 @@ class file_source final : public source {
   /// an ISO timestamp (2024-03-15 10:00:00, with T, fractions, an offset): typed TIMESTAMP,
   /// or TIMESTAMP WITH TIME ZONE when some value has an offset, as DuckDB's sniffer types
   /// them when it has guessed no other format. One pass over the file, read as text.
+  /// Whether the file may hold a hexadecimal or binary number (0x1F, 0b101): a 0 followed
+  /// by x or b and a digit of that base, not inside a word. One pass over the bytes.
+  static bool may_hold_radix_numbers(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::array<char, 1 << 16> buf{};
+    char a = 0, b = 0, c = 0;  // the three bytes before the current one
+    while (in) {
+      in.read(buf.data(), buf.size());
+      const auto n = static_cast<std::size_t>(in.gcount());
+      for (std::size_t i = 0; i < n; ++i) {
+        const char d = buf[i];
+        const bool word_before = std::isalnum(static_cast<unsigned char>(a)) || a == '.' || a == '_';
+        if (!word_before && b == '0' &&
+            (((c == 'x' || c == 'X') && std::isxdigit(static_cast<unsigned char>(d))) ||
+             ((c == 'b' || c == 'B') && (d == '0' || d == '1'))))
+          return true;
+        a = b;
+        b = c;
+        c = d;
+      }
+    }
+    return false;
+  }
+
+  /// DuckDB's CSV sniffer types a column of 0x1F or 0b101 values as an integer, and its
+  /// cast reads them as numbers: the text 0x1F would load as 31. Such a column is text,
+  /// as a column of zero-padded codes (007) is: the file's text, loaded as written.
+  static void radix_text(duck::connection& con, const std::string& path,
+                         const std::string& dialect,
+                         std::vector<std::vector<std::optional<std::string>>>& described) {
+    std::string columns, select;
+    std::vector<std::size_t> ints;
+    for (std::size_t i = 0; i < described.size(); ++i) {
+      const std::string name = described[i][0].value_or("");
+      columns += fmt::format("{}{}: 'VARCHAR'", columns.empty() ? "" : ", ", quote_literal(name));
+      const std::string type = described[i][1].value_or("");
+      if (type.find("INT") == std::string::npos)
+        continue;
+      select += fmt::format("{}CAST(bool_or(regexp_matches(trim({}), '^[+-]?0[xXbB]')) AS VARCHAR)",
+                            select.empty() ? "" : ", ", quote_ident(name));
+      ints.push_back(i);
+    }
+    if (ints.empty() || !may_hold_radix_numbers(path))
+      return;
+    const auto row = con.strings(fmt::format("SELECT {} FROM read_csv({}, {}, columns = {{{}}})",
+                                             select, quote_literal(path), dialect, columns));
+    if (row.size() != 1)
+      return;
+    for (std::size_t j = 0; j < ints.size(); ++j)
+      if (row[0][j].value_or("false") == "true")
+        described[ints[j]][1] = "VARCHAR";
+  }
+
   static void iso_timestamps(duck::connection& con, const std::string& path,
                              const std::string& dialect,
                              std::vector<std::vector<std::optional<std::string>>>& described) {

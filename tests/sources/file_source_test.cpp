@@ -649,6 +649,23 @@ TEST_CASE("a file whose name holds pattern characters is read as itself, never a
              Catch::Contains("bad[2].csv") && !Catch::Contains("flotilla-unpacked"));
 }
 
+TEST_CASE("a csv column of hexadecimal or binary codes is text, loaded as written") {
+  // DuckDB's sniffer types 0x1F as an integer, and its cast reads it as 31.
+  temp_dir dir;
+  write_file(dir.file("codes.csv"), "id,code,n\n1,0x00,5\n2,0x1F,6\n3,0b101,7\n");
+  auto src = open_files("csv", dir.path.string());
+  const catalog cat = src->read_catalog();
+  const source_table& codes = find_table(cat, "codes");
+  CHECK(codes.columns.find("code", flotilla::schema::name_rule::case_sensitive)->type.kind ==
+        flotilla::schema::type_kind::text);
+  CHECK(codes.columns.find("n", flotilla::schema::name_rule::case_sensitive)->type.kind ==
+        flotilla::schema::type_kind::bigint);
+  const auto r = read_all(*src, codes);
+  REQUIRE(r.rows.size() == 3);
+  CHECK(r.rows[1][1] == text("0x1F"));
+  CHECK(r.rows[2][1] == text("0b101"));
+}
+
 TEST_CASE("a csv file whose extension is upper case is a table, read as any other") {
   temp_dir dir;
   write_file(dir.file("a.csv"), "id,v\n1,x\n");
