@@ -290,6 +290,32 @@ TEST_CASE("run's text output keeps an engine's error on one line, its line break
   pg_exec(pg_dsn(), "DROP SCHEMA IF EXISTS \"" + schema + "\" CASCADE");
 }
 
+TEST_CASE("a date PostgreSQL cannot hold is refused with the text pin that loads it") {
+  workdir w;
+  const std::string schema = "dr_" + unique_suffix();
+  duckdb_exec(w.file("src.duckdb"), "CREATE TABLE t (id INTEGER PRIMARY KEY, d DATE);"
+                                    "INSERT INTO t VALUES (1, DATE '2020-01-01'), "
+                                    "(2, DATE '5881580-07-10')");
+  const std::string base =
+      fmt::format("[targets.wh]\ndialect = \"postgres\"\ndsn = \"{}\"\nschema = \"{}\"\n"
+                  "[sources.s]\nadapter = \"duckdb\"\npath = \"src.duckdb\"\n",
+                  pg_dsn(), schema);
+  w.write("flotilla.toml", base);
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  const auto* t = find_table(run, schema + ".t");
+  REQUIRE(t != nullptr);
+  CHECK_THAT((*t)["error"].get<std::string>(),
+             Catch::Contains("date out of range") && Catch::Contains("columns = { d = \"text\" }") &&
+                 !Catch::Contains("flotilla retry"));
+  w.write("flotilla.toml", base + "[sources.s.tables.t]\ncolumns = { d = \"text\" }\n");
+  CHECK(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  CHECK(pg_query(pg_dsn(), "SELECT d FROM \"" + schema + "\".t ORDER BY id") ==
+        std::vector<std::vector<std::string>>{{"2020-01-01"}, {"5881580-07-10"}});
+  pg_exec(pg_dsn(), "DROP SCHEMA IF EXISTS \"" + schema + "\" CASCADE");
+}
+
 TEST_CASE("a target table dropped since its last copy is copied again, not pruned") {
   const std::string target = GENERATE(std::string("duckdb"), std::string("sqlite"),
                                       std::string("postgres"));
