@@ -434,6 +434,16 @@ class loader {
                            inner));
         return std::nullopt;
       }
+      // ${A:-${B:-x}}: the first '}' would end the outer placeholder, and its default
+      // would be taken for the text "${B:-x", then "}". Not nested: said.
+      if (dash != std::string::npos && inner.find("${", dash) != std::string::npos) {
+        report(errc::environment_variable, at, kp, text, "${NAME} or ${NAME:-default}",
+               fmt::format("the default of ${{{}}} holds another placeholder, which is not "
+                           "expanded there (placeholders do not nest): give a plain default, "
+                           "or set {}",
+                           name, name));
+        return std::nullopt;
+      }
       // Set but empty is a value (an empty password, say), as the shell's ${NAME} has
       // it; only ${NAME:-default} takes the default for it.
       const char* set = std::getenv(name.c_str());

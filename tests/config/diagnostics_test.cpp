@@ -644,6 +644,12 @@ exclude = "tmp_${FLOTILLA_TEST_TABLE}"
                   "include = [\"a\", \"${FLOTILLA_TEST_UNSET}\"]\n");
   const auto& d = expect(bad, errc::environment_variable, "sources.shop.include[1]");
   CHECK(d.message.find("FLOTILLA_TEST_UNSET") != std::string::npos);
+  // Placeholders do not nest: said, not taken for text.
+  auto nested = load(std::string{one_target} +
+                     "[sources.shop]\nadapter = \"sqlite\"\npath = \"s.db\"\n"
+                     "include = [\"${FLOTILLA_TEST_UNSET:-${FLOTILLA_TEST_TABLE:-x}}\"]\n");
+  const auto& n = expect(nested, errc::environment_variable, "sources.shop.include[0]");
+  CHECK(n.message.find("placeholders do not nest") != std::string::npos);
   ::unsetenv("FLOTILLA_TEST_TABLE");
 }
 
