@@ -405,7 +405,8 @@ std::vector<fs::path> inbox_files(const fs::path& state_dir, std::string_view ex
 
 std::vector<decision_result> process_inbox(storage::state_store& store, const target_opener& open,
                                            const fs::path& state_dir,
-                                           const std::function<std::int64_t()>& now_us) {
+                                           const std::function<std::int64_t()>& now_us,
+                                           const std::function<bool(const std::string&)>& streams_source) {
   std::vector<decision_result> out;
   std::error_code ec;
   // Claimed by a stream that stopped before it finished them.
@@ -438,7 +439,19 @@ std::vector<decision_result> process_inbox(storage::state_store& store, const ta
           req.what.ddl = v;
       }
     decision_result r;
-    if (auto k = parse_decision_kind(kind); k && !req.target.empty() && !req.table.empty()) {
+    const std::string source = req.table.substr(0, req.table.find('.'));
+    if (streams_source && !req.table.empty() && !streams_source(source)) {
+      r = refused(code_stream_not_taking,
+                  fmt::format("The running stream does not stream source '{}' (it was started "
+                              "with a --filter that leaves it out): no stream would replay the "
+                              "changes kept for {} or copy it. Nothing ran.",
+                              source, req.table),
+                  fmt::format("Start `flotilla stream` for source '{}' (stop the running one "
+                              "first, or give it the source), or stop the running stream and "
+                              "decide again: with no stream running, the decision is carried "
+                              "out at once and the stream replays it when it starts.",
+                              source));
+    } else if (auto k = parse_decision_kind(kind); k && !req.target.empty() && !req.table.empty()) {
       req.what.kind = *k;
       r = carry_out(store, open, req.target, req.table, req.what, now_us());
     } else {

@@ -110,9 +110,13 @@ std::string submit_request(const std::filesystem::path& state_dir, decision_requ
 /// request is either carried out or withdrawn (withdraw_request), never both. A claimed
 /// request found at the start belongs to a stream that stopped while carrying it out:
 /// its result says so (the review itself is settled by recover_interrupted).
-std::vector<decision_result> process_inbox(storage::state_store& store, const target_opener& open,
-                                           const std::filesystem::path& state_dir,
-                                           const std::function<std::int64_t()>& now_us);
+/// `streams_source`, when given, says whether this stream streams a source: a decision
+/// about a table of another (a stream started with --filter leaving it out) is refused at
+/// once, since no stream would replay its kept changes or copy it.
+std::vector<decision_result> process_inbox(
+    storage::state_store& store, const target_opener& open, const std::filesystem::path& state_dir,
+    const std::function<std::int64_t()>& now_us,
+    const std::function<bool(const std::string&)>& streams_source = {});
 
 /// Withdraws a request the stream has not claimed yet. True when withdrawn; false when
 /// the stream already took it (its result will follow) or it does not exist.

@@ -2311,7 +2311,13 @@ class source_stream {
       // One inbox for every source's thread: one of them carries each request out.
       static std::mutex inbox_mutex;
       std::lock_guard lock(inbox_mutex);
-      (void)process_inbox(*o_.store, opener(), state_dir, [] { return now_us(); });
+      // A table of a source this process does not stream is refused at once.
+      const auto streams_source = [this](const std::string& source) {
+        const auto* s = o_.project->find_source(source);
+        return s != nullptr && config::source_may_match(*s, o_.filters);
+      };
+      (void)process_inbox(*o_.store, opener(), state_dir, [] { return now_us(); },
+                          streams_source);
     }
     act_on_reviews();
   }

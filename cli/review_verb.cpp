@@ -6,6 +6,7 @@
 // read it read-only, and a decision is checked against the read-only view, written to
 // <state dir>/reviews/inbox and carried out by the stream (cdc::process_inbox); this
 // command waits for its result (--wait seconds) and reports it.
+#include <atomic>
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -30,6 +31,7 @@
 #include "cdc/review_store.hpp"
 #include "cli/fleet_builder.hpp"
 #include "cli/run_output.hpp"
+#include "cli/stop_signals.hpp"
 #include "cli/verbs.hpp"
 #include "config/errc.hpp"
 #include "storage/state_store.hpp"
@@ -546,6 +548,14 @@ int do_review(const global_options& g, const review_args& a) {
                          cdc::decision_result{cdc::decision_result::outcome::refused, p.error().code,
                                               p.error().message, p.error().hint, *found, false},
                          store);
+  // Ctrl-C while the decision waits withdraws it, as an unanswered one is: exactly one
+  // of the two happens. Once the stream took it, the command stops waiting and says so.
+  static std::atomic<bool> stop{false};
+  on_stop_signals(stop,
+                  "flotilla: stopped at once by a second signal; `flotilla review show` tells "
+                  "whether the decision was carried out\n",
+                  "flotilla: stopping: the decision is withdrawn unless the stream has taken it "
+                  "already\n");
   std::string id;
   try {
     id = cdc::submit_request(project->state_dir, {"", target, table, d});
@@ -555,6 +565,8 @@ int do_review(const global_options& g, const review_args& a) {
   auto wait_for = [&](std::chrono::steady_clock::duration how_long) -> std::optional<int> {
     const auto deadline = std::chrono::steady_clock::now() + how_long;
     for (;;) {
+      if (stop.load())
+        return std::nullopt;
       if (auto r = cdc::read_result(project->state_dir, id)) {
         std::error_code ec;
         fs::remove(cdc::results_dir(project->state_dir) / (id + ".result"), ec);
@@ -604,6 +616,15 @@ int do_review(const global_options& g, const review_args& a) {
   };
   if (auto rc = wait_for(std::chrono::milliseconds(static_cast<long>(a.wait_seconds * 1000))))
     return *rc;
+  if (stop.load() && cdc::withdraw_request(project->state_dir, id))
+    return report_result(
+        a,
+        cdc::decision_result{
+            cdc::decision_result::outcome::refused, std::string(cdc::code_stream_not_taking),
+            "Stopped (Ctrl-C or SIGTERM) before the stream took the decision; it was withdrawn "
+            "and nothing ran.",
+            "Decide again when you mean it.", *found, false},
+        store);
   if (cdc::withdraw_request(project->state_dir, id))
     return report_result(
         a,
@@ -670,7 +691,8 @@ verb review_verb() {
                  {"remove", "stop applying the table on this target"}}) {
           auto* s = add(name, help, true);
           s->add_option("--wait", args->wait_seconds,
-                        "while a stream runs: seconds to wait for it to carry the decision out");
+                        "while a stream runs: seconds to wait for it to carry the decision out")
+              ->check(CLI::NonNegativeNumber);
         }
         auto* edit = add("edit", "apply or resync with edited DDL", true);
         edit->add_option("--ddl", args->ddl, "the edited DDL");
@@ -678,7 +700,8 @@ verb review_verb() {
         edit->add_flag("--apply", args->edit_apply, "apply the edited DDL");
         edit->add_flag("--resync", args->edit_resync, "resync with the edited DDL");
         edit->add_option("--wait", args->wait_seconds,
-                         "while a stream runs: seconds to wait for it to carry the decision out");
+                         "while a stream runs: seconds to wait for it to carry the decision out")
+            ->check(CLI::NonNegativeNumber);
       },
       [=] {
         for (const auto& [name, s] : *subs)

@@ -52,12 +52,14 @@ std::string slurp(const std::filesystem::path& p) {
 /// The command running in the background; finish() waits for it.
 class running_cli {
  public:
-  running_cli(const temp_dir& dir, const std::vector<std::string>& args)
+  /// `prefix`: a command the binary runs under (`timeout -s INT 2`).
+  running_cli(const temp_dir& dir, const std::vector<std::string>& args,
+              const std::string& prefix = "")
       : err_file_(dir.path() / ("stderr_" + test::unique_suffix() + ".txt")) {
     const char* bin = std::getenv("FLOTILLA_BIN");
     if (bin == nullptr || *bin == '\0')
       FAIL("FLOTILLA_BIN is not set: run the suite through ctest");
-    std::string cmd = "cd " + shell_quote(dir.path().string()) + " && " + shell_quote(bin);
+    std::string cmd = "cd " + shell_quote(dir.path().string()) + " && " + prefix + shell_quote(bin);
     for (const auto& a : args)
       cmd += " " + shell_quote(a);
     cmd += " 2>" + shell_quote(err_file_.string());
@@ -306,6 +308,18 @@ TEST_CASE("while another process holds the store, review reads it read-only and 
   auto still = load_review(store, "wh", p.rename_table);
   REQUIRE(still.has_value());
   CHECK((*still)->hold.state() == pb::HOLD_STATE_AWAITING_REVIEW);
+
+  // Ctrl-C while it waits: withdrawn at once, never carried out later.
+  auto stopped = running_cli(p.dir, {"review", "apply", "wh", p.rename_table, "--wait", "120"},
+                             "timeout --preserve-status -s INT 2 ")
+                     .finish();
+  INFO(stopped.err);
+  CHECK(stopped.exit_code == 2);
+  CHECK_THAT(stopped.err, Catch::Contains("Stopped (Ctrl-C or SIGTERM) before the stream took "
+                                          "the decision; it was withdrawn and nothing ran."));
+  CHECK(std::filesystem::is_empty(inbox));
+  CHECK(process_inbox(store, opener_for({p.wh}), p.dir.path() / ".flotilla", [] { return now_us(); })
+            .empty());
 
   // The stream takes the request while the command waits for its result.
   running_cli cli(p.dir, {"review", "apply", "wh", p.rename_table, "--wait", "120", "--output", "json"});

@@ -400,6 +400,25 @@ TEST_CASE("the inbox: a running stream carries out queued decisions in order and
   CHECK(process_inbox(store, t.opener(), dir.path(), [] { return now_us(); }).empty());
 }
 
+TEST_CASE("the inbox: a decision about a source the running stream does not stream is refused") {
+  temp_dir dir;
+  test_target t("duckdb");
+  t.exec("CREATE TABLE " + t.qualified() + " (id INTEGER NOT NULL PRIMARY KEY, note VARCHAR, code VARCHAR)");
+  auto store = test::open_store(dir.path());
+  auto r = create(store, held_draft(test::orders(), rename_column{"id", "order_id"}, t.info()));
+  const auto id = submit_request(dir.path(), {"", "wh", r.hold.table(), {decision_kind::apply_proposed, ""}});
+  auto results = process_inbox(store, t.opener(), dir.path(), [] { return now_us(); },
+                               [](const std::string&) { return false; });
+  REQUIRE(results.size() == 1);
+  CHECK(results[0].exit_code() == 2);
+  CHECK(results[0].code == code_stream_not_taking);
+  CHECK_THAT(results[0].message, Catch::Contains("does not stream source 'shop'") &&
+                                     Catch::Contains("Nothing ran"));
+  CHECK(read_result(dir.path(), id).has_value());
+  CHECK(load(store, r).hold.state() == pb::HOLD_STATE_AWAITING_REVIEW);
+  CHECK(has(t.columns(), "id"));
+}
+
 TEST_CASE("the inbox: a withdrawn request is never carried out; one a stopped stream had taken says so") {
   temp_dir dir;
   test_target t("duckdb");
