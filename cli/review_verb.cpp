@@ -633,8 +633,10 @@ int do_review(const global_options& g, const review_args& a) {
             fmt::format("The stream holding this review did not take the decision within {} s; "
                         "it was withdrawn and nothing ran.",
                         a.wait_seconds),
-            "Check that `flotilla stream` is running (it holds the state store), then decide "
-            "again; or stop it and decide while no stream runs.",
+            "Another process holds the state store: a `flotilla stream`, which takes decisions "
+            "between batches (check that it runs), or another command (a run, a review), "
+            "which takes none: decide again once it ended, or stop the stream and decide "
+            "while no stream runs.",
             *found, false},
         store);
   // The stream took it: its result follows within the decision's timeout.
