@@ -575,8 +575,9 @@ int do_review(const global_options& g, const review_args& a) {
         // outcome is the replay's, so wait for it (as long as a decision may take).
         const auto replay_deadline = std::chrono::steady_clock::now() + std::chrono::minutes(11);
         std::optional<opened_store> seen;  // the store as last read: the result's counts
+        bool stream_runs = false;
         for (;;) {
-          bool stream_runs = false;
+          stream_runs = false;
           seen.reset();
           if (auto again = open_store(*project, problem); again && again->store) {
             stream_runs = again->read_only;
@@ -599,6 +600,19 @@ int do_review(const global_options& g, const review_args& a) {
           // Each look opens the state store: a few a second, not a busy loop.
           std::this_thread::sleep_for(std::chrono::milliseconds(200));
         }
+        // The stream stopped (or was killed) before it replayed or copied: said, so the
+        // outcome line is not taken for work under way.
+        if (!stream_runs && r->status == cdc::decision_result::outcome::done && r->after &&
+            (r->after->hold.state() == cdc::pb::HOLD_STATE_APPLYING ||
+             (r->after->hold.state() == cdc::pb::HOLD_STATE_AWAITING_RESYNC &&
+              (r->after->note.resync == cdc::resync_state::requested ||
+               r->after->note.resync == cdc::resync_state::running))))
+          fmt::print(stderr,
+                     "note: the stream stopped after carrying the decision out, before it "
+                     "{}: no stream runs now; the next `flotilla stream` does it\n",
+                     r->after->hold.state() == cdc::pb::HOLD_STATE_APPLYING
+                         ? "replayed the kept changes"
+                         : "copied the table again");
         // The DDL ran, but the stream could not replay the kept changes after it.
         if (r->status == cdc::decision_result::outcome::done && r->after &&
             r->after->hold.state() == cdc::pb::HOLD_STATE_LAST_DECISION_FAILED) {
