@@ -750,32 +750,23 @@ std::string target_failure(const table_job& job, std::string reason) {
           "1,600): load only the columns needed (contract = \"enforced\" with them declared "
           "in the table's section of flotilla.toml), or load the table into a target that "
           "holds it (DuckDB), then run `flotilla run`";
-  } else if ((has("out of range") || has("field value out of range")) &&
-             (has("date") || has("timestamp") || has("time zone"))) {
-    // A date or timestamp the target's type cannot hold (PostgreSQL: 4713 BC to 5874897
-    // AD; DuckDB's range is wider): only text keeps it as written.
+  } else if (const bool out_of_range =
+                 (has("out of range") || has("field value out of range")) &&
+                 (has("date") || has("timestamp") || has("time zone"));
+             out_of_range || has("unsupported unicode escape") ||
+             has("invalid input syntax for type") || has("invalid byte sequence")) {
+    // A value the target's column type refuses (PostgreSQL's json refuses \u0000; its
+    // date and timestamp hold 4713 BC to 5874897 AD, where DuckDB's range is wider): the
+    // row never arrived, so there is nothing to correct on the target; text keeps it.
     static const std::regex column_re(R"re(column ([^:\s]+):)re");
     std::smatch m;
     const std::string column =
         std::regex_search(reason, m, column_re) ? m[1].str() : std::string("<column>");
-    fix = fmt::format("the target's date or timestamp type cannot hold a value the source "
-                      "holds: declare the column text in the table's section of flotilla.toml "
-                      "(columns = {{ {} = \"text\" }}) to load it as written, or correct the "
-                      "value at the source, then run `flotilla run`",
-                      schema::toml_key(column));
-  } else if (has("unsupported unicode escape") || has("invalid input syntax for type") ||
-           has("invalid byte sequence")) {
-    // A value the target's column type refuses (PostgreSQL's json refuses \u0000): the
-    // row never arrived, so there is nothing to correct on the target.
-    static const std::regex column_re(R"re(column ([^:\s]+):)re");
-    std::smatch m;
-    const std::string column =
-        std::regex_search(reason, m, column_re) ? m[1].str() : std::string("<column>");
-    fix = fmt::format("the target column's type refuses a value the source holds: declare the "
-                      "column text in the table's section of flotilla.toml (columns = {{ {} = "
-                      "\"text\" }}) to load it as written, or correct the value at the "
+    fix = fmt::format("the target column's {} cannot hold a value the source holds: declare "
+                      "the column text in the table's section of flotilla.toml (columns = {{ "
+                      "{} = \"text\" }}) to load it as written, or correct the value at the "
                       "source, then run `flotilla run`",
-                      schema::toml_key(column));
+                      out_of_range ? "date or timestamp type" : "type", schema::toml_key(column));
   } else if (has("readonly") || has("read-only") || has("read only"))
     fix = fmt::format("make the target writable for the user Flotilla runs as, {}", then);
   else if (has("no space left") || has("disk is full") || has("disk full") || has("out of memory"))
