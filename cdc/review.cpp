@@ -573,9 +573,14 @@ review resync_finished(const review& r, bool ok, std::string_view reason, std::i
 review closed_by_reload(const review& r, std::int64_t now_us) {
   review out = r;
   out.hold.set_updated_at_us(now_us);
-  if (is_open(out.hold.state()))
+  // Closed by the reload, not decided: marked so, as a removed review the reload copied
+  // again is (`review show`: superseded by a reload).
+  if (is_open(out.hold.state())) {
     out.hold.set_state(pb::HOLD_STATE_RESUMED);
-  out.note.phase.clear();
+    out.note.phase = "reloaded";
+  } else {
+    out.note.phase.clear();
+  }
   return out;
 }
 

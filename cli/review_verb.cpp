@@ -116,10 +116,13 @@ std::uint64_t kept_count(const storage::state_store& store, const review& r) {
   return n ? *n : 0;
 }
 
-/// A review closed as removed whose table a `stream --reload` copied again: the table
-/// streams again, and the review says so.
+/// A review a `stream --reload` closed (open then: resumed, its kept changes dropped and
+/// the table copied again), or one closed as removed whose table the reload copied again:
+/// the table streams again, and the review says so.
 bool superseded_by_reload(const review& r) {
-  return r.hold.state() == storage::pb::HOLD_STATE_REMOVED && r.note.phase == "reloaded";
+  return (r.hold.state() == storage::pb::HOLD_STATE_REMOVED ||
+          r.hold.state() == storage::pb::HOLD_STATE_RESUMED) &&
+         r.note.phase == "reloaded";
 }
 
 nlohmann::json review_json(const review& r, std::uint64_t kept) {

@@ -344,7 +344,10 @@ TEST_CASE("reviews of one table are decided earliest first; remove at any time")
 
 TEST_CASE("a reload closes every open review") {
   auto r = open_review(draft(comment_proposal, true), 100);
-  CHECK(closed_by_reload(r, 200).hold.state() == pb::HOLD_STATE_RESUMED);
+  const auto closed = closed_by_reload(r, 200);
+  CHECK(closed.hold.state() == pb::HOLD_STATE_RESUMED);
+  // Told from a review decided and resumed.
+  CHECK(closed.note.phase == "reloaded");
 }
 
 TEST_CASE("DDL with transaction control is refused: the decision runs in its own transaction") {
