@@ -295,11 +295,6 @@ class table_logic {
   explicit table_logic(stream_context cx) : cx_(std::move(cx)) {}
   [[nodiscard]] const stream_context& context() const { return cx_; }
 
-  /// The table's changes of the transaction ending at `at`, in order. A hold's position
-  /// is a transaction: a DDL that opens a hold holds the table from the start of its
-  /// transaction, so the rows written before it in that transaction are kept too (under
-  /// the new column names, followed across renames by attnum) and the review's replay
-  /// carries the whole transaction once.
   /// DDL of one transaction that the transaction itself undoes before its commit: a
   /// captured table renamed and renamed back, a primary key dropped and made again over
   /// the same columns by separate statements. Decided statement by statement, the first
@@ -380,6 +375,11 @@ class table_logic {
     return out;
   }
 
+  /// The table's changes of the transaction ending at `at`, in order. A hold's position
+  /// is a transaction: a DDL that opens a hold holds the table from the start of its
+  /// transaction, so the rows written before it in that transaction are kept too (under
+  /// the new column names, followed across renames by attnum) and the review's replay
+  /// carries the whole transaction once.
   void handle_transaction(table_state& t, batch& b, lsn_t at,
                           const std::vector<ordered_change>& given) const {
     const auto settled = settle_passing_ddl(t, given);

@@ -578,6 +578,16 @@ int do_review(const global_options& g, const review_args& a) {
         // outcome is the replay's, so wait for it (as long as a decision may take).
         const auto replay_deadline = std::chrono::steady_clock::now() + std::chrono::minutes(11);
         std::optional<opened_store> seen;  // the store as last read: the result's counts
+        // The decision done, what the stream does after it: the replay of the kept changes
+        // of an applied decision, the copy of a resync.
+        const auto stream_work_left = [&](const std::optional<review>& after) {
+          return r->status == cdc::decision_result::outcome::done && after &&
+                 ((after->hold.state() == cdc::pb::HOLD_STATE_APPLYING &&
+                   after->note.phase == "replay") ||
+                  (after->hold.state() == cdc::pb::HOLD_STATE_AWAITING_RESYNC &&
+                   (after->note.resync == cdc::resync_state::requested ||
+                    after->note.resync == cdc::resync_state::running)));
+        };
         bool stream_runs = false;
         for (;;) {
           stream_runs = false;
@@ -591,13 +601,7 @@ int do_review(const global_options& g, const review_args& a) {
           // A stream that stopped meanwhile replays them when it starts again. A resync
           // is carried out after the result too (the copy, then the table resumes): its
           // outcome is the copy's.
-          const bool replaying =
-              stream_runs && r->status == cdc::decision_result::outcome::done && r->after &&
-              ((r->after->hold.state() == cdc::pb::HOLD_STATE_APPLYING &&
-                r->after->note.phase == "replay") ||
-               (r->after->hold.state() == cdc::pb::HOLD_STATE_AWAITING_RESYNC &&
-                (r->after->note.resync == cdc::resync_state::requested ||
-                 r->after->note.resync == cdc::resync_state::running)));
+          const bool replaying = stream_runs && stream_work_left(r->after);
           if (!replaying || std::chrono::steady_clock::now() >= replay_deadline)
             break;
           // Each look opens the state store: a few a second, not a busy loop.
@@ -605,11 +609,7 @@ int do_review(const global_options& g, const review_args& a) {
         }
         // The stream stopped (or was killed) before it replayed or copied: said, so the
         // outcome line is not taken for work under way.
-        if (!stream_runs && r->status == cdc::decision_result::outcome::done && r->after &&
-            (r->after->hold.state() == cdc::pb::HOLD_STATE_APPLYING ||
-             (r->after->hold.state() == cdc::pb::HOLD_STATE_AWAITING_RESYNC &&
-              (r->after->note.resync == cdc::resync_state::requested ||
-               r->after->note.resync == cdc::resync_state::running))))
+        if (!stream_runs && stream_work_left(r->after))
           fmt::print(stderr,
                      "note: the stream stopped after carrying the decision out, before it "
                      "{}: no stream runs now; the next `flotilla stream` does it\n",

@@ -164,6 +164,13 @@ std::string from_value(const nlohmann::json& j, gp::Message& m) {
   return {};
 }
 
+/// The text the JSON forms write for `s` (nlohmann's replacement of bad bytes).
+std::string utf8_as_json_writes_it(const std::string& s) {
+  return nlohmann::json::parse(
+             nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+      .get<std::string>();
+}
+
 }  // namespace
 
 // ---- builders -------------------------------------------------------------------------
@@ -293,9 +300,7 @@ std::string event_key(const pb::Event& e) {
   // As the payload writes them: a name that is not UTF-8 (a SQLite table's bytes) with
   // U+FFFD for its bad bytes, so the key is still <source>.<table> of the payload.
   if (!schema::valid_utf8(key))
-    key = nlohmann::json::parse(
-              nlohmann::json(key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
-              .get<std::string>();
+    key = utf8_as_json_writes_it(key);
   return key;
 }
 
@@ -639,13 +644,6 @@ std::expected<pb::Event, std::string> from_json(std::string_view line) {
 namespace {
 
 namespace gp = google::protobuf;
-
-/// The text the JSON forms write for `s` (nlohmann's replacement of bad bytes).
-std::string utf8_as_json_writes_it(const std::string& s) {
-  return nlohmann::json::parse(
-             nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
-      .get<std::string>();
-}
 
 /// Visits every string value of `m`, nested messages too; `fix` null: only checks.
 bool walk_utf8(const gp::Message& m, gp::Message* fix) {

@@ -2293,10 +2293,17 @@ class file_source final : public source {
     }
   }
 
-  /// The text columns of a CSV file (`described`: name, DuckDB type) whose every value is
-  /// an ISO timestamp (2024-03-15 10:00:00, with T, fractions, an offset): typed TIMESTAMP,
-  /// or TIMESTAMP WITH TIME ZONE when some value has an offset, as DuckDB's sniffer types
-  /// them when it has guessed no other format. One pass over the file, read as text.
+  /// The CSV file read in `dialect` with every `described` column (name, DuckDB type) as
+  /// text: what a check of the values as written reads.
+  static std::string as_text(const std::string& path, const std::string& dialect,
+                             const std::vector<std::vector<std::optional<std::string>>>& described) {
+    std::string columns;
+    for (const auto& d : described)
+      columns += fmt::format("{}{}: 'VARCHAR'", columns.empty() ? "" : ", ",
+                             quote_literal(d[0].value_or("")));
+    return fmt::format("read_csv({}, {}, columns = {{{}}})", quote_literal(path), dialect, columns);
+  }
+
   /// Whether the file may hold a hexadecimal or binary number (0x1F, 0b101): a 0 followed
   /// by x or b and a digit of that base, not inside a word. One pass over the bytes.
   static bool may_hold_radix_numbers(const std::string& path) {
@@ -2327,11 +2334,10 @@ class file_source final : public source {
   static void radix_text(duck::connection& con, const std::string& path,
                          const std::string& dialect,
                          std::vector<std::vector<std::optional<std::string>>>& described) {
-    std::string columns, select;
+    std::string select;
     std::vector<std::size_t> ints;
     for (std::size_t i = 0; i < described.size(); ++i) {
       const std::string name = described[i][0].value_or("");
-      columns += fmt::format("{}{}: 'VARCHAR'", columns.empty() ? "" : ", ", quote_literal(name));
       const std::string type = described[i][1].value_or("");
       if (type.find("INT") == std::string::npos)
         continue;
@@ -2341,8 +2347,8 @@ class file_source final : public source {
     }
     if (ints.empty() || !may_hold_radix_numbers(path))
       return;
-    const auto row = con.strings(fmt::format("SELECT {} FROM read_csv({}, {}, columns = {{{}}})",
-                                             select, quote_literal(path), dialect, columns));
+    const auto row = con.strings(fmt::format("SELECT {} FROM {}", select,
+                                             as_text(path, dialect, described)));
     if (row.size() != 1)
       return;
     for (std::size_t j = 0; j < ints.size(); ++j)
@@ -2350,14 +2356,17 @@ class file_source final : public source {
         described[ints[j]][1] = "VARCHAR";
   }
 
+  /// The text columns of a CSV file (`described`: name, DuckDB type) whose every value is
+  /// an ISO timestamp (2024-03-15 10:00:00, with T, fractions, an offset): typed TIMESTAMP,
+  /// or TIMESTAMP WITH TIME ZONE when some value has an offset, as DuckDB's sniffer types
+  /// them when it has guessed no other format. One pass over the file, read as text.
   static void iso_timestamps(duck::connection& con, const std::string& path,
                              const std::string& dialect,
                              std::vector<std::vector<std::optional<std::string>>>& described) {
-    std::string columns, select;
+    std::string select;
     std::vector<std::size_t> text;
     for (std::size_t i = 0; i < described.size(); ++i) {
       const std::string name = described[i][0].value_or("");
-      columns += fmt::format("{}{}: 'VARCHAR'", columns.empty() ? "" : ", ", quote_literal(name));
       if (described[i][1].value_or("") != "VARCHAR")
         continue;
       const std::string v = fmt::format("trim({})", quote_ident(name));
@@ -2370,8 +2379,8 @@ class file_source final : public source {
     }
     if (text.empty())
       return;
-    const auto row = con.strings(fmt::format("SELECT {} FROM read_csv({}, {}, columns = {{{}}})",
-                                             select, quote_literal(path), dialect, columns));
+    const auto row = con.strings(fmt::format("SELECT {} FROM {}", select,
+                                             as_text(path, dialect, described)));
     if (row.size() != 1)
       return;
     for (std::size_t j = 0; j < text.size(); ++j)
