@@ -26,6 +26,55 @@
 namespace flotilla::config {
 namespace {
 
+/// What is wrong with a Kafka broker list ("host:port,host:port"), as librdkafka reads
+/// each: [plaintext|ssl|sasl_plaintext|sasl_ssl://]host[:port], `[::1]:9092` for IPv6.
+/// Empty: nothing.
+std::string broker_problem(const std::string& brokers) {
+  std::size_t from = 0;
+  while (from <= brokers.size()) {
+    const auto comma = std::min(brokers.find(',', from), brokers.size());
+    std::string one = brokers.substr(from, comma - from);
+    from = comma + 1;
+    const auto first = one.find_first_not_of(' ');
+    one = first == std::string::npos ? "" : one.substr(first, one.find_last_not_of(' ') - first + 1);
+    if (one.empty())
+      return "an empty broker between commas";
+    std::string rest = one;
+    if (const auto scheme = rest.find("://"); scheme != std::string::npos) {
+      std::string proto = rest.substr(0, scheme);
+      for (auto& ch : proto)
+        ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      if (proto != "plaintext" && proto != "ssl" && proto != "sasl_plaintext" && proto != "sasl_ssl")
+        return fmt::format("'{}' has the protocol '{}', which Kafka does not have (plaintext, "
+                           "ssl, sasl_plaintext, sasl_ssl; or none: host:port)",
+                           one, rest.substr(0, scheme));
+      rest = rest.substr(scheme + 3);
+    }
+    std::string host = rest, port;
+    if (!rest.empty() && rest.front() == '[') {  // [::1]:9092
+      const auto close = rest.find(']');
+      host = close == std::string::npos ? "" : rest.substr(0, close + 1);
+      if (close != std::string::npos && close + 1 < rest.size())
+        port = rest[close + 1] == ':' ? rest.substr(close + 2) : "x";
+    } else if (const auto colon = rest.rfind(':'); colon != std::string::npos) {
+      host = rest.substr(0, colon);
+      port = rest.substr(colon + 1);
+      if (port.empty())
+        port = "x";
+    }
+    const bool host_ok = !host.empty() && host.find_first_of(" /\t") == std::string::npos;
+    const bool port_ok =
+        port.empty() ||
+        (port.size() <= 5 &&
+         std::all_of(port.begin(), port.end(), [](unsigned char c) { return std::isdigit(c); }) &&
+         std::stoul(port) >= 1 && std::stoul(port) <= 65535);
+    if (!host_ok || !port_ok)
+      return fmt::format("'{}' is not host:port", one);
+  }
+  return {};
+}
+
+
 /// A URI dsn whose part before the host holds '@' more than once: a password with an
 /// '@' not percent-encoded. libpq takes what follows the first '@' as the host, and its
 /// error messages would show the rest of the password.
@@ -1190,62 +1239,16 @@ class loader {
       report(errc::missing_key, k.source(), key_path_append(path, "brokers"), "",
              "\"host:port,host:port\" or an array of them", "Kafka needs brokers");
     }
-    // Each broker as librdkafka reads one: [protocol://]host[:port], said here rather
-    // than as a parse error once a run has waited its whole delivery timeout.
-    if (const auto* b = k.get("brokers"); b != nullptr && !ko.brokers.empty()) {
-      std::string bad;
-      std::size_t from = 0;
-      while (bad.empty() && from <= ko.brokers.size()) {
-        const auto comma = std::min(ko.brokers.find(',', from), ko.brokers.size());
-        std::string one = ko.brokers.substr(from, comma - from);
-        from = comma + 1;
-        const auto trim_at = one.find_first_not_of(' ');
-        one = trim_at == std::string::npos ? "" : one.substr(trim_at, one.find_last_not_of(' ') - trim_at + 1);
-        std::string rest = one;
-        if (const auto scheme = rest.find("://"); scheme != std::string::npos) {
-          std::string proto = rest.substr(0, scheme);
-          for (auto& ch : proto)
-            ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-          if (proto != "plaintext" && proto != "ssl" && proto != "sasl_plaintext" &&
-              proto != "sasl_ssl") {
-            bad = fmt::format("'{}' has the protocol '{}', which Kafka does not have (plaintext, "
-                              "ssl, sasl_plaintext, sasl_ssl; or none: host:port)",
-                              one, rest.substr(0, scheme));
-            break;
-          }
-          rest = rest.substr(scheme + 3);
-        }
-        std::string host = rest, port;
-        if (!rest.empty() && rest.front() == '[') {  // [::1]:9092
-          const auto close = rest.find(']');
-          host = close == std::string::npos ? "" : rest.substr(0, close + 1);
-          if (close != std::string::npos && close + 1 < rest.size())
-            port = rest[close + 1] == ':' ? rest.substr(close + 2) : "x";
-        } else if (const auto colon = rest.rfind(':'); colon != std::string::npos) {
-          host = rest.substr(0, colon);
-          port = rest.substr(colon + 1);
-          if (port.empty())
-            port = "x";
-        }
-        const bool host_ok = !host.empty() && host.find_first_of(" /\t") == std::string::npos;
-        const bool port_ok =
-            port.empty() || (port.size() <= 5 &&
-                             std::all_of(port.begin(), port.end(),
-                                         [](unsigned char c) { return std::isdigit(c); }) &&
-                             std::stoul(port) >= 1 && std::stoul(port) <= 65535);
-        if (one.empty())
-          bad = "an empty broker between commas";
-        else if (!host_ok || !port_ok)
-          bad = fmt::format("'{}' is not host:port", one);
-      }
-      if (!bad.empty())
+    // Each broker as librdkafka reads one, said here rather than as a parse error once a
+    // run has waited its whole delivery timeout.
+    if (const auto* b = k.get("brokers"); b != nullptr && !ko.brokers.empty())
+      if (const std::string bad = broker_problem(ko.brokers); !bad.empty())
         report(errc::invalid_value, b->source(), key_path_append(path, "brokers"), ko.brokers,
                "host:port, ... (each optionally with plaintext://, ssl://, sasl_plaintext:// "
                "or sasl_ssl://)",
                fmt::format("brokers: {}; write each broker as host:port (127.0.0.1:9092), "
                            "separated by commas",
                            bad));
-    }
     required_string(k, "topic", path, ko.topic, "Kafka needs a topic");
     // Kafka's own rule for topic names, said here rather than as a broker's refusal at
     // the first delivery.
