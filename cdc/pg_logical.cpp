@@ -268,6 +268,7 @@ void pg_connection::copy_out(const std::string& sql,
 struct replication_connection::impl {
   PGconn* conn = nullptr;
   std::string who;
+  std::string creating;  ///< the slot begin_create_slot asked for
   ~impl() {
     if (conn)
       PQfinish(conn);
@@ -282,41 +283,33 @@ replication_connection::replication_connection(const std::string& dsn, std::stri
 
 replication_connection::~replication_connection() = default;
 
-created_slot replication_connection::create_slot(const std::string& slot, bool temporary,
-                                                 const std::function<bool()>& cancelled) {
+void replication_connection::begin_create_slot(const std::string& slot, bool temporary) {
   const std::string sql = fmt::format("CREATE_REPLICATION_SLOT {}{} LOGICAL pgoutput EXPORT_SNAPSHOT",
                                       pg_ident(slot), temporary ? " TEMPORARY" : "");
-  // The server makes the slot once every transaction open on it has ended (in any
-  // database): that may take long, so wait in slices, say why, and give way to a stop.
-  PGconn* c = impl_->conn;
-  if (PQsendQuery(c, sql.c_str()) != 1)
+  if (PQsendQuery(impl_->conn, sql.c_str()) != 1)
     throw pg_error(fmt::format("source '{}': cannot create replication slot '{}': {}",
-                               impl_->who, slot, trim_message(PQerrorMessage(c))));
-  const auto started = std::chrono::steady_clock::now();
-  bool said = false;
-  while (PQisBusy(c)) {
-    if (cancelled && cancelled())
-      throw pg_error(fmt::format("source '{}': stopped while creating replication slot '{}'",
-                                 impl_->who, slot));
-    if (!said && std::chrono::steady_clock::now() - started > std::chrono::seconds(3)) {
-      said = true;
-      fmt::print(stderr,
-                 "source '{}': creating replication slot '{}' waits for the transactions open "
-                 "on the server to end (pg_stat_activity lists them: state 'idle in "
-                 "transaction' or long queries)\n",
-                 impl_->who, slot);
-    }
+                               impl_->who, slot, trim_message(PQerrorMessage(impl_->conn))));
+  impl_->creating = slot;
+}
+
+std::optional<created_slot> replication_connection::created(int timeout_ms) {
+  PGconn* c = impl_->conn;
+  const std::string& slot = impl_->creating;
+  if (PQisBusy(c)) {
     const int fd = PQsocket(c);
     fd_set in;
     FD_ZERO(&in);
     FD_SET(fd, &in);
-    timeval tv{0, 250000};
+    timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
     const int ready = select(fd + 1, &in, nullptr, nullptr, &tv);
     if (ready < 0 && errno != EINTR)
       throw pg_error(fmt::format("source '{}': waiting for replication slot '{}' failed: {}",
                                  impl_->who, slot, std::strerror(errno)));
-    if (ready > 0 && !PQconsumeInput(c))
-      break;  // the result below says why
+    // A broken connection ends the wait: the result below says why.
+    if (ready > 0 && PQconsumeInput(c) && PQisBusy(c))
+      return std::nullopt;
+    if (ready <= 0)
+      return std::nullopt;
   }
   result_guard r(PQgetResult(c));
   while (PGresult* rest = PQgetResult(c))
@@ -334,6 +327,34 @@ created_slot replication_connection::create_slot(const std::string& slot, bool t
   out.consistent_point = *lsn;
   out.snapshot = PQgetvalue(r.r, 0, 2);
   return out;
+}
+
+void replication_connection::say_slot_waits() const {
+  fmt::print(stderr,
+             "source '{}': creating replication slot '{}' waits for the transactions open on "
+             "the server to end (pg_stat_activity lists them: state 'idle in transaction' or "
+             "long queries)\n",
+             impl_->who, impl_->creating);
+}
+
+created_slot replication_connection::create_slot(const std::string& slot, bool temporary,
+                                                 const std::function<bool()>& cancelled) {
+  // The server makes the slot once every transaction open on it has ended (in any
+  // database): that may take long, so wait in slices, say why, and give way to a stop.
+  begin_create_slot(slot, temporary);
+  const auto started = std::chrono::steady_clock::now();
+  bool said = false;
+  for (;;) {
+    if (auto made = created(250))
+      return *made;
+    if (cancelled && cancelled())
+      throw pg_error(fmt::format("source '{}': stopped while creating replication slot '{}'",
+                                 impl_->who, slot));
+    if (!said && std::chrono::steady_clock::now() - started > std::chrono::seconds(3)) {
+      said = true;
+      say_slot_waits();
+    }
+  }
 }
 
 void replication_connection::start(const std::string& slot, lsn_t from,

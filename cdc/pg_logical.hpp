@@ -85,6 +85,12 @@ class replication_connection {
   /// transactions to end, and true gives up with pg_error.
   [[nodiscard]] created_slot create_slot(const std::string& slot, bool temporary = false,
                                          const std::function<bool()>& cancelled = {});
+  /// The same, without waiting: sends the command; `created` then answers whether the
+  /// server has made the slot, waiting at most `timeout_ms` (0: only looks).
+  void begin_create_slot(const std::string& slot, bool temporary);
+  [[nodiscard]] std::optional<created_slot> created(int timeout_ms);
+  /// On stderr: the slot waits for the transactions open on the server, and where to look.
+  void say_slot_waits() const;
   /// START_REPLICATION SLOT ... LOGICAL <from> (proto_version '1', publication_names ...).
   void start(const std::string& slot, lsn_t from, const std::string& publication);
   /// The next message, waiting at most `timeout_ms`; nullopt on timeout. Throws pg_error

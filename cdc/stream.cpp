@@ -986,6 +986,7 @@ class source_stream {
       start();
       spawn_tables();
       loop();
+      interrupt_waiting_resyncs();
       summary_.status = "stopped";
     } catch (const stop_error& e) {
       summary_.status = "failed";
@@ -1975,7 +1976,8 @@ class source_stream {
             return;
           }
         } else if (resync_requested(r)) {
-          resync(t, r);
+          resync(it->second, t, r);
+          return;  // held until its copy, at a later batch boundary
         } else if (holds_table(r)) {
           if (!was_held)
             hold_from_record(t, r.hold);
@@ -2227,15 +2229,29 @@ class source_stream {
     by_relid_[relid] = index->second;
   }
 
-  /// Copies the table again while the other tables wait for this batch boundary: a
-  /// temporary slot's snapshot gives the copy and the position the table rejoins at.
-  void resync(table_state& t, const review& r) {
+  /// A resync waiting for its temporary slot, which the server makes once every
+  /// transaction open on it has ended: every other table keeps streaming meanwhile, and
+  /// this one stays held, its changes kept (seed 003).
+  struct waiting_resync {
+    std::size_t index = 0;  ///< the table's
+    review decided;         ///< the review, as its resync started
+    std::unique_ptr<replication_connection> temp;
+    clock_type::time_point asked = clock_type::now();
+    bool said = false;  ///< the wait was explained on stderr
+  };
+
+  /// Starts copying the table again: its review reads the resync running, and a temporary
+  /// slot is asked for, whose snapshot gives the copy and the position the table rejoins
+  /// at. The copy runs at the batch boundary after the server made the slot.
+  void resync(std::size_t index, table_state& t, const review& r) {
     const std::string operation = fmt::format("resync-{}", now_us());
     check(save_review(*o_.store, resync_started(r, operation, now_us())));
     auto current = load_review(*o_.store, tgt_name_, t.key);
     if (!current || !*current)
       throw std::runtime_error(fmt::format("source '{}': the review of '{}' vanished during its "
                                            "resync", src_.name, t.name));
+    if (t.state != table_state::mode::held)
+      hold_from_record(t, r.hold);
     try {
       // Dropped or renamed at the source while the stream ran: nothing to copy, said so
       // (as at a start, fail_resync_of_absent), not as the publication's refusal.
@@ -2250,12 +2266,76 @@ class source_stream {
       }
       // Before the snapshot: the table's changes after it must reach the stream.
       ensure_published(t);
-      replication_connection temp(src_.dsn, src_.name);
-      // Named for this operation: a resync interrupted while its slot waited leaves the
-      // server's wait (and its half-made slot) behind until that wait ends.
-      const std::string temp_slot =
-          slot_.substr(0, 40) + "_rs" + operation.substr(operation.size() > 9 ? operation.size() - 9 : 0);
-      created_slot snap = temp.create_slot(temp_slot, true, [this] { return cancelled(); });
+      waiting_.push_back({index, **current, ask_resync_slot(operation)});
+    } catch (const std::exception& e) {
+      check(finish_resync(*o_.store, **current, false, e.what(), now_us()));
+    }
+  }
+
+  /// A temporary slot for a resync, asked for without waiting. Named for the operation and
+  /// the ask: a resync interrupted while its slot waited leaves the server's wait (and its
+  /// half-made slot) behind until that wait ends.
+  std::unique_ptr<replication_connection> ask_resync_slot(const std::string& operation) {
+    const std::string ask = std::to_string(now_us());
+    const std::string name = slot_.substr(0, 40) + "_rs" +
+                             operation.substr(operation.size() > 9 ? operation.size() - 9 : 0) +
+                             "_" + ask.substr(ask.size() - 4);
+    auto temp = std::make_unique<replication_connection>(src_.dsn, src_.name);
+    temp->begin_create_slot(name, true);
+    return temp;
+  }
+
+  /// The resyncs whose slot the server made are copied now, at this batch boundary; the
+  /// others go on waiting, said once on stderr after 3 s.
+  void copy_waiting_resyncs() {
+    auto waiting = std::move(waiting_);
+    waiting_.clear();
+    for (auto& w : waiting) {
+      std::optional<created_slot> snap;
+      try {
+        snap = w.temp->created(0);
+      } catch (const std::exception& e) {
+        check(finish_resync(*o_.store, w.decided, false, e.what(), now_us()));
+        continue;
+      }
+      if (!snap) {
+        if (!w.said && clock_type::now() - w.asked > std::chrono::seconds(3)) {
+          w.said = true;
+          w.temp->say_slot_waits();
+        }
+        waiting_.push_back(std::move(w));
+        continue;
+      }
+      with_table(w.index, [&](table_state& t) { copy_resynced(t, w, *snap); });
+    }
+  }
+
+  /// A stop ends the resyncs still waiting for their slot: each review says so and takes a
+  /// decision again, as after a kill; the target table is as it was.
+  void interrupt_waiting_resyncs() {
+    for (const auto& w : waiting_)
+      (void)save_review(*o_.store, resync_interrupted(w.decided, now_us()));
+    waiting_.clear();
+  }
+
+  /// The table copied again from the snapshot of the slot `w` waited for, committed with
+  /// its position; its kept changes go, and it streams from the slot's point on.
+  void copy_resynced(table_state& t, waiting_resync& w, const created_slot& snap) {
+    // A decision taken while the slot waited (a removal) stands: nothing is copied.
+    if (auto latest = load_review(*o_.store, tgt_name_, t.key);
+        !latest || !*latest || !is_open((**latest).hold.state()) ||
+        (**latest).note.resync_operation != w.decided.note.resync_operation)
+      return;
+    // The stream already kept a change of the table made after the snapshot: the copy
+    // would lose it with the kept queue. Another slot, from a later point.
+    if (t.kept_through > snap.consistent_point) {
+      w.temp = ask_resync_slot(w.decided.note.resync_operation);
+      w.asked = clock_type::now();
+      waiting_.push_back(std::move(w));
+      return;
+    }
+    const review& r = w.decided;
+    try {
       pg_connection copy(src_.dsn, src_.name);
       copy.exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
       copy.exec(fmt::format("SET TRANSACTION SNAPSHOT {}", pg_literal(snap.snapshot)));
@@ -2280,15 +2360,17 @@ class source_stream {
       if (auto latest = load_review(*o_.store, tgt_name_, t.key);
           latest && *latest && !is_open((**latest).hold.state()))
         return;
-      check(finish_resync(*o_.store, **current, true, "", now_us()));
+      check(finish_resync(*o_.store, r, true, "", now_us()));
       t.state = table_state::mode::streaming;
+      if (o_.progress)
+        --o_.progress->tables_held;
     } catch (const std::exception& e) {
       // Stopped (Ctrl-C, SIGTERM) before the copy committed: not a failure of the copy.
       // The review says it was interrupted and takes a decision again, as after a kill.
       if (cancelled())
-        check(save_review(*o_.store, resync_interrupted(**current, now_us())));
+        check(save_review(*o_.store, resync_interrupted(r, now_us())));
       else
-        check(finish_resync(*o_.store, **current, false, e.what(), now_us()));
+        check(finish_resync(*o_.store, r, false, e.what(), now_us()));
       if (t.state != table_state::mode::held)
         hold_from_record(t, r.hold);
     }
@@ -2298,6 +2380,8 @@ class source_stream {
   void between_batches() {
     if (o_.between_batches)
       o_.between_batches();
+    if (!waiting_.empty())
+      copy_waiting_resyncs();
     // Another source's stream may have carried out a decision about one of our tables.
     if (clock_type::now() - last_review_check_ > std::chrono::seconds(1)) {
       last_review_check_ = clock_type::now();
@@ -2828,6 +2912,7 @@ class source_stream {
   std::unique_ptr<change_publisher> events_;
   caf::actor_system& system_;
   std::unique_ptr<caf::scoped_actor> self_;  ///< the stream thread's side of its table actors
+  std::vector<waiting_resync> waiting_;       ///< resyncs whose slot the server has not made
   std::unique_ptr<table_logic> logic_;
   /// The tables' states: the stream's own until the table actors start (setup, initial
   /// copy, holds at start), then theirs; back here for the summary.

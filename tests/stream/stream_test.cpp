@@ -1220,6 +1220,68 @@ TEST_CASE("a held table dropped and created again at the source streams again af
   CHECK(hold_of(f).state() == flotilla::storage::pb::HOLD_STATE_RESUMED);
 }
 
+TEST_CASE("the other tables keep streaming while a resync waits for its slot", "[stream]") {
+  // Seed 003: a resync copies the table again "while every other table keeps streaming";
+  // its temporary slot waits for every transaction open on the server.
+  fixture f;
+  make_orders(f, "orders", 3);
+  make_orders(f, "items", 1);
+  stream_process p(f);
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "3"; }));
+  hold_by_rename(f);
+  PGconn* open_tx = PQconnectdb(f.source().c_str());
+  REQUIRE(PQstatus(open_tx) == CONNECTION_OK);
+  PQclear(PQexec(open_tx, "BEGIN"));
+  PQclear(PQexec(open_tx, "SELECT txid_current()"));
+  const std::string id = submit(f, flotilla::cdc::decision_kind::resync);
+  REQUIRE(eventually([&] { return p.err().find("waits for the transactions open") !=
+                                  std::string::npos; }, 60s));
+  // While the slot waits: the other table streams, the held one keeps its changes.
+  pg_exec(f.source(), "INSERT INTO items VALUES (2, 'while the resync waits', 1)");
+  pg_exec(f.source(), "INSERT INTO orders VALUES (4, 'while the resync waits', 1)");
+  CHECK(eventually([&] { return count(f.target(), "st_shop.items") == "2"; }));
+  CHECK(count(f.target(), "st_shop.orders") == "3");
+  CHECK(hold_of(f).state() != flotilla::storage::pb::HOLD_STATE_RESUMED);
+  PQclear(PQexec(open_tx, "COMMIT"));
+  PQfinish(open_tx);
+  const auto result = decided(f, id);
+  INFO(result.message);
+  CHECK(result.exit_code() == 0);
+  // The copy holds the row the held table kept while the slot waited; the stream goes on.
+  CHECK(eventually([&] { return count(f.target(), "st_shop.orders") == "4"; }));
+  pg_exec(f.source(), "INSERT INTO orders VALUES (5, 'live', 1)");
+  CHECK(eventually([&] { return count(f.target(), "st_shop.orders") == "5"; }));
+  CHECK(pg_query(f.target(), "SELECT order_id, note FROM st_shop.orders WHERE order_id > 3 "
+                             "ORDER BY 1") ==
+        rows{{"4", "while the resync waits"}, {"5", "live"}});
+  INFO(p.err());
+  CHECK(p.stop() == 0);
+  CHECK(hold_of(f).state() == flotilla::storage::pb::HOLD_STATE_RESUMED);
+}
+
+TEST_CASE("a stop while a resync waits for its slot leaves the review to decide again",
+          "[stream]") {
+  fixture f;
+  make_orders(f, "orders", 3);
+  stream_process p(f);
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "3"; }));
+  hold_by_rename(f);
+  PGconn* open_tx = PQconnectdb(f.source().c_str());
+  REQUIRE(PQstatus(open_tx) == CONNECTION_OK);
+  PQclear(PQexec(open_tx, "BEGIN"));
+  PQclear(PQexec(open_tx, "SELECT txid_current()"));
+  (void)submit(f, flotilla::cdc::decision_kind::resync);
+  REQUIRE(eventually([&] { return p.err().find("waits for the transactions open") !=
+                                  std::string::npos; }, 60s));
+  CHECK(p.stop() == 0);
+  PQclear(PQexec(open_tx, "COMMIT"));
+  PQfinish(open_tx);
+  const auto hold = hold_of(f);
+  CHECK(hold.state() == flotilla::storage::pb::HOLD_STATE_AWAITING_RESYNC);
+  CHECK_THAT(hold.error(), Catch::Contains("interrupted") && Catch::Contains("Decide again"));
+  CHECK(count(f.target(), "st_shop.orders") == "3");
+}
+
 TEST_CASE("a held table dropped at the source stays listed held in the stream summary",
           "[stream]") {
   fixture f;
