@@ -284,9 +284,11 @@ void keep_live_types_of_valueless(sources::source& src, const table_job& job,
 /// the live column's values and every value in the file: the live decimal itself when it
 /// holds them, or a wider one that auto_widen may take. A column with any value that is
 /// not a plain decimal number stays a double, and its table fails FLT-S005 as before.
+/// Each fit's digits go to `settings.digits`, for the plan to check them against the
+/// target's exact numbers.
 schema::table_schema with_decimal_fit(sources::source& src, const table_job& job,
                                       const std::optional<schema::table_schema>& live,
-                                      const dialects::dialect& dialect) {
+                                      const dialects::dialect& dialect, table_settings& settings) {
   schema::table_schema out = job.table.columns;
   if (!job.table.inferred || !live)
     return out;
@@ -318,6 +320,8 @@ schema::table_schema with_decimal_fit(sources::source& src, const table_job& job
   for (std::size_t i = 0; i < fits.size() && i < asked.size(); ++i) {
     if (!fits[i])
       continue;
+    settings.digits.push_back({asked[i], fits[i]->significant, fits[i]->scale == 0 || fits[i]->whole,
+                               fits[i]->integer});
     // Whole numbers written with a point ("7.", "7.0") that the live integer column holds.
     if ((fits[i]->scale == 0 || fits[i]->whole) && schema::is_integer(have[i].kind) &&
         fits[i]->integer < integer_digits(have[i])) {
@@ -632,7 +636,7 @@ table_plan plan_against_target(sinks::warehouse& wh, const table_job& job,
   const incremental_start start = resume_from(wh, job);
   settings.has_watermark = start.watermark.has_value();
   const auto columns =
-      src ? with_decimal_fit(*src, job, d.live, wh.dialect()) : job.table.columns;
+      src ? with_decimal_fit(*src, job, d.live, wh.dialect(), settings) : job.table.columns;
   if (src)
     note_unfit_values(*src, job, settings, wh.dialect());
   auto p = plan_described(columns, d, wh.dialect(), job.target, settings);
@@ -814,7 +818,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     if (job.reuse)
       staged_cols = staged_columns(job.reuse->path);
     const auto columns =
-        staged_cols ? *staged_cols : with_decimal_fit(src, job, d.live, wh.dialect());
+        staged_cols ? *staged_cols : with_decimal_fit(src, job, d.live, wh.dialect(), settings);
     if (!staged_cols)
       note_unfit_values(src, job, settings, wh.dialect());
     out.plan = plan_described(columns, d, wh.dialect(), job.target, settings);

@@ -220,6 +220,19 @@ struct planner {
            (textual(s.type.kind) && temporal) || numeric;
   }
 
+  /// A file's number column widening to a decimal whose widest value the target cannot
+  /// store exactly (SQLite keeps 15 significant digits, or a whole number within 64 bits):
+  /// its digits, or null.
+  const table_settings::column_digits* inexact_on_target(const std::string& column,
+                                                         const portable_type& want) const {
+    if (dialect.name() != "sqlite" || want.kind != schema::type_kind::decimal)
+      return nullptr;
+    for (const auto& d : settings.digits)
+      if (schema::same_name(d.column, column, names()))
+        return d.significant > 15 && !(d.whole && d.integer <= 18) ? &d : nullptr;
+    return nullptr;
+  }
+
   /// A declared column of a file whose values its type cannot hold: the value, or null.
   const table_settings::unfit_column* unfit_value(const std::string& column) const {
     for (const auto& u : settings.unfit)
@@ -794,6 +807,20 @@ struct planner {
                            col.name, T(have), T(want), fix),
                col.name, T(have), T(want));
           d.unsafe_retypes.push_back({l->name, have, want});  // a retype, refused: drift
+          continue;
+        }
+        if (const auto* digits = inexact_on_target(col.name, want)) {
+          // SQLite would refuse the values at the load, after the retype had committed.
+          fail("FLT-S005",
+               fmt::format("column '{}' outgrew its inferred type: the table has {}, the data "
+                           "now needs {}, and a value of {} significant digits, which SQLite "
+                           "cannot store exactly (its numbers keep 15 significant digits, or a "
+                           "whole number within 64 bits); pin it with columns = {{ {} = \"text\" "
+                           "}}{} to keep every digit, or load into a duckdb or postgres target",
+                           col.name, T(have), T(want), digits->significant,
+                           schema::toml_key(col.name), in_section()),
+               col.name, T(have), T(want));
+          d.unsafe_retypes.push_back({l->name, have, want});
           continue;
         }
         const bool here = in_place(have, want, *l);

@@ -74,6 +74,15 @@ struct table_settings {
     std::string where;  ///< "/x/orders.csv, data row 2 (after the header)"; may be empty
   };
   std::vector<unfit_column> unfit;
+  /// csv/json: an inferred number column's widest value, in significant digits, where the
+  /// plan read it (with_decimal_fit). Default: none
+  struct column_digits {
+    std::string column;
+    int significant = 0;  ///< of the value with the most
+    bool whole = false;   ///< every value a whole number
+    int integer = 0;      ///< the most integer digits one value has
+  };
+  std::vector<column_digits> digits;
   bool governance_gate = false;         ///< [resilience] auto_apply_additive_drift
   bool additive_granted = false;        ///< [policy] grants has schema_change.additive
   /// The target empties the live table in place for a full refresh that keeps its

@@ -518,6 +518,46 @@ columns = { amt = "decimal(20,2)" }
   CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT count(*) FROM c__d")[0][0] == "2");
 }
 
+TEST_CASE("auto_widen to a decimal SQLite cannot store exactly fails the plan, the table untouched") {
+  workdir w;
+  std::filesystem::create_directories(w.path() / "csv");
+  w.write("csv/q.csv", "id,q\n1,5\n");
+  w.write("flotilla.toml", R"toml([targets.wh]
+dialect = "sqlite"
+path = "wh.sqlite"
+[sources.c]
+adapter = "csv"
+path = "csv"
+auto_widen = true
+)toml");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  // 17 significant digits: SQLite keeps 15 (or a whole number within 64 bits).
+  w.write("csv/q.csv", "id,q\n1,1234567890123456.5\n");
+  (void)flotilla_json(w, {"plan"}, &rc);
+  CHECK(rc == 1);
+  auto j = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  const auto* q = find_table(j, "c__q");
+  REQUIRE(q != nullptr);
+  CHECK((*q)["status"] == "failed");
+  const auto error = (*q)["error"].get<std::string>();
+  CHECK((*q)["error_code"] == "FLT-S005");
+  CHECK(error.find("SQLite cannot store exactly") != std::string::npos);
+  CHECK(error.find("columns = { q = \"text\" }") != std::string::npos);
+  // The plan refused it: the live table keeps its type and rows.
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT type FROM pragma_table_info('c__q') WHERE "
+                                          "name = 'q'")[0][0] == "BIGINT");
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT q FROM c__q")[0][0] == "5");
+  // Fifteen digits widen as before.
+  w.write("csv/q.csv", "id,q\n1,1234567890123.5\n");
+  flotilla_json(w, {"run", "--allow-type-change-rebuild"}, &rc);
+  CHECK(rc == 0);
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT CAST(q AS TEXT) FROM c__q")[0][0] ==
+        "1234567890123.5");
+}
+
 TEST_CASE("contract generate does not declare a column the source dropped") {
   workdir w;
   sqlite_exec(w.file("src.db"), "CREATE TABLE a (id INTEGER PRIMARY KEY, v TEXT, w TEXT);"
