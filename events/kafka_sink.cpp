@@ -654,14 +654,23 @@ delivery kafka_sink::deliver(std::span<const storage::pb::OutboxEntry> batch,
     rd_kafka_poll(p.rk, 0);
   }
 
-  // Waited for in slices, so a stop asked for meanwhile ends the wait after the first.
+  // Waited for in slices. A stop asked for meanwhile leaves a healthy broker 2 s to take
+  // the events (a producer's first delivery may pause about a second), then ends the wait.
+  std::optional<std::chrono::steady_clock::time_point> stopped_at;
   const auto flushed = [&] {
     for (;;) {
       const long slice = std::min<long>(left(), 100);
       if (rd_kafka_flush(p.rk, static_cast<int>(slice)) == RD_KAFKA_RESP_ERR_NO_ERROR)
         return true;
-      if (left() == 0 || stop_requested())
+      if (left() == 0)
         return false;
+      if (stop_requested()) {
+        const auto now = std::chrono::steady_clock::now();
+        if (!stopped_at)
+          stopped_at = now;
+        else if (now - *stopped_at >= std::chrono::seconds(2))
+          return false;
+      }
     }
   };
   if (!flushed()) {
@@ -713,13 +722,20 @@ delivery kafka_sink::deliver(std::span<const storage::pb::OutboxEntry> batch,
     if (reason.empty())
       reason = p.first_failure != RD_KAFKA_RESP_ERR_NO_ERROR ? p.first_failure_text
                                                              : std::string("no answer");
+    // Purged by the stop: the events were still waiting in the producer.
+    if (stopped_at && reason.find("Purged") != std::string::npos)
+      reason = "they were still queued in the producer";
+    // librdkafka gives each message message.timeout.ms at most, however long the relay
+    // would wait.
+    const std::string waited =
+        stopped_at ? std::string("had not acknowledged the events 2 s after the stop")
+                   : fmt::format("did not acknowledge the events within {} ms",
+                                 std::min(timeout, p.timeout).count());
     d.failure = error{errc::broker_unreachable,
-                      fmt::format("Kafka ({}) did not acknowledge the events within {} ms: {}. "
-                                  "Check that the brokers are up and reachable from this machine "
-                                  "(events.kafka.brokers in flotilla.toml)",
-                                  // librdkafka gives each message message.timeout.ms at
-                                  // most, however long the relay would wait.
-                                  p.where(), std::min(timeout, p.timeout).count(), reason)};
+                      fmt::format("Kafka ({}) {}: {}. Check that the brokers are up and "
+                                  "reachable from this machine (events.kafka.brokers in "
+                                  "flotilla.toml)",
+                                  p.where(), waited, reason)};
   }
   return d;
 }
