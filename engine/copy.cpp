@@ -338,6 +338,24 @@ schema::table_schema with_decimal_fit(sources::source& src, const table_job& job
   return out;
 }
 
+/// The source's columns as the drift gate observes them (seed 004), each in the source's
+/// own type: a csv/json file's as DuckDB inferred them, though the read may take one in
+/// the live column's type (a live text column keeps the file's text as written). A pinned
+/// column in the type the read takes (`read`: SQLite and files read it as declared).
+schema::table_schema gate_observed(const table_job& job, schema::table_schema columns,
+                                   const schema::table_schema& read) {
+  const auto rule = schema::name_rule::case_sensitive;
+  for (auto& c : columns.columns) {
+    const auto& declared = job.settings.declared;
+    const bool pinned = std::any_of(declared.begin(), declared.end(),
+                                    [&](const auto& d) { return d.name == c.name; });
+    const auto* from = pinned ? read.find(c.name, rule) : job.table.columns.find(c.name, rule);
+    if (from != nullptr)
+      c.type = from->type;
+  }
+  return columns;
+}
+
 /// A csv/json file is parsed as its declared types, and DuckDB's casts round (7.9 read
 /// as an int is 8, 2 as a boolean is true): where a declared type cannot read the
 /// inferred one (schema::can_read_as), the file's values are checked, and a value the
@@ -850,11 +868,8 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
         // The source's columns as the read takes them, as the baseline has them: a pinned
         // column in the type the plan worked out for it before refusing (SQLite and files
         // read it as declared), not the source's own.
-        schema::table_schema observed = staged_cols ? *staged_cols : job.table.columns;
-        if (!staged_cols)
-          for (auto& c : observed.columns)
-            if (const auto* r = plan.read_columns.find(c.name, schema::name_rule::case_sensitive))
-              c.type = r->type;
+        const schema::table_schema observed =
+            staged_cols ? *staged_cols : gate_observed(job, job.table.columns, plan.read_columns);
         auto verdict = job.gate(observed, job.reuse.has_value(),
                                 fmt::format("{}: {}", plan.error->code, plan.error->reason));
         out.gate_detail = std::move(verdict.detail);
@@ -992,10 +1007,10 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
         unbounded_rows(rres.unbounded_cursor_rows, *rres.unbounded_cursor);
       staged_watermark = incremental && rres.max_cursor ? rres.max_cursor : watermark;
       load_from = staged.path();
+      const auto observed = gate_observed(job, plan.observed_columns(), plan.read_columns);
       kept = staged_output{staged.path().string(), staged.rows(), staged_watermark,
-                           plan.read_columns, plan.observed_columns(),
-                           incremental && watermark.has_value()};
-      auto verdict = job.gate(plan.observed_columns(), false, {});
+                           plan.read_columns, observed, incremental && watermark.has_value()};
+      auto verdict = job.gate(observed, false, {});
       out.gate_detail = std::move(verdict.detail);
       if (!verdict.proceed) {
         stopped_by_gate(verdict);

@@ -625,6 +625,43 @@ TEST_CASE("CSV datasets: a column that outgrew its inferred type still goes thro
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT sum(score) FROM raw.leads")[0][0] == "12");
 }
 
+TEST_CASE("CSV and JSON datasets: a text column now all numbers is drift, though it loads as "
+          "text") {
+  // Seed 004: DuckDB's inferred schema is the observed one. The live text column still
+  // takes the values (seed 000), but the source's column changed type.
+  const std::string kind = GENERATE(std::string("csv"), std::string("json"));
+  CAPTURE(kind);
+  workdir w;
+  std::filesystem::create_directories(w.path() / "files");
+  w.write("flotilla.toml",
+          "[project]\nname = \"p\"\non_source_drift = \"fail\"\n[targets.wh]\n"
+          "dialect = \"duckdb\"\npath = \"wh.duckdb\"\nschema = \"raw\"\n[sources.crm]\n"
+          "adapter = \"" + kind + "\"\npath = \"files\"\n");
+  const auto write = [&](const std::string& code) {
+    if (kind == "csv")
+      w.write("files/leads.csv", "id,code\n1," + code + "\n");
+    else
+      w.write("files/leads.ndjson", "{\"id\": 1, \"code\": " +
+                                        (code == "abc" ? std::string("\"abc\"") : code) + "}\n");
+  };
+  write("abc");
+  REQUIRE(flotilla_json(w, {"run"})["status"] == "success");
+  write("100");
+  int rc = -1;
+  auto j = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  const auto& leads = *find_table(j, "raw.leads");
+  CHECK(leads["error_code"] == "FLT-D001");
+  CHECK(leads["source_drift"]["changes"][0]["column"] == "code");
+  CHECK(leads["source_drift"]["changes"][0]["kind"] == "retyped");
+  REQUIRE(run_flotilla(w, {"schema", "accept", "crm.leads"}).exit_code == 0);
+  REQUIRE(run_flotilla(w, {"retry"}).exit_code == 0);
+  // Loaded as text, into the live column, and the next run sees no drift.
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT code FROM raw.leads")[0][0] == "100");
+  CHECK(flotilla_json(w, {"run", "--no-prune"}, &rc)["status"] == "success");
+  CHECK(rc == 0);
+}
+
 TEST_CASE("CSV datasets: accept, then auto_widen: the wider read reseeds, no second accept") {
   workdir w;
   csv_project(w, "duckdb", "wh.duckdb", "on_source_drift = \"fail\"\n");
