@@ -180,7 +180,10 @@ void describe_request(storage::pb::RunRecord& r, const run_request& req, const s
     r.add_only(t);
 }
 
-void record_start(storage::state_store& store, const run_request& req, const std::string& run_id,
+/// The run's start in the state store. A store that cannot take it (damaged, full) is
+/// refused before anything runs (FLT-R007): a run it cannot record, `retry` and the next
+/// run would not know of. Returns false then, said on stderr.
+bool record_start(storage::state_store& store, const run_request& req, const std::string& run_id,
                   std::int64_t started, const config::project& project,
                   const std::vector<config::filter>& filters) {
   storage::pb::RunRecord r;
@@ -189,9 +192,17 @@ void record_start(storage::state_store& store, const run_request& req, const std
   for (const auto& s : project.sources)
     if (config::source_may_match(s, filters) && takes_source(req.only, s.name))
       r.add_sources(s.name);
-  if (auto st = store.put_run(r); !st)
-    fmt::print(stderr, "warning: the run's start could not be recorded: {}\n",
-               st.error().message);
+  auto st = store.put_run(r);
+  if (st)
+    return true;
+  const std::string dir = (std::filesystem::path(project.state_dir) / "state").string();
+  const std::string message =
+      fmt::format("the run could not be recorded in the state store at '{}', so nothing ran: "
+                  "{}; {}",
+                  dir, st.error().message, storage::error::remedy(st.error().code));
+  fmt::print(stderr, "error FLT-R007: {}\n", message);
+  note_refusal("FLT-R007", message, dir);
+  return false;
 }
 
 /// The run JSON file a killed run did not write (it is written once the tables have
@@ -884,7 +895,8 @@ int execute_run(const global_options& g, const run_request& a) {
   const std::string run_id = new_run_id();
   const std::int64_t started = now_us();
   close_interrupted(*store, a, *project);
-  record_start(*store, a, run_id, started, *project, filters);
+  if (!record_start(*store, a, run_id, started, *project, filters))
+    return 2;
   fleet_options fo;
   fo.no_prune = a.no_prune;
   fo.full_refresh = a.full_refresh;

@@ -35,24 +35,23 @@ error error::locked(std::string_view path, std::string_view reason) {
                       path, reason)};
 }
 
-error error::cannot_open(errc code, std::string_view path, std::string_view reason) {
-  std::string_view hint;
+std::string_view error::remedy(errc code) {
   switch (code) {
     case errc::io_error:
-      hint = "check that the directory is writable and the disk is not full";
-      break;
+      return "check that the directory is writable and the disk is not full";
     case errc::corruption:
-      hint = "the state files are damaged: restore the directory from a backup, or move it "
+      return "the state files are damaged: restore the directory from a backup, or move it "
              "aside to start from empty state (watermarks, baselines and holds are then lost)";
-      break;
     case errc::not_found:
-      hint = "no state exists there yet: run `flotilla run` first, or check the -c path";
-      break;
+      return "no state exists there yet: run `flotilla run` first, or check the -c path";
     default:
-      hint = "see RocksDB's LOG file in that directory for details";
-      break;
+      return "see RocksDB's LOG file in that directory for details";
   }
-  return {code, fmt::format("cannot open the state store at '{}': {}; {}", path, reason, hint)};
+}
+
+error error::cannot_open(errc code, std::string_view path, std::string_view reason) {
+  return {code, fmt::format("cannot open the state store at '{}': {}; {}", path, reason,
+                            remedy(code))};
 }
 
 error error::newer_layout(std::string_view path, std::string_view found,

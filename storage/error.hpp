@@ -40,6 +40,8 @@ struct error {
   // Named factories, so every message of a kind reads the same.
   [[nodiscard]] static error locked(std::string_view path, std::string_view reason);
   [[nodiscard]] static error cannot_open(errc code, std::string_view path, std::string_view reason);
+  /// What to do about a store that failed so (a damaged one: restore it or move it aside).
+  [[nodiscard]] static std::string_view remedy(errc code);
   [[nodiscard]] static error newer_layout(std::string_view path, std::string_view found,
                                           std::string_view supported);
   [[nodiscard]] static error invalid_key(std::string_view what, std::string_view key);

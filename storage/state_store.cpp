@@ -559,10 +559,20 @@ result<state_store> state_store::open(const std::filesystem::path& dir,
     errc code = code_of(s);
     if (s.IsInvalidArgument() && s.ToString().find("does not exist") != std::string::npos)
       code = errc::not_found;
+    // CURRENT names a MANIFEST that is not there: the files are damaged, not the disk.
+    if (s.IsIOError() && s.ToString().find("MANIFEST") != std::string::npos &&
+        s.ToString().find("No such file") != std::string::npos)
+      code = errc::corruption;
     return std::unexpected(error::cannot_open(code, where, s.ToString()));
   }
 
   if (!options.read_only) {
+    // A damaged file is refused now, before the command writes anything (a run would
+    // else copy its tables and then fail every commit of their positions). Every block's
+    // checksum, read once: milliseconds for a fleet's state.
+    s = state->db->VerifyChecksum();
+    if (!s.ok())
+      return std::unexpected(error::cannot_open(code_of(s), where, s.ToString()));
     // The replayed writes, if any: flushed while the command goes on (a family with
     // nothing in memory is skipped). shut() sees that it finishes.
     rocksdb::FlushOptions flush;

@@ -46,6 +46,42 @@ TEST_CASE("a file system too full for a run's records is refused at the open, na
   CHECK(state_store::open(dir.state()).has_value());
 }
 
+TEST_CASE("a store with a damaged table file is refused at the open, with what to do") {
+  temp_dir dir;
+  { auto store = open_store(dir); }
+  // Records in a table file of their own (flushed), as runs leave them.
+  with_raw_store(dir, [](rocksdb::DB& db) {
+    for (int i = 0; i < 500; ++i)
+      REQUIRE(db.Put(rocksdb::WriteOptions{}, "k" + std::to_string(i), std::string(100, 'v')).ok());
+    REQUIRE(db.Flush(rocksdb::FlushOptions{}).ok());
+  });
+  std::filesystem::path sst;
+  std::uintmax_t largest = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.state()))
+    if (e.path().extension() == ".sst" && e.file_size() > largest) {
+      largest = e.file_size();
+      sst = e.path();
+    }
+  REQUIRE(largest > 4096);
+  {
+    std::fstream f(sst, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(largest / 4));
+    const std::string zeros(64, '\0');
+    f.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+  }
+  auto refused = state_store::open(dir.state());
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().code == errc::corruption);
+  CHECK_THAT(refused.error().message, Catch::Contains(sst.filename().string()) &&
+                                          Catch::Contains("the state files are damaged"));
+  // A CURRENT naming a MANIFEST that is not there: damaged too, not a disk to check.
+  std::ofstream(dir.state() / "CURRENT") << "MANIFEST-999999\n";
+  auto no_manifest = state_store::open(dir.state());
+  REQUIRE_FALSE(no_manifest.has_value());
+  CHECK(no_manifest.error().code == errc::corruption);
+  CHECK_THAT(no_manifest.error().message, Catch::Contains("the state files are damaged"));
+}
+
 TEST_CASE("a second open of a store already open in this process fails with a clear message") {
   temp_dir dir;
   auto first = open_store(dir);
