@@ -349,17 +349,13 @@ int do_list(const review_args& a, const storage::state_store* store) {
   std::vector<review> all;
   if (store) {
     auto listed = cdc::list_reviews(*store, a.target);
-    if (!listed) {
-      fmt::print(stderr, "{}\n", listed.error().message);
-      return 2;
-    }
+    if (!listed)
+      return usage(a, "FLT-R007", listed.error().message);
     all = std::move(*listed);
     // Then the finished reviews a later hold of their table replaced, newest first.
     auto finished = cdc::list_finished_reviews(*store, a.target);
-    if (!finished) {
-      fmt::print(stderr, "{}\n", finished.error().message);
-      return 2;
-    }
+    if (!finished)
+      return usage(a, "FLT-R007", finished.error().message);
     std::stable_sort(finished->begin(), finished->end(), [](const review& x, const review& y) {
       return x.hold.created_at_us() > y.hold.created_at_us();
     });
@@ -403,10 +399,8 @@ int do_review(const global_options& g, const review_args& a) {
     return 2;
   std::string problem;
   auto opened = open_store(*project, problem);
-  if (!opened) {
-    fmt::print(stderr, "{}\n", problem);
-    return 2;
-  }
+  if (!opened)
+    return usage(a, "FLT-R007", problem);
   auto* store = opened->store.get();
   // A --target no [targets] section names lists nothing because it is a typo, not
   // because nothing is held: said, as any unknown name is.
@@ -441,20 +435,16 @@ int do_review(const global_options& g, const review_args& a) {
   std::vector<review> all;
   if (store) {
     auto listed = cdc::list_reviews(*store);
-    if (!listed) {
-      fmt::print(stderr, "{}\n", listed.error().message);
-      return 2;
-    }
+    if (!listed)
+      return usage(a, "FLT-R007", listed.error().message);
     all = std::move(*listed);
   }
   auto found = find_review(all, a.which, problem);
   if (!found && store && a.which.size() == 1) {
     // A finished review a later hold of its table replaced: shown by its id, closed.
     auto finished = cdc::list_finished_reviews(*store);
-    if (!finished) {
-      fmt::print(stderr, "{}\n", finished.error().message);
-      return 2;
-    }
+    if (!finished)
+      return usage(a, "FLT-R007", finished.error().message);
     for (auto& r : *finished)
       if (r.short_id() == a.which[0]) {
         if (a.action != "show")

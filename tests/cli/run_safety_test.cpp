@@ -1652,3 +1652,27 @@ TEST_CASE("a run whose SQLite target another process holds a write lock on says 
   CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT count(*) FROM shop__a") ==
         std::vector<std::vector<std::string>>{{"2"}});
 }
+
+TEST_CASE("a damaged state store: run and review refuse it, with JSON under --output json") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), k_source);
+  write_pruned_config(w, "raw", "");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  // CURRENT names a MANIFEST that is not there.
+  w.write(".flotilla/state/CURRENT", "MANIFEST-999999\n");
+  for (const std::vector<std::string> args :
+       {std::vector<std::string>{"run", "--output", "json"},
+        std::vector<std::string>{"review", "list", "--output", "json"},
+        std::vector<std::string>{"review", "show", "x", "--output", "json"}}) {
+    CAPTURE(args[0], args[1]);
+    auto r = run_flotilla(w, args);
+    CHECK(r.exit_code == 2);
+    const auto j = nlohmann::json::parse(r.out, nullptr, false);
+    REQUIRE_FALSE(j.is_discarded());
+    CHECK(j["errors"][0]["code"] == "FLT-R007");
+    CHECK_THAT(j["errors"][0]["message"].get<std::string>(),
+               Catch::Contains("the state files are damaged"));
+  }
+}
