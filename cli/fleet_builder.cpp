@@ -231,6 +231,15 @@ std::shared_ptr<const config::project> load_or_report(const global_options& g,
   } else {
     diags.insert(diags.end(), parsed.error().begin(), parsed.error().end());
   }
+  // An empty or cut-short file would run "successfully", copying nothing, and become the
+  // latest run that `retry` and `schema accept` read.
+  if (!config::has_errors(diags) && loaded.model && loaded.model->sources.empty())
+    diags.push_back(config::diagnostic{
+        config::errc::missing_key, config::severity::error, loaded.model->config_path, 0, 0,
+        "sources", "", "[sources.NAME] with an adapter",
+        "the configuration defines no source, so nothing would be copied: add a "
+        "[sources.NAME] section (adapter = \"sqlite\", path = ...), or check that -c names "
+        "the right file"});
   for (const auto& d : diags) {
     fmt::print(stderr, "{}\n", config::format(d));
     if (!d.is_error()) {

@@ -1676,3 +1676,17 @@ TEST_CASE("a damaged state store: run and review refuse it, with JSON under --ou
                Catch::Contains("the state files are damaged"));
   }
 }
+
+TEST_CASE("an empty flotilla.toml is a configuration error, not a successful run of nothing") {
+  workdir w;
+  w.write("flotilla.toml", "");
+  for (const std::string verb : {"run", "plan"}) {
+    CAPTURE(verb);
+    auto r = run_flotilla(w, {verb, "--output", "json"});
+    CHECK(r.exit_code == 2);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["errors"][0]["code"] == "FLT-C006");
+    CHECK(j["errors"][0]["key"] == "sources");
+  }
+  CHECK_FALSE(std::filesystem::exists(w.path() / ".flotilla" / "runs"));
+}
