@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <csignal>
+#include <cstdlib>
 #include <stdexcept>
 #include <string_view>
 
@@ -69,8 +70,11 @@ const std::vector<scenario>& all_scenarios() {
 void interleave(std::size_t warmup, std::size_t runs,
                 const std::vector<std::pair<series*, std::function<measurement()>>>& bodies) {
   // On a terminal, one line on stderr that says which run of which path is going on and
-  // how the last one went; nothing when stderr is a pipe or a file.
-  static const bool terminal = ::isatty(STDERR_FILENO) == 1;
+  // how the last one went; nothing when stderr is a pipe or a file, or under TERM=dumb.
+  static const bool terminal = ::isatty(STDERR_FILENO) == 1 && [] {
+    const char* term = std::getenv("TERM");
+    return term == nullptr || std::string_view(term) != "dumb";
+  }();
   const std::size_t total = warmup + runs;
   std::size_t done = 0;
   std::string last;

@@ -54,6 +54,14 @@ std::vector<nlohmann::json>& refusals() {
 }
 }  // namespace
 
+bool live_terminal() {
+  static const bool live = [] {
+    const char* term = std::getenv("TERM");
+    return ::isatty(STDERR_FILENO) == 1 && (term == nullptr || std::string_view(term) != "dumb");
+  }();
+  return live;
+}
+
 void note_refusal(std::string code, std::string message, std::string file, std::uint32_t line,
                   std::uint32_t column, std::string key, std::string value) {
   nlohmann::json e{{"code", code.empty() ? nlohmann::json() : nlohmann::json(code)},
@@ -454,7 +462,7 @@ std::string staged_file_name(const std::string& key) {
 /// yellow, on a line of its own under the live progress line; piped, the plain line.
 void print_drift_warning(const std::string& dataset, const std::string& warning) {
   // A name's control characters escaped, as the run's other text shows names.
-  if (isatty(STDERR_FILENO))
+  if (live_terminal())
     fmt::print(stderr, "\r\x1b[K{}\n\u2514\u2500\u2500 \x1b[33m{}\x1b[0m\n", printable(dataset),
                printable(warning));
   else

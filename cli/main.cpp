@@ -115,6 +115,25 @@ int main(int argc, char** argv) {
   std::vector<verb> verbs = all_verbs();
   for (auto& v : verbs)
     v.add(app, g);
+  // `flotilla help [command ...]`, as git and cargo take it: the command's --help.
+  std::vector<char*> args(argv, argv + argc);
+  static char help_flag[] = "--help";
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    if (a == "-c" || a == "--config") {
+      ++i;  // its value
+      continue;
+    }
+    if (a.starts_with("-"))
+      continue;
+    if (a == "help") {
+      args.erase(args.begin() + static_cast<std::ptrdiff_t>(i));
+      args.push_back(help_flag);
+      argc = static_cast<int>(args.size());
+      argv = args.data();
+    }
+    break;
+  }
   // `--output json` (or --output=json) on the command line: a refusal before the command
   // ran still prints a JSON document on stdout (cli/verbs.hpp, note_refusal).
   bool json = false;

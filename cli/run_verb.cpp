@@ -127,7 +127,7 @@ std::int64_t now_us() {
 class progress_line {
  public:
   explicit progress_line(actors::progress& p) : p_(p) {
-    if (!isatty(STDERR_FILENO))
+    if (!live_terminal())
       return;
     thread_ = std::thread([this] {
       const auto start = std::chrono::steady_clock::now();
@@ -781,54 +781,61 @@ run_events_section publish_events(storage::state_store& store, const config::pro
 }  // namespace
 
 /// A source that could not be read at all has no catalog to list its tables: those an
-/// earlier run copied are reported failed with the source's reason, so that the run JSON,
-/// the run record and the events count them (a monitor counting failed tables sees
-/// them). A `--filter table=` selects among those names as it selects among a catalog's
-/// (since 2026-12-07; they were left out of such a run before). Not a retry of named
-/// tables: its own list says which.
+/// earlier run copied, and those flotilla.toml names in a section of their own (never
+/// copied yet), are reported failed with the source's reason, so that the run JSON, the
+/// run record and the events count them (a monitor counting failed tables sees them). A
+/// `--filter table=` (or an exclude pattern) selects among those names as it selects
+/// among a catalog's (since 2026-12-07; they were left out of such a run before). A
+/// retry of named tables lists those of its list.
 void list_tables_of_failed_sources(const config::project& project,
                                    const storage::state_store& store,
                                    const std::vector<config::filter>& filters,
                                    const std::set<std::string>& only,
                                    std::vector<actors::pipeline_report>& reports) {
-  const bool table_filter = std::any_of(filters.begin(), filters.end(),
-                                        [](const config::filter& f) { return f.key == "table"; });
   for (auto& p : reports) {
     if (!p.error || !p.tables.empty())
       continue;
-    if (!only.empty() && !only.contains(p.source + ".*"))
-      continue;
-    auto known = store.list<storage::pb::TableResult>(p.source + ".");
-    if (!known)
-      continue;
-    std::optional<std::set<std::string>> current;
     const auto* src = project.find_source(p.source);
-    if (src != nullptr)
-      if (const auto* target = project.target_of(*src))
-        current = kept_table_names(store, src->name, target->name);
-    // The names the table filters select, as they would select them in the catalog.
-    std::optional<std::set<std::string>> selected;
-    if (table_filter) {
-      if (src == nullptr)
-        continue;
-      std::vector<std::string> names;
-      for (const auto& k : *known)
-        if (k.record.source() == p.source && !k.record.source_table().empty())
+    if (src == nullptr)
+      continue;
+    const bool whole_source = only.empty() || only.contains(p.source + ".*");
+    const auto* target = project.target_of(*src);
+    std::optional<std::set<std::string>> current;
+    if (target != nullptr)
+      current = kept_table_names(store, src->name, target->name);
+    // Every name known, then the names the selection (include, exclude, table filters)
+    // takes among them, as it would among a catalog's.
+    std::vector<std::string> names;
+    std::map<std::string, std::string> target_of_name;
+    if (auto known = store.list<storage::pb::TableResult>(p.source + ".")) {
+      for (const auto& k : *known) {
+        if (k.record.source() != p.source || k.record.source_table().empty())
+          continue;
+        if (current && !current->contains(k.record.source_table()))
+          continue;  // gone from the source before: said then, by the run that saw it go
+        if (target_of_name.emplace(k.record.source_table(), k.record.table()).second)
           names.push_back(k.record.source_table());
-      const auto chosen = config::select_tables(*src, names, filters);
-      selected.emplace(chosen.begin(), chosen.end());
+      }
     }
-    for (const auto& k : *known) {
-      if (k.record.source() != p.source || k.record.source_table().empty())
+    // A section's table, never copied: named by its section, landing where it would.
+    for (const auto& section : src->tables) {
+      const bool listed = std::any_of(names.begin(), names.end(), [&](const std::string& n) {
+        return config::find_table(*src, n) == &section;
+      });
+      if (listed || section.name.find_first_of("*?[") != std::string::npos || target == nullptr)
         continue;
-      if (current && !current->contains(k.record.source_table()))
-        continue;  // gone from the source before: said then, by the run that saw it go
-      if (selected && !selected->contains(k.record.source_table()))
+      const auto where = config::target_table(*target, *src, section.name);
+      if (target_of_name.emplace(section.name, where.name).second)
+        names.push_back(section.name);
+    }
+    const auto chosen = config::select_tables(*src, names, filters);
+    for (const auto& name : chosen) {
+      if (!whole_source && !only.contains(p.source + "." + name))
         continue;
       auto& t = p.tables.emplace_back();
       t.source = p.source;
-      t.table = k.record.source_table();
-      t.target = dialects::table_ref{"", "", k.record.table()};
+      t.table = name;
+      t.target = dialects::table_ref{"", "", target_of_name[name]};
       t.outcome.status = engine::table_status::failed;
       t.outcome.error_code = "FLT-R002";
       t.outcome.error = fmt::format("source '{}' could not be read, so this table was not "
@@ -875,7 +882,7 @@ int execute_run(const global_options& g, const run_request& a) {
       "before their commit (a PostgreSQL statement waiting on a lock is cancelled; a read or "
       "write waiting elsewhere stops once it returns); a second Ctrl-C or SIGTERM stops at "
       "once\n",
-      ::isatty(STDERR_FILENO) ? "\n" : "");
+      live_terminal() ? "\n" : "");
   on_stop_signals(g_cancel,
                   "flotilla: stopped at once by a second signal: the tables in flight did not "
                   "commit (their targets are unchanged); `flotilla retry` finishes the run\n",

@@ -37,7 +37,7 @@ struct stream_args {
 class stream_progress_line {
  public:
   explicit stream_progress_line(cdc::stream_progress& p) : p_(p) {
-    if (!isatty(STDERR_FILENO))
+    if (!live_terminal())
       return;
     thread_ = std::thread([this] {
       std::uint64_t last = 0;
@@ -142,7 +142,7 @@ int do_stream(const global_options& g, const stream_args& a) {
   static const std::string stopping = fmt::format(
       "{}flotilla: stopping: the stream ends once the changes it holds are applied; a second "
       "Ctrl-C or SIGTERM stops at once\n",
-      ::isatty(STDERR_FILENO) ? "\n" : "");
+      live_terminal() ? "\n" : "");
   on_stop_signals(g_stop,
                   "flotilla: stream stopped at once by a second signal: it starts again from "
                   "its saved position, sending the changes after it again\n",
@@ -233,9 +233,11 @@ verb stream_verb() {
             ->check(CLI::IsMember({"text", "json"}));
         s->add_flag("--reload", args->reload,
                     "clear every hold and copy every table again from a fresh snapshot");
+        auto* reload = s->get_option("--reload");
         s->add_flag("--setup-sql", args->setup_sql,
-                    "print the SQL a superuser runs once so that a user that is not one can "
-                    "stream each selected source, then exit");
+                     "print the SQL a superuser runs once so that a user that is not one can "
+                     "stream each selected source, then exit")
+            ->excludes(reload);
         *sub = s;
       },
       [=] { return *sub && (*sub)->parsed(); },

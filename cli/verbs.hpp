@@ -21,6 +21,10 @@ struct global_options {
   std::string config_path = "flotilla.toml";
 };
 
+/// Whether stderr is a terminal that takes the live progress line and colours: not when
+/// piped, nor under TERM=dumb.
+[[nodiscard]] bool live_terminal();
+
 /// `--output json`: a command refused before it ran (exit 2: configuration errors, a
 /// locked or unreadable state store, a plan-only target) still prints a JSON document on
 /// stdout, `{"run_id": null, "status": "failed", "exit_code": 2, "tables": [], "errors":

@@ -1690,3 +1690,54 @@ TEST_CASE("an empty flotilla.toml is a configuration error, not a successful run
   }
   CHECK_FALSE(std::filesystem::exists(w.path() / ".flotilla" / "runs"));
 }
+
+TEST_CASE("an unreadable source's tables are listed failed: those its sections name, and a "
+          "retry's own") {
+  workdir w;
+  sqlite_exec(w.file("good.db"), "CREATE TABLE a (id INTEGER PRIMARY KEY); INSERT INTO a VALUES (1);");
+  w.write("flotilla.toml", R"toml([targets.wh]
+dialect = "sqlite"
+path = "wh.sqlite"
+[sources.good]
+adapter = "sqlite"
+path = "good.db"
+[sources.ghost]
+adapter = "sqlite"
+path = "ghost.db"
+[sources.ghost.tables.orders]
+unique_key = ["id"]
+)toml");
+  int rc = -1;
+  // Never copied: the section names the table, and a monitor counting failures sees it.
+  auto j = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  CHECK(j["status"] == "partial");
+  const auto* orders = find_table(j, "ghost__orders");
+  REQUIRE(orders != nullptr);
+  CHECK((*orders)["status"] == "failed");
+  CHECK((*orders)["error_code"] == "FLT-R002");
+  CHECK_THAT((*orders)["error"].get<std::string>(), Catch::Contains("ghost.db"));
+
+  // A retry of one failed table whose source is gone lists that table failed.
+  sqlite_exec(w.file("src.db"), "CREATE TABLE big (id INTEGER PRIMARY KEY, v INTEGER);"
+                                "CREATE TABLE ok (id INTEGER PRIMARY KEY); INSERT INTO big VALUES (1, 5);");
+  w.write("flotilla.toml", R"toml([targets.wh]
+dialect = "sqlite"
+path = "wh.sqlite"
+[sources.s]
+adapter = "sqlite"
+path = "src.db"
+[sources.s.tables.big]
+columns = { v = "int" }
+)toml");
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  sqlite_exec(w.file("src.db"), "INSERT INTO big VALUES (2, 5000000000);");
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 1);
+  std::filesystem::rename(w.file("src.db"), w.file("src.gone"));
+  auto retried = flotilla_json(w, {"retry"}, &rc);
+  CHECK(rc == 1);
+  REQUIRE(retried["tables"].size() == 1);
+  CHECK(retried["tables"][0]["table"] == "s__big");
+  CHECK(retried["tables"][0]["status"] == "failed");
+}

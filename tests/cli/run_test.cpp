@@ -1873,7 +1873,9 @@ TEST_CASE("a mistyped flag gets the nearest flag of its command; -c may follow t
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::StartsWith("flotilla "));
   // -c after the command names the config as well as before it.
-  w.write("elsewhere.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n");
+  std::filesystem::create_directories(w.file("files"));
+  w.write("elsewhere.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                            "[sources.s]\nadapter = \"csv\"\npath = \"files\"\n");
   r = run_flotilla(w, {"plan", "-c", w.file("elsewhere.toml")});
   CHECK(r.exit_code == 0);
   // A config file that exists but cannot be read says why.

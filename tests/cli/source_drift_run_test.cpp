@@ -1162,7 +1162,8 @@ TEST_CASE("retry refuses a failed run whose source flotilla.toml no longer defin
     std::ifstream in(s.w.file("flotilla.toml"));
     toml.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
-  s.w.write("flotilla.toml", toml.substr(0, toml.find("[sources.shop]")));
+  s.w.write("flotilla.toml", toml.substr(0, toml.find("[sources.shop]")) +
+                                 "[sources.other]\nadapter = \"sqlite\"\npath = \"other.db\"\n");
   auto refused = run_flotilla(s.w, {"retry"});
   CHECK(refused.exit_code == 2);
   CHECK_THAT(refused.err, Catch::Contains("shop.orders") && Catch::Contains("[sources]") &&
