@@ -1663,10 +1663,10 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                                   "every row, as a first run does",
                                   target->path, ts.job.settings.cursor_column,
                                   state->watermark->value())
-                    : fmt::format("the target's database file {} does not exist, and the "
-                                  "table's settings (its target among them) changed since its "
-                                  "last copy: this run reads every row into it, as a first run "
-                                  "does, and the watermark {} = {} is not applied",
+                    : fmt::format("the target's database file {} does not exist (removed, "
+                                  "or the table's target changed since its last copy): this "
+                                  "run reads every row into it, as a first run does, and the "
+                                  "watermark {} = {} is not applied",
                                   target->path, ts.job.settings.cursor_column,
                                   state->watermark->value()));
           } else if (state->watermark && !ts.job.settings.cursor_column.empty() &&

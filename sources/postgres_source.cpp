@@ -554,7 +554,10 @@ class postgres_source final : public source {
   void end_copy(lease& conn, int len, const std::string& qualified) {
     if (len == -2) {
       conn.discard();
-      throw error::read_failed(options_.name, qualified, "", last_error(conn.get()), fix);
+      // The connection went away: the server it was to is named.
+      const std::string reason = last_error(conn.get());
+      throw error::read_failed(options_.name, qualified, error::redact_dsn(options_.dsn),
+                               reason, read_fix(reason));
     }
     std::string reason;
     bool failed = false;

@@ -372,8 +372,8 @@ TEST_CASE("an incremental table moved to a target whose file does not exist yet 
   config("b");
   auto moved = run_flotilla(w, {"run"});
   CHECK(moved.exit_code == 0);
-  CHECK_THAT(moved.out, Catch::Contains("b.sqlite does not exist, and the table's settings "
-                                        "(its target among them) changed since its last copy") &&
+  CHECK_THAT(moved.out, Catch::Contains("b.sqlite does not exist (removed, or the table's "
+                                        "target changed since its last copy)") &&
                             !Catch::Contains("is missing"));
   CHECK(sqlite_query(w.file("b.sqlite"), "SELECT count(*) FROM s__ev")[0][0] == "2");
   std::filesystem::remove(w.file("b.sqlite"));
