@@ -165,6 +165,44 @@ std::vector<source_change> to_source_changes(const std::string& table,
   return out;
 }
 
+/// A held change of a statement that made others: its proposal runs theirs too (the
+/// statements decided before it first, those after it last), and its card names them. A
+/// proposal that only comments (an edit is needed) lists them for the edit to keep.
+void with_other_changes(storage::pb::HoldRecord& h, const std::vector<std::string>& before_hold,
+                        const std::vector<std::string>& after_hold,
+                        const std::vector<std::string>& others, std::string_view where) {
+  if (others.empty())
+    return;
+  h.set_source_change(fmt::format("{}; {}: {}", h.source_change(), where, fmt::join(others, "; ")));
+  if (before_hold.empty() && after_hold.empty())
+    return;
+  const auto statements = [](const std::vector<std::string>& list) {
+    std::string out;
+    for (const auto& st : list)
+      out += st + (st.ends_with(";") ? "\n" : ";\n");
+    return out;
+  };
+  if (comment_only(h.proposed_ddl())) {
+    std::string listed = fmt::format("-- Made {} too; the edited DDL must make them as "
+                                     "well:\n", where);
+    std::vector<std::string> all = before_hold;
+    all.insert(all.end(), after_hold.begin(), after_hold.end());
+    for (const auto& st : all) {
+      std::string line = "--   " + st + (st.ends_with(";") ? "" : ";");
+      for (auto at = line.find('\n'); at != std::string::npos; at = line.find('\n', at))
+        line.replace(at, 1, "\n--   ");
+      listed += line + "\n";
+    }
+    h.set_proposed_ddl(h.proposed_ddl() + (h.proposed_ddl().ends_with("\n") ? "" : "\n") + listed);
+    return;
+  }
+  std::string proposed = statements(before_hold);
+  proposed += h.proposed_ddl();
+  if (!after_hold.empty())
+    proposed += (proposed.ends_with("\n") ? "" : "\n") + statements(after_hold);
+  h.set_proposed_ddl(proposed);
+}
+
 outcome decide_ddl(const std::string& source, const std::string& table,
                    const std::vector<source_column>& before, const ddl_event& event,
                    const std::string& position, const target_info& target) {
@@ -208,6 +246,9 @@ outcome decide_ddl(const std::string& source, const std::string& table,
   captured_table current = to_captured(source, table, before);
   applied all;
   std::optional<held> first_hold;
+  // The statement's other changes: run with the held one when its review is decided (its
+  // replay writes rows in the shape after the whole statement), and named on its card.
+  std::vector<std::string> before_hold, after_hold, others;
   // The live target is compared with the shape before the statement only: none of the
   // statement's changes reaches the target before all of them are decided, so a later
   // change would find the target still without the earlier ones.
@@ -220,16 +261,24 @@ outcome decide_ddl(const std::string& source, const std::string& table,
     if (auto* h = std::get_if<held>(&o)) {
       if (!first_hold)
         first_hold = *h;
+      else
+        others.push_back(source_change_text(current, change));
     } else {
       auto& a = std::get<applied>(o);
       all.statements.insert(all.statements.end(), a.statements.begin(), a.statements.end());
+      auto& side = first_hold ? after_hold : before_hold;
+      side.insert(side.end(), a.statements.begin(), a.statements.end());
       if (!a.note.empty())
         all.note += (all.note.empty() ? "" : "; ") + a.note;
+      others.push_back(source_change_text(current, change));
     }
     current = apply_change(current, change.change);
   }
-  if (first_hold)
+  if (first_hold) {
+    with_other_changes(first_hold->hold, before_hold, after_hold, others,
+                       "in the same statement");
     return *first_hold;
+  }
   return all;
 }
 

@@ -3,6 +3,7 @@
 /// outcome on the table's target (cdc/outcome.hpp). Pure.
 
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -21,9 +22,19 @@ namespace flotilla::cdc {
                                                            const ddl_event& event,
                                                            const std::string& position);
 
+/// A held change `h` that other changes came with (`where`: "in the same statement", or
+/// before it in its transaction), whose statements ran in the stream as applied: its
+/// proposal runs them too (`before_hold` first, then its own, then `after_hold`), and its
+/// card names them (`others`, each as source_change_text says it). A proposal that only
+/// comments (an edit is needed) lists them for the edit to keep.
+void with_other_changes(storage::pb::HoldRecord& h, const std::vector<std::string>& before_hold,
+                        const std::vector<std::string>& after_hold,
+                        const std::vector<std::string>& others, std::string_view where);
+
 /// The DDL's outcome: applied (every change applied, statements in order), held (the
-/// first change held; the whole DDL waits with it), or stopped (the first change that
-/// stops). A stop outranks a hold.
+/// first change held; the whole DDL waits with it, its proposal running the others'
+/// statements too: with_other_changes), or stopped (the first change that stops). A stop
+/// outranks a hold.
 [[nodiscard]] outcome decide_ddl(const std::string& source, const std::string& table,
                                  const std::vector<source_column>& before, const ddl_event& event,
                                  const std::string& position, const target_info& target);

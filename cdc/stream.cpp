@@ -411,6 +411,25 @@ class table_logic {
     // Again from the start of the transaction, held at it.
     pb::HoldRecord hold = b.holds.back();
     const ddl_event& e = std::get<ddl_change>(changes[hold_at].change).event;
+    // The transaction's DDL before the held one was applied in the pass above: on a
+    // relational target its statements lead the review's proposal, rather than being kept
+    // for the replay to decide again against the shape after the held change (which
+    // would misread it, a rename as its reverse).
+    const bool fold_earlier = cx_.relational;
+    if (fold_earlier) {
+      std::vector<std::string> statements, said;
+      if (auto it = b.steps.find(t.key); it != b.steps.end()) {
+        const auto had = b0->steps.find(t.key);
+        const std::size_t from = had == b0->steps.end() ? 0 : had->second.size();
+        for (std::size_t k = from; k < it->second.size(); ++k)
+          if (const auto* d = std::get_if<ddl_step>(&it->second[k]))
+            statements.insert(statements.end(), d->statements.begin(), d->statements.end());
+      }
+      for (std::size_t i = 0; i < hold_at; ++i)
+        if (const auto* d = std::get_if<ddl_change>(&changes[i].change))
+          said.push_back(ddl_statements(d->event.ddl));
+      with_other_changes(hold, statements, {}, said, "before it in the same transaction");
+    }
     t = std::move(*t0);
     b = std::move(*b0);
     const std::vector<source_column> before = t.columns;
@@ -430,6 +449,15 @@ class table_logic {
         b.holds.push_back(hold);
         t.columns = e.columns;
         t.layout = layout_of(t.columns);
+        continue;
+      }
+      if (const auto* d = std::get_if<ddl_change>(&changes[i].change);
+          d != nullptr && fold_earlier && i < hold_at) {
+        // In the review's proposal: the rows after it arrive in its shape.
+        if (!d->event.dropped) {
+          t.columns = d->event.columns;
+          t.layout = layout_of(t.columns);
+        }
         continue;
       }
       handle(t, b, at, changes[i].change, kept_any);

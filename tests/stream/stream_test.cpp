@@ -757,6 +757,91 @@ TEST_CASE("an applied review replays the kept changes under the new shape, once"
   CHECK(again.stop() == 0);
 }
 
+TEST_CASE("a key rename held after other DDL of its transaction: the review carries that DDL "
+          "too", "[stream]") {
+  // The transaction's earlier changes (a column renamed, another dropped) are in the
+  // review's proposal, not decided again in its replay against the shape after the key
+  // rename (which read the drop-then-rename as a rename back, a change never made).
+  fixture f;
+  make_orders(f, "orders", 3);
+  pg_exec(f.source(), "ALTER TABLE orders ADD COLUMN extra int");
+  stream_process p(f);
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "3"; }));
+  pg_exec(f.source(), "BEGIN; ALTER TABLE orders RENAME COLUMN note TO note2; "
+                      "ALTER TABLE orders DROP COLUMN extra; "
+                      "INSERT INTO orders VALUES (4, 'between', 4); "
+                      "ALTER TABLE orders RENAME COLUMN id TO order_id; "
+                      "INSERT INTO orders VALUES (5, 'after', 5); COMMIT");
+  REQUIRE(eventually([&] {
+    return hold_state(f) == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW;
+  }));
+  const auto held = hold_of(f);
+  INFO(held.proposed_ddl());
+  CHECK_THAT(held.proposed_ddl(), Catch::Contains("note2") && Catch::Contains("DROP COLUMN"));
+  CHECK_THAT(held.source_change(), Catch::Contains("before it in the same transaction"));
+  const std::string id = submit(f, flotilla::cdc::decision_kind::apply_proposed);
+  const auto result = decided(f, id);
+  INFO(result.message);
+  CHECK(result.exit_code() == 0);
+  CHECK(eventually([&] {
+    auto r = pg_try_rows(f.target(), "SELECT order_id, note2 FROM st_shop.orders ORDER BY 1");
+    return r && *r == rows{{"1", "note 1"}, {"2", "note 2"}, {"3", "note 3"}, {"4", "between"},
+                           {"5", "after"}};
+  }));
+  CHECK(pg_query(f.target(), "SELECT count(*) FROM information_schema.columns WHERE "
+                             "table_schema = 'st_shop' AND table_name = 'orders' AND "
+                             "column_name = 'extra'") == rows{{"0"}});
+  pg_exec(f.source(), "INSERT INTO orders VALUES (6, 'live', 6)");
+  CHECK(eventually([&] { return count(f.target(), "st_shop.orders") == "6"; }));
+  INFO(p.err());
+  CHECK(p.stop() == 0);
+  CHECK(hold_of(f).state() == flotilla::storage::pb::HOLD_STATE_RESUMED);
+}
+
+TEST_CASE("DuckDB: a statement's other changes go with its held key retype, defaults "
+          "filled", "[stream]") {
+  // One ALTER: a column added with a default, and the key retyped (a rebuild on DuckDB,
+  // held). The review's DDL adds the column too, so its replay and its rows fit.
+  fixture f(true);
+  pg_exec(f.source(), "CREATE TABLE orders (id int PRIMARY KEY, note text, amount "
+                      "numeric(12,2)); INSERT INTO orders SELECT g, 'note ' || g, g FROM "
+                      "generate_series(1, 3) g");
+  {
+    stream_process p(f);
+    REQUIRE(eventually([&] {
+      auto r = pg_try_rows(f.source(), "SELECT count(*) FROM pg_replication_slots WHERE "
+                                       "slot_name = '" + f.slot() + "'");
+      return r && !r->empty() && (*r)[0][0] == "1";
+    }, 60s));
+    pg_exec(f.source(), "ALTER TABLE orders ADD COLUMN x int NOT NULL DEFAULT 3, "
+                        "ALTER COLUMN id TYPE bigint");
+    pg_exec(f.source(), "INSERT INTO orders VALUES (4, 'four', 4, 4)");
+    REQUIRE(eventually([&] {
+      return hold_state(f) == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW;
+    }));
+    const auto held = hold_of(f);
+    INFO(held.proposed_ddl());
+    CHECK_THAT(held.proposed_ddl(), Catch::Contains("ADD COLUMN") && Catch::Contains("\"x\""));
+    CHECK_THAT(held.source_change(), Catch::Contains("in the same statement"));
+    const std::string id = submit(f, flotilla::cdc::decision_kind::apply_proposed);
+    const auto result = decided(f, id);
+    INFO(result.message);
+    CHECK(result.exit_code() == 0);
+    REQUIRE(eventually([&] {
+      return hold_state(f) == flotilla::storage::pb::HOLD_STATE_RESUMED;
+    }));
+    pg_exec(f.source(), "INSERT INTO orders VALUES (5, 'five', 5, 5)");
+    CHECK(confirmed(f));
+    INFO(p.err());
+    CHECK(p.stop() == 0);
+  }
+  CHECK(duckdb_query(f.duckdb_file(), "SELECT id, x FROM st_shop.orders ORDER BY id") ==
+        rows{{"1", "3"}, {"2", "3"}, {"3", "3"}, {"4", "4"}, {"5", "5"}});
+  CHECK(duckdb_query(f.duckdb_file(), "SELECT data_type FROM information_schema.columns WHERE "
+                                      "table_name = 'orders' AND column_name = 'id'") ==
+        rows{{"BIGINT"}});
+}
+
 TEST_CASE("a review edited to a wider target type streams on through later DDL", "[stream]") {
   // Seed 003: edit the DDL when "you want the target to differ, for example a wider type
   // than the proposal". The wider column is then the shape the stream expects; a column
