@@ -572,6 +572,26 @@ outcome decider::on(const alter_type& c) const {
                 false);
   }
 
+  // Past the target's widest decimal (DuckDB's 38 digits): no exact change, held.
+  if (cls == type_change::decimal &&
+      (to_t.precision < c.to.precision || to_t.scale < c.to.scale)) {
+    return hold(
+        "alter_type",
+        fmt::format("{}: {} holds decimals of {} digits at most, so {} has no exact type there",
+                    change_words, engine_name(target_.kind), to_t.precision, type_text(c.to)),
+        join_ddl({fmt::format("-- {} has no decimal of {} digits: {} would round or refuse "
+                              "values the source now takes.",
+                              engine_name(target_.kind), c.to.precision,
+                              d_->physical_type(to_t)),
+                  "-- Edit the DDL, for example to keep every value as text:",
+                  fmt::format("--   {};", alter(fmt::format("ALTER COLUMN {} TYPE VARCHAR",
+                                                           d_->quote(c.column)))),
+                  "-- or remove the table from the stream."}),
+        "The column's values keep every digit only in a type the edited DDL gives it; the "
+        "table then resumes exactly at the change, replaying its kept changes.",
+        false);
+  }
+
   std::vector<std::string> out;
   const std::string q = d_->quote(c.column);
   const std::string ty = d_->physical_type(to_t);

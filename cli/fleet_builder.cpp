@@ -36,8 +36,10 @@
 #include "config/toml_edit.hpp"
 #include "config/load.hpp"
 #include "config/policy.hpp"
+#include "config/secret_key.hpp"
 #include "dialects/dialect.hpp"
 #include "engine/staging.hpp"
+#include "events/kafka_sink.hpp"
 #include "events/source_drift.hpp"
 #include "schema/toml_text.hpp"
 #include "sources/errors.hpp"
@@ -238,6 +240,24 @@ std::shared_ptr<const config::project> load_or_report(const global_options& g,
     diags.insert(diags.end(), more.begin(), more.end());
   } else {
     diags.insert(diags.end(), parsed.error().begin(), parsed.error().end());
+  }
+  // A librdkafka setting it refuses as given (an unknown property, a value out of its
+  // range): said now, with the rest, not after a run has copied every table.
+  if (loaded.model) {
+    const auto check_kafka = [&](const config::kafka_options& k, const std::string& path) {
+      for (const auto& [key, reason] : events::kafka_sink::rejected_settings(k.settings))
+        diags.push_back(config::diagnostic{
+            config::errc::invalid_value, config::severity::error, loaded.model->config_path, 0,
+            0, config::key_path_append(path, key),
+            config::names_secret(key) ? std::string("***") : k.settings.at(key),
+            "a librdkafka producer setting",
+            fmt::format("librdkafka refuses it: {}; correct or remove the setting", reason)});
+    };
+    if (loaded.model->events.kafka)
+      check_kafka(*loaded.model->events.kafka, "events.kafka.settings");
+    for (const auto& t : loaded.model->event_targets)
+      if (t.kafka)
+        check_kafka(*t.kafka, config::key_path({"targets", t.name, "settings"}));
   }
   // An empty or cut-short file would run "successfully", copying nothing, and become the
   // latest run that `retry` and `schema accept` read.

@@ -1,11 +1,14 @@
 #include "events/kafka_sink.hpp"
 
+#include "config/errc.hpp"
 #include "config/secret_key.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdint>
+#include <cstdlib>
+#include <cstdio>
 #include <optional>
 #include <mutex>
 #include <regex>
@@ -472,6 +475,51 @@ void on_log(const rd_kafka_t* rk, int level, const char*, const char* line) {
 
 kafka_sink::kafka_sink(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 kafka_sink::~kafka_sink() = default;
+
+std::vector<std::pair<std::string, std::string>> kafka_sink::rejected_settings(
+    const std::map<std::string, std::string>& settings) {
+  std::vector<std::pair<std::string, std::string>> out;
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  // Every property librdkafka knows, aliases included (the first column of the table
+  // it prints of them), for the nearest name to a misspelt one.
+  std::vector<std::string> known;
+  char* table = nullptr;
+  std::size_t table_size = 0;
+  if (FILE* f = open_memstream(&table, &table_size)) {
+    rd_kafka_conf_properties_show(f);
+    std::fclose(f);
+    std::string_view rest(table, table_size);
+    while (!rest.empty()) {
+      const auto nl = rest.find('\n');
+      const std::string_view line = rest.substr(0, nl);
+      rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
+      const auto bar = line.find('|');
+      if (bar == std::string_view::npos || line.starts_with("Property") || line.starts_with("-"))
+        continue;
+      std::string_view name = line.substr(0, bar);
+      while (!name.empty() && name.back() == ' ')
+        name.remove_suffix(1);
+      if (!name.empty())
+        known.emplace_back(name);
+    }
+    std::free(table);
+  }
+  const std::vector<std::string_view> names(known.begin(), known.end());
+  char errstr[512];
+  for (const auto& [key, value] : settings)
+    if (rd_kafka_conf_set(conf, key.c_str(), value.c_str(), errstr, sizeof errstr) !=
+        RD_KAFKA_CONF_OK) {
+      std::string reason = errstr;
+      while (!reason.empty() && std::isspace(static_cast<unsigned char>(reason.back())))
+        reason.pop_back();
+      if (reason.starts_with("No such configuration property"))
+        if (const auto near = config::nearest(key, names); !near.empty())
+          reason += fmt::format("; did you mean '{}'?", near);
+      out.emplace_back(key, std::move(reason));
+    }
+  rd_kafka_conf_destroy(conf);
+  return out;
+}
 
 result<std::unique_ptr<kafka_sink>> kafka_sink::create(const config::kafka_options& options) {
   auto config_error = [](std::string message) {

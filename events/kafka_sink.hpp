@@ -21,7 +21,10 @@
 /// and destroys the producer.
 
 #include <chrono>
+#include <map>
 #include <memory>
+#include <vector>
+#include <utility>
 
 #include "config/model.hpp"
 #include "events/sink.hpp"
@@ -35,6 +38,11 @@ class kafka_sink final : public event_sink {
   /// turn idempotence off.
   [[nodiscard]] static result<std::unique_ptr<kafka_sink>> create(
       const config::kafka_options& options);
+  /// The settings librdkafka refuses as it is given them (an unknown property, a value out
+  /// of its range), each with librdkafka's reason; no producer is made, no broker asked.
+  /// For flotilla.toml's check when it is read.
+  [[nodiscard]] static std::vector<std::pair<std::string, std::string>> rejected_settings(
+      const std::map<std::string, std::string>& settings);
 
   ~kafka_sink() override;
   kafka_sink(const kafka_sink&) = delete;

@@ -1429,7 +1429,6 @@ class file_source final : public source {
     std::vector<std::optional<unfit_value>> out(declared.size());
     std::string select;
     std::vector<std::size_t> asked;
-    std::vector<std::string> values;  // the checked expression of each asked column
     for (std::size_t i = 0; i < declared.size(); ++i) {
       const auto& t = declared[i].type;
       // A JSON column mixing numbers and strings reads as JSON, its strings quoted: a
@@ -1478,31 +1477,25 @@ class file_source final : public source {
           break;
         default: continue;
       }
-      select += fmt::format("{}min({}) FILTER (WHERE {} IS NOT NULL AND NOT ({}))",
-                            asked.empty() ? "" : ", ", v, v, fits);
+      // The first such value in file order, and its data row.
+      const std::string unfit = fmt::format("{} IS NOT NULL AND NOT ({})", v, fits);
+      select += fmt::format("{}arg_min({}, __flotilla_row) FILTER (WHERE {}), "
+                            "CAST(min(__flotilla_row) FILTER (WHERE {}) AS VARCHAR)",
+                            asked.empty() ? "" : ", ", v, unfit, unfit);
       asked.push_back(i);
-      values.push_back(v);
     }
     if (asked.empty())
       return out;
     const std::string path = file_of(table.name);
-    const auto row = aggregates(table, path, select);
+    const auto row = aggregates(table, path, select, "row_number() OVER () AS __flotilla_row, *");
     if (row)
       for (std::size_t j = 0; j < asked.size(); ++j)
-        if ((*row)[j]) {
-          // Where the value is, for the message: its data row, counted in file order (one
-          // more scan, only for a table that fails).
-          const auto at = aggregates(
-              table, path,
-              fmt::format("CAST(min(__flotilla_row) FILTER (WHERE __flotilla_value = {}) AS VARCHAR)",
-                          quote_literal(*(*row)[j])),
-              fmt::format("row_number() OVER () AS __flotilla_row, {} AS __flotilla_value",
-                          values[j]));
+        if ((*row)[2 * j]) {
           std::string where = path;
-          if (at && !at->empty() && (*at)[0])
-            where += json_ ? fmt::format(", record {}", *(*at)[0])
-                           : fmt::format(", data row {} (after the header)", *(*at)[0]);
-          out[asked[j]] = unfit_value{*(*row)[j], std::move(where)};
+          if (const auto& at = (*row)[2 * j + 1])
+            where += json_ ? fmt::format(", record {}", *at)
+                           : fmt::format(", data row {} (after the header)", *at);
+          out[asked[j]] = unfit_value{*(*row)[2 * j], std::move(where)};
         }
     return out;
   }

@@ -768,3 +768,15 @@ TEST_CASE("a bytea column added with a constant default gives DuckDB's rows the 
   REQUIRE_FALSE(pg_sql.empty());
   CHECK_THAT(pg_sql.front(), Catch::Contains(R"(DEFAULT CAST(E'\\xdead' AS BYTEA))"));
 }
+
+TEST_CASE("a decimal widened past DuckDB's 38 digits is held for an edit, not applied at 38") {
+  const auto h = as_held(decide(alter_type{"total", ty("decimal(40,2)")}, target_kind::duckdb));
+  CHECK(h.kind() == "alter_type");
+  CHECK_THAT(h.reason(), Catch::Contains("38 digits"));
+  CHECK(needs_edit(h.proposed_ddl()));
+  CHECK_THAT(h.proposed_ddl(), Catch::Contains("TYPE VARCHAR"));
+  // PostgreSQL makes the change exactly.
+  const auto a = as_applied(decide(alter_type{"total", ty("decimal(40,2)")}, target_kind::postgres));
+  REQUIRE(a.statements.size() == 1);
+  CHECK_THAT(a.statements[0], Catch::Contains("NUMERIC(40,2)"));
+}

@@ -8,6 +8,7 @@
 #include <memory>
 #include <thread>
 #include <filesystem>
+#include <fstream>
 
 #include <csignal>
 #include <sqlite3.h>
@@ -1740,4 +1741,49 @@ columns = { v = "int" }
   REQUIRE(retried["tables"].size() == 1);
   CHECK(retried["tables"][0]["table"] == "s__big");
   CHECK(retried["tables"][0]["status"] == "failed");
+}
+
+TEST_CASE("a librdkafka setting it refuses is a configuration error when flotilla.toml is read") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), k_source);
+  write_pruned_config(w, "raw", "");
+  {
+    std::ofstream out(w.file("flotilla.toml"), std::ios::app);
+    out << "\n[events.kafka]\nbrokers = \"127.0.0.1:9\"\ntopic = \"t\"\n"
+           "[events.kafka.settings]\n\"linger.mss\" = 5\n\"message.timeout.ms\" = -5\n";
+  }
+  for (const std::string verb : {"plan", "run"}) {
+    CAPTURE(verb);
+    auto r = run_flotilla(w, {verb, "--output", "json"});
+    CHECK(r.exit_code == 2);
+    const auto j = nlohmann::json::parse(r.out);
+    REQUIRE(j["errors"].size() == 2);
+    CHECK(j["errors"][0]["code"] == "FLT-C005");
+    CHECK(j["errors"][0]["key"] == "events.kafka.settings.\"linger.mss\"");
+    CHECK_THAT(j["errors"][0]["message"].get<std::string>(),
+               Catch::Contains("did you mean 'linger.ms'?"));
+    CHECK_THAT(j["errors"][1]["message"].get<std::string>(), Catch::Contains("range"));
+  }
+  CHECK_FALSE(std::filesystem::exists(w.path() / "wh.duckdb"));  // nothing copied
+}
+
+TEST_CASE("a CSV column that outgrew its type names its first such value in file order") {
+  workdir w;
+  std::filesystem::create_directories(w.path() / "csv");
+  w.write("csv/m.csv", "id,n\n1,5\n");
+  w.write("flotilla.toml", R"toml([targets.wh]
+dialect = "duckdb"
+path = "wh.duckdb"
+[sources.c]
+adapter = "csv"
+path = "csv"
+)toml");
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  // "10.5" sorts before "9.5" as text; the first in the file is 9.5, on data row 2.
+  w.write("csv/m.csv", "id,n\n1,5\n2,9.5\n3,10.5\n");
+  auto j = flotilla_json(w, {"plan"}, &rc);
+  CHECK(rc == 1);
+  INFO(j.dump());
+  CHECK_THAT(j.dump(), Catch::Contains("'9.5'") && Catch::Contains("data row 2"));
 }
