@@ -127,7 +127,7 @@ std::vector<source_change> to_source_changes(const std::string& table,
       }
       case column_diff::kind::renamed: add(rename_column{d.column, d.to}); break;
       case column_diff::kind::retyped:
-        add(alter_type{d.column, sources::map_postgres_type(d.after->type)});
+        add(alter_type{d.column, sources::map_postgres_type(d.after->type), d.after->type});
         break;
       case column_diff::kind::nullability:
         add(set_nullability{d.column, !d.after->not_null});

@@ -530,8 +530,14 @@ outcome decider::on(const alter_type& c) const {
   if (!col)
     return unknown_column(c.column);
   const auto cls = classify(col->type, c.to);
-  const std::string change_words = fmt::format("column '{}' changed type {} -> {}", c.column,
-                                               type_text(col->type), type_text(c.to));
+  // An unbounded numeric is carried as text: said as the source names it.
+  const bool as_text = c.to.kind == schema::type_kind::text && !c.to_source.empty() &&
+                       c.to_source.starts_with("numeric");
+  const std::string change_words = fmt::format(
+      "column '{}' changed type {} -> {}", c.column, type_text(col->type),
+      as_text ? fmt::format("{} (a numeric without precision, which the stream carries as text)",
+                            c.to_source)
+              : type_text(c.to));
   if (cls == type_change::same)
     return apply({}, fmt::format("nothing to apply: column {} keeps type {}", c.column,
                                  type_text(c.to)));

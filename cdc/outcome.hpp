@@ -82,6 +82,9 @@ struct rename_column {
 struct alter_type {
   std::string column;
   schema::portable_type to;
+  /// The source's type as PostgreSQL names it ("numeric"), where known: said beside `to`
+  /// when the two read differently (an unbounded numeric is carried as text).
+  std::string to_source = {};
 };
 /// ALTER COLUMN ... SET NOT NULL (nullable = false) or DROP NOT NULL (nullable = true).
 struct set_nullability {

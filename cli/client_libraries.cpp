@@ -59,7 +59,8 @@
   X(L, rd_kafka_err2name) X(L, rd_kafka_err2str) X(L, rd_kafka_fatal_error)               \
   X(L, rd_kafka_flush) X(L, rd_kafka_metadata) X(L, rd_kafka_metadata_destroy)            \
   X(L, rd_kafka_new) X(L, rd_kafka_opaque) X(L, rd_kafka_poll) X(L, rd_kafka_producev)    \
-  X(L, rd_kafka_purge) X(L, rd_kafka_topic_destroy) X(L, rd_kafka_topic_new)
+  X(L, rd_kafka_purge) X(L, rd_kafka_topic_destroy) X(L, rd_kafka_topic_new)             \
+  X(L, rd_kafka_conf_properties_show)
 
 // The loaders the stubs call: C linkage, no arguments, they return only once every
 // pointer of their library is set.

@@ -1,8 +1,8 @@
 // `flotilla contract diff` and `flotilla contract generate [--write]` (seed 000,
 // "Checking declarations"). docs/contracts.md describes the output and the write rules.
 #include <cctype>
-#include <map>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 
@@ -13,6 +13,7 @@
 
 #include "cli/contract_check.hpp"
 #include "cli/fleet_builder.hpp"
+#include "cli/run_output.hpp"
 #include "cli/verbs.hpp"
 #include "config/load.hpp"
 #include "config/policy.hpp"
@@ -94,9 +95,18 @@ int do_diff(const global_options& g, const contract_args& a) {
     return rc;
   }
   fmt::print("Contract comparison\n");
+  // A name two tables share (same-named tables in two targets) says which target it is.
+  std::map<std::string, int> named;
+  for (const auto& t : tables)
+    ++named[t["table"].get<std::string>()];
   for (const auto& t : tables) {
-    fmt::print("  {:<6}table:{}\n", t["status"] == "ok" ? "OK" : "DIFF",
-               t["table"].get<std::string>());
+    const std::string name = t["table"].get<std::string>();
+    fmt::print("  {:<6}table:{}{}\n", t["status"] == "ok" ? "OK" : "DIFF", printable(name),
+               named[name] > 1 ? printable(fmt::format(" (target {}, from {}.{})",
+                                                       t["target"].get<std::string>(),
+                                                       t["source"].get<std::string>(),
+                                                       t["source_table"].get<std::string>()))
+                               : std::string());
     for (const auto& f : t["findings"])
       fmt::print("        {}: {}\n", f["kind"].get<std::string>(), f["message"].get<std::string>());
   }

@@ -404,6 +404,15 @@ std::unique_ptr<storage::state_store> open_state(const config::project& p, bool 
   if (std::filesystem::exists(dir) || create) {
     std::error_code ec;
     std::filesystem::create_directories(p.state_dir, ec);
+    if (ec && !std::filesystem::is_directory(p.state_dir)) {
+      const std::string refused = fmt::format(
+          "cannot create the state directory '{}': {}; set state_dir in [project] to a "
+          "directory this user may create and write",
+          p.state_dir, ec.message());
+      fmt::print(stderr, "error FLT-R007: {}\n", refused);
+      note_refusal("FLT-R007", refused, p.state_dir);
+      return nullptr;
+    }
     if (const std::string refused = claim_state_dir(p); !refused.empty()) {
       fmt::print(stderr, "error FLT-R007: {}\n", refused);
       note_refusal("FLT-R007", refused, p.state_dir);

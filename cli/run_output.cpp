@@ -1,6 +1,8 @@
 #include "cli/run_output.hpp"
 
 #include <iterator>
+#include <map>
+#include <string>
 #include <string_view>
 
 #include <fmt/core.h>
@@ -252,6 +254,9 @@ std::string run_json_text(const std::string& run_id,
     }
     w.key("column").string(s.column);
     w.key("reason").string(s.reason);
+    // Two sources may load tables of one name into different targets: which one it was.
+    w.key("source").string(t.source);
+    w.key("source_table").string(t.table);
     w.key("step").string(schema::to_string(s.action));
     w.key("table").string(display_name(t.target));
     w.end_object();
@@ -348,11 +353,19 @@ void print_run_text(const std::string& run_id, const std::vector<actors::pipelin
       held += s == engine::table_status::held;
       rows += t.outcome.rows;
     }
+  // A name two tables of the run share (same-named tables in two targets) is told apart
+  // by its source table, as plan shows it.
+  std::map<std::string, int> named;
+  for (const auto& p : reports)
+    for (const auto& t : p.tables)
+      ++named[display_name(t.target)];
   for_each_action(reports, [&](const actors::table_report& t, const schema::evolution_step& s) {
     std::string reason = s.reason;
     for (const auto& a : s.also)  // a drop_and_recreate's other changes, as plan shows them
       reason += "; also " + a;
-    fmt::print("{:<20} {}  {}\n", schema::to_string(s.action), printable(display_name(t.target)),
+    const std::string name = display_name(t.target);
+    fmt::print("{:<20} {}{}  {}\n", schema::to_string(s.action), printable(name),
+               named[name] > 1 ? printable(fmt::format(" (from {}.{})", t.source, t.table)) : "",
                printable_message(reason));
   });
   for (const auto& p : reports)

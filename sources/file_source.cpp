@@ -1468,6 +1468,12 @@ class file_source final : public source {
           fits = fmt::format(
               "lower({}) IN ('true', 'false', 't', 'f', '1', '0', 'yes', 'no', 'y', 'n')", v);
           break;
+        case k::date:
+          // A date with a time of day, which a date column would drop.
+          fits = fmt::format("TRY_CAST({0} AS DATE) IS NOT NULL AND NOT regexp_matches({0}, "
+                             "'[0-9]:[0-9]{{2}}')",
+                             v);
+          break;
         case k::timestamp_ntz:
           // A time of day with a UTC offset (Z, +02, +02:00), which DuckDB's parse (as
           // PostgreSQL's) would drop, reading 10:00+02:00 as 10:00.

@@ -780,3 +780,9 @@ TEST_CASE("a decimal widened past DuckDB's 38 digits is held for an edit, not ap
   REQUIRE(a.statements.size() == 1);
   CHECK_THAT(a.statements[0], Catch::Contains("NUMERIC(40,2)"));
 }
+
+TEST_CASE("a decimal retyped to an unbounded numeric stops, named as the source names it") {
+  const auto s = as_stopped(decide(alter_type{"total", ty("text"), "numeric"}, pg));
+  CHECK_THAT(s.message, Catch::Contains("-> numeric (a numeric without precision") &&
+                            !Catch::Contains("-> text,"));
+}
