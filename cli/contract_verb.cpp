@@ -108,7 +108,8 @@ int do_diff(const global_options& g, const contract_args& a) {
                                                        t["source_table"].get<std::string>()))
                                : std::string());
     for (const auto& f : t["findings"])
-      fmt::print("        {}: {}\n", f["kind"].get<std::string>(), f["message"].get<std::string>());
+      fmt::print("        {}: {}\n", f["kind"].get<std::string>(),
+                 printable(f["message"].get<std::string>()));
   }
   fmt::print("\n{} contract difference(s)\n", differences);
   if (!survey.failures.empty())

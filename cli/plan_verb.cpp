@@ -54,7 +54,9 @@ int do_plan(const global_options& g, const plan_args& a) {
   fo.allow_type_change_rebuild = a.allow_rebuild;
   auto spec = build_fleet(*project, filters, store.get(), fo);
   auto reports = actors::run_fleet(spec);
-  print_source_warnings(warn_if_nothing_selected(*project, a.filters, reports, "is planned"));
+  // With a filter, the sources that select nothing are said too (see run).
+  print_source_warnings(warn_if_nothing_selected(*project, a.filters, reports, "is planned") &&
+                        a.filters.empty());
   // The tables an unreadable source's earlier runs copied: a run would fail them, and
   // says so; plan counts them alike.
   if (store)

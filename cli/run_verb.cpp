@@ -927,8 +927,11 @@ int execute_run(const global_options& g, const run_request& a) {
   const run_summary summary = summarize(reports);
   // A selection that matched nothing (a mistyped table= filter) copies nothing: said,
   // since the run is still recorded as the latest one. A retry retries what it names.
-  print_source_warnings(a.only.empty() &&
-                        warn_if_nothing_selected(*project, a.filters, reports, "was copied"));
+  // A source that selects nothing is said whenever a filter was given: the warning about
+  // the selection would otherwise blame the filter alone.
+  const bool nothing_said =
+      a.only.empty() && warn_if_nothing_selected(*project, a.filters, reports, "was copied");
+  print_source_warnings(nothing_said && a.filters.empty());
   save_table_sets(*store);
   // The run record and the run JSON's table rows do not depend on the events: a second
   // thread writes them while the events are published (for a large fleet these are most

@@ -797,10 +797,19 @@ struct planner {
                                 "written; {} would narrow the live {} column, which is never "
                                 "done)",
                                 schema::toml_key(col.name), T(want), T(have));
+          // The pin's change, made by a rebuild where the target cannot make it in place,
+          // needs a confirmation a table with declared columns asks for by default.
+          const portable_type pinned =
+              as_json || !pin_widens ? portable_type::of(schema::type_kind::text) : want;
+          const std::string confirm =
+              in_place(have, pinned, *l)
+                  ? std::string()
+                  : " (the live column then changes by a rebuild of the table: run with "
+                    "--allow-type-change-rebuild)";
           const std::string fix = (schema::auto_widen_step(have, want)
                                        ? fmt::format("set auto_widen = true, or {}", pin)
                                        : pin) +
-                                  in_section();
+                                  in_section() + confirm;
           fail("FLT-S005",
                fmt::format("column '{}' outgrew its inferred type: the table has {}, the data now "
                            "needs {}; {}",

@@ -49,7 +49,8 @@ constexpr std::string_view fix_file =
 
 /// Where a CSV file mixes line endings (CRLF lines and LF-only ones), which DuckDB's
 /// reader cannot parse ("state machine reached an invalid state"), naming no line:
-/// the first line that ends unlike the first one. Quoted newlines are not told apart.
+/// the first line that ends unlike the first one, or with a CR alone. Quoted newlines are
+/// not told apart.
 std::optional<std::string> mixed_line_endings(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::size_t line = 1;
@@ -59,6 +60,12 @@ std::optional<std::string> mixed_line_endings(const std::string& path) {
   while (in.read(buf, sizeof buf) || in.gcount() > 0) {
     for (std::streamsize i = 0; i < in.gcount(); ++i) {
       const char c = buf[i];
+      // A CR alone ends a line too (old Mac files), which DuckDB's reader does not take.
+      if (prev == '\r' && c != '\n')
+        return fmt::format("line {} ends with a CR alone (old Mac line endings), which the CSV "
+                           "reader does not take; convert the line endings to LF (mac2unix, "
+                           "or tr '\\r' '\\n'), or",
+                           line);
       if (c == '\n') {
         const int kind = prev == '\r' ? 1 : 2;
         if (first == 0)
@@ -1469,9 +1476,10 @@ class file_source final : public source {
               "lower({}) IN ('true', 'false', 't', 'f', '1', '0', 'yes', 'no', 'y', 'n')", v);
           break;
         case k::date:
-          // A date with a time of day, which a date column would drop.
-          fits = fmt::format("TRY_CAST({0} AS DATE) IS NOT NULL AND NOT regexp_matches({0}, "
-                             "'[0-9]:[0-9]{{2}}')",
+          // A date with a time of day, which a date column would drop (a value that is no
+          // date at all fails the read, naming it).
+          fits = fmt::format("NOT (regexp_matches({0}, '[0-9]:[0-9]{{2}}') AND "
+                             "TRY_CAST({0} AS TIMESTAMP) IS NOT NULL)",
                              v);
           break;
         case k::timestamp_ntz:
@@ -2137,6 +2145,7 @@ class file_source final : public source {
         if (quote.empty() && quote_opens_a_value(path))
           strict_check(con, path, delim.size() == 1 ? delim[0] : ',');
         radix_text(con, path, *dialect, rows);
+        wide_integers(con, path, *dialect, rows);
       }
       // A malformed row in the sample makes DuckDB's sniffer settle on a dialect in
       // which every row agrees: one column holding whole lines, or the rows from the
@@ -2353,6 +2362,39 @@ class file_source final : public source {
     for (std::size_t j = 0; j < ints.size(); ++j)
       if (row[0][j].value_or("false") == "true")
         described[ints[j]][1] = "VARCHAR";
+  }
+
+  /// DuckDB's CSV sniffer types a column of whole numbers one of which is past a bigint's
+  /// range as a double, which would round it (18446744073709551615 as ...616): such a
+  /// column is a decimal of its widest value's digits (20 at least, up to 38), as the JSON
+  /// reader types it. One pass over the file, read as text, only when it has such a run.
+  static void wide_integers(duck::connection& con, const std::string& path,
+                            const std::string& dialect,
+                            std::vector<std::vector<std::optional<std::string>>>& described) {
+    std::string select;
+    std::vector<std::size_t> doubles;
+    for (std::size_t i = 0; i < described.size(); ++i) {
+      if (described[i][1].value_or("") != "DOUBLE")
+        continue;
+      const std::string v = fmt::format("trim({})", quote_ident(described[i][0].value_or("")));
+      select += fmt::format(
+          "{}CAST(bool_and({} IS NULL OR regexp_full_match({}, '[-+]?[0-9]+')) AND "
+          "bool_or(TRY_CAST({} AS BIGINT) IS NULL) AS VARCHAR), "
+          "CAST(max(length(ltrim(regexp_replace({}, '[-+]', ''), '0'))) AS VARCHAR)",
+          select.empty() ? "" : ", ", v, v, v, v);
+      doubles.push_back(i);
+    }
+    if (doubles.empty() || !may_hold_long_numbers(path))
+      return;
+    const auto row = con.strings(fmt::format("SELECT {} FROM {}", select,
+                                             as_text(path, dialect, described)));
+    if (row.size() != 1)
+      return;
+    for (std::size_t j = 0; j < doubles.size(); ++j) {
+      const int digits = std::stoi(row[0][2 * j + 1].value_or("0"));
+      if (row[0][2 * j].value_or("false") == "true" && digits <= 38)
+        described[doubles[j]][1] = fmt::format("DECIMAL({},0)", std::max(20, digits));
+    }
   }
 
   /// The text columns of a CSV file (`described`: name, DuckDB type) whose every value is

@@ -216,3 +216,20 @@ TEST_CASE("plan before the first load checks a file's values against its pins, a
   CHECK(rc == 1);
   CHECK_THAT(error_of(run, "c.p"), Catch::Contains("amt holds the value 'abc'"));
 }
+
+TEST_CASE("a CSV column of whole numbers past a bigint's range is a decimal, exact") {
+  workdir w;
+  std::filesystem::create_directories(w.path() / "json");
+  std::filesystem::create_directories(w.path() / "csv");
+  w.write("csv/big.csv", "id,h,g\n1,18446744073709551615,9223372036854775808\n2,5,-7\n");
+  write_config(w, "");
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump());
+  CHECK(rc == 0);
+  CHECK(duckdb_query(w.file("wh.duckdb"),
+                     "SELECT h::VARCHAR, typeof(h), g::VARCHAR, typeof(g) FROM c.big ORDER BY id") ==
+        std::vector<std::vector<std::string>>{
+            {"18446744073709551615", "DECIMAL(20,0)", "9223372036854775808", "DECIMAL(20,0)"},
+            {"5", "DECIMAL(20,0)", "-7", "DECIMAL(20,0)"}});
+}
