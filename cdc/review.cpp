@@ -301,12 +301,12 @@ std::expected<decision_plan, refusal> check_decision(const review& r, const deci
             ? "start `flotilla stream`: it carries the decision out"
             : "`flotilla review list` shows the reviews that take a decision now"));
 
-  // While the table is being copied again the review takes no decision, not even
-  // remove: the copy's result decides. A copy only asked for (the stream has not started
-  // it) may still be called off by removing the table (seed 003: "You can remove the
-  // table at any time").
-  if (r.note.resync == resync_state::running ||
-      (r.note.resync == resync_state::requested && d.kind != decision_kind::remove))
+  // While the table is being copied again the review takes no other decision: the copy's
+  // result decides. Removing the table is taken at any time (seed 003: "You can remove
+  // the table at any time"): a copy only asked for, or waiting for its slot, is called off;
+  // one under way commits, and the table then leaves the stream.
+  if ((r.note.resync == resync_state::running || r.note.resync == resync_state::requested) &&
+      d.kind != decision_kind::remove)
     return std::unexpected(refuse(code_resync_bound, std::string(resync_bound_message)));
 
   // A replay that reached a kept change the stream cannot carry: applying again would stop
@@ -429,8 +429,8 @@ review begin_decision(const review& r, const decision_plan& p, std::int64_t now_
       e.resize(e.size() - std::string_view(" Decide again.").size());
       out.hold.set_error(e);
     }
-    // A resync only asked for is called off by the removal (seed 003).
-    if (out.note.resync == resync_state::requested)
+    // A resync asked for, or waiting for its slot, is called off by the removal (seed 003).
+    if (out.note.resync == resync_state::requested || out.note.resync == resync_state::running)
       out.note.resync = resync_state::none;
     return out;
   }

@@ -274,6 +274,19 @@ std::optional<review> finished_review(const storage::state_store* store, const r
   return std::nullopt;
 }
 
+/// A refusal of a review whose decision is taken (applying), said while a stream runs:
+/// that stream carries it out, so the advice is to wait, not to start one.
+void while_stream_runs(cdc::decision_result& r, const review& named) {
+  if (r.status != cdc::decision_result::outcome::refused || r.code != cdc::code_wrong_state ||
+      named.hold.state() != cdc::pb::HOLD_STATE_APPLYING)
+    return;
+  r.message = fmt::format("This review is {}; it does not accept a decision. Its decision is "
+                          "taken, and the running stream is carrying it out (it replays the "
+                          "kept changes, then the table resumes).",
+                          cdc::state_label(named.hold.state()));
+  r.hint = fmt::format("wait for it: flotilla review show {}", named.short_id());
+}
+
 /// `decided`: the review the decision named. The replay of its kept changes may reach a
 /// later held change of the same table, which opens a new review: the result then says
 /// both, the decided review as it finished and the new one.
@@ -298,12 +311,18 @@ int report_result(const review_args& a, const cdc::decision_result& decision,
                            r.after->hold.state() != cdc::pb::HOLD_STATE_REMOVED;
   const int code = r.exit_code() == 0 && copy_failed ? 1 : r.exit_code();
   if (a.output == "json") {
-    nlohmann::json j{{"status", r.queued ? "queued"
+    // A copy that failed after the decision was carried out is the command's failure: its
+    // status and code say so, as a failed apply's do.
+    const std::string failed_copy =
+        copy_failed ? outcome_line(*r.after) : std::string();
+    nlohmann::json j{{"status", r.queued                                              ? "queued"
+                                : copy_failed                                         ? "failed"
                                 : r.status == cdc::decision_result::outcome::done    ? "done"
                                 : r.status == cdc::decision_result::outcome::refused ? "refused"
                                                                                      : "failed"},
-                     {"code", r.code},
-                     {"message", r.message},
+                     {"code", copy_failed && r.code.empty() ? std::string(cdc::code_decision_failed)
+                                                            : r.code},
+                     {"message", copy_failed && r.message.empty() ? failed_copy : r.message},
                      {"hint", r.hint}};
     // A refusal or failure carries its exit code and errors[], as every verb's does.
     if (r.status != cdc::decision_result::outcome::done || code != 0) {
@@ -536,11 +555,12 @@ int do_review(const global_options& g, const review_args& a) {
   // The stream holds the store: check now, so a refusal is immediate, then hand the
   // decision to the stream.
   const review same[] = {*found};
-  if (auto p = cdc::check_decision(*found, d, same); !p)
-    return report_result(a,
-                         cdc::decision_result{cdc::decision_result::outcome::refused, p.error().code,
-                                              p.error().message, p.error().hint, *found, false},
-                         store);
+  if (auto p = cdc::check_decision(*found, d, same); !p) {
+    cdc::decision_result refused{cdc::decision_result::outcome::refused, p.error().code,
+                                 p.error().message, p.error().hint, *found, false};
+    while_stream_runs(refused, *found);
+    return report_result(a, refused, store);
+  }
   // Ctrl-C while the decision waits withdraws it, as an unanswered one is: exactly one
   // of the two happens. Once the stream took it, the command stops waiting and says so.
   static std::atomic<bool> stop{false};
@@ -599,7 +619,17 @@ int do_review(const global_options& g, const review_args& a) {
         }
         // The stream stopped (or was killed) before it replayed or copied: said, so the
         // outcome line is not taken for work under way.
-        if (!stream_runs && stream_work_left(r->after))
+        // A resync it had started (waiting for its slot, or copying) is interrupted: the
+        // next start says so, and the resync is decided again.
+        if (!stream_runs && stream_work_left(r->after) &&
+            r->after->note.resync == cdc::resync_state::running)
+          fmt::print(stderr,
+                     "note: the stream stopped while the resync {} waited for its slot or "
+                     "copied the table: the copy did not commit, and the target table is as "
+                     "it was. The next `flotilla stream` (or `flotilla review list`) marks it "
+                     "interrupted; then decide again: flotilla review resync {}\n",
+                     r->after->note.resync_operation, r->after->short_id());
+        else if (!stream_runs && stream_work_left(r->after))
           fmt::print(stderr,
                      "note: the stream stopped after carrying the decision out, before it "
                      "{}: no stream runs now; the next `flotilla stream` does it\n",
@@ -613,6 +643,9 @@ int do_review(const global_options& g, const review_args& a) {
           r->code = std::string(cdc::code_decision_failed);
           r->message = r->after->hold.error();
         }
+        // Refused by the stream because another decision was taken first.
+        if (stream_runs && r->after)
+          while_stream_runs(*r, *r->after);
         return report_result(a, *r, seen ? seen->store.get() : nullptr, &*found);
       }
       if (std::chrono::steady_clock::now() >= deadline)

@@ -289,8 +289,12 @@ TEST_CASE("a change that requires a resync: apply moves to awaiting resync, then
     CHECK_FALSE(resync_requested(running));
     CHECK(running.resync_status() == "Resync resync-7: running");
     CHECK(refuse(running, {decision_kind::resync, ""}).code == code_resync_bound);
-    CHECK(refuse(running, {decision_kind::remove, ""}).message ==
+    CHECK(refuse(running, {decision_kind::apply_proposed, ""}).message ==
           "This review already has a bound resync operation; wait for its result.");
+    // Removing the table is taken at any time: a resync waiting for its slot is called off.
+    auto gone = begin_decision(running, accept(running, {decision_kind::remove, ""}), 450);
+    CHECK(gone.hold.state() == pb::HOLD_STATE_REMOVED);
+    CHECK(gone.note.resync == resync_state::none);
     auto done = resync_finished(running, true, "", 500);
     CHECK(done.hold.state() == pb::HOLD_STATE_RESUMED);
     CHECK(done.resync_status() == "Resync resync-7: done");
