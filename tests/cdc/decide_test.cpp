@@ -269,7 +269,7 @@ TEST_CASE("PostgreSQL: a key change needs an edit, then awaits resync; resync is
   // The stream copies the table again.
   auto running = resync_started(now, "resync-1", now_us());
   REQUIRE(save_review(store, running));
-  CHECK(decide(store, t, r, {decision_kind::remove, ""}).message ==
+  CHECK(decide(store, t, r, {decision_kind::apply_edited, ddl}).message ==
         "This review already has a bound resync operation; wait for its result.");
   {
     // Killed while it copied: the next process to hold the store says so, and the review
