@@ -230,7 +230,8 @@ decision_result recover_review(storage::state_store& store, const target_opener&
 }
 
 std::vector<decision_result> recover_interrupted(storage::state_store& store,
-                                                 const target_opener& open, std::int64_t now_us) {
+                                                 const target_opener& open, std::int64_t now_us,
+                                                 const std::function<bool(const review&)>& mine) {
   std::vector<decision_result> out;
   auto all = list_reviews(store);
   if (!all) {
@@ -238,6 +239,8 @@ std::vector<decision_result> recover_interrupted(storage::state_store& store,
     return out;
   }
   for (const auto& r : *all) {
+    if (mine && !mine(r))
+      continue;
     if (r.hold.state() == pb::HOLD_STATE_APPLYING && r.note.phase == "ddl") {
       out.push_back(recover_review(store, open, r, now_us));
     } else if (r.note.resync == resync_state::running && is_open(r.hold.state())) {

@@ -75,11 +75,13 @@ struct decision_result {
 [[nodiscard]] decision_result recover_review(storage::state_store& store, const target_opener& open,
                                              const review& r, std::int64_t now_us);
 
-/// recover_review for every review: what the stream calls once at start, before it
-/// applies anything.
-[[nodiscard]] std::vector<decision_result> recover_interrupted(storage::state_store& store,
-                                                               const target_opener& open,
-                                                               std::int64_t now_us);
+/// recover_review for every review (those `mine` takes, when given): what the stream
+/// calls once at start, before it applies anything. Each (source, target) pair of a
+/// stream recovers its own tables' reviews: another pair, started beside it, may be
+/// carrying one of its own out already.
+[[nodiscard]] std::vector<decision_result> recover_interrupted(
+    storage::state_store& store, const target_opener& open, std::int64_t now_us,
+    const std::function<bool(const review&)>& mine = {});
 
 // ---- the inbox: decisions for a running stream ------------------------------------------
 

@@ -1959,7 +1959,9 @@ class source_stream {
   /// Holds at start: interrupted decisions resolved from the target first, then each
   /// review of a captured table acted on.
   void load_holds() {
-    (void)recover_interrupted(*o_.store, opener(), now_us());
+    (void)recover_interrupted(*o_.store, opener(), now_us(), [this](const review& r) {
+      return r.hold.target() == tgt_name_ && r.hold.table().starts_with(src_.name + ".");
+    });
     act_on_reviews();
   }
 

@@ -251,7 +251,9 @@ std::shared_ptr<const config::project> load_or_report(const global_options& g,
             0, config::key_path_append(path, key),
             config::names_secret(key) ? std::string("***") : k.settings.at(key),
             "a librdkafka producer setting",
-            fmt::format("librdkafka refuses it: {}; correct or remove the setting", reason)});
+            reason.ends_with("remove the setting")
+                ? reason
+                : fmt::format("librdkafka refuses it: {}; correct or remove the setting", reason)});
     };
     if (loaded.model->events.kafka)
       check_kafka(*loaded.model->events.kafka, "events.kafka.settings");

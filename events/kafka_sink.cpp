@@ -518,6 +518,16 @@ std::vector<std::pair<std::string, std::string>> kafka_sink::rejected_settings(
       out.emplace_back(key, std::move(reason));
     }
   rd_kafka_conf_destroy(conf);
+  // What librdkafka refuses only when the producer starts, against the idempotence the
+  // sink always turns on (it keeps each table's events in order across retries).
+  for (const auto& [key, value] : settings) {
+    if (key == "enable.idempotence" && value != "true")
+      out.emplace_back(key, "the Kafka sink always uses an idempotent producer (it keeps each "
+                            "table's events in order across retries); remove the setting");
+    if ((key == "acks" || key == "request.required.acks") && value != "all" && value != "-1")
+      out.emplace_back(key, "an idempotent producer needs acks = all (-1), which the Kafka "
+                            "sink always uses; remove the setting");
+  }
   return out;
 }
 

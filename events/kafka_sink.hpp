@@ -39,7 +39,9 @@ class kafka_sink final : public event_sink {
   [[nodiscard]] static result<std::unique_ptr<kafka_sink>> create(
       const config::kafka_options& options);
   /// The settings librdkafka refuses as it is given them (an unknown property, a value out
-  /// of its range), each with librdkafka's reason; no producer is made, no broker asked.
+  /// of its range), each with librdkafka's reason, and those at odds with the idempotent
+  /// producer the sink uses (enable.idempotence off, acks other than all); no producer is
+  /// made, no broker asked.
   /// For flotilla.toml's check when it is read.
   [[nodiscard]] static std::vector<std::pair<std::string, std::string>> rejected_settings(
       const std::map<std::string, std::string>& settings);
