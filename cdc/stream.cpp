@@ -425,9 +425,19 @@ class table_logic {
           if (const auto* d = std::get_if<ddl_step>(&it->second[k]))
             statements.insert(statements.end(), d->statements.begin(), d->statements.end());
       }
+      // Each earlier change as the card words changes ("column v renamed to v2"): the
+      // statement text may be the whole query, the held statement in it.
+      std::vector<source_column> shape = t0->columns;
       for (std::size_t i = 0; i < hold_at; ++i)
-        if (const auto* d = std::get_if<ddl_change>(&changes[i].change))
-          said.push_back(ddl_statements(d->event.ddl));
+        if (const auto* d = std::get_if<ddl_change>(&changes[i].change)) {
+          captured_table was = to_captured(cx_.source, t.name, shape);
+          for (const auto& c : to_source_changes(t.name, shape, d->event, "")) {
+            said.push_back(source_change_text(was, c));
+            was = apply_change(was, c.change);
+          }
+          if (!d->event.dropped)
+            shape = d->event.columns;
+        }
       with_other_changes(hold, statements, {}, said, "before it in the same transaction");
     }
     t = std::move(*t0);
