@@ -300,12 +300,31 @@ std::string run_json_text(const std::string& run_id,
 std::string printable(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  for (const char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f)
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      if (c < 0x20 || c == 0x7f)
+        out += fmt::format("\\x{:02x}", c);
+      else
+        out += text[i];
+      ++i;
+      continue;
+    }
+    // A byte that starts no valid UTF-8 sequence is escaped too: raw, it would make the
+    // output binary to grep, and show as a replacement character.
+    const std::size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+                            : c >= 0xf0 && c <= 0xf4                            ? 4
+                                                                                : 0;
+    bool valid = len != 0 && i + len <= text.size();
+    for (std::size_t k = 1; valid && k < len; ++k)
+      valid = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
+    if (!valid) {
       out += fmt::format("\\x{:02x}", c);
-    else
-      out += ch;
+      ++i;
+      continue;
+    }
+    out.append(text.substr(i, len));
+    i += len;
   }
   return out;
 }

@@ -909,6 +909,10 @@ TEST_CASE("a SQLite name that is not UTF-8 fails its table before DDL; the DuckD
                      "SELECT table_name, count(*) FROM information_schema.columns WHERE "
                      "table_schema = 'raw' GROUP BY ALL ORDER BY 1") ==
         std::vector<std::vector<std::string>>{{"fine", "1"}});
+  // The text output shows the name's bytes escaped, so it stays text to grep.
+  const auto text = run_flotilla(w, {"run"});
+  CHECK(text.out.find("ta\\xfe") != std::string::npos);
+  CHECK(text.out.find("ta\xFE") == std::string::npos);
 }
 
 TEST_CASE("a duckdb target or source path naming a SQLite file is refused, naming it") {
