@@ -818,11 +818,12 @@ void list_tables_of_failed_sources(const config::project& project,
       }
     }
     // A section's table, never copied: named by its section, landing where it would.
+    std::set<const config::table_config*> listed;
+    for (const auto& n : names)
+      listed.insert(config::find_table(*src, n));
     for (const auto& section : src->tables) {
-      const bool listed = std::any_of(names.begin(), names.end(), [&](const std::string& n) {
-        return config::find_table(*src, n) == &section;
-      });
-      if (listed || section.name.find_first_of("*?[") != std::string::npos || target == nullptr)
+      if (listed.contains(&section) || section.name.find_first_of("*?[") != std::string::npos ||
+          target == nullptr)
         continue;
       const auto where = config::target_table(*target, *src, section.name);
       if (target_of_name.emplace(section.name, where.name).second)

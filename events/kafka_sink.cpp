@@ -13,6 +13,7 @@
 #include <mutex>
 #include <regex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -476,16 +477,18 @@ void on_log(const rd_kafka_t* rk, int level, const char*, const char* line) {
 kafka_sink::kafka_sink(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 kafka_sink::~kafka_sink() = default;
 
-std::vector<std::pair<std::string, std::string>> kafka_sink::rejected_settings(
-    const std::map<std::string, std::string>& settings) {
-  std::vector<std::pair<std::string, std::string>> out;
-  rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  // Every property librdkafka knows, aliases included (the first column of the table
-  // it prints of them), for the nearest name to a misspelt one.
-  std::vector<std::string> known;
-  char* table = nullptr;
-  std::size_t table_size = 0;
-  if (FILE* f = open_memstream(&table, &table_size)) {
+namespace {
+
+/// Every property librdkafka knows, aliases included (the first column of the table it
+/// prints of them): the candidates for the nearest name to a misspelt one.
+std::vector<std::string_view> known_properties() {
+  static const std::vector<std::string> known = [] {
+    std::vector<std::string> out;
+    char* table = nullptr;
+    std::size_t table_size = 0;
+    FILE* f = open_memstream(&table, &table_size);
+    if (f == nullptr)
+      return out;
     rd_kafka_conf_properties_show(f);
     std::fclose(f);
     std::string_view rest(table, table_size);
@@ -500,11 +503,20 @@ std::vector<std::pair<std::string, std::string>> kafka_sink::rejected_settings(
       while (!name.empty() && name.back() == ' ')
         name.remove_suffix(1);
       if (!name.empty())
-        known.emplace_back(name);
+        out.emplace_back(name);
     }
     std::free(table);
-  }
-  const std::vector<std::string_view> names(known.begin(), known.end());
+    return out;
+  }();
+  return {known.begin(), known.end()};
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> kafka_sink::rejected_settings(
+    const std::map<std::string, std::string>& settings) {
+  std::vector<std::pair<std::string, std::string>> out;
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
   char errstr[512];
   for (const auto& [key, value] : settings)
     if (rd_kafka_conf_set(conf, key.c_str(), value.c_str(), errstr, sizeof errstr) !=
@@ -513,7 +525,7 @@ std::vector<std::pair<std::string, std::string>> kafka_sink::rejected_settings(
       while (!reason.empty() && std::isspace(static_cast<unsigned char>(reason.back())))
         reason.pop_back();
       if (reason.starts_with("No such configuration property"))
-        if (const auto near = config::nearest(key, names); !near.empty())
+        if (const auto near = config::nearest(key, known_properties()); !near.empty())
           reason += fmt::format("; did you mean '{}'?", near);
       out.emplace_back(key, std::move(reason));
     }
