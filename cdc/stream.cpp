@@ -2335,7 +2335,8 @@ class source_stream {
       try {
         snap = w.temp->created(0);
       } catch (const std::exception& e) {
-        check(finish_resync(*o_.store, w.decided, false, e.what(), now_us()));
+        if (const auto still = still_running(w))
+          check(finish_resync(*o_.store, *still, false, e.what(), now_us()));
         continue;
       }
       if (!snap) {
@@ -2354,17 +2355,26 @@ class source_stream {
   /// decision again, as after a kill; the target table is as it was.
   void interrupt_waiting_resyncs() {
     for (const auto& w : waiting_)
-      (void)save_review(*o_.store, resync_interrupted(w.decided, now_us()));
+      if (const auto still = still_running(w))
+        (void)save_review(*o_.store, resync_interrupted(*still, now_us()));
     waiting_.clear();
+  }
+
+  /// The review of a waiting resync as it stands now, while it is still open with that
+  /// resync: nothing when a decision taken meanwhile (a removal) closed it, which stands.
+  std::optional<review> still_running(const waiting_resync& w) const {
+    auto latest = load_review(*o_.store, tgt_name_, w.decided.hold.table());
+    if (!latest || !*latest || !is_open((**latest).hold.state()) ||
+        (**latest).note.resync_operation != w.decided.note.resync_operation)
+      return std::nullopt;
+    return std::move(**latest);
   }
 
   /// The table copied again from the snapshot of the slot `w` waited for, committed with
   /// its position; its kept changes go, and it streams from the slot's point on.
   void copy_resynced(table_state& t, waiting_resync& w, const created_slot& snap) {
     // A decision taken while the slot waited (a removal) stands: nothing is copied.
-    if (auto latest = load_review(*o_.store, tgt_name_, t.key);
-        !latest || !*latest || !is_open((**latest).hold.state()) ||
-        (**latest).note.resync_operation != w.decided.note.resync_operation)
+    if (!still_running(w))
       return;
     // The stream already kept a change of the table made after the snapshot: the copy
     // would lose it with the kept queue. Another slot, from a later point.

@@ -1369,6 +1369,31 @@ TEST_CASE("a stop while a resync waits for its slot leaves the review to decide 
   CHECK(count(f.target(), "st_shop.orders") == "3");
 }
 
+TEST_CASE("a table removed while its resync waits for its slot stays removed", "[stream]") {
+  // Seed 003: "You can remove the table at any time"; the copy is called off, and a stop
+  // afterwards does not bring the review back as an interrupted resync.
+  fixture f;
+  make_orders(f, "orders", 3);
+  stream_process p(f);
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "3"; }));
+  hold_by_rename(f);
+  PGconn* open_tx = PQconnectdb(f.source().c_str());
+  REQUIRE(PQstatus(open_tx) == CONNECTION_OK);
+  PQclear(PQexec(open_tx, "BEGIN"));
+  PQclear(PQexec(open_tx, "SELECT txid_current()"));
+  (void)submit(f, flotilla::cdc::decision_kind::resync);
+  REQUIRE(eventually([&] { return p.err().find("waits for the transactions open") !=
+                                  std::string::npos; }, 60s));
+  const auto removed = decided(f, submit(f, flotilla::cdc::decision_kind::remove));
+  INFO(removed.message);
+  CHECK(removed.exit_code() == 0);
+  CHECK(p.stop() == 0);
+  PQclear(PQexec(open_tx, "COMMIT"));
+  PQfinish(open_tx);
+  CHECK(hold_of(f).state() == flotilla::storage::pb::HOLD_STATE_REMOVED);
+  CHECK(count(f.target(), "st_shop.orders") == "3");
+}
+
 TEST_CASE("a held table dropped at the source stays listed held in the stream summary",
           "[stream]") {
   fixture f;
