@@ -1312,6 +1312,26 @@ class loader {
                  fmt::format("a {} id, not a path", key),
                  fmt::format("give the {0}'s id, not its full name: {0} = \"{1}\"", key,
                              value->substr(value->rfind('/') + 1)));
+    // The service's rule for topic ids, said here rather than as its refusal after a run
+    // copied every table (the emulator applies it too).
+    if (po.topic.size() && po.topic.find('/') == std::string::npos)
+      if (const auto* n = ps.get("topic")) {
+        const auto& t = po.topic;
+        const bool letter = std::isalpha(static_cast<unsigned char>(t.front())) != 0;
+        const bool legal = std::all_of(t.begin(), t.end(), [](unsigned char c) {
+          return std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '+' ||
+                 c == '%';
+        });
+        std::string head = t.substr(0, 4);
+        for (auto& c : head)
+          c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        const bool goog = head == "goog";
+        if (!letter || !legal || goog || t.size() < 3 || t.size() > 255)
+          report(errc::invalid_value, n->source(), key_path_append(path, "topic"), t,
+                 "a Pub/Sub topic id",
+                 "a Pub/Sub topic id starts with a letter, has 3 to 255 ASCII letters, digits and "
+                 "'-', '_', '.', '~', '+', '%', and does not start with 'goog': rename the topic");
+      }
     if (auto h = string(ps, "emulator_host", path))
       po.emulator_host = *h;
     if (auto f = choice(ps, "format", path, format_names, "event format"))

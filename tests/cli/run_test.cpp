@@ -3371,7 +3371,7 @@ TEST_CASE("a stream whose two event sinks want two formats is refused as a confi
           "[sources.pg]\nadapter = \"postgres\"\ndsn = \"postgresql://127.0.0.1:1/none\"\n"
           "capture = \"logical\"\n"
           "[events.kafka]\nbrokers = \"127.0.0.1:1\"\ntopic = \"t\"\nformat = \"json\"\n"
-          "[events.pubsub]\nproject = \"p\"\ntopic = \"t\"\nformat = \"protobuf\"\n");
+          "[events.pubsub]\nproject = \"p\"\ntopic = \"tt1\"\nformat = \"protobuf\"\n");
   int rc = -1;
   const auto j = flotilla_json(w, {"stream"}, &rc);
   INFO(j.dump(2));

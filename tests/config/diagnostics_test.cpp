@@ -255,7 +255,7 @@ target = "wh"
 topic = "t"
 
 [events.pubsub]
-topic = "t"
+topic = "ttt"
 )toml");
   INFO(all_messages(r));
   CHECK(count_code(r, errc::missing_key) == 8);
@@ -977,6 +977,23 @@ dsn = "host=127.0.0.1 password=p@ss@x dbname=src"
 )toml");
   INFO(all_messages(ok));
   CHECK(count_code(ok, errc::invalid_value) == 0);
+}
+
+TEST_CASE("a Pub/Sub topic id the service refuses is FLT-C005 when the file is read") {
+  for (const std::string& topic :
+       std::vector<std::string>{"ab", "1abc", "goog-events", "GOOGle", "has space", "a\u00e9bc",
+                                std::string(256, 't')}) {
+    INFO(topic);
+    auto r = load(std::string{one_target} + "[events.pubsub]\nproject = \"demo\"\n"
+                                            "topic = \"" + topic + "\"\n");
+    INFO(all_messages(r));
+    expect(r, errc::invalid_value, "events.pubsub.topic");
+    CHECK(all_messages(r).find("does not start with 'goog'") != std::string::npos);
+  }
+  auto ok = load(std::string{one_target} + "[events.pubsub]\nproject = \"demo\"\n"
+                                           "topic = \"acme.events_v-2~x+y%z\"\n");
+  INFO(all_messages(ok));
+  CHECK(ok.diagnostics.empty());
 }
 
 TEST_CASE("a Kafka topic name Kafka refuses is FLT-C005 when the file is read") {
