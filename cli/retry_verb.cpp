@@ -164,8 +164,13 @@ int do_retry(const global_options& g, run_request req) {
         for (const auto& r : *runs)
           for (const auto& t : r.tables()) {
             const std::string key = t.source() + "." + t.source_table();
-            if (seen.insert(key).second && t.status() == "failed" && r.run_id() != latest_id &&
-                project->find_source(t.source()) != nullptr)
+            if (!seen.insert(key).second || t.status() != "failed" || r.run_id() == latest_id)
+              continue;
+            // Only tables flotilla.toml still selects: `flotilla run` would not copy others.
+            const auto* src = project->find_source(t.source());
+            if (src != nullptr &&
+                (t.source_table().empty() ||
+                 !config::select_tables(*src, {t.source_table()}, {}).empty()))
               failed_before.push_back(fmt::format("{} (run {})", key, r.run_id()));
           }
       }

@@ -2511,6 +2511,12 @@ TEST_CASE("retry after a filtered run names the tables an earlier run left faile
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out + r.err, Catch::Contains("has no failed table. 1 table(s) failed in an earlier run") &&
                                 Catch::Contains("shop.orders (run "));
+  // Excluded since: `flotilla run` would not copy it, so retry does not suggest it.
+  write_config(w, "duckdb", "exclude = [\"orders\"]\n");
+  auto excluded = run_flotilla(w, {"retry"});
+  CHECK(excluded.exit_code == 0);
+  CHECK_THAT(excluded.out + excluded.err, Catch::Contains("has no failed table") &&
+                                              !Catch::Contains("shop.orders"));
   // A selection that matches nothing is said.
   auto none = run_flotilla(w, {"run", "--filter", "table=ordrs"});
   CHECK(none.exit_code == 0);
