@@ -88,6 +88,7 @@ namespace {
 struct source_warning {
   std::string source, table, message;
   bool selects_nothing = false;  ///< said by warn_if_nothing_selected too when no source selects any
+  std::string target_table{};    ///< the target table it names, as shown; empty when none
 };
 std::mutex& source_warnings_mu() {
   static std::mutex mu;
@@ -161,6 +162,15 @@ void save_table_sets(storage::state_store& store) {
   for (const auto& [key, record] : table_sets())
     (void)store.put(key, record);  // a failed write costs only a warning said again
   table_sets().clear();
+}
+
+std::vector<source_warning_entry> source_warning_list() {
+  std::lock_guard lock(source_warnings_mu());
+  std::vector<source_warning_entry> out;
+  out.reserve(source_warnings().size());
+  for (const auto& w : source_warnings())
+    out.push_back({w.source, w.table, w.target_table, w.message});
+  return out;
 }
 
 std::string source_warnings_json() {
@@ -779,7 +789,8 @@ void note_table_set(storage::state_store& store, const config::source_config& sr
                : fmt::format("source '{}' no longer has table '{}', which earlier runs copied "
                              "(dropped, renamed or moved at the source?): its target table {} of "
                              "target '{}' is loaded by '{}' from now on",
-                             src.name, name, shown, target.name, heir)});
+                             src.name, name, shown, target.name, heir),
+           false, shown});
     }
   }
   if (same || plan_only)

@@ -721,6 +721,9 @@ run_events_section publish_events(storage::state_store& store, const config::pro
             t.source, t.table,
             {o.plan->error->column, o.plan->error->expected, o.plan->error->actual,
              o.plan->error->reason, o.plan->error->code}));
+      if (o.plan)
+        for (const auto& warning : o.plan->warnings)
+          table_events.emplace_back(events::warning(t.source, t.table, target, warning));
       table_events.emplace_back(events::table_event_line{
           .finished = true,
           .source = t.source,
@@ -749,6 +752,9 @@ run_events_section publish_events(storage::state_store& store, const config::pro
   // Fault injection (tests): killed with run_started written, before the table events.
   if (const char* c = std::getenv("FLOTILLA_CRASH_AT"); c && std::string_view(c) == "table_events")
     std::raise(SIGKILL);
+  // The sources' own warnings (a table gone from the source, a source selecting nothing).
+  for (const auto& w : source_warning_list())
+    table_events.emplace_back(events::warning(w.source, w.table, w.target_table, w.message));
   (void)log.emit_batch(std::move(table_events));
   totals.status = summary.status;
   totals.tables_checked = summary.tables_checked;

@@ -50,6 +50,11 @@ void print_source_warnings(bool nothing_selected_said);
 /// The same as the JSON's `source_warnings` array (`source`, `message`, `table` when one
 /// is named), laid out as config_warnings_json; "" when none.
 [[nodiscard]] std::string source_warnings_json();
+/// The same warnings, one entry each, for the run's `warning` events.
+struct source_warning_entry {
+  std::string source, table, target_table, message;
+};
+[[nodiscard]] std::vector<source_warning_entry> source_warning_list();
 /// Keeps the sources' table sets this run selected (what the warnings compare against),
 /// once the run is over.
 void save_table_sets(storage::state_store& store);

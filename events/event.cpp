@@ -275,6 +275,16 @@ pb::Event contract_violation(std::string_view source, std::string_view table,
   return e;
 }
 
+pb::Event warning(std::string_view source, std::string_view table,
+                  std::string_view target_table, std::string_view message) {
+  pb::Event e = table_event(source, table);
+  e.set_type("warning");
+  auto* p = e.mutable_warning();
+  p->set_target_table(std::string(target_table));
+  p->set_message(std::string(message));
+  return e;
+}
+
 pb::Event review_required(std::string_view source, std::string_view table,
                           const review_info& info) {
   pb::Event e = table_event(source, table);
@@ -296,7 +306,8 @@ pb::Event review_required(std::string_view source, std::string_view table,
 std::string event_key(const pb::Event& e) {
   if (e.source().empty() && e.table().empty())
     return e.run_id();
-  std::string key = e.source() + "." + e.table();
+  // A source's own warning names no table: keyed by the source.
+  std::string key = e.table().empty() ? e.source() : e.source() + "." + e.table();
   // As the payload writes them: a name that is not UTF-8 (a SQLite table's bytes) with
   // U+FFFD for its bad bytes, so the key is still <source>.<table> of the payload.
   if (!schema::valid_utf8(key))

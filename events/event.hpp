@@ -132,6 +132,10 @@ struct table_event_line {
                                            const contract_violation_info& info);
 [[nodiscard]] pb::Event review_required(std::string_view source, std::string_view table,
                                         const review_info& info);
+/// A warning of the table (its plan's) or of the source (`table` and `target_table` empty
+/// when it names no table), in the run JSON's words.
+[[nodiscard]] pb::Event warning(std::string_view source, std::string_view table,
+                                std::string_view target_table, std::string_view message);
 // source_drift_detected: see source_drift.hpp (built from the gate's verdict).
 
 // ---- keys and encodings --------------------------------------------------------------

@@ -3869,3 +3869,44 @@ TEST_CASE("a DuckDB full refresh names the indexes made by hand that it does not
   CHECK(t["warnings"][0].get<std::string>().find("without the indexes made by hand on it (ix_x)") !=
         std::string::npos);
 }
+
+TEST_CASE("a column and a table gone from the source are warning events, as the run JSON says "
+          "them") {
+  workdir w;
+  sqlite_exec(w.file("src.db"),
+              "CREATE TABLE t1 (id INTEGER PRIMARY KEY, note TEXT, v INT);"
+              "INSERT INTO t1 VALUES (1, 'a', 1);"
+              "CREATE TABLE t2 (id INTEGER PRIMARY KEY); INSERT INTO t2 VALUES (1);");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n");
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  sqlite_exec(w.file("src.db"), "ALTER TABLE t1 DROP COLUMN note; DROP TABLE t2;");
+  const auto j = flotilla_json(w, {"run"}, &rc);
+  INFO(j.dump(2));
+  REQUIRE(rc == 0);
+  REQUIRE(j["tables"].size() == 1);
+  REQUIRE(j["tables"][0]["warnings"].size() == 1);
+  REQUIRE(j["source_warnings"].size() == 1);
+  std::ifstream events(w.path() / ".flotilla" / "runs" / j["run_id"].get<std::string>() /
+                       "events.ndjson");
+  std::vector<std::string> order;  // type of each event of t1, then the source's warning
+  std::vector<nlohmann::json> warnings;
+  std::string line;
+  while (std::getline(events, line)) {
+    auto e = nlohmann::json::parse(line);
+    if (e["table"] == "t1")
+      order.push_back(e["type"]);
+    if (e["type"] == "warning")
+      warnings.push_back(e);
+  }
+  CHECK(order == std::vector<std::string>{"table_started", "warning", "table_finished"});
+  REQUIRE(warnings.size() == 2);
+  CHECK(warnings[0]["source"] == "s");
+  CHECK(warnings[0]["warning"]["target_table"] == "s.t1");
+  CHECK(warnings[0]["warning"]["message"] == j["tables"][0]["warnings"][0]);
+  CHECK_THAT(warnings[0]["warning"]["message"].get<std::string>(), Catch::Contains("'note'"));
+  CHECK(warnings[1]["table"] == "t2");
+  CHECK(warnings[1]["warning"]["target_table"] == "s.t2");
+  CHECK(warnings[1]["warning"]["message"] == j["source_warnings"][0]["message"]);
+}

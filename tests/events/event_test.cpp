@@ -53,6 +53,8 @@ std::vector<pb::Event> one_of_each() {
                                  .data_consequence = "none",
                                  .requires_resync = true,
                                  .position = "0/16B3748"}));
+  out.push_back(warning("shop", "public.orders", "staging__shop.orders",
+                        "column 'note' is in the live table only"));
   out.push_back(table_finished("shop", "public.orders",
                                {.status = "copied",
                                 .rows = 120,
@@ -80,6 +82,8 @@ TEST_CASE("table events are keyed by source and table, run events by the run id"
   auto r = run_started({});
   r.set_run_id("20260101T000000Z-abcd");
   CHECK(event_key(r) == "20260101T000000Z-abcd");
+  // A source's own warning that names no table: keyed by the source.
+  CHECK(event_key(warning("shop", "", "", "source 'shop' lists no tables")) == "shop");
   // A name that is not UTF-8: the key is <source>.<table> as the payload writes them.
   auto bad = table_started("shop", "bad\xff\xfename", "s.bad", "full");
   CHECK(event_key(bad) == "shop.bad\xef\xbf\xbd\xef\xbf\xbdname");
