@@ -82,6 +82,13 @@ void note_refusal(std::string code, std::string message, std::string file, std::
 }
 
 namespace {
+/// How an incremental table reads every row again into its existing target table when
+/// its watermark belongs to other rows: merged on its key, or, keyless, replacing them.
+constexpr std::string_view k_read_all_again =
+    "as a first run into the existing target table does: merged on the table's key, so rows "
+    "the target table holds that the source does not have stay (`flotilla run "
+    "--full-refresh` replaces them), or, for a table without a key, replacing its rows";
+
 /// What a source's selection says, beside its tables (a table gone from the source, a
 /// source that selects nothing): told once after the run or plan, on stderr and in the
 /// JSON's `source_warnings`. The sources are selected on several threads.
@@ -378,6 +385,12 @@ std::string claim_state_dir(const config::project& p, bool write = true) {
     return {};
   }
   if (owner.empty() || owner_config.empty() || same_file) {
+    record();
+    return {};
+  }
+  // Of the directory's name, and its config file is gone: this one is it, renamed or
+  // moved (`mv flotilla.toml prod.toml`).
+  if (owner == p.name && !std::filesystem::exists(owner_config, ec)) {
     record();
     return {};
   }
@@ -1514,6 +1527,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                 return t.status() != "copied";
             return true;
           };
+        else  // no state read (none yet, or refused): no run is known, as a run finds it
+          ts.job.unrecorded_commit = [](const std::string&) { return false; };
         // The catalog is this call's to use up: each table is selected at most once.
         ts.job.table = std::move(cat.tables[selected[i].index]);
         auto where = target_named(ts.job.table.name);
@@ -1725,9 +1740,10 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
             ts.job.warnings.push_back(fmt::format(
                 "the source reads from {} now, where the watermark {} = {} was committed "
                 "reading from {}: that watermark belongs to the other data, so this run "
-                "reads every row, as a first run does",
+                "reads every row, {}",
                 shown(ts.job.source_location), ts.job.settings.cursor_column,
-                state->watermark->value(), shown(state->watermark->source_location())));
+                state->watermark->value(), shown(state->watermark->source_location()),
+                k_read_all_again));
           } else if (state->watermark && !ts.job.settings.cursor_column.empty() &&
                      state->watermark->cursor_column() == ts.job.settings.cursor_column) {
             const std::string& was = state->watermark->source_table_id();
@@ -1737,9 +1753,9 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
               ts.job.warnings.push_back(fmt::format(
                   "the source table was created anew since the watermark {} = {} was "
                   "committed (its identity went from {} to {}): that watermark belongs to "
-                  "the old table's rows, so this run reads every row, as a first run does",
+                  "the old table's rows, so this run reads every row, {}",
                   ts.job.settings.cursor_column, state->watermark->value(), was,
-                  ts.job.table.identity));
+                  ts.job.table.identity, k_read_all_again));
             else if (state->watermark->cursor_family() == k_cursor_dropped &&
                      (!ts.job.settings.unique_key.empty() ||
                       !state->watermark->merge_key().empty())) {
@@ -1766,6 +1782,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                   ts.job.settings.cursor_column, state->watermark->value()));
             } else {
               ts.job.watermark = state->watermark->value();
+              ts.job.watermark_run_id = state->watermark->updated_run_id();
               ts.job.watermark_family = state->watermark->cursor_family();
               if (ts.job.watermark_family == k_cursor_dropped) {
                 // Keyless: reading every row again would repeat the rows kept.

@@ -564,6 +564,10 @@ struct incremental_start {
   std::string cursor_family;   ///< the cursor column's cursor_family()
   std::string cursor_retyped;  ///< a warning: the watermark was dropped for the cursor's type
   std::optional<recovered_commit> recovered;  ///< the target was ahead of state
+  /// The target table holds an older copy than state's watermark stands for (the table's
+  /// later loads went to another target table): said, and its rows are read in full and
+  /// replace the copy's.
+  std::string stale_copy;
   /// The target's commit token as read (the outer optional: read at all; the inner: a
   /// token was committed), which the load's commit expects to find unchanged.
   std::optional<std::optional<std::string>> token_read;
@@ -588,7 +592,24 @@ incremental_start resume_from(sinks::warehouse& wh, const table_job& job) {
     if (token) {
       if (token->empty()) {
         out.watermark.reset();
-      } else if (auto committed = parse_token(*token, cursor_column)) {
+      } else if (auto committed = parse_token(*token, cursor_column);
+                 committed && !committed->run_id.empty() && !job.watermark_run_id.empty() &&
+                 committed->run_id < job.watermark_run_id &&
+                 committed->watermark != job.watermark) {
+        // Behind state: run ids order by their start time, and the run that committed
+        // state's watermark loaded another target table (the table's target changed since,
+        // and changed back). This copy's watermark would skip every row loaded elsewhere.
+        // (A retry that found its staged rows committed records their watermark again
+        // under its own id: the same value, not another copy.)
+        out.stale_copy = fmt::format(
+            "the target table holds the copy run {} loaded (up to {} = {}), older than the "
+            "watermark {} = {} run {} committed loading another target table (the table's "
+            "target changed since, and back): this run reads every row and replaces the "
+            "copy's rows, as a first load does",
+            committed->run_id, cursor_column, committed->watermark, cursor_column,
+            job.watermark.value_or(""), job.watermark_run_id);
+        out.watermark.reset();
+      } else if (committed) {
         // Ahead of state: an earlier run's commit whose state commit never came.
         if (!committed->run_id.empty() && committed->watermark != job.watermark &&
             !(job.run_id && committed->run_id == *job.run_id) &&
@@ -622,6 +643,8 @@ incremental_start resume_from(sinks::warehouse& wh, const table_job& job) {
 std::vector<std::string> run_warnings_of(const table_job& job, const incremental_start& start,
                                          const table_plan& plan) {
   std::vector<std::string> out = job.warnings;
+  if (!start.stale_copy.empty())
+    out.push_back(start.stale_copy);
   // The cursor column back at the source: said once it is (while it is not, the table
   // fails FLT-S010, which says so).
   if (!job.cursor_back_warning.empty() && job.table.columns.resolve(job.settings.cursor_column) &&
@@ -653,6 +676,7 @@ table_plan plan_against_target(sinks::warehouse& wh, const table_job& job,
   // As the run will: from the watermark the target committed, when state lost it.
   const incremental_start start = resume_from(wh, job);
   settings.has_watermark = start.watermark.has_value();
+  settings.foreign_rows = settings.foreign_rows || !start.stale_copy.empty();
   const auto columns =
       src ? with_decimal_fit(*src, job, d.live, wh.dialect(), settings) : job.table.columns;
   if (src)
@@ -828,6 +852,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
     out.cursor_family = start.cursor_family;
     if (incremental)
       settings.has_watermark = watermark.has_value();
+    settings.foreign_rows = settings.foreign_rows || !start.stale_copy.empty();
     auto d = describe_target(wh, job);
     if (target_held.owns_lock())
       target_held.unlock();

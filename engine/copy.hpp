@@ -66,6 +66,10 @@ struct table_job {
   dialects::table_ref target;
   table_settings settings;
   std::optional<std::string> watermark;  ///< last committed cursor value
+  /// The run that committed `watermark` (state's); empty when not known. A target commit
+  /// token of an older run is a copy the table's later loads did not reach (they went to
+  /// another target table): its rows are read in full and replace that copy's.
+  std::string watermark_run_id;
   /// The committed watermark (state's and the target's commit token) belongs to another
   /// table than the source's one now (created anew): the copy loads the table as a first
   /// run does.

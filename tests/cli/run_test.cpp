@@ -3849,6 +3849,16 @@ TEST_CASE("two config files without a project name in one directory do not share
                          "[sources.s]\nadapter = \"sqlite\"\npath = \"globex.db\"\n");
   CHECK(run_flotilla(w, {"-c", "globex.toml", "run"}).exit_code == 0);
   CHECK(duckdb_query(w.file("globex.duckdb"), "SELECT id FROM s.orders")[0][0] == "1000");
+  // acme.toml renamed: its config file is gone, so the new name is that project, and its
+  // state carries on.
+  std::filesystem::rename(w.file("acme.toml"), w.file("prod.toml"));
+  int rc = -1;
+  const auto renamed = flotilla_json(w, {"-c", "prod.toml", "run", "--filter", "source=s"}, &rc);
+  INFO(renamed.dump(2));
+  CHECK(rc == 0);
+  CHECK(renamed["status"] == "success");
+  CHECK_THAT(run_flotilla(w, {"-c", "prod.toml", "retry"}).out,
+             Catch::Contains(renamed["run_id"].get<std::string>()));
 }
 
 TEST_CASE("a DuckDB full refresh names the indexes made by hand that it does not keep") {
@@ -3909,4 +3919,68 @@ TEST_CASE("a column and a table gone from the source are warning events, as the 
   CHECK(warnings[1]["table"] == "t2");
   CHECK(warnings[1]["warning"]["target_table"] == "s.t2");
   CHECK(warnings[1]["warning"]["message"] == j["source_warnings"][0]["message"]);
+}
+
+TEST_CASE("an incremental table whose target moves away and back reads every row into the "
+          "older copy, replacing it") {
+  workdir w;
+  sqlite_exec(w.file("src.db"),
+              "CREATE TABLE kv (id INTEGER PRIMARY KEY, seq INT, v TEXT);"
+              "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 100) "
+              "INSERT INTO kv SELECT i, i, 'old' FROM c;");
+  const auto config = [&](const std::string& schema) {
+    w.write("flotilla.toml",
+            "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\nschema = \"" + schema +
+                "\"\n[sources.p]\nadapter = \"sqlite\"\npath = \"src.db\"\n"
+                "[sources.p.tables.kv]\ncursor_column = \"seq\"\n");
+  };
+  int rc = -1;
+  config("a");
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["tables"][0]["rows"] == 100);
+  // Emptied and refilled below the watermark, then loaded into schema b in full.
+  sqlite_exec(w.file("src.db"),
+              "DELETE FROM kv; WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c "
+              "WHERE i < 10) INSERT INTO kv SELECT i, i, 'new' FROM c;");
+  config("b");
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["tables"][0]["rows"] == 10);
+  // Back to a, whose copy (and commit token, seq = 100) is older than the watermark.
+  config("a");
+  const auto plan = flotilla_json(w, {"plan"}, &rc);
+  INFO(plan.dump(2));
+  CHECK_THAT(plan.dump(), Catch::Contains("older than the watermark seq = 10"));
+  const auto back = flotilla_json(w, {"run"}, &rc);
+  INFO(back.dump(2));
+  CHECK(rc == 0);
+  CHECK(back["tables"][0]["rows"] == 10);
+  CHECK_THAT(back["tables"][0]["warnings"][0].get<std::string>(),
+             Catch::Contains("replaces the copy's rows"));
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*), min(v), max(v) FROM a.kv") ==
+        std::vector<std::vector<std::string>>{{"10", "new", "new"}});
+  // And on from there: a later row arrives, with nothing said again.
+  sqlite_exec(w.file("src.db"), "INSERT INTO kv VALUES (11, 11, 'later');");
+  const auto next = flotilla_json(w, {"run"}, &rc);
+  INFO(next.dump(2));
+  CHECK_FALSE(next["tables"][0].contains("warnings"));
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM a.kv")[0][0] == "11");
+}
+
+TEST_CASE("plan with no state to read says no run was stopped before recording its rows") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE kv (id INTEGER PRIMARY KEY, seq INT);"
+                                "INSERT INTO kv VALUES (1, 1), (2, 2);");
+  const std::string body = "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.p]\nadapter = \"sqlite\"\npath = \"src.db\"\n"
+                           "[sources.p.tables.kv]\ncursor_column = \"seq\"\n";
+  w.write("flotilla.toml", body);
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  // Another state directory, none there yet: the run goes on from the target's token, and
+  // so does the plan, neither calling it a stopped run's.
+  w.write("flotilla.toml", "[project]\nstate_dir = \"state2\"\n" + body);
+  const auto plan = flotilla_json(w, {"plan"}, &rc);
+  INFO(plan.dump(2));
+  CHECK_THAT(plan.dump(), !Catch::Contains("stopped before recording"));
+  const auto run = flotilla_json(w, {"run"}, &rc);
+  INFO(run.dump(2));
+  CHECK_FALSE(run["tables"][0].contains("recovered"));
 }
