@@ -434,9 +434,10 @@ scenario_result run_prune(bench_context& ctx) {
                {"us_per_table_all_pruned_min", fastest_us},
                {"us_per_table_all_pruned_max", slowest_us},
                {"us_per_table_no_table_selected", floor_us},
-               // Negative when the no-table run took longer (start-up noise at tiny sizes):
-               // the notes say so.
-               {"us_per_table_per_table_work", pruned_us - floor_us},
+               // Not measured (null) when the no-table run took longer (start-up noise at
+               // tiny sizes): the notes say so.
+               {"us_per_table_per_table_work",
+                pruned_us >= floor_us ? nlohmann::json(pruned_us - floor_us) : nlohmann::json()},
                {"us_per_table_one_client_changed", us(changed)},
                {"us_per_table_raw_catalog", us(raw)}};
   if (pruned_us >= floor_us)
@@ -447,10 +448,12 @@ scenario_result run_prune(bench_context& ctx) {
   else  // tiny sizes, no warm-up: the first run also creates the state store
     r.notes.push_back(fmt::format(
         "all pruned: {:.1f} us per table; the no-table run (start, config, state, {}) took "
-        "longer, {:.1f} us per table: at this size (and without a warm-up, whose run creates "
-        "the state store) start-up varies more than the per-table work costs; raw catalog "
-        "reads {:.1f} us per table",
-        pruned_us, counted(clients, "catalog read"), floor_us, us(raw)));
+        "longer, {:.1f} us per table: at this size{} start-up varies more than the per-table "
+        "work costs, which is not measured (null in bench.json); raw catalog reads {:.1f} us "
+        "per table",
+        pruned_us, counted(clients, "catalog read"), floor_us,
+        ctx.opt.warmup == 0 ? " (and without a warm-up, whose run creates the state store)" : "",
+        us(raw)));
   r.notes.push_back(fmt::format("{} ({} = {:.1f}% copied): {:.1f} us per table of the fleet",
                                 changed_label, counted(per_client, "table"), 100.0 * per_client / total, us(changed)));
   r.notes.push_back("SQLite change markers are per file: one changed table re-copies every table "

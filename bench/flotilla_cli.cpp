@@ -1,5 +1,7 @@
 #include "bench/flotilla_cli.hpp"
 
+#include "bench/pg.hpp"
+
 #include <fstream>
 #include <stdexcept>
 
@@ -31,6 +33,23 @@ std::string q(const std::string& s) {
   return out + "\"";
 }
 
+/// The password of the DSNs written into flotilla.toml files, given to each flotilla run
+/// in its environment (PGPASSWORD, which libpq reads) rather than written into a file
+/// others may read.
+std::map<std::string, std::string>& child_password() {
+  static std::map<std::string, std::string> env;
+  return env;
+}
+
+/// `dsn` as flotilla.toml holds it: without its password, which child_password() keeps.
+std::string stored_dsn(const std::string& dsn) {
+  auto pw = password_env(dsn);
+  if (pw.empty())
+    return dsn;
+  child_password() = std::move(pw);
+  return without_password(dsn);
+}
+
 }  // namespace
 
 void write_config(const std::string& path, const toml_target& target,
@@ -40,7 +59,7 @@ void write_config(const std::string& path, const toml_target& target,
   if (!target.path.empty())
     t += "path = " + q(target.path) + "\n";
   if (!target.dsn.empty())
-    t += "dsn = " + q(target.dsn) + "\n";
+    t += "dsn = " + q(stored_dsn(target.dsn)) + "\n";
   t += "schema = " + q(target.schema) + "\n";
   if (target.block_size != 0)
     t += "block_size = " + std::to_string(target.block_size) + "\n";
@@ -49,7 +68,7 @@ void write_config(const std::string& path, const toml_target& target,
     if (!s.path.empty())
       t += "path = " + q(s.path) + "\n";
     if (!s.dsn.empty())
-      t += "dsn = " + q(s.dsn) + "\n";
+      t += "dsn = " + q(stored_dsn(s.dsn)) + "\n";
     if (!s.include.empty()) {
       t += "include = [";
       for (std::size_t i = 0; i < s.include.size(); ++i)
@@ -100,7 +119,9 @@ flotilla_outcome run_flotilla(const std::string& flotilla_bin, const std::string
   flotilla_outcome o;
   o.executable = flotilla_bin;
   o.verb = verb;
-  o.process = run_child(argv);
+  child_options options;
+  options.env = child_password();
+  o.process = run_child(argv, options);
   const auto start = o.process.out.find('{');
   if (start != std::string::npos) {
     o.run = nlohmann::json::parse(o.process.out.begin() + static_cast<std::ptrdiff_t>(start),

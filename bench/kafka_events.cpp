@@ -131,6 +131,20 @@ kafka_produce_result flotilla_kafka_deliver(const std::string& bootstraps, const
 #endif
 }
 
+std::size_t kafka_batch_from_env() {
+  const char* b = std::getenv("FLOTILLA_BENCH_KAFKA_BATCH");
+  if (b == nullptr)
+    return 0;
+  const std::string_view text(b);
+  std::size_t batch = 0;
+  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), batch);
+  if (ec != std::errc{} || p != text.data() + text.size() || batch == 0)
+    throw std::invalid_argument(fmt::format("FLOTILLA_BENCH_KAFKA_BATCH='{}' is not a batch "
+                                            "size; set a whole number of at least 1, or unset it",
+                                            text));
+  return batch;
+}
+
 scenario_result run_kafka_events(bench_context& ctx) {
   scenario_result r;
   r.name = "kafka-events";
@@ -138,14 +152,8 @@ scenario_result run_kafka_events(bench_context& ctx) {
   // As the outbox relay hands a backlog to a sink: this many entries per deliver() call.
 #if FLOTILLA_BENCH_HAVE_EVENTS
   std::size_t batch = events::relay_options{}.batch_size;
-  if (const char* b = std::getenv("FLOTILLA_BENCH_KAFKA_BATCH")) {
-    const std::string_view text(b);
-    const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), batch);
-    if (ec != std::errc{} || p != text.data() + text.size() || batch == 0)
-      throw std::runtime_error(fmt::format("FLOTILLA_BENCH_KAFKA_BATCH='{}' is not a batch size; "
-                                           "set a whole number of at least 1, or unset it",
-                                           text));
-  }
+  if (const auto b = kafka_batch_from_env(); b != 0)
+    batch = b;
 #else
   const std::size_t batch = 5000;
 #endif

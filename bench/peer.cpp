@@ -59,9 +59,10 @@ checksums checksum_tables(const std::string& dsn, std::uint64_t tables) {
 }
 
 /// Every table of schema `peer` and its columns as the catalog defines them (name, type
-/// with its modifiers, NOT NULL), keyed by table name: a copy that turned a decimal or a
-/// boolean into text, or added a column or a table, keeps every value's text and so its
-/// checksum, but not this.
+/// with its modifiers, NOT NULL), then its primary key's columns, keyed by table name: a
+/// copy that turned a decimal or a boolean into text, added a column or a table, or left
+/// out the key (which the timed tools build after the rows), keeps every value's text
+/// and so its checksum, but not this.
 using shapes = std::map<std::string, std::string>;
 
 shapes shape_of(const std::string& dsn) {
@@ -75,6 +76,19 @@ shapes shape_of(const std::string& dsn) {
            "a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped WHERE n.nspname "
            "= 'peer' AND c.relkind IN ('r', 'p') GROUP BY c.relname"))
     out[*row[0]] = *row[1];
+  for (auto& [table, shape] : out)
+    shape += "; primary key (none)";
+  for (const auto& row : c.query(
+           "SELECT c.relname, string_agg(a.attname, ', ' ORDER BY k.ord) FROM "
+           "pg_catalog.pg_constraint x JOIN pg_catalog.pg_class c ON c.oid = x.conrelid JOIN "
+           "pg_catalog.pg_namespace n ON n.oid = c.relnamespace CROSS JOIN LATERAL "
+           "unnest(x.conkey) WITH ORDINALITY AS k(attnum, ord) JOIN pg_catalog.pg_attribute a "
+           "ON a.attrelid = c.oid AND a.attnum = k.attnum WHERE n.nspname = 'peer' AND "
+           "x.contype = 'p' GROUP BY c.relname"))
+    if (auto it = out.find(*row[0]); it != out.end())
+      it->second.replace(it->second.rfind("; primary key (none)"), std::string::npos,
+                         "; primary key (" + *row[1] + ")");
+  return out;
   return out;
 }
 
@@ -94,8 +108,8 @@ void verify(const checksums& expected, const shapes& expected_shape, const std::
       throw std::runtime_error(
           fmt::format("{}: table peer.{} is in the result and not in the source", tool, t));
     if (it->second != columns)
-      throw std::runtime_error(fmt::format("{}: table peer.{} has the columns ({}), where the "
-                                           "source has ({})",
+      throw std::runtime_error(fmt::format("{}: table peer.{} is ({}), where the source's "
+                                           "is ({})",
                                            tool, t, columns, it->second));
   }
   for (const auto& [t, v] : expected) {

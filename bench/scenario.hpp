@@ -70,6 +70,9 @@ scenario_result run_fleet_scale(bench_context& ctx);
 scenario_result run_prune(bench_context& ctx);
 scenario_result run_drift_check(bench_context& ctx);
 scenario_result run_kafka_events(bench_context& ctx);
+/// FLOTILLA_BENCH_KAFKA_BATCH as a batch size; 0 when unset. Throws std::invalid_argument
+/// naming it when it is not a whole number of at least 1 (checked before any scenario).
+std::size_t kafka_batch_from_env();
 /// The tools the peer scenario needs that are not on PATH, as a message naming them and
 /// their Debian packages; empty when all are there. pgcopydb counts only when
 /// `need_pgcopydb` (--require-pg: a CI run must measure every peer).
