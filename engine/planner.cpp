@@ -990,6 +990,15 @@ struct planner {
               "column '{}' is in the live table only (not loaded from the source): the "
               "recreated table keeps it, empty in every row",
               l.name));
+      // An incremental table may hold rows its source no longer has (deleted or purged
+      // there since they loaded): the new table has the source's rows alone.
+      if (!settings.cursor_column.empty())
+        p.warnings.push_back(
+            "the table is incremental and is created anew from the source's rows alone: rows "
+            "earlier loads put in it that the source no longer has (deleted or purged there "
+            "since) are not in the new table; copy the target table aside before this run "
+            "if they must be kept (type_change_rebuild = \"deny\" stops such a change "
+            "instead)");
       full_refresh();
       std::vector<std::string> statements = p.staging_sql;
       statements.insert(statements.end(), p.swap_sql.begin(), p.swap_sql.end());

@@ -1,4 +1,6 @@
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "dialects/dialect.hpp"
 #include "engine/planner.hpp"
@@ -391,6 +393,17 @@ TEST_CASE("an incremental table whose key changed at the source is recreated, no
   REQUIRE(p.drift.steps.size() == 1);
   CHECK(p.drift.steps[0].action == schema::evolution_action::drop_and_recreate);
   CHECK(p.drift.steps[0].reason == "the table's key changed (id) -> (id, line)");
+  // Rows only the target holds (purged at the source) are not in the new table: said.
+  CHECK_THAT(fmt::format("{}", fmt::join(p.warnings, "\n")),
+             Catch::Contains("created anew from the source's rows alone"));
+  {  // A full-refresh table: every load has the source's rows alone, nothing to say.
+    auto full = s;
+    full.cursor_column.clear();
+    full.has_watermark = false;
+    const auto refreshed = engine::plan_table(src, live, engine::target_state::present, *d, orders, full);
+    for (const auto& w : refreshed.warnings)
+      CHECK_THAT(w, !Catch::Contains("created anew from the source's rows alone"));
+  }
   // The same key: merged as before.
   auto same = engine::plan_table(src, src, engine::target_state::present, *d, orders, s);
   CHECK(same.shape_action == "none");
