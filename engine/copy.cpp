@@ -858,8 +858,10 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       target_held.unlock();
     // A retry plans against the staged data's columns: they are what will load.
     std::optional<schema::table_schema> staged_cols;
-    if (job.reuse)
+    if (job.reuse) {
+      verify_staged(job.reuse->path);  // damaged: fails before its DDL touches the target
       staged_cols = staged_columns(job.reuse->path);
+    }
     const auto columns =
         staged_cols ? *staged_cols : with_decimal_fit(src, job, d.live, wh.dialect(), settings);
     if (!staged_cols)

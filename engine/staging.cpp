@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -222,6 +223,37 @@ void staged_writer::finish() {
 schema::table_schema staged_columns(const std::filesystem::path& path) {
   reader r(path);
   return r.header();
+}
+
+void verify_staged(const std::filesystem::path& path) {
+  reader r(path);  // opens it and checks the magic
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  constexpr std::size_t head = sizeof magic - 1;
+  if (ec || size < head + sizeof(std::uint32_t))
+    r.corrupt("it ends early (incomplete or damaged)");
+  // A v1 file has no CRC: its reading checks what it can.
+  std::unique_ptr<std::FILE, file_closer> f(std::fopen(path.c_str(), "rb"));
+  char m[head];
+  if (!f || std::fread(m, 1, head, f.get()) != head || std::memcmp(m, magic, head) != 0)
+    return;
+  // The CRC of every byte after the magic, stored in the last four.
+  std::uint32_t crc = 0;
+  std::vector<unsigned char> buffer(1 << 20);
+  std::uint64_t left = size - head - sizeof(std::uint32_t);
+  while (left > 0) {
+    const std::size_t n = std::fread(buffer.data(), 1, std::min<std::uint64_t>(left, buffer.size()), f.get());
+    if (n == 0)
+      r.corrupt("it ends early (incomplete or damaged)");
+    crc = static_cast<std::uint32_t>(::crc32_z(crc, buffer.data(), n));
+    left -= n;
+  }
+  std::uint32_t stored = 0;
+  if (std::fread(&stored, 1, sizeof stored, f.get()) != sizeof stored)
+    r.corrupt("it ends early (incomplete or damaged)");
+  if (stored != crc)
+    r.corrupt("its checksum does not match its contents (the file was damaged or changed "
+              "after it was written)");
 }
 
 std::uint64_t read_staged(const std::filesystem::path& path, std::size_t batch_rows,

@@ -62,6 +62,11 @@ class staged_writer {
 /// The columns a staged file holds (its header). Throws staging_error.
 [[nodiscard]] schema::table_schema staged_columns(const std::filesystem::path& path);
 
+/// Checks a staged file whole before anything is done with its rows (a retry's DDL runs
+/// before them): its magic and its CRC. Throws staging_error, naming it, as read_staged
+/// would once part of it was loaded.
+void verify_staged(const std::filesystem::path& path);
+
 /// Reads a staged file's batches of at most `batch_rows` rows; `consume` returning false
 /// stops early. Returns the rows read. Throws staging_error for a missing, truncated or
 /// corrupt file, naming it.

@@ -129,5 +129,21 @@ TEST_CASE("a staged file changed inside a value is refused by its checksum, afte
                                         }),
                     Catch::Contains(path.string()) && Catch::Contains("checksum"));
   CHECK(rows == 5000);  // every row was handed on: the throw is what stops the load
+  // verify_staged finds it before any row is read (a retry checks it before its DDL).
+  CHECK_THROWS_WITH(engine::verify_staged(path),
+                    Catch::Contains(path.string()) && Catch::Contains("checksum"));
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 5);
+  CHECK_THROWS_WITH(engine::verify_staged(path), Catch::Contains(path.string()));
+  std::filesystem::remove_all(path.parent_path());
+}
+
+TEST_CASE("a whole staged file passes verify_staged") {
+  auto path = temp_path("whole");
+  {
+    engine::staged_writer w(path, columns());
+    w.write(batch(1, 5000));
+    w.finish();
+  }
+  CHECK_NOTHROW(engine::verify_staged(path));
   std::filesystem::remove_all(path.parent_path());
 }
