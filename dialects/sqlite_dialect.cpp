@@ -132,12 +132,13 @@ class sqlite_dialect final : public dialect {
   /// 10:00:00' AS TIMESTAMP) takes NUMERIC affinity and gives 2024, a JSON or UUID text
   /// gives 0. A rebuild copies values as they are, since the column's affinity converts
   /// numbers on insert and dates, times, JSON and UUIDs are already the target's text;
-  /// only a change of text form is written out (a UTC offset, a time of day).
+  /// only a change of text form is written out (a UTC offset, with its minutes as the
+  /// load writes it and SQLite's date and time functions read it; a time of day).
   [[nodiscard]] std::string cast(std::string_view expr, const portable_type& from,
                                  const portable_type& to) const override {
     const bool from_date = from.kind == type_kind::date;
     if (to.kind == type_kind::timestamp_tz && (from.kind == type_kind::timestamp_ntz || from_date))
-      return fmt::format("({} || '{}+00')", expr, from_date ? " 00:00:00" : "");
+      return fmt::format("({} || '{}+00:00')", expr, from_date ? " 00:00:00" : "");
     if (to.kind == type_kind::timestamp_ntz && from_date)
       return fmt::format("({} || ' 00:00:00')", expr);
     if ((to.kind == type_kind::text || to.kind == type_kind::varchar) && from.kind != to.kind &&

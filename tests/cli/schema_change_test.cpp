@@ -268,6 +268,24 @@ TEST_CASE("seed 000: an inferred CSV column never changes type on its own; auto_
         std::string::npos);
 }
 
+TEST_CASE("a SQLite target's timestamps widened to timestamp_tz keep one text form, the load's") {
+  workdir w;
+  w.write("events.csv", "id,at\n1,2024-01-01 00:00:00\n");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+                           "[sources.files]\nadapter = \"csv\"\npath = \"events.csv\"\n"
+                           "auto_widen = true\n");
+  REQUIRE(run_flotilla(w, {"run"}).exit_code == 0);
+  w.write("events.csv", "id,at\n1,2024-01-01 00:00:00\n2,2024-01-03 00:00:00+01\n");
+  int rc = -1;
+  const auto j = flotilla_json(w, {"run"}, &rc);
+  INFO(j.dump(2));
+  REQUIRE(rc == 0);
+  // The rebuilt row and the loaded one alike, as SQLite's date functions read them.
+  CHECK(sqlite_query(w.file("wh.sqlite"), "SELECT id, at, unixepoch(at) FROM files__events ORDER BY id") ==
+        std::vector<std::vector<std::string>>{{"1", "2024-01-01 00:00:00+00:00", "1704067200"},
+                                              {"2", "2024-01-02 23:00:00+00:00", "1704236400"}});
+}
+
 TEST_CASE("seed 000: auto_widen takes an inferred int column to the decimal its new values need") {
   // DuckDB's file readers infer a double for any number with a point; the lattice is
   // bool -> int -> decimal, so the file is read for the digits the values need.

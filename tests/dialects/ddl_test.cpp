@@ -424,7 +424,7 @@ TEST_CASE("a sqlite rebuild copies dates, times, JSON and UUIDs as they are") {
   CHECK(D("sqlite").cast("\"f\"", *schema::parse_type("int"), *schema::parse_type("bigint")) ==
         "\"f\"");
   CHECK(D("sqlite").cast("\"f\"", *schema::parse_type("timestamp"),
-                         *schema::parse_type("timestamptz")) == "(\"f\" || '+00')");
+                         *schema::parse_type("timestamptz")) == "(\"f\" || '+00:00')");
   CHECK(D("sqlite").cast("\"f\"", *schema::parse_type("date"),
                          *schema::parse_type("timestamp")) == "(\"f\" || ' 00:00:00')");
   CHECK(D("sqlite").cast("\"f\"", *schema::parse_type("bigint"), *schema::parse_type("text")) ==
