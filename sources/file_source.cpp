@@ -719,6 +719,36 @@ bool compressed(const std::string& path) {
   return path.ends_with(".gz") || path.ends_with(".zst");
 }
 
+/// A CSV file whose last line has no line end, after a first line that has one: a
+/// writer may be appending that row still (cut at "3,carol,30" of "3,carol,3000.75"),
+/// and an incremental table would load the cut row once and never again. Why, or
+/// nullopt (a whole last line, a header alone, an empty or compressed file).
+std::optional<std::string> unterminated_last_line(const std::string& path) {
+  if (compressed(path))
+    return std::nullopt;
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  const auto size = static_cast<std::streamoff>(in.tellg());
+  if (!in || size <= 0)
+    return std::nullopt;
+  in.seekg(size - 1);
+  char last = 0;
+  in.get(last);
+  if (last == '\n' || last == '\r')
+    return std::nullopt;
+  // A header with no line end and no row: nothing is cut.
+  in.seekg(0);
+  char buffer[65536];
+  bool ended = false;
+  while (!ended && in.read(buffer, sizeof buffer).gcount() > 0)
+    ended = std::memchr(buffer, '\n', static_cast<std::size_t>(in.gcount())) != nullptr ||
+            std::memchr(buffer, '\r', static_cast<std::size_t>(in.gcount())) != nullptr;
+  if (!ended)
+    return std::nullopt;
+  return std::string("its last line has no line end, so a writer may still be appending that "
+                     "row; an incremental table (cursor_column) loads each row once, and a cut "
+                     "row would stay as it was cut");
+}
+
 /// Whether the file holds nothing but white space (after a UTF-8 BOM), or for JSON an
 /// empty array: no header, no keys.
 bool empty_file(const std::string& path, bool json) {
@@ -1542,6 +1572,11 @@ class file_source final : public source {
     };
     if (changed())
       fail_changed();
+    if (!json_ && !request.cursor_column.empty())
+      if (auto cut = unterminated_last_line(path))
+        throw error::read_failed(options_.name, request.table->name, original_of(path), *cut,
+                                 "end the file with a line break once its last row is "
+                                 "complete; a file still being written: run again once it is");
     duck::scan_spec spec;
     spec.relation = relation(path, request);
     spec.request = &request;

@@ -1098,3 +1098,25 @@ TEST_CASE("a csv of a header and no rows says so in the catalog") {
   CHECK(find_table(cat, "header").unreadable.empty());
   CHECK_FALSE(find_table(cat, "rows").no_rows);
 }
+
+TEST_CASE("a csv file whose last row has no line end is refused for an incremental read only") {
+  temp_dir dir;
+  write_file(dir.file("pay.csv"), "id,name,amount\n1,alice,10.25\n2,bob,20.50\n3,carol,30");
+  write_file(dir.file("head.csv"), "id,name");
+  auto src = open_files("csv", dir.path.string());
+  const catalog cat = src->read_catalog();
+  const auto& pay = find_table(cat, "pay");
+  // A full read takes the file as it is: the next one replaces it.
+  CHECK(read_all(*src, pay).rows.size() == 3);
+  // An incremental one would load the cut row once, for good: refused, naming the file.
+  CHECK_THROWS_WITH(read_all(*src, pay, {}, "id", std::string("1")),
+                    Catch::Contains(dir.file("pay.csv")) &&
+                        Catch::Contains("its last line has no line end"));
+  // A header alone, with no line end, cuts no row.
+  CHECK(read_all(*src, find_table(cat, "head"), {}, "id").rows.empty());
+  // Ended, the file reads.
+  write_file(dir.file("pay.csv"), "id,name,amount\n1,alice,10.25\n2,bob,20.50\n3,carol,3000.75\n");
+  const catalog again = src->read_catalog();
+  const auto r = read_all(*src, find_table(again, "pay"), {}, "id", std::string("1"));
+  REQUIRE(r.rows.size() == 2);
+}
