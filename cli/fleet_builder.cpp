@@ -1027,6 +1027,8 @@ void describe_copy(storage::pb::TableResult& result, const engine::table_outcome
   if (o.plan) {  // for the run after a killed one, which reports it
     result.set_drift_checked(o.plan->drift_checked);
     result.set_drifted(o.plan->drifted());
+    for (const auto& w : o.plan->warnings)
+      result.add_warnings(w);
   }
   result.set_load(std::string(o.reused_staged ? std::string_view("retry")
                                                : engine::to_string(o.plan->load)));

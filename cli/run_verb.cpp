@@ -244,6 +244,8 @@ void write_interrupted_json(const config::project& project, const storage::pb::R
       row["error_code"] = t->error_code();
     if (!t->load().empty())
       row["load"] = t->load();
+    if (t->warnings_size() > 0)
+      row["warnings"] = nlohmann::json(std::vector<std::string>(t->warnings().begin(), t->warnings().end()));
     tables.push_back(std::move(row));
   }
   nlohmann::json j{
@@ -297,6 +299,11 @@ void add_recorded_table_events(std::vector<events::run_events::batch_event>& tab
     // As in a finished run: when the table's copy ended, not when this is written.
     action.set_timestamp_us(finished);
     table_events.emplace_back(std::move(action));
+  }
+  for (const auto& w : t.warnings()) {
+    auto warning = events::warning(t.source(), t.source_table(), t.table(), w);
+    warning.set_timestamp_us(finished);
+    table_events.emplace_back(std::move(warning));
   }
   table_events.emplace_back(events::table_event_line{
       .finished = true,

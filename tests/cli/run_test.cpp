@@ -3984,3 +3984,46 @@ TEST_CASE("plan with no state to read says no run was stopped before recording i
   INFO(run.dump(2));
   CHECK_FALSE(run["tables"][0].contains("recovered"));
 }
+
+TEST_CASE("a run killed after recording a table keeps its warnings: the next run writes them for "
+          "it, in its run JSON and as warning events") {
+  workdir w;
+  sqlite_exec(w.file("src.db"),
+              "CREATE TABLE t (seq INTEGER, v TEXT);"
+              "INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c');");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n"
+                           "[sources.s.tables.t]\ncursor_column = \"seq\"\n");
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  // A keyless table's column added with a default: the rows loaded before keep NULL.
+  sqlite_exec(w.file("src.db"), "ALTER TABLE t ADD COLUMN extra INTEGER DEFAULT 7;"
+                                "INSERT INTO t (seq, v) VALUES (4, 'd');");
+  REQUIRE(run_crashing_at(w, "1:after_state").exit_code != 0);
+  const auto rerun = flotilla_json(w, {"run"}, &rc);
+  INFO(rerun.dump(2));
+  REQUIRE(rc == 0);
+  // The killed run's JSON, written by the rerun, has the table's warning.
+  std::string killed;
+  for (const auto& d : std::filesystem::directory_iterator(w.path() / ".flotilla" / "runs"))
+    if (d.path().filename() != rerun["run_id"].get<std::string>() &&
+        std::filesystem::exists(d.path() / "run.json")) {
+      const auto j = nlohmann::json::parse(std::ifstream(d.path() / "run.json"));
+      if (j["status"] == "interrupted")
+        killed = d.path().filename();
+    }
+  REQUIRE_FALSE(killed.empty());
+  const auto run_dir = w.path() / ".flotilla" / "runs" / killed;
+  const auto j = nlohmann::json::parse(std::ifstream(run_dir / "run.json"));
+  INFO(j.dump(2));
+  REQUIRE(j["tables"].size() == 1);
+  REQUIRE(j["tables"][0].contains("warnings"));
+  CHECK_THAT(j["tables"][0]["warnings"][0].get<std::string>(), Catch::Contains("extra"));
+  std::ifstream events(run_dir / "events.ndjson");
+  std::string line;
+  int warnings = 0;
+  while (std::getline(events, line))
+    if (nlohmann::json::parse(line)["type"] == "warning")
+      ++warnings;
+  CHECK(warnings == 1);
+}
