@@ -756,6 +756,14 @@ std::string target_failure(const table_job& job, std::string reason) {
                       "SELECT, INSERT, UPDATE and DELETE on _flotilla._flotilla_commits (where "
                       "each load records what it committed, beside the rows), {}",
                       then);
+  else if (has("permission denied") && (has("cannot open file") || has("could not open") ||
+                                         has("failed to open") || has(".wal\"")))
+    // A file of an embedded database (DuckDB writes a .wal beside its file): no role, the
+    // operating system's permissions.
+    fix = fmt::format("make the target's database file and its directory writable by the user "
+                      "Flotilla runs as (the engine writes a file beside the database, such as "
+                      "DuckDB's .wal, while it commits), {}",
+                      then);
   else if (has("permission denied") || has("must be owner") || has("insufficient privilege"))
     fix = fmt::format("grant the role Flotilla connects as what the load needs on {} (INSERT, "
                       "UPDATE, DELETE and SELECT on the table; USAGE and CREATE on its "
