@@ -39,6 +39,7 @@ enum class errc : std::uint8_t {
   environment_variable = 24,  ///< FLT-C024 a ${VAR} placeholder whose variable is not set
   plan_only_target = 25,      ///< FLT-C025 `run` selects a source loading into a plan-only target
   gate_on_declared_table = 26,  ///< FLT-C026 (warning) on_source_drift on a section that declares columns
+  new_columns_under_contract = 27,  ///< FLT-C027 (warning) on_schema_change on an enforced section
 };
 
 enum class severity : std::uint8_t { error, warning };

@@ -115,6 +115,24 @@ struct checker {
            severity::warning);
   }
 
+  /// Under an enforced contract only declared columns load: a new source column is never
+  /// added, left out by on_schema_change, or stopped by it. Set on the section itself, the
+  /// setting would be dropped without a word.
+  void new_columns_on_enforced(const source_config& s, const table_config& t) {
+    if (t.columns.empty() || !t.policy.on_schema_change ||
+        effective_policy(p, s, &t).contract != contract_mode::enforced)
+      return;
+    report(errc::new_columns_under_contract, t.at,
+           key_path({"sources", s.name, "tables", t.name, "on_schema_change"}),
+           std::string(to_string(*t.policy.on_schema_change)), "",
+           fmt::format("on_schema_change = \"{}\" has no effect on table '{}': under contract = "
+                       "\"enforced\" a source column it does not declare is never loaded "
+                       "(plan and run warn about it); declare a column to load it, or set "
+                       "contract = \"none\" for on_schema_change to decide",
+                       to_string(*t.policy.on_schema_change), t.name),
+           severity::warning);
+  }
+
   void excluded_sections(const source_config& s, const table_config& t) {
     for (const auto& pattern : s.exclude) {
       if (!pattern_covers_name(pattern, t.name, bare_names(s)))
@@ -141,6 +159,7 @@ std::vector<diagnostic> validate(const project& p) {
       c.contracts(s, t);
       c.excluded_sections(s, t);
       c.gate_on_declared(s, t);
+      c.new_columns_on_enforced(s, t);
     }
   std::stable_sort(c.out.begin(), c.out.end(), [](const diagnostic& a, const diagnostic& b) {
     return std::tie(a.line, a.column) < std::tie(b.line, b.column);

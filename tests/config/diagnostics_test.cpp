@@ -30,7 +30,8 @@ const diagnostic& expect(const load_result& r, errc code, const std::string& key
   CHECK(d->key == key);
   CHECK(d->file == file);
   CHECK(d->is_error() ==
-        (code != errc::excluded_section && code != errc::gate_on_declared_table));
+        (code != errc::excluded_section && code != errc::gate_on_declared_table &&
+         code != errc::new_columns_under_contract));
   CHECK(format(*d).find(code_name(code)) != std::string::npos);
   return *d;
 }
@@ -831,6 +832,33 @@ columns = { id = "int" }
   std::size_t warned = 0;
   for (const auto& x : r.diagnostics)
     warned += x.code == errc::gate_on_declared_table ? 1 : 0;
+  CHECK(warned == 1);
+}
+
+TEST_CASE("on_schema_change on a table section under an enforced contract is a FLT-C027 "
+          "warning; under contract none, nothing") {
+  auto r = load(std::string{one_target} + R"toml(
+[sources.shop]
+adapter = "sqlite"
+path = "s.db"
+
+[sources.shop.tables.orders]
+contract = "enforced"
+on_schema_change = "fail"
+columns = { amt = "decimal(12,2)" }
+
+[sources.shop.tables.pinned]
+on_schema_change = "fail"
+columns = { amt = "decimal(12,2)" }
+)toml");
+  const auto& d =
+      expect(r, errc::new_columns_under_contract, "sources.shop.tables.orders.on_schema_change");
+  CHECK(d.level == severity::warning);
+  CHECK(r.ok());
+  CHECK_THAT(d.message, Catch::Contains("has no effect on table 'orders'"));
+  std::size_t warned = 0;
+  for (const auto& x : r.diagnostics)
+    warned += x.code == errc::new_columns_under_contract ? 1 : 0;
   CHECK(warned == 1);
 }
 
