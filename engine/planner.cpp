@@ -1077,10 +1077,13 @@ struct planner {
   static std::string join_statements(const std::vector<std::string>& statements) {
     std::string out;
     for (const auto& sql : statements) {
-      if (sql.empty())
+      std::string_view one = sql;  // one separator between statements, not ";;"
+      while (!one.empty() && (one.back() == ';' || one.back() == '\n' || one.back() == ' '))
+        one.remove_suffix(1);
+      if (one.empty())
         continue;
       out += out.empty() ? "" : ";\n";
-      out += sql;
+      out += one;
     }
     return out;
   }
@@ -1321,22 +1324,26 @@ table_plan plan_table(const schema::table_schema& source,
     auto open = settings;
     open.governance_gate = false;
     const table_plan ungated = plan_table(source, live, state, dialect, target, open);
-    // (Not one that copies the table anew: its DDL alone would leave the table empty.)
+    // (Not one that copies the table anew: its DDL alone would leave the table empty. A
+    // rebuild copies the rows within the target: its statements keep them.)
     for (const auto& s : ungated.drift.steps)
       if (s.column == p.error->column && !s.sql.empty() &&
-          s.action != evolution_action::drop_and_recreate && s.action != evolution_action::rebuild) {
+          s.action != evolution_action::drop_and_recreate) {
         p.error->proposed_ddl = s.sql;
         break;
       }
     // "Apply it by hand" says what to apply: the statements the change would run. A change
-    // that copies the table anew (drop and recreate, rebuild) is no statement to apply by
-    // hand: its DDL alone leaves the table empty, and an incremental table would then load
-    // only the rows past its watermark. A run does it, the gate lifted for it.
+    // that copies the table anew (drop and recreate) is no statement to apply by hand: its
+    // DDL alone leaves the table empty, and an incremental table would then load only the
+    // rows past its watermark. A run does it, the gate lifted for it. A rebuild's
+    // statements copy the rows within the target: they are applied as they are.
     bool reloads = false;
     std::string statements;
+    std::set<std::string> said;  // a rebuild's statements are shared by its steps: once
     for (const auto& s : ungated.drift.steps) {
-      reloads = reloads || s.action == evolution_action::drop_and_recreate ||
-                s.action == evolution_action::rebuild;
+      reloads = reloads || s.action == evolution_action::drop_and_recreate;
+      if (!said.insert(s.sql).second)
+        continue;
       if (s.sql.empty() || (s.action == evolution_action::add_columns && settings.additive_granted))
         continue;
       std::string_view sql = s.sql;  // one separator between statements, not ";;"

@@ -722,6 +722,25 @@ TEST_CASE("a held change that copies the table anew offers no statements to appl
   }
 }
 
+TEST_CASE("a held change a rebuild makes offers its statements, which keep the rows") {
+  // SQLite widens a column by rebuilding the table within the target: its statements copy
+  // the rows, so they are what to apply by hand, once, with one separator between them.
+  auto d = *dialects::make_dialect("sqlite");
+  const auto live = S({{"id", T("int")}, {"v", T("int")}});
+  const auto source = S({{"id", T("int")}, {"v", T("bigint")}});
+  engine::table_settings st;
+  st.governance_gate = true;
+  st.additive_granted = true;
+  auto p = engine::plan_table(source, live, engine::target_state::present, *d, orders, st);
+  REQUIRE(p.error);
+  CHECK(p.error->code == "FLT-S008");
+  INFO(p.error->reason);
+  CHECK_THAT(p.error->reason, Catch::Contains("statements Flotilla would run") &&
+                                  Catch::Contains("INSERT INTO") &&
+                                  !Catch::Contains("only a run does") && !Catch::Contains(";;"));
+  CHECK_THAT(p.error->proposed_ddl, Catch::Contains("INSERT INTO"));
+}
+
 TEST_CASE("the governance gate's review is of the change that copies the table anew") {
   // A widening in place first, an unsafe retype after: the review names the retype, whose
   // copy decides what happens to the rows.
