@@ -1841,14 +1841,21 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           // or merging would mix the two tables' rows; it reads every row and replaces
           // them, as a first load does. One lookup, for incremental tables without a
           // marker of their own.
+          // A table never copied by this project (no marker) whose target table no table
+          // of it loaded either: a table already there was made by hand, by another tool
+          // or project, or before this state directory; the copy says what it does to it.
+          std::optional<std::optional<std::string>> holder;
+          if (!state->marker && !ts.claim.empty())
+            if (auto h = store->claim_holder(ts.claim))
+              holder = std::move(*h);
+          ts.job.unclaimed_target = holder && !*holder;
           if (!ts.job.settings.cursor_column.empty() && ts.conflict.empty()) {
             std::optional<std::string> other;
             if (state->marker &&
                 state->marker->marker().starts_with(storage::displaced_marker_prefix)) {
               other = state->marker->marker().substr(storage::displaced_marker_prefix.size());
-            } else if (!state->marker && !ts.claim.empty()) {
-              if (auto h = store->claim_holder(ts.claim); h && *h && **h != key)
-                other = std::move(**h);
+            } else if (holder && *holder && **holder != key) {
+              other = **holder;
             }
             if (other) {
               ts.job.watermark_void = true;
@@ -1918,6 +1925,9 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                     : "copied (and warned about)",
                 key);
           }
+        } else {
+          // No state to read (none yet: plan before any run): no run recorded loading it.
+          ts.job.unclaimed_target = !ts.claim.empty();
         }
         // --full-refresh: every row read again, replacing the target's; an incremental
         // table's watermark (state's and the target's commit token) starts over from the

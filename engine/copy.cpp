@@ -653,6 +653,17 @@ std::vector<std::string> run_warnings_of(const table_job& job, const incremental
   if (job.generation_changed && !job.generation_warning.empty() && start.cursor_retyped.empty() &&
       plan.load != load_kind::full_refresh)
     out.push_back(job.generation_warning);
+  // The live table was described (drift checked): it is there, and not this project's.
+  if (job.unclaimed_target && plan.drift_checked && !plan.error)
+    out.push_back(fmt::format(
+        "the target table {} exists, and no run recorded in this project's state loaded it "
+        "(made by hand, by another tool or project, by a run killed before it recorded it, or "
+        "the state directory is new): this "
+        "copy {}",
+        job.target.schema.empty() ? job.target.name : job.target.schema + "." + job.target.name,
+        plan.load == load_kind::full_refresh ? "replaces its rows with the source's"
+        : plan.load == load_kind::merge      ? "merges the source's rows into it on the key"
+                                             : "appends the source's rows to it"));
   return out;
 }
 

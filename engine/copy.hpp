@@ -91,6 +91,9 @@ struct table_job {
   /// target (its commit token): the load clears it, so that a later incremental load
   /// does not resume past rows this one replaced.
   bool clear_token = false;
+  /// No table of the project ever loaded the target table (state records no claim of
+  /// it): one already there is someone else's, and the copy says what it does to it.
+  bool unclaimed_target = false;
   /// What the run decided about the table before its plan, said with the plan's warnings.
   std::vector<std::string> warnings;
   /// The run's id, written into an incremental table's commit token with its row count:

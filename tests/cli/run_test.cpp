@@ -4027,3 +4027,28 @@ TEST_CASE("a run killed after recording a table keeps its warnings: the next run
       ++warnings;
   CHECK(warnings == 1);
 }
+
+TEST_CASE("a target table no run of the project loaded is said to be taken over, once") {
+  workdir w;
+  sqlite_exec(w.file("wh.sqlite"), "CREATE TABLE files__inv (id BIGINT, v TEXT);"
+                                   "INSERT INTO files__inv VALUES (9, 'mine');");
+  std::filesystem::create_directories(w.file("f"));
+  w.write("f/inv.csv", "id,v\n1,a\n");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+                           "[sources.files]\nadapter = \"csv\"\npath = \"f\"\n");
+  int rc = -1;
+  const auto plan = flotilla_json(w, {"plan"}, &rc);
+  INFO(plan.dump(2));
+  CHECK_THAT(plan.dump(), Catch::Contains("exists, and no run recorded in this project's state "
+                                          "loaded it") &&
+                              Catch::Contains("replaces its rows with the source's"));
+  const auto first = flotilla_json(w, {"run"}, &rc);
+  INFO(first.dump(2));
+  REQUIRE(rc == 0);
+  CHECK_THAT(first["tables"][0]["warnings"][0].get<std::string>(),
+             Catch::Contains("the target table files__inv exists"));
+  // Loaded now: the project's own, nothing said again.
+  const auto again = flotilla_json(w, {"run"}, &rc);
+  INFO(again.dump(2));
+  CHECK_FALSE(again["tables"][0].contains("warnings"));
+}
