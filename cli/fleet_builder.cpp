@@ -1285,16 +1285,28 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                  only, reuse_staged, run_id, shared_run_id, plan_only, may_gate, holds, restricted, whole_sources, grouped,
                  all_databases, database, missing_files, presence, location,
                  own_copies, own_prefixes, same_database](sources::catalog& cat) {
+      // Same database: the claims of the source's own tables, which no copy may land on.
+      std::unordered_set<std::string> source_tables;
       if (same_database) {
         const claim_rule own_rule = claim_rule_of(*target);
+        // A table some copy loaded (its claim is recorded): a copy, not the user's table.
+        const auto loaded_by_a_copy = [&](const sources::source_table& t) {
+          if (store == nullptr)
+            return false;
+          const auto h = store->claim_holder(
+              claim_key(own_rule, database, dialects::table_ref{"", t.schema, t.name}));
+          return h && *h;
+        };
         std::erase_if(cat.tables, [&](const sources::source_table& t) {
+          // In a schema (a name prefix) copies land in: a copy, unless no copy ever loaded
+          // it, which makes it a table of the user's there, that a copy must not overwrite.
           for (const auto& schema : own_copies)  // PostgreSQL keeps the names' case
             if (src->adapter == config::adapter_kind::postgres ? t.schema == schema
                                                                 : config::iequals(t.schema, schema))
-              return true;
+              return loaded_by_a_copy(t);
           for (const auto& prefix : own_prefixes)
             if (t.name.size() > prefix.size() && config::iequals(t.name.substr(0, prefix.size()), prefix))
-              return true;
+              return loaded_by_a_copy(t);
           // Any other table that would land on itself stays, to be refused as such below.
           const auto self = config::target_table(*target, *src, t.qualified());
           if (claim_key(own_rule, database, dialects::table_ref{self.catalog, self.schema, self.name}) ==
@@ -1302,14 +1314,11 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
             return false;
           // A table some copy loaded (its claim is recorded): one a template since changed
           // made, which no current template's schema names.
-          if (store != nullptr) {
-            const auto h = store->claim_holder(
-                claim_key(own_rule, database, dialects::table_ref{"", t.schema, t.name}));
-            if (h && *h)
-              return true;
-          }
-          return false;
+          return loaded_by_a_copy(t);
         });
+        for (const auto& t : cat.tables)
+          source_tables.insert(
+              claim_key(own_rule, database, dialects::table_ref{"", t.schema, t.name}));
       }
       // A retried table the source no longer lists (a file moved away, a table renamed)
       // loads from its staged data, which never reads the source, as when the source
@@ -1549,6 +1558,16 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
               "copied. Give [targets.{}] a schema template that lands elsewhere (schema = "
               "\"copy_{{source}}\"), or point the source or the target at another database",
               name, src->name, target->name, target->name);
+        else if (same_database && source_tables.contains(ts.claim))
+          // Another table of the source itself, which no copy loaded: the user's.
+          ts.conflict = fmt::format(
+              "{} would overwrite {}, a table of source '{}' itself: the source reads the "
+              "database target '{}' writes, and the target's schema template puts the copy "
+              "where that table is, so nothing is copied there. Give [targets.{}] a schema "
+              "template that lands elsewhere (schema = \"copy_{{source}}\"), or point the "
+              "source or the target at another database. (A copy a run made and was killed "
+              "before it recorded it reads as such a table: drop it and run again.)",
+              name, display_name(ts.job.target), src->name, target->name, target->name);
         else if (!seen_keys.insert(key).second && !takes_name_over(ts, key)) {
           // Its state (watermark, marker, baseline) would be the other table's.
           const auto& other_spec = out[spec_of.at(key)];

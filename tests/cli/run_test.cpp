@@ -4052,3 +4052,30 @@ TEST_CASE("a target table no run of the project loaded is said to be taken over,
   INFO(again.dump(2));
   CHECK_FALSE(again["tables"][0].contains("warnings"));
 }
+
+TEST_CASE("a source on its target's own database never overwrites another of its own tables") {
+  workdir w;
+  sqlite_exec(w.file("db.sqlite"), "CREATE TABLE orders (id INTEGER PRIMARY KEY, note TEXT);"
+                                   "INSERT INTO orders VALUES (9, 'raw');"
+                                   "CREATE TABLE x__orders (id INTEGER PRIMARY KEY, total REAL);"
+                                   "INSERT INTO x__orders VALUES (1, 10), (2, 20);"
+                                   "CREATE TABLE items (id INTEGER PRIMARY KEY);"
+                                   "INSERT INTO items VALUES (1);");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"sqlite\"\npath = \"db.sqlite\"\nschema = \"x\"\n"
+                           "[sources.a]\nadapter = \"sqlite\"\npath = \"db.sqlite\"\n");
+  for (int i = 0; i < 2; ++i) {
+    int rc = -1;
+    const auto run = flotilla_json(w, {"run"}, &rc);
+    INFO(run.dump(2));
+    CHECK(rc == 1);
+    const auto* orders = find_table(run, "x__orders");
+    REQUIRE(orders != nullptr);
+    CHECK((*orders)["status"] == "failed");
+    CHECK_THAT(run.dump(), Catch::Contains("orders would overwrite x__orders, a table of source 'a' "
+                                           "itself"));
+    // The user's table as it was; the other table copied (and not read back after).
+    CHECK(sqlite_query(w.file("db.sqlite"), "SELECT id, total FROM x__orders ORDER BY id") ==
+          std::vector<std::vector<std::string>>{{"1", "10.0"}, {"2", "20.0"}});
+    CHECK(sqlite_query(w.file("db.sqlite"), "SELECT count(*) FROM x__items")[0][0] == "1");
+  }
+}
