@@ -1971,7 +1971,10 @@ class file_source final : public source {
   [[nodiscard]] std::string relation(const std::string& path) const {
     // records = 'true': a value that is not an object (a line `[3, "c"]` or `42`) is an
     // error; left to DuckDB's guess, the whole file would read as one `json` column.
-    return json_ ? fmt::format("read_json_auto({}, sample_size = -1, records = 'true'{}, {})",
+    // map_inference_threshold = -1: records of 200 keys or more whose values have one type
+    // are records still, not one MAP (which records = 'true' then refused as no object).
+    return json_ ? fmt::format("read_json_auto({}, sample_size = -1, records = 'true', "
+                               "map_inference_threshold = -1{}, {})",
                                quote_literal(path), json_format(path), k_json_iso)
                  : fmt::format("read_csv({}, sample_size = -1, {})", quote_literal(path),
                                csv_args(path));
@@ -2000,7 +2003,8 @@ class file_source final : public source {
     }
     if (columns.empty())
       return relation(path);
-    return fmt::format("read_json_auto({}, sample_size = -1, records = 'true'{}, columns = {{{}}})",
+    return fmt::format("read_json_auto({}, sample_size = -1, records = 'true', "
+                       "map_inference_threshold = -1{}, columns = {{{}}})",
                        quote_literal(path), json_format(path), columns);
   }
 
@@ -2317,7 +2321,7 @@ class file_source final : public source {
     }
     const auto row =
         con.strings(fmt::format("SELECT {} FROM read_json_auto({}, sample_size = -1, records = "
-                                "'true'{}, columns = {{{}}})",
+                                "'true', map_inference_threshold = -1{}, columns = {{{}}})",
                                 select, quote_literal(path), json_format(path), columns));
     if (row.size() != 1)
       return;

@@ -1120,3 +1120,21 @@ TEST_CASE("a csv file whose last row has no line end is refused for an increment
   const auto r = read_all(*src, find_table(again, "pay"), {}, "id", std::string("1"));
   REQUIRE(r.rows.size() == 2);
 }
+
+TEST_CASE("json records of 200 keys or more whose values share a type are records, not a map") {
+  temp_dir dir;
+  std::string line = "{";
+  for (int i = 0; i < 250; ++i)
+    line += fmt::format("{}\"field_{}\": \"v{}\"", i ? ", " : "", i, i);
+  line += "}\n";
+  write_file(dir.file("wide.json"), line + line + line);
+  auto src = open_files("json", dir.path.string());
+  const catalog cat = src->read_catalog();
+  const auto& wide = find_table(cat, "wide");
+  INFO(wide.unreadable);
+  REQUIRE(wide.unreadable.empty());
+  REQUIRE(wide.columns.columns.size() == 250);
+  const auto r = read_all(*src, wide);
+  REQUIRE(r.rows.size() == 3);
+  CHECK(r.rows[0][249] == text("v249"));
+}
