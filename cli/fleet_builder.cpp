@@ -422,11 +422,16 @@ std::string claim_state_dir(const config::project& p, bool write = true) {
 
 }  // namespace
 
+bool state_may_exist(const std::filesystem::path& dir) {
+  std::error_code ec;
+  return std::filesystem::exists(dir, ec) || ec;
+}
+
 std::unique_ptr<storage::state_store> open_state(const config::project& p, bool create) {
   std::filesystem::path dir = std::filesystem::path(p.state_dir) / "state";
-  if (!create && !std::filesystem::exists(dir))
+  if (!create && !state_may_exist(dir))
     return nullptr;
-  if (std::filesystem::exists(dir) || create) {
+  if (state_may_exist(dir) || create) {
     std::error_code ec;
     std::filesystem::create_directories(p.state_dir, ec);
     if (ec && !std::filesystem::is_directory(p.state_dir)) {
@@ -459,7 +464,7 @@ std::unique_ptr<storage::state_store> open_state(const config::project& p, bool 
 
 std::unique_ptr<storage::state_store> open_state_to_read(const config::project& p) {
   std::filesystem::path dir = std::filesystem::path(p.state_dir) / "state";
-  if (!std::filesystem::exists(dir))
+  if (!state_may_exist(dir))
     return nullptr;
   if (const std::string refused = claim_state_dir(p, false); !refused.empty()) {
     fmt::print(stderr, "warning: {}; its state is not read\n", refused);

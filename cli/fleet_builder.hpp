@@ -3,6 +3,7 @@
 /// for actors::run_fleet, and the fleet's reports into the run record. Shared by
 /// `plan`, `run` and `retry`.
 
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <set>
@@ -135,6 +136,10 @@ void remove_altered_notes(storage::state_store& store, std::string_view run_id);
                                         const engine::table_job& job);
 
 void remove_orphan_staged(const config::project& p, const storage::state_store& store);
+
+/// Whether the state store `dir` exists, or may (its directory cannot be looked into: the
+/// open then says why, FLT-R007, rather than taking it for none).
+[[nodiscard]] bool state_may_exist(const std::filesystem::path& dir);
 
 [[nodiscard]] std::unique_ptr<storage::state_store> open_state(const config::project& p,
                                                                bool create);

@@ -1,6 +1,8 @@
 // flotilla: the command line. One file per verb; main only wires them.
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -216,9 +218,18 @@ int main(int argc, char** argv) {
   }
   for (auto& v : verbs)
     if (v.selected()) {
-      const int rc = v.run();
+      int rc = v.run();
       if (rc == 2 && json)
         (void)print_refusals_json();
+      // The report is the command's result: one that could not be written (a full disk,
+      // a closed stdout) is not a success, whatever the command did.
+      if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+        fmt::print(stderr, "error: the command's output could not be written to standard "
+                           "output ({}); what it did is in its run record (.flotilla/runs) "
+                           "where it keeps one\n",
+                   std::strerror(errno != 0 ? errno : EIO));
+        rc = rc == 0 ? 1 : rc;
+      }
       return rc;
     }
   return 2;

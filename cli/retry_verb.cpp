@@ -87,7 +87,7 @@ int do_retry(const global_options& g, run_request req) {
   std::vector<std::string> failed_before;  // tables whose last result, from an earlier run, failed
   std::vector<std::string> deselected;     // failed tables flotilla.toml no longer selects
   {
-    if (!std::filesystem::exists(std::filesystem::path(project->state_dir) / "state"))
+    if (!state_may_exist(std::filesystem::path(project->state_dir) / "state"))
       return nothing_to_retry(req, "nothing to retry: no run has been recorded yet", "");
     auto store = open_state(*project, false);
     if (!store)

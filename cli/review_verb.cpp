@@ -92,7 +92,7 @@ struct opened_store {
 std::optional<opened_store> open_store(const config::project& p, std::string& problem) {
   const fs::path dir = fs::path(p.state_dir) / "state";
   opened_store out;
-  if (!fs::exists(dir))
+  if (!state_may_exist(dir))
     return out;
   storage::store_options o;
   o.create_if_missing = false;

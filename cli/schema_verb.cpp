@@ -77,7 +77,7 @@ int do_accept(const global_options& g, const schema_args& a) {
   std::unique_ptr<storage::state_store> store;
   std::optional<storage::pb::RunRecord> latest;
   std::map<std::string, storage::pb::SchemaBaseline> baselines;
-  if (std::filesystem::exists(std::filesystem::path(project->state_dir) / "state")) {
+  if (state_may_exist(std::filesystem::path(project->state_dir) / "state")) {
     store = open_state(*project, false);
     if (!store)
       return 2;

@@ -38,7 +38,8 @@ error error::locked(std::string_view path, std::string_view reason) {
 std::string_view error::remedy(errc code) {
   switch (code) {
     case errc::io_error:
-      return "check that the directory is writable and the disk is not full";
+      return "check that the directory is readable and writable by the user Flotilla runs "
+             "as, and that the disk is not full";
     case errc::corruption:
       return "the state files are damaged: restore the directory from a backup, or move it "
              "aside to start from empty state (watermarks, baselines and holds are then lost)";

@@ -559,6 +559,9 @@ result<state_store> state_store::open(const std::filesystem::path& dir,
     errc code = code_of(s);
     if (s.IsInvalidArgument() && s.ToString().find("does not exist") != std::string::npos)
       code = errc::not_found;
+    // A file there this user may not read: not "no state yet".
+    if (s.ToString().find("Permission denied") != std::string::npos)
+      code = errc::io_error;
     // CURRENT names a MANIFEST that is not there: the files are damaged, not the disk.
     if (s.IsIOError() && s.ToString().find("MANIFEST") != std::string::npos &&
         s.ToString().find("No such file") != std::string::npos)

@@ -4079,3 +4079,23 @@ TEST_CASE("a source on its target's own database never overwrites another of its
     CHECK(sqlite_query(w.file("db.sqlite"), "SELECT count(*) FROM x__items")[0][0] == "1");
   }
 }
+
+TEST_CASE("a report that cannot be written to standard output is no success") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE t (id INTEGER PRIMARY KEY); INSERT INTO t VALUES (1);");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n");
+  const char* bin = std::getenv("FLOTILLA_BIN");
+  REQUIRE(bin != nullptr);
+  const auto err = w.file("err.txt");
+  const int status = std::system(fmt::format("cd '{}' && '{}' run --output json > /dev/full 2> '{}'",
+                                             w.path().string(), bin, err)
+                                     .c_str());
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 1);
+  std::ifstream in(err);
+  const std::string said((std::istreambuf_iterator<char>(in)), {});
+  CHECK_THAT(said, Catch::Contains("could not be written to standard output"));
+  // The run itself went through, and is recorded.
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM s.t")[0][0] == "1");
+}
