@@ -253,8 +253,16 @@ std::shared_ptr<const config::project> load_or_report(const global_options& g,
   auto parsed = config::parse_filters(filter_args);
   if (parsed) {
     filters = *parsed;
-    auto more = config::check_filters(*loaded.model, filters);
-    diags.insert(diags.end(), more.begin(), more.end());
+    // Against the file's sources and tags: a file that did not load (missing, not TOML)
+    // has none to check them against, and would blame the filter.
+    const bool file_read = std::none_of(
+        loaded.diagnostics.begin(), loaded.diagnostics.end(), [](const config::diagnostic& d) {
+          return d.code == config::errc::file_not_found || d.code == config::errc::syntax_error;
+        });
+    if (loaded.model && file_read) {
+      auto more = config::check_filters(*loaded.model, filters);
+      diags.insert(diags.end(), more.begin(), more.end());
+    }
   } else {
     diags.insert(diags.end(), parsed.error().begin(), parsed.error().end());
   }

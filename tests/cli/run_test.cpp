@@ -4099,3 +4099,14 @@ TEST_CASE("a report that cannot be written to standard output is no success") {
   // The run itself went through, and is recorded.
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM s.t")[0][0] == "1");
 }
+
+TEST_CASE("a config file missing or not TOML blames no --filter") {
+  workdir w;
+  auto missing = run_flotilla(w, {"plan", "--filter", "client=hooli"});
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.err, Catch::Contains("FLT-C001") && !Catch::Contains("FLT-C021"));
+  w.write("flotilla.toml", "[sources.s]\nadapter = \"sqlite\ntags = { client = \"acme\" }\n");
+  auto broken = run_flotilla(w, {"run", "--filter", "client=acme"});
+  CHECK(broken.exit_code == 2);
+  CHECK_THAT(broken.err, Catch::Contains("FLT-C002") && !Catch::Contains("FLT-C021"));
+}
