@@ -160,6 +160,46 @@ std::string json_format(const std::string& path) {
   return json_array_file(path) ? ", format = 'array'" : "";
 }
 
+/// JSON nested deeper than DuckDB's reader recurses safely (a record of 15,000 objects in
+/// one another overflowed the reading thread's stack, and the process with it): the line
+/// where the nesting passes the limit, scanned outside strings; nullopt when it never does.
+std::optional<std::string> json_too_deep(const std::string& path) {
+  constexpr int most = 1000;
+  std::ifstream in(path, std::ios::binary);
+  char buffer[1 << 16];
+  int depth = 0;
+  std::uint64_t line = 1;
+  bool in_string = false, escaped = false;
+  while (in.read(buffer, sizeof buffer).gcount() > 0) {
+    const auto n = static_cast<std::size_t>(in.gcount());
+    for (std::size_t i = 0; i < n; ++i) {
+      const char c = buffer[i];
+      if (c == '\n')
+        ++line;
+      if (in_string) {
+        if (escaped)
+          escaped = false;
+        else if (c == '\\')
+          escaped = true;
+        else if (c == '"')
+          in_string = false;
+        continue;
+      }
+      if (c == '"')
+        in_string = true;
+      else if (c == '{' || c == '[') {
+        if (++depth > most)
+          return fmt::format("line {} nests objects and arrays more than {} deep, deeper than "
+                             "the reader takes",
+                             line, most);
+      } else if (c == '}' || c == ']') {
+        depth = std::max(0, depth - 1);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> unclosed_array(const std::string& path) {
   if (!json_array_file(path))
     return std::nullopt;
@@ -2106,6 +2146,11 @@ class file_source final : public source {
                             "FROM sniff_csv({}, sample_size = -1, header = true, {}))",
                             quote_literal(path), csv_args(path));
     std::vector<std::vector<std::optional<std::string>>> rows;
+    if (json_)
+      if (auto deep = json_too_deep(path))
+        throw error::read_failed(options_.name, table, path, *deep,
+                                 "flatten that value, or write it as a JSON string (its text "
+                                 "in double quotes), which loads as text");
     try {
       duck::connection con(db());
       rows = con.strings(sql);

@@ -1138,3 +1138,24 @@ TEST_CASE("json records of 200 keys or more whose values share a type are record
   REQUIRE(r.rows.size() == 3);
   CHECK(r.rows[0][249] == text("v249"));
 }
+
+TEST_CASE("a json record nested deeper than the reader takes fails its table, named, not the "
+          "process") {
+  temp_dir dir;
+  const int n = 15000;
+  std::string deep = "{\"id\": 1, \"a\": ";
+  for (int i = 0; i < n; ++i)
+    deep += "{\"b\": ";
+  deep += "1";
+  deep += std::string(n, '}');
+  deep += "}\n";
+  write_file(dir.file("x.json"), "{\"id\": 0, \"s\": \"{{{{[[[\"}\n" + deep);
+  write_file(dir.file("ok.json"), "{\"id\": 1}\n");
+  auto src = open_files("json", dir.path.string());
+  const catalog cat = src->read_catalog();
+  const auto& x = find_table(cat, "x");
+  CHECK_THAT(x.unreadable, Catch::Contains(dir.file("x.json")) &&
+                               Catch::Contains("line 2 nests objects and arrays more than 1000 deep"));
+  CHECK(find_table(cat, "ok").unreadable.empty());
+  CHECK(read_all(*src, find_table(cat, "ok")).rows.size() == 1);
+}
