@@ -340,7 +340,7 @@ outcome decider::on(const add_column& a) const {
                 fmt::format("column '{}' was added {}, which is not a constant: its per-row "
                             "values exist only in the physical rewrite. Use a constant literal "
                             "default, add the column without a default and fill it with UPDATE, "
-                            "or reload the table",
+                            "or re-seed the table (flotilla stream --reload)",
                             c.name, what),
                 "Reload the stream (flotilla stream --reload) to copy every table again; next "
                 "time add the column with a constant default");

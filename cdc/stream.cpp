@@ -2884,9 +2884,11 @@ class source_stream {
                   ? "The target cannot drop a table's only column: run `flotilla stream "
                     "--reload` to copy the tables again in their new shape"
                   : "Make the target table able to take the change as the error says (a "
-                    "value that no longer fits a narrower type: fix or remove it on the "
-                    "target), then start the stream again; or run `flotilla stream --reload` "
-                    "to copy every table again"));
+                    "value that no longer fits a narrower type: change it on the target to "
+                    "what the source holds now, e.g. a decimal rounded to the new scale, "
+                    "UPDATE ... SET col = round(col, scale); do not delete the row, which "
+                    "the stream would not send again), then start the stream again; or run "
+                    "`flotilla stream --reload` to copy every table again"));
         }
       // A review's replay of kept changes has no stream position: its review says what
       // follows (the table stays held), not a restart.
