@@ -283,10 +283,13 @@ struct json_digit_checker : nlohmann::json_sax<nlohmann::json> {
   }
   bool boolean(bool) override { return true; }
   bool number_integer(number_integer_t v) override {
-    return whole(v < 0 ? -static_cast<double>(v) : static_cast<double>(v), std::to_string(v));
+    // The magnitude as an integer: 2^53 + 1 as a double is 2^53, which would pass.
+    const auto magnitude = v < 0 ? std::uint64_t{0} - static_cast<std::uint64_t>(v)
+                                 : static_cast<std::uint64_t>(v);
+    return whole(magnitude, std::to_string(v));
   }
   bool number_unsigned(number_unsigned_t v) override {
-    return whole(static_cast<double>(v), std::to_string(v));
+    return whole(static_cast<std::uint64_t>(v), std::to_string(v));
   }
   bool number_float(number_float_t v, const string_t& raw) override {
     // Past a double's range (1e400) it would load as an infinity; below it, as 0.
@@ -315,8 +318,8 @@ struct json_digit_checker : nlohmann::json_sax<nlohmann::json> {
                         column, found_nested ? ", nested in its value," : "", raw, as_double);
     return false;
   }
-  bool whole(double magnitude, const std::string& text) {
-    if (magnitude <= 9007199254740992.0 || !float_column(column) || depth > record_depth)
+  bool whole(std::uint64_t magnitude, const std::string& text) {
+    if (magnitude <= (std::uint64_t{1} << 53) || !float_column(column) || depth > record_depth)
       return true;
     found_column = column;
     found = fmt::format("column '{}' holds the integer {}, past the 2^53 a double (the type "

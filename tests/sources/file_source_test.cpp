@@ -1159,3 +1159,21 @@ TEST_CASE("a json record nested deeper than the reader takes fails its table, na
   CHECK(find_table(cat, "ok").unreadable.empty());
   CHECK(read_all(*src, find_table(cat, "ok")).rows.size() == 1);
 }
+
+TEST_CASE("a json integer past 2^53 in a double column is refused, 2^53 + 1 too") {
+  temp_dir dir;
+  auto src = open_files("json", dir.path.string());
+  for (const std::string v : {"9007199254740993", "-9007199254740993", "9007199254740995"}) {
+    INFO(v);
+    write_file(dir.file("p.json"), "{\"id\": 1, \"amount\": " + v + "}\n{\"id\": 2, \"amount\": 0.5}\n");
+    const catalog cat = src->read_catalog();
+    const auto& p = find_table(cat, "p");
+    REQUIRE(p.unreadable.empty());
+    CHECK_THROWS_WITH(read_all(*src, p), Catch::Contains("holds the integer " + v) &&
+                                             Catch::Contains("past the 2^53"));
+  }
+  // 2^53 itself is exact in a double: it loads.
+  write_file(dir.file("p.json"), "{\"id\": 1, \"amount\": 9007199254740992}\n{\"id\": 2, \"amount\": 0.5}\n");
+  const catalog cat = src->read_catalog();
+  CHECK(read_all(*src, find_table(cat, "p")).rows.size() == 2);
+}
