@@ -402,6 +402,30 @@ std::chrono::milliseconds pubsub_sink::delivery_timeout() const {
   return client_->target().timeout;
 }
 
+namespace {
+
+/// The ordering key of an event: its key (<source>.<table>, the run id), or, past the 1,024
+/// bytes the service takes (a table name of a thousand characters), its first 1,000 bytes
+/// (whole UTF-8 characters) then `~` and an FNV-1a hash of the whole key: still one key
+/// per table, so its events keep their order, and never a refusal that would hold back
+/// every event after it.
+std::string ordering_key_of(const std::string& key) {
+  constexpr std::size_t most = 1024;
+  if (key.size() <= most)
+    return key;
+  std::uint64_t h = 1469598103934665603ull;
+  for (const unsigned char c : key) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  std::size_t cut = 1000;
+  while (cut > 0 && (static_cast<unsigned char>(key[cut]) & 0xC0) == 0x80)
+    --cut;  // not inside a character
+  return fmt::format("{}~{:016x}", key.substr(0, cut), h);
+}
+
+}  // namespace
+
 delivery pubsub_sink::deliver(std::span<const storage::pb::OutboxEntry> batch,
                               std::chrono::milliseconds timeout) {
   const bool want_json = format_ == config::event_format::json;
@@ -411,7 +435,7 @@ delivery pubsub_sink::deliver(std::span<const storage::pb::OutboxEntry> batch,
     if (const std::string* ready = ready_payload(entry, want_json)) {
       // Written from the event with its headers (outbox_entry): sent as it is.
       pubsub_message m;
-      m.ordering_key = entry.key();
+      m.ordering_key = ordering_key_of(entry.key());
       m.data = *ready;
       m.attributes = {{"content-type", want_json ? "application/json" : "application/x-protobuf"},
                       {"flotilla-event-type", entry.headers().type()},
@@ -423,7 +447,7 @@ delivery pubsub_sink::deliver(std::span<const storage::pb::OutboxEntry> batch,
                      ? from_json(entry.payload())
                      : from_protobuf(entry.payload());
     pubsub_message m;
-    m.ordering_key = entry.key();
+    m.ordering_key = ordering_key_of(entry.key());
     if (event) {
       m.data = want_json ? to_json(*event) : to_protobuf(*event);
       m.attributes = {{"content-type", want_json ? "application/json" : "application/x-protobuf"},

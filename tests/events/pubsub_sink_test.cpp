@@ -878,3 +878,29 @@ TEST_CASE("a flotilla run's events reach a Pub/Sub subscription in order per tab
   REQUIRE(drift.is_object());
   CHECK(drift["source_drift_detected"]["changes"][0]["column"] == "note");
 }
+
+TEST_CASE("a table whose key is past the 1,024 bytes of an ordering key gets one key of its own "
+          "within them",
+          "[pubsub]") {
+  auto& emu = emulator();
+  const auto topic = unique("long-key"), sub = topic + "-sub";
+  emu.create_subscription(project_id, topic, sub);
+  temp_dir dir;
+  auto store = open_store(dir.path() / "state");
+  auto ev = run_events::open(&store, project_for(dir, emu.host(), topic), "run-1");
+  REQUIRE(ev.has_value());
+  const std::string table(1100, 't');
+  REQUIRE(ev->get()->emit(table_started("shop", table, "s.t", "full")));
+  REQUIRE(ev->get()->emit(table_finished("shop", table, {.status = "copied", .rows = 1})));
+  auto report = (*ev)->finish();
+  INFO((report.errors.empty() ? "" : report.errors[0].text()));
+  REQUIRE(report.ok());
+  auto msgs = emu.pull(project_id, sub, 2, 30s);
+  REQUIRE(msgs.size() == 2);
+  for (const auto& m : msgs) {
+    INFO(m.ordering_key);
+    CHECK(m.ordering_key.size() <= 1024);
+    CHECK(m.ordering_key.starts_with("shop.ttt"));
+    CHECK(m.ordering_key == msgs[0].ordering_key);  // one key for the table: its order kept
+  }
+}
