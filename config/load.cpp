@@ -1312,6 +1312,18 @@ class loader {
                  fmt::format("a {} id, not a path", key),
                  fmt::format("give the {0}'s id, not its full name: {0} = \"{1}\"", key,
                              value->substr(value->rfind('/') + 1)));
+    // A project id has lower-case letters, digits and hyphens (a domain-scoped one,
+    // "example.com:proj", a dot and a colon): said here, not as the service's HTTP 400.
+    if (po.project.size() && po.project.find('/') == std::string::npos)
+      if (const auto* n = ps.get("project"))
+        if (!std::all_of(po.project.begin(), po.project.end(), [](unsigned char c) {
+              return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+                     c == ':';
+            }))
+          report(errc::invalid_value, n->source(), key_path_append(path, "project"), po.project,
+                 "a Google Cloud project id",
+                 "a Google Cloud project id has only lower-case ASCII letters, digits and "
+                 "hyphens (\"my-project-123\"): give the project's id, not its name");
     // The service's rule for topic ids, said here rather than as its refusal after a run
     // copied every table (the emulator applies it too).
     if (po.topic.size() && po.topic.find('/') == std::string::npos)

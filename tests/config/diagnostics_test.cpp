@@ -1024,6 +1024,19 @@ TEST_CASE("a Pub/Sub topic id the service refuses is FLT-C005 when the file is r
   CHECK(ok.diagnostics.empty());
 }
 
+TEST_CASE("a Pub/Sub project id with characters no id has is FLT-C005 when the file is read") {
+  for (const std::string project : {"bad project!", "My-Project"}) {
+    INFO(project);
+    auto r = load(std::string{one_target} + "[events.pubsub]\nproject = \"" + project +
+                  "\"\ntopic = \"events\"\n");
+    expect(r, errc::invalid_value, "events.pubsub.project");
+  }
+  auto ok = load(std::string{one_target} +
+                 "[events.pubsub]\nproject = \"example.com:acme-prod-1\"\ntopic = \"events\"\n");
+  INFO(all_messages(ok));
+  CHECK(ok.diagnostics.empty());
+}
+
 TEST_CASE("a Kafka topic name Kafka refuses is FLT-C005 when the file is read") {
   for (const std::string& topic : std::vector<std::string>{"has space", "a/b", std::string(250, 't'), ".."}) {
     INFO(topic);
