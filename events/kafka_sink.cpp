@@ -795,6 +795,11 @@ delivery kafka_sink::deliver(std::span<const storage::pb::OutboxEntry> batch,
     // Purged by the stop: the events were still waiting in the producer.
     if (stopped_at && reason.find("Purged") != std::string::npos)
       reason = "they were still queued in the producer";
+    // Purged at the deadline, no other word from librdkafka: the brokers took the
+    // connection and never answered (a hung or overloaded broker).
+    else if (reason.find("Purged") != std::string::npos)
+      reason = "the brokers gave no answer in that time (connected, but not responding: a "
+               "hung or overloaded broker, or a network that drops the packets)";
     // librdkafka gives each message message.timeout.ms at most, however long the relay
     // would wait.
     const std::string waited =
