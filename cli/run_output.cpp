@@ -409,6 +409,19 @@ void print_run_text(const std::string& run_id, const std::vector<actors::pipelin
                    printable(display_name(t.target)),
                    t.outcome.error_code.empty() ? "" : t.outcome.error_code + ": ",
                    printable_message(t.outcome.error.value_or("")));
+  // Tables a stop left unstarted: named, as the JSON names them (the first ones of a long
+  // list: a stopped fleet's thousands would bury the rest).
+  constexpr std::size_t skipped_named = 20;
+  std::size_t skipped_said = 0;
+  for (const auto& p : reports)
+    for (const auto& t : p.tables)
+      if (t.outcome.status == engine::table_status::skipped && skipped_said++ < skipped_named)
+        fmt::print("skipped  {}  {}\n", printable(display_name(t.target)),
+                   printable_message(t.outcome.error.value_or("not started")));
+  if (skipped_said > skipped_named)
+    fmt::print("skipped  ... and {} more table(s): the run's JSON (--output json, or "
+               ".flotilla/runs/{}/run.json) lists them; `flotilla retry` copies them\n",
+               skipped_said - skipped_named, run_id);
   for (const auto& p : reports)
     if (p.error)
       fmt::print("failed  source {}  {}\n", printable(p.source), printable_message(*p.error));

@@ -4110,3 +4110,35 @@ TEST_CASE("a config file missing or not TOML blames no --filter") {
   CHECK(broken.exit_code == 2);
   CHECK_THAT(broken.err, Catch::Contains("FLT-C002") && !Catch::Contains("FLT-C021"));
 }
+
+TEST_CASE("the text of a stopped run names the tables it skipped") {
+  workdir w;
+  std::string sql;
+  for (int t = 0; t < 24; ++t)
+    sql += fmt::format("CREATE TABLE t{0} (id INTEGER PRIMARY KEY, v TEXT);"
+                       "INSERT INTO t{0} VALUES (1, 'a');",
+                       t);
+  sqlite_exec(w.file("shop.db"), sql);
+  write_config(w, "duckdb", "");
+  setenv("FLOTILLA_INTERRUPT_AT", "1", 1);
+  auto stopped = run_flotilla(w, {"run"});
+  unsetenv("FLOTILLA_INTERRUPT_AT");
+  INFO(stopped.out << stopped.err);
+  CHECK(stopped.exit_code == 1);
+  // As many named (or counted past the first 20) as the summary says were skipped.
+  const auto at = stopped.out.find(" skipped, ");
+  REQUIRE(at != std::string::npos);
+  const auto count_from = stopped.out.rfind(' ', at - 1) + 1;
+  const int skipped = std::stoi(stopped.out.substr(count_from, at - count_from));
+  REQUIRE(skipped > 0);
+  int named = 0, more = 0;
+  std::istringstream lines(stopped.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("skipped  ... and "))
+      more = std::stoi(line.substr(std::string_view("skipped  ... and ").size()));
+    else if (line.starts_with("skipped  staging__us_west__shop.t"))
+      ++named;
+  }
+  CHECK(named == std::min(skipped, 20));
+  CHECK(named + more == skipped);
+}
