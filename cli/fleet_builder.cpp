@@ -1257,6 +1257,11 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     // Shared by the source's tables: written into their commit tokens.
     const auto shared_run_id =
         run_id.empty() ? nullptr : std::make_shared<const std::string>(run_id);
+    // Only a name flotilla.toml gives: the directory's name, which an unnamed project
+    // goes by, changes when the project is moved, and its tables would read every row.
+    const auto shared_project = project->name_given
+                                    ? std::make_shared<const std::string>(project->name)
+                                    : nullptr;
     const bool plan_only = options.plan_only;
     // Whether any table of this source may be checked by the source drift gate: only
     // then are the baselines and last results read with the tables' state.
@@ -1295,7 +1300,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       }
     }
     ps.select = [project, src, target, target_index, filters, store, no_prune, full_refresh, allow_rebuild,
-                 only, reuse_staged, run_id, shared_run_id, plan_only, may_gate, holds, restricted, whole_sources, grouped,
+                 only, reuse_staged, run_id, shared_run_id, shared_project, plan_only, may_gate, holds, restricted, whole_sources, grouped,
                  all_databases, database, missing_files, presence, location,
                  own_copies, own_prefixes, same_database](sources::catalog& cat) {
       // Same database: the claims of the source's own tables, which no copy may land on.
@@ -1540,6 +1545,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         ts.job.source_location = *location;
         ts.job.target_name = target->name;
         ts.job.run_id = shared_run_id;
+        ts.job.project = shared_project;
         if (store != nullptr)
           ts.job.unrecorded_commit = [store, source = src->name,
                                       table = name](const std::string& run) {

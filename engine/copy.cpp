@@ -38,16 +38,22 @@ namespace {
 /// the token of another cursor column (the setting changed) is never taken for this one's;
 /// then the run that commits it and its rows, so that a later run finding the target ahead
 /// of state can say whose rows those are.
+/// The run is written "<run id>@<project>" (a run id has no '@'), so that a token another
+/// project committed is told from this one's.
 std::string token_of(const std::string& cursor, const std::string& watermark,
                      const table_job& job, std::uint64_t rows) {
   if (!job.run_id || job.run_id->empty())
     return fmt::format("\x1e{}\x1f{}", cursor, watermark);
+  if (job.project && !job.project->empty())
+    return fmt::format("\x1e{}\x1f{}\x1d{}@{}\x1d{}", cursor, watermark, *job.run_id,
+                       *job.project, rows);
   return fmt::format("\x1e{}\x1f{}\x1d{}\x1d{}", cursor, watermark, *job.run_id, rows);
 }
 
 struct token_parts {
   std::string watermark;
   std::string run_id;  ///< empty: a token from before runs were kept in it
+  std::string project;  ///< empty: a token from before projects were kept in it
   std::uint64_t rows = 0;
 };
 
@@ -80,6 +86,10 @@ std::optional<token_parts> parse_token(const std::string& token, const std::stri
       run.find_first_of("\x1d\x1e\x1f") != std::string_view::npos)
     return out;
   out.run_id = std::string(run);
+  if (const auto at = out.run_id.find('@'); at != std::string::npos) {
+    out.project = out.run_id.substr(at + 1);
+    out.run_id.resize(at);
+  }
   out.rows = n;
   out.watermark.resize(before);
   return out;
@@ -593,7 +603,18 @@ incremental_start resume_from(sinks::warehouse& wh, const table_job& job) {
       if (token->empty()) {
         out.watermark.reset();
       } else if (auto committed = parse_token(*token, cursor_column);
-                 committed && !committed->run_id.empty() && !job.watermark_run_id.empty() &&
+                 committed && !committed->project.empty() && job.project &&
+                 committed->project != *job.project) {
+        // Another project's commit: two flotilla.toml files load this target table (or
+        // this project was renamed). Its watermark is of its own source's rows.
+        out.stale_copy = fmt::format(
+            "the target table's rows and its watermark ({} = {}) were committed by project "
+            "'{}', not this one ('{}'): another flotilla.toml loads this target table, or the "
+            "project was renamed. This run reads every row and replaces the table's rows, as a "
+            "first load does; give each project a target table of its own",
+            cursor_column, committed->watermark, committed->project, *job.project);
+        out.watermark.reset();
+      } else if (committed && !committed->run_id.empty() && !job.watermark_run_id.empty() &&
                  committed->run_id < job.watermark_run_id &&
                  committed->watermark != job.watermark) {
         // Behind state: run ids order by their start time, and the run that committed

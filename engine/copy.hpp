@@ -100,6 +100,10 @@ struct table_job {
   /// a later run that finds the target ahead of state names the run whose rows they are
   /// (table_outcome::recovered). Shared by the run's tables. May be null.
   std::shared_ptr<const std::string> run_id;
+  /// The project's name ([project] name), written into the commit token with the run:
+  /// a token another project committed (two flotilla.toml files loading one target
+  /// table) is not this one's watermark. May be null.
+  std::shared_ptr<const std::string> project;
   /// Whether run `run_id` committed this table's rows without recording them (it was
   /// killed between its target commit and its state commit): its record is known and
   /// does not list the table copied. A token of a run that recorded them (the table then

@@ -160,41 +160,48 @@ std::string json_format(const std::string& path) {
   return json_array_file(path) ? ", format = 'array'" : "";
 }
 
+/// JSON text's nesting, byte by byte, outside strings (their escapes taken): how deep the
+/// objects and arrays open at the current byte are, and whether it is inside a string.
+struct json_nesting {
+  std::size_t depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  void feed(char c) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && depth > 0) {
+      --depth;
+    }
+  }
+};
+
 /// JSON nested deeper than DuckDB's reader recurses safely (a record of 15,000 objects in
 /// one another overflowed the reading thread's stack, and the process with it): the line
 /// where the nesting passes the limit, scanned outside strings; nullopt when it never does.
 std::optional<std::string> json_too_deep(const std::string& path) {
-  constexpr int most = 1000;
+  constexpr std::size_t most = 1000;
   std::ifstream in(path, std::ios::binary);
   char buffer[1 << 16];
-  int depth = 0;
+  json_nesting nesting;
   std::uint64_t line = 1;
-  bool in_string = false, escaped = false;
   while (in.read(buffer, sizeof buffer).gcount() > 0) {
     const auto n = static_cast<std::size_t>(in.gcount());
     for (std::size_t i = 0; i < n; ++i) {
-      const char c = buffer[i];
-      if (c == '\n')
-        ++line;
-      if (in_string) {
-        if (escaped)
-          escaped = false;
-        else if (c == '\\')
-          escaped = true;
-        else if (c == '"')
-          in_string = false;
-        continue;
-      }
-      if (c == '"')
-        in_string = true;
-      else if (c == '{' || c == '[') {
-        if (++depth > most)
-          return fmt::format("line {} nests objects and arrays more than {} deep, deeper than "
-                             "the reader takes",
-                             line, most);
-      } else if (c == '}' || c == ']') {
-        depth = std::max(0, depth - 1);
-      }
+      line += buffer[i] == '\n' ? 1 : 0;
+      nesting.feed(buffer[i]);
+      if (nesting.depth > most)
+        return fmt::format("line {} nests objects and arrays more than {} deep, deeper than "
+                           "the reader takes",
+                           line, most);
     }
   }
   return std::nullopt;
@@ -396,11 +403,10 @@ std::optional<std::string> json_lost_digits(const std::string& path,
   // Nesting at the start of each line, strings skipped: a line that begins outside any
   // value and holds `null` is a record of its own (a `null` inside a value spread over
   // lines is not).
-  std::size_t nest = 0;
-  bool in_string = false, escaped = false;
+  json_nesting nesting;
   for (std::string line; std::getline(in, line);) {
     ++n;
-    if (nest == 0 && !in_string) {
+    if (nesting.depth == 0 && !nesting.in_string) {
       const auto b = line.find_first_not_of(" \t\r");
       const auto e = line.find_last_not_of(" \t\r");
       if (b != std::string::npos && line.compare(b, e - b + 1, "null") == 0) {
@@ -414,20 +420,7 @@ std::optional<std::string> json_lost_digits(const std::string& path,
     for (const char c : line) {
       run = (c >= '0' && c <= '9') ? run + 1 : (c == '.' ? run : 0);
       longest = std::max(longest, run);
-      if (in_string) {
-        if (escaped)
-          escaped = false;
-        else if (c == '\\')
-          escaped = true;
-        else if (c == '"')
-          in_string = false;
-      } else if (c == '"') {
-        in_string = true;
-      } else if (c == '{' || c == '[') {
-        ++nest;
-      } else if ((c == '}' || c == ']') && nest > 0) {
-        --nest;
-      }
+      nesting.feed(c);
     }
     // ... or an exponent of 3 digits, past a double's range or below it.
     static const std::regex wide_exponent(R"([0-9.][eE][+-]?[0-9]{3})");

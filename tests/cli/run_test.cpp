@@ -4142,3 +4142,34 @@ TEST_CASE("the text of a stopped run names the tables it skipped") {
   CHECK(named == std::min(skipped, 20));
   CHECK(named + more == skipped);
 }
+
+TEST_CASE("a target table another project loaded is not resumed from that project's watermark") {
+  workdir w;
+  sqlite_exec(w.file("a.db"), "CREATE TABLE applog (seq INTEGER, v TEXT);"
+                              "INSERT INTO applog VALUES (1, 'a1'), (2, 'a2'), (3, 'a3'), (6, 'a6');");
+  sqlite_exec(w.file("b.db"), "CREATE TABLE applog (seq INTEGER, v TEXT);"
+                              "INSERT INTO applog VALUES (1, 'b1'), (2, 'b2'), (7, 'b7');");
+  for (const std::string n : {"a", "b"})
+    w.write(n + ".toml", fmt::format("[project]\nname = \"{0}\"\nstate_dir = \".flotilla-{0}\"\n"
+                                     "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                                     "schema = \"fixed\"\n[sources.s]\nadapter = \"sqlite\"\n"
+                                     "path = \"{0}.db\"\n[sources.s.tables.applog]\n"
+                                     "cursor_column = \"seq\"\n",
+                                     n));
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"-c", "a.toml", "run"}, &rc)["status"] == "success");
+  // Project b on the same target table: a's rows and watermark (seq = 6) are not its own.
+  const auto b = flotilla_json(w, {"-c", "b.toml", "run"}, &rc);
+  INFO(b.dump(2));
+  CHECK(rc == 0);
+  CHECK(b["tables"][0]["rows"] == 3);
+  CHECK_THAT(b["tables"][0]["warnings"].dump(), Catch::Contains("committed by project 'a'"));
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT string_agg(v, ',' ORDER BY seq) FROM fixed.applog") ==
+        std::vector<std::vector<std::string>>{{"b1,b2,b7"}});
+  // And a, back, does not resume from b's (seq = 7): its rows are read again.
+  const auto a = flotilla_json(w, {"-c", "a.toml", "run"}, &rc);
+  INFO(a.dump(2));
+  CHECK_THAT(a["tables"][0]["warnings"].dump(), Catch::Contains("committed by project 'b'"));
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT string_agg(v, ',' ORDER BY seq) FROM fixed.applog") ==
+        std::vector<std::vector<std::string>>{{"a1,a2,a3,a6"}});
+}
