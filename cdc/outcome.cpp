@@ -548,8 +548,9 @@ outcome decider::on(const alter_type& c) const {
                                       "precision or scale changes are followed");
   if (cls == type_change::decimal && col->key)
     return reload_stop(code_key_decimal,
-                       change_words + ": the precision or scale of a decimal key column changes "
-                                      "the row key's values, which the stream cannot follow");
+                       change_words + ": a precision or scale change of a decimal key column "
+                                      "stops the stream, which does not alter a row key's type "
+                                      "(a smaller scale would round the key's values)");
   if (events())
     return apply({}, fmt::format("nothing to apply: the next events of {} carry column {} as {}",
                                  before_.name, c.column, type_text(c.to)));

@@ -3,8 +3,10 @@
 #include <libpq-fe.h>
 #include <sys/select.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -268,6 +270,8 @@ void pg_connection::copy_out(const std::string& sql,
 struct replication_connection::impl {
   PGconn* conn = nullptr;
   std::string who;
+  std::mutex status_mu;  ///< send_status and resend_status may come from two threads
+  lsn_t sent_received = 0, sent_flushed = 0;  ///< the highest positions reported
   std::string creating;  ///< the slot begin_create_slot asked for
   ~impl() {
     if (conn)
@@ -430,7 +434,21 @@ std::optional<stream_message> replication_connection::next(int timeout_ms) {
   }
 }
 
+void replication_connection::resend_status() {
+  lsn_t received = 0, flushed = 0;
+  {
+    std::lock_guard lock(impl_->status_mu);
+    received = impl_->sent_received;
+    flushed = impl_->sent_flushed;
+  }
+  send_status(received, flushed);
+}
+
 void replication_connection::send_status(lsn_t received, lsn_t flushed, bool reply) {
+  // Never older than what was reported (a keepalive's resend racing a newer report).
+  std::lock_guard lock(impl_->status_mu);
+  received = impl_->sent_received = std::max(impl_->sent_received, received);
+  flushed = impl_->sent_flushed = std::max(impl_->sent_flushed, flushed);
   std::string msg = "r";
   put_u64(msg, received);
   put_u64(msg, flushed);

@@ -98,6 +98,10 @@ class replication_connection {
   [[nodiscard]] std::optional<stream_message> next(int timeout_ms);
   /// Standby status update: written = flushed = applied = `flushed`.
   void send_status(lsn_t received, lsn_t flushed, bool reply = false);
+  /// The last positions reported, sent again: tells the server this client lives while a
+  /// long target batch or copy runs (past its wal_sender_timeout it would end the
+  /// connection). Callable from another thread than send_status's.
+  void resend_status();
 
  private:
   struct impl;

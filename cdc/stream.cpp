@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -2426,8 +2427,53 @@ class source_stream {
     }
   }
 
+  /// `body` with the server told every second that this client lives: a target batch, a
+  /// decision's replay or a resync's copy that takes longer than the server's
+  /// wal_sender_timeout (60 s by default) would otherwise end the replication connection,
+  /// and the stream with it. Nested calls run `body` alone.
+  template <class Body>
+  void keeping_alive(Body&& body) {
+    if (keeping_alive_ || !replication_) {
+      body();
+      return;
+    }
+    keeping_alive_ = true;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::thread beat([&] {
+      std::unique_lock lock(mu);
+      while (!cv.wait_for(lock, std::chrono::seconds(1), [&] { return done; }))
+        try {
+          replication_->resend_status();
+        } catch (const std::exception&) {
+          return;  // the connection is gone: the stream finds out when it reads next
+        }
+    });
+    const auto stop = [&] {
+      {
+        std::lock_guard lock(mu);
+        done = true;
+      }
+      cv.notify_all();
+      beat.join();
+      keeping_alive_ = false;
+    };
+    try {
+      body();
+    } catch (...) {
+      stop();
+      throw;
+    }
+    stop();
+  }
+
   /// Decisions `flotilla review` left in the inbox, carried out, then acted on.
   void between_batches() {
+    keeping_alive([this] { between_batches_now(); });
+  }
+
+  void between_batches_now() {
     if (o_.between_batches)
       o_.between_batches();
     if (!waiting_.empty())
@@ -2916,8 +2962,11 @@ class source_stream {
   /// A batch boundary: the touched tables' parts taken, what they keep and hold written,
   /// then their changes and positions committed in one target transaction.
   void flush() {
-    if (!pending())
-      return;
+    if (pending())
+      keeping_alive([this] { flush_now(); });
+  }
+
+  void flush_now() {
     batch b = take_batch();
     if (!b.stop.empty())
       throw stop_error(b.stop);
@@ -2946,6 +2995,8 @@ class source_stream {
 
   /// Transactions routed to the tables since the last batch boundary.
   [[nodiscard]] bool pending() const { return pending_transactions_ > 0; }
+
+  bool keeping_alive_ = false;  ///< keeping_alive's beat runs
 
   const stream_options& o_;
   const config::source_config& src_;

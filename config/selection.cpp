@@ -164,7 +164,25 @@ std::vector<diagnostic> check_filters(const project& p, const std::vector<filter
     out.push_back(std::move(d));
     return out;
   }
-  d.message = "no source matches all the filters together; each matches some source alone";
+  // Which sources each filter matches alone: what to combine instead.
+  std::string each;
+  for (const auto& f : filters) {
+    if (f.key == "table")
+      continue;
+    std::vector<std::string> names;
+    for (const auto& s : p.sources)
+      if (source_may_match(s, std::vector<filter>{f}))
+        names.push_back(s.name);
+    const std::size_t shown = std::min<std::size_t>(names.size(), 5);
+    each += fmt::format("{}{}={} selects {}{}", each.empty() ? "" : "; ", f.key, f.value,
+                        fmt::join(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
+                        names.size() > shown ? fmt::format(" and {} more", names.size() - shown)
+                                             : std::string());
+  }
+  d.message = fmt::format("no source matches all the filters together ({}), though each matches "
+                          "some source alone: {}. Filters of different keys must all match one "
+                          "source; two values of one key match none (run once per value)",
+                          given, each);
   out.push_back(std::move(d));
   return out;
 }

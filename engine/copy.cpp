@@ -624,9 +624,9 @@ incremental_start resume_from(sinks::warehouse& wh, const table_job& job) {
         // under its own id: the same value, not another copy.)
         out.stale_copy = fmt::format(
             "the target table holds the copy run {} loaded (up to {} = {}), older than the "
-            "watermark {} = {} run {} committed loading another target table (the table's "
-            "target changed since, and back): this run reads every row and replaces the "
-            "copy's rows, as a first load does",
+            "watermark {} = {} run {} committed (the table's target changed since and back, "
+            "or the target was restored from an older backup): this run reads every row and "
+            "replaces the copy's rows, as a first load does",
             committed->run_id, cursor_column, committed->watermark, cursor_column,
             job.watermark.value_or(""), job.watermark_run_id);
         out.watermark.reset();

@@ -1346,8 +1346,10 @@ class file_source final : public source {
                            "the file is empty: it has no header (or records), so its columns "
                            "are unknown; nothing was loaded and the target table stays as last "
                            "copied",
-                           "write the file again with its header, or move it out of the source's "
-                           "path")
+                           json_ ? "write the file again with its records, or move it out of "
+                                   "the source's path"
+                                 : "write the file again with its header, or move it out of "
+                                   "the source's path")
                            .what();
         out.tables.push_back(std::move(t));
         continue;

@@ -125,6 +125,8 @@ TEST_CASE("a filter key no source has is FLT-C021 with a suggestion") {
   ds = check_filters(p, filters({"client=acme", "region=eu"}));
   REQUIRE(ds.size() == 1);
   CHECK(ds[0].message.find("no source matches all the filters together") != std::string::npos);
+  // Each filter named with the sources it matches alone.
+  CHECK(ds[0].message.find("client=acme selects a; region=eu selects b") != std::string::npos);
   // A table filter alone never rules a source out here.
   CHECK(check_filters(p, filters({"table=nothing"})).empty());
 }

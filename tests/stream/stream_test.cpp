@@ -1960,3 +1960,29 @@ TEST_CASE("a slot dropped while the stream was stopped stops the next start, FLT
                               Catch::Contains("[FLT-H011]") &&
                               Catch::Contains("flotilla stream --reload"));
 }
+
+TEST_CASE("a target batch longer than the server's wal_sender_timeout keeps the stream "
+          "connected",
+          "[stream]") {
+  fixture f;
+  make_orders(f, "orders", 10);
+  // The source database's replication connections time out after 2 s without a word.
+  const auto db = pg_query(f.source(), "SELECT current_database()")[0][0];
+  pg_exec(f.source(), "ALTER DATABASE " + db + " SET wal_sender_timeout = '2s'");
+  stream_process p(f);
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "10"; }));
+  // The target table locked for 6 s: the next batch waits that long for it.
+  std::thread holder([&] {
+    (void)pg_try(f.target(), "BEGIN; LOCK TABLE st_shop.orders IN ACCESS EXCLUSIVE MODE; "
+                             "SELECT pg_sleep(6); COMMIT");
+  });
+  std::this_thread::sleep_for(500ms);
+  pg_exec(f.source(), "INSERT INTO orders VALUES (11, 'during the lock', 1)");
+  holder.join();
+  CHECK(eventually([&] { return same_orders(f); }, 60s));
+  // Still running, and a later change arrives too.
+  pg_exec(f.source(), "INSERT INTO orders VALUES (12, 'after', 2)");
+  CHECK(eventually([&] { return same_orders(f); }, 60s));
+  CHECK(p.stop() == 0);
+  INFO(p.err());
+}
