@@ -598,7 +598,8 @@ void close_interrupted(storage::state_store& store, const run_request& req,
              r.run_id());
 }
 
-void record_run(storage::state_store& store, const run_request& req, const std::string& run_id,
+/// False when the state store refused the record (said on stderr).
+bool record_run(storage::state_store& store, const run_request& req, const std::string& run_id,
                 std::int64_t started, const run_summary& summary,
                 const std::vector<actors::pipeline_report>& reports) {
   // On an arena: one result with several strings per selected table, freed at once.
@@ -639,6 +640,7 @@ void record_run(storage::state_store& store, const run_request& req, const std::
   auto st = store.put_run(r);
   if (!st)
     fmt::print(stderr, "warning: the run record could not be stored: {}\n", st.error().message);
+  return st.has_value();
 }
 
 /// Keeps the newest [project] keep_runs runs (0: every run): the older run records leave
@@ -951,11 +953,12 @@ int execute_run(const global_options& g, const run_request& a) {
   // thread writes them while the events are published (for a large fleet these are most
   // of a run whose tables are all unchanged).
   std::string tables;
+  bool recorded = false;
   std::thread side([&] {
     engine::prepare_thread_heap();
     try {
       tables = run_tables_json(reports);
-      record_run(*store, a, run_id, started, summary, reports);
+      recorded = record_run(*store, a, run_id, started, summary, reports);
       if (noted_schema_changes())  // the run's results stand for them now
         remove_altered_notes(*store, run_id);
       forget_old_runs(*store, *project);
@@ -996,9 +999,13 @@ int execute_run(const global_options& g, const run_request& a) {
     }
     if (ec || !out)
       fmt::print(stderr,
-                 "warning: {} could not be written ({}); the run itself is recorded. Make {} "
-                 "a writable directory (and free disk space)\n",
+                 "warning: {} could not be written ({}); {}. Make {} a writable directory "
+                 "(and free disk space)\n",
                  (dir / "run.json").string(), ec ? ec.message() : std::string("write failed"),
+                 recorded ? "the run itself is recorded"
+                          : "nor could the run record be stored (above): the next run takes "
+                            "this one for a run that did not finish, and goes on from what its "
+                            "tables committed",
                  (std::filesystem::path(project->state_dir) / "runs").string());
   }
   if (a.output == "json")
