@@ -540,6 +540,11 @@ int do_review(const global_options& g, const review_args& a) {
       std::ostringstream s;
       s << in.rdbuf();
       d.ddl = s.str();
+      // The line end an editor leaves after the last statement is the file's, not the DDL's.
+      if (d.ddl.ends_with("\r\n"))
+        d.ddl.resize(d.ddl.size() - 2);
+      else if (d.ddl.ends_with('\n'))
+        d.ddl.pop_back();
     } else {
       d.ddl = a.ddl;
     }

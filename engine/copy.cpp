@@ -832,10 +832,10 @@ std::string target_failure(const table_job& job, std::string reason) {
                       "`flotilla run`{}",
                       then, job.gate ? " (a retry loads the rows this run read and staged)" : "");
   else if (has("tables can have at most") || has("too many columns")) {
-    fix = "the target's tables hold fewer columns than the source table has (PostgreSQL: "
-          "1,600): load only the columns needed (contract = \"enforced\" with them declared "
-          "in the table's section of flotilla.toml), or load the table into a target that "
-          "holds it (DuckDB), then run `flotilla run`";
+    fix = "the target's tables hold fewer columns than the source table has (PostgreSQL "
+          "1,600, SQLite 2,000 by default): load only the columns needed (contract = "
+          "\"enforced\" with them declared in the table's section of flotilla.toml), or load "
+          "the table into a target that holds it (DuckDB), then run `flotilla run`";
   } else if (const bool out_of_range =
                  (has("out of range") || has("field value out of range")) &&
                  (has("date") || has("timestamp") || has("time zone"));

@@ -256,6 +256,8 @@ TEST_CASE("review apply carries the decision out on the target when no stream ru
                                    (p.dir.path() / "fix.sql").string(), "--apply", "--output", "json"});
     REQUIRE(edited.exit_code == 0);
     CHECK(parse(edited)["review"]["state_label"] == "paused: awaiting resync");
+    // The file's last line end is the file's, not the DDL's.
+    CHECK(parse(edited)["review"]["applied_ddl"] == "-- the target key is rebuilt by the resync copy");
     auto bound = run_cli(p.dir, {"review", "edit", "wh", p.key_table, "--ddl", "ALTER TABLE t ADD c INT",
                                   "--resync"});
     CHECK(bound.exit_code == 2);
