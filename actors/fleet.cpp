@@ -415,9 +415,19 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
               if (report->outcome.status == engine::table_status::failed &&
                   report->outcome.error && lost_type_race(*report->outcome.error))
                 report->outcome = engine::copy_table(src ? *src : *stand_in, *st.warehouse, job);
-              if (report->outcome.status == engine::table_status::copied && spec->on_committed)
-                spec->on_committed(t, *report);
-              else if (report->outcome.status == engine::table_status::failed && spec->on_failed)
+              if (report->outcome.status == engine::table_status::copied && spec->on_committed) {
+                try {
+                  spec->on_committed(t, *report);
+                } catch (const std::exception& e) {
+                  // The target committed the table; its state did not follow.
+                  throw std::runtime_error(fmt::format(
+                      "{}; the table's rows ({}) are in its target table, which committed "
+                      "them before this: the next run finds them there (an incremental table "
+                      "goes on from the watermark the target committed with them, and reports "
+                      "them under `recovered`; another is copied again)",
+                      e.what(), report->outcome.rows));
+                }
+              } else if (report->outcome.status == engine::table_status::failed && spec->on_failed)
                 spec->on_failed(t, *report);
             }
           }
