@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -104,6 +105,9 @@ fleet_dir prepare_fleet(const fs::path& root, std::size_t clients, std::size_t t
   d.layout = make_fleet(clients, tables, rows, skew);
   std::vector<toml_source> sources;
   for (const auto& c : d.layout.clients) {
+    if (interrupted())
+      throw std::runtime_error(
+          fmt::format("interrupted ({}) while the points' data was generated", interrupt_name()));
     const auto path = (d.data / (c.name + ".db")).string();
     write_sqlite_client(path, c);
     sources.push_back({c.name, "sqlite", path, "", {}, {{"client", c.name}}, true});
@@ -194,6 +198,13 @@ scenario_result run_fleet_scale(bench_context& ctx) {
   }
   const fs::path base = fs::path(ctx.scratch) / "fleet-scale";
   for (auto& p : points) {
+    // A stop (Ctrl-C, SIGTERM) while the points' data is generated: no later point is
+    // generated, as no later path runs.
+    if (interrupted())
+      throw std::runtime_error(
+          fmt::format("interrupted ({}) while the points' data was generated", interrupt_name()));
+    if (::isatty(STDERR_FILENO) != 0)
+      fmt::print(stderr, "   generating {} ...\n", p.label);
     p.dir = prepare_fleet(base / fmt::format("{}x{}", p.clients, p.tables), p.clients, p.tables,
                           ctx.opt.fleet_rows, ctx.opt.skew, target, dbs ? &*dbs : nullptr,
                           ctx.opt.fleet_block_size);
