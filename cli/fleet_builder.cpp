@@ -472,8 +472,25 @@ std::unique_ptr<storage::state_store> open_state(const config::project& p, bool 
 
 std::unique_ptr<storage::state_store> open_state_to_read(const config::project& p) {
   std::filesystem::path dir = std::filesystem::path(p.state_dir) / "state";
-  if (!state_may_exist(dir))
+  if (!state_may_exist(dir)) {
+    // None yet, and none can be made there (a file where a directory of the path should
+    // be): said, since `run` refuses it (FLT-R007) where the plan would look fine.
+    std::error_code ec;
+    for (auto at = std::filesystem::path(p.state_dir); !at.empty(); at = at.parent_path()) {
+      if (std::filesystem::exists(at, ec)) {
+        if (!std::filesystem::is_directory(at, ec))
+          fmt::print(stderr,
+                     "warning: the state directory '{}' cannot be made: {} is a file, not a "
+                     "directory; `flotilla run` refuses it (FLT-R007). Set state_dir in "
+                     "[project] to a directory this user may create\n",
+                     p.state_dir, at.string());
+        break;
+      }
+      if (at == at.parent_path())
+        break;
+    }
     return nullptr;
+  }
   if (const std::string refused = claim_state_dir(p, false); !refused.empty()) {
     fmt::print(stderr, "warning: {}; its state is not read\n", refused);
     return nullptr;

@@ -4173,3 +4173,19 @@ TEST_CASE("a target table another project loaded is not resumed from that projec
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT string_agg(v, ',' ORDER BY seq) FROM fixed.applog") ==
         std::vector<std::vector<std::string>>{{"a1,a2,a3,a6"}});
 }
+
+TEST_CASE("plan warns of a state directory that cannot be made, which run refuses") {
+  workdir w;
+  w.write("afile", "");
+  sqlite_exec(w.file("src.db"), "CREATE TABLE t (id INTEGER); INSERT INTO t VALUES (1);");
+  w.write("flotilla.toml", "[project]\nstate_dir = \"afile/state\"\n[targets.wh]\ndialect = "
+                           "\"duckdb\"\npath = \"wh.duckdb\"\n[sources.s]\nadapter = \"sqlite\"\n"
+                           "path = \"src.db\"\n");
+  auto plan = run_flotilla(w, {"plan"});
+  CHECK(plan.exit_code == 0);
+  CHECK_THAT(plan.err, Catch::Contains("afile is a file, not a directory") &&
+                           Catch::Contains("FLT-R007"));
+  auto run = run_flotilla(w, {"run"});
+  CHECK(run.exit_code == 2);
+  CHECK_THAT(run.err, Catch::Contains("FLT-R007"));
+}
