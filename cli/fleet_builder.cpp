@@ -1802,6 +1802,16 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                 state->watermark->value(), shown(state->watermark->source_location()),
                 k_read_all_again));
           } else if (state->watermark && !ts.job.settings.cursor_column.empty() &&
+                     !state->watermark->cursor_column().empty() &&
+                     state->watermark->cursor_column() != ts.job.settings.cursor_column) {
+            // The cursor column changed: the kept watermark is the other column's, and the
+            // table is read in full (the target's token names its column too).
+            ts.job.warnings.push_back(fmt::format(
+                "cursor_column changed from '{}' to '{}' since the watermark {} = {} was "
+                "committed: this run reads every row, {}",
+                state->watermark->cursor_column(), ts.job.settings.cursor_column,
+                state->watermark->cursor_column(), state->watermark->value(), k_read_all_again));
+          } else if (state->watermark && !ts.job.settings.cursor_column.empty() &&
                      state->watermark->cursor_column() == ts.job.settings.cursor_column) {
             const std::string& was = state->watermark->source_table_id();
             ts.job.watermark_void =
@@ -1904,14 +1914,22 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
             if (auto h = store->claim_holder(ts.claim))
               holder = std::move(*h);
           ts.job.unclaimed_target = holder && !*holder;
+          std::optional<std::string> other;  // the table that loaded the target table last
+          if (state->marker &&
+              state->marker->marker().starts_with(storage::displaced_marker_prefix)) {
+            other = state->marker->marker().substr(storage::displaced_marker_prefix.size());
+          } else if (holder && *holder && **holder != key) {
+            other = **holder;
+          }
+          // A full refresh replaces that table's rows: said, as the incremental case below
+          // says it (its source gone from flotilla.toml, or its target changed).
+          if (other && ts.job.settings.cursor_column.empty() && ts.conflict.empty())
+            ts.job.warnings.push_back(fmt::format(
+                "{} loaded the target table {} last: this copy replaces its rows with this "
+                "table's (that table's source is no longer in flotilla.toml, or its target "
+                "changed)",
+                *other, display_name(ts.job.target)));
           if (!ts.job.settings.cursor_column.empty() && ts.conflict.empty()) {
-            std::optional<std::string> other;
-            if (state->marker &&
-                state->marker->marker().starts_with(storage::displaced_marker_prefix)) {
-              other = state->marker->marker().substr(storage::displaced_marker_prefix.size());
-            } else if (holder && *holder && **holder != key) {
-              other = **holder;
-            }
             if (other) {
               ts.job.watermark_void = true;
               ts.job.watermark.reset();

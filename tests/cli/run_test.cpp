@@ -4189,3 +4189,37 @@ TEST_CASE("plan warns of a state directory that cannot be made, which run refuse
   CHECK(run.exit_code == 2);
   CHECK_THAT(run.err, Catch::Contains("FLT-R007"));
 }
+
+TEST_CASE("a full refresh taking over a target table another table loaded, and a changed "
+          "cursor_column, say so") {
+  workdir w;
+  sqlite_exec(w.file("a.db"), "CREATE TABLE customers (id INTEGER PRIMARY KEY, n TEXT);"
+                              "INSERT INTO customers VALUES (1, 'acme-1'), (2, 'acme-2');");
+  sqlite_exec(w.file("b.db"), "CREATE TABLE customers (id INTEGER PRIMARY KEY, n TEXT);"
+                              "INSERT INTO customers VALUES (1, 'globex-1');");
+  const std::string head = "[project]\nname = \"k\"\n[targets.wh]\ndialect = \"sqlite\"\n"
+                           "path = \"wh.db\"\nschema = \"raw\"\n";
+  const std::string globex = "[sources.globex]\nadapter = \"sqlite\"\npath = \"b.db\"\n";
+  w.write("flotilla.toml", head + "[sources.acme]\nadapter = \"sqlite\"\npath = \"a.db\"\n" + globex);
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 1);  // globex's table refused: acme's holds the target table
+  // acme's source taken out: globex's copy replaces acme's rows, and says so.
+  w.write("flotilla.toml", head + globex);
+  const auto taken = flotilla_json(w, {"run"}, &rc);
+  INFO(taken.dump(2));
+  CHECK(rc == 0);
+  CHECK_THAT(taken["tables"][0]["warnings"].dump(),
+             Catch::Contains("acme.customers loaded the target table raw__customers last: this "
+                             "copy replaces its rows"));
+  // An incremental table whose cursor column changes reads every row, and says so.
+  w.write("flotilla.toml", head + globex + "[sources.globex.tables.customers]\ncursor_column = \"id\"\n");
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  w.write("flotilla.toml", head + globex + "[sources.globex.tables.customers]\ncursor_column = \"n\"\n");
+  const auto changed = flotilla_json(w, {"run"}, &rc);
+  INFO(changed.dump(2));
+  CHECK(rc == 0);
+  CHECK(changed["tables"][0]["rows"] == 1);
+  CHECK_THAT(changed["tables"][0]["warnings"].dump(),
+             Catch::Contains("cursor_column changed from 'id' to 'n'"));
+}
