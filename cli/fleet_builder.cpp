@@ -1576,6 +1576,11 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           };
         else  // no state read (none yet, or refused): no run is known, as a run finds it
           ts.job.unrecorded_commit = [](const std::string&) { return false; };
+        if (store != nullptr)
+          ts.job.run_known = [store](const std::string& run) {
+            auto record = store->get_run(run);
+            return record && *record;
+          };
         // The catalog is this call's to use up: each table is selected at most once.
         ts.job.table = std::move(cat.tables[selected[i].index]);
         auto where = target_named(ts.job.table.name);

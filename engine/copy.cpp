@@ -578,6 +578,8 @@ struct incremental_start {
   /// later loads went to another target table): said, and its rows are read in full and
   /// replace the copy's.
   std::string stale_copy;
+  /// The target's commit is of a run the state store does not know: said.
+  std::string state_behind;
   /// The target's commit token as read (the outer optional: read at all; the inner: a
   /// token was committed), which the load's commit expects to find unchanged.
   std::optional<std::optional<std::string>> token_read;
@@ -637,6 +639,15 @@ incremental_start resume_from(sinks::warehouse& wh, const table_job& job) {
             (!job.unrecorded_commit || job.unrecorded_commit(committed->run_id)))
           out.recovered = recovered_commit{std::move(committed->run_id), committed->rows,
                                            committed->watermark};
+        // A run the state store does not know committed it (the state directory was lost,
+        // or restored from an older copy): the target is right, and that is said.
+        else if (!committed->run_id.empty() && committed->watermark != job.watermark &&
+                 job.run_known && !job.run_known(committed->run_id))
+          out.state_behind = fmt::format(
+              "the state store does not know run {}, which committed this table's rows up to "
+              "{} = {} in the target (the state directory was lost, or restored from an older "
+              "copy): this run goes on from the target's watermark",
+              committed->run_id, cursor_column, committed->watermark);
         out.watermark = std::move(committed->watermark);
       }
       // Another cursor column's token (the setting changed since) says nothing here: state
@@ -666,6 +677,8 @@ std::vector<std::string> run_warnings_of(const table_job& job, const incremental
   std::vector<std::string> out = job.warnings;
   if (!start.stale_copy.empty())
     out.push_back(start.stale_copy);
+  if (!start.state_behind.empty())
+    out.push_back(start.state_behind);
   // The cursor column back at the source: said once it is (while it is not, the table
   // fails FLT-S010, which says so).
   if (!job.cursor_back_warning.empty() && job.table.columns.resolve(job.settings.cursor_column) &&
@@ -788,13 +801,20 @@ std::string target_failure(const table_job& job, std::string reason) {
                       "SELECT, INSERT, UPDATE and DELETE on _flotilla._flotilla_commits (where "
                       "each load records what it committed, beside the rows), {}",
                       then);
-  else if (has("permission denied") && (has("cannot open file") || has("could not open") ||
-                                         has("failed to open") || has(".wal\"")))
+  else if ((has("permission denied") || has("operation not permitted")) &&
+           (has("cannot open file") || has("could not open") || has("failed to open") ||
+            has(".wal\"")))
     // A file of an embedded database (DuckDB writes a .wal beside its file): no role, the
     // operating system's permissions.
     fix = fmt::format("make the target's database file and its directory writable by the user "
                       "Flotilla runs as (the engine writes a file beside the database, such as "
                       "DuckDB's .wal, while it commits), {}",
+                      then);
+  else if (has("disk i/o error") || has("database or disk is full") || has("file too large"))
+    // SQLite says no more than this: the file's write failed.
+    fix = fmt::format("the target's database file could not be written (a full disk, a file "
+                      "size limit such as `ulimit -f`, or a failing device): free space or "
+                      "lift the limit, {}",
                       then);
   else if (has("permission denied") || has("must be owner") || has("insufficient privilege"))
     fix = fmt::format("grant the role Flotilla connects as what the load needs on {} (INSERT, "

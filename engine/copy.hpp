@@ -110,6 +110,8 @@ struct table_job {
   /// loaded into another target table), or of a run state no longer knows (a state
   /// directory replaced), is no such commit. Null: every run ahead of state is one.
   std::function<bool(const std::string& run_id)> unrecorded_commit;
+  /// Whether the state store holds run `run_id`'s record. Null: not asked.
+  std::function<bool(const std::string& run_id)> run_known;
   std::size_t batch_rows = 8192;
   std::size_t queue_batches = 4;
   /// Rows written so far, for progress. May be null.

@@ -4223,3 +4223,29 @@ TEST_CASE("a full refresh taking over a target table another table loaded, and a
   CHECK_THAT(changed["tables"][0]["warnings"].dump(),
              Catch::Contains("cursor_column changed from 'id' to 'n'"));
 }
+
+TEST_CASE("a run going on from a target commit the state store does not know says so") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE t (id INTEGER PRIMARY KEY, seq INT);"
+                                "INSERT INTO t VALUES (1, 1), (2, 2);");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n"
+                           "[sources.s.tables.t]\ncursor_column = \"seq\"\n");
+  int rc = -1;
+  const auto first = flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  // The state directory lost: the target's commit token carries the table on.
+  std::filesystem::remove_all(w.path() / ".flotilla");
+  sqlite_exec(w.file("src.db"), "INSERT INTO t VALUES (3, 3);");
+  const auto again = flotilla_json(w, {"run"}, &rc);
+  INFO(again.dump(2));
+  CHECK(rc == 0);
+  CHECK_THAT(again["tables"][0]["warnings"].dump(),
+             Catch::Contains("the state store does not know run " +
+                             first["run_id"].get<std::string>()));
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM s.t")[0][0] == "3");
+  // Known from then on: nothing said again.
+  const auto third = flotilla_json(w, {"run"}, &rc);
+  INFO(third.dump(2));
+  CHECK_FALSE(third["tables"][0].contains("warnings"));
+}
