@@ -895,7 +895,8 @@ bool quote_opens_a_value(const std::string& path) {
 
 /// A field name a CSV header line holds twice (exactly), or empty: the line split on the
 /// most frequent of the usual delimiters, each field without its quotes and blanks.
-std::string repeated_header_field(const std::string& header) {
+/// A header line's fields, split at its most frequent delimiter, spaces and quotes trimmed.
+std::vector<std::string> header_line_fields(const std::string& header) {
   char delimiter = ',';
   std::size_t most = 0;
   for (char d : {',', ';', '\t', '|'})
@@ -903,20 +904,26 @@ std::string repeated_header_field(const std::string& header) {
       most = n;
       delimiter = d;
     }
-  std::set<std::string> seen;
+  std::vector<std::string> out;
   std::size_t start = 0;
   while (start <= header.size()) {
     auto end = header.find(delimiter, start);
     if (end == std::string::npos)
       end = header.size();
     std::string field = header.substr(start, end - start);
-    const auto first = field.find_first_not_of(" \t\"");
-    const auto last = field.find_last_not_of(" \t\"");
-    field = first == std::string::npos ? std::string() : field.substr(first, last - first + 1);
-    if (!field.empty() && !seen.insert(field).second)
-      return field;
+    const auto first = field.find_first_not_of(" \t\"\r");
+    const auto last = field.find_last_not_of(" \t\"\r");
+    out.push_back(first == std::string::npos ? std::string() : field.substr(first, last - first + 1));
     start = end + 1;
   }
+  return out;
+}
+
+std::string repeated_header_field(const std::string& header) {
+  std::set<std::string> seen;
+  for (const auto& field : header_line_fields(header))
+    if (!field.empty() && !seen.insert(field).second)
+      return field;
   return {};
 }
 
@@ -991,9 +998,20 @@ std::optional<std::string> renamed_column(
       // DuckDB renames again where its first new name is taken too ("a,a,a_1": the
       // second "a" ends up "a_1_1"): the name the header has twice is the one to report.
       std::string twice = base;
-      if (!json)
-        if (auto repeated = repeated_header_field(head); !repeated.empty())
+      if (!json) {
+        if (auto repeated = repeated_header_field(head); !repeated.empty()) {
           twice = repeated;
+        } else {
+          // No name twice in the header: DuckDB's name for an empty field ("column1") met
+          // the file's own ("id,,column1"). The empty field is the problem.
+          const auto fields = header_line_fields(head.substr(0, head.find('\n')));
+          for (std::size_t k = 0; k < fields.size(); ++k)
+            if (fields[k].empty())
+              return fmt::format("the file's header has no name for its column {}; name it in "
+                                 "the file",
+                                 k + 1);
+        }
+      }
       return fmt::format("the file has two columns named '{}' (DuckDB's reader would load the "
                          "second as '{}'); rename one of them in the file",
                          twice, name);

@@ -1177,3 +1177,15 @@ TEST_CASE("a json integer past 2^53 in a double column is refused, 2^53 + 1 too"
   const catalog cat = src->read_catalog();
   CHECK(read_all(*src, find_table(cat, "p")).rows.size() == 2);
 }
+
+TEST_CASE("a csv header field left empty beside a field DuckDB's name for it takes is named as "
+          "empty, not as a name given twice") {
+  temp_dir dir;
+  write_file(dir.file("col1b.csv"), "id,,column1\n1,2,3\n");
+  write_file(dir.file("twice.csv"), "id,a,a\n1,2,3\n");
+  auto src = open_files("csv", dir.path.string());
+  const catalog cat = src->read_catalog();
+  CHECK_THAT(find_table(cat, "col1b").unreadable,
+             Catch::Contains("the file's header has no name for its column 2"));
+  CHECK_THAT(find_table(cat, "twice").unreadable, Catch::Contains("two columns named 'a'"));
+}
