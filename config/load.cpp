@@ -1401,8 +1401,16 @@ load_result load_project_text(std::string_view toml_text, const std::string& pat
     root = toml::parse(toml_text, path);
   } catch (const toml::parse_error& e) {
     const auto& b = e.source().begin;
+    // The parser's words for a string left open at the end of its line: what to do, too.
+    const std::string_view what = e.description();
+    const bool open_string = what.find("unescaped control characters") != std::string_view::npos ||
+                             what.find("encountered end-of-file") != std::string_view::npos;
     ds.push_back(diagnostic{errc::syntax_error, severity::error, path, b.line, b.column, "", "",
-                            "", fmt::format("invalid TOML: {}", e.description())});
+                            "",
+                            fmt::format("invalid TOML: {}{}", what,
+                                        open_string ? " (a string not closed on its line? end "
+                                                      "it with its closing quote)"
+                                                    : "")});
     return finish(std::move(p), std::move(ds));
   }
   loader l{path, fs::path{p->config_dir}, *p};

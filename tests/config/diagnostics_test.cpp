@@ -73,6 +73,11 @@ TEST_CASE("a TOML syntax error reports file, line and column") {
   CHECK(d.line == 5);
   CHECK(d.column > 0);
   CHECK(format(d).rfind("/w/flotilla.toml:5:", 0) == 0);
+  // A string left open: the line and what to do.
+  auto open = load("[targets.wh]\ndialect = \"duckdb\"\npath = \"a.duckdb\n");
+  REQUIRE(open.diagnostics.size() == 1);
+  CHECK(open.diagnostics[0].line == 3);
+  CHECK_THAT(open.diagnostics[0].message, Catch::Contains("end it with its closing quote"));
 }
 
 TEST_CASE("an unknown key is reported with the nearest valid key") {
