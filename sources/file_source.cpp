@@ -61,7 +61,8 @@ std::optional<std::string> mixed_line_endings(const std::string& path) {
     for (std::streamsize i = 0; i < in.gcount(); ++i) {
       const char c = buf[i];
       // A CR alone ends a line too (old Mac files), which DuckDB's reader does not take.
-      if (prev == '\r' && c != '\n')
+      // (In UTF-16 a CR is followed by its NUL byte: a CRLF there is no CR alone.)
+      if (prev == '\r' && c != '\n' && c != '\0')
         return fmt::format("line {} ends with a CR alone (old Mac line endings), which the CSV "
                            "reader does not take; convert the line endings to LF (mac2unix, "
                            "or tr '\\r' '\\n'), or",
@@ -2162,6 +2163,14 @@ class file_source final : public source {
                             "FROM sniff_csv({}, sample_size = -1, header = true, {}))",
                             quote_literal(path), csv_args(path));
     std::vector<std::vector<std::optional<std::string>>> rows;
+    // A UTF-16 file without its byte order mark (big-endian) sniffs as text with NULs in
+    // its names: the encoding is said, not the names.
+    if (!json_ && !compressed(path))
+      if (const std::string head = file_head(path);
+          head.size() >= 8 && std::count(head.begin(), head.end(), '\0') * 3 >=
+                                  static_cast<std::ptrdiff_t>(head.size()))
+        if (auto why = file_level_reason(path, ""))
+          throw error::read_failed(options_.name, table, path, *why, fix_file);
     if (json_)
       if (auto deep = json_too_deep(path))
         throw error::read_failed(options_.name, table, path, *deep,

@@ -1189,3 +1189,28 @@ TEST_CASE("a csv header field left empty beside a field DuckDB's name for it tak
              Catch::Contains("the file's header has no name for its column 2"));
   CHECK_THAT(find_table(cat, "twice").unreadable, Catch::Contains("two columns named 'a'"));
 }
+
+TEST_CASE("a UTF-16 file is said to be one: big-endian without a mark, and with CRLF lines") {
+  temp_dir dir;
+  const auto utf16 = [](const std::string& text, bool big, bool mark) {
+    std::string out;
+    if (mark)
+      out += big ? "\xfe\xff" : "\xff\xfe";
+    for (const char c : text) {
+      if (big)
+        out += '\0';
+      out += c;
+      if (!big)
+        out += '\0';
+    }
+    return out;
+  };
+  write_file(dir.file("be.csv"), utf16("id,name\n1,x\n2,y\n", true, false));
+  write_file(dir.file("crlf.csv"), utf16("id,name\r\n1,x\r\n", false, true));
+  auto src = open_files("csv", dir.path.string());
+  const catalog cat = src->read_catalog();
+  CHECK_THAT(find_table(cat, "be").unreadable,
+             Catch::Contains("looks like UTF-16 text without a byte order mark"));
+  const auto& crlf = find_table(cat, "crlf").unreadable;
+  CHECK_THAT(crlf, Catch::Contains("UTF-16") && !Catch::Contains("CR alone"));
+}
