@@ -25,8 +25,15 @@ namespace {
 /// scheduler parsing stdout gets JSON either way).
 /// `failed`: the events an earlier run left undelivered could not be sent now either
 /// (each error, said on stderr already): the exit code is 1 and the JSON says why.
+struct backlog_report {
+  std::uint64_t delivered = 0;          // events an earlier run left undelivered, sent now
+  std::uint64_t pending = 0;            // still waiting in the outbox
+  std::vector<events::error> errors;    // why the rest could not be sent (said on stderr)
+};
+
 int nothing_to_retry(const run_request& req, const std::string& message,
-                     const std::string& latest_id, const std::vector<events::error>& failed = {}) {
+                     const std::string& latest_id, const backlog_report& backlog = {}) {
+  const auto& failed = backlog.errors;
   const int code = failed.empty() ? 0 : 1;
   if (req.output != "json") {
     fmt::print("{}\n", message);
@@ -39,6 +46,11 @@ int nothing_to_retry(const run_request& req, const std::string& message,
   j["errors"] = nlohmann::json::array();
   for (const auto& e : failed)
     j["errors"].push_back({{"code", std::string(events::code_name(e.code))}, {"message", e.message}});
+  // The same section a run's JSON has: what the earlier runs' backlog did now.
+  j["events"] = {{"delivered", backlog.delivered}, {"errors", nlohmann::json::array()},
+                 {"pending", backlog.pending}};
+  for (const auto& e : failed)
+    j["events"]["errors"].push_back(e.text());
   j["message"] = message;
   j["retry_of"] = latest_id.empty() ? nlohmann::json(nullptr) : nlohmann::json(latest_id);
   j["run_id"] = nullptr;
@@ -51,30 +63,37 @@ int nothing_to_retry(const run_request& req, const std::string& message,
 /// Nothing to retry, but events a run left undelivered (its sinks were down): sent now,
 /// as the next run would send them first. 0 when none wait or all went out; 1 when
 /// delivery failed again (said on stderr), as a run's would.
-std::vector<events::error> deliver_backlog(const config::project& project) {
-  std::vector<events::error> errors;
+backlog_report deliver_backlog(const config::project& project) {
+  backlog_report out;
+  auto& errors = out.errors;
   if (!project.events.kafka && !project.events.pubsub)
-    return errors;
+    return out;
   auto store = open_state(project, false);
-  if (!store)
-    return {events::error{events::errc::outbox, "the state store could not be opened to send "
-                                                "the events waiting in its outbox"}};
+  if (!store) {
+    errors.push_back(events::error{events::errc::outbox, "the state store could not be opened to send "
+                                                        "the events waiting in its outbox"});
+    return out;
+  }
   auto waiting = store->outbox_size();
   if (!waiting || *waiting == 0)
-    return errors;
+    return out;
+  out.pending = *waiting;
   auto sinks = events::make_sinks(project.events, errors);
   if (!sinks.empty()) {
     events::outbox_relay relay(*store, std::move(sinks));
     const auto report = relay.drain();
+    out.delivered = report.delivered;
     if (report.ok())
       fmt::print(stderr, "note: {} event(s) an earlier run left undelivered went out now\n",
                  report.delivered);
     else
       errors.push_back(*report.failure);
+    if (auto left = store->outbox_size())
+      out.pending = *left;
   }
   for (const auto& e : errors)
     fmt::print(stderr, "error {}\n", e.text());
-  return errors;
+  return out;
 }
 
 int do_retry(const global_options& g, run_request req) {

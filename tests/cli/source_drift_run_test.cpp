@@ -248,6 +248,7 @@ TEST_CASE("fail -> schema accept -> retry loads the staged data without extracti
   CHECK(none_json["status"] == "success");
   CHECK(none_json["tables"].empty());
   CHECK(none_json["run_id"].is_null());
+  CHECK(none_json["events"]["errors"].empty());  // the same section a run JSON has
   CHECK(none_json["retry_of"] == retry["run_id"]);
   auto next = flotilla_json(s.w, {"run"});
   CHECK(next["status"] == "success");

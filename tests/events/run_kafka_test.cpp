@@ -178,10 +178,23 @@ TEST_CASE("retry with no failed table sends what a run left undelivered") {
     CHECK(j["status"] == "failed");
     REQUIRE(j["errors"].size() >= 1);
     CHECK(j["errors"][0]["code"] == "FLT-E001");
+    // The run JSON's events section too: what waits, and why it could not go out.
+    CHECK(j["events"]["delivered"] == 0);
+    CHECK(j["events"]["pending"] == waiting);
+    REQUIRE(j["events"]["errors"].size() >= 1);
+    CHECK(j["events"]["errors"][0].get<std::string>().find("FLT-E001") != std::string::npos);
   }
   mock_kafka kafka("flotilla.events", 1);
   write_config(kafka.bootstraps());
-  CHECK(run_in(dir.path(), "retry") == 0);
+  CHECK(run_in(dir.path(), "retry --output json") == 0);
+  {
+    std::ifstream out(dir.path() / "out.txt");
+    auto j = nlohmann::json::parse(out);
+    CHECK(j["status"] == "success");
+    CHECK(j["events"]["delivered"] == waiting);
+    CHECK(j["events"]["pending"] == 0);
+    CHECK(j["events"]["errors"].empty());
+  }
   {
     auto store = open_store(dir.path() / ".flotilla" / "state");
     CHECK(store.outbox_size().value_or(1) == 0);
