@@ -202,6 +202,23 @@ int do_plan(const global_options& g, const plan_args& a) {
     }
   }
 
+  // Events earlier runs left undelivered (their sinks were down): the run sends them
+  // first, or keeps them while no sink is configured.
+  std::uint64_t backlog = 0;
+  if (store)
+    if (auto waiting = store->outbox_size())
+      backlog = *waiting;
+  const bool has_sink = project->events.kafka || project->events.pubsub;
+  const std::string backlog_line =
+      backlog == 0 ? std::string()
+      : has_sink
+          ? fmt::format("{} event(s) earlier runs left undelivered wait in the outbox: the run "
+                        "sends them first",
+                        backlog)
+          : fmt::format("{} event(s) earlier runs left undelivered wait in the outbox, and "
+                        "flotilla.toml configures no event sink ([events.kafka], "
+                        "[events.pubsub]): they are kept until one is configured",
+                        backlog);
   if (a.output == "json") {
     nlohmann::json j{{"selected", selected},
                      {"to_alter", to_alter},
@@ -216,6 +233,8 @@ int do_plan(const global_options& g, const plan_args& a) {
       j["config_warnings"] = nlohmann::json::parse(warnings);
     if (const std::string warnings = source_warnings_json(); !warnings.empty())
       j["source_warnings"] = nlohmann::json::parse(warnings);
+    if (backlog > 0)
+      j["events"] = {{"message", backlog_line}, {"pending", backlog}};
     fmt::print("{}\n", j.dump(2));
     return failed == 0 ? 0 : 1;
   }
@@ -248,6 +267,8 @@ int do_plan(const global_options& g, const plan_args& a) {
              tables_failed == 0 ? std::string() : fmt::format(", {} failed", tables_failed),
              sources_failed == 0 ? std::string()
                                  : fmt::format(", {} source(s) failed", sources_failed));
+  if (!backlog_line.empty())
+    fmt::print("events  {}\n\n", backlog_line);
   fmt::print("{:<50}  {}\n", fmt::format("Objects ({})", tables.size()), "flotilla run");
   for (std::size_t i = 0; i < tables.size(); ++i) {
     const auto& t = tables[i];

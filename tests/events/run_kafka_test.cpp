@@ -170,6 +170,14 @@ TEST_CASE("retry with no failed table sends what a run left undelivered") {
     waiting = store.outbox_size().value_or(0);
   }
   REQUIRE(waiting >= 4);
+  // plan says they wait, and that the run sends them first.
+  CHECK(run_in(dir.path(), "plan --output json") == 0);
+  {
+    std::ifstream out(dir.path() / "out.txt");
+    auto j = nlohmann::json::parse(out);
+    CHECK(j["events"]["pending"] == waiting);
+    CHECK(j["events"]["message"].get<std::string>().find("sends them first") != std::string::npos);
+  }
   // Still down: retry says so, exit 1 and in its JSON, and keeps them.
   CHECK(run_in(dir.path(), "retry --output json") == 1);
   {
