@@ -1727,6 +1727,17 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           } else if (auto why = presence->missing(*target, ts.job.target)) {
             ts.prune = false;
             ts.not_pruned = std::move(*why);
+          } else if (!ts.job.settings.cursor_column.empty() && states[i].watermark &&
+                     !states[i].watermark->value().empty()) {
+            // There, but its rows may not be those state recorded: restored from an older
+            // copy, or loaded by another project since (the commit token says).
+            if (auto off = presence->token_off(*target, ts.job.target,
+                                               ts.job.settings.cursor_column,
+                                               states[i].watermark->value(),
+                                               ts.job.project ? *ts.job.project : std::string())) {
+              ts.prune = false;
+              ts.not_pruned = std::move(*off);
+            }
           }
         }
         // The read shape (seed 004's hints): every column (none listed), and the cursor

@@ -1,4 +1,5 @@
 #include "cli/target_presence.hpp"
+#include "engine/copy.hpp"
 
 #include <sys/stat.h>
 
@@ -97,21 +98,31 @@ std::optional<std::string> target_presence::missing(const config::target_config&
           t.tables = std::move(names);
           t.dialect = std::move(*d);
           t.asked = true;
+          // The commit tokens in the same visit (one query), for token_off(); a target
+          // whose bookkeeping cannot be read only loses that check.
+          try {
+            t.tokens = wh->committed_tokens();
+          } catch (const std::exception&) {
+          }
         }
       } catch (const std::exception& e) {
-        // Unreachable, locked, unreadable: not known. The copy, if any, says why. A
-        // DuckDB file that changed since a run left it (another process holds it, say)
-        // may have lost tables: not pruned then, so the run says it cannot load them.
-        if (target.dialect == "duckdb")
-          t.unreadable = e.what();
+        // Unreachable, locked, unreadable: nothing of it is pruned, so the copies say why
+        // (a run pruning into a warehouse that is down would report success). A DuckDB
+        // file that changed since a run left it (another process holds it, say) may have
+        // lost tables too.
+        t.unreadable = e.what();
       }
     }
   }
   if (!t.unreadable.empty())
-    return fmt::format("the target file {} changed since a run last left it, and its tables "
-                       "could not be listed to check that this one is still there ({}): it "
-                       "is copied, not pruned",
-                       target.path, t.unreadable);
+    return target.dialect == "duckdb"
+               ? fmt::format("the target file {} changed since a run last left it, and its "
+                             "tables could not be listed to check that this one is still "
+                             "there ({}): it is copied, not pruned",
+                             target.path, t.unreadable)
+               : fmt::format("the target {} could not be asked for its tables, to check that "
+                             "this one is still there ({}): it is copied, not pruned",
+                             target.name, t.unreadable);
   if (!t.tables || !t.dialect)
     return std::nullopt;
   // DuckDB: a table named with the file's own database as its catalog is listed without.
@@ -124,6 +135,25 @@ std::optional<std::string> target_presence::missing(const config::target_config&
   return fmt::format("the target table {} is missing (dropped since its last copy?): it is "
                      "copied again",
                      t.dialect->qualified(table));
+}
+
+std::optional<std::string> target_presence::token_off(const config::target_config& target,
+                                                      const dialects::table_ref& table,
+                                                      const std::string& cursor,
+                                                      const std::string& watermark,
+                                                      const std::string& project) {
+  std::lock_guard lock(mutex_);
+  const auto it = targets_.find(target.name);
+  if (it == targets_.end() || !it->second.tokens || !it->second.dialect)
+    return std::nullopt;
+  const auto& tokens = *it->second.tokens;
+  auto found = tokens.find(it->second.dialect->qualified(table));
+  // DuckDB: a table named with the file's own database as its catalog is kept without.
+  if (found == tokens.end() && !table.catalog.empty() && target.dialect == "duckdb")
+    found = tokens.find(it->second.dialect->qualified({"", table.schema, table.name}));
+  if (found == tokens.end())
+    return std::nullopt;
+  return engine::token_off_state(found->second, cursor, watermark, project);
 }
 
 void target_presence::record_target_files(const config::project& p, bool restricted) {

@@ -31,10 +31,22 @@ class target_presence {
   target_presence(const target_presence&) = delete;
   target_presence& operator=(const target_presence&) = delete;
 
-  /// Why `table` of `target` is known to be missing (a sentence for `not_pruned`), or
-  /// nullopt: present, or not known (the target cannot be asked; the copy then says why).
+  /// Why `table` of `target` is known to be missing, or not known to be there (the target
+  /// could not be asked: unreachable, not a database; the copy then fails saying why), as
+  /// a sentence for `not_pruned`; nullopt: present, or not asked (an unchanged DuckDB file).
   [[nodiscard]] std::optional<std::string> missing(const config::target_config& target,
                                                    const dialects::table_ref& table);
+
+  /// Why an incremental table that may be pruned is to be copied after all: the commit
+  /// token its target keeps is not the one this project's state recorded (`watermark` of
+  /// `cursor`): the target restored from an older copy, or loaded by another project or
+  /// process since. nullopt: it is, or not known (the target not asked: an unchanged
+  /// DuckDB file). Call after missing() for the same target.
+  [[nodiscard]] std::optional<std::string> token_off(const config::target_config& target,
+                                                     const dialects::table_ref& table,
+                                                     const std::string& cursor,
+                                                     const std::string& watermark,
+                                                     const std::string& project);
 
   struct per_target {
     bool decided = false;
@@ -43,6 +55,8 @@ class target_presence {
     std::optional<std::set<std::tuple<std::string, std::string, std::string>>> tables;
     std::unique_ptr<dialects::dialect> dialect;
     bool asked = false;  ///< the target was asked and answered
+    /// The commit tokens the target keeps, by qualified table name; nullopt: not read.
+    std::optional<std::map<std::string, std::string>> tokens;
     std::string unreadable;  ///< a changed DuckDB file that could not be opened: why
   };
   /// After a run (never a plan): records each DuckDB target file's size, modification

@@ -544,6 +544,38 @@ class batch_loader {
 
 }  // namespace
 
+std::optional<std::string> token_off_state(const std::optional<std::string>& token,
+                                           const std::string& cursor,
+                                           const std::string& watermark,
+                                           const std::string& project) {
+  if (!token)
+    return std::nullopt;
+  if (token->empty())
+    return fmt::format(
+        "the target's last commit of this table is a full load this project's state did not "
+        "record (state has {} = {}): it is copied, not pruned",
+        cursor, watermark);
+  const auto parts = parse_token(*token, cursor);
+  if (!parts)
+    return fmt::format(
+        "the target's last commit of this table is of another cursor column than '{}', "
+        "whose watermark {} this project's state recorded (the target was restored from an "
+        "older copy?): it is copied, not pruned",
+        cursor, watermark);
+  if (!parts->project.empty() && parts->project != project)
+    return fmt::format(
+        "the target's last commit of this table is project '{}''s, not this one's: another "
+        "flotilla.toml loaded it since; it is copied, not pruned",
+        parts->project);
+  if (parts->run_id.empty() || parts->watermark == watermark)
+    return std::nullopt;
+  return fmt::format(
+      "the target holds this table's rows up to {0} = {1} (run {2}), not up to {0} = {3} as "
+      "this project's state recorded: the target was restored from another copy, or loaded "
+      "by another process since; it is copied, not pruned",
+      cursor, parts->watermark, parts->run_id, watermark);
+}
+
 std::string cursor_family(const schema::portable_type& type) {
   using schema::type_kind;
   switch (type.kind) {

@@ -228,6 +228,17 @@ struct table_outcome {
 [[nodiscard]] table_plan plan_first_load(const table_job& job, const dialects::dialect& d,
                                          sources::source* src = nullptr);
 
+/// Why an incremental table's target does not hold the rows this project's state says it
+/// does, by the commit token the target keeps for it (`token`): nullopt when the token
+/// stands for state's watermark `watermark` of `cursor` (or says nothing: none kept, or
+/// one from before tokens named their run). `project`: this project's name, empty when it
+/// has none. A prune asks it: a target restored from an older copy, or loaded by another
+/// project since, is copied rather than trusted.
+[[nodiscard]] std::optional<std::string> token_off_state(const std::optional<std::string>& token,
+                                                         const std::string& cursor,
+                                                         const std::string& watermark,
+                                                         const std::string& project);
+
 /// Copies one table. Never throws: failures come back in the outcome. The outcome's plan
 /// keeps what a run reports (shape action, drift, load kind, warnings, error); its
 /// statements and column lists are released once the copy is done, since a run keeps

@@ -532,6 +532,19 @@ std::optional<std::string> warehouse_base::committed_token(const table_ref& tabl
   return rows.front().front();
 }
 
+std::optional<std::map<std::string, std::string>> warehouse_base::committed_tokens() {
+  const auto& d = dialect();
+  const table_ref bk = bookkeeping_table();
+  std::map<std::string, std::string> out;
+  if (!describe(bk))
+    return out;
+  for (auto& row : query(fmt::format("SELECT {}, {} FROM {}", d.quote("table_name"),
+                                     d.quote("token"), d.qualified(bk))))
+    if (row.size() == 2 && row[0] && row[1])
+      out.emplace(std::move(*row[0]), std::move(*row[1]));
+  return out;
+}
+
 // ---- helpers --------------------------------------------------------------------------
 
 void append_real(std::string& out, double v) {

@@ -117,6 +117,12 @@ class warehouse {
   /// The commit token last committed with `table`'s rows, if any.
   [[nodiscard]] virtual std::optional<std::string> committed_token(
       const dialects::table_ref& table) = 0;
+  /// Every commit token the target keeps, by the qualified table name (the dialect's
+  /// qualified()), read by one query: empty when none was committed. nullopt: the engine
+  /// has no such query (default).
+  [[nodiscard]] virtual std::optional<std::map<std::string, std::string>> committed_tokens() {
+    return std::nullopt;
+  }
   /// Runs one query and returns its rows, each value in the engine's own text form
   /// (NULL as nullopt). For inspection tools and tests; loads never go through it.
   /// Default: throws sink_error (the engine offers no query path).

@@ -87,6 +87,7 @@ class warehouse_base : public warehouse {
   [[nodiscard]] std::unique_ptr<table_writer> begin_load(const load_request& request) override;
   [[nodiscard]] std::optional<std::string> committed_token(
       const dialects::table_ref& table) override;
+  [[nodiscard]] std::optional<std::map<std::string, std::string>> committed_tokens() override;
 
   // ---- engine primitives ---------------------------------------------------------
   /// Runs one statement; throws sink_error naming the target and the statement.

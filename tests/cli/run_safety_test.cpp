@@ -822,6 +822,73 @@ TEST_CASE("a pruned table whose target table another source loaded since is copi
   CHECK(who() == "from A");
 }
 
+TEST_CASE("a pruned incremental table whose target was restored from an older copy is copied "
+          "again, and read in full") {
+  const std::string dialect = GENERATE(std::string("sqlite"), std::string("duckdb"));
+  INFO(dialect);
+  workdir w;
+  sqlite_exec(w.file("app.db"), "CREATE TABLE ev (id INTEGER PRIMARY KEY, v TEXT); "
+                                "INSERT INTO ev VALUES (1, 'a'), (2, 'b')");
+  const std::string file = dialect == "sqlite" ? "wh.sqlite" : "wh.duckdb";
+  w.write("flotilla.toml",
+          fmt::format("[targets.wh]\ndialect = \"{}\"\npath = \"{}\"\nschema = \"raw\"\n"
+                      "[sources.app]\nadapter = \"sqlite\"\npath = \"app.db\"\n"
+                      "prune_unchanged = true\n[sources.app.tables.ev]\ncursor_column = \"id\"\n"
+                      "unique_key = [\"id\"]\n",
+                      dialect, file));
+  const auto count = [&] {
+    const std::string sql = dialect == "sqlite" ? "SELECT count(*) FROM raw__ev"
+                                                : "SELECT count(*) FROM raw.ev";
+    return dialect == "sqlite" ? sqlite_query(w.file(file), sql)[0][0]
+                               : duckdb_query(w.file(file), sql)[0][0];
+  };
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  REQUIRE(count() == "2");
+  std::filesystem::copy_file(w.file(file), w.file("backup"));  // the target's backup
+  sqlite_exec(w.file("app.db"), "INSERT INTO ev VALUES (3, 'c'), (4, 'd')");
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  REQUIRE(count() == "4");
+  // The target restored from the backup: rows 3 and 4 are gone from it, and the source
+  // has not changed since the last run.
+  std::filesystem::copy_file(w.file("backup"), w.file(file),
+                             std::filesystem::copy_options::overwrite_existing);
+  REQUIRE(count() == "2");
+  auto j = flotilla_json(w, {"run"}, &rc);
+  INFO(j.dump(2));
+  CHECK(rc == 0);
+  REQUIRE(j["tables"].size() == 1);
+  CHECK(j["tables"][0]["status"] == "copied");
+  CHECK_THAT(j["tables"][0]["not_pruned"].get<std::string>(),
+             Catch::Contains("rows up to id = 2") && Catch::Contains("not up to id = 4"));
+  CHECK(count() == "4");
+  // Whole again: the next run prunes it.
+  auto next = flotilla_json(w, {"run"}, &rc);
+  CHECK(next["tables"][0]["status"] == "pruned");
+  CHECK(count() == "4");
+}
+
+TEST_CASE("a SQLite target that cannot be read prunes nothing: its tables fail saying why") {
+  workdir w;
+  sqlite_exec(w.file("app.db"), "CREATE TABLE t (id INTEGER PRIMARY KEY); INSERT INTO t VALUES (1)");
+  w.write("flotilla.toml",
+          "[targets.wh]\ndialect = \"sqlite\"\npath = \"wh.sqlite\"\n"
+          "[sources.app]\nadapter = \"sqlite\"\npath = \"app.db\"\nprune_unchanged = true\n");
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["tables"][0]["status"] == "pruned");
+  w.write("wh.sqlite", std::string(8192, 'x'));  // no longer a database
+  auto j = flotilla_json(w, {"run"}, &rc);
+  INFO(j.dump(2));
+  CHECK(rc == 1);
+  CHECK(j["status"] == "failed");
+  REQUIRE(j["tables"].size() == 1);
+  CHECK(j["tables"][0]["status"] == "failed");
+  CHECK_THAT(j["tables"][0]["not_pruned"].get<std::string>(),
+             Catch::Contains("could not be asked for its tables"));
+  CHECK_THAT(j["tables"][0]["error"].get<std::string>(), Catch::Contains("wh.sqlite"));
+}
+
 TEST_CASE("a name PostgreSQL would cut to 63 bytes fails its table, naming it") {
   workdir w;
   const std::string suffix = unique_suffix();
