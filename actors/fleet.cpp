@@ -70,14 +70,18 @@ namespace {
 /// `plan`: the source-drift gate (seed 004) asked of the columns the run would land, so
 /// the plan says what the run would do: under fail the table fails as the run would
 /// (FLT-D001), under warn its verdict is shown. Nothing is staged or recorded.
-void plan_gate(const engine::table_job& job, engine::table_outcome& out) {
+/// It observes the columns as the run's gate does (engine::gate_observed), and asks `src`
+/// (when open) which changed-looking columns hold no value.
+void plan_gate(const engine::table_job& job, engine::table_outcome& out, sources::source* src) {
   if (!job.gate || !out.plan)
     return;
   const auto& plan = *out.plan;
+  const auto probe = engine::valueless_probe_of(src, job);
   auto verdict =
-      plan.error ? job.gate(job.table.columns, false,
-                            fmt::format("{}: {}", plan.error->code, plan.error->reason))
-                 : job.gate(plan.observed_columns(), false, {});
+      plan.error ? job.gate(engine::gate_observed(job, job.table.columns, plan.read_columns), false,
+                            fmt::format("{}: {}", plan.error->code, plan.error->reason), probe)
+                 : job.gate(engine::gate_observed(job, plan.observed_columns(), plan.read_columns),
+                            false, {}, probe);
   out.gate_detail = std::move(verdict.detail);
   if (!verdict.proceed) {
     out.status = engine::table_status::failed;
@@ -341,7 +345,7 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
                     "if one exists there",
                     (*plan_dialect)->name()));
               report->outcome.status = engine::table_status::copied;
-              plan_gate(t.job, report->outcome);
+              plan_gate(t.job, report->outcome, file);
               self->send(task.reply_to, table_done{report});
               self->send(dispatcher_handle, idle_atom::value, caf::actor_cast<caf::actor>(self));
               return;
@@ -389,7 +393,7 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
                 open_source();
               report->outcome.plan = engine::plan_against_target(*st.warehouse, job, src.get());
               report->outcome.status = engine::table_status::copied;
-              plan_gate(t.job, report->outcome);
+              plan_gate(t.job, report->outcome, src.get());
             } else {
               if (shared_held.owns_lock())
                 shared_held.unlock();  // the copy holds it where it uses the target

@@ -348,23 +348,6 @@ schema::table_schema with_decimal_fit(sources::source& src, const table_job& job
   return out;
 }
 
-/// The source's columns as the drift gate observes them (seed 004), each in the source's
-/// own type: a csv/json file's as DuckDB inferred them, though the read may take one in
-/// the live column's type (a live text column keeps the file's text as written). A pinned
-/// column in the type the read takes (`read`: SQLite and files read it as declared).
-schema::table_schema gate_observed(const table_job& job, schema::table_schema columns,
-                                   const schema::table_schema& read) {
-  const auto rule = schema::name_rule::case_sensitive;
-  for (auto& c : columns.columns) {
-    const auto& declared = job.settings.declared;
-    const bool pinned = std::any_of(declared.begin(), declared.end(),
-                                    [&](const auto& d) { return d.name == c.name; });
-    const auto* from = pinned ? read.find(c.name, rule) : job.table.columns.find(c.name, rule);
-    if (from != nullptr)
-      c.type = from->type;
-  }
-  return columns;
-}
 
 /// A csv/json file is parsed as its declared types, and DuckDB's casts round (7.9 read
 /// as an int is 8, 2 as a boolean is true): where a declared type cannot read the
@@ -543,6 +526,33 @@ class batch_loader {
 };
 
 }  // namespace
+
+/// The source's columns as the drift gate observes them (seed 004), each in the source's
+/// own type: a csv/json file's as DuckDB inferred them, though the read may take one in
+/// the live column's type (a live text column keeps the file's text as written). A pinned
+/// column in the type the read takes (`read`: SQLite and files read it as declared).
+schema::table_schema gate_observed(const table_job& job, schema::table_schema columns,
+                                   const schema::table_schema& read) {
+  const auto rule = schema::name_rule::case_sensitive;
+  for (auto& c : columns.columns) {
+    const auto& declared = job.settings.declared;
+    const bool pinned = std::any_of(declared.begin(), declared.end(),
+                                    [&](const auto& d) { return d.name == c.name; });
+    const auto* from = pinned ? read.find(c.name, rule) : job.table.columns.find(c.name, rule);
+    if (from != nullptr)
+      c.type = from->type;
+  }
+  return columns;
+}
+
+valueless_probe valueless_probe_of(sources::source* src, const table_job& job) {
+  if (src == nullptr || !job.table.inferred)
+    return {};
+  const sources::source_table* table = &job.table;
+  return [src, table](const std::vector<std::string>& columns) {
+    return src->valueless(*table, columns);
+  };
+}
 
 std::optional<std::string> token_off_state(const std::optional<std::string>& token,
                                            const std::string& cursor,
@@ -990,7 +1000,8 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
         const schema::table_schema observed =
             staged_cols ? *staged_cols : gate_observed(job, job.table.columns, plan.read_columns);
         auto verdict = job.gate(observed, job.reuse.has_value(),
-                                fmt::format("{}: {}", plan.error->code, plan.error->reason));
+                                fmt::format("{}: {}", plan.error->code, plan.error->reason),
+                                job.reuse ? valueless_probe{} : valueless_probe_of(&src, job));
         out.gate_detail = std::move(verdict.detail);
         if (!verdict.proceed) {
           stopped_by_gate(verdict);
@@ -1103,7 +1114,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       staged_watermark = job.reuse->watermark;
       out.reused_staged = true;
       if (job.gate) {
-        auto verdict = job.gate(*staged_cols, true, {});
+        auto verdict = job.gate(*staged_cols, true, {}, {});
         out.gate_detail = std::move(verdict.detail);
         if (!verdict.proceed) {
           stopped_by_gate(verdict);
@@ -1129,7 +1140,7 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       const auto observed = gate_observed(job, plan.observed_columns(), plan.read_columns);
       kept = staged_output{staged.path().string(), staged.rows(), staged_watermark,
                            plan.read_columns, observed, incremental && watermark.has_value()};
-      auto verdict = job.gate(observed, false, {});
+      auto verdict = job.gate(observed, false, {}, valueless_probe_of(&src, job));
       out.gate_detail = std::move(verdict.detail);
       if (!verdict.proceed) {
         stopped_by_gate(verdict);

@@ -31,8 +31,13 @@ struct drift_gate_result {
 /// schema of the staged data; `reused` says it was staged by an earlier run (retry).
 /// `refusal`: where the target's plan refuses the table too, its code and reason
 /// ("FLT-S005: ..."): nothing is staged then, and a refusal says so. Empty otherwise.
+/// `valueless`: asked of columns the gate would call changed, which of them hold no value in
+/// the source (a csv/json column every row leaves empty or null: its inferred type, text or
+/// json, says nothing); null when nothing can be asked (staged rows reused).
+using valueless_probe = std::function<std::vector<bool>(const std::vector<std::string>& columns)>;
 using drift_gate = std::function<drift_gate_result(const schema::table_schema& staged,
-                                                   bool reused, const std::string& refusal)>;
+                                                   bool reused, const std::string& refusal,
+                                                   const valueless_probe& valueless)>;
 
 /// Staged data an earlier run kept (StagedEntry), for `flotilla retry`.
 struct staged_input {
@@ -214,6 +219,16 @@ struct table_outcome {
   std::int64_t duration_us = 0;          ///< copy_table's wall time, plan to commit
   std::int64_t finished_at_us = 0;       ///< when copy_table returned, µs since the epoch
 };
+
+/// The source's columns as the drift gate observes them (seed 004), each in the source's
+/// own type: a csv/json file's as DuckDB inferred them, though the read may take one in
+/// the live column's type. A pinned column in the type the read takes (`read`).
+[[nodiscard]] schema::table_schema gate_observed(const table_job& job,
+                                                 schema::table_schema columns,
+                                                 const schema::table_schema& read);
+
+/// The probe a gate asks of `src` for `job`'s table: null unless its types are inferred.
+[[nodiscard]] valueless_probe valueless_probe_of(sources::source* src, const table_job& job);
 
 /// Plans the table against the live target, without changing anything. `src`, when
 /// given, answers what an inferred double column's values need as a decimal (seed 000's

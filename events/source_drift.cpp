@@ -174,6 +174,13 @@ drift_verdict evaluate_source_drift(const drift_input& in) {
     return v;  // skip: nothing observed, nothing written, nothing said
 
   v.observed = in.observed != nullptr ? to_observed(*in.observed) : *in.recorded;
+  if (in.baseline != nullptr)
+    for (const auto& name : in.valueless)
+      for (auto& o : v.observed)
+        if (o.name() == name)
+          for (const auto& b : in.baseline->columns())
+            if (b.name() == name)
+              o.set_type(b.type());
   v.hints_hash = in.hints_hash;
   auto baseline_now = [&] {
     storage::pb::SchemaBaseline b;
@@ -218,10 +225,14 @@ drift_verdict evaluate_source_drift(const drift_input& in) {
         "source drift on {}: {}{}; on_source_drift = fail would stop the table before any "
         "target is written (`flotilla run` fails it{}). If the change is expected: `flotilla "
         "run` (it fails the table and records what it read; a plan records nothing), then "
-        "`flotilla schema accept {}`, then `flotilla retry`",
+        "`flotilla schema accept {}`, then {}",
         v.dataset, what, since,
         in.refusal.empty() ? std::string() : fmt::format("; the target refuses the change too: {}", in.refusal),
-        shell_word(v.dataset));
+        shell_word(v.dataset),
+        in.refusal.empty() ? std::string("`flotilla retry`")
+                           : std::string("resolve the target's refusal as it says, then "
+                                         "`flotilla run` (nothing is staged while the target "
+                                         "refuses it)"));
   else if (!in.refusal.empty())
     v.error = fmt::format(
         "source drift on {}: {}{}; on_source_drift = fail stopped the table before any target "

@@ -107,6 +107,10 @@ struct drift_input {
   std::string refusal{};
   /// `plan`: nothing is read or staged; a fail verdict says what a run would do.
   bool planning = false;
+  /// Columns of `observed` that hold no value in the source (a csv/json column every row
+  /// leaves empty or null, inferred as text or json from nothing): each is observed in its
+  /// baseline type, not as a change.
+  std::vector<std::string> valueless{};
 };
 
 struct drift_verdict {

@@ -1362,3 +1362,37 @@ TEST_CASE("retry loads the staged rows of a keyed incremental table whose drift 
   CHECK(s.target("SELECT count(*), count(note), min(note), max(note) FROM raw.orders")[0] ==
         std::vector<std::string>{"3", "3", "new", "old"});
 }
+
+TEST_CASE("a file column with no value (empty, null, or a header alone) is no drift; plan and "
+          "run agree, and the baseline keeps its type") {
+  workdir w;
+  csv_project(w, "duckdb", "wh.duckdb", "on_source_drift = \"fail\"");
+  w.write("files/people.csv", "id,score\n1,7\n2,8\n");
+  int code = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &code)["status"] == "success");
+  for (const std::string body : {"id,score\n3,\n4,\n", "id,score\n"}) {
+    INFO(body);
+    w.write("files/people.csv", body);
+    auto plan = flotilla_json(w, {"plan"}, &code);
+    CHECK(code == 0);
+    CHECK(plan["failed"] == 0);
+    auto run = flotilla_json(w, {"run"}, &code);
+    INFO(run.dump(2));
+    CHECK(code == 0);
+    CHECK(run["status"] == "success");
+    CHECK(run["source_drift"]["tables_drifted"] == 0);
+  }
+  // A value of another type is drift, against the baseline's own type.
+  w.write("files/people.csv", "id,score\n5,high\n");
+  auto run = flotilla_json(w, {"run"}, &code);
+  CHECK(code == 1);
+  REQUIRE(run["tables"].size() == 1);
+  CHECK(run["tables"][0]["error_code"] == "FLT-D001");
+  CHECK_THAT(run["tables"][0]["error"].get<std::string>(),
+             Catch::Contains("column 'score' retyped BIGINT -> TEXT"));
+  // The plan's advice, with the target refusing too, is the run's: nothing is staged.
+  auto plan = flotilla_json(w, {"plan"}, &code);
+  REQUIRE(plan["tables"].size() == 1);
+  CHECK_THAT(plan["tables"][0]["error"].get<std::string>(),
+             Catch::Contains("then `flotilla run`") && !Catch::Contains("flotilla retry"));
+}
