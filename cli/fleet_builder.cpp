@@ -560,7 +560,8 @@ engine::drift_gate make_drift_gate(storage::state_store* store, config::drift_po
                                    std::string source, std::string table, std::string run_id,
                                    std::string hints, bool planning,
                                    std::shared_ptr<const events::observed_columns> staged_observed = {}) {
-  return [=](const schema::table_schema& staged, bool reused, const std::string& refusal) {
+  return [=](const schema::table_schema& staged, bool reused, const std::string& refusal,
+             const engine::valueless_probe& valueless) {
     engine::drift_gate_result r;
     // Seed 004: a retry that reuses staged data does not run the gate again under warn
     // (the run that staged it already reported); under fail it re-checks the staged
@@ -593,6 +594,26 @@ engine::drift_gate make_drift_gate(storage::state_store* store, config::drift_po
       throw std::runtime_error(baseline.error().message);
     if (*baseline)
       in.baseline = &**baseline;
+    // A file's column with no value (every row empty or null) is inferred as text or json
+    // from nothing: where its baseline has another type, that type stands (docs/events.md).
+    if (in.baseline != nullptr && in.observed != nullptr && valueless) {
+      std::vector<std::string> asked;
+      for (const auto& c : in.observed->columns)
+        for (const auto& b : in.baseline->columns())
+          if (b.name() == c.name && b.type() != schema::to_string(c.type) &&
+              (c.type.kind == schema::type_kind::text || c.type.kind == schema::type_kind::json))
+            asked.push_back(c.name);
+      if (!asked.empty()) {
+        try {
+          const auto empty = valueless(asked);
+          for (std::size_t k = 0; k < asked.size() && k < empty.size(); ++k)
+            if (empty[k])
+              in.valueless.push_back(asked[k]);
+        } catch (const std::exception&) {
+          // Not known: the columns are compared as inferred.
+        }
+      }
+    }
     auto verdict = std::make_shared<events::drift_verdict>(events::evaluate_source_drift(in));
     if (!planning && verdict->decision == events::drift_decision::warn)
       print_drift_warning(verdict->dataset, verdict->warning);
@@ -1939,12 +1960,42 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           }
           // A full refresh replaces that table's rows: said, as the incremental case below
           // says it (its source gone from flotilla.toml, or its target changed).
-          if (other && ts.job.settings.cursor_column.empty() && ts.conflict.empty())
+          if (other && ts.job.settings.cursor_column.empty() && ts.conflict.empty()) {
+            // Why that table no longer holds it, as far as flotilla.toml tells.
+            std::string why;
+            const auto in_run = std::find(keys.begin(), keys.end(), *other);
+            if (in_run != keys.end()) {
+              // Its claim: its spec's when built already, else from its catalog entry.
+              std::string other_claim;
+              if (const auto built = spec_of.find(*other); built != spec_of.end()) {
+                other_claim = out[built->second].claim;
+              } else {
+                const auto where = target_named(
+                    cat.tables[selected[static_cast<std::size_t>(in_run - keys.begin())].index].name);
+                other_claim = claim_key(rule, database,
+                                        dialects::table_ref{where.catalog, where.schema, where.name});
+              }
+              why = other_claim == ts.claim
+                        ? std::string(section != nullptr
+                                          ? "it lands on this target table too, and gives way "
+                                            "to this table, which flotilla.toml names in a "
+                                            "section of its own: it fails FLT-R006"
+                                          : "it lands on this target table too, and fails "
+                                            "FLT-R006")
+                        : std::string("its target changed");
+            } else if (std::none_of(project->sources.begin(), project->sources.end(),
+                                    [&](const config::source_config& s) {
+                                      return other->starts_with(s.name + ".");
+                                    })) {
+              why = "that table's source is no longer in flotilla.toml";
+            } else {
+              why = "that table lands elsewhere now, or flotilla.toml no longer selects it";
+            }
             ts.job.warnings.push_back(fmt::format(
                 "{} loaded the target table {} last: this copy replaces its rows with this "
-                "table's (that table's source is no longer in flotilla.toml, or its target "
-                "changed)",
-                *other, display_name(ts.job.target)));
+                "table's ({})",
+                *other, display_name(ts.job.target), why));
+          }
           if (!ts.job.settings.cursor_column.empty() && ts.conflict.empty()) {
             if (other) {
               ts.job.watermark_void = true;
@@ -2432,8 +2483,13 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       if (staged.watermark)
         e.set_watermark_value(*staged.watermark);
       e.set_increment(staged.increment);
-      *e.mutable_observed_schema() = events::to_observed(
-          staged.observed.columns.empty() ? staged.columns : staged.observed);
+      // What the gate observed (its valueless columns in their baseline types), so a
+      // retry checks what the run checked.
+      *e.mutable_observed_schema() =
+          v != nullptr && !v->observed.empty()
+              ? v->observed
+              : events::to_observed(staged.observed.columns.empty() ? staged.columns
+                                                                    : staged.observed);
       if (v != nullptr)
         e.set_hints_hash(v->hints_hash);
       e.set_created_at_us(now_us());

@@ -198,6 +198,9 @@ int do_plan(const global_options& g, const plan_args& a) {
           row["warnings"].push_back(v->warning.starts_with("warning: ") ? v->warning.substr(9)
                                                                          : v->warning);
       }
+      // A table that would fail says why it is not pruned too, as the run JSON does.
+      if (!t.not_pruned.empty() && !row.contains("not_pruned") && row["status"] != "pruned")
+        row["not_pruned"] = t.not_pruned;
       tables.push_back(std::move(row));
     }
   }

@@ -180,10 +180,15 @@ int do_retry(const global_options& g, run_request req) {
     if (!interrupted && req.only.empty())
       if (auto runs = store->recent_runs(100)) {
         std::set<std::string> seen;  // newest result of each table first
-        for (const auto& r : *runs)
+        // Sources a newer run read whole (no filter, nothing failed at the source): a
+        // table of theirs it did not list is no longer there, or no longer selected.
+        std::set<std::string> read_whole;
+        for (const auto& r : *runs) {
           for (const auto& t : r.tables()) {
             const std::string key = t.source() + "." + t.source_table();
             if (!seen.insert(key).second || t.status() != "failed" || r.run_id() == latest_id)
+              continue;
+            if (read_whole.contains(t.source()))
               continue;
             // Only tables flotilla.toml still selects: `flotilla run` would not copy others.
             const auto* src = project->find_source(t.source());
@@ -192,6 +197,13 @@ int do_retry(const global_options& g, run_request req) {
                  !config::select_tables(*src, {t.source_table()}, {}).empty()))
               failed_before.push_back(fmt::format("{} (run {})", key, r.run_id()));
           }
+          if (r.filters_size() == 0 && r.only_size() == 0 &&
+              !unfinished_run_status(r.status()))
+            for (const auto& t : r.tables())  // the sources it listed tables of
+              if (std::find(r.failed_sources().begin(), r.failed_sources().end(), t.source()) ==
+                  r.failed_sources().end())
+                read_whole.insert(t.source());
+        }
       }
     if (!lost.empty()) {
       const std::string message = fmt::format(

@@ -1865,3 +1865,81 @@ path = "csv"
   INFO(j.dump());
   CHECK_THAT(j.dump(), Catch::Contains("'9.5'") && Catch::Contains("data row 2"));
 }
+
+TEST_CASE("a table a section names taking a target table over from a table of its own source "
+          "says why that table gives it up") {
+  workdir w;
+  duckdb_exec(w.file("dw.duckdb"),
+              "CREATE TABLE main.orders (id INTEGER PRIMARY KEY, v TEXT);"
+              "INSERT INTO main.orders VALUES (1, 'main'), (2, 'main');"
+              "CREATE SCHEMA audit; CREATE TABLE audit.orders (id INTEGER PRIMARY KEY, v TEXT);"
+              "INSERT INTO audit.orders VALUES (1, 'audit');");
+  const std::string base =
+      "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\nschema = \"raw\"\n"
+      "[sources.dw]\nadapter = \"duckdb\"\npath = \"dw.duckdb\"\ninclude = [\"main.*\"]\n";
+  w.write("flotilla.toml", base);
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  w.write("flotilla.toml", base + "[sources.dw.tables.\"audit.orders\"]\ndescription = \"audit\"\n");
+  auto plan = flotilla_json(w, {"plan"}, &rc);
+  INFO(plan.dump(2));
+  bool said = false;
+  for (const auto& t : plan["tables"])
+    if (t["source_table"] == "audit.orders")
+      for (const auto& warning : t.value("warnings", nlohmann::json::array())) {
+        const auto text = warning.get<std::string>();
+        if (text.find("loaded the target table") != std::string::npos) {
+          said = true;
+          CHECK_THAT(text, Catch::Contains("gives way to this table, which flotilla.toml names "
+                                           "in a section of its own"));
+          CHECK_THAT(text, !Catch::Contains("no longer in flotilla.toml"));
+        }
+      }
+  CHECK(said);
+}
+
+TEST_CASE("retry does not point at an earlier failure of a table a later full run no longer "
+          "has") {
+  workdir w;
+  sqlite_exec(w.file("app.db"), "CREATE TABLE a (id INTEGER PRIMARY KEY); INSERT INTO a VALUES (1);"
+                                "CREATE TABLE regions (id INTEGER PRIMARY KEY); INSERT INTO regions VALUES (1);");
+  const std::string base = "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.app]\nadapter = \"sqlite\"\npath = \"app.db\"\n";
+  w.write("flotilla.toml", base + "[sources.app.tables.regions]\ndescription = \"regions\"\n");
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  sqlite_exec(w.file("app.db"), "DROP TABLE regions");
+  auto failed = flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 1);  // regions: FLT-R005, named in a section
+  // A filtered run after it: retry would not look past it, and names regions.
+  REQUIRE(flotilla_json(w, {"run", "--filter", "table=a"}, &rc)["status"] == "success");
+  auto named = run_flotilla(w, {"retry"});
+  CHECK(named.out.find("app.regions") != std::string::npos);
+  // The section removed and a full run: regions is gone from the fleet.
+  w.write("flotilla.toml", base);
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  auto none = run_flotilla(w, {"retry"});
+  CHECK(none.exit_code == 0);
+  CHECK(none.out.find("nothing to retry") != std::string::npos);
+  CHECK(none.out.find("regions") == std::string::npos);
+}
+
+TEST_CASE("plan says why a table that would fail is not pruned, as the run does") {
+  workdir w;
+  sqlite_exec(w.file("app.db"), "CREATE TABLE p (id INTEGER PRIMARY KEY, name TEXT);"
+                                "INSERT INTO p VALUES (1, 'widget');");
+  const std::string base = "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.app]\nadapter = \"sqlite\"\npath = \"app.db\"\n"
+                           "prune_unchanged = true\n";
+  w.write("flotilla.toml", base);
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  w.write("flotilla.toml", base + "[sources.app.tables.p]\ncolumns = { name = \"int\" }\n");
+  auto plan = flotilla_json(w, {"plan"}, &rc);
+  INFO(plan.dump(2));
+  REQUIRE(plan["tables"].size() == 1);
+  CHECK(plan["tables"][0]["status"] == "failed");
+  CHECK_THAT(plan["tables"][0].value("not_pruned", ""), Catch::Contains("settings changed"));
+  auto text = run_flotilla(w, {"plan", "--explain"});
+  CHECK(text.out.find("not pruned  ") != std::string::npos);
+}
