@@ -2218,8 +2218,19 @@ class source_stream {
       if (at <= t.applied)
         continue;
       last = std::max(last, at);
-      if (j.is_object())
-        logic_->replay_change(b, t, j);
+      if (j.is_object()) {
+        try {
+          logic_->replay_change(b, t, j);
+        } catch (const stop_error& stop) {
+          // A kept row change that stops the stream (a TRUNCATE of a keyed table on an
+          // event target): as a kept DDL that stops it, the changes before its
+          // transaction commit, and the review takes a decision again, instead of
+          // staying applying with the source stopped at every start.
+          t = before;
+          replay(t, r, replay_stop{at, stop.what()});
+          throw;  // not reached: the replay above throws the stop
+        }
+      }
     }
     announce();
     last = std::max(last, t.kept_through);

@@ -540,3 +540,57 @@ TEST_CASE("a start after a copy killed midway tells the consumers to drop what i
   REQUIRE(later.size() == 6);
   CHECK(what(nlohmann::json::parse(later[5].value)) == "insert");
 }
+
+TEST_CASE("a kept truncate of a keyed table a Kafka replay reaches stops the stream once, and "
+          "leaves the review open to a decision; the next start streams again",
+          "[stream][event-target]") {
+  mock_cluster kafka("bus", 1);
+  fixture f(false, kafka_target(kafka), "bus");
+  pg_exec(f.source(), "CREATE TABLE orders (id int PRIMARY KEY, note text)");
+  pg_exec(f.source(), "CREATE TABLE items (id int PRIMARY KEY, note text)");
+  pg_exec(f.source(), "INSERT INTO orders VALUES (1, 'a'); INSERT INTO items VALUES (1, 'i')");
+  auto hold_state = [&] { return hold_state_in(f, "bus", "shop.public.orders"); };
+  {
+    stream_process p(f);
+    REQUIRE(read_topic(kafka.bootstraps(), "bus", 1, 2).size() == 2);
+    pg_exec(f.source(), "ALTER TABLE orders RENAME COLUMN id TO oid");
+    pg_exec(f.source(), "INSERT INTO orders VALUES (2, 'kept')");
+    pg_exec(f.source(), "TRUNCATE orders");
+    pg_exec(f.source(), "INSERT INTO orders VALUES (3, 'after')");
+    REQUIRE(eventually(
+        [&] { return hold_state() == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW; }));
+    REQUIRE(eventually([&] {
+      auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
+                                                        {.read_only = true});
+      return store && store->held_change_count("bus", "shop.public.orders").value_or(0) == 3;
+    }));
+    flotilla::cdc::submit_request(std::filesystem::path(f.dir()) / ".flotilla",
+                                  {"", "bus", "shop.public.orders",
+                                   {flotilla::cdc::decision_kind::apply_proposed, ""}});
+    // Stopped at the truncate (seed 002), the insert before it published ...
+    CHECK(p.wait(60s) == 1);
+    CHECK_THAT(p.err(), Catch::Contains("FLT-H007"));
+  }
+  // ... and the review takes a decision again instead of staying applying.
+  CHECK(hold_state() == flotilla::storage::pb::HOLD_STATE_LAST_DECISION_FAILED);
+  auto all = read_topic(kafka.bootstraps(), "bus", 1, 4, 5s);
+  INFO(all.size());
+  REQUIRE(all.size() >= 4);
+  CHECK(nlohmann::json::parse(all[2].value)["type"] == "schema_change");
+  auto kept = nlohmann::json::parse(all[3].value);
+  CHECK(what(kept) == "insert");
+  CHECK(kept["key"] == nlohmann::json{{"oid", "2"}});
+  // The next start streams the other tables while the review waits.
+  stream_process again(f);
+  pg_exec(f.source(), "INSERT INTO items VALUES (2, 'streams')");
+  bool items_streamed = false;
+  for (const auto& m : read_topic(kafka.bootstraps(), "bus", 1, 5, 30s)) {
+    const auto e = nlohmann::json::parse(m.value);
+    items_streamed = items_streamed || (e.value("table", "") == "public.items" &&
+                                        e.contains("op") && e["op"] == "insert");
+  }
+  CHECK(items_streamed);
+  CHECK(hold_state() == flotilla::storage::pb::HOLD_STATE_LAST_DECISION_FAILED);
+  INFO(again.err());
+  CHECK(again.stop() == 0);
+}
