@@ -699,6 +699,15 @@ outcome decider::key_change_hold(std::string detail, const std::vector<std::stri
                           stmt(alter(fmt::format("ADD PRIMARY KEY ({})",
                                                  key_list(*d_, new_key))))}),
                 consequence, true);
+  // A keyless DuckDB table gaining a key: DuckDB adds none in place, and the resync's copy
+  // makes the table anew with its key: nothing to write, so the proposal resyncs as it is.
+  if (gained)
+    return hold("key_change", reason,
+                join_ddl({fmt::format("-- The row key of {} changed on the source ({}).",
+                                      before_.name, detail),
+                          "-- The resync copies the table anew, with its key.",
+                          std::string(no_target_ddl)}),
+                consequence, true);
   if (!new_key.empty())
     lines.push_back(fmt::format("-- {}",
                                 stmt(alter(fmt::format("ADD PRIMARY KEY ({})",
