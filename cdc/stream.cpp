@@ -2198,6 +2198,7 @@ class source_stream {
         // The change itself lives on in the new review, not in the kept queue.
         check(finish_replay(*o_.store, r, c.sequence(), now_us()));
         batch hold;
+        hold.change_index = b.change_index;  // the held change's place in its transaction
         logic_->open_hold(hold, t, std::get<held>(o).hold, e, at);
         write_holds(hold, false);
         for (const auto& later : *kept) {

@@ -594,3 +594,59 @@ TEST_CASE("a kept truncate of a keyed table a Kafka replay reaches stops the str
   INFO(again.err());
   CHECK(again.stop() == 0);
 }
+
+TEST_CASE("a review a replay opens keeps its change's place: its schema change event carries "
+          "`change` as every other does",
+          "[stream][event-target]") {
+  mock_cluster kafka("bus", 1);
+  fixture f(false, kafka_target(kafka), "bus");
+  pg_exec(f.source(), "CREATE TABLE orders (id int PRIMARY KEY, note text)");
+  pg_exec(f.source(), "INSERT INTO orders VALUES (1, 'a')");
+  stream_process p(f);
+  REQUIRE(read_topic(kafka.bootstraps(), "bus", 1, 1).size() == 1);
+  auto hold_of = [&]() -> std::optional<flotilla::storage::pb::HoldRecord> {
+    auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
+                                                      {.read_only = true});
+    if (!store)
+      return std::nullopt;
+    auto h = store->get_hold("bus", "shop.public.orders");
+    return h && *h ? std::optional(**h) : std::nullopt;
+  };
+  pg_exec(f.source(), "ALTER TABLE orders RENAME COLUMN id TO oid");
+  // The second rename is the second change of its transaction.
+  pg_exec(f.source(), "BEGIN; INSERT INTO orders VALUES (2, 'b'); "
+                      "ALTER TABLE orders RENAME COLUMN oid TO id; COMMIT");
+  REQUIRE(eventually([&] {
+    auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
+                                                      {.read_only = true});
+    return store && store->held_change_count("bus", "shop.public.orders").value_or(0) == 2;
+  }));
+  const auto first = hold_of();
+  REQUIRE(first);
+  flotilla::cdc::submit_request(std::filesystem::path(f.dir()) / ".flotilla",
+                                {"", "bus", "shop.public.orders",
+                                 {flotilla::cdc::decision_kind::apply_proposed, ""}});
+  // Held again at the second rename, under a new review.
+  REQUIRE(eventually([&] {
+    const auto h = hold_of();
+    return h && h->position() != first->position() &&
+           h->state() == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW;
+  }));
+  flotilla::cdc::submit_request(std::filesystem::path(f.dir()) / ".flotilla",
+                                {"", "bus", "shop.public.orders",
+                                 {flotilla::cdc::decision_kind::apply_proposed, ""}});
+  auto all = read_topic(kafka.bootstraps(), "bus", 1, 4);
+  INFO(p.err());
+  CHECK(p.stop() == 0);
+  REQUIRE(all.size() == 4);
+  std::vector<nlohmann::json> changes;
+  for (const auto& m : all) {
+    auto e = nlohmann::json::parse(m.value);
+    if (e.value("type", "") == "schema_change")
+      changes.push_back(e);
+  }
+  REQUIRE(changes.size() == 2);
+  CHECK(changes[0]["change"] == 1);
+  CHECK(changes[1]["change"] == 2);
+  CHECK(changes[1]["ddl"].get<std::string>().find("RENAME COLUMN oid TO id") != std::string::npos);
+}
