@@ -1234,3 +1234,20 @@ TEST_CASE("a text column pinned bytes (the fix for a NUL byte) copies the table 
     CHECK(p.drift.steps[0].action == schema::evolution_action::drop_and_recreate);
   }
 }
+
+TEST_CASE("a rebuild that needs confirming names the governance gate's review too, so one plan "
+          "shows both") {
+  auto d = *dialects::make_dialect("sqlite");
+  const auto live = S({{"id", T("int")}, {"v", T("int")}});
+  const auto source = S({{"id", T("int")}, {"v", T("decimal(20,0)")}});
+  engine::table_settings st;
+  st.governance_gate = true;
+  st.additive_granted = true;
+  st.type_change_rebuild = engine::rebuild_rule::require_confirmation;
+  auto p = engine::plan_table(source, live, engine::target_state::present, *d, orders, st);
+  REQUIRE(p.error);
+  INFO(p.error->reason);
+  CHECK(p.error->code == "FLT-S006");
+  CHECK_THAT(p.error->reason, Catch::Contains("--allow-type-change-rebuild") &&
+                                  Catch::Contains("also [FLT-S008]: require-review"));
+}
