@@ -294,6 +294,7 @@ int do_generate(const global_options& g, const contract_args& a) {
       d.table = t.source_table;
       nlohmann::json cols = nlohmann::json::array();
       nlohmann::json left_out = nlohmann::json::array();
+      nlohmann::json replaced = nlohmann::json::array();  // declarations not live yet
       for (const auto& c : t.live->columns) {
         // A column the source dropped stays in the live table (never dropped), but a
         // declaration of it would fail every plan (FLT-S001): it is not proposed.
@@ -311,15 +312,31 @@ int do_generate(const global_options& g, const contract_args& a) {
         std::string type = schema::to_string(c.type);
         if (t.section != nullptr)
           for (const auto& declared : t.section->columns)
-            if (schema::same_name(declared.name, c.name, t.dialect->names()) &&
-                t.dialect->canonical(declared.type) == t.dialect->canonical(c.type))
-              type = declared.type_text.empty() ? schema::to_string(declared.type)
-                                                : declared.type_text;
+            if (schema::same_name(declared.name, c.name, t.dialect->names())) {
+              const std::string written = declared.type_text.empty()
+                                              ? schema::to_string(declared.type)
+                                              : declared.type_text;
+              if (t.dialect->canonical(declared.type) == t.dialect->canonical(c.type)) {
+                type = written;
+              } else {
+                // A declaration the live table does not have yet (a widening no run has
+                // made): the proposal is of the live table, and says what it replaces.
+                fmt::print(stderr,
+                           "note: table:{} column '{}' is declared \"{}\", and the live table "
+                           "has {} (no run has made the declared change yet): the proposal "
+                           "declares the live type; keep \"{}\" in flotilla.toml if the next "
+                           "run is to make that change\n",
+                           name, c.name, written, type, written);
+                replaced.push_back({{"column", c.name}, {"declared", written}, {"live", type}});
+              }
+            }
         d.columns.push_back(config::column_declaration{c.name, type});
         cols.push_back({{"name", c.name}, {"type", d.columns.back().type}});
       }
       if (!left_out.empty())
         row["not_in_source"] = std::move(left_out);
+      if (!replaced.empty())
+        row["declared_not_live"] = std::move(replaced);
       row["status"] = "proposed";
       row["section"] = section_of(d);
       row["columns"] = std::move(cols);

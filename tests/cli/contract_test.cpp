@@ -364,6 +364,11 @@ TEST_CASE("contract generate proposes each live table's columns as TOML sections
         "columns = { id = \"bigint\", total = \"decimal(12,2)\", status = \"text\" }\n");
   CHECK(r.err.find(fmt::format("note: table:{} has no live table", f.table("refunds"))) !=
         std::string::npos);
+  // The declared widening no run has made yet is replaced by the live type: said.
+  CHECK_THAT(r.err, Catch::Contains(fmt::format("note: table:{} column 'total' is declared "
+                                                "\"decimal(18,2)\", and the live table has "
+                                                "decimal(12,2)",
+                                                f.table("orders"))));
   CHECK(read_file(f.w.path() / "flotilla.toml") == before);  // generate alone writes nothing
 
   int rc = -1;
@@ -375,6 +380,9 @@ TEST_CASE("contract generate proposes each live table's columns as TOML sections
   CHECK((*orders)["status"] == "proposed");
   CHECK((*orders)["section"] == "[sources.shop.tables.\"orders\"]");
   CHECK((*orders)["columns"][1] == nlohmann::json{{"name", "total"}, {"type", "decimal(12,2)"}});
+  CHECK((*orders)["declared_not_live"] ==
+        nlohmann::json::array({{{"column", "total"}, {"declared", "decimal(18,2)"},
+                                {"live", "decimal(12,2)"}}}));
   CHECK((*table_entry(j, f.table("refunds")))["status"] == "no_live_table");
 }
 
