@@ -6,6 +6,7 @@
 // read it read-only, and a decision is checked against the read-only view, written to
 // <state dir>/reviews/inbox and carried out by the stream (cdc::process_inbox); this
 // command waits for its result (--wait seconds) and reports it.
+#include <charconv>
 #include <atomic>
 #include <algorithm>
 #include <chrono>
@@ -274,17 +275,40 @@ std::optional<review> finished_review(const storage::state_store* store, const r
   return std::nullopt;
 }
 
+/// --wait's value: seconds, 0 or more (CLI11's own check names a range of 300 digits).
+CLI::Validator wait_seconds_check() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        double v = 0;
+        const auto* end = value.data() + value.size();
+        const auto [ptr, ec] = std::from_chars(value.data(), end, v);
+        if (ec != std::errc{} || ptr != end || !(v >= 0) || v > 1e9)
+          return fmt::format("takes a number of seconds, 0 or more, not '{}'", value);
+        return {};
+      },
+      "SECONDS");
+}
+
 /// A refusal of a review whose decision is taken (applying), said while a stream runs:
 /// that stream carries it out, so the advice is to wait, not to start one.
+/// Also a decision queued behind another one for the same review: the stream refused it
+/// as applying, and the review may have moved on (resumed) by the time it is read again.
 void while_stream_runs(cdc::decision_result& r, const review& named) {
-  if (r.status != cdc::decision_result::outcome::refused || r.code != cdc::code_wrong_state ||
-      named.hold.state() != cdc::pb::HOLD_STATE_APPLYING)
+  if (r.status != cdc::decision_result::outcome::refused || r.code != cdc::code_wrong_state)
     return;
-  r.message = fmt::format("This review is {}; it does not accept a decision. Its decision is "
-                          "taken, and the running stream is carrying it out (it replays the "
-                          "kept changes, then the table resumes).",
-                          cdc::state_label(named.hold.state()));
-  r.hint = fmt::format("wait for it: flotilla review show {}", named.short_id());
+  if (named.hold.state() == cdc::pb::HOLD_STATE_APPLYING) {
+    r.message = fmt::format("This review is {}; it does not accept a decision. Its decision is "
+                            "taken, and the running stream is carrying it out (it replays the "
+                            "kept changes, then the table resumes).",
+                            cdc::state_label(named.hold.state()));
+    r.hint = fmt::format("wait for it: flotilla review show {}", named.short_id());
+  } else if (r.hint.find("flotilla stream") != std::string::npos) {
+    r.message = fmt::format("Another decision on this review came first, and the running "
+                            "stream carried it out; this one was not taken. The review is {} "
+                            "now.",
+                            cdc::state_label(named.hold.state()));
+    r.hint = fmt::format("flotilla review show {}", named.short_id());
+  }
 }
 
 /// `decided`: the review the decision named. The replay of its kept changes may reach a
@@ -493,8 +517,12 @@ int do_review(const global_options& g, const review_args& a) {
                             held.substr(0, first) + held.substr(last) == table);
       if (!same_table || (a.which.size() == 2 && held == table && r.hold.target() == a.which[0]))
         continue;
-      const int rank = (cdc::is_open(r.hold.state()) ? 2 : 0) +
-                       (a.which.size() == 2 && r.hold.target() == a.which[0] ? 1 : 0);
+      // `show` shows a closed review too: the target named counts first. A decision needs
+      // an open review: that counts first.
+      const bool open = cdc::is_open(r.hold.state());
+      const bool on_target = a.which.size() == 2 && r.hold.target() == a.which[0];
+      const int rank = a.action == "show" ? (on_target ? 2 : 0) + (open ? 1 : 0)
+                                          : (open ? 2 : 0) + (on_target ? 1 : 0);
       if (rank > best) {
         best = rank;
         near = fmt::format("did you mean `flotilla review {} {} {}`?", a.action, r.hold.target(),
@@ -739,7 +767,7 @@ verb review_verb() {
           auto* s = add(name, help, true);
           s->add_option("--wait", args->wait_seconds,
                         "while a stream runs: seconds to wait for it to carry the decision out")
-              ->check(CLI::NonNegativeNumber);
+              ->check(wait_seconds_check());
         }
         auto* edit = add("edit", "apply or resync with edited DDL", true);
         edit->add_option("--ddl", args->ddl, "the edited DDL");
@@ -748,7 +776,7 @@ verb review_verb() {
         edit->add_flag("--resync", args->edit_resync, "resync with the edited DDL");
         edit->add_option("--wait", args->wait_seconds,
                          "while a stream runs: seconds to wait for it to carry the decision out")
-            ->check(CLI::NonNegativeNumber);
+            ->check(wait_seconds_check());
       },
       [=] {
         for (const auto& [name, s] : *subs)

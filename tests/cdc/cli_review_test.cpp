@@ -216,6 +216,11 @@ TEST_CASE("review list and show print every part of the review, in text and JSON
   auto near = parse(run_cli(p.dir, {"review", "show", "wh", "shop.orders", "--output", "json"}));
   CHECK(near["code"] == "FLT-V011");
   CHECK(near["hint"] == "did you mean `flotilla review show wh " + p.rename_table + "`?");
+  // --wait takes seconds, 0 or more, said plainly.
+  auto negative = run_cli(p.dir, {"review", "apply", "wh", p.rename_table, "--wait", "-1"});
+  CHECK(negative.exit_code == 2);
+  CHECK_THAT(negative.err, Catch::Contains("a number of seconds, 0 or more, not '-1'") &&
+                               !Catch::Contains("1797693"));
 }
 
 TEST_CASE("review apply carries the decision out on the target when no stream runs") {
