@@ -341,8 +341,8 @@ caf::behavior target_worker(caf::stateful_actor<worker_state>* self, const fleet
               if (!no_file)
                 report->outcome.plan->warnings.push_back(fmt::format(
                     "dialect {} is plan-only: its live table was not read, so this is the SQL "
-                    "of a first load, drift unchecked; its swap replaces a table of this name "
-                    "if one exists there",
+                    "of a first load, drift unchecked; run as written, it drops a table of "
+                    "this name if one exists there, rows and all, and creates it anew",
                     (*plan_dialect)->name()));
               report->outcome.status = engine::table_status::copied;
               plan_gate(t.job, report->outcome, file);

@@ -2052,6 +2052,16 @@ path = "shop.db"
   // No connection: the plan says it did not look at a live table.
   CHECK_THAT(plan["tables"][0]["warnings"].dump(),
              Catch::Contains("plan-only") && Catch::Contains("not read"));
+  // What its SQL does to a table already there is what the warning says: dropped and
+  // made anew (no staging table is swapped in).
+  bool drops_live = false;
+  for (const auto& s : plan["tables"][0]["sql"])
+    drops_live |= s.get<std::string>().starts_with("DROP TABLE IF EXISTS") &&
+                  s.get<std::string>().ends_with(".\"orders\"");
+  CHECK(drops_live);
+  CHECK_THAT(plan["tables"][0]["warnings"].dump(),
+             Catch::Contains("drops a table of this name if one exists there, rows and all") &&
+                 !Catch::Contains("swap"));
   auto run = run_flotilla(w, {"run"});
   CHECK(run.exit_code == 2);
   CHECK(run.err.find("source 'shop' loads into target 'sf', a snowflake warehouse") !=
