@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <optional>
 #include <regex>
 
@@ -98,6 +99,37 @@ captured_table to_captured(const std::string& source, const std::string& table,
   return t;
 }
 
+namespace {
+
+/// The kind of a time-like PostgreSQL type as format_type() names it ("time(0) without
+/// time zone", "timestamp with time zone", "interval second(3)"); empty for other types.
+std::string time_family(const std::string& type) {
+  for (const char* kind : {"timestamp", "time", "interval"})
+    if (type.starts_with(kind)) {
+      const bool zoned = type.find("with time zone") != std::string::npos;
+      return std::string(kind) + (zoned ? " tz" : "");
+    }
+  return {};
+}
+
+/// The fractional-second digits a time-like type keeps: its (p), else PostgreSQL's 6;
+/// nullopt for other types.
+std::optional<int> fractional_digits(const std::string& type) {
+  if (time_family(type).empty())
+    return std::nullopt;
+  const auto open = type.find('(');
+  if (open == std::string::npos)
+    return 6;
+  int p = 0;
+  const auto* first = type.data() + open + 1;
+  const auto [end, ec] = std::from_chars(first, type.data() + type.size(), p);
+  if (ec != std::errc{} || end == first)
+    return 6;
+  return p;
+}
+
+}  // namespace
+
 std::vector<source_change> to_source_changes(const std::string& table,
                                              const std::vector<source_column>& before,
                                              const ddl_event& event, const std::string& position) {
@@ -126,9 +158,17 @@ std::vector<source_change> to_source_changes(const std::string& table,
         break;
       }
       case column_diff::kind::renamed: add(rename_column{d.column, d.to}); break;
-      case column_diff::kind::retyped:
-        add(alter_type{d.column, sources::map_postgres_type(d.after->type), d.after->type});
+      case column_diff::kind::retyped: {
+        alter_type retype{d.column, sources::map_postgres_type(d.after->type), d.after->type};
+        if (d.before) {
+          retype.from_source = d.before->type;
+          const auto was = fractional_digits(d.before->type), now = fractional_digits(d.after->type);
+          retype.rounds = was && now && *now < *was &&
+                          time_family(d.before->type) == time_family(d.after->type);
+        }
+        add(std::move(retype));
         break;
+      }
       case column_diff::kind::nullability:
         add(set_nullability{d.column, !d.after->not_null});
         break;

@@ -538,6 +538,16 @@ outcome decider::on(const alter_type& c) const {
       as_text ? fmt::format("{} (a numeric without precision, which the stream carries as text)",
                             c.to_source)
               : type_text(c.to));
+  // Fewer fractional-second digits: PostgreSQL rewrote every row with its value rounded,
+  // and no change event carries the rounded values.
+  if (c.rounds)
+    return reload_stop(
+        code_type_change,
+        fmt::format("column '{}' changed type {} -> {}: PostgreSQL rounded every stored value "
+                    "to the fewer fractional-second digits, and the rounded values are not in "
+                    "the change stream, so the target would keep the old ones",
+                    c.column, c.from_source.empty() ? type_text(col->type) : c.from_source,
+                    c.to_source.empty() ? type_text(c.to) : c.to_source));
   if (cls == type_change::same)
     return apply({}, fmt::format("nothing to apply: column {} keeps type {}", c.column,
                                  type_text(c.to)));

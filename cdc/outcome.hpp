@@ -85,6 +85,12 @@ struct alter_type {
   /// The source's type as PostgreSQL names it ("numeric"), where known: said beside `to`
   /// when the two read differently (an unbounded numeric is carried as text).
   std::string to_source = {};
+  /// The source's type before, as PostgreSQL names it, where known.
+  std::string from_source = {};
+  /// A time, timestamp or interval column given fewer fractional-second digits: the
+  /// source rounds every stored value, and the rounded values are not in the change
+  /// stream.
+  bool rounds = false;
 };
 /// ALTER COLUMN ... SET NOT NULL (nullable = false) or DROP NOT NULL (nullable = true).
 struct set_nullability {

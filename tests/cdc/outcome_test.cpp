@@ -8,6 +8,7 @@
 
 #include "cdc/ddl_changes.hpp"
 #include "cdc/outcome.hpp"
+#include "sources/type_mapping.hpp"
 
 using namespace flotilla;
 using namespace flotilla::cdc;
@@ -791,4 +792,47 @@ TEST_CASE("a decimal retyped to an unbounded numeric stops, named as the source 
   const auto s = as_stopped(decide(alter_type{"total", ty("text"), "numeric"}, pg));
   CHECK_THAT(s.message, Catch::Contains("-> numeric (a numeric without precision") &&
                             !Catch::Contains("-> text,"));
+}
+
+TEST_CASE("fewer fractional-second digits on a time, timestamp or interval column stop the "
+          "stream: the source rounded every value where no change event says so") {
+  ddl_event e;
+  e.command_tag = "ALTER TABLE";
+  e.object_type = "table";
+  e.schema = "public";
+  e.table = "tp";
+  const auto lsn = std::string("0/16B3748");
+  struct row {
+    std::string before, after;
+    bool rounds;
+  };
+  for (const auto& [before, after, rounds] : std::vector<row>{
+           {"time without time zone", "time(0) without time zone", true},
+           {"timestamp(3) with time zone", "timestamp(1) with time zone", true},
+           {"interval", "interval(0)", true},
+           {"timestamp without time zone", "timestamp(0) without time zone", true},
+           {"time(0) without time zone", "time(3) without time zone", false},
+           {"timestamp(2) without time zone", "timestamp without time zone", false},
+       }) {
+    INFO(before << " -> " << after);
+    e.columns = {src("id", 1, "integer", true), src("t", 2, after)};
+    const std::vector<source_column> was{src("id", 1, "integer", true), src("t", 2, before)};
+    const auto changes = to_source_changes("public.tp", was, e, lsn);
+    REQUIRE(changes.size() == 1);
+    REQUIRE(std::holds_alternative<alter_type>(changes[0].change));
+    CHECK(std::get<alter_type>(changes[0].change).rounds == rounds);
+    captured_table t{"shop", "public.tp", {column("id", "int", false, true), column("t", "text")}};
+    t.columns[1].type = flotilla::sources::map_postgres_type(before);
+    for (auto k : {pg, duck, kafka}) {
+      const auto o = decide(changes[0].change, k, t);
+      if (rounds) {
+        const auto s = as_stopped(o);
+        CHECK(s.code == "FLT-H002");
+        CHECK_THAT(s.reason, Catch::Contains("rounded every stored value") &&
+                                 Catch::Contains(after));
+      } else {
+        CHECK_FALSE(std::holds_alternative<stopped>(o));
+      }
+    }
+  }
 }
