@@ -551,6 +551,31 @@ outcome decider::on(const alter_type& c) const {
   if (cls == type_change::same)
     return apply({}, fmt::format("nothing to apply: column {} keeps type {}", c.column,
                                  type_text(c.to)));
+  // A decimal given more precision than any: an unbounded numeric, which the stream
+  // carries as text. Seed 002's "more decimal precision": no target has that type to
+  // match it exactly, so it is held, with the column as text proposed (each value kept as
+  // the text PostgreSQL gives it); an event target carries the values as text from now on.
+  if (as_text && col->type.kind == schema::type_kind::decimal && !col->key) {
+    if (events())
+      return apply({}, fmt::format("nothing to apply: the next events of {} carry column {} as "
+                                   "text",
+                                   before_.name, c.column));
+    const std::string text_type = d_->physical_type(schema::portable_type::of(schema::type_kind::text));
+    return hold(
+        "alter_type",
+        fmt::format("{}: {} has no decimal without a precision that keeps every value "
+                    "exactly, so the change is not made by itself",
+                    change_words, engine_name(target_.kind)),
+        join_ddl({fmt::format("-- {} keeps every value of a numeric without precision only as "
+                              "text: the column becomes text, each value as PostgreSQL writes "
+                              "it (10.50).",
+                              engine_name(target_.kind)),
+                  stmt(alter(fmt::format("ALTER COLUMN {} TYPE {}", d_->quote(c.column),
+                                         text_type)))}),
+        "The column's values are kept as text from the change on, every digit of them; the "
+        "table then resumes exactly at the change, replaying its kept changes.",
+        false);
+  }
   if (cls == type_change::other)
     return reload_stop(code_type_change,
                        change_words + ", which the stream cannot carry: only longer or shorter "

@@ -836,3 +836,19 @@ TEST_CASE("fewer fractional-second digits on a time, timestamp or interval colum
     }
   }
 }
+
+TEST_CASE("a decimal given a numeric without precision is held with the column as text "
+          "proposed, not stopped; an event target carries it as text") {
+  const alter_type c{"total", flotilla::sources::map_postgres_type("numeric"), "numeric",
+                     "numeric(10,2)"};
+  for (auto k : {pg, duck}) {
+    const auto& h = as_held(decide(c, k));
+    CHECK(h.kind() == "alter_type");
+    CHECK_FALSE(h.requires_resync());
+    CHECK_THAT(h.reason(), Catch::Contains("a numeric without precision") &&
+                               !Catch::Contains("cannot carry"));
+    CHECK_FALSE(needs_edit(h.proposed_ddl()));
+    CHECK_THAT(h.proposed_ddl(), Catch::Contains("ALTER COLUMN \"total\" TYPE"));
+  }
+  CHECK(std::holds_alternative<applied>(decide(c, kafka)));
+}

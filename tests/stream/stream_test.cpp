@@ -1986,3 +1986,48 @@ TEST_CASE("a target batch longer than the server's wal_sender_timeout keeps the 
   CHECK(p.stop() == 0);
   INFO(p.err());
 }
+
+TEST_CASE("a decimal column given a numeric without precision is held, and once applied as "
+          "text keeps every digit",
+          "[stream]") {
+  const bool duck = GENERATE(false, true);
+  INFO((duck ? "duckdb" : "postgres"));
+  fixture f(duck);
+  make_orders(f, "orders", 2);
+  stream_process p(f);
+  const auto target_rows = [&](const std::string& sql) -> std::optional<rows> {
+    if (!duck)
+      return pg_try_rows(f.target(), sql);
+    try {
+      return duckdb_query(f.duckdb_file(), sql);
+    } catch (...) {
+      return std::nullopt;
+    }
+  };
+  if (duck)
+    REQUIRE(set_up(f));
+  else
+    REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "2"; }));
+  pg_exec(f.source(), "ALTER TABLE orders ALTER COLUMN amount TYPE numeric");
+  pg_exec(f.source(), "INSERT INTO orders VALUES (3, 'wide', 1234567890123456789012345678901234567890.125)");
+  REQUIRE(eventually(
+      [&] { return hold_state(f) == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW; }));
+  CHECK_THAT(hold_of(f).reason(), Catch::Contains("numeric without precision"));
+  (void)submit(f, flotilla::cdc::decision_kind::apply_proposed);
+  REQUIRE(eventually(
+      [&] { return hold_state(f) == flotilla::storage::pb::HOLD_STATE_RESUMED; }, std::chrono::seconds(60)));
+  if (!duck) {
+    CHECK(eventually([&] {
+      auto r = target_rows("SELECT amount FROM st_shop.orders WHERE id = 3");
+      return r && !r->empty() && (*r)[0][0] == "1234567890123456789012345678901234567890.125";
+    }));
+  }
+  CHECK(p.stop() == 0);
+  INFO(p.err());
+  if (duck) {
+    auto r = target_rows("SELECT amount FROM st_shop.orders WHERE id = 3");
+    REQUIRE(r);
+    REQUIRE(r->size() == 1);
+    CHECK((*r)[0][0] == "1234567890123456789012345678901234567890.125");
+  }
+}
