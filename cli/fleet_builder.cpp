@@ -387,7 +387,12 @@ std::string claim_state_dir(const config::project& p, bool write = true) {
   };
   // Of one name: one project, unless a name is only the directory's (no [project] name),
   // which two config files in one directory share without being one project.
-  if (owner == p.name && (same_file || (p.name_given && owner_kind != "unnamed"))) {
+  // A named project whose config file is another one that still exists: two files of one
+  // name (prod.toml copied to stage.toml), not one project whose file was renamed.
+  const bool other_file_exists =
+      !same_file && !owner_config.empty() && std::filesystem::exists(owner_config, ec);
+  if (owner == p.name &&
+      (same_file || (p.name_given && owner_kind != "unnamed" && !other_file_exists))) {
     if (owner_kind.empty() || owner_relative != relative || (same_file && owner_config != config))
       record();  // an older record, or the project moved: kept up to date
     return {};
@@ -402,6 +407,15 @@ std::string claim_state_dir(const config::project& p, bool write = true) {
     record();
     return {};
   }
+  if (owner == p.name && p.name_given && owner_kind != "unnamed")
+    return fmt::format(
+        "the state directory '{}' belongs to project '{}' of {}, and {} names itself '{}' "
+        "too: two config files sharing one state directory would mix their watermarks, runs "
+        "and retries. Give this one a [project] name and a state directory of its own "
+        "([project] state_dir = \".flotilla-{}\"); if it is that project, whose config file "
+        "moved here, remove {} (or that file, {})",
+        p.state_dir, owner, owner_config, config, p.name,
+        std::filesystem::path(config).stem().string(), file.string(), owner_config);
   if (owner == p.name)
     return fmt::format(
         "the state directory '{}' belongs to the project of {}, not to {}: neither names "

@@ -3836,6 +3836,30 @@ TEST_CASE("two projects in one directory do not share a state directory: the sec
   CHECK(run_flotilla(w, {"-c", "prod.toml", "run"}).exit_code == 0);
 }
 
+TEST_CASE("a config file copied under one [project] name does not share the first one's state; "
+          "renamed, it does") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE a (id INTEGER PRIMARY KEY); INSERT INTO a VALUES (1);");
+  const auto config = [](const std::string& target) {
+    return fmt::format("[project]\nname = \"shop\"\n[targets.wh]\ndialect = \"duckdb\"\n"
+                       "path = \"{}.duckdb\"\n[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n",
+                       target);
+  };
+  w.write("prod.toml", config("prod"));
+  w.write("stage.toml", config("stage"));
+  REQUIRE(run_flotilla(w, {"-c", "prod.toml", "run"}).exit_code == 0);
+  auto stage = run_flotilla(w, {"-c", "stage.toml", "run"});
+  CHECK(stage.exit_code == 2);
+  CHECK_THAT(stage.err, Catch::Contains("error FLT-R007") && Catch::Contains("prod.toml") &&
+                            Catch::Contains("names itself 'shop' too"));
+  CHECK_FALSE(std::filesystem::exists(w.file("stage.duckdb")));
+  CHECK(run_flotilla(w, {"-c", "prod.toml", "run"}).exit_code == 0);  // prod's own, still
+  // prod.toml renamed (the same project): its state follows it.
+  std::filesystem::rename(w.file("prod.toml"), w.file("shop.toml"));
+  std::filesystem::remove(w.file("stage.toml"));
+  CHECK(run_flotilla(w, {"-c", "shop.toml", "run"}).exit_code == 0);
+}
+
 TEST_CASE("two config files without a project name in one directory do not share its state") {
   workdir w;
   sqlite_exec(w.file("acme.db"), "CREATE TABLE orders (id INTEGER PRIMARY KEY); INSERT INTO orders VALUES (1);");
