@@ -1697,6 +1697,15 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         auto& st = ts.job.settings;
         if (section) {
           st.cursor_column = section->cursor_column;
+          // The same source column respelled (`seq` as `SEQ`, which the source's names
+          // match alike): the watermark's spelling stands, so the edit costs no full read.
+          if (const auto& wm = i < states.size() ? states[i].watermark : std::nullopt;
+              wm && !wm->cursor_column().empty() && !st.cursor_column.empty() &&
+              wm->cursor_column() != st.cursor_column) {
+            const auto* now = ts.job.table.columns.resolve(st.cursor_column);
+            if (now != nullptr && now == ts.job.table.columns.resolve(wm->cursor_column()))
+              st.cursor_column = wm->cursor_column();
+          }
           st.unique_key = section->unique_key;
           for (const auto& d : section->columns)
             st.declared.push_back(schema::column{d.name, d.type, true, false});

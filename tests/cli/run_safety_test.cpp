@@ -1943,3 +1943,28 @@ TEST_CASE("plan says why a table that would fail is not pruned, as the run does"
   auto text = run_flotilla(w, {"plan", "--explain"});
   CHECK(text.out.find("not pruned  ") != std::string::npos);
 }
+
+TEST_CASE("cursor_column respelled in another case, the same source column, keeps its watermark") {
+  workdir w;
+  sqlite_exec(w.file("app.db"), "CREATE TABLE log (seq INTEGER, msg TEXT);"
+                                "INSERT INTO log VALUES (1, 'a'), (2, 'b');");
+  const auto config = [&](const std::string& cursor) {
+    w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                             "[sources.app]\nadapter = \"sqlite\"\npath = \"app.db\"\n"
+                             "[sources.app.tables.log]\ncursor_column = \"" + cursor + "\"\n");
+  };
+  config("seq");
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  sqlite_exec(w.file("app.db"), "INSERT INTO log VALUES (3, 'c')");
+  config("SEQ");
+  auto j = flotilla_json(w, {"run"}, &rc);
+  INFO(j.dump(2));
+  CHECK(rc == 0);
+  REQUIRE(j["tables"].size() == 1);
+  CHECK(j["tables"][0]["rows"] == 1);  // the new row only
+  CHECK_THAT(j["tables"][0].value("warnings", nlohmann::json::array()).dump(),
+             !Catch::Contains("cursor_column changed"));
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*), count(DISTINCT seq) FROM app.log") ==
+        std::vector<std::vector<std::string>>{{"3", "3"}});
+}
