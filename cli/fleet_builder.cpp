@@ -1865,12 +1865,16 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                      !state->watermark->cursor_column().empty() &&
                      state->watermark->cursor_column() != ts.job.settings.cursor_column) {
             // The cursor column changed: the kept watermark is the other column's, and the
-            // table is read in full (the target's token names its column too).
-            ts.job.warnings.push_back(fmt::format(
-                "cursor_column changed from '{}' to '{}' since the watermark {} = {} was "
-                "committed: this run reads every row, {}",
-                state->watermark->cursor_column(), ts.job.settings.cursor_column,
-                state->watermark->cursor_column(), state->watermark->value(), k_read_all_again));
+            // table is read in full (the target's token names its column too). Said only of
+            // a column the source has: a name it lacks fails the table (FLT-S010), and no
+            // read happens to describe.
+            if (ts.job.table.columns.resolve(ts.job.settings.cursor_column) != nullptr) {
+              ts.job.warnings.push_back(fmt::format(
+                  "cursor_column changed from '{}' to '{}' since the watermark {} = {} was "
+                  "committed: this run reads every row, {}",
+                  state->watermark->cursor_column(), ts.job.settings.cursor_column,
+                  state->watermark->cursor_column(), state->watermark->value(), k_read_all_again));
+            }
           } else if (state->watermark && !ts.job.settings.cursor_column.empty() &&
                      state->watermark->cursor_column() == ts.job.settings.cursor_column) {
             const std::string& was = state->watermark->source_table_id();

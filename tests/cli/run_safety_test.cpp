@@ -1967,4 +1967,12 @@ TEST_CASE("cursor_column respelled in another case, the same source column, keep
              !Catch::Contains("cursor_column changed"));
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*), count(DISTINCT seq) FROM app.log") ==
         std::vector<std::vector<std::string>>{{"3", "3"}});
+  // Misspelled: the table fails FLT-S010, and no warning describes a read that never ran.
+  config("sqe");
+  auto typo = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  REQUIRE(typo["tables"].size() == 1);
+  CHECK(typo["tables"][0]["error_code"] == "FLT-S010");
+  CHECK_THAT(typo["tables"][0].value("warnings", nlohmann::json::array()).dump(),
+             !Catch::Contains("reads every row"));
 }
