@@ -737,9 +737,15 @@ std::vector<std::string> run_warnings_of(const table_job& job, const incremental
         "the state directory is new): this "
         "copy {}",
         job.target.schema.empty() ? job.target.name : job.target.schema + "." + job.target.name,
-        plan.load == load_kind::full_refresh ? "replaces its rows with the source's"
-        : plan.load == load_kind::merge      ? "merges the source's rows into it on the key"
-                                             : "appends the source's rows to it"));
+        plan.load == load_kind::full_refresh ? std::string("replaces its rows with the source's")
+        // Its commit token gave the watermark (state had none): the copy goes on from it.
+        : start.watermark && !job.watermark
+            ? fmt::format("goes on from the watermark the target committed with its rows "
+                          "({} = {}), {} the source's rows past it",
+                          job.settings.cursor_column, *start.watermark,
+                          plan.load == load_kind::merge ? "merging" : "appending")
+        : plan.load == load_kind::merge ? std::string("merges the source's rows into it on the key")
+                                        : std::string("appends the source's rows to it")));
   return out;
 }
 

@@ -1267,6 +1267,11 @@ cursor_column = "seq"
   CHECK(plan["tables"][0]["load"] == "incremental");
   for (const auto& q : plan["tables"][0]["sql"])
     CHECK_THAT(q.get<std::string>(), !Catch::Contains("DROP TABLE"));
+  // Its warning says what the run does: it goes on from the target's watermark.
+  CHECK_THAT(plan["tables"][0]["warnings"].dump(),
+             Catch::Contains("goes on from the watermark the target committed with its rows "
+                             "(seq = 3)") &&
+                 !Catch::Contains("appends the source's rows to it"));
   auto run = flotilla_json(w, {"run"}, &rc);
   CHECK(run["tables"][0]["load"] == "incremental");
   CHECK(run["tables"][0]["rows"] == 2);
