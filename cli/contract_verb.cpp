@@ -91,7 +91,7 @@ int do_diff(const global_options& g, const contract_args& a) {
 
   if (a.output == "json") {
     nlohmann::json j{{"tables", tables}, {"differences", differences}, {"errors", errors}};
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return rc;
   }
   fmt::print("Contract comparison\n");
@@ -391,7 +391,7 @@ int do_generate(const global_options& g, const contract_args& a) {
                      {"errors", errors}};
     if (a.write)
       j["config"] = g.config_path;
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else if (!a.write) {
     fmt::print("{}", proposal);
   } else if (unchanged) {

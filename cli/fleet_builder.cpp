@@ -125,7 +125,7 @@ namespace {
 
 /// `array` as dump(2) lays out a member of the top-level object: one level in.
 std::string member_json(const nlohmann::json& array) {
-  const std::string text = array.dump(2);
+  const std::string text = array.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
   std::string out;
   out.reserve(text.size() + text.size() / 8);
   for (const char c : text) {
@@ -216,7 +216,7 @@ bool print_refusals_json() {
                                             {"exit_code", 2},
                                             {"tables", nlohmann::json::array()},
                                             {"errors", errors}};
-  fmt::print("{}\n", doc.dump(2));
+  fmt::print("{}\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   std::fflush(stdout);
   return true;
 }

@@ -238,7 +238,7 @@ int do_plan(const global_options& g, const plan_args& a) {
       j["source_warnings"] = nlohmann::json::parse(warnings);
     if (backlog > 0)
       j["events"] = {{"message", backlog_line}, {"pending", backlog}};
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return failed == 0 ? 0 : 1;
   }
 

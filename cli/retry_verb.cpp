@@ -56,7 +56,7 @@ int nothing_to_retry(const run_request& req, const std::string& message,
   j["run_id"] = nullptr;
   j["status"] = failed.empty() ? "success" : "failed";
   j["tables"] = nlohmann::json::array();
-  fmt::print("{}\n", j.dump(2));
+  fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   return code;
 }
 

@@ -74,7 +74,7 @@ int usage(const review_args& a, std::string_view code, const std::string& messag
     nlohmann::json j{{"status", "refused"},     {"code", code},
                      {"message", message},      {"hint", hint},
                      {"exit_code", 2},          {"errors", nlohmann::json::array({error})}};
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     fmt::print(stderr, "error {}: {}\n", code, message);
     if (!hint.empty() && hint != message)
@@ -361,7 +361,7 @@ int report_result(const review_args& a, const cdc::decision_result& decision,
       j["review"] = review_json(*r.after, store ? kept_count(*store, *r.after) : 0);
     if (next)
       j["next_review"] = review_json(*next, store ? kept_count(*store, *next) : 0);
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return code;
   }
   if (r.queued) {
@@ -409,7 +409,7 @@ int do_list(const review_args& a, const storage::state_store* store) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& r : all)
       arr.push_back(review_json(r, kept_count(*store, r)));
-    fmt::print("{}\n", nlohmann::json{{"reviews", arr}}.dump(2));
+    fmt::print("{}\n", nlohmann::json{{"reviews", arr}}.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return 0;
   }
   if (all.empty()) {
@@ -496,7 +496,7 @@ int do_review(const global_options& g, const review_args& a) {
                                    "review of the table replaced it).",
                                    cdc::state_label(r.hold.state())));
         if (a.output == "json")
-          fmt::print("{}\n", review_json(r, 0).dump(2));
+          fmt::print("{}\n", review_json(r, 0).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
         else
           print_card(r, 0);
         return 0;
@@ -539,7 +539,7 @@ int do_review(const global_options& g, const review_args& a) {
   if (a.action == "show") {
     const auto kept = kept_count(*store, *found);
     if (a.output == "json")
-      fmt::print("{}\n", review_json(*found, kept).dump(2));
+      fmt::print("{}\n", review_json(*found, kept).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     else
       print_card(*found, kept);
     return 0;

@@ -270,7 +270,7 @@ void write_interrupted_json(const config::project& project, const storage::pb::R
     j["retry_of"] = r.retry_of();
   std::filesystem::create_directories(dir, ec);
   std::ofstream out(dir / "run.json");
-  out << j.dump(2) << "\n";
+  out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
 
 /// A recorded table's events, as its run emitted them: table_started, its schema actions

@@ -50,7 +50,7 @@ void print_json(const events::accept_plan& plan, std::string_view status, int ex
                      {"accepted", std::move(accepted)},
                      {"changes", plan.change_count()},
                      {"errors", std::move(errors)}};
-  fmt::print("{}\n", doc.dump(2));
+  fmt::print("{}\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 std::int64_t now_us() {

@@ -197,7 +197,7 @@ int do_stream(const global_options& g, const stream_args& a) {
                          {"tables", tables}});
     }
     j["sources"] = sources;
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     for (const auto& s : summary.sources) {
       if (s.error)

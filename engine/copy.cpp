@@ -177,7 +177,8 @@ table_plan plan_described(const schema::table_schema& columns, const described& 
     }
   }
   table_plan p = plan_table(columns, d.live, d.state, dialect, target, settings);
-  if (d.state == target_state::unreadable) {
+  // A plan that fails touches nothing: no drop to warn of (the failure says why).
+  if (d.state == target_state::unreadable && !p.error) {
     p.warnings.push_back(fmt::format(
         "the live table could not be read ({}): it is treated as absent, dropped and copied "
         "anew with a full refresh; columns and rows only it has are lost, and so are its "

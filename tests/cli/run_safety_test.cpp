@@ -1981,3 +1981,27 @@ TEST_CASE("cursor_column respelled in another case, the same source column, keep
   CHECK_THAT(typo["tables"][0].value("warnings", nlohmann::json::array()).dump(),
              !Catch::Contains("reads every row"));
 }
+
+TEST_CASE("a SQLite table name that is not UTF-8 fails into PostgreSQL without a warning of a "
+          "drop that does not happen") {
+  workdir w;
+  const std::string schema = "nu_" + unique_suffix();
+  sqlite_exec(w.file("src.db"), "CREATE TABLE \"bad\xFF\xFEname\" (id INTEGER PRIMARY KEY);"
+                                "INSERT INTO \"bad\xFF\xFEname\" VALUES (1);");
+  w.write("flotilla.toml", fmt::format("[targets.pg]\ndialect = \"postgres\"\ndsn = \"{}\"\n"
+                                       "schema = \"{}\"\n[sources.s]\nadapter = \"sqlite\"\n"
+                                       "path = \"src.db\"\n",
+                                       pg_dsn(), schema));
+  int rc = -1;
+  for (const std::string verb : {"plan", "run"}) {
+    auto j = flotilla_json(w, {verb}, &rc);
+    INFO(verb << ": " << j.dump(2));
+    CHECK(rc == 1);
+    REQUIRE(j["tables"].size() == 1);
+    CHECK(j["tables"][0]["status"] == "failed");
+    CHECK(j["tables"][0].value("error_code", "") == "FLT-S011");
+    CHECK_THAT(j["tables"][0].value("warnings", nlohmann::json::array()).dump(),
+               !Catch::Contains("treated as absent"));
+  }
+  pg_exec(pg_dsn(), "DROP SCHEMA IF EXISTS \"" + schema + "\" CASCADE");
+}
