@@ -992,7 +992,9 @@ class loader {
     table_config tc;
     tc.name = std::string{name};
     tc.at = pos_of(t->source());
-    tc.cursor_column_at = tc.unique_key_at = tc.at;
+    tc.cursor_column_at = tc.unique_key_at = tc.on_source_drift_at = tc.at;
+    if (const toml::node* n = t->get("on_source_drift"))
+      tc.on_source_drift_at = pos_of(n->source());
     if (auto d = string(*t, "description", path, false))
       tc.description = *d;
     if (auto c = string(*t, "cursor_column", path)) {

@@ -114,6 +114,7 @@ struct table_config {
   position at;                          ///< the section header
   position cursor_column_at;            ///< where cursor_column is set; else `at`
   position unique_key_at;               ///< where unique_key is set; else `at`
+  position on_source_drift_at;          ///< where on_source_drift is set; else `at`
 };
 
 /// `[targets.NAME]`: a warehouse.

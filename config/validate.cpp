@@ -103,7 +103,7 @@ struct checker {
         *t.policy.on_source_drift == drift_policy::ignore ||
         effective_policy(p, s, &t).contract != contract_mode::enforced)
       return;
-    report(errc::gate_on_declared_table, t.at,
+    report(errc::gate_on_declared_table, t.on_source_drift_at,
            key_path({"sources", s.name, "tables", t.name, "on_source_drift"}),
            std::string(to_string(*t.policy.on_source_drift)), "",
            fmt::format("on_source_drift = \"{}\" has no effect on table '{}': it declares its "

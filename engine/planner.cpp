@@ -269,6 +269,27 @@ struct planner {
       if (integer + scale <= 38)
         holds = fmt::format("decimal({},{})", integer + scale, scale);
     }
+    // A JSON number the reader took as a double (an integer past 64 bits, or more digits
+    // than a double keeps): the value shown is the double's, not the file's, and a double
+    // is no type to hold it. Written as a JSON string, the declared type reads its digits.
+    const bool json_record = unfit.where.find(", record ") != std::string::npos;
+    const bool exact_type = declared.kind == schema::type_kind::decimal ||
+                            schema::is_integer(declared.kind);
+    if (json_record && exact_type &&
+        (s.type.kind == schema::type_kind::float64 || s.type.kind == schema::type_kind::float32) &&
+        (inexact_double || value.find_first_of("eE") != std::string::npos)) {
+      fail("FLT-S002",
+           fmt::format("{}{} holds a number the JSON reader takes as the double {} (it reads a "
+                       "number past 64 bits, or of more digits than a double keeps, as a "
+                       "double), so {} cannot load its digits as written; write the value as a "
+                       "JSON string (its digits in double quotes), which the declared {} reads "
+                       "exactly, or declare text (columns = {{ {} = \"text\" }}{}) and write it "
+                       "so too",
+                       unfit.where.empty() ? std::string() : unfit.where + ": ", s.name, value,
+                       T(declared), T(declared), schema::toml_key(s.name), in_section()),
+           s.name, T(declared), "text");
+      return;
+    }
     fail("FLT-S002",
          fmt::format("{}{} holds the value '{}', which {} cannot hold exactly{} (the file is "
                      "parsed as declared); declare a type that holds every value of the "

@@ -2005,3 +2005,27 @@ TEST_CASE("a SQLite table name that is not UTF-8 fails into PostgreSQL without a
   }
   pg_exec(pg_dsn(), "DROP SCHEMA IF EXISTS \"" + schema + "\" CASCADE");
 }
+
+TEST_CASE("a JSON number the reader takes as a double, pinned to a decimal, names the double "
+          "for what it is, and the string the pin then reads exactly") {
+  workdir w;
+  std::filesystem::create_directories(w.path() / "d");
+  w.write("d/h.ndjson", "{\"id\":1,\"n\":99999999999999999999}\n");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.j]\nadapter = \"json\"\npath = \"d\"\n"
+                           "[sources.j.tables.h]\ncolumns = { n = \"decimal(20,0)\" }\n");
+  int rc = -1;
+  auto j = flotilla_json(w, {"run"}, &rc);
+  INFO(j.dump(2));
+  CHECK(rc == 1);
+  REQUIRE(j["tables"].size() == 1);
+  const auto error = j["tables"][0]["error"].get<std::string>();
+  CHECK_THAT(error, Catch::Contains("the JSON reader takes as the double") &&
+                        Catch::Contains("write the value as a JSON string") &&
+                        !Catch::Contains("\"double\""));
+  // As the message says: the digits as a string load exactly.
+  w.write("d/h.ndjson", "{\"id\":1,\"n\":\"99999999999999999999\"}\n");
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT CAST(n AS VARCHAR) FROM j.h") ==
+        std::vector<std::vector<std::string>>{{"99999999999999999999"}});
+}

@@ -834,6 +834,17 @@ columns = { id = "int" }
   CHECK(r.ok());
   CHECK_THAT(d.message, Catch::Contains("has no effect on table 'orders'") &&
                             Catch::Contains("declares its columns"));
+  // At the key itself, one line below the section header.
+  std::size_t header = 0, key = 0, line = 1;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text.compare(i, 28, "[sources.shop.tables.orders]") == 0)
+      header = line;
+    if (header != 0 && key == 0 && text.compare(i, 15, "on_source_drift") == 0)
+      key = line;
+    line += text[i] == '\n' ? 1 : 0;
+  }
+  REQUIRE(key == header + 1);
+  CHECK(d.line == key);
   std::size_t warned = 0;
   for (const auto& x : r.diagnostics)
     warned += x.code == errc::gate_on_declared_table ? 1 : 0;
