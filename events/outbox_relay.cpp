@@ -36,12 +36,13 @@ outbox_relay::outbox_relay(storage::state_store& store,
     : store_(store), sinks_(std::move(sinks)), options_(options), sent_through_(sinks_.size(), 0) {
   // With one sink an acknowledged entry is removed at once; with several, a sink ahead
   // of the others resumes where it stopped instead of receiving the kept entries again.
+  // So does a sink left alone (the one behind it taken out of flotilla.toml): the entries
+  // it acknowledged while the other held them are not sent to it again.
   for (std::size_t i = 0; i < sinks_.size(); ++i)
     if (sinks_[i]->holds_only())
       holding_ = true;
-    else if (sinks_.size() > 1)
-      if (auto through = store_.outbox_sent_through(sink_identity(*sinks_[i])))
-        sent_through_[i] = *through;
+    else if (auto through = store_.outbox_sent_through(sink_identity(*sinks_[i])))
+      sent_through_[i] = *through;
 }
 
 outbox_relay::~outbox_relay() {

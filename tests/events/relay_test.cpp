@@ -275,3 +275,28 @@ TEST_CASE("a lone sink whose configuration was rejected sends nothing and remove
   CHECK(r.delivered == 0);
   CHECK(r.pending == 3);
 }
+
+TEST_CASE("a sink left alone, the failing one taken out of the configuration, is not sent what "
+          "it acknowledged again") {
+  temp_dir dir;
+  auto store = open_store(dir.path() / "state");
+  REQUIRE(store.append_outbox(entries(0, 10)));
+  {
+    std::vector<std::unique_ptr<event_sink>> sinks;
+    sinks.push_back(std::make_unique<scripted_sink>(1000, errc::broker_refused, "healthy"));
+    sinks.push_back(std::make_unique<scripted_sink>(3, errc::broker_refused, "down"));
+    outbox_relay relay(store, std::move(sinks));
+    REQUIRE_FALSE(relay.finish().ok());
+  }
+  REQUIRE(store.append_outbox(entries(10, 12)));
+  // The next run: "down" removed from the configuration; "healthy" gets the new entries
+  // only, and the outbox empties.
+  std::vector<std::unique_ptr<event_sink>> sinks;
+  sinks.push_back(std::make_unique<scripted_sink>(1000, errc::broker_refused, "healthy"));
+  auto* healthy = static_cast<scripted_sink*>(sinks[0].get());
+  outbox_relay relay(store, std::move(sinks));
+  auto r = relay.finish();
+  CHECK(r.ok());
+  CHECK(healthy->received == std::vector<std::string>{"e10", "e11"});
+  CHECK(store.outbox_size().value() == 0);
+}
