@@ -75,6 +75,24 @@ std::string broker_problem(const std::string& brokers) {
 }
 
 
+/// Why a Pub/Sub emulator address is not host:port (a port 1 to 65535 required); empty
+/// when it is.
+std::string emulator_host_problem(const std::string& h) {
+  if (h.find("://") != std::string::npos)
+    return fmt::format("'{}' has a scheme", h);
+  const auto colon = h.rfind(':');
+  if (colon == std::string::npos || colon + 1 == h.size())
+    return fmt::format("'{}' has no port", h);
+  const std::string host = h.substr(0, colon), port = h.substr(colon + 1);
+  if (host.empty() || host.find_first_of(" /\t") != std::string::npos)
+    return fmt::format("'{}' is not host:port", h);
+  if (port.size() > 5 ||
+      !std::all_of(port.begin(), port.end(), [](unsigned char c) { return std::isdigit(c); }) ||
+      std::stoul(port) < 1 || std::stoul(port) > 65535)
+    return fmt::format("'{}' has no port from 1 to 65535 after its last ':'", h);
+  return {};
+}
+
 /// A URI dsn whose part before the host holds '@' more than once: a password with an
 /// '@' not percent-encoded. libpq takes what follows the first '@' as the host, and its
 /// error messages would show the rest of the password.
@@ -1346,8 +1364,17 @@ class loader {
                  "a Pub/Sub topic id starts with a letter, has 3 to 255 ASCII letters, digits and "
                  "'-', '_', '.', '~', '+', '%', and does not start with 'goog': rename the topic");
       }
-    if (auto h = string(ps, "emulator_host", path))
+    if (auto h = string(ps, "emulator_host", path)) {
       po.emulator_host = *h;
+      // host:port, as the emulator prints it: a path, a space or a missing port would only
+      // fail a run's delivery, after its tables, with a message about something else.
+      if (const std::string why = emulator_host_problem(*h); !why.empty())
+        report(errc::invalid_value, ps.get("emulator_host")->source(),
+               key_path_append(path, "emulator_host"), *h, "host:port",
+               fmt::format("{}: give the emulator's address as host:port, as it prints it "
+                           "(\"127.0.0.1:8085\"), with no scheme, path or spaces",
+                           why));
+    }
     if (auto f = choice(ps, "format", path, format_names, "event format"))
       po.format = *f;
     return po;

@@ -1040,6 +1040,24 @@ TEST_CASE("a Pub/Sub topic id the service refuses is FLT-C005 when the file is r
   CHECK(ok.diagnostics.empty());
 }
 
+TEST_CASE("a Pub/Sub emulator_host that is not host:port is FLT-C005 when the file is read") {
+  for (const std::string host : {"127.0.0.1:18773/", "127.0.0.1:18773/v1", "127.0.0.1:99999",
+                                 "127.0.0.1", "127.0.0.1:8085 ", "http://127.0.0.1:8085"}) {
+    INFO(host);
+    auto r = load(std::string{one_target} + "[events.pubsub]\nproject = \"demo\"\n"
+                                            "topic = \"events\"\nemulator_host = \"" + host + "\"\n");
+    INFO(all_messages(r));
+    expect(r, errc::invalid_value, "events.pubsub.emulator_host");
+    CHECK(all_messages(r).find("host:port") != std::string::npos);
+  }
+  for (const std::string host : {"127.0.0.1:8085", "localhost:18001", "[::1]:8085"}) {
+    auto ok = load(std::string{one_target} + "[events.pubsub]\nproject = \"demo\"\n"
+                                             "topic = \"events\"\nemulator_host = \"" + host + "\"\n");
+    INFO(host << ": " << all_messages(ok));
+    CHECK(ok.diagnostics.empty());
+  }
+}
+
 TEST_CASE("a Pub/Sub project id with characters no id has is FLT-C005 when the file is read") {
   for (const std::string project : {"bad project!", "My-Project"}) {
     INFO(project);
