@@ -806,6 +806,16 @@ std::string target_failure(const table_job& job, std::string reason) {
     reason.pop_back();
   if (reason.starts_with("ERROR:"))
     reason.erase(0, std::min(reason.find_first_not_of(' ', 6), reason.size()));
+  // One line, as a source's failure reads: libpq breaks its messages with a newline and a
+  // tab ("server closed the connection unexpectedly\n\tThis probably means ...").
+  // (A newline not followed by a tab may be a name's own, and stays.)
+  for (auto nl = reason.find("\n\t"); nl != std::string::npos; nl = reason.find("\n\t", nl)) {
+    auto end = nl + 1;
+    while (end < reason.size() && (reason[end] == '\t' || reason[end] == ' '))
+      ++end;
+    const bool after_stop = nl > 0 && (reason[nl - 1] == '.' || reason[nl - 1] == ';');
+    reason.replace(nl, end - nl, after_stop ? " " : "; ");
+  }
   // The table the load writes is the user's, whatever name its staging copy goes by
   // ("d"."h__flotilla_staging" is "d"."h" to the user), where the reason names it first.
   if (const auto staged = reason.find("__flotilla_staging\":");
@@ -926,6 +936,14 @@ std::string target_failure(const table_job& job, std::string reason) {
     fix = fmt::format("make the target writable for the user Flotilla runs as, {}", then);
   else if (has("no space left") || has("disk is full") || has("disk full") || has("out of memory"))
     fix = fmt::format("free space (or memory) where the target is, {}", then);
+  else if (has("conflicting lock is held") || has("could not set lock on file"))
+    // DuckDB: another process has the file (a run of another project on the same target,
+    // a client): one process at a time writes it.
+    fix = fmt::format("another process has the DuckDB file open (the process the message "
+                      "names: a flotilla run, plan or stream of the same target file, or a "
+                      "client), and DuckDB lets one process at a time write a file: let it "
+                      "finish, {}",
+                      then);
   else if (has("locked") || has("lock timeout") || has("deadlock"))
     fix = fmt::format("another process holds the target table: let it finish, {}", then);
   else if (has("connect") || has("connection") || has("server closed") || has("timeout"))
