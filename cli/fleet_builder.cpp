@@ -484,7 +484,8 @@ std::unique_ptr<storage::state_store> open_state(const config::project& p, bool 
   return std::make_unique<storage::state_store>(std::move(*s));
 }
 
-std::unique_ptr<storage::state_store> open_state_to_read(const config::project& p) {
+std::unique_ptr<storage::state_store> open_state_to_read(const config::project& p,
+                                                         std::string* refused) {
   std::filesystem::path dir = std::filesystem::path(p.state_dir) / "state";
   if (!state_may_exist(dir)) {
     // None yet, and none can be made there (a file where a directory of the path should
@@ -517,7 +518,16 @@ std::unique_ptr<storage::state_store> open_state_to_read(const config::project& 
   opts.read_only = true;
   auto s = storage::state_store::open(dir, opts);
   if (!s) {
-    fmt::print(stderr, "{}\n", s.error().message);
+    // Damaged or unreadable (not merely absent): `run` refuses it, which the plan says.
+    if (s.error().code != storage::errc::not_found) {
+      fmt::print(stderr, "warning FLT-R007: {}; `flotilla run` refuses it, and this plan reads "
+                         "no state (it plans every table as a first copy)\n",
+                 s.error().message);
+      if (refused != nullptr)
+        *refused = s.error().message;
+    }
+    else
+      fmt::print(stderr, "{}\n", s.error().message);
     note_refusal("FLT-R007", s.error().message, dir.string());
     return nullptr;
   }

@@ -144,8 +144,10 @@ void remove_orphan_staged(const config::project& p, const storage::state_store& 
 [[nodiscard]] std::unique_ptr<storage::state_store> open_state(const config::project& p,
                                                                bool create);
 /// Opens the project's state store to read it (nullptr when there is none yet), read-only
-/// while another process (a run) holds it.
+/// while another process (a run) holds it. `refused`, when given: why a store that is
+/// there could not be read (damaged, unreadable), which `run` refuses (FLT-R007); empty
+/// when it was read or is not there.
 [[nodiscard]] std::unique_ptr<storage::state_store> open_state_to_read(
-    const config::project& p);
+    const config::project& p, std::string* refused = nullptr);
 
 }  // namespace flotilla::cli

@@ -46,7 +46,8 @@ int do_plan(const global_options& g, const plan_args& a) {
   if (!project)
     return 2;
   // Plan reads local state (markers, watermarks) when it exists, and never creates it.
-  auto store = open_state_to_read(*project);
+  std::string state_refused;  // a store there that cannot be read: run refuses it
+  auto store = open_state_to_read(*project, &state_refused);
   fleet_options fo;
   fo.plan_only = true;
   fo.no_prune = a.no_prune;
@@ -238,8 +239,10 @@ int do_plan(const global_options& g, const plan_args& a) {
       j["source_warnings"] = nlohmann::json::parse(warnings);
     if (backlog > 0)
       j["events"] = {{"message", backlog_line}, {"pending", backlog}};
+    if (!state_refused.empty())
+      j["state_error"] = {{"code", "FLT-R007"}, {"message", state_refused}};
     fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
-    return failed == 0 ? 0 : 1;
+    return failed == 0 && state_refused.empty() ? 0 : 1;
   }
 
   // A target table name two rows share (two tables landing on one, FLT-R006) is told
@@ -339,7 +342,8 @@ int do_plan(const global_options& g, const plan_args& a) {
                  printable_message(e["error"].get<std::string>()));
     }
   }
-  return failed == 0 ? 0 : 1;
+  // A state store run refuses (damaged, unreadable): the run this plans would not happen.
+  return failed == 0 && state_refused.empty() ? 0 : 1;
 }
 
 }  // namespace

@@ -510,9 +510,21 @@ result<state_store> state_store::open(const std::filesystem::path& dir,
   if (options.read_only) {
     std::vector<std::string> existing;
     auto listed = rocksdb::DB::ListColumnFamilies(db_options, where, &existing);
-    if (!listed.ok() || existing.empty())
+    if (!listed.ok() || existing.empty()) {
+      // Nothing there is "no state yet"; damaged files or a directory this user may not
+      // read are said as such, as a writable open says them.
+      errc code = errc::not_found;
+      if (!listed.ok()) {
+        const std::string text = listed.ToString();
+        if (listed.IsCorruption() ||
+            (text.find("MANIFEST") != std::string::npos && text.find("No such file") != std::string::npos))
+          code = errc::corruption;
+        else if (text.find("Permission denied") != std::string::npos)
+          code = errc::io_error;
+      }
       return std::unexpected(error::cannot_open(
-          errc::not_found, where, listed.ok() ? "no column families" : listed.ToString()));
+          code, where, listed.ok() ? "no column families" : listed.ToString()));
+    }
     describe(existing);
     // A writer holding the store (a run) may switch its log file or compact while this
     // reads the MANIFEST: a file it names is then gone ("No such file or directory").

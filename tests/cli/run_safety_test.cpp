@@ -2029,3 +2029,22 @@ TEST_CASE("a JSON number the reader takes as a double, pinned to a decimal, name
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT CAST(n AS VARCHAR) FROM j.h") ==
         std::vector<std::vector<std::string>>{{"99999999999999999999"}});
 }
+
+TEST_CASE("plan with a damaged state store says run refuses it, in its JSON and exit status") {
+  workdir w;
+  sqlite_exec(w.file("a.db"), "CREATE TABLE t (id INTEGER PRIMARY KEY); INSERT INTO t VALUES (1);");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.s]\nadapter = \"sqlite\"\npath = \"a.db\"\n"
+                           "prune_unchanged = true\n");
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  w.write(".flotilla/state/CURRENT", "garbage\n");
+  auto plan = run_flotilla(w, {"plan", "--output", "json"});
+  CHECK(plan.exit_code == 1);
+  CHECK_THAT(plan.err, Catch::Contains("warning FLT-R007") && Catch::Contains("damaged") &&
+                           !Catch::Contains("no state exists there yet"));
+  const auto j = nlohmann::json::parse(plan.out);
+  CHECK(j["state_error"]["code"] == "FLT-R007");
+  auto run = run_flotilla(w, {"run"});
+  CHECK(run.exit_code == 2);  // as the plan said
+}
