@@ -1144,7 +1144,14 @@ sources::shape_hash target_settings_hash(const config::target_config& target) {
   h.add("settings/1");
   h.add(target.name);
   h.add(target.dialect);
-  h.add(target.path);
+  // The file, however its path is written (a symlinked directory, `..`): the same target.
+  if (!target.path.empty()) {
+    std::error_code ec;
+    const auto canonical = std::filesystem::weakly_canonical(target.path, ec);
+    h.add(ec ? target.path : canonical.string());
+  } else {
+    h.add(target.path);
+  }
   h.add(sources::error::redact_dsn(target.dsn));  // a new password is no new warehouse
   h.add(target.database);
   return h;

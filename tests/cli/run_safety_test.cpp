@@ -2048,3 +2048,21 @@ TEST_CASE("plan with a damaged state store says run refuses it, in its JSON and 
   auto run = run_flotilla(w, {"run"});
   CHECK(run.exit_code == 2);  // as the plan said
 }
+
+TEST_CASE("the same project through a symlinked directory prunes its unchanged tables") {
+  workdir w;
+  std::filesystem::create_directories(w.path() / "real");
+  std::filesystem::create_directory_symlink(w.path() / "real", w.path() / "link");
+  sqlite_exec(w.file("real/a.db"), "CREATE TABLE t (id INTEGER PRIMARY KEY); INSERT INTO t VALUES (1);");
+  w.write("real/flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                                "[sources.s]\nadapter = \"sqlite\"\npath = \"a.db\"\n"
+                                "prune_unchanged = true\n");
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"-c", "real/flotilla.toml", "run"}, &rc)["status"] == "success");
+  for (const std::string via : {"link/flotilla.toml", "real/flotilla.toml"}) {
+    auto j = flotilla_json(w, {"-c", via, "run"}, &rc);
+    INFO(via << ": " << j.dump(2));
+    REQUIRE(j["tables"].size() == 1);
+    CHECK(j["tables"][0]["status"] == "pruned");
+  }
+}
