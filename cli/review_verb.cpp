@@ -75,11 +75,11 @@ int usage(const review_args& a, std::string_view code, const std::string& messag
                      {"message", message},      {"hint", hint},
                      {"exit_code", 2},          {"errors", nlohmann::json::array({error})}};
     fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
-  } else {
-    fmt::print(stderr, "error {}: {}\n", code, message);
-    if (!hint.empty() && hint != message)
-      fmt::print(stderr, "hint: {}\n", hint);
   }
+  // On stderr too, as every refused command says it (README.md), JSON or not.
+  fmt::print(stderr, "error {}: {}\n", code, message);
+  if (!hint.empty() && hint != message)
+    fmt::print(stderr, "hint: {}\n", hint);
   return 2;
 }
 
@@ -362,6 +362,14 @@ int report_result(const review_args& a, const cdc::decision_result& decision,
     if (next)
       j["next_review"] = review_json(*next, store ? kept_count(*store, *next) : 0);
     fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    // A refusal or failure is said on stderr too, as without --output json.
+    if (code != 0) {
+      fmt::print(stderr, "error {}: {}\n",
+                 r.code.empty() ? std::string(cdc::code_decision_failed) : r.code,
+                 r.message.empty() && r.after ? outcome_line(*r.after) : r.message);
+      if (!r.hint.empty() && r.hint != r.message)
+        fmt::print(stderr, "hint: {}\n", r.hint);
+    }
     return code;
   }
   if (r.queued) {
