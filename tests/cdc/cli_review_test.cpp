@@ -211,6 +211,7 @@ TEST_CASE("review list and show print every part of the review, in text and JSON
   REQUIRE(refused["errors"].size() == 1);
   CHECK(refused["errors"][0]["code"] == "FLT-V011");
   CHECK(refused["errors"][0]["message"] == refused["message"]);
+  CHECK_THAT(as_json.err, Catch::Contains("error FLT-V011"));  // said on stderr too
   CHECK_THAT(refused["hint"].get<std::string>(), Catch::Contains("`flotilla review list`"));
   // The table named without its schema: the hint names the review it likely means.
   auto near = parse(run_cli(p.dir, {"review", "show", "wh", "shop.orders", "--output", "json"}));
