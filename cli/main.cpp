@@ -1,10 +1,12 @@
 // flotilla: the command line. One file per verb; main only wires them.
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -101,6 +103,9 @@ void raise_open_file_limit() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A reader that closed the pipe (`flotilla run | head -1`): the write fails with EPIPE,
+  // which the report's check below says (exit 1), rather than a silent death by SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
   flotilla::engine::prepare_process_heap();
   raise_open_file_limit();
   using namespace flotilla::cli;
@@ -218,7 +223,14 @@ int main(int argc, char** argv) {
   }
   for (auto& v : verbs)
     if (v.selected()) {
-      int rc = v.run();
+      int rc = 1;
+      try {
+        rc = v.run();
+      } catch (const std::system_error&) {
+        // fmt's print throws when stdout refuses a write (a closed pipe): said below.
+        if (std::ferror(stdout) == 0)
+          throw;
+      }
       if (rc == 2 && json)
         (void)print_refusals_json();
       // The report is the command's result: one that could not be written (a full disk,

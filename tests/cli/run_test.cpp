@@ -4132,6 +4132,17 @@ TEST_CASE("a report that cannot be written to standard output is no success") {
   CHECK_THAT(said, Catch::Contains("could not be written to standard output"));
   // The run itself went through, and is recorded.
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM s.t")[0][0] == "1");
+  // A reader that closed the pipe first: exit 1 and said, not a death by SIGPIPE (141).
+  // (The reader is gone before the run writes: `exec 1>&-` of a subshell's pipe end.)
+  const auto code = w.file("code.txt");
+  REQUIRE(std::system(fmt::format("cd '{}' && bash -c \"'{}' run --output json 2> '{}' | "
+                                  "exec 0<&-; echo \\${{PIPESTATUS[0]}} > '{}'\"",
+                                  w.path().string(), bin, err, code)
+                          .c_str()) == 0);
+  std::ifstream codes(code);
+  std::string piped;
+  std::getline(codes, piped);
+  CHECK(piped == "1");
 }
 
 TEST_CASE("a config file missing or not TOML blames no --filter") {
