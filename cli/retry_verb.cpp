@@ -177,7 +177,7 @@ int do_retry(const global_options& g, run_request req) {
           lost.insert(s + ".*");
     // Nothing failed in the latest run, but a table's last result may be an earlier run's
     // failure (a filtered run came after it): said, since retry only reads the latest run.
-    if (!interrupted && req.only.empty())
+    if (!interrupted)
       if (auto runs = store->recent_runs(100)) {
         std::set<std::string> seen;  // newest result of each table first
         // Sources a newer run read whole (no filter, nothing failed at the source): a
@@ -256,6 +256,18 @@ int do_retry(const global_options& g, run_request req) {
                                                 ", "))),
         latest_id, undelivered);
   }
+  // Retrying the latest run's failures: older ones it does not take are said too.
+  if (!failed_before.empty())
+    fmt::print(stderr,
+               "note: {} table(s) failed in an earlier run and have not copied since, which "
+               "retry (it reads the latest run only) does not take: {}; copy them with "
+               "`flotilla run` (--filter source=... or table=...)\n",
+               failed_before.size(),
+               fmt::join(failed_before.size() > 5
+                             ? std::vector<std::string>(failed_before.begin(),
+                                                        failed_before.begin() + 5)
+                             : failed_before,
+                         ", "));
   req.command = "retry";
   req.retry_of = latest_id;
   req.reuse_staged = true;

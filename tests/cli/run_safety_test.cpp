@@ -2066,3 +2066,20 @@ TEST_CASE("the same project through a symlinked directory prunes its unchanged t
     CHECK(j["tables"][0]["status"] == "pruned");
   }
 }
+
+TEST_CASE("a retry of a filtered run's failures names the earlier failures it does not take") {
+  workdir w;
+  sqlite_exec(w.file("app.db"), "CREATE TABLE a (id INTEGER PRIMARY KEY, v TEXT); "
+                                "INSERT INTO a VALUES (1, 'x');");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.app]\nadapter = \"sqlite\"\npath = \"app.db\"\n"
+                           "[sources.app.tables.regions]\ndescription = \"gone\"\n"
+                           "[sources.app.tables.a]\ncolumns = { v = \"int\" }\n");
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "failed");  // a and regions
+  REQUIRE(flotilla_json(w, {"run", "--filter", "table=a"}, &rc)["status"] == "failed");
+  auto retry = run_flotilla(w, {"retry"});
+  CHECK(retry.exit_code == 1);  // a fails again
+  CHECK_THAT(retry.err, Catch::Contains("failed in an earlier run") &&
+                            Catch::Contains("app.regions"));
+}
