@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "config/secret_key.hpp"
 #include "events/pubsub_sink.hpp"
 
 namespace flotilla::cdc {
@@ -52,8 +53,19 @@ class kafka_out final : public change_publisher {
     rd_kafka_conf_set_log_cb(conf, [](const rd_kafka_t*, int, const char*, const char*) {});
     rd_kafka_conf_set_opaque(conf, this);
     rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
-    if (rk_ == nullptr)
-      throw std::runtime_error(fmt::format("{}: cannot create the producer: {}", what_, err));
+    if (rk_ == nullptr) {
+      // librdkafka names the settings at odds (`message.timeout.ms` must be greater than
+      // `linger.ms`): the ones flotilla.toml sets, with their values, and what to do.
+      std::string named;
+      for (const auto& [k, v] : o.settings)
+        if (std::string_view(err).find("`" + k + "`") != std::string_view::npos)
+          named += fmt::format("{}\"{}\" = \"{}\"", named.empty() ? "" : ", ", k,
+                               config::names_secret(k) ? std::string("***") : v);
+      throw std::runtime_error(fmt::format(
+          "FLT-E003: {}: the Kafka producer could not be created: {}; correct or remove {} in "
+          "flotilla.toml, then start the stream again",
+          what_, err, named.empty() ? std::string("the settings") : "the setting " + named));
+    }
   }
   ~kafka_out() override {
     if (rkt_)
