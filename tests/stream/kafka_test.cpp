@@ -74,3 +74,19 @@ TEST_CASE("with [events.kafka] a primary key change settled by a resync is publi
   }
   CHECK(ops == std::vector<std::string>{"read", "schema_change", "truncate", "read"});
 }
+
+TEST_CASE("a Kafka producer librdkafka refuses stops the stream with FLT-E003, naming the "
+          "settings at odds",
+          "[stream]") {
+  mock_cluster kafka;
+  fixture f(false, "\n[events.kafka]\nbrokers = \"" + kafka.bootstraps() +
+                       "\"\ntopic = \"changes\"\n[events.kafka.settings]\n"
+                       "\"message.timeout.ms\" = \"5000\"\n\"linger.ms\" = \"10000\"\n");
+  pg_exec(f.source(), "CREATE TABLE orders (id int PRIMARY KEY, note text)");
+  stream_process p(f);
+  CHECK(p.wait(std::chrono::seconds(60)) == 1);
+  const std::string err = p.err();
+  INFO(err);
+  CHECK_THAT(err, Catch::Contains("FLT-E003") && Catch::Contains("\"linger.ms\" = \"10000\"") &&
+                      Catch::Contains("correct or remove"));
+}
