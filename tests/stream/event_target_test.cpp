@@ -28,6 +28,13 @@ std::string kafka_target(const mock_cluster& k, const std::string& format = "jso
          "\"\ntopic = \"bus\"\nformat = \"" + format + "\"\n";
 }
 
+/// The changes kept for the held orders table on `target` (0 while none, or unreadable).
+std::uint64_t kept_on(const fixture& f, const std::string& target) {
+  auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
+                                                    {.read_only = true});
+  return store ? store->held_change_count(target, "shop.public.orders").value_or(0) : 0;
+}
+
 std::string what(const nlohmann::json& e) {
   return e.contains("op") ? e["op"].get<std::string>() : e["type"].get<std::string>();
 }
@@ -559,11 +566,7 @@ TEST_CASE("a kept truncate of a keyed table a Kafka replay reaches stops the str
     pg_exec(f.source(), "INSERT INTO orders VALUES (3, 'after')");
     REQUIRE(eventually(
         [&] { return hold_state() == flotilla::storage::pb::HOLD_STATE_AWAITING_REVIEW; }));
-    REQUIRE(eventually([&] {
-      auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
-                                                        {.read_only = true});
-      return store && store->held_change_count("bus", "shop.public.orders").value_or(0) == 3;
-    }));
+    REQUIRE(eventually([&] { return kept_on(f, "bus") == 3; }));
     flotilla::cdc::submit_request(std::filesystem::path(f.dir()) / ".flotilla",
                                   {"", "bus", "shop.public.orders",
                                    {flotilla::cdc::decision_kind::apply_proposed, ""}});
@@ -616,11 +619,7 @@ TEST_CASE("a review a replay opens keeps its change's place: its schema change e
   // The second rename is the second change of its transaction.
   pg_exec(f.source(), "BEGIN; INSERT INTO orders VALUES (2, 'b'); "
                       "ALTER TABLE orders RENAME COLUMN oid TO id; COMMIT");
-  REQUIRE(eventually([&] {
-    auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",
-                                                      {.read_only = true});
-    return store && store->held_change_count("bus", "shop.public.orders").value_or(0) == 2;
-  }));
+  REQUIRE(eventually([&] { return kept_on(f, "bus") == 2; }));
   const auto first = hold_of();
   REQUIRE(first);
   flotilla::cdc::submit_request(std::filesystem::path(f.dir()) / ".flotilla",
