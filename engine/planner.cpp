@@ -396,9 +396,19 @@ struct planner {
                            "(contract = \"enforced\") without one of them",
                            loaded[i].name, loaded[j].name, dialect.name()),
                loaded[j].name);
+    // The columns a cursor or key may name: those loaded, and, in source order among
+    // them, a declared one its own error left out (a pin that failed), which is there.
     std::string list;
+    std::set<std::string> listed;
+    for (const auto& c : source.columns)
+      if (p.load_columns.find(c.name, schema::name_rule::case_sensitive) != nullptr ||
+          (p.error && find_declared(settings, c.name, names()) != nullptr)) {
+        list += (list.empty() ? "" : ", ") + c.name;
+        listed.insert(c.name);
+      }
     for (const auto& c : loaded)
-      list += (list.empty() ? "" : ", ") + c.name;
+      if (!listed.contains(c.name))
+        list += (list.empty() ? "" : ", ") + c.name;
     const auto missing = [&](const std::string& key, const std::string& column) {
       if (p.load_columns.find(column, schema::name_rule::case_sensitive) != nullptr)
         return;

@@ -1251,3 +1251,20 @@ TEST_CASE("a rebuild that needs confirming names the governance gate's review to
   CHECK_THAT(p.error->reason, Catch::Contains("--allow-type-change-rebuild") &&
                                   Catch::Contains("also [FLT-S008]: require-review"));
 }
+
+TEST_CASE("a cursor_column the table lacks lists every column it may name, a pinned one that "
+          "failed its own check too") {
+  auto d = *dialects::make_dialect("duckdb");
+  const auto source = S({{"id", T("int"), true}, {"amount", T("double")}, {"updated_at", T("text")}});
+  engine::table_settings st;
+  st.cursor_column = "nocol";
+  st.declared = {{"amount", T("bigint")}, {"ghost", T("int")}};  // ghost: not at the source
+  auto p = engine::plan_table(source, std::nullopt, engine::target_state::absent, *d, orders, st);
+  REQUIRE(p.error.has_value());
+  INFO(p.error->reason);
+  CHECK_THAT(p.error->reason,
+             Catch::Contains("cursor_column 'nocol' is not among the table's loaded columns "
+                             "(id, amount, updated_at)"));
+  // amount's pin failed first (its own error): it is still a column the cursor may name.
+  CHECK(p.error->column != "nocol");
+}
