@@ -64,7 +64,22 @@ verb bench_verb() {
         (*sub)->fallthrough(false);  // not even -c: the harness takes every flag itself
       },
       [=] { return *sub && (*sub)->parsed(); },
-      [=] { return exec_bench((*sub)->remaining()); }};
+      [=] {
+        // `-c FILE` may follow any command (README): the harness reads no flotilla.toml,
+        // so it is taken out here, as `flotilla -c FILE bench` takes it before.
+        std::vector<std::string> args;
+        const auto rest = (*sub)->remaining();
+        for (std::size_t i = 0; i < rest.size(); ++i) {
+          if ((rest[i] == "-c" || rest[i] == "--config") && i + 1 < rest.size()) {
+            ++i;
+            continue;
+          }
+          if (rest[i].starts_with("--config=") || (rest[i].starts_with("-c") && rest[i].size() > 2))
+            continue;
+          args.push_back(rest[i]);
+        }
+        return exec_bench(args);
+      }};
 }
 
 }  // namespace flotilla::cli

@@ -1838,6 +1838,13 @@ TEST_CASE("flotilla bench hands every flag to the harness, its --help too") {
   r = run_flotilla(w, {"bench", "--help"});
   CHECK(r.exit_code == 0);
   CHECK(r.out.find("--smoke") != std::string::npos);
+  // -c after the command, as after any other (the harness reads no flotilla.toml).
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"bench", "-c", "x.toml", "--list"}, {"bench", "--list", "--config=x.toml"}}) {
+    r = run_flotilla(w, args);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("fleet-scale") != std::string::npos);
+  }
 }
 
 TEST_CASE("filter values no source has are FLT-C023: nothing runs, the latest run stays") {
