@@ -227,23 +227,6 @@ bool convert(sqlite3_stmt* s, int col, const portable_type& type, value& out) {
         text = normalize_decimal(column_view(s, col), type.scale);
       if (!text)
         return false;
-      // More digits before the point than the type has room for (123456.789 in a
-      // decimal(5,2)): refused here, naming the value as stored, rather than by the
-      // target after the load began, quoting it rounded.
-      if (type.precision > 0) {
-        std::size_t digits = 0;
-        bool leading = true;
-        for (const char c : *text) {
-          if (c == '.')
-            break;
-          if (c < '0' || c > '9' || (leading && c == '0'))
-            continue;
-          leading = false;
-          ++digits;
-        }
-        if (digits > static_cast<std::size_t>(std::max(0, type.precision - type.scale)))
-          return false;
-      }
       return set_text(std::move(*text));
     }
     case type_kind::date: {

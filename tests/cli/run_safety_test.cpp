@@ -2083,25 +2083,3 @@ TEST_CASE("a retry of a filtered run's failures names the earlier failures it do
   CHECK_THAT(retry.err, Catch::Contains("failed in an earlier run") &&
                             Catch::Contains("app.regions"));
 }
-
-TEST_CASE("a SQLite value with more digits before the point than its decimal type holds is "
-          "named at the source, as stored") {
-  workdir w;
-  sqlite_exec(w.file("a.db"), "CREATE TABLE m (id INTEGER PRIMARY KEY, price DECIMAL(5,2));"
-                              "INSERT INTO m VALUES (1, 1.5), (2, 123456.789), (3, 999.99);");
-  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
-                           "[sources.s]\nadapter = \"sqlite\"\npath = \"a.db\"\n");
-  int rc = -1;
-  auto j = flotilla_json(w, {"run"}, &rc);
-  INFO(j.dump(2));
-  CHECK(rc == 1);
-  REQUIRE(j["tables"].size() == 1);
-  CHECK(j["tables"][0]["error_code"] == "FLT-R002");
-  CHECK_THAT(j["tables"][0]["error"].get<std::string>(),
-             Catch::Contains("row 2") && Catch::Contains("'123456.789'") &&
-                 Catch::Contains("decimal(5,2)"));
-  sqlite_exec(w.file("a.db"), "UPDATE m SET price = 123.46 WHERE id = 2");
-  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
-  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT CAST(sum(price) AS VARCHAR) FROM s.m") ==
-        std::vector<std::vector<std::string>>{{"1124.95"}});
-}
