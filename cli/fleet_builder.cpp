@@ -1716,8 +1716,9 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           st.cursor_column = section->cursor_column;
           // The same source column respelled (`seq` as `SEQ`, which the source's names
           // match alike): the watermark's spelling stands, so the edit costs no full read.
-          if (const auto& wm = i < states.size() ? states[i].watermark : std::nullopt;
-              wm && !wm->cursor_column().empty() && !st.cursor_column.empty() &&
+          if (const storage::pb::Watermark* wm =
+                  i < states.size() && states[i].watermark ? &*states[i].watermark : nullptr;
+              wm != nullptr && !wm->cursor_column().empty() && !st.cursor_column.empty() &&
               wm->cursor_column() != st.cursor_column) {
             const auto* now = ts.job.table.columns.resolve(st.cursor_column);
             if (now != nullptr && now == ts.job.table.columns.resolve(wm->cursor_column()))

@@ -236,38 +236,30 @@ int do_retry(const global_options& g, run_request req) {
                : req.filters.empty() ? std::string("every table")
                                      : fmt::format("the tables of --filter {}",
                                                    fmt::join(req.filters, " --filter ")));
-  else if (req.only.empty()) {
+  // Failures of earlier runs retry does not take (it reads the latest run only).
+  const std::string older =
+      failed_before.empty()
+          ? std::string()
+          : fmt::format("{} table(s) failed in an earlier run and have not copied since, which "
+                        "retry (it reads the latest run only) does not take: {}; copy them with "
+                        "`flotilla run` (--filter source=... or table=...)",
+                        failed_before.size(),
+                        fmt::join(failed_before.begin(),
+                                  failed_before.begin() +
+                                      static_cast<std::ptrdiff_t>(std::min<std::size_t>(
+                                          failed_before.size(), 5)),
+                                  ", "));
+  if (!interrupted && req.only.empty()) {
     const auto undelivered = deliver_backlog(*project);
-    return nothing_to_retry(
-        req,
-        fmt::format("nothing to retry: the latest run ({}) has no failed table{}", latest_id,
-                    failed_before.empty()
-                        ? std::string()
-                        : fmt::format(". {} table(s) failed in an earlier run and have not "
-                                      "copied since, which retry (it reads the latest run "
-                                      "only) does not take: {}; copy them with `flotilla run` "
-                                      "(--filter source=... or table=...)",
-                                      failed_before.size(),
-                                      fmt::join(failed_before.size() > 5
-                                                    ? std::vector<std::string>(
-                                                          failed_before.begin(),
-                                                          failed_before.begin() + 5)
-                                                    : failed_before,
-                                                ", "))),
-        latest_id, undelivered);
+    return nothing_to_retry(req,
+                            fmt::format("nothing to retry: the latest run ({}) has no failed "
+                                        "table{}",
+                                        latest_id, older.empty() ? older : ". " + older),
+                            latest_id, undelivered);
   }
   // Retrying the latest run's failures: older ones it does not take are said too.
-  if (!failed_before.empty())
-    fmt::print(stderr,
-               "note: {} table(s) failed in an earlier run and have not copied since, which "
-               "retry (it reads the latest run only) does not take: {}; copy them with "
-               "`flotilla run` (--filter source=... or table=...)\n",
-               failed_before.size(),
-               fmt::join(failed_before.size() > 5
-                             ? std::vector<std::string>(failed_before.begin(),
-                                                        failed_before.begin() + 5)
-                             : failed_before,
-                         ", "));
+  if (!older.empty())
+    fmt::print(stderr, "note: {}\n", older);
   req.command = "retry";
   req.retry_of = latest_id;
   req.reuse_staged = true;
