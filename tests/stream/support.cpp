@@ -294,6 +294,14 @@ bool confirmed(const fixture& f, std::chrono::seconds timeout) {
   }, timeout);
 }
 
+bool slot_consistent(const fixture& f, std::chrono::seconds timeout) {
+  return eventually([&] {
+    auto r = pg_try_rows(f.source(), "SELECT 1 FROM pg_replication_slots WHERE slot_name = '" +
+                                         f.slot() + "' AND confirmed_flush_lsn IS NOT NULL");
+    return r && !r->empty();
+  }, timeout);
+}
+
 bool set_up(const fixture& f, std::chrono::seconds timeout) {
   return eventually([&] {
     auto store = flotilla::storage::state_store::open(f.dir() + "/.flotilla/state",

@@ -83,6 +83,11 @@ bool eventually(const std::function<bool()>& done,
 /// it reaches the stream, not the snapshot copy.
 bool confirmed(const fixture& f, std::chrono::seconds timeout = std::chrono::seconds(30));
 
+/// Whether the fixture's slot exists and passed its consistent point, within `timeout`: a
+/// change committed after this reaches the stream, not the snapshot copy (a slot being
+/// created shows before that, while it waits for the transactions then running).
+bool slot_consistent(const fixture& f, std::chrono::seconds timeout = std::chrono::seconds(60));
+
 /// Whether the stream set the fixture's source up within `timeout`: its initial copy done
 /// and its position saved (a stop before leaves none, and the next start sets up anew).
 bool set_up(const fixture& f, std::chrono::seconds timeout = std::chrono::seconds(30));
