@@ -333,6 +333,35 @@ int do_generate(const global_options& g, const contract_args& a) {
         d.columns.push_back(config::column_declaration{c.name, type});
         cols.push_back({{"name", c.name}, {"type", d.columns.back().type}});
       }
+      // A declared column the live table lacks: kept as declared while the source has it
+      // (the next run adds it); the proposal would otherwise drop it without a word.
+      if (t.section != nullptr)
+        for (const auto& declared : t.section->columns) {
+          const bool live = std::any_of(
+              t.live->columns.begin(), t.live->columns.end(), [&](const auto& c) {
+                return schema::same_name(declared.name, c.name, t.dialect->names());
+              });
+          if (live)
+            continue;
+          const std::string written = declared.type_text.empty()
+                                          ? schema::to_string(declared.type)
+                                          : declared.type_text;
+          if (t.source_columns.find(declared.name, t.dialect->names()) == nullptr) {
+            fmt::print(stderr,
+                       "note: table:{} column '{}' is declared but is neither in the live "
+                       "table nor in the source; not declared\n",
+                       name, declared.name);
+            left_out.push_back(declared.name);
+            continue;
+          }
+          fmt::print(stderr,
+                     "note: table:{} column '{}' is declared \"{}\" and not in the live table "
+                     "yet (no run has added it): the proposal keeps it as declared\n",
+                     name, declared.name, written);
+          replaced.push_back({{"column", declared.name}, {"declared", written}, {"live", nullptr}});
+          d.columns.push_back(config::column_declaration{declared.name, written});
+          cols.push_back({{"name", declared.name}, {"type", written}});
+        }
       if (!left_out.empty())
         row["not_in_source"] = std::move(left_out);
       if (!replaced.empty())

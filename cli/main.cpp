@@ -68,7 +68,20 @@ std::string hints_for_extras(CLI::App& app, const std::vector<std::string>& extr
     }
     const std::string word = x.substr(0, x.find('='));
     value_of_flag = x.find('=') == std::string::npos;
-    const std::string near = flotilla::config::nearest(word, candidates);
+    std::string near;
+    if (word.size() == 2 && word[1] != '-') {
+      // A one-letter flag the command lacks: a long flag of that letter, if just one (`-o`
+      // for --output); spelling distance between one-letter names means nothing.
+      std::vector<std::string_view> of_letter;
+      for (const auto& f : flags)
+        if (f.size() > 3 && f.starts_with("--") && f[2] == word[1] &&
+            std::find(of_letter.begin(), of_letter.end(), f) == of_letter.end())
+          of_letter.push_back(f);
+      if (of_letter.size() == 1)
+        near = of_letter.front();
+    } else {
+      near = flotilla::config::nearest(word, candidates);
+    }
     const std::string where =
         at == &app ? std::string("flotilla") : "flotilla " + command_path(at, app);
     if (near == word)  // the command's own flag, given before the command

@@ -406,10 +406,22 @@ class declaration_writer {
   [[nodiscard]] std::expected<declaration_edit, edit_error> add_section(const toml::table& src,
                                                                         const toml::table* tables,
                                                                         const table_declaration& d) {
-    if (src.is_inline() || (tables && tables->is_inline()))
+    if (src.is_inline())
       return fail(fmt::format(
           "source '{}' is written as an inline table; add the section of '{}' by hand", d.source,
           d.table));
+    // A table defined inline takes no section headers after it: the entry goes inside.
+    if (tables && tables->is_inline())
+      return fail(fmt::format(
+          "the tables of source '{}' are written as an inline table (tables = {{ ... }}), "
+          "which no section of a table may extend; add {} = {{ columns = {} }} inside its "
+          "braces by hand, or write each of its entries as a section",
+          d.source, toml_key(d.table), columns_inline_table(d.columns)));
+    return add_section_block(src, d);
+  }
+
+  [[nodiscard]] declaration_edit add_section_block(const toml::table& src,
+                                                   const table_declaration& d) {
     const std::uint32_t line = last_line(src);
     std::string& body = appended_[line];
     body += lines_.eol() + table_header(d.source, d.table) + lines_.eol() + "columns = " +

@@ -260,12 +260,28 @@ struct planner {
                             : std::string("text");
     // An exact number past a declared decimal's digits: a wider decimal holds it exactly,
     // where the inferred type (a double) would not.
+    // So does a decimal value in a column declared an integer: a double would hold it
+    // inexactly. The decimal suggested also holds the live column's values, which it would
+    // otherwise narrow (FLT-S004).
     static const std::regex plain(R"(\s*[+-]?0*(\d*)(?:\.(\d*?)0*)?\s*)");
-    if (std::smatch m; declared.kind == schema::type_kind::decimal && !offset &&
-                       std::regex_match(value, m, plain)) {
-      const int scale = std::max<int>(declared.scale, static_cast<int>(m[2].length()));
-      const int integer =
-          std::max<int>(declared.precision - declared.scale, static_cast<int>(m[1].length()));
+    if (std::smatch m; (declared.kind == schema::type_kind::decimal ||
+                        schema::integer_digits(declared.kind) > 0) &&
+                       !offset && std::regex_match(value, m, plain)) {
+      int scale = std::max<int>(declared.scale, static_cast<int>(m[2].length()));
+      int integer = std::max<int>(declared.kind == schema::type_kind::decimal
+                                      ? declared.precision - declared.scale
+                                      : schema::integer_digits(declared.kind),
+                                  static_cast<int>(m[1].length()));
+      if (live_now != nullptr)
+        if (const schema::column* l = live_now->find(s.name, names())) {
+          const portable_type have = dialect.canonical(l->type);
+          if (have.kind == schema::type_kind::decimal) {
+            scale = std::max(scale, have.scale);
+            integer = std::max(integer, have.precision - have.scale);
+          } else {
+            integer = std::max(integer, schema::integer_digits(have.kind));
+          }
+        }
       if (integer + scale <= 38)
         holds = fmt::format("decimal({},{})", integer + scale, scale);
     }
@@ -772,8 +788,8 @@ struct planner {
                 suggest = data;
             }
           fail("FLT-S004",
-               fmt::format("{} has type {}, which cannot be read as {}; a live column is never "
-                           "narrowed: declare columns = {{ {} = \"{}\" }}{} or wider (\"text\" "
+               fmt::format("{} has type {}, which cannot be read as {}; a live column only "
+                           "changes to a type that reads every value it may hold: declare columns = {{ {} = \"{}\" }}{} or wider (\"text\" "
                            "takes every value as written){}",
                            l->name, T(have), T(want), schema::toml_key(l->name), T(suggest),
                            in_section(),

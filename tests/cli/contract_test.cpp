@@ -386,6 +386,44 @@ TEST_CASE("contract generate proposes each live table's columns as TOML sections
   CHECK((*table_entry(j, f.table("refunds")))["status"] == "no_live_table");
 }
 
+TEST_CASE("contract generate --write keeps a declared column no run has added yet") {
+  // The declaration is the user's: a proposal of the live table alone would drop it,
+  // and with on_schema_change = "ignore" the column would then never be loaded.
+  workdir w;
+  sqlite_exec(w.file("shop.db"),
+              "CREATE TABLE orders (id INTEGER PRIMARY KEY, total DECIMAL(12,2));"
+              "INSERT INTO orders VALUES (1, 10.50);");
+  const std::string head = "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.shop]\nadapter = \"sqlite\"\npath = \"shop.db\"\n";
+  w.write("flotilla.toml", head);
+  REQUIRE(run_flotilla(w, {"run"}).exit_code == 0);
+  sqlite_exec(w.file("shop.db"), "ALTER TABLE orders ADD COLUMN coupon TEXT;");
+  w.write("flotilla.toml", head + "[sources.shop.tables.orders]\non_schema_change = \"ignore\"\n"
+                                  "columns = { coupon = \"varchar(40)\", gone = \"int\" }\n");
+  int rc = -1;
+  auto j = flotilla_json(w, {"contract", "generate"}, &rc);
+  CHECK(rc == 0);
+  const auto& row = j["tables"][0];
+  CHECK(row["declared_not_live"] ==
+        nlohmann::json::array({{{"column", "coupon"}, {"declared", "varchar(40)"},
+                                {"live", nullptr}}}));
+  CHECK(row["not_in_source"] == nlohmann::json::array({"gone"}));
+  auto r = run_flotilla(w, {"contract", "generate", "--write"});
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Contains("column 'coupon' is declared \"varchar(40)\" and not in the "
+                                    "live table yet") &&
+                        Catch::Contains("column 'gone' is declared but is neither in the live "
+                                        "table nor in the source"));
+  CHECK_THAT(read_file(w.path() / "flotilla.toml"),
+             Catch::Contains("coupon = \"varchar(40)\"") && !Catch::Contains("gone"));
+  // The next run adds it as declared.
+  REQUIRE(run_flotilla(w, {"run"}).exit_code == 0);
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT data_type FROM information_schema.columns "
+                                          "WHERE table_name = 'orders' AND column_name = "
+                                          "'coupon'") ==
+        std::vector<std::vector<std::string>>{{"VARCHAR"}});
+}
+
 TEST_CASE("contract generate --write keeps a commented config byte for byte, and contract diff then agrees") {
   workdir w;
   sqlite_exec(w.file("shop.db"),

@@ -437,7 +437,9 @@ columns = { b = "bool", n = "int" }
     // Where each value is, and a type that holds it exactly.
     CHECK_THAT(ce, Catch::Contains("c.csv, data row 2 (after the header): n holds") &&
                        Catch::Contains("c.csv, data row 2 (after the header): amt holds") &&
-                       Catch::Contains("columns = { amt = \"decimal(6,3)\" }"));
+                       Catch::Contains("columns = { amt = \"decimal(6,3)\" }") &&
+                       // An int's ten digits and the fraction, exactly: not a double.
+                       Catch::Contains("columns = { n = \"decimal(11,1)\" }"));
     CHECK_THAT((*find_table(j, "j.j"))["error"].get<std::string>(),
                Catch::Contains("j.json, record 2: b holds"));
     const auto* jt = find_table(j, "j.j");

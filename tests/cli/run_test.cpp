@@ -1876,6 +1876,13 @@ TEST_CASE("a mistyped flag gets the nearest flag of its command; -c may follow t
   r = run_flotilla(w, {"plan", "--no-prun"});
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("did you mean '--no-prune'?"));
+  // A one-letter flag the command lacks: its letter's long flag, not another letter.
+  r = run_flotilla(w, {"run", "-o", "json"});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::StartsWith("unknown flag '-o' for 'flotilla run'; did you mean "
+                                      "'--output'?"));
+  r = run_flotilla(w, {"run", "-q"});
+  CHECK_THAT(r.err, Catch::Contains("see flotilla run --help") && !Catch::Contains("did you"));
   r = run_flotilla(w, {"--version"});
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::StartsWith("flotilla "));

@@ -255,6 +255,17 @@ TEST_CASE("a source written as an inline table is refused, nothing is returned")
   CHECK(missing.error().message.find("[sources.shop]") != std::string::npos);
 }
 
+TEST_CASE("a table added to a source whose tables are an inline table says to add it inside") {
+  // A [sources.shop.tables."cust"] section would not parse after tables = { ... }.
+  auto r = write_declarations(
+      "[sources.shop]\nadapter = \"sqlite\"\ntables = { orders = { description = \"x\" } }\n",
+      {decl("shop", "", "cust", {{"id", "bigint"}})});
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message,
+             Catch::Contains("the tables of source 'shop' are written as an inline table") &&
+                 Catch::Contains("add cust = { columns = { id = \"bigint\" } } inside its braces"));
+}
+
 TEST_CASE("a section written with dotted keys inside an inline table is refused") {
   auto r = write_declarations(
       "[sources.shop]\nadapter = \"sqlite\"\ntables = { o.cursor_column = \"id\" }\n",
