@@ -13,6 +13,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -1008,6 +1009,49 @@ std::string first_holder_message(const config::target_config& target, const std:
       holder, key);
 }
 
+/// A table flotilla.toml names (a section, or an include entry without `*`) in a source
+/// listed before `src` that this run leaves out (`in_run` false: a --filter or retry),
+/// landing on the target table `claim`, which no table has loaded yet: a run with both
+/// would load it there (of two sources, the one listed first), so a run that leaves it out
+/// does not give the target table to `src`'s table instead.
+std::optional<std::string> named_first_left_out(
+    const config::project& p, const std::map<std::string, std::string>& databases,
+    const config::source_config& src, const std::string& claim,
+    const std::function<bool(const config::source_config&)>& in_run) {
+  for (const auto& s : p.sources) {
+    if (s.name == src.name)
+      break;
+    if (in_run(s))
+      continue;
+    const auto* target = p.target_of(s);
+    if (target == nullptr || !databases.contains(target->name))
+      continue;
+    const claim_rule rule = claim_rule_of(*target);
+    for (const auto& named : config::unmatched_table_names(s, {}, {})) {
+      const auto where = config::target_table(*target, s, named.name);
+      if (claim_key(rule, databases.at(target->name),
+                    dialects::table_ref{where.catalog, where.schema, where.name}) == claim)
+        return table_key(s.name, named.name);
+    }
+  }
+  return std::nullopt;
+}
+
+/// Why `key` is not copied onto the target table `holder` (named_first_left_out) would
+/// load first, in a run that leaves `holder`'s source out.
+std::string left_out_first_message(const config::target_config& target, const std::string& key,
+                                   const dialects::table_ref& where, const std::string& holder) {
+  const std::string holder_source = holder.substr(0, holder.find('.'));
+  return fmt::format(
+      "{} lands on target table {} of target '{}', which {} loads (of two sources, the one "
+      "listed first in flotilla.toml loads, and no table has loaded it yet); this run leaves "
+      "source '{}' out (a --filter or retry), so this one is not copied in its place (it "
+      "would take the target table over). Run without the filter to load {}, give the two "
+      "distinct target tables, or take {} out of flotilla.toml to let {} load the target "
+      "table",
+      key, display_name(where), target.name, holder, holder_source, holder, holder, key);
+}
+
 std::string absent_holder_not_pruned(const std::string& holder) {
   return fmt::format("{} loaded its target table last, and this run does not read it", holder);
 }
@@ -1702,14 +1746,29 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           // may be one it does not read. Of another source: that source is not in this
           // run (sources sharing a target schema in one run form a claim group, checked
           // in resolve_claims). Of this source: listed, but not selected.
-          else if (restricted && store != nullptr && !grouped->contains(src->name))
-            if (auto holder = standing_holder(*project, *store, *all_databases, key, ts.claim)) {
+          else if (restricted && !grouped->contains(src->name)) {
+            bool claimed = false;
+            if (store != nullptr) {
+              const auto h = store->claim_holder(ts.claim);
+              claimed = h && *h;
+            }
+            if (auto holder = store != nullptr ? standing_holder(*project, *store, *all_databases,
+                                                                 key, ts.claim)
+                                               : std::nullopt) {
               const std::string own = src->name + ".";
               if (!holder->starts_with(own) || left_out(*holder)) {
                 ts.conflict = absent_holder_message(*target, key, ts.job.target, *holder, false);
                 ts.not_pruned = absent_holder_not_pruned(*holder);  // kept only when pruning
               }
+            } else if (!claimed) {
+              if (auto first = named_first_left_out(
+                      *project, *all_databases, *src, ts.claim,
+                      [&](const config::source_config& s) {
+                        return config::source_may_match(s, filters) && takes_source(only, s.name);
+                      }))
+                ts.conflict = left_out_first_message(*target, key, ts.job.target, *first);
             }
+          }
         }
         auto& st = ts.job.settings;
         if (section) {
@@ -2255,9 +2314,12 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       grouped->insert(spec.pipelines[i].source.name);
     }
     if (!group_of.empty())
-      spec.resolve_claims = [&p, databases, store, restricted](
+      spec.resolve_claims = [&p, databases, store, restricted, filters, only = options.only](
                                 const std::vector<std::vector<actors::table_spec>*>& members,
                                 const std::vector<std::string>& sources) {
+        const auto in_run = [&](const config::source_config& s) {
+          return config::source_may_match(s, filters) && takes_source(only, s.name);
+        };
         // The table that loads a target table, as the group's members come in
         // flotilla.toml's order; `kind` says why it may be one that loads nothing here.
         enum class holder_kind { loads, missing, unread };
@@ -2341,6 +2403,20 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                     "{} comes first for its target table, and its source could not be read",
                     holder);
               continue;
+            }
+            // A table flotilla.toml names in a source listed before, which the run leaves
+            // out, when no table loaded the target table yet (named_first_left_out).
+            if (restricted) {
+              bool claimed = false;
+              if (store != nullptr) {
+                const auto h = store->claim_holder(t.claim);
+                claimed = h && *h;
+              }
+              if (!claimed)
+                if (auto first = named_first_left_out(p, databases, *src, t.claim, in_run)) {
+                  t.conflict = left_out_first_message(*target, key, t.job.target, *first);
+                  continue;
+                }
             }
             // The table that loaded this target table last, when this run does not read
             // it: its source's catalog could not be read, or the run leaves it out (its

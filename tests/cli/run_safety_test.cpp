@@ -1449,6 +1449,24 @@ TEST_CASE("a table flotilla.toml names in the first-listed source keeps its targ
     flotilla_json(w, {"run"}, &rc);
     CHECK(who() == "a,a");
   }
+  SECTION("a filtered first run that leaves a out: b.orders does not take the target table") {
+    // Else the filter run first decided which client's rows the table holds for good.
+    CHECK_THAT(refused(flotilla_json(w, {"run", "--filter", "source=b"}, &rc)),
+               Catch::Contains("which a.orders loads") &&
+                   Catch::Contains("this run leaves source 'a' out"));
+    CHECK(rc == 1);
+    CHECK(sqlite_query(w.file("wh.sqlite"),
+                       "SELECT count(*) FROM sqlite_master WHERE name = 'raw__orders'")[0][0] == "0");
+    auto plan = run_flotilla(w, {"plan", "--filter", "source=b"});
+    CHECK(plan.exit_code == 1);
+    CHECK_THAT(plan.out, Catch::Contains("this run leaves source 'a' out"));
+    CHECK(flotilla_json(w, {"run"}, &rc)["status"] == "partial");
+    CHECK(who() == "a,a");
+    // A filtered run of a alone loads as before.
+    sqlite_exec(w.file("a.db"), "INSERT INTO orders VALUES (3, 'a')");
+    CHECK(flotilla_json(w, {"run", "--filter", "source=a"}, &rc)["status"] == "success");
+    CHECK(who() == "a,a,a");
+  }
   SECTION("a's table renamed at its source: a fails FLT-R005, b.orders is refused as such") {
     REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "partial");
     REQUIRE(who() == "a,a");
