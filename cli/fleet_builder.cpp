@@ -837,11 +837,30 @@ void note_table_set(storage::state_store& store, const config::source_config& sr
   }
   if (*found && !same) {
     std::unordered_set<std::string_view> listed(names.begin(), names.end());
+    // A table flotilla.toml names that the source no longer has fails FLT-R005, which
+    // says so: a warning beside it would only repeat it, with other advice.
+    // (Names compared ignoring case, and with or without their schema, as include's
+    // names match.)
+    const auto lower = [](std::string v) {
+      for (auto& c : v)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      return v;
+    };
+    std::unordered_set<std::string> named_missing;
+    for (const auto& n : config::unmatched_table_names(src, names, {}))
+      named_missing.insert(lower(n.name));
+    const auto is_named_missing = [&](const std::string& name) {
+      const auto dot = name.rfind('.');
+      return named_missing.contains(lower(name)) ||
+             (dot != std::string::npos && named_missing.contains(lower(name.substr(dot + 1))));
+    };
     for (int i = 0; i < kept->tables_size(); ++i) {
       const auto& t = kept->tables(i);
       const std::string name = t.schema().empty() ? t.name() : t.schema() + "." + t.name();
       if (listed.contains(name))
         continue;  // still there (left out by include/exclude now: flotilla.toml's choice)
+      if (is_named_missing(name))
+        continue;
       const auto where = config::target_table(target, src, name);
       const dialects::table_ref landed{where.catalog, where.schema, where.name};
       // Only a table that loaded its target table: one that failed every run it was in

@@ -841,7 +841,9 @@ void list_tables_of_failed_sources(const config::project& project,
           target == nullptr)
         continue;
       const auto where = config::target_table(*target, *src, section.name);
-      if (target_of_name.emplace(section.name, where.name).second)
+      if (target_of_name.emplace(section.name, display_name(dialects::table_ref{
+                                                   where.catalog, where.schema, where.name}))
+              .second)
         names.push_back(section.name);
     }
     const auto chosen = config::select_tables(*src, names, filters);

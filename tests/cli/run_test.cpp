@@ -3056,6 +3056,46 @@ TEST_CASE("a source that lists no tables where an earlier run copied some fails 
   CHECK(empty["tables"].empty());
 }
 
+TEST_CASE("a section's table of a source never copied and unreadable is named where it lands") {
+  // Not by its bare name: a monitor keyed on `table` would mix it with another `orders`.
+  workdir w;
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "schema = \"raw_{source}\"\n[sources.shop]\nadapter = \"sqlite\"\n"
+                           "path = \"gone.db\"\n[sources.shop.tables.orders]\n"
+                           "cursor_column = \"id\"\n");
+  int rc = -1;
+  for (const char* verb : {"run", "plan"}) {
+    INFO(verb);
+    const auto j = flotilla_json(w, {verb}, &rc);
+    CHECK(rc == 1);
+    REQUIRE(j["tables"].size() == 1);
+    CHECK(j["tables"][0]["table"] == "raw_shop.orders");
+    CHECK(j["tables"][0]["error_code"] == "FLT-R002");
+  }
+}
+
+TEST_CASE("a table include names, gone from its source, fails FLT-R005 without a warning "
+          "beside it") {
+  workdir w;
+  sqlite_exec(w.file("s.db"), "CREATE TABLE orders (id int); CREATE TABLE audit_log (id int);"
+                              "INSERT INTO orders VALUES (1); INSERT INTO audit_log VALUES (1);");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.s]\nadapter = \"sqlite\"\npath = \"s.db\"\n"
+                           "include = [\"orders\", \"Audit_Log\"]\n");
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  sqlite_exec(w.file("s.db"), "DROP TABLE audit_log;");
+  const auto j = flotilla_json(w, {"run"}, &rc);
+  INFO(j.dump(2));
+  CHECK(rc == 1);
+  bool failed = false;
+  for (const auto& t : j["tables"])
+    if (t.value("error_code", "") == "FLT-R005")
+      failed = t["source_table"] == "Audit_Log";
+  CHECK(failed);
+  CHECK_FALSE(j.contains("source_warnings"));
+}
+
 TEST_CASE("a table said gone from its source is not listed failed when the source later "
           "cannot be read") {
   workdir w;
