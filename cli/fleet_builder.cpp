@@ -620,14 +620,21 @@ engine::drift_gate make_drift_gate(storage::state_store* store, config::drift_po
     if (*baseline)
       in.baseline = &**baseline;
     // A file's column with no value (every row empty or null) is inferred as text or json
-    // from nothing: where its baseline has another type, that type stands (docs/events.md).
-    if (in.baseline != nullptr && in.observed != nullptr && valueless) {
+    // from nothing: where its baseline has another type, that type stands; where it has
+    // none (a first run, a column new since), the column has no type yet (docs/events.md).
+    if (in.observed != nullptr && valueless) {
       std::vector<std::string> asked;
-      for (const auto& c : in.observed->columns)
-        for (const auto& b : in.baseline->columns())
-          if (b.name() == c.name && b.type() != schema::to_string(c.type) &&
-              (c.type.kind == schema::type_kind::text || c.type.kind == schema::type_kind::json))
-            asked.push_back(c.name);
+      for (const auto& c : in.observed->columns) {
+        if (c.type.kind != schema::type_kind::text && c.type.kind != schema::type_kind::json)
+          continue;
+        bool same = false;  // the baseline has it as inferred now: nothing to tell apart
+        if (in.baseline != nullptr)
+          for (const auto& b : in.baseline->columns())
+            if (b.name() == c.name && b.type() == schema::to_string(c.type))
+              same = true;
+        if (!same)
+          asked.push_back(c.name);
+      }
       if (!asked.empty()) {
         try {
           const auto empty = valueless(asked);
@@ -2608,6 +2615,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       // Seed 004: the first gated run seeds the baseline from what it observed, whether
       // or not the table then loaded; otherwise the next run would seed again, from a
       // schema that may have drifted meanwhile, and let it through unseen.
+      // (One its plan refused seeds nothing: evaluate_source_drift.)
       const auto* v = drift_verdict_of(r.outcome);
       if (v != nullptr && v->new_baseline && !r.outcome.reused_staged)
         if (auto st = store->put(v->dataset, *v->new_baseline); !st)

@@ -88,9 +88,12 @@ std::string_view to_string(change_kind k) {
 
 std::string describe(const column_change& c) {
   switch (c.kind) {
-    case change_kind::added: return fmt::format("column '{}' added {}", c.column, upper(c.to));
+    case change_kind::added:
+      return c.to.empty() ? fmt::format("column '{}' added (no values yet)", c.column)
+                          : fmt::format("column '{}' added {}", c.column, upper(c.to));
     case change_kind::removed:
-      return fmt::format("column '{}' removed (was {})", c.column, upper(c.from));
+      return c.from.empty() ? fmt::format("column '{}' removed (it had no values)", c.column)
+                            : fmt::format("column '{}' removed (was {})", c.column, upper(c.from));
     case change_kind::retyped:
       return fmt::format("column '{}' retyped {} -> {}", c.column, upper(c.from), upper(c.to));
   }
@@ -154,7 +157,8 @@ std::vector<column_change> compare_columns(const observed_columns& baseline,
     auto it = now.find(b.name());
     if (it == now.end())
       out.push_back({change_kind::removed, b.name(), b.type(), {}});
-    else if (it->second->type() != b.type())
+    // A column recorded with no values has no type yet: its first values type it.
+    else if (it->second->type() != b.type() && !b.type().empty() && !it->second->type().empty())
       out.push_back({change_kind::retyped, b.name(), b.type(), it->second->type()});
   }
   for (const auto& o : observed)
@@ -174,13 +178,17 @@ drift_verdict evaluate_source_drift(const drift_input& in) {
     return v;  // skip: nothing observed, nothing written, nothing said
 
   v.observed = in.observed != nullptr ? to_observed(*in.observed) : *in.recorded;
-  if (in.baseline != nullptr)
-    for (const auto& name : in.valueless)
-      for (auto& o : v.observed)
-        if (o.name() == name)
+  // A column with no values: its baseline type where the baseline has one; else none
+  // (an empty type), which its first values give it, never text or json from nothing.
+  for (const auto& name : in.valueless)
+    for (auto& o : v.observed)
+      if (o.name() == name) {
+        o.set_type("");
+        if (in.baseline != nullptr)
           for (const auto& b : in.baseline->columns())
             if (b.name() == name)
               o.set_type(b.type());
+      }
   v.hints_hash = in.hints_hash;
   auto baseline_now = [&] {
     storage::pb::SchemaBaseline b;
@@ -190,6 +198,14 @@ drift_verdict evaluate_source_drift(const drift_input& in) {
     b.set_recorded_at_us(in.now_us);
     return b;
   };
+  // A table its plan refuses (a column that outgrew its type, a contract it cannot meet)
+  // loads nothing: what was observed is no data a run read, and may be what the refusal
+  // is about. No baseline is taken from it; the run that loads the table seeds it.
+  if ((in.baseline == nullptr || in.baseline->hints_hash() != in.hints_hash) &&
+      !in.refusal.empty()) {
+    v.decision = drift_decision::skip;
+    return v;
+  }
   if (in.baseline == nullptr) {
     v.decision = drift_decision::seed;
     v.new_baseline = baseline_now();
@@ -204,6 +220,19 @@ drift_verdict evaluate_source_drift(const drift_input& in) {
   v.changes = compare_columns(in.baseline->columns(), v.observed);
   if (v.changes.empty()) {
     v.decision = drift_decision::unchanged;
+    // Columns the baseline has with no type (recorded with no values) that have values
+    // now: their first type goes into the baseline, silently, as a first run's would.
+    bool typed = false;
+    storage::pb::SchemaBaseline filled = *in.baseline;
+    for (auto& b : *filled.mutable_columns())
+      if (b.type().empty())
+        for (const auto& o : v.observed)
+          if (o.name() == b.name() && !o.type().empty()) {
+            b.set_type(o.type());
+            typed = true;
+          }
+    if (typed)
+      v.new_baseline = std::move(filled);
     return v;
   }
   const std::string what = describe_all(v.changes);

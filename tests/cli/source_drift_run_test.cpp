@@ -1396,3 +1396,73 @@ TEST_CASE("a file column with no value (empty, null, or a header alone) is no dr
   CHECK_THAT(plan["tables"][0]["error"].get<std::string>(),
              Catch::Contains("then `flotilla run`") && !Catch::Contains("flotilla retry"));
 }
+
+TEST_CASE("a table its plan refuses seeds no baseline: the run that loads it does") {
+  // What a refused plan observed is no data a run read: seeded, the column that outgrew
+  // its type (a double) made the corrected file (whole numbers again) drift.
+  workdir w;
+  csv_project(w, "duckdb", "wh.duckdb");
+  w.write("files/t.csv", "id,amt\n1,10\n");
+  int code = -1;
+  REQUIRE(flotilla_json(w, {"run"}, &code)["status"] == "success");
+  csv_project(w, "duckdb", "wh.duckdb", "on_source_drift = \"fail\"");
+  w.write("files/t.csv", "id,amt\n1,10.5\n");
+  auto refused = flotilla_json(w, {"run"}, &code);
+  INFO(refused.dump(2));
+  CHECK(code == 1);
+  REQUIRE(refused["tables"].size() == 1);
+  CHECK(refused["tables"][0]["error_code"] == "FLT-S005");
+  w.write("files/t.csv", "id,amt\n1,10\n2,11\n");
+  auto fixed = flotilla_json(w, {"run"}, &code);
+  INFO(fixed.dump(2));
+  CHECK(code == 0);
+  CHECK(fixed["status"] == "success");
+  // Seeded by that run: a double now is drift against BIGINT.
+  w.write("files/t.csv", "id,amt\n1,10\n2,11.5\n");
+  auto drifted = flotilla_json(w, {"run"}, &code);
+  REQUIRE(drifted["tables"].size() == 1);
+  CHECK_THAT(drifted["tables"][0]["error"].get<std::string>(),
+             Catch::Contains("column 'amt' retyped BIGINT -> DOUBLE"));
+}
+
+TEST_CASE("a file column with no values yet has no type in the baseline: its first values "
+          "type it, never text or json from nothing") {
+  workdir w;
+  csv_project(w, "duckdb", "wh.duckdb", "on_source_drift = \"fail\"");
+  int code = -1;
+  SECTION("empty from the first run, a header alone too") {
+    const std::string first = GENERATE(std::string("id,qty\n1,\n2,\n"), std::string("id,qty\n"));
+    w.write("files/t.csv", first);
+    REQUIRE(flotilla_json(w, {"run"}, &code)["status"] == "success");
+    w.write("files/t.csv", "id,qty\n1,3\n2,4\n");
+    auto run = flotilla_json(w, {"run"}, &code);
+    INFO(run.dump(2));
+    CHECK(code == 0);
+    CHECK(run["source_drift"]["tables_drifted"] == 0);
+  }
+  SECTION("added empty later: drift said as such; accepted, its first values pass, then "
+          "another type is drift against them") {
+    w.write("files/t.csv", "id,amt\n1,10\n");
+    REQUIRE(flotilla_json(w, {"run"}, &code)["status"] == "success");
+    w.write("files/t.csv", "id,amt,qty\n1,10,\n");
+    auto added = flotilla_json(w, {"run"}, &code);
+    REQUIRE(added["tables"].size() == 1);
+    CHECK_THAT(added["tables"][0]["error"].get<std::string>(),
+               Catch::Contains("column 'qty' added (no values yet)"));
+    auto accept = run_flotilla(w, {"schema", "accept"});
+    CHECK(accept.exit_code == 0);
+    CHECK_THAT(accept.out, Catch::Contains("column 'qty' added (no values yet)"));
+    REQUIRE(flotilla_json(w, {"retry"}, &code)["status"] == "success");
+    w.write("files/t.csv", "id,amt,qty\n1,10,3\n");
+    auto typed = flotilla_json(w, {"run"}, &code);
+    INFO(typed.dump(2));
+    CHECK(code == 0);
+    CHECK(typed["source_drift"]["tables_drifted"] == 0);
+    w.write("files/t.csv", "id,amt,qty\n1,10,x\n");
+    auto text = flotilla_json(w, {"run"}, &code);
+    CHECK(code == 1);
+    REQUIRE(text["tables"].size() == 1);
+    CHECK_THAT(text["tables"][0]["error"].get<std::string>(),
+               Catch::Contains("column 'qty' retyped BIGINT -> TEXT"));
+  }
+}
