@@ -2152,6 +2152,15 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                   "its staged data was read under other settings than flotilla.toml's now (its "
                   "cursor_column, auto_widen or declared columns): it is read from the source "
                   "again");
+            else if (reuse_staged && state->staged->target() != target->name)
+              ts.job.warnings.push_back(fmt::format(
+                  "its staged data was read for target '{}', and the table loads into '{}' "
+                  "now: it is read from the source again",
+                  state->staged->target(), target->name));
+            else if (reuse_staged && !std::filesystem::exists(ts.staged_path))
+              ts.job.warnings.push_back(fmt::format(
+                  "its staged data ({}) is gone: it is read from the source again",
+                  ts.staged_path));
             // Nor for a table taking over another's target table: it reads every row.
             if (reuse_staged && same_read && !ts.job.settings.foreign_rows &&
                 state->staged->target() == target->name &&

@@ -1466,3 +1466,42 @@ TEST_CASE("a file column with no values yet has no type in the baseline: its fir
                Catch::Contains("column 'qty' retyped BIGINT -> TEXT"));
   }
 }
+
+TEST_CASE("retry reads the source again, and says so, when the table's target changed or its "
+          "staged file is gone") {
+  shop s("fail");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "success");
+  s.source("ALTER TABLE orders ADD COLUMN note TEXT; INSERT INTO orders VALUES (3, 30, 'n')");
+  REQUIRE(flotilla_json(s.w, {"run"})["status"] == "partial");
+  REQUIRE(run_flotilla(s.w, {"schema", "accept"}).exit_code == 0);
+  s.source("INSERT INTO orders VALUES (4, 40, 'after')");
+  std::string expected;
+  SECTION("another target") {
+    s.w.write("flotilla.toml",
+              "[project]\nname = \"acme\"\non_source_drift = \"fail\"\n\n"
+              "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\nschema = \"raw\"\n\n"
+              "[targets.wh2]\ndialect = \"duckdb\"\npath = \"wh2.duckdb\"\nschema = \"raw\"\n\n"
+              "[sources.shop]\nadapter = \"sqlite\"\npath = \"shop.db\"\ntarget = \"wh2\"\n"
+              "include = [\"*\"]\n");
+    expected = "its staged data was read for target 'wh', and the table loads into 'wh2' now: "
+               "it is read from the source again";
+  }
+  SECTION("the staged file removed") {
+    for (const auto& e : std::filesystem::recursive_directory_iterator(s.w.path() / ".flotilla" /
+                                                                        "staged"))
+      if (e.is_regular_file())
+        std::filesystem::remove(e.path());
+    expected = "is gone: it is read from the source again";
+  }
+  int code = -1;
+  auto retry = flotilla_json(s.w, {"retry"}, &code);
+  INFO(retry.dump(2));
+  CHECK(code == 0);
+  const auto* orders = find_table(retry, "raw.orders");
+  REQUIRE(orders != nullptr);
+  CHECK((*orders)["status"] == "copied");
+  CHECK((*orders)["rows"] == 4);  // read again: the row inserted since is there
+  CHECK_FALSE(orders->contains("reused_staged"));
+  REQUIRE(orders->contains("warnings"));
+  CHECK_THAT((*orders)["warnings"].dump(), Catch::Contains(expected));
+}
