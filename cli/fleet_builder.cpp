@@ -1116,6 +1116,24 @@ std::string absent_holder_message(const config::target_config& target, const std
 
 }  // namespace
 
+void drop_unselected_staged(const config::project& p, storage::state_store& store) {
+  auto entries = store.list<storage::pb::StagedEntry>();
+  if (!entries)
+    return;  // unreadable: keep everything
+  for (const auto& e : *entries) {
+    // The source whose name, and a dot, begin the key: the longest, as names may hold dots.
+    const config::source_config* src = nullptr;
+    for (const auto& s : p.sources)
+      if (e.key.starts_with(s.name + ".") && (src == nullptr || s.name.size() > src->name.size()))
+        src = &s;
+    const bool selected =
+        src != nullptr &&
+        !config::select_table_indices(*src, {e.key.substr(src->name.size() + 1)}, {}).empty();
+    if (!selected)
+      (void)store.remove<storage::pb::StagedEntry>(e.key);  // its file goes next
+  }
+}
+
 void remove_orphan_staged(const config::project& p, const storage::state_store& store) {
   namespace fs = std::filesystem;
   std::error_code ec;

@@ -126,15 +126,18 @@ void remove_altered_notes(storage::state_store& store, std::string_view run_id);
 /// A new run id: "20261130T180102Z-3fa2".
 [[nodiscard]] std::string new_run_id();
 
-/// Opens (creating) the project's state store, printing the error on failure.
-/// Removes the staged files no StagedEntry keeps: those of runs killed while they staged
-/// (a kill -9 leaves each gated table's file), with their emptied run directories. Call
-/// it holding the store (its lock keeps other runs out).
 /// Hash of the settings a table's copy runs under (ChangeMarker.settings): its target and
 /// target table, declared columns, cursor, key and policies. Pruning needs it unchanged.
 [[nodiscard]] std::string settings_hash(const config::target_config& target,
                                         const engine::table_job& job);
 
+/// Staged data of a table flotilla.toml no longer selects (its source taken out, or an
+/// exclude leaving it out): no retry can load it, so a run forgets it and its file goes.
+void drop_unselected_staged(const config::project& p, storage::state_store& store);
+
+/// Removes the staged files no StagedEntry keeps: those of runs killed while they staged
+/// (a kill -9 leaves each gated table's file), with their emptied run directories. Call
+/// it holding the store (its lock keeps other runs out).
 void remove_orphan_staged(const config::project& p, const storage::state_store& store);
 
 /// Whether the state store `dir` exists, or may (its directory cannot be looked into: the

@@ -916,6 +916,8 @@ int execute_run(const global_options& g, const run_request& a) {
   auto store = open_state(*project, true);
   if (!store)
     return 2;
+  if (a.only.empty())  // a run, not a retry
+    drop_unselected_staged(*project, *store);
   remove_orphan_staged(*project, *store);
   const std::string run_id = new_run_id();
   const std::int64_t started = now_us();
