@@ -1128,6 +1128,7 @@ class source_stream {
             "`flotilla stream --reload` to copy every table again",
             src_.name, slot_, (*saved)->position(), code_slot_lost));
       note_gone_tables();
+      forget_left_out_tables();
     }
     lsn_t start_at = 0;
     replication_ = std::make_unique<replication_connection>(src_.dsn, src_.name);
@@ -1171,6 +1172,34 @@ class source_stream {
           gone_relids_[c.record.relid()] = name;
         gone_.insert(std::move(name));
       }
+    }
+  }
+
+  /// A table the stream captured before that the source still has and flotilla.toml (or
+  /// --filter) no longer selects: its changes from now on pass by uncaptured while the
+  /// slot moves on, so its position is forgotten. Taken back in, it is then a table the
+  /// stream did not capture (a notice, and `--reload` copies it), not one resumed from a
+  /// position whose later changes are gone.
+  void forget_left_out_tables() {
+    const std::string prefix = pos_prefix_ + src_.name + ".";
+    auto captured = o_.store->list<pb::CdcPosition>(prefix);
+    if (!captured)
+      throw std::runtime_error(captured.error().message);
+    for (const auto& c : *captured) {
+      const std::string name = c.key.substr(prefix.size());
+      if (c.record.slot() != slot_ || !on_source_.contains(name) || by_name_.contains(name))
+        continue;
+      check(o_.store->remove<pb::CdcPosition>(c.key));
+      static std::mutex said_mu;
+      static std::set<std::string> said;
+      std::lock_guard lock(said_mu);
+      if (said.insert(src_.name + "." + name).second)
+        std::fprintf(stderr,
+                     "notice: source '%s': table '%s' is no longer selected (include, exclude "
+                     "or --filter): it is not captured, and its target table stays as last "
+                     "copied; taking it back in needs `flotilla stream --reload`, which copies "
+                     "every table again\n",
+                     src_.name.c_str(), name.c_str());
     }
   }
 

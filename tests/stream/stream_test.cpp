@@ -2028,3 +2028,47 @@ TEST_CASE("a decimal column given a numeric without precision is held, and once 
     CHECK((*r)[0][0] == "1234567890123456789012345678901234567890.125");
   }
 }
+
+TEST_CASE("a table left out of the stream and taken back in is not resumed past the changes "
+          "it missed", "[stream]") {
+  // Its old position resumed it silently: a row deleted and one inserted while it was out
+  // never reached the target, and a column added meanwhile stopped the stream as a gap.
+  fixture f;
+  make_orders(f, "orders", 2);
+  make_orders(f, "items", 2);
+  const std::string toml = f.dir() + "/flotilla.toml";
+  std::string text;
+  {
+    std::ifstream in(toml);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  {
+    stream_process p(f);
+    REQUIRE(eventually([&] { return count(f.target(), "st_shop.items") == "2"; }, 60s));
+    REQUIRE(p.stop() == 0);
+  }
+  std::ofstream(toml) << text << "exclude = [\"public.items\"]\n";
+  {
+    stream_process p(f);
+    pg_exec(f.source(), "DELETE FROM items WHERE id = 1; INSERT INTO items VALUES (8, 'out', 8)");
+    pg_exec(f.source(), "INSERT INTO orders VALUES (3, 'in', 3)");
+    REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "3"; }, 60s));
+    CHECK(p.stop() == 0);
+    INFO(p.err());
+    CHECK_THAT(p.err(), Catch::Contains("table 'public.items' is no longer selected"));
+  }
+  std::ofstream(toml) << text;
+  {
+    stream_process p(f);
+    pg_exec(f.source(), "INSERT INTO orders VALUES (4, 'in', 4)");
+    REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "4"; }, 60s));
+    CHECK(p.stop() == 0);
+    INFO(p.err());
+    CHECK_THAT(p.err(), Catch::Contains("table 'public.items' was not captured") &&
+                            Catch::Contains("--reload"));
+  }
+  // The reload copies it as the source has it.
+  stream_process p(f, {"--reload"});
+  CHECK(eventually([&] { return same_orders(f, "items"); }, 60s));
+  CHECK(p.stop() == 0);
+}
