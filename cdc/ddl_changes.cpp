@@ -128,6 +128,49 @@ std::optional<int> fractional_digits(const std::string& type) {
   return p;
 }
 
+/// Why PostgreSQL's change of a column from `before` to `after` (as format_type() names
+/// them) rewrites its stored values into other text, where it does; empty otherwise.
+/// The changes the stream follows (a longer varchar, a larger integer, a decimal's
+/// precision) keep each value as it was.
+std::string rewritten_values(const std::string& before, const std::string& after) {
+  const auto is_char = [](const std::string& t) {
+    return t == "character" || t.starts_with("character(") || t == "bpchar";
+  };
+  if (is_char(before) != is_char(after) || (is_char(before) && before != after)) {
+    if (is_char(after))
+      return fmt::format("PostgreSQL pads every stored value to {}'s length with spaces",
+                         after);
+    return "PostgreSQL dropped the trailing spaces of every stored value, which character(n) "
+           "pads with";
+  }
+  // An interval restricted to some fields (interval year to month, interval day): the
+  // other fields of every stored value are dropped. One that restricts none drops nothing.
+  const auto fields = [](const std::string& t) -> std::string {
+    if (!t.starts_with("interval"))
+      return {};
+    std::string rest = t.substr(8);
+    if (const auto p = rest.find('('); p != std::string::npos)
+      rest.erase(p, rest.find(')', p) == std::string::npos ? std::string::npos
+                                                           : rest.find(')', p) - p + 1);
+    while (!rest.empty() && rest.front() == ' ')
+      rest.erase(0, 1);
+    while (!rest.empty() && rest.back() == ' ')
+      rest.pop_back();
+    return rest;
+  };
+  if (before.starts_with("interval") && after.starts_with("interval") && !fields(after).empty() &&
+      fields(after) != fields(before))
+    return fmt::format("PostgreSQL dropped from every stored value the fields {} does not "
+                       "keep",
+                       after);
+  if (before == "inet" && after == "cidr")
+    return "PostgreSQL wrote every stored address as a network (10.0.0.1 as 10.0.0.1/32)";
+  if (before == "json" && after == "jsonb")
+    return "PostgreSQL rewrote every stored document as jsonb keeps it (spacing, key order, "
+           "duplicate keys dropped)";
+  return {};
+}
+
 }  // namespace
 
 std::vector<source_change> to_source_changes(const std::string& table,
@@ -165,6 +208,7 @@ std::vector<source_change> to_source_changes(const std::string& table,
           const auto was = fractional_digits(d.before->type), now = fractional_digits(d.after->type);
           retype.rounds = was && now && *now < *was &&
                           time_family(d.before->type) == time_family(d.after->type);
+          retype.rewrites = rewritten_values(d.before->type, d.after->type);
         }
         add(std::move(retype));
         break;

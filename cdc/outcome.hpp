@@ -91,6 +91,10 @@ struct alter_type {
   /// source rounds every stored value, and the rounded values are not in the change
   /// stream.
   bool rounds = false;
+  /// Another change PostgreSQL makes by rewriting every stored value into a new text
+  /// (char(n) padding, an interval's fields, inet to cidr, json to jsonb): why, or empty.
+  /// The rewritten values are not in the change stream either.
+  std::string rewrites = {};
 };
 /// ALTER COLUMN ... SET NOT NULL (nullable = false) or DROP NOT NULL (nullable = true).
 struct set_nullability {

@@ -837,6 +837,51 @@ TEST_CASE("fewer fractional-second digits on a time, timestamp or interval colum
   }
 }
 
+TEST_CASE("a type change PostgreSQL makes by rewriting every value into other text stops the "
+          "stream; one that keeps every value goes on") {
+  ddl_event e;
+  e.command_tag = "ALTER TABLE";
+  e.object_type = "table";
+  e.schema = "public";
+  e.table = "tp";
+  struct row {
+    std::string before, after, says;  // says: empty when it goes on
+  };
+  for (const auto& [before, after, says] : std::vector<row>{
+           {"character(5)", "character(8)", "pads every stored value"},
+           {"character(8)", "character varying(10)", "trailing spaces"},
+           {"character(8)", "text", "trailing spaces"},
+           {"character varying(8)", "character(8)", "pads every stored value"},
+           {"interval", "interval year to month", "fields interval year to month"},
+           {"interval", "interval day to second", "fields"},
+           {"inet", "cidr", "as a network"},
+           {"json", "jsonb", "as jsonb keeps it"},
+           {"interval year to month", "interval", ""},
+           {"character varying(5)", "character varying(8)", ""},
+           {"jsonb", "json", ""},
+           {"cidr", "inet", ""},
+       }) {
+    INFO(before << " -> " << after);
+    e.columns = {src("id", 1, "integer", true), src("t", 2, after)};
+    const std::vector<source_column> was{src("id", 1, "integer", true), src("t", 2, before)};
+    const auto changes = to_source_changes("public.tp", was, e, "0/16B3748");
+    REQUIRE(changes.size() == 1);
+    REQUIRE(std::holds_alternative<alter_type>(changes[0].change));
+    captured_table t{"shop", "public.tp", {column("id", "int", false, true), column("t", "text")}};
+    t.columns[1].type = flotilla::sources::map_postgres_type(before);
+    for (auto k : {pg, duck, kafka}) {
+      const auto o = decide(changes[0].change, k, t);
+      if (!says.empty()) {
+        const auto s = as_stopped(o);
+        CHECK(s.code == "FLT-H002");
+        CHECK_THAT(s.reason, Catch::Contains(says) && Catch::Contains("not in the change stream"));
+      } else {
+        CHECK_FALSE(std::holds_alternative<stopped>(o));
+      }
+    }
+  }
+}
+
 TEST_CASE("a decimal given a numeric without precision is held with the column as text "
           "proposed, not stopped; an event target carries it as text") {
   const alter_type c{"total", flotilla::sources::map_postgres_type("numeric"), "numeric",
