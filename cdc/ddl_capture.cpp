@@ -86,6 +86,26 @@ BEGIN
     END LOOP;
     RETURN;
   END IF;
+  -- A value of an enum renamed: every stored value of it reads as the new name, in no
+  -- change event. Logged for each table with a column of it (or of an array or a domain
+  -- over it), for the stream to stop there.
+  IF TG_TAG = 'ALTER TYPE' AND current_query() ~* 'RENAME[[:space:]]+VALUE' THEN
+    FOR r IN SELECT * FROM pg_catalog.pg_event_trigger_ddl_commands()
+              WHERE object_type = 'type' LOOP
+      INSERT INTO _flotilla.ddl_log (command_tag, object_type, object_identity, relid,
+                                     schema_name, table_name, ddl, dropped, columns)
+      SELECT TG_TAG, 'type', r.object_identity, c.oid, n.nspname, c.relname,
+             current_query(), false, {}
+        FROM pg_catalog.pg_class c
+        JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+       WHERE c.relkind IN ('r', 'p') AND n.nspname <> '_flotilla'
+         AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+                       JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+                      WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+                        AND (a.atttypid = r.objid OR t.typelem = r.objid
+                             OR t.typbasetype = r.objid));
+    END LOOP;
+  END IF;
   FOR r IN SELECT * FROM pg_catalog.pg_event_trigger_ddl_commands()
             WHERE object_type IN ('table', 'table column', 'index') LOOP
     IF r.object_type = 'index' THEN
@@ -106,7 +126,7 @@ BEGIN
   END LOOP;
 END
 $fn$)sql",
-                            columns_expr));
+                            columns_expr, columns_expr));
   // The version stamp tells a current capture from an older one (ddl_capture_state_sql).
   out.push_back(fmt::format("COMMENT ON FUNCTION _flotilla.capture_ddl() IS '{}'",
                             capture_version));

@@ -21,7 +21,7 @@ inline constexpr std::string_view ddl_log_table = "ddl_log";
 
 /// Stamped on the trigger function (COMMENT ON FUNCTION): a capture installed by another
 /// version is installed again.
-inline constexpr std::string_view capture_version = "flotilla ddl capture 6";
+inline constexpr std::string_view capture_version = "flotilla ddl capture 7";
 
 /// Statements that create (or refresh) the log table, the trigger function and the two
 /// event triggers (ddl_command_end and sql_drop). Needs a superuser on the source. The

@@ -182,6 +182,34 @@ std::vector<source_change> to_source_changes(const std::string& table,
     add(drop_table{});
     return out;
   }
+  if (event.object_type == "type") {
+    // A value of an enum renamed (ddl_capture): each column of it, or of an array or a
+    // domain over it, now reads every stored value so, in no change event.
+    const auto dot = event.object_identity.rfind('.');
+    const std::string bare =
+        dot == std::string::npos ? event.object_identity : event.object_identity.substr(dot + 1);
+    const auto of_type = [&](std::string t) {
+      if (t.ends_with("[]"))
+        t.resize(t.size() - 2);
+      if (t.size() > 1 && t.front() == '"' && t.back() == '"')
+        t = t.substr(1, t.size() - 2);
+      return t == bare || t == event.object_identity || t.ends_with("." + bare);
+    };
+    std::vector<const source_column*> hit;
+    for (const auto& c : before)
+      if (of_type(c.type))
+        hit.push_back(&c);
+    if (hit.empty() && !before.empty())
+      hit.push_back(&before.front());  // a domain over it: the table is named, not the column
+    for (const auto* c : hit) {
+      alter_type retype{c->name, sources::map_postgres_type(c->type), c->type, c->type};
+      retype.rewrites = fmt::format("a value of enum type {} was renamed, so every stored value "
+                                    "of it reads as the new name",
+                                    event.object_identity);
+      add(std::move(retype));
+    }
+    return out;
+  }
   if (event.schema + "." + event.table != table) {
     add(rename_table{event.schema + "." + event.table});
     return out;

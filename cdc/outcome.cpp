@@ -548,13 +548,18 @@ outcome decider::on(const alter_type& c) const {
                     "the change stream, so the target would keep the old ones",
                     c.column, c.from_source.empty() ? type_text(col->type) : c.from_source,
                     c.to_source.empty() ? type_text(c.to) : c.to_source));
-  if (!c.rewrites.empty())
+  if (!c.rewrites.empty()) {
+    const std::string from = c.from_source.empty() ? type_text(col->type) : c.from_source;
+    const std::string to = c.to_source.empty() ? type_text(c.to) : c.to_source;
     return reload_stop(
         code_type_change,
-        fmt::format("column '{}' changed type {} -> {}: {}, and the rewritten values are not in "
-                    "the change stream, so the target would keep the old ones",
-                    c.column, c.from_source.empty() ? type_text(col->type) : c.from_source,
-                    c.to_source.empty() ? type_text(c.to) : c.to_source, c.rewrites));
+        fmt::format("column '{}' {}: {}, and the rewritten values are not in the change stream, "
+                    "so the target would keep the old ones",
+                    c.column,
+                    from == to ? fmt::format("(type {})", from)
+                               : fmt::format("changed type {} -> {}", from, to),
+                    c.rewrites));
+  }
   if (cls == type_change::same)
     return apply({}, fmt::format("nothing to apply: column {} keeps type {}", c.column,
                                  type_text(c.to)));

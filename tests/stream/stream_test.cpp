@@ -2072,3 +2072,23 @@ TEST_CASE("a table left out of the stream and taken back in is not resumed past 
   CHECK(eventually([&] { return same_orders(f, "items"); }, 60s));
   CHECK(p.stop() == 0);
 }
+
+TEST_CASE("a renamed enum value stops the stream before it: every stored value changed, in no "
+          "change event", "[stream]") {
+  fixture f;
+  pg_exec(f.source(), "CREATE TYPE mood AS ENUM ('sad', 'ok'); CREATE TABLE feel (id int "
+                      "PRIMARY KEY, m mood); INSERT INTO feel VALUES (1, 'sad'), (2, 'ok')");
+  stream_process p(f);
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.feel") == "2"; }, 60s));
+  pg_exec(f.source(), "INSERT INTO feel VALUES (3, 'sad')");
+  pg_exec(f.source(), "ALTER TYPE mood RENAME VALUE 'sad' TO 'unhappy'");
+  pg_exec(f.source(), "INSERT INTO feel VALUES (4, 'unhappy')");
+  CHECK(p.wait(60s) == 1);
+  INFO(p.err());
+  CHECK_THAT(p.err(), Catch::Contains("FLT-H002") &&
+                          Catch::Contains("a value of enum type public.mood was renamed") &&
+                          Catch::Contains("--reload"));
+  // Stopped before the change: the row before it arrived, the one after did not.
+  CHECK(pg_query(f.target(), "SELECT id, m::text FROM st_shop.feel ORDER BY id") ==
+        rows{{"1", "sad"}, {"2", "ok"}, {"3", "sad"}});
+}
