@@ -113,6 +113,10 @@ std::optional<opened_store> open_store(const config::project& p, std::string& pr
 }
 
 std::uint64_t kept_count(const storage::state_store& store, const review& r) {
+  // The changes kept are the table's, and belong to its open review: a closed one of the
+  // same table keeps none.
+  if (!cdc::is_open(r.hold.state()))
+    return 0;
   auto n = store.held_change_count(r.hold.target(), r.hold.table());
   return n ? *n : 0;
 }

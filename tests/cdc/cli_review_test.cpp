@@ -467,6 +467,11 @@ TEST_CASE("review show says a removed review was superseded by a reload") {
   auto j = parse(run_cli(p.dir, {"review", "show", "wh", p.rename_table, "--output", "json"}));
   CHECK(j["state"] == "removed");
   CHECK(j["superseded_by_reload"] == true);
+  // A closed review keeps no changes: those the table has are an open review's.
+  CHECK(j["kept_changes"] == 0);
+  for (const auto& r : parse(run_cli(p.dir, {"review", "list", "--output", "json"}))["reviews"])
+    if (r["table"] == p.rename_table)
+      CHECK(r["kept_changes"] == 0);
   auto text = run_cli(p.dir, {"review", "show", "wh", p.rename_table});
   CHECK_THAT(text.out, Catch::Contains("State:  removed from pipeline, superseded by `flotilla "
                                        "stream --reload`"));
