@@ -2981,6 +2981,26 @@ class source_stream {
       // follows (the table stays held), not a restart.
       if (b.end_lsn == 0)
         throw std::runtime_error(fmt::format("target '{}' refused them: {}", tgt_name_, why));
+      // A target table gone (dropped by hand): every start would fail the same way.
+      for (const auto& [key, steps] : b.steps) {
+        const table_slot* t = find_key(key);
+        if (t == nullptr)
+          continue;
+        bool gone = false;
+        try {
+          gone = !target_->describe(t->target).has_value();
+        } catch (const std::exception&) {
+          // Not known: the refusal is said as it is.
+        }
+        if (gone)
+          throw std::runtime_error(fmt::format(
+              "source '{}': target table {} of {} on target '{}' does not exist (dropped by "
+              "hand?) [{}]; nothing of the changes up to source position {} was applied. Run "
+              "`flotilla stream --reload` to copy every table again, or create the table "
+              "again as it was and start the stream",
+              src_.name, d.qualified(t->target), t->name, tgt_name_, code_target_shape,
+              format_lsn(b.end_lsn)));
+      }
       // A value the target's column cannot hold (a numeric NaN in a DuckDB DECIMAL, a
       // NUL escape in a jsonb): retried as it is, it fails again.
       const bool value_refused = why.find("Conversion Error") != std::string::npos ||

@@ -2092,3 +2092,18 @@ TEST_CASE("a renamed enum value stops the stream before it: every stored value c
   CHECK(pg_query(f.target(), "SELECT id, m::text FROM st_shop.feel ORDER BY id") ==
         rows{{"1", "sad"}, {"2", "ok"}, {"3", "sad"}});
 }
+
+TEST_CASE("a target table dropped by hand stops the stream with FLT-H008 and what to do",
+          "[stream]") {
+  fixture f;
+  make_orders(f, "orders", 2);
+  stream_process p(f);
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "2"; }, 60s));
+  pg_exec(f.target(), "DROP TABLE st_shop.orders");
+  pg_exec(f.source(), "INSERT INTO orders VALUES (3, 'after', 3)");
+  CHECK(p.wait(60s) == 1);
+  INFO(p.err());
+  CHECK_THAT(p.err(), Catch::Contains("target table \"st_shop\".\"orders\"") &&
+                          Catch::Contains("does not exist") && Catch::Contains("FLT-H008") &&
+                          Catch::Contains("flotilla stream --reload"));
+}
