@@ -383,6 +383,7 @@ outcome decide_ddl(const std::string& source, const std::string& table,
       if (!a.note.empty())
         all.note += (all.note.empty() ? "" : "; ") + a.note;
       others.push_back(source_change_text(current, change));
+      all.said.push_back(a.note.empty() ? others.back() : others.back() + ": " + a.note);
     }
     current = apply_change(current, change.change);
   }

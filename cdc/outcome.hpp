@@ -198,6 +198,10 @@ struct applied {
   std::string note;
   /// Event targets: publish a truncate event keyed by this (the table name).
   std::optional<std::string> truncate_event_key;
+  /// Each source change carried out, with what it does on the target ("public.orders:
+  /// column note dropped (source LSN 0/16B3748): the values of column note are dropped on
+  /// the target"), for the stream to say once it committed. Set by decide_ddl.
+  std::vector<std::string> said = {};
 };
 
 /// The table is held on this target at the change. `hold` is the draft of the review

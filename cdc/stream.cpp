@@ -212,6 +212,8 @@ struct batch {
   /// `changes` by table name: counted in a table's summary once the batch commits.
   std::map<std::string, std::uint64_t> table_changes;
   std::uint64_t transactions = 0;
+  /// Schema changes carried out in this batch, said on stderr once it committed.
+  std::vector<std::string> schema_changes;
   [[nodiscard]] bool empty() const { return transactions == 0 && steps.empty() && positions.empty(); }
 
   /// Adds another table's part; the events are put back in source order by sort_events().
@@ -235,6 +237,8 @@ struct batch {
     changes += part.changes;
     for (const auto& [name, n] : part.table_changes)
       table_changes[name] += n;
+    for (auto& said : part.schema_changes)
+      schema_changes.push_back(std::move(said));
   }
 
   void sort_events() {
@@ -572,6 +576,8 @@ class table_logic {
       t.columns = e.columns;
       t.layout = layout_of(t.columns);
       add_table_event(b, t, "schema_change", at, ddl_statements(e.ddl), "applied");
+      for (const auto& said : a->said)
+        b.schema_changes.push_back(fmt::format("schema change on target '{}': {}", cx_.target, said));
     }
     return o;
   }
@@ -3033,6 +3039,8 @@ class source_stream {
       throw stop_error(b.stop);
     write_holds(b, true);
     commit_batch(b);
+    for (const auto& said : b.schema_changes)
+      std::fprintf(stderr, "%s\n", said.c_str());
     for (const auto& [name, p] : b.positions)
       if (auto it = by_name_.find(name); it != by_name_.end()) {
         const auto counted = b.table_changes.find(name);

@@ -274,6 +274,11 @@ TEST_CASE("an added nullable column reaches the target in order with the rows", 
                            {"4", "NULL", "7"}, {"5", "shipped", "7"}, {"6", "new", "3"}};
   }));
   CHECK(p.stop() == 0);
+  // Each change carried out is said, with what it did on the target.
+  INFO(p.err());
+  CHECK_THAT(p.err(), Catch::Contains("schema change on target 'wh': public.orders: column "
+                                      "status added") &&
+                          Catch::Contains("existing rows get the default 7 in column qty"));
 }
 
 TEST_CASE("a column added with a date default gives the rows before it that date, whatever "
