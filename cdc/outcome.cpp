@@ -575,9 +575,14 @@ outcome decider::on(const alter_type& c) const {
     const std::string text_type = d_->physical_type(schema::portable_type::of(schema::type_kind::text));
     return hold(
         "alter_type",
-        fmt::format("{}: {} has no decimal without a precision that keeps every value "
-                    "exactly, so the change is not made by itself",
-                    change_words, engine_name(target_.kind)),
+        target_.kind == target_kind::postgres
+            ? fmt::format("{}: the stream carries a numeric without precision as text (its "
+                          "types have none without a precision), so the target column would "
+                          "become text where it held numbers; that is not done by itself",
+                          change_words)
+            : fmt::format("{}: {} has no decimal without a precision that keeps every value "
+                          "exactly, so the change is not made by itself",
+                          change_words, engine_name(target_.kind)),
         join_ddl({fmt::format("-- {} keeps every value of a numeric without precision only as "
                               "text: the column becomes text, each value as PostgreSQL writes "
                               "it (10.50).",
@@ -880,10 +885,17 @@ std::string describe(const captured_table& before, const change_kind& change) {
       return fmt::format("column {} renamed to {}", c.from, c.to);
     }
     std::string operator()(const alter_type& c) const {
+      // As the source names the types, where known (numeric, not the text it is carried as).
       const auto* col = t.find(c.column);
-      return col ? fmt::format("column {} changed type {} -> {}", c.column, type_text(col->type),
-                               type_text(c.to))
-                 : fmt::format("column {} changed type to {}", c.column, type_text(c.to));
+      const std::string to = c.to_source.empty() ? type_text(c.to) : c.to_source;
+      if (col && !c.from_source.empty() && c.from_source == c.to_source)
+        return fmt::format("column {} (type {}) rewritten", c.column, c.from_source);
+      return col ? fmt::format("column {} changed type {} -> {}", c.column,
+                               c.from_source.empty() || c.to_source.empty() ? type_text(col->type)
+                                                                            : c.from_source,
+                               c.from_source.empty() || c.to_source.empty() ? type_text(c.to)
+                                                                            : to)
+                 : fmt::format("column {} changed type to {}", c.column, to);
     }
     std::string operator()(const set_nullability& c) const {
       return fmt::format("column {} {}", c.column, c.nullable ? "dropped NOT NULL" : "set NOT NULL");
