@@ -1657,8 +1657,21 @@ class source_stream {
     // Every table locked against DDL until the copy commits, as pg_dump does: a later
     // ALTER waits and then arrives in the stream, instead of breaking the copy of a
     // table not copied yet (its columns are read from the current catalog).
-    if (!captured.empty())
-      copy.exec(fmt::format("LOCK TABLE {} IN ACCESS SHARE MODE", captured));
+    if (!captured.empty()) {
+      try {
+        copy.exec(fmt::format("LOCK TABLE {} IN ACCESS SHARE MODE", captured));
+      } catch (const std::exception& e) {
+        // A table renamed, moved or dropped between the catalog's reading and the lock:
+        // nothing is saved yet, and the next start reads the catalog afresh.
+        if (std::string_view(e.what()).find("does not exist") == std::string_view::npos)
+          throw;
+        throw std::runtime_error(fmt::format(
+            "source '{}': a table was renamed, moved to another schema or dropped while the "
+            "stream set up its copy ({}); nothing was saved: start the stream again, which "
+            "reads the source's tables afresh",
+            src_.name, e.what()));
+      }
+    }
     // A table rewritten (ALTER ... TYPE, VACUUM FULL, CLUSTER) between the slot's
     // snapshot and the lock shows the snapshot none of its rows: PostgreSQL's rewrites
     // are not MVCC-safe. Its catalog row as of the snapshot then names another file than

@@ -667,14 +667,17 @@ int do_review(const global_options& g, const review_args& a) {
         // A resync it had started (waiting for its slot, or copying) is interrupted: the
         // next start says so, and the resync is decided again.
         if (!stream_runs && stream_work_left(r->after) &&
-            r->after->note.resync == cdc::resync_state::running)
-          fmt::print(stderr,
-                     "note: the stream stopped while the resync {} waited for its slot or "
-                     "copied the table: the copy did not commit, and the target table is as "
-                     "it was. The next `flotilla stream` (or `flotilla review list`) marks it "
-                     "interrupted; then decide again: flotilla review resync {}\n",
-                     r->after->note.resync_operation, r->after->short_id());
-        else if (!stream_runs && stream_work_left(r->after))
+            r->after->note.resync == cdc::resync_state::running) {
+          // Not carried out: the outcome says so (exit 1), as an apply cut short does.
+          r->status = cdc::decision_result::outcome::failed;
+          r->code = std::string(cdc::code_decision_failed);
+          r->message = fmt::format(
+              "the stream stopped while the resync {} waited for its slot or copied the "
+              "table: the copy did not commit, and the target table is as it was. The next "
+              "`flotilla stream` (or `flotilla review list`) marks it interrupted; then decide "
+              "again: flotilla review resync {}",
+              r->after->note.resync_operation, r->after->short_id());
+        } else if (!stream_runs && stream_work_left(r->after))
           fmt::print(stderr,
                      "note: the stream stopped after carrying the decision out, before it "
                      "{}: no stream runs now; the next `flotilla stream` does it\n",
