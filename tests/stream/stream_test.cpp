@@ -686,6 +686,22 @@ std::string flotilla_out(const fixture& f, const std::string& args) {
   return out;
 }
 
+/// The id of the open review `review list` shows, once it shows one (REQUIREd).
+std::string open_review_id(const fixture& f) {
+  std::string id;
+  REQUIRE(eventually([&] {
+    const auto listed =
+        nlohmann::json::parse(flotilla_out(f, "review list --output json"), nullptr, false);
+    if (listed.is_discarded() || !listed.contains("reviews"))
+      return false;
+    for (const auto& r : listed["reviews"])
+      if (r.value("open", false))
+        id = r["id"].get<std::string>();
+    return !id.empty();
+  }));
+  return id;
+}
+
 /// The result of decision `id`, once the stream carried it out.
 flotilla::cdc::decision_result decided(const fixture& f, const std::string& id) {
   const auto dir = std::filesystem::path(f.dir()) / ".flotilla";
@@ -1249,16 +1265,7 @@ TEST_CASE("a key change is held until a resync copies the table again", "[stream
   // from the command line, which waits for the copy, not only for the decision.
   const auto cli = [&](const std::string& args) { return flotilla_out(f, args); };
   // The review, as `review list` shows it once the hold is recorded.
-  std::string id;
-  REQUIRE(eventually([&] {
-    const auto listed = nlohmann::json::parse(cli("review list --output json"), nullptr, false);
-    if (listed.is_discarded() || !listed.contains("reviews"))
-      return false;
-    for (const auto& r : listed["reviews"])
-      if (r.value("open", false))
-        id = r["id"].get<std::string>();
-    return !id.empty();
-  }));
+  const std::string id = open_review_id(f);
   // Applied first (a comment: nothing runs), the review awaits the resync the key change
   // needs: the command says so at once rather than waiting for a copy nobody asked for.
   const auto asked = std::chrono::steady_clock::now();
@@ -2125,17 +2132,7 @@ TEST_CASE("review resync cut short by the stream's end fails, saying the copy di
   stream_process p(f);
   REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "3"; }));
   hold_by_rename(f);
-  std::string id;
-  REQUIRE(eventually([&] {
-    const auto listed =
-        nlohmann::json::parse(flotilla_out(f, "review list --output json"), nullptr, false);
-    if (listed.is_discarded() || !listed.contains("reviews"))
-      return false;
-    for (const auto& r : listed["reviews"])
-      if (r.value("open", false))
-        id = r["id"].get<std::string>();
-    return !id.empty();
-  }));
+  const std::string id = open_review_id(f);
   // A transaction open on the source: the resync's temporary slot waits for it.
   std::thread blocker([&] {
     (void)pg_try(f.source(), "BEGIN; SELECT txid_current(); SELECT pg_sleep(10); COMMIT");
