@@ -371,20 +371,34 @@ std::string claim_state_dir(const config::project& p, bool write = true) {
       std::filesystem::relative(canonical, std::filesystem::weakly_canonical(p.state_dir, rec), rec)
           .string();
   const std::string kind = p.name_given ? "named" : "unnamed";
-  // name, config file, named|unnamed (a record before it: named), config file relative
+  // name, config file, named|unnamed (a record before it: named), config file relative,
+  // then the names the project went by before, one a line
   std::string owner, owner_config, owner_kind, owner_relative;
+  std::vector<std::string> earlier;
   if (std::ifstream in(file); in) {
     std::getline(in, owner);
     std::getline(in, owner_config);
     std::getline(in, owner_kind);
     std::getline(in, owner_relative);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty())
+        earlier.push_back(line);
   }
   const bool same_file =
       owner_config == config || (!owner_relative.empty() && owner_relative == relative);
   const auto record = [&] {
-    if (write)  // unwritable: the store says so
-      std::ofstream(file, std::ios::trunc) << p.name << "\n" << config << "\n" << kind << "\n"
-                                           << relative << "\n";
+    if (!write)  // unwritable: the store says so
+      return;
+    // The same project under a new name: its old names stay its own (commit tokens in
+    // the targets carry them).
+    if (!owner.empty() && owner != p.name && owner_kind != "unnamed" && p.name_given &&
+        std::find(earlier.begin(), earlier.end(), owner) == earlier.end())
+      earlier.push_back(owner);
+    std::erase(earlier, p.name);
+    std::ofstream out(file, std::ios::trunc);
+    out << p.name << "\n" << config << "\n" << kind << "\n" << relative << "\n";
+    for (const auto& name : earlier)
+      out << name << "\n";
   };
   // Of one name: one project, unless a name is only the directory's (no [project] name),
   // which two config files in one directory share without being one project.
@@ -444,6 +458,20 @@ std::string claim_state_dir(const config::project& p, bool write = true) {
 }
 
 }  // namespace
+
+std::vector<std::string> earlier_project_names(const config::project& p) {
+  std::vector<std::string> out;
+  std::ifstream in(std::filesystem::path(p.state_dir) / "project");
+  std::string owner, skip;
+  if (!in || !std::getline(in, owner) || owner != p.name)
+    return out;
+  for (int i = 0; i < 3 && std::getline(in, skip); ++i) {
+  }
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty())
+      out.push_back(line);
+  return out;
+}
 
 bool state_may_exist(const std::filesystem::path& dir) {
   std::error_code ec;
@@ -1374,6 +1402,10 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
   // A run that leaves tables out (--filter, retry): a table whose target table another
   // table loaded last, which this run does not read, is refused (standing_holder).
   const bool restricted = !filters.empty() || !options.only.empty();
+  // The names the project went by before (its state directory followed a rename): their
+  // commit tokens are its own.
+  const auto shared_earlier_names =
+      std::make_shared<const std::vector<std::string>>(earlier_project_names(p));
   // Every table of each source it runs: filters on tags and sources only (a run per
   // client, --filter client=acme), no retry.
   const bool whole_sources =
@@ -1419,6 +1451,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     const auto shared_project = project->name_given
                                     ? std::make_shared<const std::string>(project->name)
                                     : nullptr;
+    const auto earlier_names = shared_earlier_names;
     const bool plan_only = options.plan_only;
     // Whether any table of this source may be checked by the source drift gate: only
     // then are the baselines and last results read with the tables' state.
@@ -1457,7 +1490,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       }
     }
     ps.select = [project, src, target, target_index, filters, store, no_prune, full_refresh, allow_rebuild,
-                 only, reuse_staged, run_id, shared_run_id, shared_project, plan_only, may_gate, holds, restricted, whole_sources, grouped,
+                 only, reuse_staged, run_id, shared_run_id, shared_project, earlier_names, plan_only, may_gate, holds, restricted, whole_sources, grouped,
                  all_databases, database, missing_files, presence, location,
                  own_copies, own_prefixes, same_database](sources::catalog& cat) {
       // Same database: the claims of the source's own tables, which no copy may land on.
@@ -1703,6 +1736,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         ts.job.target_name = target->name;
         ts.job.run_id = shared_run_id;
         ts.job.project = shared_project;
+        ts.job.project_earlier = earlier_names;
         if (store != nullptr)
           ts.job.unrecorded_commit = [store, source = src->name,
                                       table = name](const std::string& run) {
@@ -1899,7 +1933,9 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
             if (auto off = presence->token_off(*target, ts.job.target,
                                                ts.job.settings.cursor_column,
                                                states[i].watermark->value(),
-                                               ts.job.project ? *ts.job.project : std::string())) {
+                                               ts.job.project ? *ts.job.project : std::string(),
+                                               ts.job.project_earlier ? *ts.job.project_earlier
+                                                                      : std::vector<std::string>{})) {
               ts.prune = false;
               ts.not_pruned = std::move(*off);
             }

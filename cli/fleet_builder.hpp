@@ -140,6 +140,10 @@ void drop_unselected_staged(const config::project& p, storage::state_store& stor
 /// it holding the store (its lock keeps other runs out).
 void remove_orphan_staged(const config::project& p, const storage::state_store& store);
 
+/// The names project `p` went by before, as its state directory recorded them when it
+/// was renamed ([project] name changed in the same config file); none otherwise.
+[[nodiscard]] std::vector<std::string> earlier_project_names(const config::project& p);
+
 /// Whether the state store `dir` exists, or may (its directory cannot be looked into: the
 /// open then says why, FLT-R007, rather than taking it for none).
 [[nodiscard]] bool state_may_exist(const std::filesystem::path& dir);

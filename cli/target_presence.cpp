@@ -141,7 +141,8 @@ std::optional<std::string> target_presence::token_off(const config::target_confi
                                                       const dialects::table_ref& table,
                                                       const std::string& cursor,
                                                       const std::string& watermark,
-                                                      const std::string& project) {
+                                                      const std::string& project,
+                                                      const std::vector<std::string>& earlier) {
   std::lock_guard lock(mutex_);
   const auto it = targets_.find(target.name);
   if (it == targets_.end() || !it->second.tokens || !it->second.dialect)
@@ -153,7 +154,7 @@ std::optional<std::string> target_presence::token_off(const config::target_confi
     found = tokens.find(it->second.dialect->qualified({"", table.schema, table.name}));
   if (found == tokens.end())
     return std::nullopt;
-  return engine::token_off_state(found->second, cursor, watermark, project);
+  return engine::token_off_state(found->second, cursor, watermark, project, earlier);
 }
 
 void target_presence::record_target_files(const config::project& p, bool restricted) {

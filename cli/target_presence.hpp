@@ -46,7 +46,8 @@ class target_presence {
                                                      const dialects::table_ref& table,
                                                      const std::string& cursor,
                                                      const std::string& watermark,
-                                                     const std::string& project);
+                                                     const std::string& project,
+                                                      const std::vector<std::string>& earlier = {});
 
   struct per_target {
     bool decided = false;

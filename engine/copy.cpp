@@ -558,7 +558,8 @@ valueless_probe valueless_probe_of(sources::source* src, const table_job& job) {
 std::optional<std::string> token_off_state(const std::optional<std::string>& token,
                                            const std::string& cursor,
                                            const std::string& watermark,
-                                           const std::string& project) {
+                                           const std::string& project,
+                                           const std::vector<std::string>& earlier) {
   if (!token)
     return std::nullopt;
   if (token->empty())
@@ -573,7 +574,8 @@ std::optional<std::string> token_off_state(const std::optional<std::string>& tok
         "whose watermark {} this project's state recorded (the target was restored from an "
         "older copy?): it is copied, not pruned",
         cursor, watermark);
-  if (!parts->project.empty() && parts->project != project)
+  if (!parts->project.empty() && parts->project != project &&
+      std::find(earlier.begin(), earlier.end(), parts->project) == earlier.end())
     return fmt::format(
         "the target's last commit of this table is project '{}''s, not this one's: another "
         "flotilla.toml loaded it since; it is copied, not pruned",
@@ -649,13 +651,16 @@ incremental_start resume_from(sinks::warehouse& wh, const table_job& job) {
         out.watermark.reset();
       } else if (auto committed = parse_token(*token, cursor_column);
                  committed && !committed->project.empty() && job.project &&
-                 committed->project != *job.project) {
+                 committed->project != *job.project &&
+                 !(job.project_earlier &&
+                   std::find(job.project_earlier->begin(), job.project_earlier->end(),
+                             committed->project) != job.project_earlier->end())) {
         // Another project's commit: two flotilla.toml files load this target table (or
         // this project was renamed). Its watermark is of its own source's rows.
         out.stale_copy = fmt::format(
             "the target table's rows and its watermark ({} = {}) were committed by project "
             "'{}', not this one ('{}'): another flotilla.toml loads this target table, or the "
-            "project was renamed. This run reads every row and replaces the table's rows, as a "
+            "project was renamed where its state directory did not follow. This run reads every row and replaces the table's rows, as a "
             "first load does; give each project a target table of its own",
             cursor_column, committed->watermark, committed->project, *job.project);
         out.watermark.reset();

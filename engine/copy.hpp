@@ -109,6 +109,9 @@ struct table_job {
   /// a token another project committed (two flotilla.toml files loading one target
   /// table) is not this one's watermark. May be null.
   std::shared_ptr<const std::string> project;
+  /// Names this project went by before ([project] name changed, its state directory
+  /// following it): a token one of them committed is this project's own. May be null.
+  std::shared_ptr<const std::vector<std::string>> project_earlier;
   /// Whether run `run_id` committed this table's rows without recording them (it was
   /// killed between its target commit and its state commit): its record is known and
   /// does not list the table copied. A token of a run that recorded them (the table then
@@ -252,7 +255,8 @@ struct table_outcome {
 [[nodiscard]] std::optional<std::string> token_off_state(const std::optional<std::string>& token,
                                                          const std::string& cursor,
                                                          const std::string& watermark,
-                                                         const std::string& project);
+                                                         const std::string& project,
+                                                         const std::vector<std::string>& earlier = {});
 
 /// Copies one table. Never throws: failures come back in the outcome. The outcome's plan
 /// keeps what a run reports (shape action, drift, load kind, warnings, error); its
