@@ -783,6 +783,59 @@ std::string source_location(const config::source_config& source) {
   return fmt::format("{}\n{}", config::to_string(source.adapter), where);
 }
 
+/// A file source's location (source_location) with its path relative to the state
+/// directory `state_dir`: the same after the project's directory is moved whole. Empty
+/// for a database source.
+std::string location_relative(const std::string& location, const std::string& state_dir) {
+  const auto nl = location.find('\n');
+  if (nl == std::string::npos || location.compare(0, nl, "postgres") == 0)
+    return {};
+  std::error_code ec;
+  const auto base = std::filesystem::weakly_canonical(state_dir, ec);
+  if (ec)
+    return {};
+  const auto rel = std::filesystem::relative(location.substr(nl + 1), base, ec);
+  return ec || rel.empty() ? std::string() : location.substr(0, nl + 1) + rel.string();
+}
+
+/// Whether a watermark committed reading from `was` (`was_relative`: location_relative
+/// then) holds for a source that reads from `now`, another location: the same data reached
+/// another way. The project's directory moved whole (the same path relative to the state
+/// directory); the same file under another spelling (a symlink, a hard link); a CSV or
+/// JSON source's directory and a file of it, as its `path` now, or the other way round.
+bool same_source_data(const std::string& was, const std::string& was_relative,
+                      const std::string& now, const std::string& state_dir) {
+  const auto nl_was = was.find('\n'), nl_now = now.find('\n');
+  if (nl_was == std::string::npos || nl_now == std::string::npos ||
+      was.substr(0, nl_was) != now.substr(0, nl_now) || was.starts_with("postgres\n"))
+    return false;
+  namespace fs = std::filesystem;
+  const bool files = was.starts_with("csv\n") || was.starts_with("json\n");
+  // A CSV or JSON directory and a file of it, or the other way round: one the parent of
+  // the other.
+  const auto one_holds_other = [](const fs::path& x, const fs::path& y) {
+    return x.parent_path() == y || y.parent_path() == x;
+  };
+  if (const std::string now_relative = location_relative(now, state_dir);
+      !was_relative.empty() && !now_relative.empty() &&
+      (was_relative == now_relative ||
+       (files && one_holds_other(fs::path(was_relative.substr(nl_was + 1)),
+                                 fs::path(now_relative.substr(nl_now + 1))))))
+    return true;
+  const fs::path a = was.substr(nl_was + 1), b = now.substr(nl_now + 1);
+  std::error_code ec;
+  if (fs::equivalent(a, b, ec) && !ec)
+    return true;
+  if (!files)
+    return false;
+  ec.clear();
+  if (fs::is_directory(a, ec) && fs::is_regular_file(b, ec) && fs::equivalent(a, b.parent_path(), ec))
+    return true;
+  ec.clear();
+  return fs::is_directory(b, ec) && fs::is_regular_file(a, ec) &&
+         fs::equivalent(b, a.parent_path(), ec);
+}
+
 /// How a target tells two table names apart: whether it keeps the case of the (always
 /// quoted) names it is given (PostgreSQL and Snowflake do, so `Orders` and `orders` are
 /// two tables there; the others ignore it), and the schema an unqualified name lands in
@@ -2003,7 +2056,10 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           } else if (state->watermark && !ts.job.settings.cursor_column.empty() &&
                      state->watermark->cursor_column() == ts.job.settings.cursor_column &&
                      !state->watermark->source_location().empty() &&
-                     state->watermark->source_location() != ts.job.source_location) {
+                     state->watermark->source_location() != ts.job.source_location &&
+                     !same_source_data(state->watermark->source_location(),
+                                       state->watermark->source_location_relative(),
+                                       ts.job.source_location, project->state_dir)) {
             // The source points elsewhere now (another file, another database): the
             // watermark is the other data's, and rows of this one below it would never load.
             ts.job.watermark_void = true;
@@ -2555,7 +2611,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       interrupt_twice = std::string_view(c).ends_with(":twice");
     }
     spec.on_committed = [store, run_id, crash_at, crash_before_state, interrupt_at,
-                         interrupt_twice](
+                         interrupt_twice, state_dir = p.state_dir](
                             const actors::table_spec& t, actors::table_report& r) {
       std::unique_lock<std::mutex> serial;
       if (crash_at > 0)
@@ -2584,6 +2640,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         w.set_value(r.outcome.new_watermark ? *r.outcome.new_watermark : *t.job.watermark);
         w.set_source_table_id(t.job.table.identity);
         w.set_source_location(t.job.source_location);
+        w.set_source_location_relative(location_relative(t.job.source_location, state_dir));
         w.set_source_table_generation(t.job.table.generation);
         w.set_cursor_family(r.outcome.cursor_family.empty() ? t.job.watermark_family
                                                             : r.outcome.cursor_family);

@@ -2184,6 +2184,46 @@ TEST_CASE("a source pointed at another file reads it whole: the watermark was th
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM s.orders")[0][0] == "6");
 }
 
+TEST_CASE("the same source data reached another way keeps its watermark: the project's "
+          "directory moved whole, a CSV directory named by its file") {
+  // A keyless incremental table's target is the only copy of rows its source no longer
+  // has (a log with retention): read in full, its rows were replaced and those lost.
+  workdir w;
+  std::filesystem::create_directories(w.path() / "proj" / "data");
+  sqlite_exec(w.file("proj/src.db"), "CREATE TABLE log (seq INTEGER, msg TEXT);"
+                                     "INSERT INTO log VALUES (1, 'a'), (2, 'b'), (3, 'c');");
+  w.write("proj/data/people.csv", "id,v\n1,a\n2,b\n");
+  const auto config = [&](const std::string& dir, const std::string& csv) {
+    w.write(dir + "/flotilla.toml",
+            fmt::format("[project]\nname = \"p\"\n[targets.wh]\ndialect = \"duckdb\"\n"
+                        "path = \"wh.duckdb\"\n[sources.s]\nadapter = \"sqlite\"\n"
+                        "path = \"src.db\"\n[sources.s.tables.log]\ncursor_column = \"seq\"\n"
+                        "[sources.f]\nadapter = \"csv\"\npath = \"{}\"\n"
+                        "[sources.f.tables.people]\ncursor_column = \"id\"\n",
+                        csv));
+  };
+  config("proj", "data");
+  int rc = -1;
+  REQUIRE(flotilla_json(w, {"-c", "proj/flotilla.toml", "run"}, &rc)["status"] == "success");
+  // The sources keep only their latest rows.
+  sqlite_exec(w.file("proj/src.db"), "DELETE FROM log WHERE seq <= 2; INSERT INTO log VALUES (4, 'd');");
+  w.write("proj/data/people.csv", "id,v\n2,b\n3,c\n");
+  REQUIRE(flotilla_json(w, {"-c", "proj/flotilla.toml", "run"}, &rc)["status"] == "success");
+  std::filesystem::rename(w.path() / "proj", w.path() / "moved");
+  config("moved", "data/people.csv");
+  sqlite_exec(w.file("moved/src.db"), "INSERT INTO log VALUES (5, 'e');");
+  w.write("moved/data/people.csv", "id,v\n3,c\n4,d\n");
+  const auto j = flotilla_json(w, {"-c", "moved/flotilla.toml", "run"}, &rc);
+  INFO(j.dump(2));
+  CHECK(rc == 0);
+  for (const auto& t : j["tables"])
+    CHECK_FALSE(t.contains("warnings"));
+  CHECK(duckdb_query(w.file("moved/wh.duckdb"), "SELECT string_agg(CAST(seq AS VARCHAR), ',' "
+                                                "ORDER BY seq) FROM s.log")[0][0] == "1,2,3,4,5");
+  CHECK(duckdb_query(w.file("moved/wh.duckdb"), "SELECT string_agg(CAST(id AS VARCHAR), ',' "
+                                                "ORDER BY id) FROM f.people")[0][0] == "1,2,3,4");
+}
+
 TEST_CASE("a target table whose rows a finished run recorded is not reported as recovered "
           "when the table comes back to it") {
   workdir w;
