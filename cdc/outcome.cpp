@@ -207,6 +207,7 @@ class decider {
   }
 
   std::optional<outcome> check_shape() const;
+  std::optional<outcome> hidden_row_id(const std::string& name) const;
   outcome on(const add_column& c) const;
   outcome on(const drop_column& c) const;
   outcome on(const rename_column& c) const;
@@ -316,8 +317,24 @@ std::optional<outcome> decider::check_shape() const {
 
 // ---- columns --------------------------------------------------------------------------
 
+std::optional<outcome> decider::hidden_row_id(const std::string& name) const {
+  if (target_.kind != target_kind::duckdb || !hides_duckdb_row_id(name) ||
+      std::any_of(before_.columns.begin(), before_.columns.end(),
+                  [](const captured_column& c) { return c.key; }))
+    return std::nullopt;
+  return stop(code_target_shape,
+              fmt::format("column '{}' of a table without a primary key would hide the row id "
+                          "a DuckDB target matches such a table's rows by: its updates and "
+                          "deletes would miss rows or take the wrong ones",
+                          name),
+              "Give the table a primary key at the source, or name the column otherwise; then "
+              "reload the stream (flotilla stream --reload), which copies every table again");
+}
+
 outcome decider::on(const add_column& a) const {
   const auto& c = a.column;
+  if (auto stop = hidden_row_id(c.name))
+    return *stop;
   const bool has_default = !c.default_expr.empty();
   if (c.generated) {
     // PostgreSQL 15's logical replication sends no generated column: a reload would copy
@@ -482,6 +499,8 @@ outcome decider::on(const rename_column& c) const {
   const auto* col = before_.find(c.from);
   if (!col)
     return unknown_column(c.from);
+  if (auto stop = hidden_row_id(c.to))
+    return *stop;
   const auto* clash = events() ? nullptr : collision(c.to, c.from);
   if (col->key) {
     const std::string reason = fmt::format(
@@ -609,6 +628,20 @@ outcome decider::on(const alter_type& c) const {
 
   const auto from_t = d_->canonical(col->type);
   const auto to_t = d_->canonical(c.to);
+  // A shorter varchar: PostgreSQL cut every longer value to the new length (only trailing
+  // spaces may go, else it refuses the change), in no change event. A target whose
+  // varchar has no length does the same cut itself, so its values stay the source's.
+  const bool shorter = c.to.kind == schema::type_kind::varchar && c.to.length > 0 &&
+                       (col->type.kind == schema::type_kind::text ||
+                        (col->type.kind == schema::type_kind::varchar &&
+                         (col->type.length == 0 || col->type.length > c.to.length)));
+  if (from_t == to_t && shorter)
+    return apply({fmt::format("UPDATE {0} SET {1} = left({1}, {2}) WHERE length({1}) > {2}",
+                              table(), d_->quote(c.column), c.to.length)},
+                 fmt::format("column {} changed to {} at the source, which cut its longer "
+                             "values' trailing spaces; {} stores it as {}, and cuts them alike",
+                             c.column, type_text(c.to), engine_name(target_.kind),
+                             d_->physical_type(to_t)));
   if (from_t == to_t)
     return apply({}, fmt::format("nothing to apply: {} stores {} and {} alike as {}",
                                  engine_name(target_.kind), type_text(col->type),
@@ -933,6 +966,15 @@ std::string describe(const captured_table& before, const change_kind& change) {
     }
   };
   return std::visit(visitor{before}, change);
+}
+
+bool hides_duckdb_row_id(std::string_view column) {
+  if (column.size() != 5)
+    return false;
+  std::string lower(column);
+  for (auto& ch : lower)
+    ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return lower == "rowid";
 }
 
 std::string source_change_text(const captured_table& before, const source_change& change) {

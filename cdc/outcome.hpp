@@ -245,6 +245,10 @@ inline constexpr std::string_view code_slot_lost = "FLT-H011";
 /// fits a narrower type or scale): nothing from there was applied.
 inline constexpr std::string_view code_target_refused = "FLT-H012";
 
+/// Whether a column of this name hides DuckDB's `rowid`, by which a DuckDB target
+/// matches a keyless table's rows.
+[[nodiscard]] bool hides_duckdb_row_id(std::string_view column);
+
 /// The stop message's shape: "PostgreSQL logical schema history gap for '<table>':
 /// <reason>. No successor plan, row output, or checkpoint was published."
 [[nodiscard]] std::string stop_message(std::string_view table, std::string_view reason);

@@ -1398,6 +1398,28 @@ class source_stream {
         by_relid_[tables_[i].relid] = i;
     refuse_generated_columns();
     refuse_unusable_identity();
+    refuse_hidden_row_id();
+  }
+
+  /// A DuckDB target matches a keyless table's rows by its `rowid`, which a column of that
+  /// name hides: an update or delete would then find no row, or the wrong ones. Refused
+  /// rather than streamed into lost and doubled rows.
+  void refuse_hidden_row_id() const {
+    if (!wh_ || wh_->dialect != "duckdb")
+      return;
+    for (const auto& t : tables_) {
+      if (!t.layout.key.empty())
+        continue;
+      for (const auto& c : t.columns)
+        if (hides_duckdb_row_id(c.name))
+          throw std::runtime_error(fmt::format(
+              "source '{}': table '{}' has no primary key and a column named '{}', which "
+              "hides the row id a DuckDB target matches a keyless table's rows by: its "
+              "updates and deletes would miss rows or take the wrong ones. Give the table a "
+              "primary key at the source, rename the column, or leave the table out of the "
+              "stream (exclude = [\"{}\"] in [sources.{}])",
+              src_.name, t.name, c.name, t.name, src_.name));
+    }
   }
 
   /// A keyed table whose replica identity is not its primary key: with USING INDEX of

@@ -2160,3 +2160,57 @@ TEST_CASE("review resync cut short by the stream's end fails, saying the copy di
   CHECK_THAT(j["message"].get<std::string>(),
              Catch::Contains("stopped while the resync") && Catch::Contains("did not commit"));
 }
+
+TEST_CASE("a keyless table's column named rowid, which hides the DuckDB row id its rows are "
+          "matched by, stops the stream rather than losing rows", "[stream]") {
+  // Streamed, its updates and deletes missed rows or took the wrong ones, silently.
+  fixture f(true);
+  pg_exec(f.source(), "CREATE TABLE logs (id int, v text); INSERT INTO logs SELECT g, 'v' "
+                      "FROM generate_series(1, 5) g");
+  {
+    stream_process p(f);
+    REQUIRE(set_up(f));
+    pg_exec(f.source(), "INSERT INTO logs VALUES (6, 'before')");
+    pg_exec(f.source(), "ALTER TABLE logs ADD COLUMN \"RowId\" bigint");
+    pg_exec(f.source(), "DELETE FROM logs WHERE id = 2");
+    CHECK(p.wait(60s) == 1);
+    INFO(p.err());
+    CHECK_THAT(p.err(), Catch::Contains("FLT-H008") && Catch::Contains("'RowId'") &&
+                            Catch::Contains("primary key"));
+  }
+  // Stopped before the change: the row before it is there, the delete after it is not.
+  CHECK(duckdb_query(f.duckdb_file(), "SELECT count(*) FROM st_shop.logs") == rows{{"6"}});
+  // A reload refuses the table as it is, saying why.
+  stream_process again(f, {"--reload"});
+  CHECK(again.wait(60s) == 1);
+  INFO(again.err());
+  CHECK_THAT(again.err(), Catch::Contains("table 'public.logs' has no primary key and a column "
+                                          "named 'RowId'"));
+}
+
+TEST_CASE("a shorter varchar cuts the longer values' trailing spaces on a DuckDB target as the "
+          "source did", "[stream]") {
+  // PostgreSQL cut 'ab   ' to 'ab' in no change event; DuckDB's VARCHAR has no length, so
+  // "nothing to apply" kept 'ab   ', and the row's next update added a second row.
+  fixture f(true);
+  pg_exec(f.source(), "CREATE TABLE t_vk (k varchar(10) PRIMARY KEY, v text, s varchar(10)); "
+                      "CREATE TABLE t_kl (s varchar(10), n int)");
+  {
+    stream_process p(f);
+    REQUIRE(set_up(f));
+    pg_exec(f.source(), "INSERT INTO t_vk VALUES ('ab   ', 'one', 'x    '), ('cd', 'two', 'y'); "
+                        "INSERT INTO t_kl VALUES ('ab      ', 1), ('c', 2)");
+    pg_exec(f.source(), "ALTER TABLE t_vk ALTER COLUMN k TYPE varchar(2), ALTER COLUMN s TYPE "
+                        "varchar(3); ALTER TABLE t_kl ALTER COLUMN s TYPE varchar(2)");
+    pg_exec(f.source(), "UPDATE t_vk SET v = 'updated' WHERE k = 'ab'; UPDATE t_kl SET n = 10 "
+                        "WHERE s = 'ab'");
+    CHECK(confirmed(f));
+    CHECK(p.stop() == 0);
+    INFO(p.err());
+  }
+  CHECK(duckdb_query(f.duckdb_file(), "SELECT '[' || k || ']', v, '[' || s || ']' FROM "
+                                      "st_shop.t_vk ORDER BY k") ==
+        rows{{"[ab]", "updated", "[x  ]"}, {"[cd]", "two", "[y]"}});
+  CHECK(duckdb_query(f.duckdb_file(), "SELECT '[' || s || ']', n FROM st_shop.t_kl ORDER BY s") ==
+        rows{{"[ab]", "10"}, {"[c]", "2"}});
+}
