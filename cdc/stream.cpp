@@ -189,6 +189,25 @@ struct held_change_ref {
   std::uint32_t change = 0;
 };
 
+/// The catalog's columns of `names` (catalog_columns_sql), spelled as the DDL capture
+/// spells them: its function runs with search_path = pg_catalog, so a type or a default's
+/// sequence of another schema is schema-qualified there ("public.mood"). Read under
+/// another search_path, a shape would differ from the capture's at the next DDL by
+/// spelling alone (a type "changed" from mood to public.mood). `in_transaction`: `c` is in
+/// one already (a copy's snapshot), whose search_path is set back after.
+text_rows catalog_shapes(pg_connection& c, const std::vector<std::string>& names,
+                         bool in_transaction) {
+  if (!in_transaction)
+    c.exec("BEGIN");
+  c.exec("SET LOCAL search_path = pg_catalog, pg_temp");
+  auto rows = c.query(catalog_columns_sql(names));
+  if (in_transaction)
+    c.exec("SET LOCAL search_path TO DEFAULT");
+  else
+    c.exec("COMMIT");
+  return rows;
+}
+
 struct batch {
   std::map<std::string, std::vector<table_step>> steps;  ///< by table key
   std::map<std::string, applied_position> positions;
@@ -1384,7 +1403,7 @@ class source_stream {
     std::vector<std::string> names;
     for (const auto& t : tables_)
       names.push_back(t.name);
-    for (auto& row : source_->query(catalog_columns_sql(names))) {
+    for (auto& row : catalog_shapes(*source_, names, false)) {
       const std::string q = *row[1] + "." + *row[2];
       for (auto& t : tables_)
         if (t.name == q) {
@@ -1722,7 +1741,7 @@ class source_stream {
       std::vector<std::string> names;
       for (const auto& t : tables_)
         names.push_back(t.name);
-      for (auto& row : copy.query(catalog_columns_sql(names)))
+      for (auto& row : catalog_shapes(copy, names, true))
         for (auto& t : tables_)
           if (t.name == *row[1] + "." + *row[2]) {
             t.columns = parse_columns_json(row[3].value_or("[]"));
@@ -2472,7 +2491,7 @@ class source_stream {
       pg_connection copy(src_.dsn, src_.name);
       copy.exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
       copy.exec(fmt::format("SET TRANSACTION SNAPSHOT {}", pg_literal(snap.snapshot)));
-      for (auto& row : copy.query(catalog_columns_sql({t.name}))) {
+      for (auto& row : catalog_shapes(copy, {t.name}, true)) {
         t.columns = parse_columns_json(row[3].value_or("[]"));
         t.layout = layout_of(t.columns);
         follow_relid(t, static_cast<std::uint32_t>(std::stoul(row[0].value_or("0"))));
