@@ -2946,7 +2946,15 @@ class source_stream {
     }
   }
 
+  /// Commits `b`, then says the schema changes it carried out (a replay's kept ones too).
   void commit_batch(batch& b) {
+    commit_batch_now(b);
+    for (const auto& said : b.schema_changes)
+      std::fprintf(stderr, "%s\n", said.c_str());
+    b.schema_changes.clear();
+  }
+
+  void commit_batch_now(batch& b) {
     if (!target_) {
       if (!b.events.empty()) {
         try {
@@ -3093,8 +3101,6 @@ class source_stream {
       throw stop_error(b.stop);
     write_holds(b, true);
     commit_batch(b);
-    for (const auto& said : b.schema_changes)
-      std::fprintf(stderr, "%s\n", said.c_str());
     for (const auto& [name, p] : b.positions)
       if (auto it = by_name_.find(name); it != by_name_.end()) {
         const auto counted = b.table_changes.find(name);

@@ -1060,6 +1060,9 @@ TEST_CASE("changes made while a table is held are decided in order after its rev
   CHECK(hold_of(f).state() == flotilla::storage::pb::HOLD_STATE_RESUMED);
   CHECK(p2.stop() == 0);
   INFO(p2.err());
+  // The kept column added by the replay is said, as a live one is.
+  CHECK_THAT(p2.err(), Catch::Contains("schema change on target 'wh': public.orders: column qty "
+                                       "added"));
 }
 
 TEST_CASE("a review's replay that reaches a change that stops the stream applies none of "
