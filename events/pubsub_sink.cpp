@@ -222,9 +222,12 @@ error pubsub_client::failure(const http_result& r, std::string_view doing,
   const std::string said = api_message(r.body);
   if (r.status == 429 || r.status >= 500)
     return error{errc::broker_unreachable,
-                 fmt::format("Pub/Sub ({}) could not take {} for now: HTTP {}: {}. The service "
+                 fmt::format("Pub/Sub ({}) could not {} for now: HTTP {}: {}. The service "
                              "is overloaded or unavailable; nothing to change",
-                             where, object, r.status, said)};
+                             where,
+                             object.starts_with("to ") ? std::string(object.substr(3))
+                                                       : fmt::format("take {}", object),
+                             r.status, said)};
   std::string todo;
   if (r.status == 401)
     todo = "The access token is missing, invalid or expired (they last an hour): renew "
@@ -254,6 +257,13 @@ status pubsub_client::ensure_topic() {
       fmt::format("{}/v1/projects/{}/topics/{}", base_url_, segment(target_.project),
                   segment(target_.topic));
   auto r = request(emulator() ? "PUT" : "GET", url, emulator() ? "{}" : "", target_.timeout);
+  // Overloaded or unavailable for now (429, 5xx): asked twice more, as a publish is.
+  for (const auto wait : {std::chrono::milliseconds(200), std::chrono::milliseconds(1000)}) {
+    if (r.transport != CURLE_OK || (r.status != 429 && r.status < 500))
+      break;
+    std::this_thread::sleep_for(wait);
+    r = request(emulator() ? "PUT" : "GET", url, emulator() ? "{}" : "", target_.timeout);
+  }
   // 409: it exists already.
   if (r.transport != CURLE_OK || (r.status / 100 != 2 && r.status != 409))
     return std::unexpected(

@@ -634,6 +634,24 @@ TEST_CASE("the service path: bearer token, 429/5xx retried, then FLT-E001; 401/4
     CHECK(server.requests().size() == 3);
   }
 
+  SECTION("the emulator's topic creation answered 503 every time: asked three times too") {
+    canned_server server({{503, unavailable}});
+    pubsub_target t;
+    t.emulator_host = server.host();
+    t.project = project_id;
+    t.topic = "events-1";
+    auto client = client_for(t);
+    auto out = client->publish(msgs);
+    REQUIRE(out.failure.has_value());
+    INFO(out.failure->text());
+    CHECK(out.failure->code == errc::broker_unreachable);
+    CHECK_THAT(out.failure->text(), Catch::Contains("could not create the topic for now: HTTP 503"));
+    const auto reqs = server.requests();
+    REQUIRE(reqs.size() == 3);
+    for (const auto& r : reqs)
+      CHECK_THAT(r, Catch::StartsWith("PUT /v1/projects/flotilla-test/topics/events-1 "));
+  }
+
   SECTION("401: no retry, FLT-E002 saying to renew the token") {
     canned_server server(
         {{401, google_error(401, "Request had invalid authentication credentials.",
