@@ -138,11 +138,15 @@ class kafka_out final : public change_publisher {
     return fmt::format(
         "{}: the change event keyed {} ({} bytes) is larger than the brokers accept ({}); it "
         "would be refused at every start, and the events after it wait behind it. Raise the "
-        "topic's max.message.bytes (and message.max.bytes in the target's settings), or "
+        "topic's max.message.bytes (and message.max.bytes in {}), or "
         "leave the table out (exclude it), or change the row at the source, then restart the "
         "stream (with --reload when the table is left out or the row changed)",
         destination(), key.size() > 200 ? std::string(key.substr(0, 200)) + "..." : std::string(key),
-        bytes, reason);
+        bytes, reason,
+        // "target 'bus'" for a stream target; else the change events beside a warehouse.
+        what_.starts_with("target '") && what_.ends_with("'")
+            ? "[targets." + what_.substr(8, what_.size() - 9) + ".settings]"
+            : std::string("[events.kafka.settings]"));
   }
 
   static void on_delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
@@ -224,8 +228,7 @@ class pubsub_out final : public change_publisher {
       return;
     if (!topic_ready_) {
       if (auto st = client_->ensure_topic(); !st)
-        throw std::runtime_error(fmt::format("{} [{}]", named(st.error().message),
-                                             events::code_name(st.error().code)));
+        fail(st.error(), named(st.error().message));
       topic_ready_ = true;
     }
     std::vector<events::pubsub_message> out;
@@ -239,12 +242,19 @@ class pubsub_out final : public change_publisher {
     }
     auto r = client_->publish(out);
     if (r.failure)
-      throw std::runtime_error(fmt::format("{}: {} of {} change event(s) acknowledged: {} [{}]",
-                                           destination(), r.acknowledged, out.size(),
-                                           r.failure->message, events::code_name(r.failure->code)));
+      fail(*r.failure, fmt::format("{}: {} of {} change event(s) acknowledged: {}", destination(),
+                                   r.acknowledged, out.size(), r.failure->message));
   }
 
  private:
+  /// Thrown as the caller codes it: a refusal (FLT-E002) as change_refused, anything else
+  /// (FLT-E001, not answered) as a runtime_error; the code is the caller's to write.
+  [[noreturn]] static void fail(const events::error& e, std::string message) {
+    if (e.code == events::errc::broker_refused)
+      throw change_refused(std::move(message));
+    throw std::runtime_error(std::move(message));
+  }
+
   /// The client's message, which names the destination itself ("Pub/Sub (emulator ...)
   /// did not answer ..."), without naming it twice.
   [[nodiscard]] std::string named(const std::string& message) const {

@@ -1804,13 +1804,20 @@ class source_stream {
   /// Publishes a batch of a copy's events (its `read` rows), then empties it. Throws,
   /// naming the table, when they are not acknowledged: the next start copies it again.
   void publish_copied(batch& b, const table_state& t) {
+    // Coded as a change's events are: FLT-E002 refused, FLT-E001 not answered.
+    const auto failed = [&](std::string_view code, std::string_view why) {
+      const bool coded = why.starts_with("FLT-E");
+      return std::runtime_error(fmt::format(
+          "{}source '{}': the initial copy of '{}' to target '{}' failed: {}; the next start "
+          "copies it again",
+          coded ? std::string() : std::string(code) + ": ", src_.name, t.name, tgt_name_, why));
+    };
     try {
       events_->publish(b.events);
+    } catch (const change_refused& e) {
+      throw failed("FLT-E002", e.what());
     } catch (const std::exception& e) {
-      throw std::runtime_error(fmt::format(
-          "source '{}': the initial copy of '{}' to target '{}' failed: {}; the next start "
-          "copies it again",
-          src_.name, t.name, tgt_name_, e.what()));
+      throw failed("FLT-E001", e.what());
     }
     b.events.clear();
   }

@@ -486,6 +486,8 @@ TEST_CASE("an event too large for the brokers stops the stream with FLT-E002, na
   CHECK(p.err().find("FLT-E002") != std::string::npos);
   CHECK(p.err().find("larger than the brokers accept") != std::string::npos);
   CHECK(p.err().find("the next start sends them again") == std::string::npos);
+  // The setting to raise is the stream target's own.
+  CHECK(p.err().find("message.max.bytes in [targets.bus.settings]") != std::string::npos);
 }
 
 TEST_CASE("a primary key changed at the source is published as a schema change before its "
