@@ -590,8 +590,35 @@ std::optional<std::string> json_non_record_at(const std::string& path) {
   return std::nullopt;
 }
 
+/// Whether every record of a JSON file is an empty object (`{}`): no key, so no column.
+bool json_records_all_empty(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (json_array_file(path)) {
+    const auto all = nlohmann::json::parse(in, nullptr, false);
+    if (!all.is_array() || all.empty())
+      return false;
+    return std::all_of(all.begin(), all.end(),
+                       [](const auto& r) { return r.is_object() && r.empty(); });
+  }
+  bool any = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find_first_not_of(" \t\r\xEF\xBB\xBF") == std::string::npos)
+      continue;
+    const auto r = nlohmann::json::parse(line, nullptr, false);
+    if (!r.is_object() || !r.empty())
+      return false;
+    any = true;
+  }
+  return any;
+}
+
 /// DuckDB's reason, with the place a malformed JSON file breaks as counted from its start.
 std::string json_reason(const std::string& path, std::string reason) {
+  if ((reason.find("expected records") != std::string::npos ||
+       reason.find("Expected OBJECT") != std::string::npos) &&
+      !json_non_record_at(path) && json_records_all_empty(path))
+    return "no record of the file has a key (every one is {}): a JSON source's columns are "
+           "its records' keys, so there is no column to load: give the records their keys";
   if (reason.find("expected records") != std::string::npos ||
       reason.find("Expected OBJECT") != std::string::npos)
     return json_non_record_at(path).value_or("a value in the file is not a JSON object") +

@@ -339,6 +339,8 @@ TEST_CASE("a json record that is not an object fails its table, naming its line"
   write_file(dir.file("lines.json"), "{\"id\": 1, \"name\": \"a\"}\n\n{\"id\": 2, \"name\": \"b\"}\n"
                                      "[3, \"c\"]\n");
   write_file(dir.file("number.json"), "{\"id\": 1}\n42\n");
+  // Records that are all empty objects: objects, but no key makes a column.
+  write_file(dir.file("empty.json"), "{}\n{}\n");
   write_file(dir.file("array.json"), "[{\"id\": 1}, {\"id\": 2}, \"three\"]");
   // A UTF-8 BOM before the array: read as the array of records it is.
   write_file(dir.file("bom.json"), "\xEF\xBB\xBF[{\"id\": 1, \"v\": \"a\"},\n {\"id\": 2, \"v\": \"b\"}]\n");
@@ -351,6 +353,9 @@ TEST_CASE("a json record that is not an object fails its table, naming its line"
                  Catch::Contains("must be one record"));
   CHECK_THAT(find_table(cat, "number").unreadable,
              Catch::Contains("line 2 holds a number (42), not a JSON object"));
+  CHECK_THAT(find_table(cat, "empty").unreadable,
+             Catch::Contains("no record of the file has a key") &&
+                 !Catch::Contains("not a JSON object"));
   CHECK_THAT(find_table(cat, "array").unreadable,
              Catch::Contains("record 3 of the file's array is a string, not a JSON object"));
   // A record spread over several lines is one record: its lines are no values of their own.
