@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -20,6 +21,36 @@ struct checker {
               std::string message, severity level = severity::error) {
     out.push_back(diagnostic{code, level, p.config_path, at.line, at.column, std::move(key),
                              std::move(value), std::move(allowed), std::move(message)});
+  }
+
+  /// Two targets of different engines naming one database file: each would take the
+  /// other's file for a broken database of its own, and which wins depends on which
+  /// writes first in a run.
+  void targets_sharing_a_file() {
+    const auto file_of = [](const target_config& t) -> std::string {
+      if ((t.dialect != "duckdb" && t.dialect != "sqlite") || t.path.empty() ||
+          t.path == ":memory:")
+        return {};
+      std::error_code ec;
+      const auto canonical = std::filesystem::weakly_canonical(t.path, ec);
+      return ec ? t.path : canonical.string();
+    };
+    for (std::size_t j = 0; j < p.targets.size(); ++j) {
+      const std::string file = file_of(p.targets[j]);
+      if (file.empty())
+        continue;
+      for (std::size_t i = 0; i < j; ++i)
+        if (p.targets[i].dialect != p.targets[j].dialect && file_of(p.targets[i]) == file) {
+          report(errc::invalid_value, p.targets[j].at,
+                 key_path({"targets", p.targets[j].name, "path"}), p.targets[j].path, "",
+                 fmt::format("target '{}' ({}) and target '{}' ({}) name the same file {}: a "
+                             "database file is of one engine; give each target a file of its "
+                             "own",
+                             p.targets[j].name, p.targets[j].dialect, p.targets[i].name,
+                             p.targets[i].dialect, file));
+          break;
+        }
+    }
   }
 
   void templates() {
@@ -154,6 +185,7 @@ struct checker {
 std::vector<diagnostic> validate(const project& p) {
   checker c{p, {}};
   c.templates();
+  c.targets_sharing_a_file();
   for (const auto& s : p.sources)
     for (const auto& t : s.tables) {
       c.contracts(s, t);

@@ -1148,3 +1148,22 @@ unique_key = []
   CHECK(all_messages(r).find("sources.a.tables.t1.unique_key: 'unique_key' must name at least "
                              "one column") != std::string::npos);
 }
+
+TEST_CASE("two targets of different engines on one database file are refused, naming both") {
+  auto r = load(R"toml(
+[targets.duck]
+dialect = "duckdb"
+path = "wh.db"
+[targets.again]
+dialect = "duckdb"
+path = "wh.db"
+[targets.lite]
+dialect = "sqlite"
+path = "./sub/../wh.db"
+)toml");
+  const auto& d = expect(r, errc::invalid_value, "targets.lite.path");
+  CHECK_THAT(d.message, Catch::Contains("target 'lite' (sqlite) and target 'duck' (duckdb) name "
+                                        "the same file"));
+  // Of one engine, the same file is one target (docs/configuration.md): not refused.
+  CHECK(count_code(r, errc::invalid_value) == 1);
+}
