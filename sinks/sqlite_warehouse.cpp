@@ -226,10 +226,17 @@ class sqlite_inserter final : public row_inserter {
                            static_cast<sqlite3_int64>(first_seq + r));
       const int rc = sqlite3_step(s);
       sqlite3_reset(s);
-      if (rc != SQLITE_DONE)
+      if (rc != SQLITE_DONE) {
+        // A refusal of the database, not of this row's values (a read-only file, a full
+        // disk, a lock): said without the row, which would send the user to their data.
+        const int primary = rc & 0xff;
+        if (primary == SQLITE_READONLY || primary == SQLITE_FULL || primary == SQLITE_BUSY ||
+            primary == SQLITE_LOCKED || primary == SQLITE_IOERR || primary == SQLITE_CANTOPEN)
+          throw sink_error(fmt::format("{}: {}", dialect_.qualified(table_), sqlite3_errmsg(db_)));
         throw sink_error(fmt::format("{}: row {}: {}", dialect_.qualified(table_),
                                      first_seq + r + 1,
                                      sqlite3_errmsg(db_)));
+      }
     }
     sqlite3_clear_bindings(s);
   }
