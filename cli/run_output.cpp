@@ -446,9 +446,15 @@ void print_run_text(const std::string& run_id, const std::vector<actors::pipelin
                         summary.source_drifted);
   // The tables' status stands; the exit status (1) and this line say the events did not
   // all go out.
+  // The event log itself unwritable (FLT-E004): said as such, not as events left over.
+  const bool log_failed = std::any_of(events.errors.begin(), events.errors.end(),
+                                      [](const std::string& e) { return e.starts_with("FLT-E004"); });
   const std::string undelivered =
       events.errors.empty() ? std::string()
-      : events.pending == 0 && events.opened
+      : log_failed || !events.opened
+          ? std::string("; events: the run's event log could not be written, see the error "
+                        "above")
+      : events.pending == 0
           ? std::string("; events: none left to deliver, see the errors above")
           : fmt::format("; events: {} not delivered, kept in the outbox for the next run",
                         events.pending);

@@ -390,6 +390,12 @@ TEST_CASE("a run whose run directory cannot be created reports, exits 1, and kee
   CHECK_THAT(j["events"]["errors"][0].get<std::string>(), Catch::Contains("FLT-E004"));
   CHECK_THAT(r.err, Catch::Contains("run.json could not be written"));
   CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*) FROM raw.t")[0][0] == "3");
+  // The text summary says the log could not be written, not that nothing is left.
+  sqlite_exec(w.file("src.db"), "INSERT INTO t VALUES (4, 'd')");
+  auto text = run_flotilla(w, {"run"});
+  CHECK(text.exit_code == 1);
+  CHECK_THAT(text.out, Catch::Contains("events: the run's event log could not be written") &&
+                           !Catch::Contains("none left to deliver"));
 }
 
 TEST_CASE("a csv/json value its declared type cannot hold fails plan and run, loading nothing") {
