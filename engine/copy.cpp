@@ -951,6 +951,16 @@ std::string target_failure(const table_job& job, std::string reason) {
                       then);
   else if (has("locked") || has("lock timeout") || has("deadlock"))
     fix = fmt::format("another process holds the target table: let it finish, {}", then);
+  else if (has("server closed the connection") || has("invalid socket") ||
+           has("no connection to the server") || has("connection to server was lost"))
+    // Lost mid-load: the answer to its commit may be what was lost, so the load may have
+    // committed. The commit token tells, and the next run reads it.
+    fix = fmt::format("check that the target's server is reachable, {}. The connection was "
+                      "lost before the load's answer came, so the load may have committed "
+                      "all the same: nothing is lost either way, as the next run finds out "
+                      "(an incremental table goes on from the watermark committed with its "
+                      "rows, said as recovered; a full refresh copies the table again)",
+                      then);
   else if (has("connect") || has("connection") || has("server closed") || has("timeout"))
     fix = fmt::format("check that the target's server is reachable, {}", then);
   else
