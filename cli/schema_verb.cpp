@@ -15,6 +15,7 @@
 
 #include "cli/fleet_builder.hpp"
 #include "cli/run_exec.hpp"
+#include "cli/run_output.hpp"
 #include "cli/verbs.hpp"
 #include "config/policy.hpp"
 #include "events/schema_accept.hpp"
@@ -185,8 +186,10 @@ int do_accept(const global_options& g, const schema_args& a) {
     print_json(plan, "accepted", 0);
     return 0;
   }
+  // A name a source holds may hold a line break: shown escaped, one change a line, as
+  // `run` shows it.
   for (const auto& line : plan.lines())
-    fmt::print("{}\n", line);
+    fmt::print("{}\n", printable(line));
   fmt::print("accepted {} schema change(s)\n", plan.change_count());
   return 0;
 }

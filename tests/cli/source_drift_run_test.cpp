@@ -828,6 +828,11 @@ TEST_CASE("a column name holding a line break is shown escaped in the text outpu
   CHECK_THAT(r.out, Catch::Contains("column 'new\\x0acol' added as"));
   CHECK(r.out.find("new; col") == std::string::npos);
   CHECK(r.err.find("new\ncol") == std::string::npos);
+  // So does `schema accept`: one change a line.
+  const auto accepted = run_flotilla(s.w, {"schema", "accept"});
+  CHECK(accepted.exit_code == 0);
+  CHECK_THAT(accepted.out, Catch::Contains("column 'new\\x0acol' added"));
+  CHECK(accepted.out.find("new\ncol") == std::string::npos);
 }
 
 TEST_CASE("table events carry the DDL that ran, the table's duration, and a violation's column "
