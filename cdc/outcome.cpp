@@ -969,12 +969,7 @@ std::string describe(const captured_table& before, const change_kind& change) {
 }
 
 bool hides_duckdb_row_id(std::string_view column) {
-  if (column.size() != 5)
-    return false;
-  std::string lower(column);
-  for (auto& ch : lower)
-    ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return lower == "rowid";
+  return schema::same_name(column, "rowid", schema::name_rule::case_insensitive);
 }
 
 std::string source_change_text(const captured_table& before, const source_change& change) {

@@ -1116,18 +1116,18 @@ std::string first_holder_message(const config::target_config& target, const std:
       holder, key);
 }
 
-/// A table flotilla.toml names (a section, or an include entry without `*`) in a source
-/// listed before `src` that this run leaves out (`in_run` false: a --filter or retry),
-/// landing on the target table `claim`, which no table has loaded yet: a run with both
-/// would load it there (of two sources, the one listed first), so a run that leaves it out
-/// does not give the target table to `src`'s table instead.
-std::optional<std::string> named_first_left_out(
+/// The tables flotilla.toml names (a section, or an include entry without `*`) in the
+/// sources a run leaves out (`in_run` false: a --filter or retry), by the target table
+/// each lands on (its claim): the first-listed source's, with that source's place in
+/// flotilla.toml. Made once per run.
+using left_out_named = std::unordered_map<std::string, std::pair<std::size_t, std::string>>;
+
+left_out_named left_out_named_tables(
     const config::project& p, const std::map<std::string, std::string>& databases,
-    const config::source_config& src, const std::string& claim,
     const std::function<bool(const config::source_config&)>& in_run) {
-  for (const auto& s : p.sources) {
-    if (s.name == src.name)
-      break;
+  left_out_named out;
+  for (std::size_t i = 0; i < p.sources.size(); ++i) {
+    const auto& s = p.sources[i];
     if (in_run(s))
       continue;
     const auto* target = p.target_of(s);
@@ -1136,12 +1136,31 @@ std::optional<std::string> named_first_left_out(
     const claim_rule rule = claim_rule_of(*target);
     for (const auto& named : config::unmatched_table_names(s, {}, {})) {
       const auto where = config::target_table(*target, s, named.name);
-      if (claim_key(rule, databases.at(target->name),
-                    dialects::table_ref{where.catalog, where.schema, where.name}) == claim)
-        return table_key(s.name, named.name);
+      out.try_emplace(claim_key(rule, databases.at(target->name),
+                                dialects::table_ref{where.catalog, where.schema, where.name}),
+                      i, table_key(s.name, named.name));
     }
   }
-  return std::nullopt;
+  return out;
+}
+
+/// Of those, the one landing on the target table `claim` from a source listed before
+/// `src`, when no table has loaded that target table yet (`store` says none did): a run
+/// with both would load it there (of two sources, the one listed first), so a run that
+/// leaves it out does not give the target table to `src`'s table instead.
+std::optional<std::string> named_first_left_out(const left_out_named& named,
+                                                const config::project& p,
+                                                const config::source_config& src,
+                                                const std::string& claim,
+                                                const storage::state_store* store) {
+  const auto it = named.find(claim);
+  if (it == named.end() ||
+      it->second.first >= static_cast<std::size_t>(&src - p.sources.data()))
+    return std::nullopt;
+  if (store != nullptr)
+    if (const auto h = store->claim_holder(claim); h && *h)
+      return std::nullopt;  // loaded once: the claim rules of a loaded table decide
+  return it->second.second;
 }
 
 /// Why `key` is not copied onto the target table `holder` (named_first_left_out) would
@@ -1455,6 +1474,15 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
   // A run that leaves tables out (--filter, retry): a table whose target table another
   // table loaded last, which this run does not read, is refused (standing_holder).
   const bool restricted = !filters.empty() || !options.only.empty();
+  // A run that leaves sources out: the tables flotilla.toml names in them, by the target
+  // table each lands on (named_first_left_out).
+  const auto left_out_names = std::make_shared<const left_out_named>(
+      restricted ? left_out_named_tables(p, databases,
+                                         [&](const config::source_config& s) {
+                                           return config::source_may_match(s, filters) &&
+                                                  takes_source(options.only, s.name);
+                                         })
+                 : left_out_named{});
   // The names the project went by before (its state directory followed a rename): their
   // commit tokens are its own.
   const auto shared_earlier_names =
@@ -1543,7 +1571,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       }
     }
     ps.select = [project, src, target, target_index, filters, store, no_prune, full_refresh, allow_rebuild,
-                 only, reuse_staged, run_id, shared_run_id, shared_project, earlier_names, plan_only, may_gate, holds, restricted, whole_sources, grouped,
+                 only, reuse_staged, run_id, shared_run_id, shared_project, earlier_names, plan_only, may_gate, holds, restricted, left_out_names, whole_sources, grouped,
                  all_databases, database, missing_files, presence, location,
                  own_copies, own_prefixes, same_database](sources::catalog& cat) {
       // Same database: the claims of the source's own tables, which no copy may land on.
@@ -1878,11 +1906,6 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           // run (sources sharing a target schema in one run form a claim group, checked
           // in resolve_claims). Of this source: listed, but not selected.
           else if (restricted && !grouped->contains(src->name)) {
-            bool claimed = false;
-            if (store != nullptr) {
-              const auto h = store->claim_holder(ts.claim);
-              claimed = h && *h;
-            }
             if (auto holder = store != nullptr ? standing_holder(*project, *store, *all_databases,
                                                                  key, ts.claim)
                                                : std::nullopt) {
@@ -1891,13 +1914,9 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                 ts.conflict = absent_holder_message(*target, key, ts.job.target, *holder, false);
                 ts.not_pruned = absent_holder_not_pruned(*holder);  // kept only when pruning
               }
-            } else if (!claimed) {
-              if (auto first = named_first_left_out(
-                      *project, *all_databases, *src, ts.claim,
-                      [&](const config::source_config& s) {
-                        return config::source_may_match(s, filters) && takes_source(only, s.name);
-                      }))
-                ts.conflict = left_out_first_message(*target, key, ts.job.target, *first);
+            } else if (auto first = named_first_left_out(*left_out_names, *project, *src,
+                                                         ts.claim, store)) {
+              ts.conflict = left_out_first_message(*target, key, ts.job.target, *first);
             }
           }
         }
@@ -2459,12 +2478,9 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       grouped->insert(spec.pipelines[i].source.name);
     }
     if (!group_of.empty())
-      spec.resolve_claims = [&p, databases, store, restricted, filters, only = options.only](
+      spec.resolve_claims = [&p, databases, store, restricted, left_out_names](
                                 const std::vector<std::vector<actors::table_spec>*>& members,
                                 const std::vector<std::string>& sources) {
-        const auto in_run = [&](const config::source_config& s) {
-          return config::source_may_match(s, filters) && takes_source(only, s.name);
-        };
         // The table that loads a target table, as the group's members come in
         // flotilla.toml's order; `kind` says why it may be one that loads nothing here.
         enum class holder_kind { loads, missing, unread };
@@ -2551,17 +2567,9 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
             }
             // A table flotilla.toml names in a source listed before, which the run leaves
             // out, when no table loaded the target table yet (named_first_left_out).
-            if (restricted) {
-              bool claimed = false;
-              if (store != nullptr) {
-                const auto h = store->claim_holder(t.claim);
-                claimed = h && *h;
-              }
-              if (!claimed)
-                if (auto first = named_first_left_out(p, databases, *src, t.claim, in_run)) {
-                  t.conflict = left_out_first_message(*target, key, t.job.target, *first);
-                  continue;
-                }
+            if (auto first = named_first_left_out(*left_out_names, p, *src, t.claim, store)) {
+              t.conflict = left_out_first_message(*target, key, t.job.target, *first);
+              continue;
             }
             // The table that loaded this target table last, when this run does not read
             // it: its source's catalog could not be read, or the run leaves it out (its
