@@ -1059,7 +1059,7 @@ class source_stream {
       summary_.status = "failed";
       summary_.error = e.what();
     }
-    summary_.position = format_lsn(confirmed_);
+    summary_.position = confirmed_ ? format_lsn(confirmed_) : saved_position();
     try {
       take_back_tables();
     } catch (const std::exception& e) {
@@ -1103,6 +1103,20 @@ class source_stream {
 
  private:
   [[nodiscard]] bool cancelled() const { return o_.cancel && o_.cancel->load(); }
+
+  /// The position a pair that stopped before streaming still resumes from: the saved one,
+  /// or none ("") when it never had one. 0/0 would claim a position no slot has.
+  [[nodiscard]] std::string saved_position() const {
+    if (o_.store == nullptr)
+      return {};
+    try {
+      auto saved = o_.store->get<pb::CdcPosition>(pos_prefix_ + src_.name);
+      if (saved && *saved && (*saved)->slot() == slot_)
+        return (*saved)->position();
+    } catch (const std::exception&) {
+    }
+    return {};
+  }
 
   // ---- setup ------------------------------------------------------------------------
 

@@ -191,7 +191,8 @@ int do_stream(const global_options& g, const stream_args& a) {
       sources.push_back({{"source", s.source},
                          {"target", s.target},
                          {"slot", s.slot},
-                         {"position", s.position},
+                         {"position", s.position.empty() ? nlohmann::json(nullptr)
+                                                         : nlohmann::json(s.position)},
                          {"status", s.status},
                          {"error", s.error ? nlohmann::json(*s.error) : nlohmann::json(nullptr)},
                          {"tables", tables}});
@@ -204,7 +205,7 @@ int do_stream(const global_options& g, const stream_args& a) {
         say(*s.error);
       if (!s.source.empty())
         fmt::print("source {}  target {}  slot {}  position {}  {}\n", s.source, s.target, s.slot,
-                   s.position, s.status);
+                   s.position.empty() ? "none" : s.position, s.status);
       for (const auto& t : s.tables)
         if (t.state != "streaming")
           fmt::print("  {}  {}\n", t.state, printable(t.target));
