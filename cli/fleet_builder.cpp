@@ -473,6 +473,13 @@ std::vector<std::string> earlier_project_names(const config::project& p) {
   return out;
 }
 
+std::string state_dir_refusal(const config::project& p) {
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::path(p.state_dir) / "project", ec))
+    return {};
+  return claim_state_dir(p, false);
+}
+
 bool state_may_exist(const std::filesystem::path& dir) {
   std::error_code ec;
   return std::filesystem::exists(dir, ec) || ec;
@@ -2210,6 +2217,11 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
             if (auto h = store->claim_holder(ts.claim))
               holder = std::move(*h);
           ts.job.unclaimed_target = holder && !*holder;
+          // This project's stream of the source made it (its saved position is there):
+          // said as such, with what a batch copy over a stream's table does.
+          if (ts.job.unclaimed_target && src->capture == "logical")
+            if (auto pos = store->get<storage::pb::CdcPosition>(src->name); pos && *pos)
+              ts.job.stream_owned_target = true;
           std::optional<std::string> other;  // the table that loaded the target table last
           if (state->marker &&
               state->marker->marker().starts_with(storage::displaced_marker_prefix)) {

@@ -148,6 +148,11 @@ void remove_orphan_staged(const config::project& p, const storage::state_store& 
 /// open then says why, FLT-R007, rather than taking it for none).
 [[nodiscard]] bool state_may_exist(const std::filesystem::path& dir);
 
+/// Why project `p` may not use its state directory (another project's: FLT-R007), or ""
+/// when it may. Records nothing: for commands that only read state or decide on what a
+/// stream of the project left there (reviews).
+[[nodiscard]] std::string state_dir_refusal(const config::project& p);
+
 [[nodiscard]] std::unique_ptr<storage::state_store> open_state(const config::project& p,
                                                                bool create);
 /// Opens the project's state store to read it (nullptr when there is none yet), read-only

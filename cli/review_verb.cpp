@@ -95,6 +95,10 @@ std::optional<opened_store> open_store(const config::project& p, std::string& pr
   opened_store out;
   if (!state_may_exist(dir))
     return out;
+  // Another project's reviews are not this one's to decide: their DDL would run on this
+  // project's targets (as run, retry, schema accept and stream refuse, FLT-R007).
+  if (problem = state_dir_refusal(p); !problem.empty())
+    return std::nullopt;
   storage::store_options o;
   o.create_if_missing = false;
   o.sync_writes = true;  // a decision is rare and must survive a power loss

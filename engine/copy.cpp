@@ -736,7 +736,18 @@ std::vector<std::string> run_warnings_of(const table_job& job, const incremental
       plan.load != load_kind::full_refresh)
     out.push_back(job.generation_warning);
   // The live table was described (drift checked): it is there, and not this project's.
-  if (job.unclaimed_target && plan.drift_checked && !plan.error)
+  if (job.unclaimed_target && job.stream_owned_target && plan.drift_checked && !plan.error)
+    out.push_back(fmt::format(
+        "the target table {} was made by this project's `flotilla stream` of the source, "
+        "and no run loaded it: this copy {}, and the stream, when it starts again, applies "
+        "its changes since its saved position on top (a table without a key gets those rows "
+        "twice, a column this copy adds stops it, FLT-H008). Let the stream own its "
+        "tables: to copy them anew, stop it and start `flotilla stream --reload`",
+        job.target.schema.empty() ? job.target.name : job.target.schema + "." + job.target.name,
+        plan.load == load_kind::full_refresh ? "replaces its rows with the source's"
+        : plan.load == load_kind::merge      ? "merges the source's rows into it on the key"
+                                             : "appends the source's rows to it"));
+  else if (job.unclaimed_target && plan.drift_checked && !plan.error)
     out.push_back(fmt::format(
         "the target table {} exists, and no run recorded in this project's state loaded it "
         "(made by hand, by another tool or project, by a run killed before it recorded it, or "

@@ -99,6 +99,9 @@ struct table_job {
   /// No table of the project ever loaded the target table (state records no claim of
   /// it): one already there is someone else's, and the copy says what it does to it.
   bool unclaimed_target = false;
+  /// Such a table, where this project's `flotilla stream` of the source has a saved
+  /// position: the stream made it.
+  bool stream_owned_target = false;
   /// What the run decided about the table before its plan, said with the plan's warnings.
   std::vector<std::string> warnings;
   /// The run's id, written into an incremental table's commit token with its row count:
