@@ -516,3 +516,30 @@ TEST_CASE("a table held on one target and closed on another is named alone by it
   CHECK(wrong["code"] == "FLT-V011");
   CHECK(wrong["hint"] == "did you mean `flotilla review show wh " + p.rename_table + "`?");
 }
+
+TEST_CASE("another project's config pointed at the state directory decides none of its reviews") {
+  project p;
+  // The project's own run claims the state directory (its source file is missing: the
+  // run fails its table, and still records whose state it is).
+  auto own = run_cli(p.dir, {"run"});
+  INFO(own.err);
+  REQUIRE(own.exit_code != 2);
+  std::ofstream(p.dir.path() / "other.toml")
+      << "[project]\nname = \"other\"\nstate_dir = \".flotilla\"\n"
+         "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+         "[sources.shop]\nadapter = \"sqlite\"\npath = \"shop.db\"\n";
+  auto apply = run_cli(p.dir, {"-c", "other.toml", "review", "apply", "wh", p.rename_table});
+  CHECK(apply.exit_code == 2);
+  CHECK_THAT(apply.err, Catch::Contains("FLT-R007") && Catch::Contains("belongs to project"));
+  auto cols = p.columns();
+  CHECK(std::find(cols.begin(), cols.end(), "id") != cols.end());
+  CHECK(std::find(cols.begin(), cols.end(), "order_id") == cols.end());
+  auto list = run_cli(p.dir, {"-c", "other.toml", "review", "list", "--output", "json"});
+  CHECK(list.exit_code == 2);
+  CHECK_THAT(list.err, Catch::Contains("FLT-R007"));
+  auto remove = run_cli(p.dir, {"-c", "other.toml", "review", "remove", "wh", p.key_table});
+  CHECK(remove.exit_code == 2);
+  // The project itself still has both reviews open.
+  auto mine = parse(run_cli(p.dir, {"review", "list", "--output", "json"}));
+  CHECK(mine["reviews"].size() == 2);
+}

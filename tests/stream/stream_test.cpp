@@ -611,6 +611,20 @@ TEST_CASE("changes reach a DuckDB target", "[stream]") {
                   {"5", "note 5", "6.25", "NULL"},
                   {"6", "six", "6.50", "NULL"},
                   {"7", "seven", "7.00", "true"}});
+
+  // A batch run over the stream's table says whose it is, and how to copy it anew (the
+  // table lines are on stdout, with the rest of the text output).
+  const std::string cmd = "cd '" + f.dir() + "' && '" + std::getenv("FLOTILLA_BIN") +
+                          "' run 2>&1";
+  std::string err;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;)
+    err.append(buf, n);
+  CHECK(::pclose(pipe) == 0);
+  CHECK_THAT(err, Catch::Contains("was made by this project's `flotilla stream` of the source") &&
+                      Catch::Contains("flotilla stream --reload"));
 }
 
 TEST_CASE("rows changed, then the table altered, in one source transaction reach a DuckDB "
