@@ -695,11 +695,13 @@ engine::drift_gate make_drift_gate(storage::state_store* store, config::drift_po
 }
 
 /// Retry without the source: the tables of `src` the retry covers (`only`), each with its
-/// staged data's columns, when every one of them has staged data for `target` to load.
+/// staged data's columns, when every one of them has staged data for `target` to load,
+/// staged by one of `staged_runs` (any run when empty).
 std::optional<sources::catalog> staged_catalog(const storage::state_store& store,
                                                const config::source_config& src,
                                                const config::target_config& target,
-                                               const std::set<std::string>& only) {
+                                               const std::set<std::string>& only,
+                                               const std::set<std::string>& staged_runs) {
   const std::string prefix = src.name + ".";
   auto entries = store.list<storage::pb::StagedEntry>(prefix);
   if (!entries)
@@ -715,7 +717,8 @@ std::optional<sources::catalog> staged_catalog(const storage::state_store& store
     for (const auto& e : *entries) {
       if (!every && !wanted.contains(e.key))
         continue;
-      if (e.record.target() != target.name || !std::filesystem::exists(e.record.location()))
+      if (e.record.target() != target.name || !std::filesystem::exists(e.record.location()) ||
+          (!staged_runs.empty() && !staged_runs.contains(e.record.run_id())))
         return std::nullopt;
       wanted.erase(e.key);
       const std::string name = e.key.substr(prefix.size());
@@ -1530,6 +1533,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
     const bool allow_rebuild = options.allow_type_change_rebuild;
     const auto only = options.only;
     const bool reuse_staged = options.reuse_staged;
+    const auto staged_runs = std::make_shared<const std::set<std::string>>(options.staged_runs);
     const std::string run_id = options.run_id;
     // Shared by the source's tables: written into their commit tokens.
     const auto shared_run_id =
@@ -1578,7 +1582,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
       }
     }
     ps.select = [project, src, target, target_index, filters, store, no_prune, full_refresh, allow_rebuild,
-                 only, reuse_staged, run_id, shared_run_id, shared_project, earlier_names, plan_only, may_gate, holds, restricted, left_out_names, whole_sources, grouped,
+                 only, reuse_staged, staged_runs, run_id, shared_run_id, shared_project, earlier_names, plan_only, may_gate, holds, restricted, left_out_names, whole_sources, grouped,
                  all_databases, database, missing_files, presence, location,
                  own_copies, own_prefixes, same_database](sources::catalog& cat) {
       // Same database: the claims of the source's own tables, which no copy may land on.
@@ -1634,7 +1638,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
             continue;
           std::optional<sources::catalog> staged;
           if (reuse_staged)
-            staged = staged_catalog(*store, *src, *target, {key});
+            staged = staged_catalog(*store, *src, *target, {key}, *staged_runs);
           if (staged && staged->tables.size() == 1)
             cat.tables.push_back(std::move(staged->tables.front()));
           else
@@ -2288,7 +2292,16 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
             // another cursor column would take the old one's value as its watermark.
             const bool same_read = state->staged->hints_hash().empty() ||
                                    state->staged->hints_hash() == read_hints();
-            if (reuse_staged && !same_read)
+            // Staged by the retried run (or a run it retried): another run's staged data
+            // is not what the retried run read, nor the shape it failed on.
+            const bool of_retried = staged_runs->empty() ||
+                                    staged_runs->contains(state->staged->run_id());
+            if (reuse_staged && !of_retried)
+              ts.job.warnings.push_back(fmt::format(
+                  "its staged data is from run {}, which this retry does not retry (the "
+                  "run retried staged none of it): it is read from the source again",
+                  state->staged->run_id()));
+            else if (reuse_staged && !same_read)
               ts.job.warnings.push_back(
                   "its staged data was read under other settings than flotilla.toml's now (its "
                   "cursor_column, auto_widen or declared columns): it is read from the source "
@@ -2303,7 +2316,7 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
                   "its staged data ({}) is gone: it is read from the source again",
                   ts.staged_path));
             // Nor for a table taking over another's target table: it reads every row.
-            if (reuse_staged && same_read && !ts.job.settings.foreign_rows &&
+            if (reuse_staged && of_retried && same_read && !ts.job.settings.foreign_rows &&
                 state->staged->target() == target->name &&
                 std::filesystem::exists(ts.staged_path)) {
               engine::staged_input in;
@@ -2424,8 +2437,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
           return kept_catalog(*record, source, version, marker);
         };
       if (reuse_staged)
-        ps.staged_catalog = [store, src, target, only] {
-          return staged_catalog(*store, *src, *target, only);
+        ps.staged_catalog = [store, src, target, only, staged_runs] {
+          return staged_catalog(*store, *src, *target, only, *staged_runs);
         };
       ps.keep_catalog = [store, source, run_id](const sources::catalog& cat, std::string_view version) {
         // A failed write only costs the next run a catalog read.

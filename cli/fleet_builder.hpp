@@ -76,6 +76,8 @@ struct fleet_options {
   /// source), each loading its staged data when an earlier run kept some. Empty: all.
   std::set<std::string> only;
   bool reuse_staged = false;
+  /// With reuse_staged: the runs whose staged data may be loaded (empty: any run's).
+  std::set<std::string> staged_runs;
   /// Whether a target table a table may be pruned into is still there; made by
   /// build_fleet when not given (the run keeps it, to record its DuckDB files after).
   std::shared_ptr<target_presence> presence;

@@ -122,6 +122,16 @@ int do_retry(const global_options& g, run_request req) {
     const auto& run = **latest;
     latest_id = run.run_id();
     interrupted = unfinished_run_status(run.status());
+    // The runs whose staged data this retry loads: the retried run, and the runs it
+    // retried in turn (a table that failed again on a retry keeps its entry). Staged data
+    // of another, older run is not what the retried run read: such a table is read again.
+    req.staged_runs.insert(latest_id);
+    for (std::string of = run.retry_of(); !of.empty() && req.staged_runs.insert(of).second;) {
+      auto before = store->get_run(of);
+      if (!before || !*before)
+        break;
+      of = (*before)->retry_of();
+    }
     // A run with --no-prune meant to copy its tables, unchanged ones too (a change no
     // marker sees): its retry does as well.
     req.no_prune = run.no_prune();

@@ -21,6 +21,8 @@ struct run_request {
   /// retry: only these tables ("<source>.<table>", "<source>.*"), loading staged data
   std::set<std::string> only;
   bool reuse_staged = false;
+  /// retry: the runs whose staged data it loads (the retried run and those it retried)
+  std::set<std::string> staged_runs;
 };
 
 /// A run record's status while its run has not finished: "running" (recorded at its

@@ -931,6 +931,7 @@ int execute_run(const global_options& g, const run_request& a) {
   fo.run_id = run_id;
   fo.only = a.only;
   fo.reuse_staged = a.reuse_staged;
+  fo.staged_runs = a.staged_runs;
   fo.presence = std::make_shared<target_presence>(*project);
   auto spec = build_fleet(*project, filters, store.get(), fo);
   actors::progress counters;
