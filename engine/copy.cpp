@@ -1061,7 +1061,10 @@ table_outcome copy_rows(sources::source& src, sinks::warehouse& wh, const table_
       }
       out.status = table_status::failed;
       out.error_code = plan.error->code;
-      out.error = fmt::format("{}: {}", job.table.qualified(), plan.error->reason);
+      // Named as flotilla.toml and `schema accept` name it: in a fleet every client may have
+      // a table of that name.
+      out.error = fmt::format("{}{}: {}", job.source_name.empty() ? "" : job.source_name + ".",
+                              job.table.qualified(), plan.error->reason);
       return out;
     }
     // Staged rows this load cannot take: the same copy, reading the source, says why.
