@@ -459,17 +459,21 @@ std::vector<std::string> copy_text_chunks(const std::vector<wide_row>& rows) {
 
 raw_result raw_write_duckdb(const std::string& path, const std::string& schema,
                             const std::string& table, const std::vector<wide_row>& rows) {
+  // The primary key added after the rows, built once rather than per row: the physical
+  // limit a loader can reach, as Flotilla loads a new table.
   duckdb_handle h(path);
+  const std::string q = duck_ident(schema) + "." + duck_ident(table);
   h.exec("CREATE SCHEMA IF NOT EXISTS " + duck_ident(schema));
   h.exec("BEGIN TRANSACTION");
-  h.exec("DROP TABLE IF EXISTS " + duck_ident(schema) + "." + duck_ident(table));
-  h.exec(create_table_sql(engine_kind::duckdb, duck_ident(schema) + "." + duck_ident(table)));
+  h.exec("DROP TABLE IF EXISTS " + q);
+  h.exec(create_table_sql(engine_kind::duckdb, q, false));
   {
     chunk_writer w(h.con, schema, table);
     for (const auto& r : rows)
       w.add(r);
     w.finish();
   }
+  h.exec("ALTER TABLE " + q + " ADD PRIMARY KEY (id)");
   h.exec("COMMIT");
   raw_result r;
   r.rows = rows.size();
@@ -630,8 +634,10 @@ raw_result raw_write_pg(const std::string& dsn, const std::string& schema, const
   pg.exec("CREATE SCHEMA IF NOT EXISTS \"" + schema + "\"");
   pg.exec("BEGIN");
   pg.exec("DROP TABLE IF EXISTS " + q);
-  pg.exec(create_table_sql(engine_kind::postgres, q));
+  // The primary key built after the rows, as pg_restore and Flotilla do for a new table.
+  pg.exec(create_table_sql(engine_kind::postgres, q, false));
   pg.copy_in("COPY " + q + " FROM STDIN", chunks);
+  pg.exec("ALTER TABLE " + q + " ADD PRIMARY KEY (id)");
   pg.exec("COMMIT");
   raw_result r;
   r.rows = rows;

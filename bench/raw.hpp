@@ -36,7 +36,8 @@ struct raw_result {
 /// COPY text of the rows, in chunks of about 1 MiB.
 [[nodiscard]] std::vector<std::string> copy_text_chunks(const std::vector<wide_row>& rows);
 
-/// Replaces `schema.table` in the DuckDB file with the rows, in one transaction.
+/// Replaces `schema.table` in the DuckDB file with the rows, in one transaction, the
+/// primary key added after them.
 raw_result raw_write_duckdb(const std::string& path, const std::string& schema,
                             const std::string& table, const std::vector<wide_row>& rows);
 /// Both engines at once, as a hand-written two-thread program would: a reader thread
@@ -45,7 +46,8 @@ raw_result raw_write_duckdb(const std::string& path, const std::string& schema,
 raw_result raw_copy_pg_to_duckdb(const std::string& dsn, const std::string& qualified,
                                  const std::string& path, const std::string& schema,
                                  const std::string& table);
-/// Replaces `schema.table` on PostgreSQL with the COPY text, in one transaction.
+/// Replaces `schema.table` on PostgreSQL with the COPY text, in one transaction, the
+/// primary key added after it.
 raw_result raw_write_pg(const std::string& dsn, const std::string& schema, const std::string& table,
                         const std::vector<std::string>& chunks, std::uint64_t rows);
 
