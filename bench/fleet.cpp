@@ -185,7 +185,12 @@ scenario_result run_fleet_scale(bench_context& ctx) {
                         ctx.runs_text());
   const bool fresh = ctx.opt.fleet_mode == "fresh";
   r.sizes += fresh ? "; fresh: every run loads an empty target"
-                   : "; reruns: a point's runs after its first load into the tables it left";
+             : ctx.opt.warmup == 0
+                 ? (ctx.opt.runs == 1
+                        ? "; a first load: with no warm-up, a point's one run loads an empty target"
+                        : "; no warm-up: a point's first run loads an empty target, the others "
+                          "rerun into the tables it left (the median mixes the two)")
+                 : "; reruns: a point's runs after its first load into the tables it left";
   std::optional<pg_databases> dbs;
   if (target == "postgres") {
     // As the other PostgreSQL scenarios: skipped (--require-pg has refused it up front).

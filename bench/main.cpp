@@ -100,8 +100,11 @@ std::string write_results(const fs::path& path, const nlohmann::json& j) {
     std::ofstream f(tmp);
     f << j.dump(2) << "\n";
     f.close();
-    if (!f)
-      return fmt::format("cannot write {}: {}", tmp.string(), std::strerror(errno));
+    if (!f) {
+      const std::string why = std::strerror(errno);
+      fs::remove(tmp, ec);  // no half-written file left beside the results
+      return fmt::format("cannot write {}: {}", tmp.string(), why);
+    }
   }
   if (fs::rename(tmp, path, ec), ec) {
     fs::remove(tmp, ec);
@@ -367,6 +370,10 @@ int main(int argc, char** argv) {
       for (const auto& s : all_scenarios())
         fmt::print(stderr, "{} ", s.name);
       fmt::print(stderr, "\n");
+      // `--fleet-tables 1 100`: the list's second value taken for a scenario's name.
+      if (!name.empty() && whole_number(name))
+        fmt::print(stderr, "a list flag takes its values joined by commas, with no space: "
+                           "--fleet-tables 1,100,1000, --peer-tables 100,1000\n");
       return 2;
     }
     if (std::find(to_run.begin(), to_run.end(), found) != to_run.end()) {

@@ -193,10 +193,13 @@ std::vector<std::string> drop_abandoned_databases(const std::string& admin_dsn,
   pg_connection admin(admin_dsn);
   std::vector<std::string> dropped;
   // Only databases the harness made, marked by their comment: one a user named alike
-  // (and never one of a running bench) is left alone.
+  // (and never one of a running bench) is left alone; and only this role's (every one,
+  // for a superuser).
   const auto rows = admin.query(
       "SELECT datname FROM pg_database WHERE datname LIKE '" + bench_prefix +
-      "\\_%' AND shobj_description(oid, 'pg_database') = '" + database_marker + "'");
+      "\\_%' AND shobj_description(oid, 'pg_database') = '" + database_marker +
+      "' AND (pg_catalog.pg_has_role(datdba, 'MEMBER') OR (SELECT rolsuper FROM "
+      "pg_catalog.pg_roles WHERE rolname = current_user))");
   for (const auto& row : rows) {
     if (row.empty() || !row[0])
       continue;
@@ -209,7 +212,13 @@ std::vector<std::string> drop_abandoned_databases(const std::string& admin_dsn,
       continue;
     if (::kill(pid, 0) == 0 || errno != ESRCH)
       continue;
-    admin.exec("DROP DATABASE IF EXISTS \"" + name + "\" WITH (FORCE)");
+    // Those of another role's bench are left out above (theirs to drop); a drop that fails
+    // anyway does not refuse this run.
+    try {
+      admin.exec("DROP DATABASE IF EXISTS \"" + name + "\" WITH (FORCE)");
+    } catch (const std::exception&) {
+      continue;
+    }
     dropped.push_back(name);
   }
   return dropped;

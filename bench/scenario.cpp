@@ -21,7 +21,10 @@ extern "C" void on_interrupt(int sig) { interrupt_signal = sig; }
 bool interrupted() { return interrupt_signal != 0; }
 
 std::string_view interrupt_name() {
-  return interrupt_signal == SIGINT ? "Ctrl-C" : interrupt_signal == SIGTERM ? "SIGTERM" : "a signal";
+  return interrupt_signal == SIGINT    ? "Ctrl-C"
+         : interrupt_signal == SIGTERM ? "SIGTERM"
+         : interrupt_signal == SIGHUP  ? "SIGHUP (the terminal closed)"
+                                       : "a signal";
 }
 
 void catch_interrupts() {
@@ -31,6 +34,9 @@ void catch_interrupts() {
   sa.sa_flags = 0;  // no SA_RESTART: a wait for a child returns, and is retried
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
+  // A closed terminal or a dropped SSH session stops a long run as Ctrl-C does: what
+  // finished is written and the scratch databases dropped.
+  ::sigaction(SIGHUP, &sa, nullptr);
 }
 
 void bench_options::apply_smoke() {
