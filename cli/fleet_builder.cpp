@@ -1581,10 +1581,30 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         }
       }
     }
+    // A SQLite or DuckDB source on the file some target of the project writes (its own or
+    // another's): the target's bookkeeping there (_flotilla_commits, a staging table a
+    // stopped load left) is Flotilla's, no table of the user's to copy.
+    bool on_a_target = same_database;
+    if (s.adapter == config::adapter_kind::sqlite || s.adapter == config::adapter_kind::duckdb)
+      for (const auto& t : p.targets)
+        if (dialects::canonical_dialect_name(t.dialect) == source_kind)
+          if (auto d = databases.find(t.name); d != databases.end() &&
+                                               d->second.substr(d->second.find('\n') + 1) ==
+                                                   location->substr(location->find('\n') + 1))
+            on_a_target = true;
     ps.select = [project, src, target, target_index, filters, store, no_prune, full_refresh, allow_rebuild,
                  only, reuse_staged, staged_runs, run_id, shared_run_id, shared_project, earlier_names, plan_only, may_gate, holds, restricted, left_out_names, whole_sources, grouped,
                  all_databases, database, missing_files, presence, location,
-                 own_copies, own_prefixes, same_database](sources::catalog& cat) {
+                 own_copies, own_prefixes, same_database, on_a_target](sources::catalog& cat) {
+      if (on_a_target)
+        std::erase_if(cat.tables, [](const sources::source_table& t) {
+          std::string name = t.name, schema = t.schema;
+          for (auto* s : {&name, &schema})
+            for (auto& c : *s)
+              c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+          return schema == "_flotilla" || name == "_flotilla_commits" ||
+                 name.find("__flotilla_") != std::string::npos;
+        });
       // Same database: the claims of the source's own tables, which no copy may land on.
       std::unordered_set<std::string> source_tables;
       if (same_database) {
