@@ -486,7 +486,11 @@ std::string not_pruned(const table_spec& t) {
   if (!t.last_marker)
     return "no earlier copy is recorded";
   if (*t.job.table.marker != *t.last_marker)
-    return "the source changed since the last copy";
+    return t.source_is_target_file
+               ? "the source changed since the last copy: its file is a target's too, which "
+                 "the runs write, and a change to the file is a change to each of its tables, "
+                 "so they are copied every run"
+               : "the source changed since the last copy";
   if (!t.job.settings.cursor_column.empty() && !t.job.watermark)
     return "an incremental table is pruned only once it has a watermark";
   return {};

@@ -48,6 +48,9 @@ struct table_spec {
   /// Why a table prune_unchanged would otherwise skip is copied (the run JSON's
   /// not_pruned), where the marker alone does not say. Empty: the marker decides.
   std::string not_pruned;
+  /// The source reads a file a target of the project writes: its file marker changes
+  /// with every run's own writes there (said when the table is not pruned).
+  bool source_is_target_file = false;
 };
 
 struct pipeline_spec {

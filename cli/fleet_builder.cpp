@@ -1991,6 +1991,8 @@ actors::fleet_spec build_fleet(const config::project& p, const std::vector<confi
         st.section = config::table_header(src->name, section != nullptr ? section->name : name);
         ts.job.batch_rows = src->batch_rows;
         ts.prune = policy.prune_unchanged && !no_prune;
+        // A file's marker, which the target's own writes change (PostgreSQL's are per table).
+        ts.source_is_target_file = on_a_target && src->adapter != config::adapter_kind::postgres;
         if (!ts.prune && !ts.conflict.empty())
           ts.not_pruned.clear();
         if (no_prune && policy.prune_unchanged)
