@@ -228,7 +228,24 @@ bool warn_if_nothing_selected(const config::project& p, const std::vector<std::s
   for (const auto& r : reports)
     if (!r.tables.empty() || r.error)
       return false;
+  // The filter matches only sources whose target is an event stream, which `run`, `plan`
+  // and `contract` leave out: said as such, not as a selection of no table.
+  std::vector<std::string> streamed_only;
   if (!filter_args.empty())
+    if (auto parsed = config::parse_filters(filter_args)) {
+      bool other = false;
+      for (const auto& src : p.sources)
+        if (config::source_may_match(src, *parsed))
+          (p.target_of(src) == nullptr ? streamed_only.push_back(src.name) : void(other = true));
+      if (other)
+        streamed_only.clear();
+    }
+  if (!streamed_only.empty())
+    fmt::print(stderr, "warning: the selection (--filter {}) matches only source(s) {} whose "
+               "target is an event stream: `flotilla run`, `plan` and `contract` leave such a "
+               "source out (`flotilla stream` publishes its changes); nothing {}\n",
+               fmt::join(filter_args, " --filter "), fmt::join(streamed_only, ", "), nothing);
+  else if (!filter_args.empty())
     fmt::print(stderr, "warning: the selection (--filter {}) matched no table of any source; "
                "nothing {} (a filter selects among the tables each source's include and "
                "exclude select: a table an exclude pattern leaves out is not selected by "
