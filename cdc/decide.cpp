@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cdc/outcome.hpp"
 #include "cdc/review_store.hpp"
@@ -88,6 +89,39 @@ bool target_recorded(sinks::warehouse& wh, const std::string& decision_id) {
 }
 
 storage::status write(storage::state_store& store, const review& r) { return save_review(store, r); }
+
+/// A statement that fails unless the target table has every column the source table has
+/// after the held change: run after a decision's DDL, in its transaction, for a table
+/// that resumes by replaying its changes (no resync). A DDL of comments only, or one that
+/// leaves out a column the rows carry (the new name of a renamed column), would otherwise
+/// resume the table and make the target refuse its next change, which stops the stream
+/// for every table. Empty when the review does not say (recorded before 2026-12-08).
+std::string resume_probe(const review& r, const decision_plan& p, const dialects::dialect& d) {
+  if (p.resync || r.hold.requires_resync())
+    return {};
+  const auto detail = nlohmann::json::parse(r.hold.detail(), nullptr, false);
+  if (!detail.is_object() || !detail.contains("target_name") || !detail.contains("columns_after") ||
+      !detail["columns_after"].is_string())
+    return {};
+  const auto columns = nlohmann::json::parse(detail["columns_after"].get<std::string>(), nullptr, false);
+  if (!columns.is_array() || columns.empty())
+    return {};
+  std::string list;
+  for (const auto& c : columns)
+    if (c.is_object() && c.contains("name") && c["name"].is_string())
+      list += (list.empty() ? "" : ", ") + d.quote(c["name"].get<std::string>());
+  if (list.empty())
+    return {};
+  const dialects::table_ref where{detail.value("target_catalog", std::string()),
+                                  detail.value("target_schema", std::string()),
+                                  detail.value("target_name", std::string())};
+  return fmt::format("SELECT {} FROM {} WHERE 1 = 0", list, d.qualified(where));
+}
+
+constexpr std::string_view resume_probe_advice =
+    "the target table must have every column the source table has after the change for the "
+    "table to resume; edit the DDL to make them (e.g. the rename the proposal makes), resync "
+    "the table, or remove it";
 
 decision_result storage_failed(const storage::error& e, std::optional<review> r = std::nullopt) {
   return failed(fmt::format("the review could not be recorded: {}", e.message), std::move(r));
@@ -294,6 +328,26 @@ decision_result carry_out(storage::state_store& store, const target_opener& open
   }
 
   if (!plan->run_ddl) {
+    // Nothing runs on the target; it must take the table's rows as they are now. An
+    // unreachable target is not checked here: the stream names it when it starts.
+    std::unique_ptr<sinks::warehouse> wh;
+    try {
+      wh = open(std::string(target));
+    } catch (const std::exception&) {
+    }
+    if (wh)
+      if (const std::string probe = resume_probe(r, *plan, wh->dialect()); !probe.empty()) {
+        try {
+          (void)wh->query(probe);
+        } catch (const std::exception& e) {
+          review next = decision_failed(
+              begin_decision(r, *plan, now_us), *plan,
+              fmt::format("{}: {}", resume_probe_advice, reason_of(e)), now_us);
+          if (auto st = write(store, next); !st)
+            return storage_failed(st.error(), r);
+          return failed(next.hold.error(), next);
+        }
+      }
     review next = decision_succeeded(begin_decision(r, *plan, now_us), *plan, now_us);
     if (auto st = write(store, next); !st)
       return storage_failed(st.error(), r);
@@ -339,6 +393,9 @@ decision_result carry_out(storage::state_store& store, const target_opener& open
     statements.push_back(
         fmt::format("SET LOCAL statement_timeout = {}", dl.literal(decision_timeout)));
   statements.push_back(plan->ddl);
+  const std::string probe = resume_probe(r, *plan, dl);
+  if (!probe.empty())
+    statements.push_back(probe);
   statements.push_back(fmt::format("INSERT INTO {} VALUES ({}, {}, {})",
                                    dl.qualified(bookkeeping_ref()),
                                    dl.literal(started.decision_id()), dl.literal(started.name()),

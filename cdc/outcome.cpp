@@ -270,6 +270,36 @@ bool names_identifier(std::string_view ddl, std::string_view name) {
   return false;
 }
 
+namespace {
+
+/// `live` holds fewer values than `want` of the same kind (integers, decimals, floats,
+/// strings, timestamps): smallint for integer, varchar(20) for text.
+bool narrower_of_kind(const schema::portable_type& live, const schema::portable_type& want) {
+  using k = schema::type_kind;
+  const auto kind_of = [](k t) {
+    switch (t) {
+      case k::smallint:
+      case k::int32:
+      case k::bigint:
+        return 1;
+      case k::float32:
+      case k::float64:
+        return 2;
+      case k::varchar:
+      case k::text:
+        return 3;
+      case k::timestamp_ntz:
+      case k::timestamp_tz:
+        return 4;
+      default:
+        return 10 + static_cast<int>(t);
+    }
+  };
+  return kind_of(live.kind) == kind_of(want.kind) && !schema::can_read_as(want, live);
+}
+
+}  // namespace
+
 std::optional<outcome> decider::check_shape() const {
   if (events() || !target_.actual)
     return std::nullopt;
@@ -289,8 +319,13 @@ std::optional<outcome> decider::check_shape() const {
       continue;
     }
     const auto want = d_->canonical(c.type);
+    // A column a review's edited DDL names has the type that DDL gave it (seed 003: "you
+    // want the target to differ, for example a wider type than the proposal"): the
+    // user's choice, unless it is a narrower type of the same kind, which would cut or
+    // refuse values (numeric where the proposal said text is taken, since 2026-12-08;
+    // before, only a type that reads the proposal's).
     if (live->type != want &&
-        !(names_identifier(target_.edited_ddl, c.name) && schema::can_read_as(want, live->type)))
+        !(names_identifier(target_.edited_ddl, c.name) && !narrower_of_kind(live->type, want)))
       problems.push_back(fmt::format("column {} is {}, expected {}", d_->quote(c.name),
                                      d_->physical_type(live->type), d_->physical_type(want)));
   }

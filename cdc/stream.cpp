@@ -621,7 +621,12 @@ class table_logic {
     nlohmann::json detail{{"columns_before", columns_json(t.columns)},
                           {"columns_after", columns_json(e.columns)},
                           {"ddl", e.ddl},
-                          {"change", b.change_index}};
+                          {"change", b.change_index},
+                          // Where the table lands: a decision checks the target can take
+                          // its rows after the DDL (decide.cpp, resume_probe).
+                          {"target_catalog", t.target.catalog},
+                          {"target_schema", t.target.schema},
+                          {"target_name", t.target.name}};
     h.set_detail(detail.dump());
     b.holds.push_back(std::move(h));
     t.state = table_state::mode::held;

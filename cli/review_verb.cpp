@@ -596,6 +596,28 @@ int do_review(const global_options& g, const review_args& a) {
 
   const std::string target = found->hold.target();
   const std::string table = found->hold.table();
+  // A source flotilla.toml no longer streams to the target: no stream would replay the
+  // kept changes or copy the table, and the review would wait in `applying` for good
+  // after its DDL ran. Removing the table is still a decision to take.
+  if (d.kind != decision_kind::remove) {
+    const std::string source = table.substr(0, table.find('.'));
+    const auto* src = project->find_source(source);
+    std::vector<std::string> streamed;
+    if (src != nullptr && src->capture == "logical")
+      streamed = project->stream_targets_of(*src);
+    if (std::find(streamed.begin(), streamed.end(), target) == streamed.end())
+      return usage(a, std::string(cdc::code_stream_not_taking),
+                   fmt::format("{} does not stream source '{}' to target '{}'{}: no stream would "
+                               "replay the changes kept for {} or copy it. Nothing ran.",
+                               g.config_path, source, target,
+                               src == nullptr ? " (it has no [sources." + source + "] section)"
+                                              : std::string(),
+                               table),
+                   fmt::format("Restore the source's section (capture = \"logical\", streaming "
+                               "to '{}') and decide again, or remove the table: flotilla review "
+                               "remove {}",
+                               target, found->short_id()));
+  }
   if (!opened->read_only) {
     auto result = cdc::carry_out(*store, project_opener(*project), target, table, d, now_us());
     return report_result(a, result, store);
@@ -626,6 +648,7 @@ int do_review(const global_options& g, const review_args& a) {
   }
   auto wait_for = [&](std::chrono::steady_clock::duration how_long) -> std::optional<int> {
     const auto deadline = std::chrono::steady_clock::now() + how_long;
+    unsigned polls = 0;
     for (;;) {
       if (stop.load())
         return std::nullopt;
@@ -702,6 +725,38 @@ int do_review(const global_options& g, const review_args& a) {
       }
       if (std::chrono::steady_clock::now() >= deadline)
         return std::nullopt;
+      // The stream gone (killed, crashed) before it wrote the result: none will come.
+      // Looked at once a second: the store's lock is free then.
+      if (++polls % 20 == 0)
+        if (auto now = open_store(*project, problem); now && now->store && !now->read_only) {
+          now.reset();  // the lock, free again for the next stream
+          if (cdc::withdraw_request(project->state_dir, id))
+            return report_result(
+                a,
+                cdc::decision_result{
+                    cdc::decision_result::outcome::refused,
+                    std::string(cdc::code_stream_not_taking),
+                    "The stream stopped before it took the decision; it was withdrawn and "
+                    "nothing ran.",
+                    "Decide again: with no stream running, the decision is carried out at once "
+                    "and the stream replays it when it starts.",
+                    *found, false},
+                nullptr);
+          if (!cdc::read_result(project->state_dir, id))
+            return report_result(
+                a,
+                cdc::decision_result{
+                    cdc::decision_result::outcome::failed,
+                    std::string(cdc::code_decision_failed),
+                    "The stream stopped (killed, or it crashed) while it carried the decision "
+                    "out; `flotilla review show` tells whether its DDL ran (a DDL that did not "
+                    "commit changed nothing).",
+                    fmt::format("Decide again if the review accepts a decision: flotilla review "
+                                "show {}",
+                                found->short_id()),
+                    *found, false},
+                nullptr);
+        }
       // Polls a file the stream writes; a decision is a rare, interactive event.
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }

@@ -107,8 +107,10 @@ struct project {
   project() {
     {
       std::ofstream toml(dir.path() / "flotilla.toml");
+      // The capture source whose stream held the tables (never reached: no stream runs).
       toml << "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
-              "[sources.shop]\nadapter = \"sqlite\"\npath = \"shop.db\"\n";
+              "[sources.shop]\nadapter = \"postgres\"\ndsn = \"postgresql://127.0.0.1:1/shop\"\n"
+              "capture = \"logical\"\n";
     }
     wh.name = "wh";
     wh.dialect = "duckdb";
@@ -542,4 +544,20 @@ TEST_CASE("another project's config pointed at the state directory decides none 
   // The project itself still has both reviews open.
   auto mine = parse(run_cli(p.dir, {"review", "list", "--output", "json"}));
   CHECK(mine["reviews"].size() == 2);
+}
+
+TEST_CASE("a decision for a source flotilla.toml no longer streams is refused; remove is taken") {
+  project p;
+  std::ofstream(p.dir.path() / "flotilla.toml", std::ios::trunc)
+      << "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+         "[sources.other]\nadapter = \"sqlite\"\npath = \"other.db\"\n";
+  auto apply = run_cli(p.dir, {"review", "apply", "wh", p.rename_table});
+  CHECK(apply.exit_code == 2);
+  CHECK_THAT(apply.err, Catch::Contains("FLT-V013") && Catch::Contains("source 'shop'") &&
+                            Catch::Contains("Nothing ran"));
+  auto cols = p.columns();
+  CHECK(std::find(cols.begin(), cols.end(), "order_id") == cols.end());
+  auto remove = run_cli(p.dir, {"review", "remove", "wh", p.rename_table, "--output", "json"});
+  INFO(remove.err);
+  CHECK(remove.exit_code == 0);
 }

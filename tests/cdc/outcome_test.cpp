@@ -349,6 +349,12 @@ TEST_CASE("a target table altered by hand stops at the change") {
     t.actual->columns[3].type = ty("smallint");
     CHECK(as_stopped(decide_outcome(base, source_change{drop_column{"note"}, lsn}, t)).code ==
           code_target_shape);
+    // Another kind of type than the proposal's (text, or numeric where it proposed text):
+    // the edit's choice, kept.
+    t.actual->columns[3].type = ty("text");
+    t.edited_ddl = "ALTER TABLE s.orders ALTER COLUMN \"QTY\" TYPE text";
+    CHECK(std::holds_alternative<applied>(
+        decide_outcome(base, source_change{drop_column{"note"}, lsn}, t)));
     t.actual->columns[3].type = ty("bigint");
     t.edited_ddl = "ALTER TABLE s.orders ALTER COLUMN qty_total TYPE bigint";
     CHECK(as_stopped(decide_outcome(base, source_change{drop_column{"note"}, lsn}, t)).code ==

@@ -792,6 +792,35 @@ TEST_CASE("an applied review replays the kept changes under the new shape, once"
   CHECK(again.stop() == 0);
 }
 
+TEST_CASE("a comment-only edit that leaves the target without the renamed column fails, the "
+          "table held alone", "[stream]") {
+  // Resumed so, the table's next change names a column the target lacks: the target
+  // refused it and the stream stopped for every table, at every start.
+  fixture f;
+  make_orders(f, "orders", 3);
+  make_orders(f, "items", 1);
+  stream_process p(f);
+  REQUIRE(eventually([&] { return count(f.target(), "st_shop.orders") == "3"; }));
+  hold_by_rename(f);
+  const auto result = decided(f, submit(f, flotilla::cdc::decision_kind::apply_edited,
+                                        "-- I will rename it later"));
+  CHECK(result.status == flotilla::cdc::decision_result::outcome::failed);
+  CHECK_THAT(hold_of(f).error(), Catch::Contains("every column the source table has") &&
+                                     Catch::Contains("order_id"));
+  CHECK(hold_of(f).state() == flotilla::storage::pb::HOLD_STATE_LAST_DECISION_FAILED);
+  // Held alone: its changes are kept, the other table streams.
+  pg_exec(f.source(), "INSERT INTO orders VALUES (4, 'kept', 1)");
+  pg_exec(f.source(), "INSERT INTO items VALUES (2, 'streams', 1)");
+  CHECK(eventually([&] { return count(f.target(), "st_shop.items") == "2"; }));
+  CHECK(eventually([&] { return kept_count(f) == 1; }));
+  CHECK(count(f.target(), "st_shop.orders") == "3");
+  // The proposal (the rename) then resumes it with its kept change.
+  decided(f, submit(f, flotilla::cdc::decision_kind::apply_proposed));
+  CHECK(eventually([&] { return count(f.target(), "st_shop.orders") == "4"; }));
+  CHECK(p.stop() == 0);
+  INFO(p.err());
+}
+
 TEST_CASE("a key rename held after other DDL of its transaction: the review carries that DDL "
           "too", "[stream]") {
   // The transaction's earlier changes (a column renamed, another dropped) are in the
