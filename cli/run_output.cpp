@@ -197,7 +197,7 @@ run_summary summarize(const std::vector<actors::pipeline_report>& reports) {
       ++s.failed;
     for (const auto& t : p.tables) {
       const auto& o = t.outcome;
-      if (const auto* v = drift_verdict_of(o)) {
+      if (const auto* v = drift_verdict_of(o); v && v->checked()) {
         ++s.source_checked;
         s.source_drifted += v->drifted() ? 1 : 0;
       }

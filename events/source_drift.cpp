@@ -73,6 +73,7 @@ std::string_view to_string(drift_decision d) {
     case drift_decision::unchanged: return "unchanged";
     case drift_decision::warn: return "warn";
     case drift_decision::fail: return "fail";
+    case drift_decision::not_seeded: return "not_seeded";
   }
   return "skip";
 }
@@ -203,7 +204,9 @@ drift_verdict evaluate_source_drift(const drift_input& in) {
   // is about. No baseline is taken from it; the run that loads the table seeds it.
   if ((in.baseline == nullptr || in.baseline->hints_hash() != in.hints_hash) &&
       !in.refusal.empty()) {
-    v.decision = drift_decision::skip;
+    v.decision = drift_decision::not_seeded;
+    if (in.baseline != nullptr)
+      v.baseline_run_id = in.baseline->run_id();
     return v;
   }
   if (in.baseline == nullptr) {

@@ -38,6 +38,9 @@ enum class drift_decision : std::uint8_t {
   unchanged,  ///< the observed schema matches the baseline
   warn,       ///< drifted under warn: event and warning; the table succeeds; baseline kept
   fail,       ///< drifted under fail: the table fails (FLT-D001); staged data kept; baseline kept
+  /// No baseline yet (or the read changed) and the plan refused the table: nothing is
+  /// seeded from data no run loaded; the run that loads it seeds. Not a check.
+  not_seeded,
 };
 
 [[nodiscard]] std::string_view to_string(drift_decision d);
@@ -130,7 +133,9 @@ struct drift_verdict {
   std::string error{};       ///< fail: names the dataset, the changes and `flotilla schema accept`
   std::string warning{};     ///< warn: the console line
 
-  [[nodiscard]] bool checked() const { return decision != drift_decision::skip; }
+  [[nodiscard]] bool checked() const {
+    return decision != drift_decision::skip && decision != drift_decision::not_seeded;
+  }
   [[nodiscard]] bool drifted() const {
     return decision == drift_decision::warn || decision == drift_decision::fail;
   }
