@@ -175,7 +175,7 @@ const key_home key_homes[] = {
     {&project_keys, "[project]"},
     {&target_keys, "a target section [targets.NAME]"},
     {&source_keys, "a source section [sources.NAME]"},
-    {&table_only_keys, "a table section [sources.NAME.tables.\"TABLE\"]"},
+    {&table_keys, "a table section [sources.NAME.tables.\"TABLE\"]"},
     {&resilience_keys, "[resilience]"},
     {&governance_keys, "[policy]"},
     {&io_keys, "[io]"},
@@ -917,8 +917,10 @@ class loader {
       sc.target = *tg;
     if (auto more = strings(t, "stream_to", path, false))
       sc.stream_to = std::move(*more);
-    if (const auto* tags = section(t, "tags", path))
+    if (const auto* tags = section(t, "tags", path)) {
+      sc.tags_at = pos_of(t.get("tags")->source());
       load_tags(sc, *tags, key_path_append(path, "tags"));
+    }
     if (auto inc = strings(t, "include", path, true))
       sc.include = std::move(*inc);
     if (auto exc = strings(t, "exclude", path, true)) {

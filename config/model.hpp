@@ -157,6 +157,7 @@ struct source_config {
   std::vector<std::string> include{"*"};    ///< names or `*` globs. Default: ["*"]
   std::vector<std::string> exclude;         ///< names or `*` globs. Default: none
   position exclude_at;                      ///< where `exclude` is set
+  position tags_at;                         ///< where `tags` is set; else the section header
   policy_overrides policy;                  ///< Default: all inherited from [project]
   std::uint32_t batch_rows = 8192;          ///< rows per read batch. Default: 8192
   std::vector<table_config> tables;         ///< per-table sections, in file order

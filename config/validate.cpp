@@ -80,13 +80,19 @@ struct checker {
           // the template, which the near match points at).
           const std::string near = nearest(n, known);
           const auto where = t.schema_at.line ? t.schema_at : t.at;
-          report(errc::unknown_placeholder, s.at, key_path({"sources", s.name, "tags"}),
+          report(errc::unknown_placeholder, s.tags_at.line ? s.tags_at : s.at,
+                 key_path({"sources", s.name, "tags"}),
                  fmt::format("{{{}}}", n), tags,
                  fmt::format("source '{}' has no tag '{}', used by the schema template '{}' of "
                              "target '{}' (targets.{}.schema, line {}); {}add {} to its tags, or "
                              "change the template",
                              s.name, n, t.schema, t.name, t.name, where.line,
-                             near.empty() ? "" : fmt::format("did you mean {{{}}}? or ", near),
+                             // A near tag: either may be the typo.
+                             near.empty() ? ""
+                                          : fmt::format("its tag '{}' is close to it: correct "
+                                                        "whichever of the two is misspelt (the "
+                                                        "tag, or the template's {{{}}}); or ",
+                                                        near, n),
                              fmt::format("{} = \"...\"", schema::toml_key(n))));
         }
       }

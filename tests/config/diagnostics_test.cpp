@@ -429,7 +429,7 @@ tags = { client = "globex" }
   CHECK(d.message.find("'wh'") != std::string::npos);
   CHECK(d.message.find("targets.wh.schema, line 5") != std::string::npos);
   CHECK(d.message.find("add region = \"...\" to its tags") != std::string::npos);
-  CHECK(d.line == 12);  // the source's section
+  CHECK(d.line == 15);  // the source's tags
 }
 
 TEST_CASE("a misspelt placeholder is FLT-C009 with the tag it most likely meant") {
@@ -445,7 +445,9 @@ path = "a.db"
 tags = { region = "eu" }
 )toml");
   const auto& d = expect(r, errc::unknown_placeholder, "sources.shop.tags");
-  CHECK(d.message.find("did you mean {region}?") != std::string::npos);
+  CHECK(d.message.find("its tag 'region' is close to it") != std::string::npos);
+  CHECK(d.message.find("the template's {regoin}") != std::string::npos);
+  CHECK(d.line == 10);  // where the source's tags are
 }
 
 TEST_CASE("a schema template with unbalanced braces is FLT-C010") {
