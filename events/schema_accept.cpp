@@ -300,8 +300,19 @@ accept_plan plan_accept(const storage::pb::RunRecord* latest, std::span<const st
                               name, latest->run_id(), st->second)});
         continue;
       }
+      // The same name in another case, a table the run had: named as it is written.
+      std::string other_case;
+      for (const auto& [known, _] : any_status)
+        if (known != name && schema::same_name(known, name, schema::name_rule::case_insensitive))
+          other_case = other_case.empty() ? known : "\n";  // two: none to name
+      if (other_case == "\n")
+        other_case.clear();
       const std::string run =
           latest == nullptr ? std::string("no run has been recorded yet")
+          : !other_case.empty()
+              ? fmt::format("the latest run ({}) had no table of that name as written: names are "
+                            "matched as the source writes them (did you mean '{}'?)",
+                            latest->run_id(), other_case)
           : filtered
               ? fmt::format("the latest run ({}) ran with --filter {}, and had no table of that "
                             "name{}: for a table that filter left out, run `flotilla run` (or "
