@@ -18,6 +18,7 @@
 #include "config/load.hpp"
 #include "config/policy.hpp"
 #include "config/toml_edit.hpp"
+#include "schema/compat.hpp"
 
 namespace flotilla::cli {
 namespace {
@@ -330,6 +331,20 @@ int do_generate(const global_options& g, const contract_args& a) {
                 replaced.push_back({{"column", c.name}, {"declared", written}, {"live", type}});
               }
             }
+        // A live type that cannot hold every value of the source's (a HUGEINT the target
+        // describes as decimal(38,0) where the source reads decimal(39,0)): declared as
+        // the source's type, which the target stores as this live type; the live one would
+        // fail the next plan (FLT-S002) of a table that loads today.
+        if (const auto* from = t.source_columns.find(c.name, t.dialect->names());
+            from != nullptr && type == schema::to_string(c.type) &&
+            !schema::can_read_as(from->type, c.type)) {
+          type = schema::to_string(from->type);
+          fmt::print(stderr,
+                     "note: table:{} column '{}' is {} in the live table, which cannot be read "
+                     "from the source's {}: declared as the source's type, as the target "
+                     "stores it\n",
+                     name, c.name, schema::to_string(c.type), type);
+        }
         d.columns.push_back(config::column_declaration{c.name, type});
         cols.push_back({{"name", c.name}, {"type", d.columns.back().type}});
       }

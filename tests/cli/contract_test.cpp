@@ -660,3 +660,30 @@ TEST_CASE("contract generate --write keeps a declared type the target stores as 
   CHECK((*ta)["edit"] == "unchanged");
   CHECK(read_file(f.w.path() / "flotilla.toml") == aliases);
 }
+
+TEST_CASE("contract generate --write declares the source's type where the live one cannot hold "
+          "its values, so the next plan still loads the table") {
+  // A numeric(40,2) loads into DuckDB, which describes the column as decimal(38,2): that
+  // declaration could not read the source's values (FLT-S002 on every plan after).
+  workdir w;
+  const std::string schema = "cg_" + unique_suffix();
+  pg_exec(pg_dsn(), "CREATE SCHEMA \"" + schema + "\"; CREATE TABLE \"" + schema +
+                        "\".wide (id int PRIMARY KEY, amount numeric(40,2)); INSERT INTO \"" +
+                        schema + "\".wide VALUES (1, 12345678901234567890.25)");
+  w.write("flotilla.toml", fmt::format("[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                                       "[sources.pg]\nadapter = \"postgres\"\ndsn = \"{}\"\n"
+                                       "include = [\"{}.wide\"]\n",
+                                       pg_dsn(), schema));
+  auto run = run_flotilla(w, {"run"});
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 0);
+  auto gen = run_flotilla(w, {"contract", "generate", "--write"});
+  INFO(gen.out << gen.err);
+  CHECK(gen.exit_code == 0);
+  CHECK_THAT(read_file(w.path() / "flotilla.toml"), Catch::Contains("amount = \"decimal(40,2)\""));
+  auto plan = run_flotilla(w, {"plan"});
+  INFO(plan.out << plan.err);
+  CHECK(plan.exit_code == 0);
+  CHECK(run_flotilla(w, {"contract", "diff"}).exit_code == 0);
+  pg_exec(pg_dsn(), "DROP SCHEMA \"" + schema + "\" CASCADE");
+}
