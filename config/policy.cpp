@@ -46,11 +46,13 @@ table_policy effective_policy(const project& p, const source_config& src,
   table_policy r;
   resolve(r.contract, r.from.contract, t.contract, s.contract, g.contract);
   // Built-in defaults of the remaining keys depend on the contract (see header).
-  // A table has a contract when it is enforced or declares columns: SQLLoad's default
+  // A table has a contract when it is enforced, declares columns, or has `contract` written
+  // out (`contract = "none"`, seed 000's own mode: docs/decisions.md): SQLLoad's default
   // (a rebuild needs confirmation) applies; otherwise Rocky's (it rebuilds on its own).
   // auto_widen is opt-in everywhere, as seed 000 says.
-  const bool contracted =
-      r.contract == contract_mode::enforced || (section != nullptr && !section->columns.empty());
+  const bool contracted = r.contract == contract_mode::enforced ||
+                          r.from.contract != policy_origin::built_in ||
+                          (section != nullptr && !section->columns.empty());
   r.type_change_rebuild = contracted ? rebuild_policy::require_confirmation : rebuild_policy::allow;
   r.auto_widen = false;
   resolve(r.on_schema_change, r.from.on_schema_change, t.on_schema_change, s.on_schema_change,

@@ -1250,6 +1250,29 @@ TEST_CASE("contract = \"none\" written out follows a live column widened by hand
   }
 }
 
+TEST_CASE("contract = \"none\" written out takes seed 000's default: a rebuild needs "
+          "--allow-type-change-rebuild") {
+  workdir w;
+  sqlite_exec(w.file("src.db"), "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT);"
+                                "INSERT INTO t VALUES (1, 'a')");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.s]\nadapter = \"sqlite\"\npath = \"src.db\"\n"
+                           "contract = \"none\"\n");
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  sqlite_exec(w.file("src.db"), "DROP TABLE t; CREATE TABLE t (id INTEGER PRIMARY KEY, v INT);"
+                                "INSERT INTO t VALUES (1, 7)");
+  auto refused = flotilla_json(w, {"run"}, &rc);
+  INFO(refused.dump(2));
+  CHECK(rc == 1);
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT v FROM s.t")[0][0] == "a");
+  auto confirmed = flotilla_json(w, {"run", "--allow-type-change-rebuild"}, &rc);
+  INFO(confirmed.dump(2));
+  CHECK(rc == 0);
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT CAST(v AS VARCHAR) FROM s.t")[0][0] == "7");
+}
+
 TEST_CASE("a NaN SQLite cannot store fails its table, naming the column; never a NULL") {
   workdir w;
   std::filesystem::create_directories(w.file("data"));
