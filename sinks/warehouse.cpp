@@ -103,6 +103,18 @@ class loader final : public table_writer {
         in_place_ = d.replaces_in_place() || !live || emptied;
         replaces_live_ = live && !emptied && !(d.replaces_in_place() && keeps);
         into_ = in_place_ ? target : staging;
+        // PostgreSQL swapping in a table whose columns stay as they are: the staging table
+        // takes the live table's own column types (LIKE), which the portable types cannot
+        // always spell (a bare numeric, timestamp(3), char(5) made by hand): seed 000's
+        // contract none follows the live table, changes made by hand included, whatever
+        // the table's size (one refreshed in place keeps them too).
+        std::optional<std::vector<std::string>> like_relaxed;
+        if (keeps && !in_place_ && d.name() == "postgres")
+          if (const auto r = schema::relaxation_for(*live, stage); r && !r->drop_key && r->add_key.empty()) {
+            like_relaxed.emplace();
+            for (const auto& c : r->drop_not_null)
+              like_relaxed->push_back(d.drop_not_null(into_, c));
+          }
         if (wh_.key_after_load() && !emptied) {
           for (auto& c : stage.columns) {
             if (!c.key)
@@ -114,6 +126,11 @@ class loader final : public table_writer {
         }
         if (in_place_) {
           for (auto& sql : d.refresh_in_place(target, live, stage))
+            first.push_back(std::move(sql));
+        } else if (like_relaxed) {
+          first.push_back(fmt::format("CREATE TABLE {} (LIKE {})", d.qualified(into_),
+                                      d.qualified(target)));
+          for (auto& sql : *like_relaxed)
             first.push_back(std::move(sql));
         } else {
           first.push_back(d.create_table(into_, stage));

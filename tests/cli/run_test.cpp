@@ -4448,3 +4448,38 @@ TEST_CASE("a run going on from a target commit the state store does not know say
   INFO(third.dump(2));
   CHECK_FALSE(third["tables"][0].contains("warnings"));
 }
+
+TEST_CASE("a PostgreSQL full refresh swapped in keeps the column types the live table was "
+          "given by hand (seed 000: contract none follows the live table)") {
+  workdir w;
+  const std::string src = "hs_" + unique_suffix();
+  const std::string tgt = "ht_" + unique_suffix();
+  pg_exec(pg_dsn(), "CREATE SCHEMA \"" + src + "\"; CREATE TABLE \"" + src +
+                        "\".sw (id int PRIMARY KEY, amount numeric(12,2), ts timestamp); "
+                        "INSERT INTO \"" + src + "\".sw VALUES (1, 2.5, '2024-01-01 10:00:00')");
+  // in_place_max_bytes = 0: every full refresh goes through a staging table and a swap.
+  w.write("flotilla.toml",
+          fmt::format("[targets.wh]\ndialect = \"postgres\"\ndsn = \"{0}\"\nschema = \"{2}\"\n"
+                      "in_place_max_bytes = 0\n[sources.app]\nadapter = \"postgres\"\n"
+                      "dsn = \"{0}\"\ninclude = [\"{1}.sw\"]\ncontract = \"none\"\n",
+                      pg_dsn(), src, tgt));
+  int rc = -1;
+  flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  pg_exec(pg_dsn(), "ALTER TABLE \"" + tgt + "\".sw ALTER amount TYPE numeric, ALTER ts TYPE "
+                    "timestamp(3)");
+  auto j = flotilla_json(w, {"run"}, &rc);
+  INFO(j.dump(2));
+  CHECK(rc == 0);
+  CHECK(j["drift"]["actions_taken"].empty());
+  const auto types = pg_query(pg_dsn(), "SELECT format_type(atttypid, atttypmod) FROM "
+                                        "pg_attribute WHERE attrelid = '\"" + tgt +
+                                        "\".sw'::regclass AND attnum > 0 ORDER BY attnum");
+  CHECK(types == std::vector<std::vector<std::string>>{
+                     {"integer"}, {"numeric"}, {"timestamp(3) without time zone"}});
+  CHECK(pg_query(pg_dsn(), "SELECT count(*) FROM \"" + tgt + "\".sw WHERE id = 1 AND amount = 2.5")[0][0] == "1");
+  // The key is there again after the swap.
+  CHECK(pg_query(pg_dsn(), "SELECT count(*) FROM pg_constraint WHERE conrelid = '\"" + tgt +
+                               "\".sw'::regclass AND contype = 'p'")[0][0] == "1");
+  pg_exec(pg_dsn(), "DROP SCHEMA \"" + src + "\" CASCADE; DROP SCHEMA \"" + tgt + "\" CASCADE");
+}
