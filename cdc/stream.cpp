@@ -2240,13 +2240,18 @@ class source_stream {
     const held_change_ref decided = held_ddl(r);
     const std::vector<source_column> after = t.columns;
     bool announced = false;
+    // The held change's event goes out once: not again from the replay that follows one
+    // that stopped past it (its batch committed the event with the changes before the
+    // stop).
+    const bool decided_published = t.hold_position != 0 && t.applied >= t.hold_position;
     const auto announce = [&] {
       if (announced)
         return;
       announced = true;
       t.columns = after;
       t.layout = layout_of(t.columns);
-      logic_->add_decided_change(b, t, decided, t.hold_position);
+      if (!decided_published)
+        logic_->add_decided_change(b, t, decided, t.hold_position);
     };
     if (target_ || decided.change == 0 || !detail.is_object() || !detail.contains("columns_before")) {
       announce();
@@ -2275,6 +2280,16 @@ class source_stream {
         t.applied = through;
         if (o_.progress)
           o_.progress->changes += b.changes;
+        // The kept changes the target has now leave the queue, so that the review counts
+        // the ones still kept (a later replay skips them anyway: at or before `through`).
+        std::uint64_t applied_through = 0;
+        for (const auto& k : *kept) {
+          if (parse_lsn(k.position()).value_or(0) > through)
+            break;
+          applied_through = k.sequence();
+        }
+        if (applied_through > 0)
+          check(o_.store->remove_held_changes_through(tgt_name_, t.key, applied_through));
         check(save_review(*o_.store, replay_stopped(r, stop_at->reason, now_us())));
         throw stop_error(stop_at->reason);
       }
@@ -2522,10 +2537,14 @@ class source_stream {
         t.layout = layout_of(t.columns);
         follow_relid(t, static_cast<std::uint32_t>(std::stoul(row[0].value_or("0"))));
       }
-      if (events_) {  // an event target, or [events.kafka|pubsub] beside a warehouse
+      // The held change's event, unless a replay that stopped later (at a change the
+      // stream cannot carry) committed it already: published once.
+      const lsn_t held_at = parse_lsn(r.hold.position()).value_or(0);
+      if (events_ && !(held_at != 0 && t.applied >= held_at)) {
+        // an event target, or [events.kafka|pubsub] beside a warehouse
         batch b;
         logic_->add_decided_change(b, t, held_ddl(r),
-                                   parse_lsn(r.hold.position()).value_or(snap.consistent_point));
+                                   held_at != 0 ? held_at : snap.consistent_point);
         if (!b.events.empty())
           events_->publish(b.events);
       }

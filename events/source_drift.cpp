@@ -88,22 +88,15 @@ std::string_view to_string(change_kind k) {
 }
 
 std::string describe(const column_change& c) {
-  // A name holding a line break (or another control character) escaped, as `schema
-  // accept` shows it: printed raw, the break reads as the "; " between two changes.
-  const bool control = std::any_of(c.column.begin(), c.column.end(), [](char ch) {
-    const auto u = static_cast<unsigned char>(ch);
-    return u < 0x20 || u == 0x7f;
-  });
-  const std::string name = control ? shell_word(c.column) : "'" + c.column + "'";
   switch (c.kind) {
     case change_kind::added:
-      return c.to.empty() ? fmt::format("column {} added (no values yet)", name)
-                          : fmt::format("column {} added {}", name, upper(c.to));
+      return c.to.empty() ? fmt::format("column '{}' added (no values yet)", c.column)
+                          : fmt::format("column '{}' added {}", c.column, upper(c.to));
     case change_kind::removed:
-      return c.from.empty() ? fmt::format("column {} removed (it had no values)", name)
-                            : fmt::format("column {} removed (was {})", name, upper(c.from));
+      return c.from.empty() ? fmt::format("column '{}' removed (it had no values)", c.column)
+                            : fmt::format("column '{}' removed (was {})", c.column, upper(c.from));
     case change_kind::retyped:
-      return fmt::format("column {} retyped {} -> {}", name, upper(c.from), upper(c.to));
+      return fmt::format("column '{}' retyped {} -> {}", c.column, upper(c.from), upper(c.to));
   }
   return {};
 }
