@@ -1326,6 +1326,11 @@ void describe_copy(storage::pb::TableResult& result, const engine::table_outcome
     result.set_finished_at_us(o.finished_at_us);
     result.set_started_at_us(o.finished_at_us - o.duration_us);
   }
+  if (o.recovered) {
+    result.set_recovered_rows(o.recovered->rows);
+    result.set_recovered_run_id(o.recovered->run_id);
+    result.set_recovered_watermark(o.recovered->watermark);
+  }
 }
 
 namespace {

@@ -246,6 +246,10 @@ void write_interrupted_json(const config::project& project, const storage::pb::R
       row["load"] = t->load();
     if (t->warnings_size() > 0)
       row["warnings"] = nlohmann::json(std::vector<std::string>(t->warnings().begin(), t->warnings().end()));
+    if (t->recovered_rows() > 0)
+      row["recovered"] = {{"rows", t->recovered_rows()},
+                          {"run_id", t->recovered_run_id()},
+                          {"watermark", t->recovered_watermark()}};
     tables.push_back(std::move(row));
   }
   nlohmann::json j{
@@ -315,6 +319,8 @@ void add_recorded_table_events(std::vector<events::run_events::batch_event>& tab
       .error = t.error(),
       .error_code = t.error_code(),
       .duration_us = std::max<std::int64_t>(0, finished - started),
+      .recovered_rows = t.recovered_rows(),
+      .recovered_run_id = t.recovered_run_id(),
       .timestamp_us = finished});
   if (t.status() == "copied")
     ++totals.tables_copied;

@@ -4483,3 +4483,73 @@ TEST_CASE("a PostgreSQL full refresh swapped in keeps the column types the live 
                                "\".sw'::regclass AND contype = 'p'")[0][0] == "1");
   pg_exec(pg_dsn(), "DROP SCHEMA \"" + src + "\" CASCADE; DROP SCHEMA \"" + tgt + "\" CASCADE");
 }
+
+TEST_CASE("rows a killed run recovered from an earlier killed run are reported for it by the "
+          "run after it") {
+  workdir w;
+  sqlite_exec(w.file("shop.db"),
+              "CREATE TABLE log (seq INTEGER, v TEXT);"
+              "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100)"
+              " INSERT INTO log SELECT i, 'v' || i FROM n;");
+  write_config(w, "duckdb", "\n[sources.shop.tables.log]\ncursor_column = \"seq\"\n");
+  int rc = -1;
+  auto first = flotilla_json(w, {"run"}, &rc);
+  REQUIRE(rc == 0);
+  std::set<std::string> known{first["run_id"].get<std::string>()};
+  const auto append = [&](int from) {
+    sqlite_exec(w.file("shop.db"),
+                fmt::format("WITH RECURSIVE n(i) AS (SELECT {0} UNION ALL SELECT i + 1 FROM n "
+                            "WHERE i < {1}) INSERT INTO log SELECT i, 'v' || i FROM n;",
+                            from, from + 9));
+  };
+  append(101);
+  // Killed after its target commit, before its state commit: its 10 rows unrecorded.
+  REQUIRE(run_crashing_at(w, "1:before_state").exit_code != 0);
+  append(111);
+  // Recovers the first killed run's rows, copies its own, records them, and is killed in
+  // turn.
+  REQUIRE(run_crashing_at(w, "1:after_state").exit_code != 0);
+  auto rerun = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 0);
+  known.insert(rerun["run_id"].get<std::string>());
+  // The two killed runs: the second's run.json and events, written by the rerun, carry
+  // what it recovered of the first's.
+  std::vector<std::string> killed;
+  for (const auto& dir : std::filesystem::directory_iterator(w.path() / ".flotilla" / "runs"))
+    if (!known.contains(dir.path().filename().string()))
+      killed.push_back(dir.path().filename().string());
+  REQUIRE(killed.size() == 2);
+  nlohmann::json k2_json;
+  std::string k1, k2;
+  for (const auto& id : killed) {
+    std::ifstream in(w.path() / ".flotilla" / "runs" / id / "run.json");
+    REQUIRE(in);
+    auto j = nlohmann::json::parse(in);
+    if (j["tables"].size() == 1 && j["tables"][0].contains("recovered")) {
+      k2 = id;
+      k2_json = j;
+    } else {
+      k1 = id;
+    }
+  }
+  INFO(k2_json.dump(2));
+  REQUIRE_FALSE(k2.empty());
+  REQUIRE_FALSE(k1.empty());
+  const auto& t = k2_json["tables"][0];
+  CHECK(t["recovered"]["run_id"] == k1);
+  CHECK(t["recovered"]["rows"] == 10);
+  std::ifstream events(w.path() / ".flotilla" / "runs" / k2 / "events.ndjson");
+  std::uint64_t finished_rows = 0, recovered_rows = 0;
+  for (std::string line; std::getline(events, line);) {
+    auto e = nlohmann::json::parse(line);
+    if (e["type"] == "table_finished") {
+      finished_rows += e["table_finished"]["rows"].get<std::uint64_t>();
+      recovered_rows += e["table_finished"]["recovered_rows"].get<std::uint64_t>();
+    }
+  }
+  CHECK(recovered_rows == 10);
+  CHECK(finished_rows + recovered_rows == 20);
+  CHECK(duckdb_query(w.file("wh.duckdb"), "SELECT count(*), count(DISTINCT seq) FROM "
+                                          "staging__us_west__shop.log")[0] ==
+        std::vector<std::string>{"120", "120"});
+}
