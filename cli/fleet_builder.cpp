@@ -569,7 +569,34 @@ std::unique_ptr<storage::state_store> open_state_to_read(const config::project& 
   opts.create_if_missing = false;
   opts.sync_writes = false;
   opts.read_only = true;
+  opts.verify_checksums = true;  // what `run` refuses, the plan says
   auto s = storage::state_store::open(dir, opts);
+  // No CURRENT file, and the store's other files there: damaged, not absent (`run`
+  // refuses it).
+  const auto has_store_files = [&] {
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      const auto ext = it->path().extension().string();
+      const auto name = it->path().filename().string();
+      if (ext == ".sst" || ext == ".log" || name.starts_with("MANIFEST-"))
+        return true;
+    }
+    return false;
+  };
+  if (!s && s.error().code == storage::errc::not_found && has_store_files()) {
+    const std::string message = fmt::format(
+        "the state store {} has its files but no CURRENT file: the state files are damaged; "
+        "restore the directory from a backup, or move it away (the next run then starts "
+        "with no state, and goes on from the watermarks the targets committed)",
+        dir.string());
+    fmt::print(stderr, "warning FLT-R007: {}; `flotilla run` refuses it, and this plan reads "
+                       "no state (it plans every table as a first copy)\n",
+               message);
+    if (refused != nullptr)
+      *refused = message;
+    note_refusal("FLT-R007", message, dir.string());
+    return nullptr;
+  }
   if (!s) {
     // Damaged or unreadable (not merely absent): `run` refuses it, which the plan says.
     if (s.error().code != storage::errc::not_found) {

@@ -64,6 +64,10 @@ struct store_options {
   /// it; every write then fails with errc::read_only. The store must exist.
   /// Default: false
   bool read_only = false;
+  /// read_only: check every block's checksum at the open too, as a writable open always
+  /// does, so that a damaged file is refused (errc::corruption) rather than read as
+  /// absent records. A file a writer removed meanwhile is no damage. Default: false
+  bool verify_checksums = false;
   /// RocksDB background threads for flushes and compactions. Default: 2
   int max_background_jobs = 2;
   /// Memtable size per column family before it is flushed to disk. Default: 8 MiB

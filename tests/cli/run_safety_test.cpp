@@ -2075,6 +2075,46 @@ TEST_CASE("plan with a damaged state store says run refuses it, in its JSON and 
   CHECK(run.exit_code == 2);  // as the plan said
 }
 
+TEST_CASE("plan finds a damaged table file, or a missing CURRENT, of the state store as run "
+          "does") {
+  workdir w;
+  sqlite_exec(w.file("a.db"), "CREATE TABLE t (id INTEGER PRIMARY KEY); INSERT INTO t VALUES (1);");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.s]\nadapter = \"sqlite\"\npath = \"a.db\"\n"
+                           "prune_unchanged = true\n");
+  int rc = -1;
+  for (int i = 0; i < 2; ++i)
+    REQUIRE(flotilla_json(w, {"run"}, &rc)["status"] == "success");
+  const auto state = w.path() / ".flotilla" / "state";
+  std::vector<std::filesystem::path> tables;
+  for (const auto& f : std::filesystem::directory_iterator(state))
+    if (f.path().extension() == ".sst")
+      tables.push_back(f.path());
+  REQUIRE_FALSE(tables.empty());
+  const auto backup = w.path() / "state.bak";
+  std::filesystem::copy(state, backup, std::filesystem::copy_options::recursive);
+  for (const auto& sst : tables) {
+    INFO(sst.string());
+    {
+      std::fstream f(sst, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(40);
+      f.write("GARBAGEGARBAGE", 14);
+    }
+    auto plan = run_flotilla(w, {"plan", "--output", "json"});
+    CHECK(plan.exit_code == 1);
+    CHECK_THAT(plan.err, Catch::Contains("warning FLT-R007"));
+    CHECK(nlohmann::json::parse(plan.out)["state_error"]["code"] == "FLT-R007");
+    CHECK(run_flotilla(w, {"run"}).exit_code == 2);
+    std::filesystem::remove_all(state);
+    std::filesystem::copy(backup, state, std::filesystem::copy_options::recursive);
+  }
+  std::filesystem::remove(state / "CURRENT");
+  auto plan = run_flotilla(w, {"plan", "--output", "json"});
+  CHECK(plan.exit_code == 1);
+  CHECK_THAT(plan.err, Catch::Contains("no CURRENT file") && !Catch::Contains("no state exists"));
+  CHECK(run_flotilla(w, {"run"}).exit_code == 2);
+}
+
 TEST_CASE("the same project through a symlinked directory prunes its unchanged tables") {
   workdir w;
   std::filesystem::create_directories(w.path() / "real");
