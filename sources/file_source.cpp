@@ -1052,6 +1052,33 @@ std::optional<std::string> renamed_column(
   return std::nullopt;
 }
 
+/// The line of the file (as an editor numbers them) where record `record` of a CSV file
+/// begins: DuckDB numbers its errors by record ("CSV Error on Line: 3"), and a quoted value
+/// holding line breaks makes a record span several lines. Counted from the file's start,
+/// a line break inside double quotes being the value's. `record` itself when the file
+/// cannot be read.
+std::size_t csv_physical_line(const std::string& path, std::size_t record) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in || record <= 1)
+    return record;
+  std::size_t records = 1, lines = 1;
+  bool quoted = false;
+  char buf[64 * 1024];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    const auto n = static_cast<std::size_t>(in.gcount());
+    for (std::size_t i = 0; i < n; ++i) {
+      if (buf[i] == '"') {
+        quoted = !quoted;
+      } else if (buf[i] == '\n') {
+        ++lines;
+        if (!quoted && ++records == record)
+          return lines;
+      }
+    }
+  }
+  return record;
+}
+
 /// On line `number` of a CSV file, a quoted value whose closing quote is followed by more
 /// text before the next delimiter ("a"b): the value as written, up to that delimiter.
 /// DuckDB calls it an unterminated quote as well. nullopt: the line has no such value (its
@@ -1097,15 +1124,16 @@ std::string csv_reason(std::string reason, const std::string& path) {
   static const std::regex line(R"(CSV Error on Line: (\d+))");
   std::smatch l;
   if (reason.find("unterminated quote") != std::string::npos && std::regex_search(reason, l, line)) {
-    if (auto value = text_after_closing_quote(path, std::stoul(l[1].str())))
+    const std::size_t at = csv_physical_line(path, std::stoul(l[1].str()));
+    if (auto value = text_after_closing_quote(path, at))
       return fmt::format("line {}: the value {} closes its double quote before its end, and a "
                          "quoted value must end at its closing quote; inside a quoted value a "
                          "double quote is written twice (\"\"), so quote the whole value and "
                          "double the quotes in it",
-                         l[1].str(), *value);
+                         at, *value);
     return fmt::format("line {}: a value opens a double quote that is never closed, so every "
                        "line after it would be read into that value",
-                       l[1].str());
+                       at);
   }
   if (reason.find("This file is not utf-8 encoded") != std::string::npos &&
       std::regex_search(reason, l, line))

@@ -1598,6 +1598,27 @@ TEST_CASE("a quoted value with text after its closing quote is named as such, no
   CHECK(why.find("never closed") == std::string::npos);
 }
 
+TEST_CASE("a CSV quote error after a value holding a line break names the line an editor shows") {
+  workdir w;
+  std::filesystem::create_directories(w.file("d"));
+  // DuckDB numbers the error by record (3); the record begins on line 4.
+  w.write("d/early.csv", "id,note,amt\n1,\"a\nb\",1\n2,\"x\"y,5\n3,z,6\n");
+  w.write("d/open.csv", "id,note,amt\n1,\"a\nb\",1\n2,\"x,5\n3,z,6\n");
+  w.write("flotilla.toml", "[targets.wh]\ndialect = \"duckdb\"\npath = \"wh.duckdb\"\n"
+                           "[sources.c]\nadapter = \"csv\"\npath = \"d\"\n");
+  int rc = -1;
+  auto run = flotilla_json(w, {"run"}, &rc);
+  CHECK(rc == 1);
+  const auto* early = find_table(run, "c.early");
+  const auto* open = find_table(run, "c.open");
+  REQUIRE(early != nullptr);
+  REQUIRE(open != nullptr);
+  CHECK_THAT((*early)["error"].get<std::string>(),
+             Catch::Contains("line 4: the value \"x\"y closes its double quote before its end"));
+  CHECK_THAT((*open)["error"].get<std::string>(),
+             Catch::Contains("line 4: a value opens a double quote that is never closed"));
+}
+
 TEST_CASE("a JSON value a pinned column cannot parse is named with its record and column") {
   workdir w;
   std::filesystem::create_directories(w.file("in"));
