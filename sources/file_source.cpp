@@ -648,9 +648,14 @@ std::string json_reason(const std::string& path, std::string reason) {
 /// A value DuckDB could not convert to the type the column is read as (declared, or inferred),
 /// in Flotilla's terms: the line, the column, the value and the pin that fixes it.
 /// nullopt for any other error.
+std::size_t csv_physical_line(const std::string& path, std::size_t record);
+
+/// `csv_path`, when given: the CSV file, whose line an editor shows is named (DuckDB's
+/// number is the record's).
 std::optional<std::pair<std::string, std::string>> conversion_error(std::string_view reason,
                                                                     std::string_view source,
-                                                                    std::string_view table) {
+                                                                    std::string_view table,
+                                                                    const std::string& csv_path = {}) {
   static const std::regex line(R"(CSV Error on Line: (\d+))");
   static const std::regex column(R"re(Error when converting column "((?:[^"]|"")*)")re");
   static const std::regex value(R"re(Could not convert string "(.*?)" to '([A-Za-z0-9_ ()]+)')re");
@@ -665,7 +670,9 @@ std::optional<std::pair<std::string, std::string>> conversion_error(std::string_
   return std::pair{
       fmt::format("line {}: column '{}' holds '{}', which is not a {} (the column's type, as "
                   "declared in flotilla.toml or else inferred from the file)",
-                  l[1].str(), c[1].str(), v[1].str(), type),
+                  csv_path.empty() ? std::stoul(l[1].str())
+                                   : csv_physical_line(csv_path, std::stoul(l[1].str())),
+                  c[1].str(), v[1].str(), type),
       fmt::format("pin the column's type in flotilla.toml ({} columns = "
                   "{{ {} = \"text\" }}), or fix the value",
                   schema::table_header(source, table), schema::toml_key(c[1].str()))};
@@ -1766,7 +1773,8 @@ class file_source final : public source {
       // not fit the old one's columns: the change is the cause, not the value.
       if (changed())
         fail_changed();
-      if (auto c = conversion_error(e.what(), options_.name, request.table->name))
+      if (auto c = conversion_error(e.what(), options_.name, request.table->name,
+                                    json_ ? std::string() : path))
         throw error::read_failed(options_.name, request.table->name, path, c->first, c->second);
       if (json_) {
         out_of_range_number(path, request.table->name, e.what());
@@ -1778,7 +1786,8 @@ class file_source final : public source {
     } catch (const source_error& e) {
       if (changed())
         fail_changed();
-      if (auto c = conversion_error(e.what(), options_.name, request.table->name))
+      if (auto c = conversion_error(e.what(), options_.name, request.table->name,
+                                    json_ ? std::string() : path))
         throw error::read_failed(options_.name, request.table->name, path, c->first, c->second);
       if (json_) {
         out_of_range_number(path, request.table->name, e.what());
