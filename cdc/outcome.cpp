@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "dialects/widening.hpp"
+#include "schema/calendar.hpp"
 #include "schema/compat.hpp"
 
 namespace flotilla::cdc {
@@ -353,6 +354,20 @@ std::optional<outcome> decider::check_shape() const {
 // ---- columns --------------------------------------------------------------------------
 
 std::optional<outcome> decider::hidden_row_id(const std::string& name) const {
+  // Names Flotilla keeps for its own columns (a merge's sequence column): refused as
+  // `plan` refuses them (FLT-S013), on every target a copy of the table reaches.
+  {
+    std::string lower = name;
+    for (auto& ch : lower)
+      ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (lower.starts_with("__flotilla_") && !events())
+      return stop(code_target_shape,
+                  fmt::format("column '{}' has a name Flotilla keeps for its own columns "
+                              "(names starting __flotilla_): a load of the table into target "
+                              "'{}' would take it for its own",
+                              name, target_.name),
+                  "Name the column otherwise at the source; then start the stream again");
+  }
   if (target_.kind != target_kind::duckdb || !hides_duckdb_row_id(name) ||
       std::any_of(before_.columns.begin(), before_.columns.end(),
                   [](const captured_column& c) { return c.key; }))
@@ -447,10 +462,46 @@ outcome decider::on(const add_column& a) const {
     }
   }
 
+  // A decimal wider than the target's widest (DuckDB's 38 digits): no exact column for it,
+  // held as a widened one is (it would be made DECIMAL(38,s), and its first wider value
+  // would stop the stream with the target's bare refusal).
+  if (c.type.kind == schema::type_kind::decimal) {
+    const auto to_t = d_->canonical(c.type);
+    if (to_t.precision < c.type.precision || to_t.scale < c.type.scale)
+      return hold(
+          "add_column",
+          fmt::format("column '{}' was added as {}: {} holds decimals of {} digits at most, so "
+                      "it has no exact type there",
+                      c.name, type_text(c.type), engine_name(target_.kind), to_t.precision),
+          join_ddl({fmt::format("-- {} has no decimal of {} digits: {} would round or refuse "
+                                "values the source takes.",
+                                engine_name(target_.kind), c.type.precision,
+                                d_->physical_type(to_t)),
+                    "-- Edit the DDL, for example to keep every value as text:",
+                    fmt::format("--   {};",
+                                alter(fmt::format(
+                                    "ADD COLUMN {} VARCHAR{}", d_->quote(c.name),
+                                    has_default && c.default_value
+                                        ? " DEFAULT " + d_->literal(*c.default_value)
+                                        : std::string()))),
+                    "-- or remove the table from the stream."}),
+          "The column's values keep every digit only in a type the edited DDL gives it; the "
+          "table then resumes exactly at the change, replaying its kept changes.",
+          false);
+  }
+
   const std::string ty = d_->physical_type(c.type);
   std::vector<std::string> out;
   const bool with_value = has_default && c.default_value.has_value();
   std::string value_sql = with_value ? d_->literal(*c.default_value) : std::string();
+  // PostgreSQL's "0044-03-15 BC": the ISO year, which DuckDB reads as such (it read the
+  // text as 44 AD, and refused a BC timestamp), as the rows' values are given.
+  if (with_value && target_.kind != target_kind::postgres &&
+      (c.type.kind == schema::type_kind::date || c.type.kind == schema::type_kind::timestamp_ntz ||
+       c.type.kind == schema::type_kind::timestamp_tz) &&
+      c.default_value->ends_with(" BC"))
+    if (auto iso = schema::iso_from_pg_era(*c.default_value))
+      value_sql = d_->literal(*iso);
   // PostgreSQL's bytea text ("\\xdead"): DuckDB reads a blob's text a byte per "\\xHH".
   if (with_value && c.type.kind == schema::type_kind::bytes &&
       target_.kind == target_kind::duckdb && c.default_value->starts_with("\\x") &&

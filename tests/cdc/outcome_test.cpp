@@ -795,6 +795,43 @@ TEST_CASE("a decimal widened past DuckDB's 38 digits is held for an edit, not ap
   CHECK_THAT(a.statements[0], Catch::Contains("NUMERIC(40,2)"));
 }
 
+TEST_CASE("a decimal column added past DuckDB's 38 digits is held for an edit, not made at 38") {
+  auto c = column("e", "decimal(40,5)");
+  c.default_expr = "1.5";
+  c.default_constant = true;
+  c.default_value = "1.5";
+  const auto h = as_held(decide(add_column{c}, duck));
+  CHECK(h.kind() == "add_column");
+  CHECK_THAT(h.reason(), Catch::Contains("38 digits"));
+  CHECK(needs_edit(h.proposed_ddl()));
+  CHECK_THAT(h.proposed_ddl(), Catch::Contains("ADD COLUMN \"e\" VARCHAR DEFAULT '1.5'"));
+  // PostgreSQL adds it exactly.
+  const auto a = as_applied(decide(add_column{c}, pg));
+  REQUIRE_FALSE(a.statements.empty());
+  CHECK_THAT(a.statements.front(), Catch::Contains("NUMERIC(40,5)"));
+}
+
+TEST_CASE("a BC date or timestamp default gives DuckDB's rows the BC value") {
+  auto d = column("born", "date");
+  d.default_expr = "'0044-03-15 BC'::date";
+  d.default_constant = true;
+  d.default_value = "0044-03-15 BC";
+  const auto duck_sql = as_applied(decide(add_column{d}, duck)).statements;
+  REQUIRE_FALSE(duck_sql.empty());
+  CHECK_THAT(duck_sql.front(), Catch::Contains("'-0043-03-15'"));
+  auto t = column("at", "timestamp_ntz");
+  t.default_expr = "'0100-01-01 10:00:00 BC'::timestamp";
+  t.default_constant = true;
+  t.default_value = "0100-01-01 10:00:00 BC";
+  const auto ts_sql = as_applied(decide(add_column{t}, duck)).statements;
+  REQUIRE_FALSE(ts_sql.empty());
+  CHECK_THAT(ts_sql.front(), Catch::Contains("'-0099-01-01 10:00:00'"));
+  // PostgreSQL reads its own text.
+  const auto pg_sql = as_applied(decide(add_column{d}, pg)).statements;
+  REQUIRE_FALSE(pg_sql.empty());
+  CHECK_THAT(pg_sql.front(), Catch::Contains("0044-03-15 BC"));
+}
+
 TEST_CASE("a decimal retyped to an unbounded numeric is named as the source names it") {
   const auto& h = as_held(decide(alter_type{"total", ty("text"), "numeric"}, pg));
   CHECK_THAT(h.reason(), Catch::Contains("-> numeric (a numeric without precision") &&
