@@ -333,6 +333,10 @@ std::optional<outcome> decider::check_shape() const {
   for (const auto& live : actual.columns) {
     if (live.name.starts_with("__flotilla"))
       continue;  // the stream's own bookkeeping columns
+    // A column a review's edited DDL added (seed 003: "you want the target to differ"):
+    // the user's, kept; the stream's rows leave it to its default.
+    if (names_identifier(target_.edited_ddl, live.name))
+      continue;
     if (!before_.find(live.name) &&
         std::none_of(before_.columns.begin(), before_.columns.end(), [&](const auto& c) {
           return schema::same_name(c.name, live.name, names());

@@ -725,23 +725,18 @@ int do_review(const global_options& g, const review_args& a) {
       }
       if (std::chrono::steady_clock::now() >= deadline)
         return std::nullopt;
-      // The stream gone (killed, crashed) before it wrote the result: none will come.
-      // Looked at once a second: the store's lock is free then.
+      // The store's lock free again (looked at once a second): whoever held it (a stream,
+      // or another review command) is gone. A request nobody took is carried out here, as
+      // with no stream running; one a stream took and never answered (killed, crashed) has
+      // no result coming.
       if (++polls % 20 == 0)
         if (auto now = open_store(*project, problem); now && now->store && !now->read_only) {
+          if (cdc::withdraw_request(project->state_dir, id)) {
+            auto result =
+                cdc::carry_out(*now->store, project_opener(*project), target, table, d, now_us());
+            return report_result(a, result, now->store.get());
+          }
           now.reset();  // the lock, free again for the next stream
-          if (cdc::withdraw_request(project->state_dir, id))
-            return report_result(
-                a,
-                cdc::decision_result{
-                    cdc::decision_result::outcome::refused,
-                    std::string(cdc::code_stream_not_taking),
-                    "The stream stopped before it took the decision; it was withdrawn and "
-                    "nothing ran.",
-                    "Decide again: with no stream running, the decision is carried out at once "
-                    "and the stream replays it when it starts.",
-                    *found, false},
-                nullptr);
           if (!cdc::read_result(project->state_dir, id))
             return report_result(
                 a,

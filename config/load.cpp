@@ -1434,14 +1434,24 @@ load_result load_project_text(std::string_view toml_text, const std::string& pat
     const auto& b = e.source().begin;
     // The parser's words for a string left open at the end of its line: what to do, too.
     const std::string_view what = e.description();
-    const bool open_string = what.find("unescaped control characters") != std::string_view::npos ||
-                             what.find("encountered end-of-file") != std::string_view::npos;
+    // An array or inline table left open runs into the end of the file, or into the next
+    // key (read as a value): said before the string hint, which fits a line break only.
+    const bool open_array = what.find("parsing array") != std::string_view::npos ||
+                            what.find("parsing inline table") != std::string_view::npos;
+    const bool open_string = !open_array &&
+                             (what.find("unescaped control characters") != std::string_view::npos ||
+                              what.find("encountered end-of-file") != std::string_view::npos);
+    const bool bare_word = what.find("could not determine value type") != std::string_view::npos ||
+                           (what.find("parsing boolean") != std::string_view::npos);
+    const char* hint =
+        open_array ? " (an array [ or inline table { not closed? close it with ] or } before "
+                     "the next key)"
+        : open_string ? " (a string not closed on its line? end it with its closing quote)"
+        : bare_word   ? " (a text value is written in double quotes: dialect = \"duckdb\"; or "
+                        "an array [ opened above and not closed?)"
+                      : "";
     ds.push_back(diagnostic{errc::syntax_error, severity::error, path, b.line, b.column, "", "",
-                            "",
-                            fmt::format("invalid TOML: {}{}", what,
-                                        open_string ? " (a string not closed on its line? end "
-                                                      "it with its closing quote)"
-                                                    : "")});
+                            "", fmt::format("invalid TOML: {}{}", what, hint)});
     return finish(std::move(p), std::move(ds));
   }
   loader l{path, fs::path{p->config_dir}, *p};

@@ -561,3 +561,31 @@ TEST_CASE("a decision for a source flotilla.toml no longer streams is refused; r
   INFO(remove.err);
   CHECK(remove.exit_code == 0);
 }
+
+TEST_CASE("a decision queued while another command held the store is carried out once it lets go") {
+  // The holder is no stream (another review command, a run): nobody takes the request,
+  // and once the lock is free the waiting command carries the decision out itself.
+  project p;
+  std::optional<storage::state_store> holder(p.store());
+  running_cli waiting(p.dir, {"review", "apply", "wh", p.rename_table, "--wait", "60",
+                              "--output", "json"});
+  const auto inbox = inbox_dir(p.dir.path() / ".flotilla");
+  const auto queued = [&] {
+    std::error_code ec;
+    for (const auto& f : std::filesystem::directory_iterator(inbox, ec))
+      if (f.path().extension() == ".req")
+        return true;
+    return false;
+  };
+  for (int i = 0; i < 300 && !queued(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  REQUIRE(queued());
+  holder.reset();  // the other command ends
+  auto res = waiting.finish();
+  INFO(res.out << res.err);
+  CHECK(res.exit_code == 0);
+  CHECK(parse(res)["status"] == "done");
+  auto cols = p.columns();
+  CHECK(std::find(cols.begin(), cols.end(), "order_id") != cols.end());
+  CHECK(std::filesystem::is_empty(inbox));
+}

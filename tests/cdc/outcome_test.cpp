@@ -360,6 +360,17 @@ TEST_CASE("a target table altered by hand stops at the change") {
     CHECK(as_stopped(decide_outcome(base, source_change{drop_column{"note"}, lsn}, t)).code ==
           code_target_shape);
   }
+  SECTION("a column a review's edited DDL added") {
+    auto s = pg_shape();
+    s.columns.push_back(schema::column{"loaded_note", ty("text"), true, false});
+    auto t = target(pg);
+    t.actual = s;
+    CHECK(as_stopped(decide_outcome(base, source_change{drop_column{"note"}, lsn}, t)).code ==
+          code_target_shape);
+    t.edited_ddl = "ALTER TABLE s.orders ADD COLUMN \"loaded_note\" text";
+    CHECK(std::holds_alternative<applied>(
+        decide_outcome(base, source_change{drop_column{"note"}, lsn}, t)));
+  }
   SECTION("a column dropped by hand") {
     auto s = pg_shape();
     s.columns.erase(s.columns.begin() + 4);
