@@ -567,6 +567,14 @@ TEST_CASE("a decision queued while another command held the store is carried out
   // and once the lock is free the waiting command carries the decision out itself.
   project p;
   std::optional<storage::state_store> holder(p.store());
+  // The holder's open flushes its log in the background; a read-only open during that
+  // swap may see no review (see the test above): the listing is asked until it shows them.
+  for (int i = 0; i < 100; ++i) {
+    auto list = run_cli(p.dir, {"review", "list", "--output", "json"});
+    if (list.exit_code == 0 && parse(list)["reviews"].size() == 2)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   running_cli waiting(p.dir, {"review", "apply", "wh", p.rename_table, "--wait", "60",
                               "--output", "json"});
   const auto inbox = inbox_dir(p.dir.path() / ".flotilla");
